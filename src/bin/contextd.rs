@@ -1,0 +1,96 @@
+//! The broker daemon. Thin: parse arguments, set up logging, run.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use contextd::config::{Config, ConfigFile, Paths};
+use contextd::daemon::{self, DaemonError};
+
+/// The desktop context broker: knows what you are doing and tells only
+/// the apps you allowed.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Take the bus name over from a running instance.
+    #[arg(long)]
+    replace: bool,
+    /// Feed scripted events from a JSON-lines file or FIFO (tests,
+    /// benchmarks).
+    #[arg(long, value_name = "FILE")]
+    replay: Option<PathBuf>,
+    /// Use this config file instead of $XDG_CONFIG_HOME/contextd/config.toml.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// More log detail (-v debug, -vv trace); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    contextd::logging::init(args.verbose, false);
+    let paths = match Paths::from_env() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("contextd: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let file = match ConfigFile::load(&args.config.clone().unwrap_or_else(|| paths.config_file())) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("contextd: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let config = Config {
+        paths,
+        file,
+        replay: args.replay,
+        replace: args.replace,
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("contextd: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = rt.block_on(daemon::run(config, shutdown_signal()));
+    // Do not wait for blocking work (a stuck /proc read) at exit.
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    match result {
+        Ok(exit) => {
+            tracing::info!(?exit, "stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e @ DaemonError::NameTaken { .. }) => {
+            eprintln!("contextd: {e}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("contextd: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers; stop with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = int.recv() => tracing::info!("SIGINT"),
+    }
+}

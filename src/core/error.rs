@@ -1,0 +1,35 @@
+use crate::model::{AppId, Category};
+
+/// Domain errors. Each publisher maps them to its wire form (a D-Bus error
+/// name, a JSON-RPC code) with exactly one `From`.
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum Error {
+    /// The consent gate said no. The message names the app, the category
+    /// and how the user can grant it, because the person reading it is
+    /// usually the developer of the app or the user wondering why.
+    #[error("{app} may not read '{category}': {hint}")]
+    NotAllowed {
+        app: AppId,
+        category: Category,
+        hint: String,
+    },
+    /// The user has not decided yet; a prompt is (or will be) shown.
+    #[error("{app} is waiting for the user to decide about '{category}'")]
+    Pending { app: AppId, category: Category },
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    InvalidArgs(String),
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<crate::model::CategoryError> for Error {
+    fn from(e: crate::model::CategoryError) -> Self {
+        Error::InvalidArgs(e.to_string())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

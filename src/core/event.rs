@@ -1,0 +1,67 @@
+use serde::{Deserialize, Serialize};
+
+use crate::model::{
+    AppId, MediaStream, Network, Notification, Power, ProvidedContext, SessionState, Window,
+};
+
+/// What a source tells the core. Sources produce these and nothing else;
+/// the replay source reads them as JSON lines (`{"type": "window", ...}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum SourceEvent {
+    /// A source became available or unavailable.
+    SourceStatus {
+        source: String,
+        available: bool,
+        #[serde(default)]
+        error: Option<String>,
+    },
+    /// A window appeared or changed (the whole new state of it). A window
+    /// whose `states.activated` is set becomes the active window.
+    Window {
+        window: Window,
+    },
+    WindowClosed {
+        id: String,
+    },
+    /// Focus moved to a window (or to none).
+    Focus {
+        #[serde(default)]
+        id: Option<String>,
+    },
+    /// Every window is gone (the compositor went away).
+    WindowsReset,
+    Stream {
+        stream: MediaStream,
+    },
+    StreamRemoved {
+        id: String,
+    },
+    /// Every stream of a source is gone (PipeWire restarted); streams are
+    /// matched by the prefix of their id, which each source owns.
+    StreamsReset {
+        id_prefix: String,
+    },
+    Session {
+        session: Option<SessionState>,
+    },
+    Power {
+        power: Option<Power>,
+    },
+    Network {
+        network: Option<Network>,
+    },
+    Notification {
+        notification: Notification,
+    },
+    NotificationClosed {
+        id: String,
+    },
+    Provided {
+        context: ProvidedContext,
+    },
+    ProvidedRemoved {
+        app_id: AppId,
+        kind: String,
+    },
+}

@@ -1,0 +1,478 @@
+//! The current snapshot of everything the broker knows, and the broadcast
+//! of what changes in it.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, RwLock};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+use super::clock::Clock;
+use super::event::SourceEvent;
+use crate::model::{
+    AppId, Category, MediaStream, Network, Notification, Power, ProvidedContext, SessionState,
+    SourceStatus, Window,
+};
+
+/// How many focus changes the core remembers.
+pub const FOCUS_HISTORY_LEN: usize = 100;
+/// How many notifications the core remembers.
+pub const NOTIFICATIONS_LEN: usize = 50;
+/// Titles, summaries and bodies longer than this many characters are cut and
+/// end with [`TRUNCATION_MARKER`]; a client cannot make the broker hold or
+/// send megabytes per window.
+pub const MAX_TEXT_CHARS: usize = 1024;
+pub const TRUNCATION_MARKER: &str = "…[truncated]";
+/// Capacity of the change broadcast; a subscriber that falls further behind
+/// is told to re-read the snapshot.
+const CHANGE_CAPACITY: usize = 4096;
+
+/// One focus change.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FocusChange {
+    pub window_id: Option<String>,
+    pub app_id: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+/// Everything the broker knows right now.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub windows: BTreeMap<String, Window>,
+    pub active_window: Option<String>,
+    pub focus_history: VecDeque<FocusChange>,
+    pub streams: BTreeMap<String, MediaStream>,
+    pub session: Option<SessionState>,
+    pub power: Option<Power>,
+    pub network: Option<Network>,
+    pub notifications: VecDeque<Notification>,
+    pub provided: BTreeMap<(AppId, String), ProvidedContext>,
+    pub sources: BTreeMap<String, SourceStatus>,
+}
+
+impl Snapshot {
+    /// Windows in the order they appeared.
+    pub fn windows_in_order(&self) -> Vec<&Window> {
+        let mut v: Vec<&Window> = self.windows.values().collect();
+        v.sort_by(|a, b| {
+            a.first_seen
+                .cmp(&b.first_seen)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        v
+    }
+
+    pub fn active(&self) -> Option<&Window> {
+        self.active_window
+            .as_ref()
+            .and_then(|id| self.windows.get(id))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChangeKind {
+    Opened,
+    Changed,
+    Closed,
+}
+
+impl ChangeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Opened => "opened",
+            ChangeKind::Changed => "changed",
+            ChangeKind::Closed => "closed",
+        }
+    }
+}
+
+/// A change to the snapshot, as broadcast to publishers. It carries the full
+/// data; each publisher renders it per subscriber through `core::view`, so
+/// what a subscriber may not see never leaves the core.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    Window {
+        kind: ChangeKind,
+        window: Window,
+    },
+    Focus {
+        window: Option<Window>,
+    },
+    Stream {
+        kind: ChangeKind,
+        stream: MediaStream,
+    },
+    Session(Option<SessionState>),
+    Power(Option<Power>),
+    Network(Option<Network>),
+    Notification {
+        kind: ChangeKind,
+        notification: Notification,
+    },
+    Provided {
+        kind: ChangeKind,
+        context: ProvidedContext,
+    },
+    Source(SourceStatus),
+}
+
+impl Change {
+    /// The category a subscriber needs to receive this change, or `None`
+    /// for changes that need no consent (source health).
+    pub fn category(&self) -> Option<Category> {
+        Some(match self {
+            Change::Window { .. } | Change::Focus { .. } => Category::Windows,
+            Change::Stream { stream, .. } if stream.kind.is_capture() => Category::MediaCapture,
+            Change::Stream { .. } => Category::MediaPlayback,
+            Change::Session(_) => Category::Session,
+            Change::Power(_) => Category::Power,
+            Change::Network(_) => Category::Network,
+            Change::Notification { .. } => Category::Notifications,
+            Change::Provided { context, .. } => Category::Provided(context.kind.clone()),
+            Change::Source(_) => return None,
+        })
+    }
+}
+
+/// The state: the snapshot behind a lock that is never held across an
+/// await, and a broadcast channel of changes.
+#[derive(Debug)]
+pub struct State {
+    snapshot: RwLock<Snapshot>,
+    tx: broadcast::Sender<Arc<Change>>,
+    clock: Arc<dyn Clock>,
+}
+
+pub fn truncate_text(s: &mut String) {
+    if let Some((idx, _)) = s.char_indices().nth(MAX_TEXT_CHARS) {
+        s.truncate(idx);
+        s.push_str(TRUNCATION_MARKER);
+    }
+}
+
+fn same_window(a: &Window, b: &Window) -> bool {
+    a.app_id == b.app_id
+        && a.title == b.title
+        && a.states == b.states
+        && a.outputs == b.outputs
+        && a.parent == b.parent
+        && a.app_name == b.app_name
+        && a.icon == b.icon
+}
+
+impl State {
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        let (tx, _) = broadcast::channel(CHANGE_CAPACITY);
+        State {
+            snapshot: RwLock::new(Snapshot::default()),
+            tx,
+            clock,
+        }
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Read the snapshot. Keep `f` short: writers wait for it.
+    pub fn read<R>(&self, f: impl FnOnce(&Snapshot) -> R) -> R {
+        let guard = self.snapshot.read().unwrap_or_else(|e| e.into_inner());
+        f(&guard)
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Change>> {
+        self.tx.subscribe()
+    }
+
+    /// Apply one event and broadcast what changed. Returns the changes.
+    pub fn apply(&self, event: SourceEvent) -> Vec<Change> {
+        let now = self.clock.now();
+        let changes = {
+            let mut snap = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
+            apply_to(&mut snap, event, now)
+        };
+        for c in &changes {
+            // No receiver is not an error: nobody listens yet.
+            let _ = self.tx.send(Arc::new(c.clone()));
+        }
+        changes
+    }
+}
+
+fn set_focus(snap: &mut Snapshot, id: Option<String>, now: DateTime<Utc>, out: &mut Vec<Change>) {
+    if snap.active_window == id {
+        return;
+    }
+    let app_id = id
+        .as_ref()
+        .and_then(|id| snap.windows.get(id))
+        .map(|w| w.app_id.clone());
+    snap.active_window = id.clone();
+    if let Some(w) = id.as_ref().and_then(|id| snap.windows.get_mut(id)) {
+        w.last_focused = Some(now);
+    }
+    snap.focus_history.push_back(FocusChange {
+        window_id: id,
+        app_id,
+        at: now,
+    });
+    while snap.focus_history.len() > FOCUS_HISTORY_LEN {
+        snap.focus_history.pop_front();
+    }
+    out.push(Change::Focus {
+        window: snap.active().cloned(),
+    });
+}
+
+fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<Change> {
+    let mut out = Vec::new();
+    match event {
+        SourceEvent::SourceStatus {
+            source,
+            available,
+            error,
+        } => {
+            let changed = snap
+                .sources
+                .get(&source)
+                .is_none_or(|s| s.available != available || s.last_error != error);
+            if changed {
+                let since = match snap.sources.get(&source) {
+                    Some(s) if s.available == available => s.since,
+                    _ => now,
+                };
+                let st = SourceStatus {
+                    name: source.clone(),
+                    available,
+                    since,
+                    last_error: error,
+                };
+                snap.sources.insert(source, st.clone());
+                out.push(Change::Source(st));
+            }
+        }
+        SourceEvent::Window { mut window } => {
+            truncate_text(&mut window.title);
+            let activated = window.states.activated;
+            let id = window.id.clone();
+            match snap.windows.get(&id) {
+                Some(old) if same_window(old, &window) => {}
+                Some(old) => {
+                    window.first_seen = old.first_seen;
+                    window.last_focused = old.last_focused;
+                    snap.windows.insert(id.clone(), window.clone());
+                    out.push(Change::Window {
+                        kind: ChangeKind::Changed,
+                        window,
+                    });
+                }
+                None => {
+                    window.last_focused = None;
+                    snap.windows.insert(id.clone(), window.clone());
+                    out.push(Change::Window {
+                        kind: ChangeKind::Opened,
+                        window,
+                    });
+                }
+            }
+            if activated {
+                set_focus(snap, Some(id), now, &mut out);
+            } else if snap.active_window.as_deref() == Some(id.as_str()) {
+                set_focus(snap, None, now, &mut out);
+            }
+        }
+        SourceEvent::WindowClosed { id } => {
+            if let Some(w) = snap.windows.remove(&id) {
+                out.push(Change::Window {
+                    kind: ChangeKind::Closed,
+                    window: w,
+                });
+                if snap.active_window.as_deref() == Some(id.as_str()) {
+                    set_focus(snap, None, now, &mut out);
+                }
+            }
+        }
+        SourceEvent::Focus { id } => {
+            let id = id.filter(|id| snap.windows.contains_key(id));
+            for (wid, w) in snap.windows.iter_mut() {
+                let should = Some(wid) == id.as_ref();
+                if w.states.activated != should {
+                    w.states.activated = should;
+                }
+            }
+            set_focus(snap, id, now, &mut out);
+        }
+        SourceEvent::WindowsReset => {
+            let ids: Vec<String> = snap.windows.keys().cloned().collect();
+            for id in ids {
+                out.extend(apply_to(snap, SourceEvent::WindowClosed { id }, now));
+            }
+        }
+        SourceEvent::Stream { stream } => {
+            let id = stream.id.clone();
+            let kind = match snap.streams.get(&id) {
+                Some(old) if *old == stream => None,
+                Some(_) => Some(ChangeKind::Changed),
+                None => Some(ChangeKind::Opened),
+            };
+            if let Some(kind) = kind {
+                snap.streams.insert(id, stream.clone());
+                out.push(Change::Stream { kind, stream });
+            }
+        }
+        SourceEvent::StreamRemoved { id } => {
+            if let Some(stream) = snap.streams.remove(&id) {
+                out.push(Change::Stream {
+                    kind: ChangeKind::Closed,
+                    stream,
+                });
+            }
+        }
+        SourceEvent::StreamsReset { id_prefix } => {
+            let ids: Vec<String> = snap
+                .streams
+                .keys()
+                .filter(|k| k.starts_with(&id_prefix))
+                .cloned()
+                .collect();
+            for id in ids {
+                out.extend(apply_to(snap, SourceEvent::StreamRemoved { id }, now));
+            }
+        }
+        SourceEvent::Session { session } => {
+            if snap.session != session {
+                snap.session = session.clone();
+                out.push(Change::Session(session));
+            }
+        }
+        SourceEvent::Power { power } => {
+            if snap.power != power {
+                snap.power = power.clone();
+                out.push(Change::Power(power));
+            }
+        }
+        SourceEvent::Network { network } => {
+            if snap.network != network {
+                snap.network = network.clone();
+                out.push(Change::Network(network));
+            }
+        }
+        SourceEvent::Notification { mut notification } => {
+            truncate_text(&mut notification.summary);
+            truncate_text(&mut notification.body);
+            snap.notifications.retain(|n| n.id != notification.id);
+            snap.notifications.push_back(notification.clone());
+            while snap.notifications.len() > NOTIFICATIONS_LEN {
+                snap.notifications.pop_front();
+            }
+            out.push(Change::Notification {
+                kind: ChangeKind::Opened,
+                notification,
+            });
+        }
+        SourceEvent::NotificationClosed { id } => {
+            if let Some(pos) = snap.notifications.iter().position(|n| n.id == id)
+                && let Some(notification) = snap.notifications.remove(pos)
+            {
+                out.push(Change::Notification {
+                    kind: ChangeKind::Closed,
+                    notification,
+                });
+            }
+        }
+        SourceEvent::Provided { context } => {
+            let key = (context.app_id.clone(), context.kind.clone());
+            let kind = if snap.provided.contains_key(&key) {
+                ChangeKind::Changed
+            } else {
+                ChangeKind::Opened
+            };
+            snap.provided.insert(key, context.clone());
+            out.push(Change::Provided { kind, context });
+        }
+        SourceEvent::ProvidedRemoved { app_id, kind } => {
+            if let Some(context) = snap.provided.remove(&(app_id, kind)) {
+                out.push(Change::Provided {
+                    kind: ChangeKind::Closed,
+                    context,
+                });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::clock::SystemClock;
+    use crate::model::WindowStates;
+
+    fn win(id: &str, app: &str, activated: bool) -> Window {
+        Window {
+            id: id.into(),
+            app_id: app.into(),
+            app_name: None,
+            icon: None,
+            title: format!("title of {id}"),
+            states: WindowStates {
+                activated,
+                ..Default::default()
+            },
+            outputs: vec![],
+            parent: None,
+            first_seen: Utc::now(),
+            last_focused: None,
+        }
+    }
+
+    #[test]
+    fn focus_follows_activated_and_history_is_bounded() {
+        let st = State::new(Arc::new(SystemClock));
+        st.apply(SourceEvent::Window {
+            window: win("a", "org.a", true),
+        });
+        st.apply(SourceEvent::Window {
+            window: win("b", "org.b", false),
+        });
+        assert_eq!(st.read(|s| s.active_window.clone()), Some("a".into()));
+        for i in 0..150 {
+            let id = if i % 2 == 0 { "b" } else { "a" };
+            let ch = st.apply(SourceEvent::Focus {
+                id: Some(id.into()),
+            });
+            assert!(matches!(ch.last(), Some(Change::Focus { window: Some(w) }) if w.id == id));
+        }
+        st.read(|s| {
+            assert_eq!(s.focus_history.len(), FOCUS_HISTORY_LEN);
+            assert!(s.windows.values().filter(|w| w.states.activated).count() == 1);
+        });
+        let ch = st.apply(SourceEvent::WindowClosed { id: "a".into() });
+        assert!(ch.iter().any(|c| matches!(
+            c,
+            Change::Window {
+                kind: ChangeKind::Closed,
+                ..
+            }
+        )));
+    }
+
+    #[test]
+    fn unchanged_window_emits_nothing_and_titles_are_truncated() {
+        let st = State::new(Arc::new(SystemClock));
+        let mut w = win("a", "org.a", false);
+        w.title = "x".repeat(100 * 1024);
+        assert_eq!(st.apply(SourceEvent::Window { window: w.clone() }).len(), 1);
+        assert!(st.apply(SourceEvent::Window { window: w }).is_empty());
+        st.read(|s| {
+            let t = &s.windows["a"].title;
+            assert!(t.ends_with(TRUNCATION_MARKER));
+            assert_eq!(
+                t.chars().count(),
+                MAX_TEXT_CHARS + TRUNCATION_MARKER.chars().count()
+            );
+        });
+    }
+}

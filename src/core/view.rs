@@ -1,0 +1,378 @@
+//! What a caller may see: renders the snapshot and changes for one caller,
+//! leaving out every category (and every detail) it is not allowed.
+//!
+//! The output is JSON because both publishers speak it (MCP directly, D-Bus
+//! through one generic conversion to `a{sv}`), so the redaction rules live
+//! here once and cannot drift between D-Bus and MCP.
+//!
+//! Detail rules:
+//! - a window's `title` only with `windows.titles`;
+//! - a notification's `body` only with `notifications.content`;
+//! - a stream's `media_name` (which can hold a song or a call's title) only
+//!   with the stream's own category (`media.playback` for playback,
+//!   `media.capture` for capture), which is already needed to see the stream.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Map, Value, json};
+
+use super::state::{Change, Snapshot};
+use crate::model::{Category, MediaStream, Notification, ProvidedContext, SourceStatus, Window};
+
+/// The caller's permissions, as a predicate over categories.
+pub type Can<'a> = &'a dyn Fn(&Category) -> bool;
+
+pub fn time(t: &DateTime<Utc>) -> Value {
+    Value::String(t.to_rfc3339_opts(SecondsFormat::Millis, true))
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+pub fn window(w: &Window, titles: bool, active: bool) -> Value {
+    let mut m = Map::new();
+    m.insert("id".into(), json!(w.id));
+    m.insert("app_id".into(), json!(w.app_id));
+    // Wayland gives no PID: the app id is what the client told the
+    // compositor. Say so, so that nobody mistakes it for an identity.
+    m.insert("app_id_source".into(), json!("compositor"));
+    if let Some(n) = &w.app_name {
+        m.insert("app_name".into(), json!(n));
+    }
+    if let Some(i) = &w.icon {
+        m.insert("icon".into(), json!(i));
+    }
+    if titles {
+        m.insert("title".into(), json!(w.title));
+    }
+    m.insert("states".into(), json!(w.states.names()));
+    m.insert("focused".into(), json!(active));
+    m.insert("outputs".into(), json!(w.outputs));
+    if let Some(p) = &w.parent {
+        m.insert("parent".into(), json!(p));
+    }
+    m.insert("first_seen".into(), time(&w.first_seen));
+    if let Some(t) = &w.last_focused {
+        m.insert("last_focused".into(), time(t));
+    }
+    Value::Object(m)
+}
+
+pub fn stream(s: &MediaStream) -> Value {
+    let mut m = obj(json!({
+        "id": s.id,
+        "kind": s.kind,
+        "state": s.state,
+        "active": s.state == crate::model::StreamState::Running,
+        "since": time(&s.since),
+    }));
+    if let Some(a) = &s.app_id {
+        m.insert("app_id".into(), json!(a));
+    }
+    if let Some(p) = s.pid {
+        m.insert("pid".into(), json!(p));
+    }
+    for (k, v) in [
+        ("claimed_name", &s.claimed_name),
+        ("claimed_binary", &s.claimed_binary),
+        ("media_name", &s.media_name),
+        ("media_role", &s.media_role),
+    ] {
+        if let Some(v) = v {
+            m.insert(k.into(), json!(v));
+        }
+    }
+    Value::Object(m)
+}
+
+pub fn notification(n: &Notification, content: bool) -> Value {
+    let mut m = obj(json!({
+        "id": n.id,
+        "app_name": n.app_name,
+        "summary": n.summary,
+        "urgency": n.urgency,
+        "time": time(&n.time),
+    }));
+    if content {
+        m.insert("body".into(), json!(n.body));
+    }
+    Value::Object(m)
+}
+
+pub fn provided(p: &ProvidedContext) -> Value {
+    json!({
+        "app_id": p.app_id,
+        "kind": p.kind,
+        "data": p.data,
+        "updated": time(&p.updated),
+    })
+}
+
+pub fn source(s: &SourceStatus) -> Value {
+    let mut m = obj(json!({
+        "name": s.name,
+        "available": s.available,
+        "since": time(&s.since),
+    }));
+    if let Some(e) = &s.last_error {
+        m.insert("last_error".into(), json!(e));
+    }
+    Value::Object(m)
+}
+
+pub fn sources(snap: &Snapshot) -> Vec<Value> {
+    snap.sources.values().map(source).collect()
+}
+
+pub fn windows(snap: &Snapshot, can: Can<'_>) -> Vec<Value> {
+    let titles = can(&Category::WindowsTitles);
+    snap.windows_in_order()
+        .into_iter()
+        .map(|w| {
+            window(
+                w,
+                titles,
+                snap.active_window.as_deref() == Some(w.id.as_str()),
+            )
+        })
+        .collect()
+}
+
+pub fn active_window(snap: &Snapshot, can: Can<'_>) -> Option<Value> {
+    snap.active()
+        .map(|w| window(w, can(&Category::WindowsTitles), true))
+}
+
+fn streams(snap: &Snapshot, capture: bool) -> Vec<Value> {
+    snap.streams
+        .values()
+        .filter(|s| s.kind.is_capture() == capture)
+        .map(stream)
+        .collect()
+}
+
+pub fn notifications(snap: &Snapshot, can: Can<'_>) -> Vec<Value> {
+    let content = can(&Category::NotificationsContent);
+    snap.notifications
+        .iter()
+        .rev()
+        .map(|n| notification(n, content))
+        .collect()
+}
+
+/// The whole snapshot for one caller: one key per category it may see,
+/// and `withheld`, the categories it may not.
+pub fn snapshot(snap: &Snapshot, can: Can<'_>) -> Value {
+    let mut m = Map::new();
+    let mut withheld: Vec<String> = Vec::new();
+    let section = |cat: Category,
+                   m: &mut Map<String, Value>,
+                   withheld: &mut Vec<String>,
+                   v: Option<Value>| {
+        if can(&cat) {
+            if let Some(v) = v {
+                m.insert(cat.to_string(), v);
+            }
+        } else {
+            withheld.push(cat.to_string());
+        }
+    };
+    section(
+        Category::Windows,
+        &mut m,
+        &mut withheld,
+        Some(Value::Array(windows(snap, can))),
+    );
+    if can(&Category::Windows) {
+        if let Some(id) = &snap.active_window {
+            m.insert("active_window".into(), json!(id));
+        }
+        if !can(&Category::WindowsTitles) {
+            withheld.push(Category::WindowsTitles.to_string());
+        }
+    }
+    section(
+        Category::MediaPlayback,
+        &mut m,
+        &mut withheld,
+        Some(Value::Array(streams(snap, false))),
+    );
+    section(
+        Category::MediaCapture,
+        &mut m,
+        &mut withheld,
+        Some(Value::Array(streams(snap, true))),
+    );
+    section(
+        Category::Session,
+        &mut m,
+        &mut withheld,
+        snap.session.as_ref().map(|s| json!(s)),
+    );
+    section(
+        Category::Power,
+        &mut m,
+        &mut withheld,
+        snap.power.as_ref().map(|s| json!(s)),
+    );
+    section(
+        Category::Network,
+        &mut m,
+        &mut withheld,
+        snap.network.as_ref().map(|s| json!(s)),
+    );
+    section(
+        Category::Notifications,
+        &mut m,
+        &mut withheld,
+        Some(Value::Array(notifications(snap, can))),
+    );
+    if can(&Category::Notifications) && !can(&Category::NotificationsContent) {
+        withheld.push(Category::NotificationsContent.to_string());
+    }
+    let mut provided = Vec::new();
+    let mut hidden_provided = Vec::new();
+    for ((_, kind), p) in &snap.provided {
+        let cat = Category::Provided(kind.clone());
+        if can(&cat) {
+            provided.push(self::provided(p));
+        } else if !hidden_provided.contains(&cat.to_string()) {
+            hidden_provided.push(cat.to_string());
+        }
+    }
+    m.insert("provided".into(), Value::Array(provided));
+    withheld.extend(hidden_provided);
+    m.insert("sources".into(), Value::Array(sources(snap)));
+    m.insert("withheld".into(), json!(withheld));
+    Value::Object(m)
+}
+
+/// One change as a subscriber that may see `can` receives it: the category
+/// of the `Changed` signal and its data, or `None` when it must not be sent.
+pub fn change(c: &Change, can: Can<'_>) -> Option<(Category, Value)> {
+    let cat = c.category()?;
+    if !can(&cat) {
+        return None;
+    }
+    let data = match c {
+        Change::Window { kind, window: w } => json!({
+            "event": kind.as_str(),
+            "window": window(w, can(&Category::WindowsTitles), w.states.activated),
+        }),
+        Change::Focus { window: w } => {
+            let mut m = obj(json!({ "event": "focus" }));
+            if let Some(w) = w {
+                m.insert(
+                    "window".into(),
+                    window(w, can(&Category::WindowsTitles), true),
+                );
+            }
+            Value::Object(m)
+        }
+        Change::Stream { kind, stream: s } => {
+            json!({ "event": kind.as_str(), "stream": stream(s) })
+        }
+        Change::Session(s) => json!({ "event": "changed", "session": s }),
+        Change::Power(p) => json!({ "event": "changed", "power": p }),
+        Change::Network(n) => json!({ "event": "changed", "network": n }),
+        Change::Notification {
+            kind,
+            notification: n,
+        } => json!({
+            "event": kind.as_str(),
+            "notification": notification(n, can(&Category::NotificationsContent)),
+        }),
+        Change::Provided { kind, context } => {
+            json!({ "event": kind.as_str(), "context": provided(context) })
+        }
+        Change::Source(_) => return None,
+    };
+    // `null` values (an absent session after its service left) carry no
+    // information a{sv} can hold; drop them so both wires agree.
+    let data = match data {
+        Value::Object(mut m) => {
+            m.retain(|_, v| !v.is_null());
+            Value::Object(m)
+        }
+        v => v,
+    };
+    Some((cat, data))
+}
+
+/// The categories, for `ListCategories`: name, description, and whether
+/// the caller may read each.
+pub fn categories(can: Can<'_>, provided_kinds: &[String]) -> Vec<Value> {
+    let mut cats: Vec<Category> = Category::fixed().to_vec();
+    for k in provided_kinds {
+        if let Ok(c) = Category::provided(k) {
+            cats.push(c);
+        }
+    }
+    cats.iter()
+        .map(|c| {
+            let mut m = obj(json!({
+                "name": c.to_string(),
+                "description": c.description(),
+                "sensitive": c.is_sensitive(),
+                "allowed": can(c),
+            }));
+            if let Some(b) = c.base() {
+                m.insert("detail_of".into(), json!(b.to_string()));
+            }
+            Value::Object(m)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::WindowStates;
+
+    #[test]
+    fn titles_only_with_the_detail_category() {
+        let w = Window {
+            id: "w1".into(),
+            app_id: "org.a".into(),
+            app_name: None,
+            icon: None,
+            title: "secret.txt".into(),
+            states: WindowStates {
+                activated: true,
+                ..Default::default()
+            },
+            outputs: vec!["HEADLESS-1".into()],
+            parent: None,
+            first_seen: Utc::now(),
+            last_focused: None,
+        };
+        let mut snap = Snapshot::default();
+        snap.windows.insert("w1".into(), w.clone());
+        snap.active_window = Some("w1".into());
+        let only_windows = |c: &Category| *c == Category::Windows;
+        let v = snapshot(&snap, &only_windows);
+        assert!(!v.to_string().contains("secret.txt"));
+        assert!(
+            v["withheld"]
+                .as_array()
+                .is_some_and(|a| a.contains(&json!("windows.titles")))
+        );
+        let (_, d) = change(
+            &Change::Focus {
+                window: Some(w.clone()),
+            },
+            &only_windows,
+        )
+        .expect("allowed");
+        assert!(!d.to_string().contains("secret.txt"));
+        let all = |_: &Category| true;
+        let (_, d) = change(&Change::Focus { window: Some(w) }, &all).expect("allowed");
+        assert!(d.to_string().contains("secret.txt"));
+        let none = |_: &Category| false;
+        assert!(change(&Change::Focus { window: None }, &none).is_none());
+        assert!(!snapshot(&snap, &none).to_string().contains("w1"));
+    }
+}

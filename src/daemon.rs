@@ -1,0 +1,269 @@
+//! The daemon: wires sources → core → publishers, owns the bus name, and
+//! shuts everything down in order.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use inotify::{Inotify, WatchMask};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use zbus::Connection;
+use zbus::fdo::{DBusProxy, RequestNameFlags, RequestNameReply};
+use zbus::names::{BusName, WellKnownName};
+
+use crate::config::Config;
+use crate::core::{Core, SourceEvent, SystemClock};
+use crate::dbus::{self, BUS_NAME};
+use crate::sources;
+
+/// Name of the pseudo-source that reports the health of policy.toml.
+pub const POLICY_SOURCE: &str = "policy";
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("{BUS_NAME} is already owned by {owner}{}; run with --replace to take it over", .pid.map(|p| format!(" (PID {p})")).unwrap_or_default())]
+    NameTaken { owner: String, pid: Option<u32> },
+    #[error("cannot connect to the session bus: {0}")]
+    Bus(#[source] zbus::Error),
+    #[error("D-Bus error: {0}")]
+    DBus(#[from] zbus::Error),
+    #[error("D-Bus error: {0}")]
+    Fdo(#[from] zbus::fdo::Error),
+    #[error("{path}: {error}")]
+    Io { path: String, error: std::io::Error },
+}
+
+/// How the daemon ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Asked to stop (signal, or the shutdown future).
+    Shutdown,
+    /// Another instance took the bus name (`--replace`).
+    NameLost,
+}
+
+/// Run the daemon until `shutdown` completes or the bus name is lost.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<Exit, DaemonError> {
+    let conn = zbus::connection::Builder::session()
+        .build()
+        .await
+        .map_err(DaemonError::Bus)?;
+    run_on(conn, config, shutdown).await
+}
+
+/// [`run`] on an existing connection (tests use a private bus).
+pub async fn run_on(
+    conn: Connection,
+    config: Config,
+    shutdown: impl Future<Output = ()>,
+) -> Result<Exit, DaemonError> {
+    let cancel = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    let clock = Arc::new(SystemClock);
+    let core = Core::new(config.paths.policy_file(), clock);
+
+    // Events from every source go through one channel to the state.
+    let (tx, mut rx) = mpsc::channel::<SourceEvent>(1024);
+    {
+        let core = core.clone();
+        tasks.spawn(async move {
+            while let Some(ev) = rx.recv().await {
+                core.state.apply(ev);
+            }
+        });
+    }
+
+    load_policy(&core, &tx).await;
+    let inotify = watch_config_dir(&config.paths.config_dir);
+    tasks.spawn(policy_watcher(
+        core.clone(),
+        tx.clone(),
+        inotify,
+        cancel.child_token(),
+    ));
+
+    if let Some(path) = &config.replay {
+        tasks.spawn(sources::replay::run(
+            path.clone(),
+            tx.clone(),
+            cancel.child_token(),
+        ));
+    }
+    drop(tx);
+
+    // Every object is served before the name is requested, so that no
+    // activated client finds an empty path.
+    dbus::serve(&conn, core.clone(), &mut tasks, cancel.child_token()).await?;
+    let dbus_proxy = DBusProxy::new(&conn).await?;
+    let mut lost = dbus_proxy.receive_name_lost().await?;
+    let mut flags = RequestNameFlags::DO_NOT_QUEUE | RequestNameFlags::ALLOW_REPLACEMENT;
+    if config.replace {
+        flags |= RequestNameFlags::REPLACE_EXISTING;
+    }
+    let name = WellKnownName::from_static_str_unchecked(BUS_NAME);
+    match dbus_proxy.request_name(name.clone(), flags).await? {
+        RequestNameReply::PrimaryOwner | RequestNameReply::AlreadyOwner => {}
+        RequestNameReply::Exists | RequestNameReply::InQueue => {
+            cancel.cancel();
+            let (owner, pid) = name_owner(&dbus_proxy).await;
+            stop(tasks).await;
+            return Err(DaemonError::NameTaken { owner, pid });
+        }
+    }
+    tracing::info!(name = BUS_NAME, "serving on the session bus");
+
+    tokio::pin!(shutdown);
+    let exit = loop {
+        tokio::select! {
+            _ = &mut shutdown => break Exit::Shutdown,
+            sig = lost.next() => {
+                match sig {
+                    Some(sig) => {
+                        if sig.args().is_ok_and(|a| a.name().as_str() == BUS_NAME) {
+                            tracing::info!("another instance took {BUS_NAME}; exiting");
+                            break Exit::NameLost;
+                        }
+                    }
+                    None => break Exit::NameLost,
+                }
+            }
+        }
+    };
+    cancel.cancel();
+    if exit == Exit::Shutdown {
+        // Release first, so that a new instance can start at once.
+        if let Err(e) = dbus_proxy.release_name(name).await {
+            tracing::debug!(error = %e, "release of the name failed");
+        }
+    }
+    stop(tasks).await;
+    Ok(exit)
+}
+
+/// Wait for every task, but never longer than the 1 s a stop may take.
+async fn stop(mut tasks: JoinSet<()>) {
+    let joined = tokio::time::timeout(Duration::from_millis(700), async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if joined.is_err() {
+        tracing::warn!(
+            left = tasks.len(),
+            "tasks did not stop in time; aborting them"
+        );
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+    }
+}
+
+async fn name_owner(dbus: &DBusProxy<'_>) -> (String, Option<u32>) {
+    let name = BusName::from(WellKnownName::from_static_str_unchecked(BUS_NAME));
+    let Ok(owner) = dbus.get_name_owner(name).await else {
+        return ("another process".into(), None);
+    };
+    let pid = dbus
+        .get_connection_unix_process_id(BusName::from(owner.clone().into_inner()))
+        .await
+        .ok();
+    (owner.to_string(), pid)
+}
+
+/// Load policy.toml and report its health as the `policy` source: an error
+/// (with its line) shows in `ListSources`, and the last good policy stays.
+async fn load_policy(core: &Core, tx: &mpsc::Sender<SourceEvent>) {
+    let error = match core.gate.reload() {
+        Ok(()) => {
+            tracing::info!(path = %core.gate.policy_path().display(), "policy loaded");
+            None
+        }
+        Err(e) => {
+            tracing::error!("{e}; keeping the last good policy");
+            Some(e.to_string())
+        }
+    };
+    let _ = tx
+        .send(SourceEvent::SourceStatus {
+            source: POLICY_SOURCE.into(),
+            available: true,
+            error,
+        })
+        .await;
+}
+
+fn watch_config_dir(dir: &Path) -> Option<Inotify> {
+    let setup = || -> std::io::Result<Inotify> {
+        std::fs::create_dir_all(dir)?;
+        let ino = Inotify::init()?;
+        ino.watches().add(
+            dir,
+            WatchMask::CLOSE_WRITE
+                | WatchMask::MOVED_TO
+                | WatchMask::MOVED_FROM
+                | WatchMask::CREATE
+                | WatchMask::DELETE,
+        )?;
+        Ok(ino)
+    };
+    match setup() {
+        Ok(i) => Some(i),
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot watch the config directory; policy.toml changes need a restart");
+            None
+        }
+    }
+}
+
+/// Reload the policy when its file changes, and wake the gate when a grant
+/// expires so that subscriptions end on time.
+async fn policy_watcher(
+    core: Arc<Core>,
+    tx: mpsc::Sender<SourceEvent>,
+    inotify: Option<Inotify>,
+    cancel: CancellationToken,
+) {
+    let file_name = core
+        .gate
+        .policy_path()
+        .file_name()
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let mut stream = inotify.and_then(|i| i.into_event_stream(vec![0u8; 4096]).ok());
+    loop {
+        let expiry = core.gate.policy().next_expiry(core.clock.now());
+        let sleep_for = expiry
+            .and_then(|e| (e - core.clock.now()).to_std().ok())
+            .unwrap_or(Duration::from_secs(24 * 3600));
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = tokio::time::sleep(sleep_for + Duration::from_millis(1)) => {
+                if expiry.is_some() {
+                    core.gate.bump();
+                }
+            }
+            ev = async {
+                match stream.as_mut() {
+                    Some(s) => s.next().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                match ev {
+                    Some(Ok(ev)) if ev.name.as_deref().map(PathBuf::from) == Some(file_name.clone()) => {
+                        // Editors write in several steps; let them finish.
+                        tokio::time::sleep(Duration::from_millis(30)).await;
+                        load_policy(&core, &tx).await;
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => {
+                        tracing::warn!(error = %e, "inotify failed; policy.toml changes need a restart");
+                        stream = None;
+                    }
+                    None => stream = None,
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! contextd: the desktop context broker.
+//!
+//! Data flows one way: `sources` → `core` → publishers (`dbus`, `mcp`).
+//! See DESIGN.md for the rules this crate keeps.
+
+pub mod config;
+pub mod core;
+pub mod ctl;
+pub mod daemon;
+pub mod dbus;
+pub mod logging;
+pub mod mcp;
+pub mod model;
+pub mod sources;
+pub mod store;

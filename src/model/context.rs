@@ -1,0 +1,208 @@
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::AppId;
+
+/// The states a compositor reports for a toplevel window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WindowStates {
+    pub activated: bool,
+    pub maximized: bool,
+    pub minimized: bool,
+    pub fullscreen: bool,
+}
+
+impl WindowStates {
+    /// The set states as names, e.g. `["activated", "maximized"]`.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.activated {
+            v.push("activated");
+        }
+        if self.maximized {
+            v.push("maximized");
+        }
+        if self.minimized {
+            v.push("minimized");
+        }
+        if self.fullscreen {
+            v.push("fullscreen");
+        }
+        v
+    }
+}
+
+/// A toplevel window as the compositor reports it.
+///
+/// `app_id` is what the client told the compositor (Wayland gives no PID),
+/// so it is a claim, not an identity; `app_name` and `icon` come from the
+/// desktop entry that matches it, when one does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    /// Stable for the window's lifetime, unique within the broker's run.
+    pub id: String,
+    pub app_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icon: Option<String>,
+    #[serde(default)]
+    pub title: String,
+    #[serde(default)]
+    pub states: WindowStates,
+    #[serde(default)]
+    pub outputs: Vec<String>,
+    /// Id of the parent window (dialogs), when the compositor says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    #[serde(default = "Utc::now")]
+    pub first_seen: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_focused: Option<DateTime<Utc>>,
+}
+
+/// What a media stream does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MediaKind {
+    /// Audio or video going out (`Stream/Output/*`).
+    Playback,
+    /// Audio coming in (`Stream/Input/Audio`).
+    Microphone,
+    /// Video coming in from a camera (`Stream/Input/Video`).
+    Camera,
+    /// A screen cast.
+    Screen,
+}
+
+impl MediaKind {
+    pub fn is_capture(self) -> bool {
+        !matches!(self, MediaKind::Playback)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StreamState {
+    Running,
+    Idle,
+    Suspended,
+    Other,
+}
+
+/// A media stream (a PipeWire node of a client, or an MPRIS player).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MediaStream {
+    pub id: String,
+    pub kind: MediaKind,
+    /// Identity derived from the kernel (the client's PID), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_id: Option<AppId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// `application.name`: what the app claims to be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_name: Option<String>,
+    /// `application.process.binary`: what the app claims to run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_binary: Option<String>,
+    /// `media.name`: may hold a song or a call's title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_role: Option<String>,
+    pub state: StreamState,
+    /// When the stream last started running (or appeared).
+    #[serde(default = "Utc::now")]
+    pub since: DateTime<Utc>,
+}
+
+/// The user's graphical session.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SessionState {
+    pub active: bool,
+    pub locked: bool,
+    pub idle: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_since: Option<DateTime<Utc>>,
+    /// True between `PrepareForSleep(true)` and `PrepareForSleep(false)`.
+    pub preparing_for_sleep: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Power {
+    pub on_battery: bool,
+    /// 0..=100, when a battery is present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub percentage: Option<f64>,
+    /// `charging`, `discharging`, `fully-charged`, ...
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_to_empty_s: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_to_full_s: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning_level: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Network {
+    /// `none`, `portal`, `limited`, `full`, `unknown`.
+    pub connectivity: String,
+    pub metered: bool,
+    /// `wifi`, `ethernet`, `vpn`, ... of the primary connection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub primary_type: Option<String>,
+    /// The network's name; reveals location.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ssid: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Urgency {
+    Low,
+    #[default]
+    Normal,
+    Critical,
+}
+
+/// A desktop notification some app sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Notification {
+    pub id: String,
+    /// The `app_name` argument of `Notify`: a claim.
+    pub app_name: String,
+    pub summary: String,
+    #[serde(default)]
+    pub body: String,
+    #[serde(default)]
+    pub urgency: Urgency,
+    #[serde(default = "Utc::now")]
+    pub time: DateTime<Utc>,
+}
+
+/// Context an app publishes about itself (the open document, ...).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProvidedContext {
+    pub app_id: AppId,
+    pub kind: String,
+    pub data: serde_json::Value,
+    #[serde(default = "Utc::now")]
+    pub updated: DateTime<Utc>,
+}
+
+/// Health of one source, shown by `ListSources` (needs no consent).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceStatus {
+    pub name: String,
+    pub available: bool,
+    pub since: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}

@@ -1,0 +1,18 @@
+//! The context model: plain data, no I/O.
+//!
+//! Everything the broker knows is one of these types. Sources produce them,
+//! `core` keeps them, publishers render them. Fields whose value comes from
+//! what a client *claims* (a Wayland app id, a PipeWire `application.name`)
+//! are named so (`claimed_*`, or documented as reported), because the only
+//! identity the broker trusts is the one it derives from the kernel.
+
+mod app;
+mod category;
+mod context;
+
+pub use app::{AppId, AppIdError, IdentitySource};
+pub use category::{Category, CategoryError};
+pub use context::{
+    MediaKind, MediaStream, Network, Notification, Power, ProvidedContext, SessionState,
+    SourceStatus, StreamState, Urgency, Window, WindowStates,
+};
