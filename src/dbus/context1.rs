@@ -36,6 +36,7 @@ impl Context1 {
 impl Context1 {
     /// Everything the caller may see, one key per category, plus
     /// `withheld`: the categories it may not.
+    #[zbus(out_args("snapshot"))]
     async fn get_snapshot(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
         let who = self.caller(&hdr).await?;
         let gate = &self.core.gate;
@@ -45,6 +46,7 @@ impl Context1 {
     }
 
     /// The open windows (needs `windows`; titles need `windows.titles`).
+    #[zbus(out_args("windows"))]
     async fn list_windows(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         let who = self.caller(&hdr).await?;
         let gate = &self.core.gate;
@@ -55,6 +57,7 @@ impl Context1 {
     }
 
     /// The window that has focus (needs `windows`).
+    #[zbus(out_args("window"))]
     async fn get_active_window(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
         let who = self.caller(&hdr).await?;
         let gate = &self.core.gate;
@@ -68,12 +71,14 @@ impl Context1 {
 
     /// The health of every source. Needs no consent: it says nothing about
     /// what the user does.
+    #[zbus(out_args("sources"))]
     async fn list_sources(&self) -> Vec<Dict> {
         let v = self.core.state.read(view::sources);
         variant::dicts(&v)
     }
 
     /// Every category, its description, and whether the caller may read it.
+    #[zbus(out_args("categories"))]
     async fn list_categories(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         let who = self.caller(&hdr).await?;
         let gate = &self.core.gate;
@@ -88,6 +93,7 @@ impl Context1 {
 
     /// Receive `Changed` signals for `categories` on a new subscription
     /// object, sent to the caller only.
+    #[zbus(out_args("subscription"))]
     async fn subscribe(
         &self,
         categories: Vec<String>,

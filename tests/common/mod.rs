@@ -1,0 +1,371 @@
+//! Test harness: a private `dbus-daemon`, the real `contextd` binary on
+//! it, and helpers. Everything started here is killed on drop, and every
+//! wait has a deadline.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use zbus::Connection;
+
+pub const BUS_NAME: &str = "org.contextd.Broker1";
+pub const PATH: &str = "/org/contextd/Broker1";
+
+/// Run a test body with a deadline, so that no test can hang CI.
+pub async fn with_timeout<F: Future<Output = T>, T>(secs: u64, f: F) -> T {
+    match tokio::time::timeout(Duration::from_secs(secs), f).await {
+        Ok(v) => v,
+        Err(_) => panic!("test timed out after {secs} s"),
+    }
+}
+
+/// A private session bus.
+pub struct Bus {
+    child: Child,
+    pub address: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl Bus {
+    pub fn start() -> Bus {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("bus.conf");
+        std::fs::write(
+            &config,
+            format!(
+                r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path={}/bus</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>"#,
+                dir.path().display()
+            ),
+        )
+        .expect("write bus config");
+        let mut child = Command::new("dbus-daemon")
+            .arg(format!("--config-file={}", config.display()))
+            .arg("--nofork")
+            .arg("--print-address=1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("dbus-daemon must be installed (make deps)");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("bus address");
+        let address = line.trim().to_owned();
+        assert!(!address.is_empty(), "dbus-daemon printed no address");
+        Bus {
+            child,
+            address,
+            dir,
+        }
+    }
+
+    pub async fn connect(&self) -> Connection {
+        zbus::connection::Builder::address(self.address.as_str())
+            .build()
+            .await
+            .expect("connect to private bus")
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Bus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Directories of one broker instance.
+pub struct Home {
+    pub dir: tempfile::TempDir,
+}
+
+impl Home {
+    pub fn new() -> Home {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for d in ["config/contextd", "data", "state", "run"] {
+            std::fs::create_dir_all(dir.path().join(d)).expect("mkdir");
+        }
+        Home { dir }
+    }
+
+    pub fn policy_path(&self) -> PathBuf {
+        self.dir.path().join("config/contextd/policy.toml")
+    }
+
+    /// Write policy.toml atomically (rename), as editors do.
+    pub fn write_policy(&self, grants: &[(&str, &[&str])]) {
+        let mut text = String::new();
+        for (app, cats) in grants {
+            text.push_str(&format!(
+                "[[grant]]\napp = {:?}\ncategories = [{}]\n\n",
+                app,
+                cats.iter()
+                    .map(|c| format!("{c:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        self.write_policy_text(&text);
+    }
+
+    pub fn write_policy_text(&self, text: &str) {
+        let tmp = self.dir.path().join("config/contextd/.policy.toml.tmp");
+        std::fs::write(&tmp, text).expect("write policy");
+        std::fs::rename(&tmp, self.policy_path()).expect("rename policy");
+    }
+
+    pub fn envs(&self, bus: &Bus) -> Vec<(String, String)> {
+        let p = self.dir.path();
+        vec![
+            ("DBUS_SESSION_BUS_ADDRESS".into(), bus.address.clone()),
+            ("HOME".into(), p.display().to_string()),
+            (
+                "XDG_CONFIG_HOME".into(),
+                p.join("config").display().to_string(),
+            ),
+            ("XDG_DATA_HOME".into(), p.join("data").display().to_string()),
+            (
+                "XDG_STATE_HOME".into(),
+                p.join("state").display().to_string(),
+            ),
+            (
+                "XDG_RUNTIME_DIR".into(),
+                p.join("run").display().to_string(),
+            ),
+            ("RUST_LOG".into(), "debug,zbus=warn".into()),
+        ]
+    }
+}
+
+/// The app id under which the broker knows this test process.
+pub fn my_app_id() -> String {
+    let exe = std::fs::read_link("/proc/self/exe").expect("exe");
+    format!("exe:{}", exe.display())
+}
+
+pub fn contextd_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_contextd")
+}
+
+pub fn contextctl_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_contextctl")
+}
+
+/// A running `contextd` process.
+pub struct Daemon {
+    pub child: Child,
+    pub stderr_path: PathBuf,
+}
+
+impl Daemon {
+    /// Start `contextd` with `args` and wait until it owns its name.
+    pub async fn start(bus: &Bus, home: &Home, args: &[&str]) -> Daemon {
+        let d = Daemon::spawn(bus, home, args);
+        wait_for_owner(bus, true).await;
+        d
+    }
+
+    /// Start without waiting.
+    pub fn spawn(bus: &Bus, home: &Home, args: &[&str]) -> Daemon {
+        let n = std::sync::atomic::AtomicUsize::new(0);
+        let _ = n;
+        let stderr_path = home
+            .dir
+            .path()
+            .join(format!("contextd-{}.log", uuid_like()));
+        let stderr = std::fs::File::create(&stderr_path).expect("log file");
+        let child = Command::new(contextd_bin())
+            .args(args)
+            .env_clear()
+            .envs(home.envs(bus))
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn contextd");
+        Daemon { child, stderr_path }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's PID.
+        let r = unsafe { libc::kill(self.child.id() as i32, sig) };
+        assert_eq!(r, 0, "kill failed");
+    }
+
+    /// Wait for the process to exit, up to `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        None
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("--- contextd stderr ---\n{}", self.stderr());
+        }
+    }
+}
+
+fn uuid_like() -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+pub fn exit_code(st: ExitStatus) -> String {
+    match (st.code(), st.signal()) {
+        (Some(c), _) => format!("exit {c}"),
+        (_, Some(s)) => format!("signal {s}"),
+        _ => "unknown".into(),
+    }
+}
+
+/// Wait until the broker's name has (or has no) owner.
+pub async fn wait_for_owner(bus: &Bus, owned: bool) {
+    let conn = bus.connect().await;
+    let dbus = zbus::fdo::DBusProxy::new(&conn).await.expect("dbus proxy");
+    let name = zbus::names::BusName::try_from(BUS_NAME).expect("name");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if dbus.name_has_owner(name.clone()).await.unwrap_or(false) == owned {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "name owned={owned} not reached in 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Poll `f` until it returns `Some`, up to `secs`.
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A FIFO the broker replays from; the test writes events when it wants.
+pub struct Replay {
+    pub path: PathBuf,
+    writer: std::fs::File,
+}
+
+impl Replay {
+    pub fn new(home: &Home) -> Replay {
+        let path = home.dir.path().join("replay.fifo");
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: mkfifo with a valid C string.
+        let r = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+        assert_eq!(r, 0, "mkfifo failed");
+        // Open read-write so this open does not block waiting for a reader.
+        let writer = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .expect("open fifo");
+        Replay { path, writer }
+    }
+
+    pub fn arg(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    pub fn send(&mut self, line: &str) {
+        writeln!(self.writer, "{line}").expect("write fifo");
+        self.writer.flush().expect("flush fifo");
+    }
+}
+
+/// A window event line for replay.
+pub fn window_line(id: &str, app_id: &str, title: &str, activated: bool) -> String {
+    serde_json::json!({
+        "type": "window",
+        "window": {"id": id, "app_id": app_id, "title": title, "states": {"activated": activated}}
+    })
+    .to_string()
+}
+
+/// Run a command with a timeout; returns (status, stdout, stderr).
+pub fn run_cmd(cmd: &mut Command, secs: u64) -> (ExitStatus, String, String) {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn command");
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(out) => {
+            let out = out.expect("output");
+            (
+                out.status,
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        }
+        Err(_) => {
+            // SAFETY: kill(2) on the child we spawned.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("command {cmd:?} timed out after {secs} s");
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! The interface XML files never lie: the live introspection of every
+//! object equals `dbus-interfaces/*.xml`.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use zbus_xml::{ArgDirection, Node};
+
+/// A comparable digest of an interface: members with their arg names,
+/// types and directions.
+fn digest(iface: &zbus_xml::Interface<'_>) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    for meth in iface.methods() {
+        let args: Vec<String> = meth
+            .args()
+            .iter()
+            .map(|a| {
+                let dir = match a.direction() {
+                    Some(ArgDirection::Out) => "out",
+                    _ => "in",
+                };
+                format!("{dir} {} {}", a.ty(), a.name().unwrap_or("_"))
+            })
+            .collect();
+        m.insert(format!("method {}", meth.name()), args.join(", "));
+    }
+    for sig in iface.signals() {
+        let args: Vec<String> = sig
+            .args()
+            .iter()
+            .map(|a| format!("{} {}", a.ty(), a.name().unwrap_or("_")))
+            .collect();
+        m.insert(format!("signal {}", sig.name()), args.join(", "));
+    }
+    for p in iface.properties() {
+        m.insert(
+            format!("property {}", p.name()),
+            format!("{} {:?}", p.ty(), p.access()),
+        );
+    }
+    m
+}
+
+fn from_file(name: &str) -> BTreeMap<String, String> {
+    let path = format!("{}/dbus-interfaces/{name}.xml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).expect("read xml");
+    let node = Node::from_reader(text.as_bytes()).expect("parse xml");
+    let iface = node
+        .interfaces()
+        .iter()
+        .find(|i| i.name().as_str() == name)
+        .unwrap_or_else(|| panic!("{path} has no interface {name}"));
+    digest(iface)
+}
+
+async fn live(conn: &zbus::Connection, path: &str, name: &str) -> BTreeMap<String, String> {
+    let proxy = zbus::fdo::IntrospectableProxy::builder(conn)
+        .destination(BUS_NAME)
+        .path(path)
+        .build()
+        .await
+        .expect("proxy");
+    let xml = proxy.introspect().await.expect("introspect");
+    let node = Node::from_reader(xml.as_bytes()).expect("parse live xml");
+    let iface = node
+        .interfaces()
+        .iter()
+        .find(|i| i.name().as_str() == name)
+        .unwrap_or_else(|| panic!("{path} does not serve {name}"));
+    digest(iface)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_introspection_matches_the_xml_files() {
+    with_timeout(60, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        home.write_policy(&[(&my_app_id(), &["windows"])]);
+        let _d = Daemon::start(&bus, &home, &[]).await;
+        let conn = bus.connect().await;
+
+        assert_eq!(
+            live(&conn, PATH, "org.contextd.Context1").await,
+            from_file("org.contextd.Context1")
+        );
+
+        let ctx = contextd::dbus::proxy::Context1Proxy::builder(&conn)
+            .build()
+            .await
+            .expect("proxy");
+        let sub = ctx.subscribe(&["windows"]).await.expect("subscribe");
+        assert_eq!(
+            live(&conn, sub.as_str(), "org.contextd.Subscription1").await,
+            from_file("org.contextd.Subscription1")
+        );
+
+        // Every XML file describes an interface that is served somewhere.
+        let dir = format!("{}/dbus-interfaces", env!("CARGO_MANIFEST_DIR"));
+        for entry in std::fs::read_dir(dir).expect("dir") {
+            let name = entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            assert!(
+                name == "org.contextd.Context1.xml" || name == "org.contextd.Subscription1.xml",
+                "{name} is not checked against a live object yet: add it here"
+            );
+        }
+    })
+    .await
+}
