@@ -1,5 +1,130 @@
 //! Sources: each turns its world into `core::SourceEvent`s and nothing
-//! else. A missing source reports itself unavailable and retries; it never
-//! takes the daemon down.
+//! else. A missing source reports itself unavailable and retries with a
+//! bounded backoff (or waits for a signal that it is back); it never takes
+//! the daemon down.
+//!
+//! To add a source: a module with `pub const NAME` and
+//! `pub async fn run(ctx: SourceContext)`, and one line in [`spawn_all`].
 
 pub mod replay;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::core::SourceEvent;
+
+/// What every source gets.
+#[derive(Debug, Clone)]
+pub struct SourceContext {
+    pub tx: mpsc::Sender<SourceEvent>,
+    pub cancel: CancellationToken,
+    pub config: Arc<Config>,
+}
+
+impl SourceContext {
+    /// Send an event; `false` when the core is gone (shutting down).
+    pub async fn send(&self, ev: SourceEvent) -> bool {
+        self.tx.send(ev).await.is_ok()
+    }
+
+    /// Report this source's health (shown by `ListSources`).
+    pub async fn status(&self, name: &str, available: bool, error: Option<String>) {
+        let _ = self
+            .tx
+            .send(SourceEvent::SourceStatus {
+                source: name.to_owned(),
+                available,
+                error,
+            })
+            .await;
+    }
+
+    /// Sleep, unless cancelled first; `false` when cancelled.
+    pub async fn sleep(&self, d: Duration) -> bool {
+        tokio::select! {
+            _ = self.cancel.cancelled() => false,
+            _ = tokio::time::sleep(d) => true,
+        }
+    }
+}
+
+/// Exponential backoff between reconnection attempts: 250 ms doubling to
+/// 30 s, so that a missing service costs nothing noticeable and a
+/// returning one is picked up soon.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    next: Duration,
+    min: Duration,
+    max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff::new(Duration::from_millis(250), Duration::from_secs(30))
+    }
+}
+
+impl Backoff {
+    pub fn new(min: Duration, max: Duration) -> Self {
+        Backoff {
+            next: min,
+            min,
+            max,
+        }
+    }
+
+    /// The delay to wait now; doubles the next one.
+    pub fn next_delay(&mut self) -> Duration {
+        let d = self.next;
+        self.next = (self.next * 2).min(self.max);
+        d
+    }
+
+    /// Back to the shortest delay after a success.
+    pub fn reset(&mut self) {
+        self.next = self.min;
+    }
+}
+
+/// Start every real source that is not disabled in config.toml. With
+/// `--replay` the world is scripted, and no real source runs.
+pub fn spawn_all(ctx: &SourceContext, tasks: &mut JoinSet<()>) {
+    if let Some(path) = &ctx.config.replay {
+        tasks.spawn(replay::run(
+            path.clone(),
+            ctx.tx.clone(),
+            ctx.cancel.clone(),
+        ));
+        return;
+    }
+    let enabled = |name: &str| {
+        !ctx.config
+            .file
+            .sources
+            .disabled
+            .iter()
+            .any(|d| d == name || d == "*")
+    };
+    // Real sources register here, e.g.:
+    // if enabled(wayland::NAME) { tasks.spawn(wayland::run(ctx.clone())); }
+    let _ = enabled;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_a_bound_and_resets() {
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(500));
+        let v: Vec<u128> = (0..5).map(|_| b.next_delay().as_millis()).collect();
+        assert_eq!(v, vec![100, 200, 400, 500, 500]);
+        b.reset();
+        assert_eq!(b.next_delay().as_millis(), 100);
+    }
+}
