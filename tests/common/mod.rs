@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use zbus::Connection;
 
+pub mod session;
+
 pub const BUS_NAME: &str = "org.contextd.Broker1";
 pub const PATH: &str = "/org/contextd/Broker1";
 
