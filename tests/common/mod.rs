@@ -138,9 +138,14 @@ impl Home {
     }
 
     pub fn envs(&self, bus: &Bus) -> Vec<(String, String)> {
+        self.envs_for(&bus.address)
+    }
+
+    /// The broker's environment for a bus at `address`.
+    pub fn envs_for(&self, address: &str) -> Vec<(String, String)> {
         let p = self.dir.path();
         vec![
-            ("DBUS_SESSION_BUS_ADDRESS".into(), bus.address.clone()),
+            ("DBUS_SESSION_BUS_ADDRESS".into(), address.to_owned()),
             ("HOME".into(), p.display().to_string()),
             (
                 "XDG_CONFIG_HOME".into(),
@@ -190,8 +195,34 @@ impl Daemon {
 
     /// Start without waiting.
     pub fn spawn(bus: &Bus, home: &Home, args: &[&str]) -> Daemon {
-        let n = std::sync::atomic::AtomicUsize::new(0);
-        let _ = n;
+        Daemon::spawn_env(home, home.envs(bus), args)
+    }
+
+    /// Start in a desktop session (its bus, Wayland, PipeWire, system bus),
+    /// with the broker's own directories from `home`, and wait for the name.
+    pub async fn start_in_session(session: &session::Session, home: &Home, args: &[&str]) -> Daemon {
+        let address = session.get("DBUS_SESSION_BUS_ADDRESS").expect("session bus").to_owned();
+        let mut env: Vec<(String, String)> = session
+            .env
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        // The broker's own directories come from `home`, except the runtime
+        // dir, which is the session's (Wayland and PipeWire sockets live there).
+        for (k, v) in home.envs_for(&address) {
+            if k != "XDG_RUNTIME_DIR" {
+                env.retain(|(ek, _)| *ek != k);
+                env.push((k, v));
+            }
+        }
+        let d = Daemon::spawn_env(home, env, args);
+        wait_for_owner_at(&address, true).await;
+        d
+    }
+
+    /// Start with exactly this environment (plus PATH).
+    pub fn spawn_env(home: &Home, env: Vec<(String, String)>, args: &[&str]) -> Daemon {
         let stderr_path = home
             .dir
             .path()
@@ -200,7 +231,7 @@ impl Daemon {
         let child = Command::new(contextd_bin())
             .args(args)
             .env_clear()
-            .envs(home.envs(bus))
+            .envs(env)
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -269,7 +300,20 @@ pub fn exit_code(st: ExitStatus) -> String {
 
 /// Wait until the broker's name has (or has no) owner.
 pub async fn wait_for_owner(bus: &Bus, owned: bool) {
-    let conn = bus.connect().await;
+    wait_for_owner_at(&bus.address, owned).await
+}
+
+/// Connect to the bus at `address`.
+pub async fn connect_to(address: &str) -> Connection {
+    zbus::connection::Builder::address(address)
+        .build()
+        .await
+        .expect("connect to bus")
+}
+
+/// [`wait_for_owner`] on the bus at `address`.
+pub async fn wait_for_owner_at(address: &str, owned: bool) {
+    let conn = connect_to(address).await;
     let dbus = zbus::fdo::DBusProxy::new(&conn).await.expect("dbus proxy");
     let name = zbus::names::BusName::try_from(BUS_NAME).expect("name");
     let deadline = Instant::now() + Duration::from_secs(10);
