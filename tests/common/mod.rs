@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use zbus::Connection;
 
+pub mod agent;
 pub mod session;
 
 pub const BUS_NAME: &str = "org.contextd.Broker1";
@@ -131,6 +132,22 @@ impl Home {
         self.write_policy_text(&text);
     }
 
+    /// Write config.toml.
+    pub fn write_config(&self, text: &str) {
+        std::fs::write(self.dir.path().join("config/contextd/config.toml"), text)
+            .expect("write config");
+    }
+
+    /// Only explicit grants count: undecided access is denied, not asked
+    /// (the foundation's behaviour, before prompts).
+    pub fn deny_undecided(&self) {
+        self.write_config("[consent]\nundecided = \"deny\"\n");
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        self.dir.path().join("data/contextd/contextd.db")
+    }
+
     pub fn write_policy_text(&self, text: &str) {
         let tmp = self.dir.path().join("config/contextd/.policy.toml.tmp");
         std::fs::write(&tmp, text).expect("write policy");
@@ -200,8 +217,15 @@ impl Daemon {
 
     /// Start in a desktop session (its bus, Wayland, PipeWire, system bus),
     /// with the broker's own directories from `home`, and wait for the name.
-    pub async fn start_in_session(session: &session::Session, home: &Home, args: &[&str]) -> Daemon {
-        let address = session.get("DBUS_SESSION_BUS_ADDRESS").expect("session bus").to_owned();
+    pub async fn start_in_session(
+        session: &session::Session,
+        home: &Home,
+        args: &[&str],
+    ) -> Daemon {
+        let address = session
+            .get("DBUS_SESSION_BUS_ADDRESS")
+            .expect("session bus")
+            .to_owned();
         let mut env: Vec<(String, String)> = session
             .env
             .iter()
