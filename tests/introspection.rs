@@ -115,6 +115,49 @@ async fn live_introspection_matches_the_xml_files() {
             live(&conn, PATH, "org.contextd.Context1").await,
             from_file("org.contextd.Context1")
         );
+        assert_eq!(
+            live(&conn, PATH, "org.contextd.Consent1").await,
+            from_file("org.contextd.Consent1")
+        );
+
+        // A request stays alive while its prompt waits: a notification
+        // server that never answers keeps it waiting.
+        let notifier = bus.connect().await;
+        notifier
+            .object_server()
+            .at("/org/freedesktop/Notifications", SilentNotifications)
+            .await
+            .expect("serve");
+        notifier
+            .request_name("org.freedesktop.Notifications")
+            .await
+            .expect("name");
+        let asker = bus.connect().await;
+        let ctx_a = contextd::dbus::proxy::Context1Proxy::builder(&asker)
+            .build()
+            .await
+            .expect("proxy");
+        let req = ctx_a
+            .request_access(&["power"], "introspection test")
+            .await
+            .expect("request");
+        assert_eq!(
+            live(&conn, req.as_str(), "org.contextd.Request1").await,
+            from_file("org.contextd.Request1")
+        );
+
+        // The agent interface is implemented by UIs: the test agent must
+        // match the XML that UIs are generated from.
+        let ui = bus.connect().await;
+        ui.object_server()
+            .at(common::agent::AGENT_PATH, common::agent::TestAgent::new("deny"))
+            .await
+            .expect("serve agent");
+        let ui_name = ui.unique_name().expect("name").to_string();
+        assert_eq!(
+            live_at(&conn, &ui_name, common::agent::AGENT_PATH, "org.contextd.ConsentAgent1").await,
+            from_file("org.contextd.ConsentAgent1")
+        );
 
         let ctx = contextd::dbus::proxy::Context1Proxy::builder(&conn)
             .build()

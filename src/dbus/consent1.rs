@@ -138,6 +138,7 @@ impl Consent1 {
 
     /// Remove the user's decision for `app` and `category` (back to
     /// undecided). Live subscriptions that lose consent end at once.
+    #[zbus(out_args("removed"))]
     async fn revoke(
         &self,
         app: String,
@@ -151,6 +152,7 @@ impl Consent1 {
     }
 
     /// Forget everything about `app`: decisions, its entry, its audit.
+    #[zbus(out_args("removed"))]
     async fn forget_app(&self, app: String, #[zbus(header)] hdr: Header<'_>) -> Result<u64> {
         let app = app_arg(&app)?;
         self.shared.authorize_manage(&hdr).await?;

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use zbus::Connection;
 
 pub mod agent;
+pub mod dbusmock;
 pub mod session;
 
 pub const BUS_NAME: &str = "org.contextd.Broker1";
