@@ -150,12 +150,21 @@ async fn live_introspection_matches_the_xml_files() {
         // match the XML that UIs are generated from.
         let ui = bus.connect().await;
         ui.object_server()
-            .at(common::agent::AGENT_PATH, common::agent::TestAgent::new("deny"))
+            .at(
+                common::agent::AGENT_PATH,
+                common::agent::TestAgent::new("deny"),
+            )
             .await
             .expect("serve agent");
         let ui_name = ui.unique_name().expect("name").to_string();
         assert_eq!(
-            live_at(&conn, &ui_name, common::agent::AGENT_PATH, "org.contextd.ConsentAgent1").await,
+            live_at(
+                &conn,
+                &ui_name,
+                common::agent::AGENT_PATH,
+                "org.contextd.ConsentAgent1"
+            )
+            .await,
             from_file("org.contextd.ConsentAgent1")
         );
 

@@ -29,10 +29,18 @@ impl Mock {
     pub async fn start(address: &str, system: bool, template: &str) -> Mock {
         let name = template_name(template).to_owned();
         let child = Command::new("/usr/bin/python3")
-            .args(["-m", "dbusmock", if system { "--system" } else { "--session" }])
+            .args([
+                "-m",
+                "dbusmock",
+                if system { "--system" } else { "--session" },
+            ])
             .args(["--template", template])
             .env(
-                if system { "DBUS_SYSTEM_BUS_ADDRESS" } else { "DBUS_SESSION_BUS_ADDRESS" },
+                if system {
+                    "DBUS_SYSTEM_BUS_ADDRESS"
+                } else {
+                    "DBUS_SESSION_BUS_ADDRESS"
+                },
                 address,
             )
             .stdin(Stdio::null())
@@ -46,7 +54,13 @@ impl Mock {
         eventually(20, &format!("dbusmock {template} owns {name}"), || {
             let dbus = dbus.clone();
             let bn = bn.clone();
-            async move { dbus.name_has_owner(bn).await.ok().filter(|b| *b).map(|_| ()) }
+            async move {
+                dbus.name_has_owner(bn)
+                    .await
+                    .ok()
+                    .filter(|b| *b)
+                    .map(|_| ())
+            }
         })
         .await;
         Mock {

@@ -183,6 +183,14 @@ impl Home {
     }
 }
 
+/// A D-Bus error's name, or a panic with what came instead.
+pub fn error_name<T: std::fmt::Debug>(r: zbus::Result<T>) -> String {
+    match r {
+        Err(zbus::Error::MethodError(name, _, _)) => name.to_string(),
+        other => panic!("expected a D-Bus error, got {other:?}"),
+    }
+}
+
 /// The app id under which the broker knows this test process.
 pub fn my_app_id() -> String {
     let exe = std::fs::read_link("/proc/self/exe").expect("exe");
@@ -207,6 +215,23 @@ impl Daemon {
     /// Start `contextd` with `args` and wait until it owns its name.
     pub async fn start(bus: &Bus, home: &Home, args: &[&str]) -> Daemon {
         let d = Daemon::spawn(bus, home, args);
+        wait_for_owner(bus, true).await;
+        d
+    }
+
+    /// Start with extra environment (e.g. `DBUS_SYSTEM_BUS_ADDRESS`) and
+    /// wait until it owns its name.
+    pub async fn start_with(
+        bus: &Bus,
+        home: &Home,
+        args: &[&str],
+        extra: &[(&str, &str)],
+    ) -> Daemon {
+        let mut env = home.envs(bus);
+        for (k, v) in extra {
+            env.push(((*k).to_owned(), (*v).to_owned()));
+        }
+        let d = Daemon::spawn_env(home, env, args);
         wait_for_owner(bus, true).await;
         d
     }
