@@ -286,6 +286,8 @@ async fn policy_watcher(
         .map(PathBuf::from)
         .unwrap_or_default();
     let mut stream = inotify.and_then(|i| i.into_event_stream(vec![0u8; 4096]).ok());
+    // A new decision may bring a sooner expiry: recompute on every change.
+    let mut generation = core.gate.watch_generation();
     loop {
         let expiry = core.gate.next_expiry();
         let sleep_for = expiry
@@ -293,6 +295,11 @@ async fn policy_watcher(
             .unwrap_or(Duration::from_secs(24 * 3600));
         tokio::select! {
             _ = cancel.cancelled() => break,
+            r = generation.changed() => {
+                if r.is_err() {
+                    break;
+                }
+            }
             _ = tokio::time::sleep(sleep_for + Duration::from_millis(1)) => {
                 if expiry.is_some() {
                     core.gate.bump();
