@@ -344,10 +344,10 @@ impl DbTasks {
                 e = self.audit_rx.recv() => match e {
                     Some(e) => {
                         batch.push(e);
-                        if batch.len() >= AUDIT_BATCH {
-                            if let Err(e) = write_audit(&db.pool, &mut batch).await {
-                                tracing::warn!(error = %e, "cannot write the audit log");
-                            }
+                        if batch.len() >= AUDIT_BATCH
+                            && let Err(e) = write_audit(&db.pool, &mut batch).await
+                        {
+                            tracing::warn!(error = %e, "cannot write the audit log");
                         }
                     }
                     None => break,

@@ -19,6 +19,18 @@ impl fmt::Debug for DbKey {
     }
 }
 
+impl Drop for DbKey {
+    /// Wipe the key from memory when it is no longer needed (SQLCipher
+    /// keeps its own copy for the open database).
+    fn drop(&mut self) {
+        for b in self.0.iter_mut() {
+            // SAFETY: a valid, aligned &mut u8; volatile so the wipe is not
+            // optimised away.
+            unsafe { std::ptr::write_volatile(b, 0) };
+        }
+    }
+}
+
 impl DbKey {
     pub fn random() -> Result<DbKey, KeyError> {
         let mut k = [0u8; 32];
