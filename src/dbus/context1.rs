@@ -69,6 +69,24 @@ impl Context1 {
         }
     }
 
+    /// Who plays and who captures now, and the capture sessions of the
+    /// last 24 hours. Needs `media.playback` or `media.capture`; each part
+    /// only with its own category.
+    #[zbus(out_args("media"))]
+    async fn get_media(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
+        let who = self.caller(&hdr).await?;
+        let gate = &self.core.gate;
+        let can = |c: &Category| gate.allows(&who.app_id, c);
+        if !can(&Category::MediaPlayback) {
+            // Neither: the error names media.capture, the one that answers
+            // "who uses my microphone".
+            gate.check(&who.app_id, &Category::MediaCapture)?;
+        }
+        let now = self.core.clock.now();
+        let v = self.core.state.read(|s| view::media(s, &can, now));
+        Ok(variant::dict(&v))
+    }
+
     /// The health of every source. Needs no consent: it says nothing about
     /// what the user does.
     #[zbus(out_args("sources"))]
