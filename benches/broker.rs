@@ -160,7 +160,13 @@ async fn run() {
                     ps_path,
                     Some(ps),
                     "SetPermission",
-                    &("contextd-bench", true, "windows", "org.example.App", vec!["yes"]),
+                    &(
+                        "contextd-bench",
+                        true,
+                        "windows",
+                        "org.example.App",
+                        vec!["yes"],
+                    ),
                 )
                 .await;
             if r.is_ok() {
@@ -173,7 +179,13 @@ async fn run() {
             for i in 0..(WARMUP + CALLS) {
                 let t = Instant::now();
                 let r = conn
-                    .call_method(Some(ps), ps_path, Some(ps), "Lookup", &("contextd-bench", "windows"))
+                    .call_method(
+                        Some(ps),
+                        ps_path,
+                        Some(ps),
+                        "Lookup",
+                        &("contextd-bench", "windows"),
+                    )
                     .await;
                 if i >= WARMUP {
                     lookup.push(t.elapsed());
@@ -205,9 +217,15 @@ async fn run() {
                     let mut lat = Vec::new();
                     while Instant::now() < deadline {
                         let t = Instant::now();
-                        if c.call_method(Some("org.contextd.Broker1"), "/org/contextd/Broker1", Some(iface), member, &())
-                            .await
-                            .is_err()
+                        if c.call_method(
+                            Some("org.contextd.Broker1"),
+                            "/org/contextd/Broker1",
+                            Some(iface),
+                            member,
+                            &(),
+                        )
+                        .await
+                        .is_err()
                         {
                             break;
                         }
@@ -265,11 +283,19 @@ async fn run() {
         println!("  xdg-permission-store Lookup: not measured (xdg-desktop-portal not installed?)");
     } else {
         let (l50, l99) = (pct(&lookup, 0.5), pct(&lookup, 0.99));
-        println!("  PermissionStore.Lookup      p50 {:>8.1} µs   p99 {:>8.1} µs (anchor)", us(l50), us(l99));
+        println!(
+            "  PermissionStore.Lookup      p50 {:>8.1} µs   p99 {:>8.1} µs (anchor)",
+            us(l50),
+            us(l99)
+        );
         println!(
             "  consent-checked read vs permission-store lookup at p50: {:.2}x ({})",
             us(g50) / us(l50),
-            if g50 < l50 { "faster, meets target" } else { "NOT faster: MISSES target" }
+            if g50 < l50 {
+                "faster, meets target"
+            } else {
+                "NOT faster: MISSES target"
+            }
         );
     }
     println!(

@@ -596,3 +596,129 @@ mod tests {
         assert_eq!(t, "A    BB\nxxx  y\n");
     }
 }
+fn app_of(v: &Value) -> String {
+    let id = s(v, "app_id");
+    let pid = v.get("pid").and_then(Value::as_u64);
+    match (id.is_empty(), pid) {
+        (false, _) => id.to_owned(),
+        (true, Some(p)) => format!("pid {p}"),
+        (true, None) => "unknown".into(),
+    }
+}
+
+fn streams_table(streams: &[Value]) -> String {
+    let rows: Vec<Vec<String>> = streams
+        .iter()
+        .map(|v| {
+            vec![
+                s(v, "kind").to_owned(),
+                app_of(v),
+                s(v, "claimed_name").to_owned(),
+                s(v, "state").to_owned(),
+                short_time(s(v, "since")),
+                s(v, "media_role").to_owned(),
+                s(v, "media_name").to_owned(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "KIND",
+            "APP",
+            "CLAIMS TO BE",
+            "STATE",
+            "SINCE",
+            "ROLE",
+            "MEDIA",
+        ],
+        &rows,
+    )
+}
+
+fn duration_between(start: &str, end: Option<&str>) -> String {
+    let parse = |t: &str| chrono::DateTime::parse_from_rfc3339(t).ok();
+    let end = match end {
+        Some(e) => parse(e),
+        None => Some(chrono::Utc::now().fixed_offset()),
+    };
+    match (parse(start), end) {
+        (Some(a), Some(b)) => {
+            let secs = (b - a).num_seconds().max(0);
+            format!("{}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
+        }
+        _ => String::new(),
+    }
+}
+
+fn sessions_table(sessions: &[Value]) -> String {
+    let rows: Vec<Vec<String>> = sessions
+        .iter()
+        .map(|v| {
+            let end = v.get("end").and_then(Value::as_str);
+            vec![
+                s(v, "kind").to_owned(),
+                app_of(v),
+                s(v, "claimed_name").to_owned(),
+                short_time(s(v, "start")),
+                end.map(short_time).unwrap_or_else(|| "now".into()),
+                duration_between(s(v, "start"), end),
+            ]
+        })
+        .collect();
+    table(
+        &["KIND", "APP", "CLAIMS TO BE", "START", "END", "DURATION"],
+        &rows,
+    )
+}
+
+/// `contextctl media`: who plays and who captures now, and who captured
+/// in the last 24 hours.
+pub async fn media(conn: &Connection, out: Output) -> Result<()> {
+    let p = Context1Proxy::new(conn).await?;
+    let v = dict_to_json(&p.get_media().await?);
+    if out.json {
+        print_json(&v);
+        return Ok(());
+    }
+    let mut first = true;
+    let mut section = |title: &str, body: String| {
+        if !first {
+            println!();
+        }
+        first = false;
+        println!("{title}");
+        print!("{body}");
+    };
+    if let Some(a) = v.get("media.playback").and_then(Value::as_array) {
+        if a.is_empty() {
+            section("Playing: nothing", String::new());
+        } else {
+            section("Playing:", streams_table(a));
+        }
+    }
+    if let Some(a) = v.get("media.capture").and_then(Value::as_array) {
+        if a.is_empty() {
+            section("Capturing: nothing", String::new());
+        } else {
+            section("Capturing:", streams_table(a));
+        }
+    }
+    if let Some(a) = v.get("capture_sessions").and_then(Value::as_array) {
+        if a.is_empty() {
+            section("Capture in the last 24 hours: none", String::new());
+        } else {
+            section("Capture in the last 24 hours:", sessions_table(a));
+        }
+    }
+    let withheld: Vec<&str> = v
+        .get("withheld")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if !withheld.is_empty() {
+        println!();
+        println!("Withheld from contextctl: {}", withheld.join(", "));
+        println!("(grant them in policy.toml; see `contextctl categories`)");
+    }
+    Ok(())
+}

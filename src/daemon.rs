@@ -131,13 +131,15 @@ pub async fn run_on(
         cancel.child_token(),
     ));
 
-    if let Some(path) = &config.replay {
-        tasks.spawn(sources::replay::run(
-            path.clone(),
-            tx.clone(),
-            cancel.child_token(),
-        ));
-    }
+    // The sources (only the replay source with --replay).
+    sources::spawn_all(
+        &sources::SourceContext {
+            tx: tx.clone(),
+            cancel: cancel.child_token(),
+            config: Arc::new(config.clone()),
+        },
+        &mut tasks,
+    );
     drop(tx);
 
     // Every object is served before the name is requested, so that no

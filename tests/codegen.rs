@@ -69,7 +69,6 @@ async fn gdbus_codegen_c_client_calls_get_active_window() {
 
         let bus = Bus::start();
         let home = Home::new();
-        home.deny_undecided();
         home.write_policy(&[(&format!("exe:{}", exe.display()), &["windows"])]);
         let r = replay(&home);
         let _d = Daemon::start(&bus, &home, &["--replay", &r]).await;
@@ -103,7 +102,6 @@ async fn zbus_xmlgen_proxy_calls_get_active_window() {
     with_timeout(60, async {
         let bus = Bus::start();
         let home = Home::new();
-        home.deny_undecided();
         home.write_policy(&[(&my_app_id(), &["windows"])]);
         let r = replay(&home);
         let _d = Daemon::start(&bus, &home, &["--replay", &r]).await;

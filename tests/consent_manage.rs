@@ -199,7 +199,6 @@ async fn a_grant_with_an_expiry_ends_on_time() {
         let polkit = Mock::start(&sys.address, true, "polkitd").await;
         set_allowed(&polkit, vec!["org.contextd.manage-consent"]).await;
         let home = Home::new();
-        home.deny_undecided();
         let replay = home.dir.path().join("r.jsonl");
         std::fs::write(&replay, window_line("w1", "org.a.App", "one", true)).expect("replay");
         let _d = Daemon::start_with(

@@ -37,7 +37,6 @@ async fn busctl_with_grant_reads_the_active_window_and_without_gets_not_allowed(
     with_timeout(60, async {
         let bus = Bus::start();
         let home = Home::new();
-        home.deny_undecided();
         let replay = replay_file(&home);
         let _d = Daemon::start(&bus, &home, &["--replay", &replay]).await;
 
@@ -105,7 +104,6 @@ async fn broken_policy_keeps_the_last_good_one_and_names_the_line() {
     with_timeout(60, async {
         let bus = Bus::start();
         let home = Home::new();
-        home.deny_undecided();
         home.write_policy(&[(&my_app_id(), &["windows"])]);
         let replay = replay_file(&home);
         let _d = Daemon::start(&bus, &home, &["--replay", &replay]).await;
@@ -161,7 +159,6 @@ async fn snapshot_lists_withheld_categories_and_bad_arguments_are_typed() {
     with_timeout(60, async {
         let bus = Bus::start();
         let home = Home::new();
-        home.deny_undecided();
         home.write_policy(&[(&my_app_id(), &["windows"])]);
         let replay = replay_file(&home);
         let _d = Daemon::start(&bus, &home, &["--replay", &replay]).await;

@@ -23,7 +23,6 @@ async fn contextctl_reads_tables_json_and_says_how_to_grant() {
     with_timeout(60, async {
         let bus = Bus::start();
         let home = Home::new();
-        home.deny_undecided();
         let replay = home.dir.path().join("r.jsonl");
         std::fs::write(
             &replay,
@@ -113,7 +112,6 @@ async fn contextctl_consent_and_audit() {
             )
             .await;
         let home = Home::new();
-        home.deny_undecided();
         home.write_policy(&[("org.from.Policy", &["power"])]);
         let _d = Daemon::start_with(
             &bus,

@@ -13,7 +13,6 @@ async fn owns_name_second_instance_exits_1_sigterm_frees_name() {
     with_timeout(60, async {
         let bus = Bus::start();
         let home = Home::new();
-        home.deny_undecided();
         let mut first = Daemon::start(&bus, &home, &[]).await;
 
         // A second instance: exit code 1 and one clear line with the PID.
@@ -51,7 +50,6 @@ async fn replace_takes_over_and_old_instance_exits_cleanly() {
     with_timeout(60, async {
         let bus = Bus::start();
         let home = Home::new();
-        home.deny_undecided();
         let mut first = Daemon::start(&bus, &home, &[]).await;
         let mut second = Daemon::spawn(&bus, &home, &["--replace"]);
         let st = first
@@ -85,7 +83,6 @@ async fn config_that_is_not_utf8_is_a_clear_error() {
     with_timeout(30, async {
         let bus = Bus::start();
         let home = Home::new();
-        home.deny_undecided();
         let cfg = home.dir.path().join("config/contextd/config.toml");
         std::fs::write(&cfg, b"[sources]\ndisabled = [\"\xff\"]\n").expect("write");
         let (st, _out, err) = run_cmd(

@@ -107,6 +107,7 @@ async fn live_introspection_matches_the_xml_files() {
     with_timeout(60, async {
         let bus = Bus::start();
         let home = Home::new();
+        home.ask_undecided();
         home.write_policy(&[(&my_app_id(), &["windows"])]);
         let _d = Daemon::start(&bus, &home, &[]).await;
         let conn = bus.connect().await;

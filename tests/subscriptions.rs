@@ -19,7 +19,6 @@ async fn subscriber_gets_focus_change_and_eavesdropper_gets_nothing() {
     with_timeout(60, async {
         let bus = Bus::start();
         let home = Home::new();
-        home.deny_undecided();
         home.write_policy(&[(&my_app_id(), &["windows"])]);
         let mut replay = Replay::new(&home);
         replay.send(&window_line(
@@ -120,7 +119,6 @@ async fn subscriber_that_leaves_is_cleaned_up() {
     with_timeout(60, async {
         let bus = Bus::start();
         let home = Home::new();
-        home.deny_undecided();
         home.write_policy(&[(&my_app_id(), &["windows"])]);
         let _d = Daemon::start(&bus, &home, &[]).await;
         let path = {
@@ -162,7 +160,6 @@ async fn revoking_the_grant_ends_the_subscription_with_revoked() {
     with_timeout(60, async {
         let bus = Bus::start();
         let home = Home::new();
-        home.deny_undecided();
         home.write_policy(&[(&my_app_id(), &["windows"])]);
         let mut replay = Replay::new(&home);
         replay.send(&window_line("w1", "org.a.App", "t", true));

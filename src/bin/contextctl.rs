@@ -26,6 +26,9 @@ enum Command {
     Status,
     /// The open windows.
     Windows,
+    /// Who plays audio or video, who uses the microphone, a camera or the
+    /// screen now, and who did in the last 24 hours.
+    Media,
     /// The sources and their health.
     Sources,
     /// The categories of context and whether contextctl may read each.
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
         match args.command.unwrap_or(Command::Status) {
             Command::Status => ctl::status(&conn, out).await,
             Command::Windows => ctl::windows(&conn, out).await,
+            Command::Media => ctl::media(&conn, out).await,
             Command::Sources => ctl::sources(&conn, out).await,
             Command::Categories => ctl::categories(&conn, out).await,
             Command::Watch { categories } => ctl::watch(&conn, out, categories).await,

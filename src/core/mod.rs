@@ -1,6 +1,7 @@
 //! The core: state, consent gate, identity. No zbus, sqlx, rmcp, wayland or
 //! pipewire type appears here; publishers and sources adapt to it.
 
+pub mod captures;
 pub mod clock;
 pub mod consent;
 pub mod error;

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::broadcast;
 
+use super::captures::CaptureLog;
 use super::clock::Clock;
 use super::event::SourceEvent;
 use crate::model::{
@@ -49,6 +50,8 @@ pub struct Snapshot {
     pub notifications: VecDeque<Notification>,
     pub provided: BTreeMap<(AppId, String), ProvidedContext>,
     pub sources: BTreeMap<String, SourceStatus>,
+    /// Capture sessions of the last 24 hours (see `core::captures`).
+    pub captures: CaptureLog,
 }
 
 impl Snapshot {
@@ -191,7 +194,9 @@ impl State {
         let now = self.clock.now();
         let changes = {
             let mut snap = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
-            apply_to(&mut snap, event, now)
+            let changes = apply_to(&mut snap, event, now);
+            snap.captures.observe(&changes, now);
+            changes
         };
         for c in &changes {
             // No receiver is not an error: nobody listens yet.

@@ -82,6 +82,28 @@ impl Context1 {
         }
     }
 
+    /// Who plays and who captures now, and the capture sessions of the
+    /// last 24 hours. Needs `media.playback` or `media.capture`; each part
+    /// only with its own category.
+    #[zbus(out_args("media"))]
+    async fn get_media(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
+        let who = self.shared.caller(&hdr).await?;
+        let gate = &self.shared.core.gate;
+        // Either category will do; without playback, the access (and a
+        // prompt) is about media.capture, the one that answers "who uses
+        // my microphone".
+        let first = if gate.allows(&who.app_id, &Category::MediaPlayback) {
+            Category::MediaPlayback
+        } else {
+            Category::MediaCapture
+        };
+        self.shared.access(&who, &[first], "").await?;
+        let can = |c: &Category| gate.allows(&who.app_id, c);
+        let now = self.shared.core.clock.now();
+        let v = self.shared.core.state.read(|s| view::media(s, &can, now));
+        Ok(variant::dict(&v))
+    }
+
     /// The health of every source. Needs no consent: it says nothing about
     /// what the user does.
     #[zbus(out_args("sources"))]

@@ -16,6 +16,7 @@ pub trait Context1 {
     fn get_snapshot(&self) -> zbus::Result<Dict>;
     fn list_windows(&self) -> zbus::Result<Vec<Dict>>;
     fn get_active_window(&self) -> zbus::Result<Dict>;
+    fn get_media(&self) -> zbus::Result<Dict>;
     fn list_sources(&self) -> zbus::Result<Vec<Dict>>;
     fn list_categories(&self) -> zbus::Result<Vec<Dict>>;
     fn subscribe(&self, categories: &[&str]) -> zbus::Result<OwnedObjectPath>;

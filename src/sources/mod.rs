@@ -6,6 +6,7 @@
 //! To add a source: a module with `pub const NAME` and
 //! `pub async fn run(ctx: SourceContext)`, and one line in [`spawn_all`].
 
+pub mod pipewire;
 pub mod replay;
 
 use std::sync::Arc;
@@ -112,7 +113,9 @@ pub fn spawn_all(ctx: &SourceContext, tasks: &mut JoinSet<()>) {
     };
     // Real sources register here, e.g.:
     // if enabled(wayland::NAME) { tasks.spawn(wayland::run(ctx.clone())); }
-    let _ = enabled;
+    if enabled(pipewire::NAME) {
+        tasks.spawn(pipewire::run(ctx.clone()));
+    }
 }
 
 #[cfg(test)]

@@ -110,7 +110,11 @@ impl Home {
         for d in ["config/contextd", "data", "state", "run"] {
             std::fs::create_dir_all(dir.path().join(d)).expect("mkdir");
         }
-        Home { dir }
+        let home = Home { dir };
+        // Tests that are not about prompts want only explicit grants to
+        // count; prompt tests call `ask_undecided`.
+        home.deny_undecided();
+        home
     }
 
     pub fn policy_path(&self) -> PathBuf {
@@ -143,6 +147,11 @@ impl Home {
     /// (the foundation's behaviour, before prompts).
     pub fn deny_undecided(&self) {
         self.write_config("[consent]\nundecided = \"deny\"\n");
+    }
+
+    /// The default of a real installation: undecided access is asked.
+    pub fn ask_undecided(&self) {
+        self.write_config("");
     }
 
     pub fn db_path(&self) -> PathBuf {
