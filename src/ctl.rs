@@ -571,31 +571,6 @@ pub async fn audit(
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(
-            parse_duration("30m").map(|d| d.num_seconds()).ok(),
-            Some(1800)
-        );
-        assert_eq!(
-            parse_duration("7d").map(|d| d.num_seconds()).ok(),
-            Some(604800)
-        );
-        assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("0h").is_err());
-        assert!(parse_duration("99999999999999w").is_err());
-    }
-
-    #[test]
-    fn tables_align() {
-        let t = table(&["A", "BB"], &[vec!["xxx".into(), "y".into()]]);
-        assert_eq!(t, "A    BB\nxxx  y\n");
-    }
-}
 fn app_of(v: &Value) -> String {
     let id = s(v, "app_id");
     let pid = v.get("pid").and_then(Value::as_u64);
@@ -721,4 +696,30 @@ pub async fn media(conn: &Connection, out: Output) -> Result<()> {
         println!("(grant them in policy.toml; see `contextctl categories`)");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(
+            parse_duration("30m").map(|d| d.num_seconds()).ok(),
+            Some(1800)
+        );
+        assert_eq!(
+            parse_duration("7d").map(|d| d.num_seconds()).ok(),
+            Some(604800)
+        );
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("0h").is_err());
+        assert!(parse_duration("99999999999999w").is_err());
+    }
+
+    #[test]
+    fn tables_align() {
+        let t = table(&["A", "BB"], &[vec!["xxx".into(), "y".into()]]);
+        assert_eq!(t, "A    BB\nxxx  y\n");
+    }
 }
