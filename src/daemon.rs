@@ -86,13 +86,18 @@ pub async fn run_on(
         cancel.child_token(),
     ));
 
-    if let Some(path) = &config.replay {
-        tasks.spawn(sources::replay::run(
-            path.clone(),
-            tx.clone(),
-            cancel.child_token(),
-        ));
-    }
+    let ctx = sources::SourceContext {
+        tx: tx.clone(),
+        cancel: cancel.child_token(),
+        config: Arc::new(config.clone()),
+        own_names: conn
+            .unique_name()
+            .map(|n| n.to_string())
+            .into_iter()
+            .collect(),
+    };
+    sources::spawn_all(&ctx, &mut tasks);
+    drop(ctx);
     drop(tx);
 
     // Every object is served before the name is requested, so that no

@@ -10,13 +10,26 @@
 //! - a notification's `body` only with `notifications.content`;
 //! - a stream's `media_name` (which can hold a song or a call's title) only
 //!   with the stream's own category (`media.playback` for playback,
-//!   `media.capture` for capture), which is already needed to see the stream.
+//!   `media.capture` for capture), which is already needed to see the stream;
+//! - an MPRIS player's `player` record (`status`, and the track's `title`,
+//!   `artist` and `url`) likewise only with `media.playback`, the category
+//!   of every MPRIS stream: it says what is playing exactly as PipeWire's
+//!   `media_name` of the same player does, so hiding one behind more than
+//!   the other would protect nothing. The `url` never carries a query or a
+//!   fragment (where session tokens and tracking ids live) and only the
+//!   `http`, `https` and `file` schemes; `sources::mpris` drops the rest
+//!   before the url reaches the core;
+//! - the network's `ssid` only with `network.name`: connectivity, metered
+//!   state and connection type say nothing about where the user is, the
+//!   name of the Wi-Fi often does ("Hotel Alpenblick", "ACME-Guest").
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 
 use super::state::{Change, Snapshot};
-use crate::model::{Category, MediaStream, Notification, ProvidedContext, SourceStatus, Window};
+use crate::model::{
+    Category, MediaStream, Network, Notification, ProvidedContext, SourceStatus, Window,
+};
 
 /// The caller's permissions, as a predicate over categories.
 pub type Can<'a> = &'a dyn Fn(&Category) -> bool;
@@ -84,6 +97,18 @@ pub fn stream(s: &MediaStream) -> Value {
         if let Some(v) = v {
             m.insert(k.into(), json!(v));
         }
+    }
+    if let Some(p) = &s.player {
+        m.insert("player".into(), json!(p));
+    }
+    Value::Object(m)
+}
+
+/// The network as a caller sees it: the `ssid` only with `network.name`.
+pub fn network(n: &Network, name: bool) -> Value {
+    let mut m = obj(json!(n));
+    if !name {
+        m.remove("ssid");
     }
     Value::Object(m)
 }
@@ -222,8 +247,13 @@ pub fn snapshot(snap: &Snapshot, can: Can<'_>) -> Value {
         Category::Network,
         &mut m,
         &mut withheld,
-        snap.network.as_ref().map(|s| json!(s)),
+        snap.network
+            .as_ref()
+            .map(|n| network(n, can(&Category::NetworkName))),
     );
+    if can(&Category::Network) && !can(&Category::NetworkName) {
+        withheld.push(Category::NetworkName.to_string());
+    }
     section(
         Category::Notifications,
         &mut m,
@@ -277,7 +307,10 @@ pub fn change(c: &Change, can: Can<'_>) -> Option<(Category, Value)> {
         }
         Change::Session(s) => json!({ "event": "changed", "session": s }),
         Change::Power(p) => json!({ "event": "changed", "power": p }),
-        Change::Network(n) => json!({ "event": "changed", "network": n }),
+        Change::Network(n) => json!({
+            "event": "changed",
+            "network": n.as_ref().map(|n| network(n, can(&Category::NetworkName))),
+        }),
         Change::Notification {
             kind,
             notification: n,
@@ -374,5 +407,75 @@ mod tests {
         let none = |_: &Category| false;
         assert!(change(&Change::Focus { window: None }, &none).is_none());
         assert!(!snapshot(&snap, &none).to_string().contains("w1"));
+    }
+
+    #[test]
+    fn ssid_only_with_network_name() {
+        let n = Network {
+            connectivity: "full".into(),
+            metered: true,
+            primary_type: Some("wifi".into()),
+            ssid: Some("Hotel Alpenblick".into()),
+        };
+        let snap = Snapshot {
+            network: Some(n.clone()),
+            ..Snapshot::default()
+        };
+        let only_network = |c: &Category| *c == Category::Network;
+        let v = snapshot(&snap, &only_network);
+        assert_eq!(v["network"]["connectivity"], "full");
+        assert!(!v.to_string().contains("Alpenblick"), "{v}");
+        assert!(
+            v["withheld"]
+                .as_array()
+                .is_some_and(|a| a.contains(&json!("network.name")))
+        );
+        let (_, d) = change(&Change::Network(Some(n.clone())), &only_network).expect("allowed");
+        assert!(!d.to_string().contains("Alpenblick"), "{d}");
+        assert_eq!(d["network"]["metered"], true);
+        let with_name = |c: &Category| matches!(c, Category::Network | Category::NetworkName);
+        let v = snapshot(&snap, &with_name);
+        assert_eq!(v["network"]["ssid"], "Hotel Alpenblick");
+        let (_, d) = change(&Change::Network(Some(n)), &with_name).expect("allowed");
+        assert_eq!(d["network"]["ssid"], "Hotel Alpenblick");
+        // Gone: no null on the wire.
+        let (_, d) = change(&Change::Network(None), &with_name).expect("allowed");
+        assert!(d.get("network").is_none());
+    }
+
+    #[test]
+    fn player_track_only_with_media_playback() {
+        let s = MediaStream {
+            id: "mpris-vlc".into(),
+            kind: crate::model::MediaKind::Playback,
+            app_id: None,
+            pid: Some(7),
+            claimed_name: Some("VLC".into()),
+            claimed_binary: None,
+            media_name: None,
+            media_role: None,
+            state: crate::model::StreamState::Running,
+            since: Utc::now(),
+            player: Some(crate::model::Player {
+                status: Some(crate::model::PlaybackStatus::Playing),
+                title: Some("Secret Song".into()),
+                artist: Some("Someone".into()),
+                url: Some("file:///home/a/x.ogg".into()),
+            }),
+        };
+        let mut snap = Snapshot::default();
+        snap.streams.insert(s.id.clone(), s.clone());
+        let playback = |c: &Category| *c == Category::MediaPlayback;
+        let v = snapshot(&snap, &playback);
+        assert_eq!(v["media.playback"][0]["player"]["title"], "Secret Song");
+        assert_eq!(v["media.playback"][0]["player"]["status"], "playing");
+        let capture = |c: &Category| *c == Category::MediaCapture;
+        assert!(!snapshot(&snap, &capture).to_string().contains("Secret"));
+        let ch = Change::Stream {
+            kind: crate::core::ChangeKind::Changed,
+            stream: s,
+        };
+        assert!(change(&ch, &capture).is_none());
+        assert!(change(&ch, &playback).is_some());
     }
 }
