@@ -586,6 +586,7 @@ pub async fn name_owner(conn: &Connection, name: &str) -> Result<Option<String>,
         .await;
     match r {
         Ok(m) => Ok(Some(m.body().deserialize::<String>()?)),
+        Err(zbus::Error::FDO(e)) if matches!(*e, zbus::fdo::Error::NameHasNoOwner(_)) => Ok(None),
         Err(zbus::Error::MethodError(e, _, _))
             if e.as_str() == "org.freedesktop.DBus.Error.NameHasNoOwner" =>
         {

@@ -58,6 +58,7 @@ trait LoginManager {
     #[zbus(name = "GetSessionByPID")]
     fn get_session_by_pid(&self, pid: u32) -> zbus::Result<OwnedObjectPath>;
     fn get_user(&self, uid: u32) -> zbus::Result<OwnedObjectPath>;
+    fn list_users(&self) -> zbus::Result<Vec<(u32, String, OwnedObjectPath)>>;
 }
 
 #[zbus::proxy(
@@ -161,7 +162,26 @@ impl Login1 {
         }
         // SAFETY: getuid(2) cannot fail and touches no memory.
         let uid = unsafe { libc::getuid() };
-        let user = manager.get_user(uid).await?;
+        // GetUser, else the user's entry in ListUsers (some logind
+        // implementations, python-dbusmock's among them, fail GetUser).
+        let user = match manager.get_user(uid).await {
+            Ok(p) => p,
+            Err(e) => {
+                tried.push(format!("GetUser({uid}): {e}"));
+                manager
+                    .list_users()
+                    .await?
+                    .into_iter()
+                    .find(|(u, _, _)| *u == uid)
+                    .map(|(_, _, p)| p)
+                    .ok_or_else(|| {
+                        FdoError::Service(format!(
+                            "no graphical session found ({})",
+                            tried.join("; ")
+                        ))
+                    })?
+            }
+        };
         let watch = PropsWatch::new(conn, &self.owner, user.as_str(), USER_IFACE).await?;
         let display = display_session(&watch.props, &self.warned);
         self.user = Some(watch);
