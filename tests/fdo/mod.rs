@@ -19,6 +19,9 @@ use crate::common::*;
 
 pub const MOCK_IFACE: &str = "org.freedesktop.DBus.Mock";
 pub const PROPS_IFACE: &str = "org.freedesktop.DBus.Properties";
+pub const MPRIS_TEST_PLAYER: &str = "org.mpris.MediaPlayer2.contextdtest";
+pub const MPRIS_PATH: &str = "/org/mpris/MediaPlayer2";
+pub const MPRIS_PLAYER_IFACE: &str = "org.mpris.MediaPlayer2.Player";
 
 /// A private session bus and a private system bus.
 pub struct Buses {
@@ -77,6 +80,38 @@ impl Mock {
             vec!["--template".into(), template.into()],
         )
         .await
+    }
+
+    /// A template with JSON parameters (`-p`).
+    pub async fn template_with(
+        bus: &Bus,
+        system: bool,
+        template: &str,
+        name: &str,
+        params: &str,
+    ) -> Mock {
+        Mock::start(
+            bus,
+            system,
+            name,
+            vec![
+                "--template".into(),
+                template.into(),
+                "-p".into(),
+                params.into(),
+            ],
+        )
+        .await
+    }
+
+    /// The tiny MPRIS player of `tests/fdo/mpris_player.py`.
+    pub async fn mpris_player(bus: &Bus, params: &str) -> Mock {
+        let template = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fdo/mpris_player.py");
+        Mock::template_with(bus, false, template, MPRIS_TEST_PLAYER, params).await
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// `python3 -m dbusmock NAME PATH INTERFACE`: a bare object to fill
