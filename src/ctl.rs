@@ -1,5 +1,7 @@
 //! `contextctl`'s commands, in the library so that tests can drive them.
 
+mod fdo;
+
 use std::collections::BTreeSet;
 
 use futures_util::StreamExt;
@@ -189,17 +191,13 @@ pub async fn status(conn: &Connection, out: Output) -> Result<()> {
     for (key, label) in [
         ("media.playback", "Playing:"),
         ("media.capture", "Capturing:"),
-        ("notifications", "Notifications:"),
     ] {
         if let Some(a) = snap.get(key).and_then(Value::as_array) {
             println!("{label:<15} {}", a.len());
         }
     }
-    for key in ["session", "power", "network"] {
-        if let Some(v) = snap.get(key) {
-            println!("{:<15} {}", format!("{}:", capitalize(key)), compact(v));
-        }
-    }
+    // Session, power, network, the last notifications, now playing.
+    print!("{}", fdo::status_lines(&snap));
     if !withheld.is_empty() {
         println!();
         println!(
@@ -209,13 +207,6 @@ pub async fn status(conn: &Connection, out: Output) -> Result<()> {
         println!("(grant them in policy.toml; see `contextctl categories`)");
     }
     Ok(())
-}
-
-fn capitalize(s: &str) -> String {
-    let mut c = s.chars();
-    c.next()
-        .map(|f| f.to_uppercase().chain(c).collect())
-        .unwrap_or_default()
 }
 
 fn compact(v: &Value) -> String {

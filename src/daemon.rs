@@ -131,15 +131,18 @@ pub async fn run_on(
         cancel.child_token(),
     ));
 
-    // The sources (only the replay source with --replay).
-    sources::spawn_all(
-        &sources::SourceContext {
-            tx: tx.clone(),
-            cancel: cancel.child_token(),
-            config: Arc::new(config.clone()),
-        },
-        &mut tasks,
-    );
+    let ctx = sources::SourceContext {
+        tx: tx.clone(),
+        cancel: cancel.child_token(),
+        config: Arc::new(config.clone()),
+        own_names: conn
+            .unique_name()
+            .map(|n| n.to_string())
+            .into_iter()
+            .collect(),
+    };
+    sources::spawn_all(&ctx, &mut tasks);
+    drop(ctx);
     drop(tx);
 
     // Every object is served before the name is requested, so that no

@@ -149,6 +149,7 @@ mod tests {
             media_role: None,
             state,
             since: Utc::now(),
+            player: None,
         }
     }
 

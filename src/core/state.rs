@@ -315,7 +315,15 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
                 out.extend(apply_to(snap, SourceEvent::WindowClosed { id }, now));
             }
         }
-        SourceEvent::Stream { stream } => {
+        SourceEvent::Stream { mut stream } => {
+            if let Some(p) = &mut stream.player {
+                for t in [&mut p.title, &mut p.artist, &mut p.url]
+                    .into_iter()
+                    .flatten()
+                {
+                    truncate_text(t);
+                }
+            }
             let id = stream.id.clone();
             let kind = match snap.streams.get(&id) {
                 Some(old) if *old == stream => None,

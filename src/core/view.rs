@@ -15,14 +15,27 @@
 //!   capture session, not even that one exists; a caller with only
 //!   `media.capture` sees no playback stream;
 //! - the capture sessions of the last 24 hours (`capture_sessions`, see
-//!   `core::captures`) only with `media.capture`.
+//!   `core::captures`) only with `media.capture`;
+//! - an MPRIS player's `player` record (`status`, and the track's `title`,
+//!   `artist` and `url`) likewise only with `media.playback`, the category
+//!   of every MPRIS stream: it says what is playing exactly as PipeWire's
+//!   `media_name` of the same player does, so hiding one behind more than
+//!   the other would protect nothing. The `url` never carries a query or a
+//!   fragment (where session tokens and tracking ids live) and only the
+//!   `http`, `https` and `file` schemes; `sources::mpris` drops the rest
+//!   before the url reaches the core;
+//! - the network's `ssid` only with `network.name`: connectivity, metered
+//!   state and connection type say nothing about where the user is, the
+//!   name of the Wi-Fi often does ("Hotel Alpenblick", "ACME-Guest").
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 
 use super::captures::CaptureSession;
 use super::state::{Change, Snapshot};
-use crate::model::{Category, MediaStream, Notification, ProvidedContext, SourceStatus, Window};
+use crate::model::{
+    Category, MediaStream, Network, Notification, ProvidedContext, SourceStatus, Window,
+};
 
 /// The caller's permissions, as a predicate over categories.
 pub type Can<'a> = &'a dyn Fn(&Category) -> bool;
@@ -90,6 +103,18 @@ pub fn stream(s: &MediaStream) -> Value {
         if let Some(v) = v {
             m.insert(k.into(), json!(v));
         }
+    }
+    if let Some(p) = &s.player {
+        m.insert("player".into(), json!(p));
+    }
+    Value::Object(m)
+}
+
+/// The network as a caller sees it: the `ssid` only with `network.name`.
+pub fn network(n: &Network, name: bool) -> Value {
+    let mut m = obj(json!(n));
+    if !name {
+        m.remove("ssid");
     }
     Value::Object(m)
 }
@@ -280,8 +305,13 @@ pub fn snapshot(snap: &Snapshot, can: Can<'_>) -> Value {
         Category::Network,
         &mut m,
         &mut withheld,
-        snap.network.as_ref().map(|s| json!(s)),
+        snap.network
+            .as_ref()
+            .map(|n| network(n, can(&Category::NetworkName))),
     );
+    if can(&Category::Network) && !can(&Category::NetworkName) {
+        withheld.push(Category::NetworkName.to_string());
+    }
     section(
         Category::Notifications,
         &mut m,
@@ -335,7 +365,10 @@ pub fn change(c: &Change, can: Can<'_>) -> Option<(Category, Value)> {
         }
         Change::Session(s) => json!({ "event": "changed", "session": s }),
         Change::Power(p) => json!({ "event": "changed", "power": p }),
-        Change::Network(n) => json!({ "event": "changed", "network": n }),
+        Change::Network(n) => json!({
+            "event": "changed",
+            "network": n.as_ref().map(|n| network(n, can(&Category::NetworkName))),
+        }),
         Change::Notification {
             kind,
             notification: n,
@@ -449,6 +482,7 @@ mod tests {
             media_role: None,
             state: StreamState::Running,
             since: Utc::now(),
+            player: None,
         };
         let mic = stream("pw-1-2", MediaKind::Microphone, "secret call");
         let song = stream("pw-1-3", MediaKind::Playback, "a song");
@@ -491,5 +525,75 @@ mod tests {
         let (cat, d) = change(&open, &capture).expect("allowed");
         assert_eq!(cat, Category::MediaCapture);
         assert_eq!(d["stream"]["kind"], "microphone");
+    }
+
+    #[test]
+    fn ssid_only_with_network_name() {
+        let n = Network {
+            connectivity: "full".into(),
+            metered: true,
+            primary_type: Some("wifi".into()),
+            ssid: Some("Hotel Alpenblick".into()),
+        };
+        let snap = Snapshot {
+            network: Some(n.clone()),
+            ..Snapshot::default()
+        };
+        let only_network = |c: &Category| *c == Category::Network;
+        let v = snapshot(&snap, &only_network);
+        assert_eq!(v["network"]["connectivity"], "full");
+        assert!(!v.to_string().contains("Alpenblick"), "{v}");
+        assert!(
+            v["withheld"]
+                .as_array()
+                .is_some_and(|a| a.contains(&json!("network.name")))
+        );
+        let (_, d) = change(&Change::Network(Some(n.clone())), &only_network).expect("allowed");
+        assert!(!d.to_string().contains("Alpenblick"), "{d}");
+        assert_eq!(d["network"]["metered"], true);
+        let with_name = |c: &Category| matches!(c, Category::Network | Category::NetworkName);
+        let v = snapshot(&snap, &with_name);
+        assert_eq!(v["network"]["ssid"], "Hotel Alpenblick");
+        let (_, d) = change(&Change::Network(Some(n)), &with_name).expect("allowed");
+        assert_eq!(d["network"]["ssid"], "Hotel Alpenblick");
+        // Gone: no null on the wire.
+        let (_, d) = change(&Change::Network(None), &with_name).expect("allowed");
+        assert!(d.get("network").is_none());
+    }
+
+    #[test]
+    fn player_track_only_with_media_playback() {
+        let s = MediaStream {
+            id: "mpris-vlc".into(),
+            kind: crate::model::MediaKind::Playback,
+            app_id: None,
+            pid: Some(7),
+            claimed_name: Some("VLC".into()),
+            claimed_binary: None,
+            media_name: None,
+            media_role: None,
+            state: crate::model::StreamState::Running,
+            since: Utc::now(),
+            player: Some(crate::model::Player {
+                status: Some(crate::model::PlaybackStatus::Playing),
+                title: Some("Secret Song".into()),
+                artist: Some("Someone".into()),
+                url: Some("file:///home/a/x.ogg".into()),
+            }),
+        };
+        let mut snap = Snapshot::default();
+        snap.streams.insert(s.id.clone(), s.clone());
+        let playback = |c: &Category| *c == Category::MediaPlayback;
+        let v = snapshot(&snap, &playback);
+        assert_eq!(v["media.playback"][0]["player"]["title"], "Secret Song");
+        assert_eq!(v["media.playback"][0]["player"]["status"], "playing");
+        let capture = |c: &Category| *c == Category::MediaCapture;
+        assert!(!snapshot(&snap, &capture).to_string().contains("Secret"));
+        let ch = Change::Stream {
+            kind: crate::core::ChangeKind::Changed,
+            stream: s,
+        };
+        assert!(change(&ch, &capture).is_none());
+        assert!(change(&ch, &playback).is_some());
     }
 }

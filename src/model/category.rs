@@ -5,10 +5,11 @@ use serde::{Deserialize, Serialize};
 
 /// A category of context: the unit of consent.
 ///
-/// Users grant an app a category, never a single field. Two categories are
+/// Users grant an app a category, never a single field. Three categories are
 /// *details* of another one ([`Category::base`]): `windows.titles` adds
 /// window titles to `windows`, `notifications.content` adds bodies to
-/// `notifications`. Granting a detail implies its base, because a user who
+/// `notifications`, `network.name` adds the network's name (SSID) to
+/// `network`. Granting a detail implies its base, because a user who
 /// lets an app read window titles obviously lets it know the windows exist.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -20,6 +21,10 @@ pub enum Category {
     Session,
     Power,
     Network,
+    /// The network's name (Wi-Fi SSID): a detail of `network`, because a
+    /// name like "Hotel Alpenblick" or "ACME-Guest" tells where the user is,
+    /// while connectivity and metered state do not.
+    NetworkName,
     Notifications,
     NotificationsContent,
     /// Context an app publishes itself, by kind (`provided.document`,
@@ -40,7 +45,7 @@ pub enum CategoryError {
 }
 
 /// Every fixed category, in the order users see them.
-const FIXED: [Category; 11] = [
+const FIXED: [Category; 12] = [
     Category::Windows,
     Category::WindowsTitles,
     Category::MediaPlayback,
@@ -48,6 +53,7 @@ const FIXED: [Category; 11] = [
     Category::Session,
     Category::Power,
     Category::Network,
+    Category::NetworkName,
     Category::Notifications,
     Category::NotificationsContent,
     Category::History,
@@ -82,6 +88,7 @@ impl Category {
             Category::Session => "session",
             Category::Power => "power",
             Category::Network => "network",
+            Category::NetworkName => "network.name",
             Category::Notifications => "notifications",
             Category::NotificationsContent => "notifications.content",
             Category::Provided(_) => "provided",
@@ -95,6 +102,7 @@ impl Category {
         match self {
             Category::WindowsTitles => Some(Category::Windows),
             Category::NotificationsContent => Some(Category::Notifications),
+            Category::NetworkName => Some(Category::Network),
             _ => None,
         }
     }
@@ -112,8 +120,9 @@ impl Category {
                 "Whether your session is active, idle, locked or going to sleep".into()
             }
             Category::Power => "Battery level and whether you are on battery".into(),
-            Category::Network => {
-                "Network connectivity, metered state and the network's name".into()
+            Category::Network => "Network connectivity, metered state and connection type".into(),
+            Category::NetworkName => {
+                "The name of your network (Wi-Fi SSID), which can show where you are".into()
             }
             Category::Notifications => {
                 "Which apps sent you notifications, with their summaries".into()
@@ -138,7 +147,7 @@ impl Category {
                 | Category::MediaCapture
                 | Category::NotificationsContent
                 | Category::History
-                | Category::Network
+                | Category::NetworkName
         )
     }
 }
@@ -222,6 +231,7 @@ mod tests {
             Category::NotificationsContent.base(),
             Some(Category::Notifications)
         );
+        assert_eq!(Category::NetworkName.base(), Some(Category::Network));
         assert_eq!(Category::Windows.base(), None);
     }
 }

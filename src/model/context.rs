@@ -116,6 +116,38 @@ pub struct MediaStream {
     /// When the stream last started running (or appeared).
     #[serde(default = "Utc::now")]
     pub since: DateTime<Utc>,
+    /// What an MPRIS player says it plays; `None` for PipeWire streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub player: Option<Player>,
+}
+
+/// An MPRIS player's `PlaybackStatus`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlaybackStatus {
+    Playing,
+    Paused,
+    Stopped,
+}
+
+/// What an MPRIS player reports about the current track. Every field is
+/// the player's claim (its `Identity` goes to the stream's `claimed_name`);
+/// the stream's `app_id` is what the broker derived from its process.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Player {
+    /// `None` when the player does not say (or says something invalid).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<PlaybackStatus>,
+    /// `xesam:title`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// `xesam:artist`, joined with ", ".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artist: Option<String>,
+    /// `xesam:url`, without query and fragment (see `sources::mpris`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 /// The user's graphical session.

@@ -13,6 +13,6 @@ mod context;
 pub use app::{AppId, AppIdError, IdentitySource};
 pub use category::{Category, CategoryError};
 pub use context::{
-    MediaKind, MediaStream, Network, Notification, Power, ProvidedContext, SessionState,
-    SourceStatus, StreamState, Urgency, Window, WindowStates,
+    MediaKind, MediaStream, Network, Notification, PlaybackStatus, Player, Power, ProvidedContext,
+    SessionState, SourceStatus, StreamState, Urgency, Window, WindowStates,
 };

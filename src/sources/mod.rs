@@ -6,8 +6,14 @@
 //! To add a source: a module with `pub const NAME` and
 //! `pub async fn run(ctx: SourceContext)`, and one line in [`spawn_all`].
 
+pub mod fdo;
+pub mod login1;
+pub mod mpris;
+pub mod networkmanager;
+pub mod notifications;
 pub mod pipewire;
 pub mod replay;
+pub mod upower;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +31,11 @@ pub struct SourceContext {
     pub tx: mpsc::Sender<SourceEvent>,
     pub cancel: CancellationToken,
     pub config: Arc<Config>,
+    /// Unique names of the broker's own session-bus connections. Sources
+    /// that observe the session bus leave out what the broker itself sent
+    /// (its consent prompts are notifications, and must not come back as
+    /// context).
+    pub own_names: Arc<[String]>,
 }
 
 impl SourceContext {
@@ -115,6 +126,21 @@ pub fn spawn_all(ctx: &SourceContext, tasks: &mut JoinSet<()>) {
     // if enabled(wayland::NAME) { tasks.spawn(wayland::run(ctx.clone())); }
     if enabled(pipewire::NAME) {
         tasks.spawn(pipewire::run(ctx.clone()));
+    }
+    if enabled(login1::NAME) {
+        tasks.spawn(login1::run(ctx.clone()));
+    }
+    if enabled(upower::NAME) {
+        tasks.spawn(upower::run(ctx.clone()));
+    }
+    if enabled(networkmanager::NAME) {
+        tasks.spawn(networkmanager::run(ctx.clone()));
+    }
+    if enabled(notifications::NAME) {
+        tasks.spawn(notifications::run(ctx.clone()));
+    }
+    if enabled(mpris::NAME) {
+        tasks.spawn(mpris::run(ctx.clone()));
     }
 }
 

@@ -241,6 +241,7 @@ impl Tracker {
             media_role: text(node.props.get("media.role")),
             state: node.state,
             since: node.since,
+            player: None,
         })
     }
 

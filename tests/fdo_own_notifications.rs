@@ -1,0 +1,116 @@
+//! The broker's own notifications (its consent prompts) never come back as
+//! context: a `Notify` sent on the broker's own main session connection is
+//! not recorded, one from any other connection is.
+//!
+//! The broker runs in this process (`daemon::run_on`) on a connection the
+//! test holds, so that the test can send from that very connection. The
+//! sources find the buses through the environment, which is set before
+//! any thread that could read it exists (this file has one test).
+
+mod common;
+mod fdo;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::*;
+use contextd::config::{Config, ConfigFile, Paths};
+use fdo::*;
+use zbus::wire::Variant;
+
+async fn notify(conn: &zbus::Connection, summary: &str) -> u32 {
+    conn.call_method(
+        Some("org.freedesktop.Notifications"),
+        "/org/freedesktop/Notifications",
+        Some("org.freedesktop.Notifications"),
+        "Notify",
+        &(
+            "contextd",
+            0u32,
+            "",
+            summary,
+            "body",
+            Vec::<&str>::new(),
+            HashMap::<&str, Variant<'_>>::new(),
+            -1i32,
+        ),
+    )
+    .await
+    .expect("Notify")
+    .body()
+    .deserialize()
+    .expect("id")
+}
+
+#[test]
+fn notify_from_the_brokers_own_connection_is_not_recorded() {
+    let buses = Buses::start();
+    let home = Home::new();
+    home.write_policy(&[(&my_app_id(), &["notifications"])]);
+    // SAFETY: the only test in this binary; no other thread runs yet (the
+    // runtime is built below), so nothing reads the environment meanwhile.
+    unsafe {
+        std::env::set_var("DBUS_SESSION_BUS_ADDRESS", &buses.session.address);
+        std::env::set_var("DBUS_SYSTEM_BUS_ADDRESS", &buses.system.address);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(with_timeout(60, async {
+        let _server = Mock::template(
+            &buses.session,
+            false,
+            "notification_daemon",
+            "org.freedesktop.Notifications",
+        )
+        .await;
+        let dir = home.dir.path();
+        let config = Config {
+            paths: Paths {
+                config_dir: dir.join("config/contextd"),
+                data_dir: dir.join("data/contextd"),
+                state_dir: dir.join("state/contextd"),
+                runtime_dir: None,
+            },
+            file: ConfigFile::default(),
+            replay: None,
+            replace: false,
+        };
+        let broker = buses.session.connect().await;
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let daemon = tokio::spawn(contextd::daemon::run_on(broker.clone(), config, async {
+            let _ = stop_rx.await;
+        }));
+        wait_for_owner(&buses.session, true).await;
+        let me = buses.session.connect().await;
+        until_source(&me, "notifications", true).await;
+
+        // From the broker's own connection: a consent prompt.
+        notify(&broker, "Allow Foo to read your windows?").await;
+        // From an app.
+        let app = buses.session.connect().await;
+        notify(&app, "From an app").await;
+
+        let s = until_snapshot(&me, "the app's notification", |s| {
+            s["notifications"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|n| n["summary"] == "From an app"))
+        })
+        .await;
+        assert!(
+            !s.to_string().contains("Allow Foo"),
+            "the broker's own notification was recorded: {s}"
+        );
+        assert_eq!(s["notifications"].as_array().map(Vec::len), Some(1), "{s}");
+
+        let _ = stop_tx.send(());
+        let exit = tokio::time::timeout(Duration::from_secs(5), daemon)
+            .await
+            .expect("daemon stops")
+            .expect("join")
+            .expect("run_on");
+        assert_eq!(exit, contextd::daemon::Exit::Shutdown);
+    }));
+}
