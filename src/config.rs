@@ -86,6 +86,9 @@ pub struct ConfigFile {
     pub sources: SourcesConfig,
     #[serde(default)]
     pub consent: ConsentConfig,
+    /// `[history]`: what the timeline records and how long it keeps it.
+    #[serde(default)]
+    pub history: crate::core::history::HistorySettings,
 }
 
 /// `[consent]`: how undecided access is handled.
@@ -168,6 +171,9 @@ pub struct Config {
     pub replay: Option<PathBuf>,
     /// Take the bus name over from a running instance.
     pub replace: bool,
+    /// With `replay`: start the broker's clock at this time and let the
+    /// script move it (`{"type": "clock", "at": ...}`).
+    pub fake_clock: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 #[cfg(test)]

@@ -34,7 +34,14 @@ async fn database_survives_twenty_kills_during_audited_bursts() {
                     while p.get_active_window().await.is_ok() {}
                 }));
             }
-            tokio::time::sleep(Duration::from_millis(150 + 53 * (round % 7))).await;
+            // Every other round outlives the audit writer's one-second
+            // batch, so that kills land both between and during writes.
+            let ms = if round % 2 == 0 {
+                1050 + 37 * (round % 9)
+            } else {
+                150 + 53 * (round % 7)
+            };
+            tokio::time::sleep(Duration::from_millis(ms)).await;
             d.signal(libc::SIGKILL);
             d.wait_exit(Duration::from_secs(5)).expect("killed");
             for b in burst {

@@ -7,6 +7,7 @@ pub mod consent;
 pub mod error;
 pub mod event;
 pub mod gate;
+pub mod history;
 pub mod identity;
 pub mod policy;
 pub mod prompts;

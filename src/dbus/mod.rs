@@ -7,6 +7,7 @@ pub mod callers;
 pub mod consent1;
 pub mod context1;
 pub mod error;
+pub mod history1;
 pub mod polkit;
 pub mod proxy;
 pub mod request;
@@ -116,6 +117,8 @@ impl Shared {
 pub async fn serve(
     conn: &Connection,
     core: Arc<Core>,
+    history: crate::store::history::History,
+    history_enabled: bool,
     tasks: &mut JoinSet<()>,
     cancel: CancellationToken,
 ) -> zbus::Result<Arc<Shared>> {
@@ -165,6 +168,16 @@ pub async fn serve(
             PATH,
             context1::Context1 {
                 shared: shared.clone(),
+            },
+        )
+        .await?;
+    conn.object_server()
+        .at(
+            PATH,
+            history1::History1 {
+                shared: shared.clone(),
+                history,
+                enabled: history_enabled,
             },
         )
         .await?;

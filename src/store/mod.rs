@@ -7,6 +7,7 @@
 //! else `$XDG_STATE_HOME/contextd/db.key` (0600 in a 0700 directory).
 
 pub mod db;
+pub mod history;
 pub mod key;
 pub mod secret_service;
 
