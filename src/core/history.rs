@@ -262,12 +262,13 @@ impl Recorder {
             Change::Window {
                 kind: ChangeKind::Changed,
                 window,
-            } if self.focus.is_some() && window.states.activated => {
-                // The focused window became private (or excluded): stop
-                // recording it from now on.
-                if self.settings.excluded_title(&window.title) {
-                    Self::close(self.focus.take(), now, &mut out);
-                }
+            } if self.focus.is_some()
+                && window.states.activated
+                && self.settings.excluded_title(&window.title) =>
+            {
+                // The focused window became private: stop recording it
+                // from now on.
+                Self::close(self.focus.take(), now, &mut out);
             }
             Change::Stream { kind, stream } => {
                 let hk = if stream.kind == MediaKind::Playback {

@@ -72,10 +72,11 @@ pub fn event_view(e: &HistoryEvent, can: &dyn Fn(&Category) -> bool) -> Value {
     }
     if let Some(d) = &e.detail {
         let mut d = d.clone();
-        if e.kind == HistoryKind::Notification && !can(&Category::NotificationsContent) {
-            if let Some(o) = d.as_object_mut() {
-                o.remove("body");
-            }
+        if e.kind == HistoryKind::Notification
+            && !can(&Category::NotificationsContent)
+            && let Some(o) = d.as_object_mut()
+        {
+            o.remove("body");
         }
         if d.as_object().is_some_and(|o| !o.is_empty()) {
             v["detail"] = d;
