@@ -120,6 +120,10 @@ async fn live_introspection_matches_the_xml_files() {
             live(&conn, PATH, "org.contextd.Consent1").await,
             from_file("org.contextd.Consent1")
         );
+        assert_eq!(
+            live(&conn, PATH, "org.contextd.History1").await,
+            from_file("org.contextd.History1")
+        );
 
         // A request stays alive while its prompt waits: a notification
         // server that never answers keeps it waiting.
@@ -192,6 +196,7 @@ async fn live_introspection_matches_the_xml_files() {
                     "org.contextd.Context1.xml",
                     "org.contextd.Consent1.xml",
                     "org.contextd.ConsentAgent1.xml",
+                    "org.contextd.History1.xml",
                     "org.contextd.Request1.xml",
                     "org.contextd.Subscription1.xml",
                 ]

@@ -252,6 +252,15 @@ impl Consent1 {
         if self.shared.core.gate.set_paused(paused) {
             tracing::info!(paused, "sharing paused state changed");
             self.paused_changed(&emitter).await?;
+            if let Ok(h) = self
+                .shared
+                .conn
+                .object_server()
+                .interface::<_, super::history1::History1>(super::PATH)
+                .await
+            {
+                let _ = h.get().await.recording_changed(h.signal_emitter()).await;
+            }
         }
         Ok(())
     }

@@ -73,3 +73,31 @@ pub trait Request1 {
     #[zbus(signal)]
     fn response(&self, response: u32, results: Dict) -> zbus::Result<()>;
 }
+
+#[proxy(
+    interface = "org.contextd.History1",
+    default_service = "org.contextd.Broker1",
+    default_path = "/org/contextd/Broker1"
+)]
+pub trait History1 {
+    #[allow(clippy::too_many_arguments)]
+    fn query(
+        &self,
+        since: i64,
+        until: i64,
+        categories: &[&str],
+        apps: &[&str],
+        limit: u32,
+        cursor: &str,
+    ) -> zbus::Result<(Vec<Dict>, String)>;
+    fn summary(&self, since: i64, until: i64) -> zbus::Result<Vec<Dict>>;
+    fn forget(
+        &self,
+        since: i64,
+        until: i64,
+        apps: &[&str],
+        categories: &[&str],
+    ) -> zbus::Result<u64>;
+    #[zbus(property)]
+    fn recording(&self) -> zbus::Result<bool>;
+}

@@ -97,12 +97,14 @@ impl Db {
         // with a wrong key, `journal_mode = WAL` or a migration would fail
         // half-way, and the file must stay untouched.
         if path.exists() {
+            use sqlx::ConnectOptions;
+            // Statement logging would print the key.
             let probe = SqliteConnectOptions::new()
                 .filename(path)
                 .create_if_missing(false)
                 .read_only(true)
-                .pragma("key", format!("\"x'{}'\"", key.hex()));
-            use sqlx::ConnectOptions;
+                .pragma("key", format!("\"x'{}'\"", key.hex()))
+                .disable_statement_logging();
             let mut conn: SqliteConnection = probe.connect().await.map_err(|e| {
                 if is_not_a_database(&e) {
                     wrong_key()
@@ -138,6 +140,11 @@ impl Db {
             .pragma("secure_delete", "ON")
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
+        // Statement logging would print the key (PRAGMA key) at debug level.
+        let opts = {
+            use sqlx::ConnectOptions;
+            opts.disable_statement_logging()
+        };
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(opts)

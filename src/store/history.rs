@@ -126,19 +126,17 @@ impl History {
         let (cs, ci) = q.cursor.unwrap_or((i64::MIN, i64::MIN));
         let rows = sqlx::query(
             "SELECT id, kind, app_id, title, detail, start_ms, end_ms FROM history
-             WHERE start_ms < ? AND coalesce(end_ms, ?) >= ?
-               AND kind IN (SELECT value FROM json_each(?))
-               AND (json_array_length(?) = 0 OR app_id IN (SELECT value FROM json_each(?)))
-               AND (start_ms > ? OR (start_ms = ? AND id > ?))
-             ORDER BY start_ms, id LIMIT ?",
+             WHERE start_ms < ?1 AND (coalesce(end_ms, ?2) > ?3 OR start_ms >= ?3)
+               AND kind IN (SELECT value FROM json_each(?4))
+               AND (json_array_length(?5) = 0 OR app_id IN (SELECT value FROM json_each(?5)))
+               AND (start_ms > ?6 OR (start_ms = ?6 AND id > ?7))
+             ORDER BY start_ms, id LIMIT ?8",
         )
         .bind(ms(q.until))
         .bind(ms(now))
         .bind(ms(q.since))
         .bind(&kinds_json)
         .bind(&apps_json)
-        .bind(&apps_json)
-        .bind(cs)
         .bind(cs)
         .bind(ci)
         .bind(i64::from(limit) + 1)
@@ -232,16 +230,14 @@ impl History {
         let apps_json = serde_json::to_string(apps).unwrap_or_else(|_| "[]".into());
         let r = sqlx::query(
             "DELETE FROM history
-             WHERE start_ms < ? AND coalesce(end_ms, ?) >= ?
-               AND (json_array_length(?) = 0 OR kind IN (SELECT value FROM json_each(?)))
-               AND (json_array_length(?) = 0 OR app_id IN (SELECT value FROM json_each(?)))",
+             WHERE start_ms < ?1 AND (coalesce(end_ms, ?2) > ?3 OR start_ms >= ?3)
+               AND (json_array_length(?4) = 0 OR kind IN (SELECT value FROM json_each(?4)))
+               AND (json_array_length(?5) = 0 OR app_id IN (SELECT value FROM json_each(?5)))",
         )
         .bind(ms(until))
         .bind(ms(now))
         .bind(ms(since))
         .bind(&kinds_json)
-        .bind(&kinds_json)
-        .bind(&apps_json)
         .bind(&apps_json)
         .execute(&self.pool)
         .await
