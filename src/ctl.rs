@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use serde_json::Value;
 use zbus::Connection;
 
-use crate::dbus::proxy::{Consent1Proxy, Context1Proxy, Subscription1Proxy};
+use crate::dbus::proxy::{Consent1Proxy, Context1Proxy, History1Proxy, Subscription1Proxy};
 use crate::dbus::variant::{dict_to_json, to_json};
 
 #[derive(Debug, Clone, Copy)]
@@ -686,6 +686,147 @@ pub async fn media(conn: &Connection, out: Output) -> Result<()> {
         println!("Withheld from contextctl: {}", withheld.join(", "));
         println!("(grant them in policy.toml; see `contextctl categories`)");
     }
+    Ok(())
+}
+
+/// `contextctl history`: every event of the period, a page at a time.
+pub async fn history(conn: &Connection, out: Output, since: &str, app: Option<&str>) -> Result<()> {
+    let p = History1Proxy::new(conn).await?;
+    let since = (chrono::Utc::now() - parse_duration(since)?).timestamp();
+    let apps: Vec<&str> = app.into_iter().collect();
+    let mut all = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let (events, next) = p.query(since, 0, &[], &apps, 500, &cursor).await?;
+        all.extend(events.iter().map(dict_to_json));
+        if next.is_empty() || all.len() >= 10_000 {
+            break;
+        }
+        cursor = next;
+    }
+    if out.json {
+        print_json(&Value::Array(all));
+        return Ok(());
+    }
+    if all.is_empty() {
+        println!("Nothing recorded in that time (or nothing contextctl may see).");
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = all
+        .iter()
+        .map(|e| {
+            let end = e
+                .get("end")
+                .and_then(Value::as_str)
+                .map(short_time)
+                .unwrap_or_else(|| "now".into());
+            let dur = e
+                .get("duration_s")
+                .and_then(Value::as_f64)
+                .map(human_duration)
+                .unwrap_or_default();
+            vec![
+                short_time(s(e, "start")),
+                end,
+                dur,
+                s(e, "kind").to_owned(),
+                s(e, "app_id").to_owned(),
+                s(e, "title").to_owned(),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table(&["START", "END", "FOR", "WHAT", "APP", "TITLE"], &rows)
+    );
+    Ok(())
+}
+
+fn human_duration(secs: f64) -> String {
+    let s = secs.max(0.0).round() as i64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m", s / 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// `contextctl summary`: a table with a bar per app.
+pub async fn summary(conn: &Connection, out: Output, today: bool) -> Result<()> {
+    let now = chrono::Local::now();
+    let since = if today {
+        now.date_naive()
+            .and_hms_opt(0, 0, 0)
+            .and_then(|d| d.and_local_timezone(chrono::Local).earliest())
+            .map(|d| d.timestamp())
+            .unwrap_or(now.timestamp() - 86400)
+    } else {
+        now.timestamp() - 86400
+    };
+    let v: Vec<Value> = History1Proxy::new(conn)
+        .await?
+        .summary(since, now.timestamp())
+        .await?
+        .iter()
+        .map(dict_to_json)
+        .collect();
+    if out.json {
+        print_json(&Value::Array(v));
+        return Ok(());
+    }
+    if v.is_empty() {
+        println!("Nothing recorded in that time (or nothing contextctl may see).");
+        return Ok(());
+    }
+    let secs = |e: &Value, k: &str| e.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+    let max = v
+        .iter()
+        .map(|e| secs(e, "focus_s"))
+        .fold(0.0, f64::max)
+        .max(1.0);
+    let rows: Vec<Vec<String>> = v
+        .iter()
+        .map(|e| {
+            let f = secs(e, "focus_s");
+            let bar = "█".repeat(((f / max) * 30.0).round() as usize);
+            vec![
+                s(e, "app_id").to_owned(),
+                human_duration(f),
+                bar,
+                if secs(e, "capture_s") > 0.0 {
+                    human_duration(secs(e, "capture_s"))
+                } else {
+                    String::new()
+                },
+            ]
+        })
+        .collect();
+    print!("{}", table(&["APP", "FOCUSED", "", "CAPTURING"], &rows));
+    Ok(())
+}
+
+/// `contextctl forget`.
+pub async fn forget(
+    conn: &Connection,
+    last: Option<&str>,
+    app: Option<&str>,
+    all: bool,
+) -> Result<()> {
+    if last.is_none() && app.is_none() && !all {
+        return Err(CtlError::Call(
+            "say what to forget: --last 1h, --app ID or --all".into(),
+        ));
+    }
+    let since = match last {
+        Some(d) => (chrono::Utc::now() - parse_duration(d)?).timestamp(),
+        None => 0,
+    };
+    let apps: Vec<&str> = app.into_iter().collect();
+    let n = History1Proxy::new(conn)
+        .await?
+        .forget(since, 0, &apps, &[])
+        .await?;
+    println!("Forgot {n} events; their content was overwritten in the database.");
     Ok(())
 }
 

@@ -390,3 +390,80 @@ async fn kill_during_a_burst_of_recording_loses_at_most_the_last_batch() {
     })
     .await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contextctl_history_and_summary_read_the_day() {
+    with_timeout(90, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        let ctl_id = format!(
+            "exe:{}",
+            std::fs::canonicalize(contextctl_bin())
+                .expect("path")
+                .display()
+        );
+        home.write_policy(&[(&ctl_id, &["history", "windows.titles", "media.capture"])]);
+        // The day is yesterday or earlier in real time; contextctl asks
+        // relative to the real clock, so replay it 20 hours back.
+        let base = Utc::now() - chrono::Duration::hours(20);
+        let shift = |l: &str| -> String {
+            let mut v: Value = serde_json::from_str(l).expect("json");
+            if v["type"] == "clock" {
+                let at: DateTime<Utc> = v["at"].as_str().expect("at").parse().expect("time");
+                v["at"] = json!(base + (at - t("08:00")));
+            }
+            v.to_string()
+        };
+        let r = home.dir.path().join("day.jsonl");
+        std::fs::write(
+            &r,
+            day()
+                .iter()
+                .map(|l| shift(l))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
+        .expect("replay");
+        let _d = Daemon::start(
+            &bus,
+            &home,
+            &[
+                "--replay",
+                &r.display().to_string(),
+                "--fake-clock",
+                &base.to_rfc3339(),
+            ],
+        )
+        .await;
+        let run = |args: &[&str]| {
+            let (st, out, err) = run_cmd(
+                Command::new(contextctl_bin())
+                    .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+                    .args(args),
+                20,
+            );
+            (st.code().unwrap_or(-1), out, err)
+        };
+        let out = eventually(10, "history recorded", || async {
+            let (code, out, _) = run(&["history", "--since", "2d"]);
+            (code == 0 && out.contains("report.odt")).then_some(out)
+        })
+        .await;
+        assert!(out.lines().next().unwrap_or("").contains("START"), "{out}");
+        assert!(
+            !out.contains("KeePassXC") && !out.contains("Private"),
+            "{out}"
+        );
+        let (code, out, err) = run(&["summary"]);
+        assert_eq!(code, 0, "{err}");
+        let editor = out
+            .lines()
+            .find(|l| l.contains("org.gnome.TextEditor"))
+            .unwrap_or_default();
+        assert!(editor.contains("5h10m") && editor.contains('█'), "{out}");
+        let (code, _, err) = run(&["forget"]);
+        assert_eq!(code, 1);
+        assert!(err.contains("--last"), "{err}");
+    })
+    .await
+}

@@ -38,6 +38,31 @@ enum Command {
         /// Categories to watch (default: every one contextctl may read).
         categories: Vec<String>,
     },
+    /// The timeline: what happened, oldest first.
+    History {
+        /// How far back, e.g. 30m, 2h, 7d.
+        #[arg(long, default_value = "1h")]
+        since: String,
+        /// Only this app id.
+        #[arg(long)]
+        app: Option<String>,
+    },
+    /// Time per app, with a bar each.
+    Summary {
+        /// Since midnight (local time) instead of the last 24 hours.
+        #[arg(long)]
+        today: bool,
+    },
+    /// Delete history: the last DURATION, one app, or everything.
+    Forget {
+        /// e.g. 1h
+        #[arg(long, conflicts_with = "all")]
+        last: Option<String>,
+        #[arg(long, conflicts_with = "all")]
+        app: Option<String>,
+        #[arg(long)]
+        all: bool,
+    },
     /// Decide which apps may see what (needs polkit authorisation).
     #[command(subcommand)]
     Consent(ConsentCommand),
@@ -119,6 +144,13 @@ fn main() -> ExitCode {
                 ConsentCommand::Pause => ctl::consent_pause(&conn, true).await,
                 ConsentCommand::Resume => ctl::consent_pause(&conn, false).await,
             },
+            Command::History { since, app } => {
+                ctl::history(&conn, out, &since, app.as_deref()).await
+            }
+            Command::Summary { today } => ctl::summary(&conn, out, today).await,
+            Command::Forget { last, app, all } => {
+                ctl::forget(&conn, last.as_deref(), app.as_deref(), all).await
+            }
             Command::Audit { app, since, limit } => {
                 ctl::audit(&conn, out, app.as_deref(), &since, limit).await
             }
