@@ -67,9 +67,14 @@ struct Client {
     pid_app: Option<AppId>,
 }
 
-/// Executable of xdg-desktop-portal (`/usr/libexec/xdg-desktop-portal` on
-/// Debian, `/usr/lib/xdg-desktop-portal` elsewhere).
-const PORTAL_EXE: &str = "/xdg-desktop-portal";
+/// The app ids of xdg-desktop-portal's executable where distributions
+/// install it (Debian and Fedora: libexec; Arch: lib).
+const PORTAL_EXES: [&str; 4] = [
+    "exe:/usr/libexec/xdg-desktop-portal",
+    "exe:/usr/lib/xdg-desktop-portal",
+    "exe:/usr/lib64/xdg-desktop-portal",
+    "exe:/usr/local/libexec/xdg-desktop-portal",
+];
 
 impl Client {
     /// Who the client is: `(app id, pid)`.
@@ -88,7 +93,7 @@ impl Client {
         let via_portal = self
             .pid_app
             .as_ref()
-            .is_some_and(|a| a.as_str().starts_with("exe:") && a.as_str().ends_with(PORTAL_EXE));
+            .is_some_and(|a| PORTAL_EXES.contains(&a.as_str()));
         if via_portal && let Some(app) = self.props.get("pipewire.access.portal.app_id") {
             return (AppId::new(app.as_str()).ok(), None);
         }
