@@ -6,7 +6,7 @@ use futures_util::StreamExt;
 use serde_json::Value;
 use zbus::Connection;
 
-use crate::dbus::proxy::{Context1Proxy, Subscription1Proxy};
+use crate::dbus::proxy::{Consent1Proxy, Context1Proxy, Subscription1Proxy};
 use crate::dbus::variant::{dict_to_json, to_json};
 
 #[derive(Debug, Clone, Copy)]
@@ -363,6 +363,214 @@ fn describe_change(d: &Value) -> String {
     event.to_owned()
 }
 
+/// Parse `30s`, `15m`, `8h`, `7d`, `2w`.
+pub fn parse_duration(s: &str) -> Result<chrono::Duration> {
+    let s = s.trim();
+    let bad = || CtlError::Call(format!("'{s}' is not a duration (try 30m, 8h, 7d)"));
+    let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (n, unit) = s.split_at(split);
+    let n: i64 = n.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => 1,
+        "m" | "min" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        "w" => 7 * 86400,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(secs)
+        .filter(|v| *v > 0 && *v <= 10 * 365 * 86400)
+        .map(chrono::Duration::seconds)
+        .ok_or_else(bad)
+}
+
+pub async fn consent_list(conn: &Connection, out: Output) -> Result<()> {
+    let p = Consent1Proxy::new(conn).await?;
+    let apps: Vec<Value> = p.list_apps().await?.iter().map(dict_to_json).collect();
+    let grants: Vec<Value> = p.list_grants().await?.iter().map(dict_to_json).collect();
+    let paused = p.paused().await.unwrap_or(false);
+    if out.json {
+        print_json(&serde_json::json!({"paused": paused, "apps": apps, "grants": grants}));
+        return Ok(());
+    }
+    if paused {
+        println!("Sharing is PAUSED: no app gets anything (contextctl consent resume).\n");
+    }
+    let rows: Vec<Vec<String>> = grants
+        .iter()
+        .map(|g| {
+            vec![
+                s(g, "app_id").to_owned(),
+                s(g, "category").to_owned(),
+                s(g, "decision").to_owned(),
+                match s(g, "origin") {
+                    "policy" => "policy.toml".to_owned(),
+                    "prompt" => "you, in a prompt".to_owned(),
+                    "manage" => "you".to_owned(),
+                    o => o.to_owned(),
+                },
+                g.get("expires")
+                    .and_then(Value::as_str)
+                    .map(short_time)
+                    .unwrap_or_else(|| "never".into()),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        println!("No decisions yet.");
+    } else {
+        print!(
+            "{}",
+            table(&["APP", "CATEGORY", "DECISION", "BY", "EXPIRES"], &rows)
+        );
+    }
+    let rows: Vec<Vec<String>> = apps
+        .iter()
+        .map(|a| {
+            vec![
+                s(a, "app_id").to_owned(),
+                s(a, "identity_source").to_owned(),
+                short_time(s(a, "last_seen")),
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        println!();
+        print!(
+            "{}",
+            table(&["APP THAT ASKED", "IDENTIFIED BY", "LAST SEEN"], &rows)
+        );
+    }
+    Ok(())
+}
+
+pub async fn consent_set(
+    conn: &Connection,
+    app: &str,
+    category: &str,
+    decision: &str,
+    duration: Option<&str>,
+) -> Result<()> {
+    let expires = match duration {
+        Some(d) => (chrono::Utc::now() + parse_duration(d)?).timestamp(),
+        None => 0,
+    };
+    Consent1Proxy::new(conn)
+        .await?
+        .set_grant(app, category, decision, expires)
+        .await?;
+    let until = if expires > 0 {
+        format!(
+            " until {}",
+            short_time(
+                &chrono::DateTime::from_timestamp(expires, 0)
+                    .unwrap_or_default()
+                    .to_rfc3339()
+            )
+        )
+    } else {
+        String::new()
+    };
+    let verb = if decision == "allow" {
+        "may now read"
+    } else {
+        "may not read"
+    };
+    println!("{app} {verb} {category}{until}.");
+    Ok(())
+}
+
+pub async fn consent_revoke(conn: &Connection, app: &str, category: &str) -> Result<()> {
+    if Consent1Proxy::new(conn)
+        .await?
+        .revoke(app, category)
+        .await?
+    {
+        println!("Removed your decision: {app} will be asked again for {category}.");
+    } else {
+        println!(
+            "There was no decision of yours for {app} and {category} (policy.toml grants are changed in the file)."
+        );
+    }
+    Ok(())
+}
+
+pub async fn consent_forget(conn: &Connection, app: &str) -> Result<()> {
+    let n = Consent1Proxy::new(conn).await?.forget_app(app).await?;
+    println!("Forgot {app} ({n} stored rows removed).");
+    Ok(())
+}
+
+pub async fn consent_pause(conn: &Connection, paused: bool) -> Result<()> {
+    Consent1Proxy::new(conn).await?.set_paused(paused).await?;
+    println!(
+        "{}",
+        if paused {
+            "Sharing paused: no app gets any context."
+        } else {
+            "Sharing resumed."
+        }
+    );
+    Ok(())
+}
+
+pub async fn audit(
+    conn: &Connection,
+    out: Output,
+    app: Option<&str>,
+    since: &str,
+    limit: u32,
+) -> Result<()> {
+    let since = (chrono::Utc::now() - parse_duration(since)?).timestamp();
+    let v: Vec<Value> = Consent1Proxy::new(conn)
+        .await?
+        .get_audit(since, 0, app.unwrap_or(""), limit)
+        .await?
+        .iter()
+        .map(dict_to_json)
+        .collect();
+    if out.json {
+        print_json(&Value::Array(v));
+        return Ok(());
+    }
+    if v.is_empty() {
+        println!("No access recorded in that time.");
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = v
+        .iter()
+        .map(|e| {
+            let allowed = e.get("allowed").and_then(Value::as_bool).unwrap_or(false);
+            let count = e.get("count").and_then(Value::as_i64).unwrap_or(1);
+            vec![
+                short_time(s(e, "time")),
+                s(e, "app_id").to_owned(),
+                s(e, "category").to_owned(),
+                s(e, "channel").to_owned(),
+                if allowed {
+                    "allowed".into()
+                } else {
+                    "refused".into()
+                },
+                s(e, "reason").to_owned(),
+                if count > 1 {
+                    format!("×{count}")
+                } else {
+                    String::new()
+                },
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table(
+            &["TIME", "APP", "CATEGORY", "CHANNEL", "ANSWER", "WHY", ""],
+            &rows
+        )
+    );
+    Ok(())
+}
+
 fn app_of(v: &Value) -> String {
     let id = s(v, "app_id");
     let pid = v.get("pid").and_then(Value::as_u64);
@@ -488,4 +696,30 @@ pub async fn media(conn: &Connection, out: Output) -> Result<()> {
         println!("(grant them in policy.toml; see `contextctl categories`)");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(
+            parse_duration("30m").map(|d| d.num_seconds()).ok(),
+            Some(1800)
+        );
+        assert_eq!(
+            parse_duration("7d").map(|d| d.num_seconds()).ok(),
+            Some(604800)
+        );
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("0h").is_err());
+        assert!(parse_duration("99999999999999w").is_err());
+    }
+
+    #[test]
+    fn tables_align() {
+        let t = table(&["A", "BB"], &[vec!["xxx".into(), "y".into()]]);
+        assert_eq!(t, "A    BB\nxxx  y\n");
+    }
 }

@@ -38,6 +38,45 @@ enum Command {
         /// Categories to watch (default: every one contextctl may read).
         categories: Vec<String>,
     },
+    /// Decide which apps may see what (needs polkit authorisation).
+    #[command(subcommand)]
+    Consent(ConsentCommand),
+    /// Who accessed what, and what the broker answered.
+    Audit {
+        /// Only this app id.
+        #[arg(long)]
+        app: Option<String>,
+        /// How far back, e.g. 30m, 2h, 7d (default 24h).
+        #[arg(long, default_value = "24h")]
+        since: String,
+        /// At most this many entries.
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConsentCommand {
+    /// Apps that asked, and every decision (yours and policy.toml's).
+    List,
+    /// Allow APP to read CATEGORY.
+    Grant {
+        app: String,
+        category: String,
+        /// Only for this long, e.g. 30m, 8h, 7d.
+        #[arg(long = "for", value_name = "DURATION")]
+        duration: Option<String>,
+    },
+    /// Refuse APP the CATEGORY (no prompt either).
+    Deny { app: String, category: String },
+    /// Remove your decision: APP will be asked again.
+    Revoke { app: String, category: String },
+    /// Forget everything about APP.
+    Forget { app: String },
+    /// Stop handing out any context, until resume.
+    Pause,
+    /// Hand out context again.
+    Resume,
 }
 
 fn main() -> ExitCode {
@@ -63,6 +102,26 @@ fn main() -> ExitCode {
             Command::Sources => ctl::sources(&conn, out).await,
             Command::Categories => ctl::categories(&conn, out).await,
             Command::Watch { categories } => ctl::watch(&conn, out, categories).await,
+            Command::Consent(c) => match c {
+                ConsentCommand::List => ctl::consent_list(&conn, out).await,
+                ConsentCommand::Grant {
+                    app,
+                    category,
+                    duration,
+                } => ctl::consent_set(&conn, &app, &category, "allow", duration.as_deref()).await,
+                ConsentCommand::Deny { app, category } => {
+                    ctl::consent_set(&conn, &app, &category, "deny", None).await
+                }
+                ConsentCommand::Revoke { app, category } => {
+                    ctl::consent_revoke(&conn, &app, &category).await
+                }
+                ConsentCommand::Forget { app } => ctl::consent_forget(&conn, &app).await,
+                ConsentCommand::Pause => ctl::consent_pause(&conn, true).await,
+                ConsentCommand::Resume => ctl::consent_pause(&conn, false).await,
+            },
+            Command::Audit { app, since, limit } => {
+                ctl::audit(&conn, out, app.as_deref(), &since, limit).await
+            }
         }
     });
     match result {
