@@ -61,8 +61,44 @@ struct Node {
 #[derive(Debug, Default)]
 struct Client {
     props: Props,
+    /// `pipewire.sec.pid`: the process that made the connection.
     pid: Option<u32>,
-    app_id: Option<AppId>,
+    /// That process's app id.
+    pid_app: Option<AppId>,
+}
+
+/// The app ids of xdg-desktop-portal's executable where distributions
+/// install it (Debian and Fedora: libexec; Arch: lib).
+const PORTAL_EXES: [&str; 4] = [
+    "exe:/usr/libexec/xdg-desktop-portal",
+    "exe:/usr/lib/xdg-desktop-portal",
+    "exe:/usr/lib64/xdg-desktop-portal",
+    "exe:/usr/local/libexec/xdg-desktop-portal",
+];
+
+impl Client {
+    /// Who the client is: `(app id, pid)`.
+    ///
+    /// Normally the process that connected (`pipewire.sec.pid`, which
+    /// PipeWire takes from the socket and no client can change). A
+    /// sandboxed app that captures the screen or a camera does not connect
+    /// itself: xdg-desktop-portal opens the connection, sets
+    /// `pipewire.access.portal.app_id` on it and hands it to the app, so
+    /// the PID is the portal's. Such a client is the app the portal named,
+    /// but only if the connection really is the portal's (its PID runs the
+    /// portal's executable): any client could add that property to its own
+    /// connection. For an unsandboxed app the portal names none, and the
+    /// app is unknown (not "the portal").
+    fn identity(&self) -> (Option<AppId>, Option<u32>) {
+        let via_portal = self
+            .pid_app
+            .as_ref()
+            .is_some_and(|a| PORTAL_EXES.contains(&a.as_str()));
+        if via_portal && let Some(app) = self.props.get("pipewire.access.portal.app_id") {
+            return (AppId::new(app.as_str()).ok(), None);
+        }
+        (self.pid_app.clone(), self.pid)
+    }
 }
 
 /// See the module documentation.
@@ -134,7 +170,7 @@ impl Tracker {
                     .filter(|p| *p > 0);
                 let c = self.clients.entry(id).or_default();
                 if pid != c.pid {
-                    c.app_id = pid.and_then(|p| (self.resolve)(p));
+                    c.pid_app = pid.and_then(|p| (self.resolve)(p));
                     c.pid = pid;
                 }
                 c.props = props;
@@ -230,11 +266,12 @@ impl Tracker {
                     .or_else(|| client.and_then(|c| c.props.get(k))),
             )
         };
+        let (app_id, pid) = client.map(Client::identity).unwrap_or_default();
         Some(MediaStream {
             id: self.stream_id(id),
             kind,
-            app_id: client.and_then(|c| c.app_id.clone()),
-            pid: client.and_then(|c| c.pid),
+            app_id,
+            pid,
             claimed_name: claim("application.name"),
             claimed_binary: claim("application.process.binary"),
             media_name: text(node.props.get("media.name")),
@@ -472,5 +509,59 @@ mod tests {
         );
         let name = streams(&ev)[0].media_name.clone().unwrap_or_default();
         assert!(name.len() < 2000, "{}", name.len());
+    }
+
+    #[test]
+    fn portal_connections_are_the_app_the_portal_names() {
+        // PID 500 runs the portal; 600 is any other program.
+        let mut tr = Tracker::new(
+            "pw-1-".into(),
+            Box::new(|pid| match pid {
+                500 => AppId::from_exe("/usr/libexec/xdg-desktop-portal").ok(),
+                _ => AppId::from_exe("/usr/bin/evil").ok(),
+            }),
+        );
+        let portal_client = |id: u32, pid: u32, app: &str| {
+            let mut props = recorded::pw_cat_client();
+            props.insert("pipewire.sec.pid".into(), pid.to_string());
+            props.insert("pipewire.access.portal.app_id".into(), app.into());
+            Obs::Client { id, props }
+        };
+        let consumer = |id: u32, client: u32| {
+            let mut p = recorded::chromium_screen_consumer();
+            p.insert("client.id".into(), client.to_string());
+            Obs::Node {
+                id,
+                props: Some(p),
+                state: Some(StreamState::Running),
+            }
+        };
+        tr.observe(portal_client(10, 500, "org.chromium.Chromium"), t(0));
+        let ev = tr.observe(consumer(11, 10), t(0));
+        let s = streams(&ev)[0];
+        assert_eq!(
+            s.app_id.as_ref().map(AppId::as_str),
+            Some("org.chromium.Chromium")
+        );
+        assert_eq!(s.pid, None, "the portal's PID is not the app's");
+        assert_eq!(s.kind, MediaKind::Screen);
+
+        // The same property on a connection the portal did not make is
+        // ignored: that client is who its PID says.
+        tr.observe(portal_client(20, 600, "org.gnome.Calculator"), t(0));
+        let ev = tr.observe(consumer(21, 20), t(0));
+        let s = streams(&ev)[0];
+        assert_eq!(
+            s.app_id.as_ref().map(AppId::as_str),
+            Some("exe:/usr/bin/evil")
+        );
+        assert_eq!(s.pid, Some(600));
+
+        // An unsandboxed app through the portal: unknown, not the portal.
+        tr.observe(portal_client(30, 500, ""), t(0));
+        let ev = tr.observe(consumer(31, 30), t(0));
+        let s = streams(&ev)[0];
+        assert_eq!(s.app_id, None);
+        assert_eq!(s.pid, None);
     }
 }
