@@ -395,23 +395,26 @@ pub fn player_from(props: &Props, warned: &Warned, what: &str) -> Player {
         match key {
             "xesam:title" => match fdo::as_str(v) {
                 Some(s) => player.title = Some(text(s)),
-                None => r.absurd("xesam:title", "is not a string"),
+                None => r.absurd("Metadata[xesam:title]", "is not a string"),
             },
             "xesam:artist" => match fdo::as_str_list(v) {
                 Some(a) => {
                     let joined = text(&a.join(", "));
                     player.artist = (!joined.is_empty()).then_some(joined);
                 }
-                None => r.absurd("xesam:artist", "is neither a list of strings nor a string"),
+                None => r.absurd(
+                    "Metadata[xesam:artist]",
+                    "is neither a list of strings nor a string",
+                ),
             },
             "xesam:url" => match fdo::as_str(v) {
                 Some(s) => {
                     player.url = sanitize_url(s);
                     if player.url.is_none() && !s.is_empty() {
-                        r.absurd("xesam:url", "is not an http, https or file url");
+                        r.absurd("Metadata[xesam:url]", "is not an http, https or file url");
                     }
                 }
-                None => r.absurd("xesam:url", "is not a string"),
+                None => r.absurd("Metadata[xesam:url]", "is not a string"),
             },
             _ => {}
         }
