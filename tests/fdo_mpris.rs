@@ -29,7 +29,7 @@ async fn a_player_appears_plays_stops_and_leaves() {
         until_source(&conn, "mpris", true).await;
         let mut changes = Changes::subscribe(&conn, &["media.playback"]).await;
 
-        let mut player = Mock::mpris_player(&buses.session, "{}").await;
+        let mut player = Mock::mpris_player(&buses.session.address, "{}").await;
         let (d, took) = changes
             .until(5, "the player appears", |c, d| {
                 c == "media.playback" && d["event"] == "opened" && d["stream"]["id"] == STREAM

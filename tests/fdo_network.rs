@@ -17,7 +17,7 @@ const MANAGER: &str = "/org/freedesktop/NetworkManager";
 async fn network_follows_connectivity_metered_and_hides_the_ssid() {
     with_timeout(90, async {
         let buses = Buses::start();
-        let nm = Mock::template(&buses.system, true, "networkmanager", NM).await;
+        let nm = Mock::template(&buses.system.address, true, "networkmanager", NM).await;
         let sys = buses.system.connect().await;
         // The template lacks these manager properties; add them (no signal).
         nm.add_property(&sys, MANAGER, NM, "Metered", Variant::from(2u32))

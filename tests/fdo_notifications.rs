@@ -31,7 +31,8 @@ fn notify_send(buses: &Buses, args: &[&str]) {
 async fn notify_send_shows_app_and_summary_and_the_body_only_with_content() {
     with_timeout(90, async {
         let buses = Buses::start();
-        let server = Mock::template(&buses.session, false, "notification_daemon", SERVER).await;
+        let server =
+            Mock::template(&buses.session.address, false, "notification_daemon", SERVER).await;
         let home = Home::new();
         home.write_policy(&[
             (&my_app_id(), &["notifications"]),

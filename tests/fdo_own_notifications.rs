@@ -60,7 +60,7 @@ fn notify_from_the_brokers_own_connection_is_not_recorded() {
         .expect("runtime");
     rt.block_on(with_timeout(60, async {
         let _server = Mock::template(
-            &buses.session,
+            &buses.session.address,
             false,
             "notification_daemon",
             "org.freedesktop.Notifications",

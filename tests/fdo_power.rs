@@ -17,7 +17,7 @@ const DEVICE_IFACE: &str = "org.freedesktop.UPower.Device";
 async fn power_follows_on_battery_and_percentage() {
     with_timeout(90, async {
         let buses = Buses::start();
-        let upower = Mock::template(&buses.system, true, "upower", UPOWER).await;
+        let upower = Mock::template(&buses.system.address, true, "upower", UPOWER).await;
         let sys = buses.system.connect().await;
         let home = Home::new();
         home.write_policy(&[(&my_app_id(), &["power"])]);

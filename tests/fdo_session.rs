@@ -19,7 +19,7 @@ const SESSION_IFACE: &str = "org.freedesktop.login1.Session";
 async fn session_follows_lock_idle_and_sleep() {
     with_timeout(90, async {
         let buses = Buses::start();
-        let logind = Mock::template(&buses.system, true, "logind", LOGIN1).await;
+        let logind = Mock::template(&buses.system.address, true, "logind", LOGIN1).await;
         let sys = buses.system.connect().await;
         logind
             .call(
@@ -128,7 +128,7 @@ async fn session_follows_lock_idle_and_sleep() {
 async fn without_xdg_session_id_the_users_display_session_is_used() {
     with_timeout(90, async {
         let buses = Buses::start();
-        let logind = Mock::template(&buses.system, true, "logind", LOGIN1).await;
+        let logind = Mock::template(&buses.system.address, true, "logind", LOGIN1).await;
         let sys = buses.system.connect().await;
         // SAFETY: getuid(2) cannot fail.
         let uid = unsafe { libc::getuid() };
@@ -202,7 +202,7 @@ async fn without_logind_the_screensaver_stands_in() {
         );
 
         let saver = Mock::object(
-            &buses.session,
+            &buses.session.address,
             "org.freedesktop.ScreenSaver",
             "/org/freedesktop/ScreenSaver",
             "org.freedesktop.ScreenSaver",

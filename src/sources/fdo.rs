@@ -167,6 +167,29 @@ impl Warned {
     }
 }
 
+/// Logs a source's failures at `info` once per distinct failure, and its
+/// repeats (every retry of a service that stays broken) at `debug`.
+#[derive(Debug, Default)]
+pub struct Failures {
+    last: Option<String>,
+}
+
+impl Failures {
+    pub fn log(&mut self, source: &str, msg: &str) {
+        if self.last.as_deref() == Some(msg) {
+            tracing::debug!(source, "{msg}");
+        } else {
+            tracing::info!(source, "{msg}");
+            self.last = Some(msg.to_owned());
+        }
+    }
+
+    /// Working again: the next failure is news.
+    pub fn clear(&mut self) {
+        self.last = None;
+    }
+}
+
 /// The value inside any number of `v` wrappers (some services wrap twice).
 pub fn unwrap_variant<'a, 'b>(v: &'b Variant<'a>) -> &'b Variant<'a> {
     let mut v = v;
@@ -654,11 +677,12 @@ pub async fn run_service<S: Service>(
     mut svc: S,
 ) {
     let mut backoff = Backoff::default();
+    let mut failures = Failures::default();
     loop {
         let conn = match connect(S::BUS).await {
             Ok(c) => c,
             Err(e) => {
-                tracing::debug!(source = S::SOURCE, "{e}");
+                failures.log(S::SOURCE, &e.to_string());
                 let _ = out.send(svc.gone()).await;
                 ctx.status(S::SOURCE, false, Some(e.to_string())).await;
                 if !ctx.sleep(backoff.next_delay()).await {
@@ -667,14 +691,14 @@ pub async fn run_service<S: Service>(
                 continue;
             }
         };
-        match follow(&ctx, &out, &conn, &mut svc, &mut backoff).await {
+        match follow(&ctx, &out, &conn, &mut svc, &mut backoff, &mut failures).await {
             Flow::Cancelled => {
                 svc.detach();
                 return;
             }
             Flow::Lost(e) => {
                 svc.detach();
-                tracing::info!(source = S::SOURCE, "{e}; reconnecting");
+                failures.log(S::SOURCE, &format!("{e}; reconnecting"));
                 let _ = out.send(svc.gone()).await;
                 ctx.status(S::SOURCE, false, Some(e.to_string())).await;
                 if !ctx.sleep(backoff.next_delay()).await {
@@ -691,6 +715,7 @@ async fn follow<S: Service>(
     conn: &Connection,
     svc: &mut S,
     backoff: &mut Backoff,
+    failures: &mut Failures,
 ) -> Flow {
     let mut names = match NameWatch::new(conn, S::BUS_NAME).await {
         Ok(n) => n,
@@ -701,7 +726,7 @@ async fn follow<S: Service>(
         let Some(owner) = names.owner.clone() else {
             let _ = out.send(svc.gone()).await;
             let why = format!("{} is not running (no owner on the {bus} bus)", S::BUS_NAME);
-            tracing::debug!(source = S::SOURCE, "{why}");
+            failures.log(S::SOURCE, &why);
             ctx.status(S::SOURCE, false, Some(why)).await;
             tokio::select! {
                 _ = ctx.cancel.cancelled() => return Flow::Cancelled,
@@ -721,6 +746,7 @@ async fn follow<S: Service>(
                 tracing::info!(source = S::SOURCE, owner = %owner, "following {}", S::BUS_NAME);
                 ctx.status(S::SOURCE, true, None).await;
                 backoff.reset();
+                failures.clear();
             }
             Err(e) => {
                 svc.detach();
@@ -728,7 +754,7 @@ async fn follow<S: Service>(
                     return Flow::Lost(e);
                 }
                 let why = format!("{}: {e}", S::BUS_NAME);
-                tracing::info!(source = S::SOURCE, "{why}; retrying");
+                failures.log(S::SOURCE, &format!("{why}; retrying"));
                 let _ = out.send(svc.gone()).await;
                 ctx.status(S::SOURCE, false, Some(why)).await;
                 tokio::select! {
@@ -766,6 +792,7 @@ async fn follow<S: Service>(
                         // The service misbehaves (an object vanished):
                         // attach again after a pause.
                         let why = format!("{}: {e}", S::BUS_NAME);
+                        failures.log(S::SOURCE, &why);
                         ctx.status(S::SOURCE, false, Some(why)).await;
                         if !ctx.sleep(backoff.next_delay()).await {
                             return Flow::Cancelled;

@@ -61,15 +61,16 @@ enum Flow {
 pub async fn run(ctx: SourceContext) {
     let warned = Arc::new(Warned::new(NAME));
     let mut backoff = Backoff::default();
+    let mut failures = fdo::Failures::default();
     loop {
         let flow = match fdo::connect(BusKind::Session).await {
-            Ok(conn) => follow(&ctx, &conn, &warned, &mut backoff).await,
+            Ok(conn) => follow(&ctx, &conn, &warned, &mut backoff, &mut failures).await,
             Err(e) => Flow::Lost(e),
         };
         match flow {
             Flow::Cancelled => return,
             Flow::Lost(e) => {
-                tracing::info!(source = NAME, "{e}; retrying");
+                failures.log(NAME, &format!("{e}; retrying"));
                 ctx.send(SourceEvent::StreamsReset {
                     id_prefix: ID_PREFIX.into(),
                 })
@@ -111,6 +112,7 @@ async fn follow(
     conn: &Connection,
     warned: &Arc<Warned>,
     backoff: &mut Backoff,
+    failures: &mut fdo::Failures,
 ) -> Flow {
     let rule = match MatchRule::builder()
         .msg_type(MsgType::Signal)
@@ -142,6 +144,7 @@ async fn follow(
         }
     }
     backoff.reset();
+    failures.clear();
     ctx.status(NAME, true, None).await;
     loop {
         let msg = tokio::select! {
@@ -395,23 +398,26 @@ pub fn player_from(props: &Props, warned: &Warned, what: &str) -> Player {
         match key {
             "xesam:title" => match fdo::as_str(v) {
                 Some(s) => player.title = Some(text(s)),
-                None => r.absurd("xesam:title", "is not a string"),
+                None => r.absurd("Metadata[xesam:title]", "is not a string"),
             },
             "xesam:artist" => match fdo::as_str_list(v) {
                 Some(a) => {
                     let joined = text(&a.join(", "));
                     player.artist = (!joined.is_empty()).then_some(joined);
                 }
-                None => r.absurd("xesam:artist", "is neither a list of strings nor a string"),
+                None => r.absurd(
+                    "Metadata[xesam:artist]",
+                    "is neither a list of strings nor a string",
+                ),
             },
             "xesam:url" => match fdo::as_str(v) {
                 Some(s) => {
                     player.url = sanitize_url(s);
                     if player.url.is_none() && !s.is_empty() {
-                        r.absurd("xesam:url", "is not an http, https or file url");
+                        r.absurd("Metadata[xesam:url]", "is not an http, https or file url");
                     }
                 }
-                None => r.absurd("xesam:url", "is not a string"),
+                None => r.absurd("Metadata[xesam:url]", "is not a string"),
             },
             _ => {}
         }

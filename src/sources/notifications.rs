@@ -27,7 +27,8 @@
 //! monitor). `ActionInvoked` is not monitored: it carries nothing the model
 //! keeps (servers close a notification whose action was invoked with
 //! `NotificationClosed`), and what the broker does not need it should not
-//! read.
+//! read. A `Notify` sent with `NO_REPLY_EXPECTED` gets no reply and so is
+//! not recorded (libnotify, GLib and Qt all wait for the id).
 //!
 //! **Privacy.** A monitor sees every notification of every app, with its
 //! body, whatever the user granted; consent applies when the broker hands
@@ -98,11 +99,12 @@ enum Flow {
 pub async fn run(ctx: SourceContext) {
     let mut tracker = Tracker::new(ctx.own_names.iter().cloned().collect());
     let mut backoff = Backoff::default();
+    let mut failures = fdo::Failures::default();
     loop {
-        match monitor(&ctx, &mut tracker, &mut backoff).await {
+        match monitor(&ctx, &mut tracker, &mut backoff, &mut failures).await {
             Flow::Cancelled => return,
             Flow::Lost(e) => {
-                tracing::info!(source = NAME, "{e}; retrying");
+                failures.log(NAME, &format!("{e}; retrying"));
                 for ev in tracker.close_all() {
                     ctx.send(ev).await;
                 }
@@ -115,7 +117,12 @@ pub async fn run(ctx: SourceContext) {
     }
 }
 
-async fn monitor(ctx: &SourceContext, tracker: &mut Tracker, backoff: &mut Backoff) -> Flow {
+async fn monitor(
+    ctx: &SourceContext,
+    tracker: &mut Tracker,
+    backoff: &mut Backoff,
+    failures: &mut fdo::Failures,
+) -> Flow {
     let conn = match fdo::connect(BusKind::Session).await {
         Ok(c) => c,
         Err(e) => return Flow::Lost(e),
@@ -133,6 +140,7 @@ async fn monitor(ctx: &SourceContext, tracker: &mut Tracker, backoff: &mut Backo
         )));
     }
     backoff.reset();
+    failures.clear();
     tracker.server = server;
     tracing::info!(source = NAME, "monitoring notifications");
     ctx.status(NAME, tracker.server.is_some(), tracker.server_error())

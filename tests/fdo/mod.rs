@@ -59,6 +59,83 @@ impl Buses {
     }
 }
 
+/// A private bus that can be stopped and started again at the same
+/// address (to take the "system bus" away from the broker and back).
+pub struct RestartableBus {
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    pub address: String,
+}
+
+impl RestartableBus {
+    pub fn start() -> RestartableBus {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let address = format!("unix:path={}/bus", dir.path().display());
+        let mut b = RestartableBus {
+            dir,
+            child: None,
+            address,
+        };
+        b.restart();
+        b
+    }
+
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "bus already running");
+        let config = self.dir.path().join("bus.conf");
+        std::fs::write(
+            &config,
+            format!(
+                r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path={}/bus</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*"/>
+    <allow receive_sender="*"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>"#,
+                self.dir.path().display()
+            ),
+        )
+        .expect("bus config");
+        let _ = std::fs::remove_file(self.dir.path().join("bus"));
+        let mut child = Command::new("dbus-daemon")
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--nofork", "--print-address=1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("dbus-daemon");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
+            .expect("address");
+        assert!(!line.trim().is_empty(), "dbus-daemon printed no address");
+        self.child = Some(child);
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub async fn connect(&self) -> Connection {
+        connect_to(&self.address).await
+    }
+}
+
+impl Drop for RestartableBus {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 /// A python-dbusmock process (a template, or a bare object), killed on drop.
 pub struct Mock {
     child: Option<Child>,
@@ -72,7 +149,7 @@ pub struct Mock {
 
 impl Mock {
     /// `python3 -m dbusmock [--system] --template TEMPLATE` on `bus`.
-    pub async fn template(bus: &Bus, system: bool, template: &str, name: &str) -> Mock {
+    pub async fn template(bus: &str, system: bool, template: &str, name: &str) -> Mock {
         Mock::start(
             bus,
             system,
@@ -84,7 +161,7 @@ impl Mock {
 
     /// A template with JSON parameters (`-p`).
     pub async fn template_with(
-        bus: &Bus,
+        bus: &str,
         system: bool,
         template: &str,
         name: &str,
@@ -105,7 +182,7 @@ impl Mock {
     }
 
     /// The tiny MPRIS player of `tests/fdo/mpris_player.py`.
-    pub async fn mpris_player(bus: &Bus, params: &str) -> Mock {
+    pub async fn mpris_player(bus: &str, params: &str) -> Mock {
         let template = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fdo/mpris_player.py");
         Mock::template_with(bus, false, template, MPRIS_TEST_PLAYER, params).await
     }
@@ -116,7 +193,7 @@ impl Mock {
 
     /// `python3 -m dbusmock NAME PATH INTERFACE`: a bare object to fill
     /// with `AddMethod`/`AddProperty`.
-    pub async fn object(bus: &Bus, name: &str, path: &str, iface: &str) -> Mock {
+    pub async fn object(bus: &str, name: &str, path: &str, iface: &str) -> Mock {
         Mock::start(
             bus,
             false,
@@ -126,12 +203,12 @@ impl Mock {
         .await
     }
 
-    async fn start(bus: &Bus, system: bool, name: &str, args: Vec<String>) -> Mock {
+    async fn start(bus: &str, system: bool, name: &str, args: Vec<String>) -> Mock {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut m = Mock {
             child: None,
             name: name.to_owned(),
-            address: bus.address.clone(),
+            address: bus.to_owned(),
             system,
             args,
             log: dir.path().join("dbusmock.log"),
