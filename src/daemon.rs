@@ -86,13 +86,13 @@ pub async fn run_on(
         cancel.child_token(),
     ));
 
-    if let Some(path) = &config.replay {
-        tasks.spawn(sources::replay::run(
-            path.clone(),
-            tx.clone(),
-            cancel.child_token(),
-        ));
-    }
+    let source_ctx = sources::SourceContext {
+        tx: tx.clone(),
+        cancel: cancel.child_token(),
+        config: Arc::new(config.clone()),
+    };
+    sources::spawn_all(&source_ctx, &mut tasks);
+    drop(source_ctx);
     drop(tx);
 
     // Every object is served before the name is requested, so that no

@@ -7,6 +7,7 @@ pub mod config;
 pub mod core;
 pub mod ctl;
 pub mod daemon;
+pub mod desktop_entry;
 pub mod dbus;
 pub mod logging;
 pub mod mcp;

@@ -7,6 +7,7 @@
 //! `pub async fn run(ctx: SourceContext)`, and one line in [`spawn_all`].
 
 pub mod replay;
+pub mod wayland;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,9 +111,9 @@ pub fn spawn_all(ctx: &SourceContext, tasks: &mut JoinSet<()>) {
             .iter()
             .any(|d| d == name || d == "*")
     };
-    // Real sources register here, e.g.:
-    // if enabled(wayland::NAME) { tasks.spawn(wayland::run(ctx.clone())); }
-    let _ = enabled;
+    if enabled(wayland::NAME) {
+        tasks.spawn(wayland::run(ctx.clone()));
+    }
 }
 
 #[cfg(test)]
