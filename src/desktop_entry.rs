@@ -221,9 +221,8 @@ impl DesktopEntries {
     /// Rescan if the directories changed; with `force`, check now
     /// whatever the interval.
     pub fn refresh(&mut self, force: bool) {
-        let due = force
-            || !self.scanned
-            || self.checked.is_none_or(|t| t.elapsed() >= RECHECK_EVERY);
+        let due =
+            force || !self.scanned || self.checked.is_none_or(|t| t.elapsed() >= RECHECK_EVERY);
         if !due {
             return;
         }
@@ -366,7 +365,9 @@ mod tests {
     }
 
     fn app(name: &str, extra: &str) -> String {
-        format!("[Desktop Entry]\nType=Application\nName={name}\nIcon=icon-{name}\n{extra}\n[Desktop Action new]\nName=Not this\n")
+        format!(
+            "[Desktop Entry]\nType=Application\nName={name}\nIcon=icon-{name}\n{extra}\n[Desktop Action new]\nName=Not this\n"
+        )
     }
 
     #[test]
@@ -374,23 +375,51 @@ mod tests {
         let t = tempfile::tempdir().expect("tempdir");
         let home = t.path().join("home/applications");
         let sys = t.path().join("sys/applications");
-        write(&sys, "org.gnome.TextEditor.desktop", &app("Text Editor", ""));
+        write(
+            &sys,
+            "org.gnome.TextEditor.desktop",
+            &app("Text Editor", ""),
+        );
         write(&home, "org.gnome.TextEditor.desktop", &app("My Editor", ""));
-        write(&sys, "code.desktop", &app("Visual Studio Code", "StartupWMClass=Code"));
+        write(
+            &sys,
+            "code.desktop",
+            &app("Visual Studio Code", "StartupWMClass=Code"),
+        );
         write(&sys, "org.mozilla.firefox.desktop", &app("Firefox", ""));
         write(&sys, "kde/org.kde.dolphin.desktop", &app("Dolphin", ""));
         write(&sys, "gone.desktop", &app("Gone", "Hidden=true"));
-        write(&sys, "link.desktop", "[Desktop Entry]\nType=Link\nName=L\nURL=x\n");
-        write(&sys, "Esc.desktop", "[Desktop Entry]\nType=Application\nName=A\\sB\n");
+        write(
+            &sys,
+            "link.desktop",
+            "[Desktop Entry]\nType=Link\nName=L\nURL=x\n",
+        );
+        write(
+            &sys,
+            "Esc.desktop",
+            "[Desktop Entry]\nType=Application\nName=A\\sB\n",
+        );
         let mut d = DesktopEntries::new(vec![home.clone(), sys.clone()]);
 
         let e = d.lookup("org.gnome.TextEditor").expect("by id");
-        assert_eq!((e.name.as_str(), e.icon.as_deref()), ("My Editor", Some("icon-My Editor")));
-        assert_eq!(d.lookup("Code").expect("wm class").name, "Visual Studio Code");
+        assert_eq!(
+            (e.name.as_str(), e.icon.as_deref()),
+            ("My Editor", Some("icon-My Editor"))
+        );
+        assert_eq!(
+            d.lookup("Code").expect("wm class").name,
+            "Visual Studio Code"
+        );
         assert_eq!(d.lookup("code").expect("id").name, "Visual Studio Code");
-        assert_eq!(d.lookup("ORG.GNOME.TEXTEDITOR").expect("ci").name, "My Editor");
+        assert_eq!(
+            d.lookup("ORG.GNOME.TEXTEDITOR").expect("ci").name,
+            "My Editor"
+        );
         assert_eq!(d.lookup("firefox").expect("last part").name, "Firefox");
-        assert_eq!(d.lookup("kde-org.kde.dolphin").expect("subdir id").name, "Dolphin");
+        assert_eq!(
+            d.lookup("kde-org.kde.dolphin").expect("subdir id").name,
+            "Dolphin"
+        );
         assert_eq!(d.lookup("esc").expect("escapes").name, "A B");
         assert!(d.lookup("gone").is_none());
         assert!(d.lookup("link").is_none());

@@ -295,14 +295,20 @@ impl Dispatch<wl_registry::WlRegistry, ()> for State {
             } => match interface.as_str() {
                 WLR_MANAGER if state.wlr.is_none() => {
                     if state.synced {
-                        tracing::info!(source = NAME, "{WLR_MANAGER} appeared late; ignored until reconnect");
+                        tracing::info!(
+                            source = NAME,
+                            "{WLR_MANAGER} appeared late; ignored until reconnect"
+                        );
                         return;
                     }
                     state.wlr = Some(registry.bind(name, version.min(WLR_MAX_VERSION), qh, ()));
                 }
                 EXT_LIST if state.ext.is_none() => {
                     if state.synced {
-                        tracing::info!(source = NAME, "{EXT_LIST} appeared late; ignored until reconnect");
+                        tracing::info!(
+                            source = NAME,
+                            "{EXT_LIST} appeared late; ignored until reconnect"
+                        );
                         return;
                     }
                     state.ext = Some(registry.bind(name, version.min(EXT_MAX_VERSION), qh, ()));

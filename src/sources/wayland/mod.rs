@@ -85,7 +85,10 @@ fn connect(path: &Path) -> Result<UnixStream, String> {
     UnixStream::connect(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => format!("no compositor socket at {}", path.display()),
         std::io::ErrorKind::ConnectionRefused => {
-            format!("the compositor socket {} refuses connections", path.display())
+            format!(
+                "the compositor socket {} refuses connections",
+                path.display()
+            )
         }
         _ => format!("cannot connect to {}: {e}", path.display()),
     })
@@ -126,7 +129,9 @@ impl SocketWatch {
                 let mask = WatchMask::CREATE | WatchMask::MOVED_TO;
                 match ino.watches().add(d, mask) {
                     Ok(_) => any = true,
-                    Err(e) => tracing::debug!(source = NAME, dir = %d.display(), error = %e, "cannot watch"),
+                    Err(e) => {
+                        tracing::debug!(source = NAME, dir = %d.display(), error = %e, "cannot watch")
+                    }
                 }
             }
             if !any {
@@ -273,7 +278,11 @@ mod tests {
             socket_path(Some(OsStr::new("/tmp/w")), None),
             Ok(PathBuf::from("/tmp/w"))
         );
-        assert!(socket_path(None, rt).unwrap_err().contains("WAYLAND_DISPLAY is not set"));
+        assert!(
+            socket_path(None, rt)
+                .unwrap_err()
+                .contains("WAYLAND_DISPLAY is not set")
+        );
         assert!(socket_path(Some(OsStr::new("")), rt).is_err());
         assert!(
             socket_path(Some(OsStr::new("wayland-0")), None)

@@ -32,9 +32,9 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use chrono::{DateTime, Utc};
 
 use crate::core::SourceEvent;
-use crate::core::state::truncate_text;
 #[cfg(doc)]
 use crate::core::state::MAX_TEXT_CHARS;
+use crate::core::state::truncate_text;
 use crate::desktop_entry::AppInfo;
 use crate::model::{Window, WindowStates};
 
@@ -67,9 +67,8 @@ fn bounded_title(mut s: String) -> String {
 /// The identifier as part of a window id: printable ASCII other than
 /// space kept, anything else (or an overlong one) replaced by a hash.
 fn sanitize_identifier(s: &str) -> String {
-    let clean = !s.is_empty()
-        && s.len() <= MAX_IDENTIFIER_CHARS
-        && s.bytes().all(|b| b.is_ascii_graphic());
+    let clean =
+        !s.is_empty() && s.len() <= MAX_IDENTIFIER_CHARS && s.bytes().all(|b| b.is_ascii_graphic());
     if clean {
         return s.to_owned();
     }
@@ -301,7 +300,10 @@ impl Tracker {
 
     pub fn wlr_output_enter(&mut self, key: u32, output: u32) {
         if let Some(h) = self.wlr.get_mut(&key) {
-            let v = h.pending.outputs.get_or_insert_with(|| h.cur.outputs.clone());
+            let v = h
+                .pending
+                .outputs
+                .get_or_insert_with(|| h.cur.outputs.clone());
             if !v.contains(&output) && v.len() < MAX_OUTPUTS {
                 v.push(output);
             }
@@ -310,7 +312,10 @@ impl Tracker {
 
     pub fn wlr_output_leave(&mut self, key: u32, output: u32) {
         if let Some(h) = self.wlr.get_mut(&key) {
-            let v = h.pending.outputs.get_or_insert_with(|| h.cur.outputs.clone());
+            let v = h
+                .pending
+                .outputs
+                .get_or_insert_with(|| h.cur.outputs.clone());
             v.retain(|o| *o != output);
         }
     }
@@ -702,8 +707,15 @@ impl Tracker {
                 .into_iter()
                 .map(|window| SourceEvent::Window { window }),
         );
-        out.extend(closed.into_iter().map(|id| SourceEvent::WindowClosed { id }));
-        out.extend(rest.into_iter().map(|window| SourceEvent::Window { window }));
+        out.extend(
+            closed
+                .into_iter()
+                .map(|id| SourceEvent::WindowClosed { id }),
+        );
+        out.extend(
+            rest.into_iter()
+                .map(|window| SourceEvent::Window { window }),
+        );
         out
     }
 }
@@ -784,7 +796,12 @@ mod tests {
         assert!(t.flush().is_empty());
         // Closed: reported once; a second window gets a new id.
         t.wlr_closed(7);
-        assert_eq!(t.flush(), vec![SourceEvent::WindowClosed { id: "wl-3-1".into() }]);
+        assert_eq!(
+            t.flush(),
+            vec![SourceEvent::WindowClosed {
+                id: "wl-3-1".into()
+            }]
+        );
         wlr_open(&mut t, 9, "a", "b", &[]);
         assert_eq!(windows(&t.flush())[0].id, "wl-3-2");
         assert_eq!(t.window_count(), 1);
@@ -815,7 +832,12 @@ mod tests {
         t.wlr_done(1);
         let ev = t.flush();
         assert!(matches!(&ev[0], SourceEvent::Window { window } if window.id == "wl-3-1"));
-        assert_eq!(ev[1], SourceEvent::WindowClosed { id: "wl-3-2".into() });
+        assert_eq!(
+            ev[1],
+            SourceEvent::WindowClosed {
+                id: "wl-3-2".into()
+            }
+        );
     }
 
     #[test]
@@ -830,13 +852,7 @@ mod tests {
     #[test]
     fn long_titles_and_app_ids_are_bounded_in_the_source() {
         let mut t = tracker(false);
-        wlr_open(
-            &mut t,
-            1,
-            &"a".repeat(10_000),
-            &"é".repeat(100 * 1024),
-            &[],
-        );
+        wlr_open(&mut t, 1, &"a".repeat(10_000), &"é".repeat(100 * 1024), &[]);
         let ev = t.flush();
         let w = windows(&ev)[0];
         assert!(w.title.ends_with(crate::core::state::TRUNCATION_MARKER));
@@ -855,7 +871,10 @@ mod tests {
         t.wlr_parent(2, Some(1));
         t.wlr_done(2);
         let ev = t.flush();
-        let dialog = windows(&ev).into_iter().find(|w| w.title == "dialog").cloned();
+        let dialog = windows(&ev)
+            .into_iter()
+            .find(|w| w.title == "dialog")
+            .cloned();
         assert_eq!(dialog.and_then(|d| d.parent).as_deref(), Some("wl-3-1"));
         t.wlr_output_leave(1, 100);
         t.wlr_done(1);
@@ -910,7 +929,9 @@ mod tests {
         t.wlr_closed(21);
         assert_eq!(
             t.flush(),
-            vec![SourceEvent::WindowClosed { id: "ext-3-d4e5f6".into() }]
+            vec![SourceEvent::WindowClosed {
+                id: "ext-3-d4e5f6".into()
+            }]
         );
     }
 
@@ -920,7 +941,10 @@ mod tests {
         // wlr handles first this time, two identical toplevels.
         wlr_open(&mut t, 20, "foot", "~", &[]);
         wlr_open(&mut t, 21, "foot", "~", &[WLR_ACTIVATED]);
-        assert!(t.flush().is_empty(), "wlr handles alone make no window in ext mode");
+        assert!(
+            t.flush().is_empty(),
+            "wlr handles alone make no window in ext mode"
+        );
         ext_open(&mut t, 10, "one", "foot", "~");
         ext_open(&mut t, 11, "two", "foot", "~");
         let ev = t.flush();
@@ -936,7 +960,12 @@ mod tests {
         assert_eq!(windows(&ev)[0].id, "ext-3-x");
         assert_eq!(windows(&ev)[0].states, WindowStates::default());
         t.ext_finished();
-        assert_eq!(t.flush(), vec![SourceEvent::WindowClosed { id: "ext-3-x".into() }]);
+        assert_eq!(
+            t.flush(),
+            vec![SourceEvent::WindowClosed {
+                id: "ext-3-x".into()
+            }]
+        );
     }
 
     #[test]
@@ -949,10 +978,16 @@ mod tests {
         let ids: Vec<&str> = windows(&ev).iter().map(|w| w.id.as_str()).collect();
         assert_eq!(ids.len(), 3);
         for id in &ids {
-            assert!(id.len() < 40 && id.bytes().all(|b| b.is_ascii_graphic()), "{id}");
+            assert!(
+                id.len() < 40 && id.bytes().all(|b| b.is_ascii_graphic()),
+                "{id}"
+            );
         }
         assert!(ids.iter().collect::<HashSet<_>>().len() == 3);
-        assert_ne!(sanitize_identifier("has space"), sanitize_identifier("has  space"));
+        assert_ne!(
+            sanitize_identifier("has space"),
+            sanitize_identifier("has  space")
+        );
     }
 
     #[test]
