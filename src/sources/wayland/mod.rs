@@ -29,7 +29,7 @@ pub mod toplevels;
 
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use inotify::{Inotify, WatchMask};
@@ -185,9 +185,21 @@ pub async fn run_at(ctx: SourceContext, path: PathBuf, mut backoff: Backoff) {
     let mut last_error: Option<String> = None;
     let mut watch: Option<SocketWatch> = None;
     warm_desktop_entries().await;
+    // Set when the last connection died young: wait before the next try.
+    let mut wait_first = false;
     loop {
         if ctx.cancel.is_cancelled() {
             return;
+        }
+        // Watch before each try, so that a socket that appears between a
+        // failed try and the wait is not missed.
+        let w = watch.get_or_insert_with(|| SocketWatch::new(&path));
+        if wait_first {
+            wait_first = false;
+            if !wait_for_socket(&ctx, w, &mut backoff).await {
+                return;
+            }
+            continue;
         }
         let stream = match connect(&path) {
             Ok(s) => s,
@@ -197,22 +209,8 @@ pub async fn run_at(ctx: SourceContext, path: PathBuf, mut backoff: Backoff) {
                     ctx.status(NAME, false, Some(reason.clone())).await;
                     last_error = Some(reason);
                 }
-                // Watch before the next try so that nothing that appears
-                // in between is missed.
-                let w = watch.get_or_insert_with(|| SocketWatch::new(&path));
-                let delay = backoff.next_delay();
-                tokio::select! {
-                    _ = ctx.cancel.cancelled() => return,
-                    _ = w.appeared() => {
-                        // A socket is bound before it listens: give the
-                        // compositor a moment, and retry soon after if
-                        // that was not enough.
-                        backoff.reset();
-                        if !ctx.sleep(Duration::from_millis(20)).await {
-                            return;
-                        }
-                    }
-                    _ = tokio::time::sleep(delay) => {}
+                if !wait_for_socket(&ctx, w, &mut backoff).await {
+                    return;
                 }
                 continue;
             }
@@ -225,13 +223,13 @@ pub async fn run_at(ctx: SourceContext, path: PathBuf, mut backoff: Backoff) {
             Err(e) => {
                 let reason = format!("cannot start the Wayland thread: {e}");
                 tracing::error!(source = NAME, "{reason}");
-                ctx.status(NAME, false, Some(reason)).await;
-                if !ctx.sleep(backoff.next_delay()).await {
-                    return;
-                }
+                ctx.status(NAME, false, Some(reason.clone())).await;
+                last_error = Some(reason);
+                wait_first = true;
                 continue;
             }
         };
+        let started = Instant::now();
         tracing::info!(source = NAME, path = %path.display(), generation, "connected to the compositor");
         let ended = tokio::select! {
             _ = ctx.cancel.cancelled() => {
@@ -251,14 +249,36 @@ pub async fn run_at(ctx: SourceContext, path: PathBuf, mut backoff: Backoff) {
                 }
                 ctx.status(NAME, false, Some(reason.clone())).await;
                 last_error = Some(reason);
-                backoff.reset();
-                // A compositor that is shutting down may still have its
-                // socket: the first retry comes after the shortest delay.
-                if !ctx.sleep(backoff.next_delay()).await {
-                    return;
+                // A connection that lived a while: try again at once (the
+                // socket is most likely gone, and then the watch waits).
+                // One that died young (a compositor that drops us at
+                // once): back off, so that this never spins.
+                if started.elapsed() >= LIVED_LONG {
+                    backoff.reset();
+                } else {
+                    wait_first = true;
                 }
             }
         }
+    }
+}
+
+/// A connection that lasted this long resets the backoff.
+const LIVED_LONG: Duration = Duration::from_secs(5);
+
+/// Wait for the socket to appear (inotify) or for the next backoff delay;
+/// `false` when cancelled.
+async fn wait_for_socket(ctx: &SourceContext, w: &mut SocketWatch, backoff: &mut Backoff) -> bool {
+    let delay = backoff.next_delay();
+    tokio::select! {
+        _ = ctx.cancel.cancelled() => false,
+        _ = w.appeared() => {
+            // A socket is bound before it listens: give the compositor a
+            // moment, and retry soon after if that was not enough.
+            backoff.reset();
+            ctx.sleep(Duration::from_millis(20)).await
+        }
+        _ = tokio::time::sleep(delay) => true,
     }
 }
 
