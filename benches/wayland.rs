@@ -324,6 +324,7 @@ async fn run() {
             .args(["300", "org.example.Bench", "Bench window "])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .stderr(Stdio::null())
             .spawn()
             .expect("wl_toplevels"),
     );

@@ -245,6 +245,21 @@ async fn windows_titles_focus_changes_and_desktop_entries() {
             );
         }
 
+        // `contextctl watch` as a subscriber with `windows` only.
+        let mut c = Command::new(contextctl_bin());
+        session.apply(&mut c);
+        let mut watcher = c
+            .args(["--json", "watch", "windows"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("contextctl watch");
+        let mut werr = BufReader::new(watcher.stderr.take().expect("stderr"));
+        let mut l = String::new();
+        werr.read_line(&mut l).expect("watching line");
+        assert!(l.starts_with("watching windows"), "{l}");
+
         // A title change, and a close.
         session.ctl("set-title", &[DEMO1, "Renamed by test"]);
         let data = changed_until(&mut changed, 5, "title change", |d| {
@@ -271,6 +286,33 @@ async fn windows_titles_focus_changes_and_desktop_entries() {
             "closed window still listed: {ws:?}"
         );
         assert_eq!(ws.len(), 1);
+
+        // The windows-only subscriber saw the change and the close, and
+        // no title.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let _ = watcher.kill();
+        let out = watcher.wait_with_output().expect("watch output");
+        let out = String::from_utf8_lossy(&out.stdout);
+        let events: Vec<Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json line"))
+            .collect();
+        assert!(
+            events
+                .iter()
+                .any(|e| e["data"]["event"] == "changed" && e["data"]["window"]["app_id"] == DEMO1),
+            "{out}"
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| e["data"]["event"] == "closed" && e["data"]["window"]["app_id"] == DEMO2),
+            "{out}"
+        );
+        assert!(
+            !out.contains("Renamed") && !out.contains("Demo two") && !out.contains("title"),
+            "a title reached a windows-only subscriber: {out}"
+        );
     })
     .await
 }
@@ -333,6 +375,17 @@ async fn compositor_restart_goes_unavailable_idles_and_comes_back() {
             );
         }
         assert!(d.child.try_wait().expect("wait").is_none(), "daemon exited");
+
+        // A clean stop while connected: the Wayland thread ends with it.
+        let t0 = Instant::now();
+        d.signal(libc::SIGTERM);
+        let st = d.wait_exit(Duration::from_secs(5)).expect("exited");
+        assert_eq!(st.code(), Some(0), "{}", exit_code(st));
+        assert!(
+            t0.elapsed() < Duration::from_secs(1),
+            "stop took {:?}",
+            t0.elapsed()
+        );
     })
     .await
 }
