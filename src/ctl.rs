@@ -43,6 +43,20 @@ pub async fn connect() -> Result<Connection> {
     Connection::session().await.map_err(CtlError::Connect)
 }
 
+/// `--json`, or the sentence for an empty list: `true` when nothing is
+/// left to print.
+fn printed_plainly(out: Output, v: &[Value], empty: &str) -> bool {
+    if out.json {
+        print_json(&Value::Array(v.to_vec()));
+        return true;
+    }
+    if v.is_empty() {
+        println!("{empty}");
+        return true;
+    }
+    false
+}
+
 fn print_json(v: &Value) {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }
@@ -545,12 +559,7 @@ pub async fn audit(
         .iter()
         .map(dict_to_json)
         .collect();
-    if out.json {
-        print_json(&Value::Array(v));
-        return Ok(());
-    }
-    if v.is_empty() {
-        println!("No access recorded in that time.");
+    if printed_plainly(out, &v, "No access recorded in that time.") {
         return Ok(());
     }
     let rows: Vec<Vec<String>> = v
@@ -795,12 +804,11 @@ pub async fn summary(conn: &Connection, out: Output, today: bool) -> Result<()> 
         .iter()
         .map(dict_to_json)
         .collect();
-    if out.json {
-        print_json(&Value::Array(v));
-        return Ok(());
-    }
-    if v.is_empty() {
-        println!("Nothing recorded in that time (or nothing contextctl may see).");
+    if printed_plainly(
+        out,
+        &v,
+        "Nothing recorded in that time (or nothing contextctl may see).",
+    ) {
         return Ok(());
     }
     let secs = |e: &Value, k: &str| e.get(k).and_then(Value::as_f64).unwrap_or(0.0);
