@@ -35,6 +35,8 @@ pub enum DaemonError {
     Fdo(#[from] zbus::fdo::Error),
     #[error("{path}: {error}")]
     Io { path: String, error: std::io::Error },
+    #[error("{0}")]
+    Mcp(#[from] crate::mcp::McpError),
 }
 
 /// How the daemon ended.
@@ -61,6 +63,9 @@ pub async fn run_on(
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Exit, DaemonError> {
+    // A bad [mcp.http] (a non-loopback address without allow_remote) stops
+    // the start before anything else happens.
+    crate::mcp::preflight(&config)?;
     let cancel = CancellationToken::new();
     let mut tasks = JoinSet::new();
     let clock = Arc::new(SystemClock);
@@ -115,6 +120,23 @@ pub async fn run_on(
         }
     }
     tracing::info!(name = BUS_NAME, "serving on the session bus");
+
+    // MCP after the name is ours: a second instance must not take the
+    // first one's socket. Clients that activated us wait for the socket.
+    if let Err(e) = crate::mcp::serve(
+        &config,
+        core.clone(),
+        Some(conn.clone()),
+        &mut tasks,
+        cancel.child_token(),
+    )
+    .await
+    {
+        cancel.cancel();
+        let _ = dbus_proxy.release_name(name).await;
+        stop(tasks).await;
+        return Err(e.into());
+    }
 
     tokio::pin!(shutdown);
     let exit = loop {

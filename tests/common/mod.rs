@@ -200,8 +200,15 @@ impl Daemon {
 
     /// Start in a desktop session (its bus, Wayland, PipeWire, system bus),
     /// with the broker's own directories from `home`, and wait for the name.
-    pub async fn start_in_session(session: &session::Session, home: &Home, args: &[&str]) -> Daemon {
-        let address = session.get("DBUS_SESSION_BUS_ADDRESS").expect("session bus").to_owned();
+    pub async fn start_in_session(
+        session: &session::Session,
+        home: &Home,
+        args: &[&str],
+    ) -> Daemon {
+        let address = session
+            .get("DBUS_SESSION_BUS_ADDRESS")
+            .expect("session bus")
+            .to_owned();
         let mut env: Vec<(String, String)> = session
             .env
             .iter()

@@ -23,7 +23,10 @@ impl Session {
     pub fn start(flags: &[&str]) -> Session {
         let dir = tempfile::tempdir().expect("tempdir");
         let (st, out, err) = run_cmd(
-            Command::new(script()).arg("start").arg(dir.path()).args(flags),
+            Command::new(script())
+                .arg("start")
+                .arg(dir.path())
+                .args(flags),
             90,
         );
         assert!(st.success(), "session.sh start failed:\n{out}\n{err}");
@@ -43,7 +46,10 @@ impl Session {
     /// Run a session.sh subcommand on this session (`kill-sway`, `open-window APP TITLE`, ...).
     pub fn ctl(&self, cmd: &str, args: &[&str]) -> String {
         let (st, out, err) = run_cmd(
-            Command::new(script()).arg(cmd).arg(self.dir.path()).args(args),
+            Command::new(script())
+                .arg(cmd)
+                .arg(self.dir.path())
+                .args(args),
             90,
         );
         assert!(st.success(), "session.sh {cmd} failed:\n{out}\n{err}");
@@ -62,7 +68,10 @@ impl Session {
     }
 
     pub fn get(&self, k: &str) -> Option<&str> {
-        self.env.get(k).map(String::as_str).filter(|v| !v.is_empty())
+        self.env
+            .get(k)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
     }
 }
 
