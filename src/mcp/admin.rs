@@ -65,7 +65,9 @@ pub async fn serve(tokens: Tokens, listener: UnixListener, cancel: CancellationT
 async fn one(tokens: Tokens, stream: UnixStream, us: u32) {
     let answer = match stdio::peer(&stream) {
         Ok((uid, _)) if uid == us => None,
-        Ok((uid, _)) => Some(json!({"ok": false, "error": format!("uid {uid} may not manage the tokens of uid {us}")})),
+        Ok((uid, _)) => Some(
+            json!({"ok": false, "error": format!("uid {uid} may not manage the tokens of uid {us}")}),
+        ),
         Err(e) => Some(json!({"ok": false, "error": format!("cannot read peer credentials: {e}")})),
     };
     let (r, mut w) = stream.into_split();
@@ -73,7 +75,9 @@ async fn one(tokens: Tokens, stream: UnixStream, us: u32) {
         Some(a) => a,
         None => {
             let mut line = String::new();
-            let read = BufReader::new(r.take(MAX_REQUEST)).read_line(&mut line).await;
+            let read = BufReader::new(r.take(MAX_REQUEST))
+                .read_line(&mut line)
+                .await;
             match read.map_err(|e| e.to_string()).and_then(|_| {
                 serde_json::from_str::<Request>(&line).map_err(|e| format!("bad request: {e}"))
             }) {
@@ -123,7 +127,8 @@ pub async fn request(socket: &Path, req: &Request) -> Result<Value, String> {
         .await
         .map_err(|_| "contextd did not answer within 5 s".to_owned())?
         .map_err(|e| format!("talking to contextd: {e}"))?;
-    let v: Value = serde_json::from_str(out.trim()).map_err(|e| format!("odd answer from contextd: {e}"))?;
+    let v: Value =
+        serde_json::from_str(out.trim()).map_err(|e| format!("odd answer from contextd: {e}"))?;
     if v.get("ok").and_then(Value::as_bool) == Some(true) {
         Ok(v)
     } else {
@@ -173,9 +178,18 @@ pub async fn command(req: &Request, json: bool) -> Result<(), String> {
             } else {
                 let rows: Vec<Vec<String>> = list
                     .iter()
-                    .map(|t| vec![t.name.clone(), format!("token:{}", t.name), t.created.to_rfc3339()])
+                    .map(|t| {
+                        vec![
+                            t.name.clone(),
+                            format!("token:{}", t.name),
+                            t.created.to_rfc3339(),
+                        ]
+                    })
                     .collect();
-                print!("{}", crate::ctl::table(&["NAME", "CONSENT SUBJECT", "CREATED"], &rows));
+                print!(
+                    "{}",
+                    crate::ctl::table(&["NAME", "CONSENT SUBJECT", "CREATED"], &rows)
+                );
             }
         }
         Request::TokenRevoke { name } => println!("Revoked token {name}."),

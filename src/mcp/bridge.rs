@@ -68,7 +68,9 @@ async fn activate() -> Result<(), BridgeError> {
     let call = dbus.start_service_by_name(name, 0);
     tokio::time::timeout(START_TIMEOUT, call)
         .await
-        .map_err(|_| BridgeError::Activation(format!("no answer within {} s", START_TIMEOUT.as_secs())))?
+        .map_err(|_| {
+            BridgeError::Activation(format!("no answer within {} s", START_TIMEOUT.as_secs()))
+        })?
         .map_err(|e| BridgeError::Activation(e.to_string()))?;
     Ok(())
 }

@@ -48,13 +48,12 @@ impl From<core::Error> for Error {
     fn from(e: core::Error) -> Self {
         let message = e.to_string();
         match e {
-            core::Error::NotAllowed { app, category, .. } | core::Error::Pending { app, category } => {
-                Error::PermissionDenied {
-                    message,
-                    app: app.to_string(),
-                    category: category.to_string(),
-                }
-            }
+            core::Error::NotAllowed { app, category, .. }
+            | core::Error::Pending { app, category } => Error::PermissionDenied {
+                message,
+                app: app.to_string(),
+                category: category.to_string(),
+            },
             core::Error::NotFound(_) => Error::NotFound(message),
             core::Error::InvalidArgs(_) => Error::InvalidParams(message),
             core::Error::Unavailable(_) => Error::Unavailable(message),

@@ -218,8 +218,10 @@ fn plain(status: StatusCode, message: &str) -> Response {
 
 fn unauthorized(challenge: &'static str, message: &str) -> Response {
     let mut r = plain(StatusCode::UNAUTHORIZED, message);
-    r.headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static(challenge),
+    );
     r
 }
 
@@ -266,16 +268,28 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
             return too_large();
         }
         let (mut parts, body) = req.into_parts();
-        let collected =
-            tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, MAX_MESSAGE_BYTES).collect())
-                .await;
+        let collected = tokio::time::timeout(
+            BODY_TIMEOUT,
+            Limited::new(body, MAX_MESSAGE_BYTES).collect(),
+        )
+        .await;
         let bytes = match collected {
-            Err(_) => return plain(StatusCode::REQUEST_TIMEOUT, "the request body took too long"),
+            Err(_) => {
+                return plain(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "the request body took too long",
+                );
+            }
             Ok(Err(e)) => {
-                if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                if e.downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some()
+                {
                     return too_large();
                 }
-                return plain(StatusCode::BAD_REQUEST, &format!("cannot read the body: {e}"));
+                return plain(
+                    StatusCode::BAD_REQUEST,
+                    &format!("cannot read the body: {e}"),
+                );
             }
             Ok(Ok(c)) => c.to_bytes(),
         };
@@ -396,7 +410,12 @@ pub async fn serve(bound: Bound, broker: Arc<Broker>, tokens: Tokens, cancel: Ca
         index.clone(),
         cancel.clone(),
     );
-    tokio::spawn(end_revoked_sessions(tokens, sessions, index, cancel.clone()));
+    tokio::spawn(end_revoked_sessions(
+        tokens,
+        sessions,
+        index,
+        cancel.clone(),
+    ));
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let permit = tokio::select! {

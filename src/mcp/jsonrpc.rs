@@ -68,7 +68,9 @@ impl Rejection {
         Rejection::new(
             None,
             ErrorCode::INVALID_REQUEST,
-            format!("message larger than {limit} bytes; contextd accepts at most {limit} bytes per JSON-RPC message"),
+            format!(
+                "message larger than {limit} bytes; contextd accepts at most {limit} bytes per JSON-RPC message"
+            ),
         )
     }
 }
@@ -183,7 +185,9 @@ pub fn screen_value(v: Value) -> Screened {
     };
     let is_response = obj.contains_key("result") || obj.contains_key("error");
     match (&method, &id, is_response) {
-        (Some(_), _, true) => return invalid(id, "a message cannot have both a method and a result"),
+        (Some(_), _, true) => {
+            return invalid(id, "a message cannot have both a method and a result");
+        }
         (None, Some(_), false) => return invalid(id, "no \"method\", \"result\" or \"error\""),
         (None, None, _) => return invalid(None, "no \"method\" and no \"id\""),
         _ => {}
@@ -207,7 +211,9 @@ pub fn screen_value(v: Value) -> Screened {
         // do not parse; that is invalid params, not an unknown method.
         Ok(ClientJsonRpcMessage::Request(r))
             if matches!(r.request, ClientRequest::CustomRequest(_))
-                && method.as_deref().is_some_and(|m| KNOWN_REQUESTS.contains(&m)) =>
+                && method
+                    .as_deref()
+                    .is_some_and(|m| KNOWN_REQUESTS.contains(&m)) =>
         {
             let m = method.unwrap_or_default();
             Screened::Reject(Rejection::new(
@@ -230,7 +236,9 @@ pub fn screen_value(v: Value) -> Screened {
                 ErrorCode::INVALID_REQUEST,
                 format!("invalid request {m}: {e}"),
             )),
-            (Some(m), None) => Screened::Ignore(format!("notification {m} that does not parse: {e}")),
+            (Some(m), None) => {
+                Screened::Ignore(format!("notification {m} that does not parse: {e}"))
+            }
             (None, _) => Screened::Ignore(format!("response that does not parse: {e}")),
         },
     }
@@ -253,7 +261,10 @@ mod tests {
         assert_eq!(code("[]"), Some(-32600));
         assert_eq!(code("42"), Some(-32600));
         assert_eq!(code(r#"{"id":1,"method":"ping"}"#), Some(-32600));
-        assert_eq!(code(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#), Some(-32600));
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#),
+            Some(-32600)
+        );
         assert_eq!(code(r#"{"jsonrpc":"2.0","id":1}"#), Some(-32600));
         assert_eq!(
             code(r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":5}}"#),

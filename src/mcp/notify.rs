@@ -46,7 +46,16 @@ impl Notifier {
         hints.insert("urgency", Value::U8(level));
         let app_name = format!("{sender} (via contextd)");
         let actions: Vec<&str> = Vec::new();
-        let args = (app_name.as_str(), 0u32, "", summary, body, actions, hints, -1i32);
+        let args = (
+            app_name.as_str(),
+            0u32,
+            "",
+            summary,
+            body,
+            actions,
+            hints,
+            -1i32,
+        );
         let call = conn.call_method(
             Some("org.freedesktop.Notifications"),
             "/org/freedesktop/Notifications",
@@ -64,9 +73,8 @@ impl Notifier {
             .map_err(|e| {
                 core::Error::Unavailable(format!("the notification service refused: {e}"))
             })?;
-        reply
-            .body()
-            .deserialize::<u32>()
-            .map_err(|e| core::Error::Failed(format!("odd reply from the notification service: {e}")))
+        reply.body().deserialize::<u32>().map_err(|e| {
+            core::Error::Failed(format!("odd reply from the notification service: {e}"))
+        })
     }
 }

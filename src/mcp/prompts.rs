@@ -53,7 +53,9 @@ fn arg<'a>(args: &'a Option<Map<String, Value>>, k: &str) -> Result<Option<&'a s
     match args.as_ref().and_then(|a| a.get(k)) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(Error::InvalidParams(format!("argument '{k}' must be a string"))),
+        Some(_) => Err(Error::InvalidParams(format!(
+            "argument '{k}' must be a string"
+        ))),
     }
 }
 
@@ -111,16 +113,17 @@ pub async fn get(
                 ));
             }
             text.push_str("\nIn two or three sentences, what am I most likely doing right now? Do not guess beyond what the data shows.");
-            wire(user_text("What the user is doing, from the allowed snapshot", text))
+            wire(user_text(
+                "What the user is doing, from the allowed snapshot",
+                text,
+            ))
         }
         "privacy_report" => {
             check_args(&args, &["period"])?;
             match arg(&args, "period")? {
                 None | Some("24h") => {}
                 Some(_) => {
-                    return Err(Error::InvalidParams(
-                        "argument 'period' must be 24h".into(),
-                    ));
+                    return Err(Error::InvalidParams("argument 'period' must be 24h".into()));
                 }
             }
             consent::authorize(&broker.core, subject, &[Category::MediaCapture], wait).await?;
@@ -145,7 +148,10 @@ pub async fn get(
                 ));
             }
             text.push_str("\n(Which apps read which context through contextd is not in this report yet: the access audit log arrives with the consent prompts.)\n\nExplain this to me briefly and point out anything unusual.");
-            wire(user_text("Recent use of microphone, camera and screen", text))
+            wire(user_text(
+                "Recent use of microphone, camera and screen",
+                text,
+            ))
         }
         _ => {
             #[cfg(feature = "conformance")]

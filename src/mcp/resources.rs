@@ -402,7 +402,11 @@ pub fn notifications_rendered(
             str_of(n, "app_name"),
             str_of(n, "summary")
         ));
-        if let Some(b) = n.get("body").and_then(Value::as_str).filter(|b| !b.is_empty()) {
+        if let Some(b) = n
+            .get("body")
+            .and_then(Value::as_str)
+            .filter(|b| !b.is_empty())
+        {
             md.push_str(&format!(": {b}"));
         }
         md.push_str(&format!(" ({})\n", str_of(n, "time")));
@@ -476,7 +480,10 @@ fn kv_lines(v: &Value) -> String {
         Value::Object(m) => m
             .iter()
             .map(|(k, v)| {
-                let v = v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string());
+                let v = v
+                    .as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| v.to_string());
                 format!("- {k}: {v}")
             })
             .collect::<Vec<_>>()
@@ -543,7 +550,10 @@ pub fn fit(mut r: Rendered) -> Rendered {
     // removes its bytes and a comma.
     let mut lists: Vec<(String, Vec<usize>)> = m
         .iter()
-        .filter_map(|(k, v)| v.as_array().map(|a| (k.clone(), a.iter().map(size).collect())))
+        .filter_map(|(k, v)| {
+            v.as_array()
+                .map(|a| (k.clone(), a.iter().map(size).collect()))
+        })
         .collect();
     let mut cut: Vec<(String, usize)> = Vec::new();
     while total > MAX_RESULT_BYTES {
@@ -640,7 +650,9 @@ mod tests {
 
     #[test]
     fn oversized_results_are_cut_and_marked() {
-        let big: Vec<Value> = (0..1000).map(|i| json!({"i": i, "pad": "x".repeat(1000)})).collect();
+        let big: Vec<Value> = (0..1000)
+            .map(|i| json!({"i": i, "pad": "x".repeat(1000)}))
+            .collect();
         let r = fit(Rendered {
             json: json!({"windows": big}),
             markdown: String::new(),

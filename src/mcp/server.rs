@@ -110,10 +110,7 @@ impl ContextServer {
 
     fn waiter(ctx: &RequestContext<RoleServer>) -> Wait {
         Wait::Ask(Waiter {
-            progress: ctx
-                .meta
-                .get_progress_token()
-                .map(|t| (ctx.peer.clone(), t)),
+            progress: ctx.meta.get_progress_token().map(|t| (ctx.peer.clone(), t)),
             cancel: ctx.ct.clone(),
         })
     }

@@ -240,9 +240,17 @@ pub async fn post(
     let tx = {
         let m = legacy.lock();
         match m.get(&q.session_id) {
-            None => return error(StatusCode::NOT_FOUND, "no such session; open one with GET /sse"),
+            None => {
+                return error(
+                    StatusCode::NOT_FOUND,
+                    "no such session; open one with GET /sse",
+                );
+            }
             Some(s) if s.app_id != subject.app_id => {
-                return error(StatusCode::FORBIDDEN, "this session belongs to another token");
+                return error(
+                    StatusCode::FORBIDDEN,
+                    "this session belongs to another token",
+                );
             }
             Some(s) => s.tx.clone(),
         }

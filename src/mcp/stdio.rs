@@ -42,11 +42,10 @@ const QUEUE: usize = 64;
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
     #[error("{path}: {error}")]
-    Io {
-        path: String,
-        error: std::io::Error,
-    },
-    #[error("{path} belongs to uid {owner}, not to us ({us}); refusing to put the MCP socket there")]
+    Io { path: String, error: std::io::Error },
+    #[error(
+        "{path} belongs to uid {owner}, not to us ({us}); refusing to put the MCP socket there"
+    )]
     NotOurs { path: String, owner: u32, us: u32 },
 }
 
@@ -184,7 +183,12 @@ pub async fn serve(broker: Arc<Broker>, listener: UnixListener, cancel: Cancella
     }
 }
 
-async fn connection(broker: Arc<Broker>, mut stream: UnixStream, us: u32, cancel: CancellationToken) {
+async fn connection(
+    broker: Arc<Broker>,
+    mut stream: UnixStream,
+    us: u32,
+    cancel: CancellationToken,
+) {
     let subject = match identify(&stream, us).await {
         Ok(s) => s,
         Err(msg) => {
@@ -209,14 +213,17 @@ async fn connection(broker: Arc<Broker>, mut stream: UnixStream, us: u32, cancel
             let reason = running.waiting().await;
             tracing::debug!(app = %subject.app_id, ?reason, "MCP host disconnected");
         }
-        Err(e) => tracing::debug!(app = %subject.app_id, error = %e, "MCP session ended before it began"),
+        Err(e) => {
+            tracing::debug!(app = %subject.app_id, error = %e, "MCP session ended before it began")
+        }
     }
     // Stop the framing tasks, which closes the socket.
     cancel.cancel();
 }
 
 async fn identify(stream: &UnixStream, us: u32) -> Result<Subject, String> {
-    let (uid, pid) = peer(stream).map_err(|e| format!("cannot read the peer's credentials: {e}"))?;
+    let (uid, pid) =
+        peer(stream).map_err(|e| format!("cannot read the peer's credentials: {e}"))?;
     if uid != us && uid != 0 {
         return Err(format!(
             "the peer runs as uid {uid}; contextd serves only its own user ({us})"
@@ -264,7 +271,13 @@ impl ChannelTransport {
         let (out_tx, out_rx) = mpsc::channel(QUEUE);
         let (err_tx, err_rx) = mpsc::channel(QUEUE);
         let pending = Pending::default();
-        tokio::spawn(read_lines(read, in_tx, err_tx, pending.clone(), cancel.clone()));
+        tokio::spawn(read_lines(
+            read,
+            in_tx,
+            err_tx,
+            pending.clone(),
+            cancel.clone(),
+        ));
         tokio::spawn(write_lines(write, out_rx, err_rx, pending, cancel));
         ChannelTransport::new(in_rx, out_tx)
     }
@@ -356,7 +369,11 @@ async fn read_lines<R: AsyncRead + Unpin>(
             line = Vec::new();
             discarding = newline.is_none();
             tracing::debug!("MCP message over {MAX_MESSAGE_BYTES} bytes refused");
-            if errors.send(Rejection::too_large(MAX_MESSAGE_BYTES)).await.is_err() {
+            if errors
+                .send(Rejection::too_large(MAX_MESSAGE_BYTES))
+                .await
+                .is_err()
+            {
                 return;
             }
         } else {

@@ -36,15 +36,10 @@ const MAX_TOKEN_LEN: usize = 256;
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
     #[error("{path}: {error}")]
-    Io {
-        path: String,
-        error: std::io::Error,
-    },
+    Io { path: String, error: std::io::Error },
     #[error("{path}: {reason}")]
     Corrupt { path: String, reason: String },
-    #[error(
-        "invalid token name '{0}': use 1-64 characters of A-Z, a-z, 0-9, '.', '_' and '-'"
-    )]
+    #[error("invalid token name '{0}': use 1-64 characters of A-Z, a-z, 0-9, '.', '_' and '-'")]
     BadName(String),
     #[error("a token named '{0}' exists; revoke it first (contextctl token revoke {0})")]
     Exists(String),
@@ -340,7 +335,10 @@ mod tests {
         let t = store.create("claude").expect("create");
         assert!(t.starts_with(PREFIX));
         assert!(matches!(store.create("claude"), Err(TokenError::Exists(_))));
-        assert!(matches!(store.create("bad name"), Err(TokenError::BadName(_))));
+        assert!(matches!(
+            store.create("bad name"),
+            Err(TokenError::BadName(_))
+        ));
         assert_eq!(store.verify(&t).as_deref(), Some("claude"));
         assert_eq!(store.verify("ctxd_wrong"), None);
         let on_disk = std::fs::read_to_string(state.join(TOKENS_FILE)).expect("read");

@@ -331,7 +331,12 @@ pub fn encode_cursor(kind: &str, offset: usize) -> String {
 }
 
 pub fn decode_cursor(kind: &str, cursor: &str) -> Result<usize, String> {
-    let bad = || format!("invalid cursor '{}': pass back a nextCursor this tool returned", cursor.chars().take(64).collect::<String>());
+    let bad = || {
+        format!(
+            "invalid cursor '{}': pass back a nextCursor this tool returned",
+            cursor.chars().take(64).collect::<String>()
+        )
+    };
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(cursor)
         .map_err(|_| bad())?;
