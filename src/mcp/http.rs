@@ -338,7 +338,15 @@ async fn track_sessions(
         .extensions()
         .get::<Subject>()
         .and_then(|s| s.app_id.as_str().strip_prefix("token:").map(str::to_owned));
-    let resp = next.run(req).await;
+    let delete = req.method() == http::Method::DELETE;
+    let mut resp = next.run(req).await;
+    // rmcp answers a session DELETE with 202; the Python and TypeScript
+    // clients expect 200 or 204 (and warn otherwise). Nothing follows a
+    // DELETE, so 204 says the same thing.
+    if delete && resp.status() == StatusCode::ACCEPTED {
+        *resp.status_mut() = StatusCode::NO_CONTENT;
+        *resp.body_mut() = Body::empty();
+    }
     if let (Some(t), Some(id)) = (
         token,
         resp.headers()

@@ -76,6 +76,7 @@ fn check_args(args: &Option<Map<String, Value>>, allowed: &[&str]) -> Result<(),
 
 fn user_text(description: &str, text: String) -> Value {
     json!({
+        "resultType": "complete",
         "description": description,
         "messages": [{"role": "user", "content": {"type": "text", "text": text}}]
     })
@@ -231,6 +232,7 @@ pub async fn complete(
     let total = values.len();
     values.truncate(100);
     wire(json!({
+        "resultType": "complete",
         "completion": {"values": values, "total": total, "hasMore": total > 100}
     }))
 }

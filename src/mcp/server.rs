@@ -277,7 +277,9 @@ impl ServerHandler for ContextServer {
             .collect();
         #[cfg(feature = "conformance")]
         list.extend(super::conformance::resources());
-        Ok(wire(json!({ "resources": list }))?)
+        Ok(wire(
+            json!({ "resources": list, "resultType": "complete" }),
+        )?)
     }
 
     async fn list_resource_templates(
@@ -291,7 +293,9 @@ impl ServerHandler for ContextServer {
         let mut list = resources::templates();
         #[cfg(feature = "conformance")]
         list.extend(super::conformance::templates());
-        Ok(wire(json!({ "resourceTemplates": list }))?)
+        Ok(wire(
+            json!({ "resourceTemplates": list, "resultType": "complete" }),
+        )?)
     }
 
     async fn read_resource(
@@ -412,7 +416,9 @@ impl ServerHandler for ContextServer {
     ) -> Result<ListToolsResult, ErrorData> {
         no_cursor(&request)?;
         self.subject(&ctx.extensions)?;
-        Ok(wire(json!({ "tools": tools::catalog() }))?)
+        Ok(wire(
+            json!({ "tools": tools::catalog(), "resultType": "complete" }),
+        )?)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -455,7 +461,9 @@ impl ServerHandler for ContextServer {
     ) -> Result<ListPromptsResult, ErrorData> {
         no_cursor(&request)?;
         self.subject(&ctx.extensions)?;
-        Ok(wire(json!({ "prompts": prompts::catalog() }))?)
+        Ok(wire(
+            json!({ "prompts": prompts::catalog(), "resultType": "complete" }),
+        )?)
     }
 
     async fn get_prompt(
