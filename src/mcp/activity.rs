@@ -87,7 +87,7 @@ impl CaptureLog {
         let m = self.uses.lock().unwrap_or_else(|e| e.into_inner());
         let mut v: Vec<(&(String, &'static str), &Use)> =
             m.iter().filter(|(_, u)| u.last_active >= cutoff).collect();
-        v.sort_by(|a, b| b.1.last_active.cmp(&a.1.last_active));
+        v.sort_by_key(|u| std::cmp::Reverse(u.1.last_active));
         v.into_iter()
             .map(|((_, kind), u)| {
                 json!({

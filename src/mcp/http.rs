@@ -155,19 +155,19 @@ impl Guard {
 
     fn host_ok(&self, host: &str) -> bool {
         let h = host.to_ascii_lowercase();
-        self.hosts.iter().any(|a| *a == h)
+        self.hosts.contains(&h)
     }
 
     fn origin_ok(&self, origin: &str) -> bool {
         let o = origin.trim_end_matches('/').to_ascii_lowercase();
-        self.origins.iter().any(|a| *a == o)
+        self.origins.contains(&o)
     }
 
     /// The subject of a request's credentials.
-    fn authenticate(&self, req: &Request) -> Result<Subject, Response> {
-        let subject = |name: &str| -> Result<Subject, Response> {
+    fn authenticate(&self, req: &Request) -> Result<Subject, Box<Response>> {
+        let subject = |name: &str| -> Result<Subject, Box<Response>> {
             let app_id = AppId::from_token(name)
-                .map_err(|e| plain(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))?;
+                .map_err(|e| Box::new(plain(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())))?;
             Ok(Subject {
                 app_id,
                 source: IdentitySource::Token,
@@ -179,10 +179,10 @@ impl Guard {
             if self.anonymous {
                 return subject("conformance");
             }
-            return Err(unauthorized(
+            return Err(Box::new(unauthorized(
                 "Bearer realm=\"contextd\"",
                 "this server needs Authorization: Bearer TOKEN; create a token with `contextctl token create NAME`",
-            ));
+            )));
         };
         let token = auth
             .to_str()
@@ -192,17 +192,17 @@ impl Guard {
                 scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
             })
             .ok_or_else(|| {
-                unauthorized(
+                Box::new(unauthorized(
                     "Bearer realm=\"contextd\", error=\"invalid_request\"",
                     "the Authorization header must be `Bearer TOKEN`",
-                )
+                ))
             })?;
         match self.tokens.store.verify(token) {
             Some(name) => subject(&name),
-            None => Err(unauthorized(
+            None => Err(Box::new(unauthorized(
                 "Bearer realm=\"contextd\", error=\"invalid_token\"",
                 "unknown or revoked token",
-            )),
+            ))),
         }
     }
 }
@@ -255,7 +255,7 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
     }
     let subject = match g.authenticate(&req) {
         Ok(s) => s,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     req.extensions_mut().insert(subject);
     if req.method() == http::Method::POST {

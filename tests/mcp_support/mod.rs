@@ -191,10 +191,7 @@ pub fn http(
 
 fn dechunk(mut raw: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    loop {
-        let Some(nl) = raw.windows(2).position(|w| w == b"\r\n") else {
-            break;
-        };
+    while let Some(nl) = raw.windows(2).position(|w| w == b"\r\n") {
         let size = usize::from_str_radix(
             std::str::from_utf8(&raw[..nl])
                 .unwrap_or("0")
