@@ -4,8 +4,6 @@
 //! what an MCP host sees, and there is exactly one `From` between them, so
 //! that a consent refusal is -32004 on every transport and every method.
 
-use std::borrow::Cow;
-
 use rmcp::ErrorData;
 use rmcp::model::ErrorCode;
 use serde_json::json;
@@ -91,11 +89,6 @@ impl From<Error> for ErrorData {
 /// caught by the unit tests, which build every one).
 pub fn wire<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, Error> {
     serde_json::from_value(v).map_err(|e| Error::Internal(format!("internal wire shape: {e}")))
-}
-
-/// The message of an [`ErrorData`], for logs.
-pub fn describe(e: &ErrorData) -> Cow<'_, str> {
-    Cow::Owned(format!("{} ({})", e.message, e.code.0))
 }
 
 #[cfg(test)]

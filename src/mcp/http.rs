@@ -85,10 +85,13 @@ pub struct Bound {
     listener: TcpListener,
     addr: SocketAddr,
     cfg: McpHttpConfig,
-    url_file: PathBuf,
+    url_file: Option<PathBuf>,
 }
 
-pub async fn bind(cfg: &McpHttpConfig, runtime: &std::path::Path) -> Result<Bound, HttpError> {
+pub async fn bind(
+    cfg: &McpHttpConfig,
+    runtime: Option<&std::path::Path>,
+) -> Result<Bound, HttpError> {
     check_listen(cfg)?;
     let listener = TcpListener::bind(cfg.listen)
         .await
@@ -100,10 +103,11 @@ pub async fn bind(cfg: &McpHttpConfig, runtime: &std::path::Path) -> Result<Boun
         addr: cfg.listen,
         error,
     })?;
-    let url_file = runtime.join(URL_FILE);
-    let url = format!("http://{addr}/mcp\n");
-    if let Err(e) = std::fs::write(&url_file, url) {
-        tracing::warn!(path = %url_file.display(), error = %e, "cannot write the MCP URL file");
+    let url_file = runtime.map(|r| r.join(URL_FILE));
+    if let Some(f) = &url_file
+        && let Err(e) = std::fs::write(f, format!("http://{addr}/mcp\n"))
+    {
+        tracing::warn!(path = %f.display(), error = %e, "cannot write the MCP URL file");
     }
     tracing::info!("MCP over HTTP at http://{addr}/mcp (legacy SSE at http://{addr}/sse)");
     Ok(Bound {
@@ -469,7 +473,9 @@ pub async fn serve(bound: Bound, broker: Arc<Broker>, tokens: Tokens, cancel: Ca
             drop(permit);
         });
     }
-    let _ = std::fs::remove_file(&bound.url_file);
+    if let Some(f) = &bound.url_file {
+        let _ = std::fs::remove_file(f);
+    }
 }
 
 async fn end_revoked_sessions(

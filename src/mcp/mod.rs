@@ -84,11 +84,6 @@ pub async fn serve(
     tasks: &mut JoinSet<()>,
     cancel: CancellationToken,
 ) -> Result<(), McpError> {
-    let runtime = config
-        .paths
-        .runtime_dir
-        .clone()
-        .ok_or(McpError::NoRuntimeDir)?;
     let broker = Arc::new(Broker {
         core: core.clone(),
         captures: Arc::new(activity::CaptureLog::default()),
@@ -105,28 +100,37 @@ pub async fn serve(
         Arc::new(tokens::FileTokenStore::open(&config.paths.state_dir)?);
     let store = tokens::Tokens::new(store);
 
-    let mut socket = stdio::BoundSocket::bind(&runtime, stdio::SOCKET_NAME)?;
-    let mut admin = stdio::BoundSocket::bind(&runtime, admin::SOCKET_NAME)?;
-    tracing::info!(path = %socket.path.display(), "MCP stdio socket ready (contextctl mcp)");
-    if let Some(listener) = socket.take_listener() {
-        let broker = broker.clone();
-        let cancel = cancel.child_token();
-        tasks.spawn(async move {
-            let _socket = socket;
-            stdio::serve(broker, listener, cancel).await;
-        });
-    }
-    if let Some(listener) = admin.take_listener() {
-        let store = store.clone();
-        let cancel = cancel.child_token();
-        tasks.spawn(async move {
-            let _admin = admin;
-            admin::serve(store, listener, cancel).await;
-        });
+    // Without a runtime directory there is no private place for the
+    // sockets: MCP over stdio and token management are off (HTTP still
+    // works, with the tokens that exist), and the log says why.
+    let runtime = config.paths.runtime_dir.clone();
+    match &runtime {
+        Some(runtime) => {
+            let mut socket = stdio::BoundSocket::bind(runtime, stdio::SOCKET_NAME)?;
+            let mut admin = stdio::BoundSocket::bind(runtime, admin::SOCKET_NAME)?;
+            tracing::info!(path = %socket.path.display(), "MCP stdio socket ready (contextctl mcp)");
+            if let Some(listener) = socket.take_listener() {
+                let broker = broker.clone();
+                let cancel = cancel.child_token();
+                tasks.spawn(async move {
+                    let _socket = socket;
+                    stdio::serve(broker, listener, cancel).await;
+                });
+            }
+            if let Some(listener) = admin.take_listener() {
+                let store = store.clone();
+                let cancel = cancel.child_token();
+                tasks.spawn(async move {
+                    let _admin = admin;
+                    admin::serve(store, listener, cancel).await;
+                });
+            }
+        }
+        None => tracing::warn!("{}", McpError::NoRuntimeDir),
     }
 
     if let Some(h) = config.file.mcp.http.as_ref() {
-        let bound = http::bind(h, &runtime).await?;
+        let bound = http::bind(h, runtime.as_deref()).await?;
         tasks.spawn(http::serve(bound, broker, store, cancel.child_token()));
     }
     Ok(())
