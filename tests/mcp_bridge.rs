@@ -137,6 +137,14 @@ async fn bad_input_on_stdio_gets_errors_and_harms_nothing() {
         b.send(br#"{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{}}"#);
         assert_eq!(code(&b.answer(5)), -32602);
 
+        // A version the server does not know: it answers with one it
+        // supports (the spec's negotiation), on a second connection.
+        let mut v = Bridge::spawn(home.envs(&bus));
+        v.send(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"1999-01-01","capabilities":{},"clientInfo":{"name":"old","version":"1"}}}"#);
+        let m = v.answer(1);
+        assert_eq!(m["result"]["protocolVersion"], "2025-11-25", "{m}");
+        assert!(v.close_and_wait().success());
+
         // 10 MiB on one line: refused without being held, and the
         // connection goes on.
         let mut huge = br#"{"jsonrpc":"2.0","id":6,"method":"ping","params":{"pad":""#.to_vec();

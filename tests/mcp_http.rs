@@ -205,6 +205,31 @@ async fn the_doors_tokens_host_origin_and_size() {
         let (code, _, _) = send(with(&[("Authorization", bearer.clone())]), "/mcp", &big);
         assert_eq!(code, 413);
 
+        // A session belongs to the token that opened it.
+        let other = token(&bus, &home, "other");
+        let sid = http_session(addr, &tok);
+        let (_, msgs) = http_call(
+            addr,
+            &other,
+            &sid,
+            br#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#,
+        );
+        assert!(
+            msgs.iter().any(|m| m["error"]["code"] == -32004),
+            "another token used the session: {msgs:?}"
+        );
+        // An unsupported protocol version in the header: 400.
+        let (code, _, body) = send(
+            with(&[
+                ("Authorization", bearer.clone()),
+                ("Mcp-Session-Id", sid.clone()),
+                ("MCP-Protocol-Version", "1999-01-01".into()),
+            ]),
+            "/mcp",
+            br#"{"jsonrpc":"2.0","id":10,"method":"ping"}"#,
+        );
+        assert_eq!(code, 400, "{body}");
+
         // Revoking ends the token at once.
         let (ok, _, err) = contextctl(&bus, &home, &["token", "list"]);
         assert!(ok, "{err}");
@@ -314,6 +339,43 @@ async fn non_loopback_address_is_refused_unless_explicitly_allowed() {
         let _d = Daemon::start(&bus, &home, &[]).await;
         let addr = http_addr(&home);
         assert!(addr.ip().is_unspecified(), "{addr}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_slow_connections_are_closed() {
+    with_timeout(60, async {
+        use std::io::{Read, Write};
+        let bus = Bus::start();
+        let home = Home::new();
+        let _d = Daemon::start(&bus, &home, &["--http", "127.0.0.1:0"]).await;
+        let addr = http_addr(&home);
+        let started = std::time::Instant::now();
+        // Connects and says nothing.
+        let mut idle = std::net::TcpStream::connect(addr).expect("connect");
+        // Sends half a request line and stops.
+        let mut slow = std::net::TcpStream::connect(addr).expect("connect");
+        slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: ")
+            .expect("write");
+        for s in [&mut idle, &mut slow] {
+            s.set_read_timeout(Some(Duration::from_secs(20)))
+                .expect("timeout");
+            let mut buf = [0u8; 512];
+            // The server closes (EOF) or answers 408 and closes.
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(_) => continue,
+                    Err(e) => panic!("the server kept an idle connection open: {e}"),
+                }
+            }
+        }
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_secs(9) && took < Duration::from_secs(15),
+            "closed after {took:?}, expected about 10 s"
+        );
     })
     .await;
 }

@@ -422,7 +422,11 @@ impl ServerHandler for ContextServer {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        tools::tools().ok()?.into_iter().find(|t| t.name == name)
+        tools::tools()
+            .ok()?
+            .iter()
+            .find(|t| t.name == name)
+            .cloned()
     }
 
     async fn call_tool(

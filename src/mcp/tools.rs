@@ -259,9 +259,14 @@ pub fn catalog() -> Vec<Value> {
     v
 }
 
-/// The catalog as rmcp tools.
-pub fn tools() -> Result<Vec<Tool>, Error> {
-    catalog().into_iter().map(wire).collect()
+/// The catalog as rmcp tools, built once: rmcp looks a tool up on every
+/// HTTP `tools/call` (to check SEP-2243 headers against its schema).
+pub fn tools() -> Result<&'static [Tool], Error> {
+    static TOOLS: std::sync::OnceLock<Result<Vec<Tool>, Error>> = std::sync::OnceLock::new();
+    TOOLS
+        .get_or_init(|| catalog().into_iter().map(wire).collect())
+        .as_deref()
+        .map_err(Clone::clone)
 }
 
 /// A tool error the model can read.
@@ -524,7 +529,7 @@ mod tests {
     fn every_tool_parses_and_has_schemas_and_annotations() {
         let tools = tools().expect("catalog parses");
         assert!(tools.len() >= 9);
-        for t in &tools {
+        for t in tools {
             assert_eq!(
                 t.input_schema.get("additionalProperties"),
                 Some(&json!(false)),
