@@ -252,7 +252,7 @@ async fn bad_input_over_http_gets_json_rpc_codes() {
     with_timeout(90, async {
         let bus = Bus::start();
         let home = Home::new();
-        let _d = Daemon::start(&bus, &home, &["--http", "127.0.0.1:0"]).await;
+        let d = Daemon::start(&bus, &home, &["--http", "127.0.0.1:0"]).await;
         let addr = http_addr(&home);
         let tok = token(&bus, &home, "bad");
         let sid = http_session(addr, &tok);
@@ -376,6 +376,50 @@ async fn idle_and_slow_connections_are_closed() {
             took >= Duration::from_secs(9) && took < Duration::from_secs(15),
             "closed after {took:?}, expected about 10 s"
         );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoking_a_token_ends_its_open_streams() {
+    with_timeout(60, async {
+        use std::io::{BufRead, BufReader, Write};
+        let bus = Bus::start();
+        let home = Home::new();
+        let _d = Daemon::start(&bus, &home, &["--http", "127.0.0.1:0"]).await;
+        let addr = http_addr(&home);
+        let tok = token(&bus, &home, "streamer");
+        // A legacy SSE stream.
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        write!(
+            s,
+            "GET /sse HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {tok}\r\nAccept: text/event-stream\r\n\r\n"
+        )
+        .expect("write");
+        s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        let mut r = BufReader::new(s);
+        let mut seen = String::new();
+        while !seen.contains("/messages?sessionId=") {
+            let mut line = String::new();
+            let n = r.read_line(&mut line).expect("read the stream");
+            assert!(n > 0, "the stream ended early: {seen}");
+            seen.push_str(&line);
+        }
+        assert!(seen.contains("200"), "{seen}");
+        let (ok, _, err) = contextctl(&bus, &home, &["token", "revoke", "streamer"]);
+        assert!(ok, "{err}");
+        // The stream ends (the chunked body's last chunk, then EOF).
+        let started = std::time::Instant::now();
+        loop {
+            let mut line = String::new();
+            match r.read_line(&mut line) {
+                Ok(0) => break,
+                Ok(_) if line.trim() == "0" => break,
+                Ok(_) => {}
+                Err(e) => panic!("the stream of a revoked token stayed open: {e}"),
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(5));
     })
     .await;
 }

@@ -120,3 +120,40 @@ pub async fn run(core: Arc<Core>, log: Arc<CaptureLog>, cancel: CancellationToke
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::clock::{Clock, ManualClock};
+    use crate::model::AppId;
+
+    #[test]
+    fn remembers_capture_for_24_hours() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let clock = ManualClock::new("2026-01-01T00:00:00Z".parse().expect("date"));
+        let core = Core::new(dir.path().join("policy.toml"), clock.clone());
+        let log = CaptureLog::default();
+        let mic = MediaStream {
+            id: "pw-1".into(),
+            kind: MediaKind::Microphone,
+            app_id: Some(AppId::new("org.example.Call").expect("id")),
+            pid: Some(42),
+            claimed_name: None,
+            claimed_binary: None,
+            media_name: None,
+            media_role: None,
+            state: StreamState::Running,
+            since: clock.now(),
+        };
+        let mut music = mic.clone();
+        music.kind = MediaKind::Playback;
+        log.record(&mic, clock.now());
+        log.record(&music, clock.now());
+        let r = log.recent(&core);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!(r[0]["app"], "org.example.Call");
+        assert_eq!(r[0]["kind"], "microphone");
+        clock.advance(chrono::Duration::hours(WINDOW_HOURS + 1));
+        assert!(log.recent(&core).is_empty());
+    }
+}

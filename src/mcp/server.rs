@@ -518,3 +518,19 @@ impl ServerHandler for ContextServer {
         Cow::Borrowed(rmcp::model::ProtocolVersion::KNOWN_VERSIONS)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_info_parses_and_declares_what_we_serve() {
+        let i = server_info().expect("server info");
+        assert_eq!(i.server_info.name, "contextd");
+        let caps = serde_json::to_value(&i.capabilities).expect("json");
+        assert_eq!(caps["resources"]["subscribe"], true);
+        assert_eq!(caps["resources"]["listChanged"], true);
+        assert!(caps.get("completions").is_some() && caps.get("logging").is_some());
+        assert!(i.protocol_version.has_initialize());
+    }
+}
