@@ -297,6 +297,7 @@ async fn bad_input_over_http_gets_json_rpc_codes() {
             msgs.iter().any(|m| m["id"] == 5 && m["result"].is_object()),
             "{msgs:?}"
         );
+        assert!(!d.stderr().contains("panicked"), "{}", d.stderr());
     })
     .await;
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use zbus::Connection;
-use zbus::wire::Variant as Value;
+use zbus::wire::Variant;
 
 use crate::core;
 use crate::model::Urgency;
@@ -42,8 +42,8 @@ impl Notifier {
             Urgency::Normal => 1,
             Urgency::Critical => 2,
         };
-        let mut hints: HashMap<&str, Value<'_>> = HashMap::new();
-        hints.insert("urgency", Value::U8(level));
+        let mut hints: HashMap<&str, Variant<'_>> = HashMap::new();
+        hints.insert("urgency", Variant::U8(level));
         let app_name = format!("{sender} (via contextd)");
         let actions: Vec<&str> = Vec::new();
         let args = (
