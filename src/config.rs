@@ -89,6 +89,8 @@ pub struct ConfigFile {
     /// `[history]`: what the timeline records and how long it keeps it.
     #[serde(default)]
     pub history: crate::core::history::HistorySettings,
+    #[serde(default)]
+    pub mcp: McpConfig,
 }
 
 /// `[consent]`: how undecided access is handled.
@@ -123,6 +125,55 @@ impl Default for ConsentConfig {
 pub enum UndecidedMode {
     Ask,
     Deny,
+}
+
+/// `[mcp]`: the MCP publisher. The stdio socket needs no configuration.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    /// `[mcp.http]`: Streamable HTTP and legacy SSE. Off when absent.
+    #[serde(default)]
+    pub http: Option<McpHttpConfig>,
+}
+
+/// `[mcp.http]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpHttpConfig {
+    /// `"127.0.0.1:PORT"` or `"[::1]:PORT"`; port 0 picks a free one (the
+    /// URL is written to `$XDG_RUNTIME_DIR/contextd/mcp-http.url`).
+    pub listen: std::net::SocketAddr,
+    /// Listen on a non-loopback address. Only with TLS terminated in front
+    /// of contextd (a reverse proxy): contextd itself speaks plain HTTP.
+    #[serde(default)]
+    pub allow_remote: bool,
+    /// Extra `Host` values to accept (the proxy's name) besides the
+    /// loopback names of `listen`.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins allowed to call (`https://app.example:443`);
+    /// requests without `Origin` (every non-browser client) are not affected.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// Conformance builds only: treat requests without a bearer token as the
+    /// subject `token:conformance` (the official suite sends none).
+    #[cfg(feature = "conformance")]
+    #[serde(default)]
+    pub conformance_anonymous: bool,
+}
+
+impl McpHttpConfig {
+    /// `[mcp.http]` for `contextd --http ADDR`.
+    pub fn listen_on(listen: std::net::SocketAddr) -> Self {
+        McpHttpConfig {
+            listen,
+            allow_remote: false,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            #[cfg(feature = "conformance")]
+            conformance_anonymous: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -196,5 +247,19 @@ mod tests {
             vec!["pipewire"]
         );
         assert!(ConfigFile::load(&dir.path().join("none.toml")).is_ok());
+    }
+
+    #[test]
+    fn mcp_http_section() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("config.toml");
+        std::fs::write(&f, "[mcp.http]\nlisten = \"127.0.0.1:8765\"\n").expect("write");
+        let c = ConfigFile::load(&f).expect("ok");
+        let h = c.mcp.http.expect("http");
+        assert_eq!(h.listen.port(), 8765);
+        assert!(!h.allow_remote);
+        std::fs::write(&f, "[mcp.http]\nlisten = \"localhost\"\n").expect("write");
+        let e = ConfigFile::load(&f).expect_err("not an address");
+        assert!(matches!(e, ConfigError::Syntax { line: 2, .. }), "{e}");
     }
 }

@@ -39,6 +39,8 @@ pub enum DaemonError {
     Io { path: String, error: std::io::Error },
     #[error("{0}")]
     Store(String),
+    #[error("{0}")]
+    Mcp(#[from] crate::mcp::McpError),
 }
 
 /// How the daemon ended.
@@ -65,6 +67,9 @@ pub async fn run_on(
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Exit, DaemonError> {
+    // A bad [mcp.http] (a non-loopback address without allow_remote) stops
+    // the start before anything else happens.
+    crate::mcp::preflight(&config)?;
     let cancel = CancellationToken::new();
     let mut tasks = JoinSet::new();
     // A scripted clock only for replays that ask for one (timeline tests).
@@ -247,6 +252,23 @@ pub async fn run_on(
         }
     }
     tracing::info!(name = BUS_NAME, "serving on the session bus");
+
+    // MCP after the name is ours: a second instance must not take the
+    // first one's socket. Clients that activated us wait for the socket.
+    if let Err(e) = crate::mcp::serve(
+        &config,
+        core.clone(),
+        Some(conn.clone()),
+        &mut tasks,
+        cancel.child_token(),
+    )
+    .await
+    {
+        cancel.cancel();
+        let _ = dbus_proxy.release_name(name).await;
+        stop(tasks).await;
+        return Err(e.into());
+    }
 
     tokio::pin!(shutdown);
     let exit = loop {

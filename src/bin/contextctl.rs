@@ -78,6 +78,15 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         limit: u32,
     },
+    /// The MCP stdio server, for MCP hosts (Claude Desktop, Claude Code, ...):
+    /// relays stdin/stdout to contextd, starting it if needed. The host that
+    /// runs this command is the app asked for consent.
+    Mcp,
+    /// Bearer tokens for MCP over HTTP.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -104,6 +113,17 @@ enum ConsentCommand {
     Resume,
 }
 
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Create a token and print it (once: only its hash is kept). Grant it
+    /// context as app `token:NAME` in policy.toml.
+    Create { name: String },
+    /// The tokens and when they were made.
+    List,
+    /// Revoke a token; its open sessions end at once.
+    Revoke { name: String },
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     contextd::logging::init(args.verbose, true);
@@ -119,8 +139,31 @@ fn main() -> ExitCode {
     };
     let out = ctl::Output { json: args.json };
     let result = rt.block_on(async {
+        let command = args.command.unwrap_or(Command::Status);
+        let command = match command {
+            Command::Mcp => {
+                return contextd::mcp::bridge::run()
+                    .await
+                    .map_err(|e| ctl::CtlError::Call(e.to_string()));
+            }
+            Command::Token { command } => {
+                let req = match command {
+                    TokenCommand::Create { name } => {
+                        contextd::mcp::admin::Request::TokenCreate { name }
+                    }
+                    TokenCommand::List => contextd::mcp::admin::Request::TokenList,
+                    TokenCommand::Revoke { name } => {
+                        contextd::mcp::admin::Request::TokenRevoke { name }
+                    }
+                };
+                return contextd::mcp::admin::command(&req, args.json)
+                    .await
+                    .map_err(ctl::CtlError::Call);
+            }
+            other => other,
+        };
         let conn = ctl::connect().await?;
-        match args.command.unwrap_or(Command::Status) {
+        match command {
             Command::Status => ctl::status(&conn, out).await,
             Command::Windows => ctl::windows(&conn, out).await,
             Command::Media => ctl::media(&conn, out).await,
@@ -154,6 +197,7 @@ fn main() -> ExitCode {
             Command::Audit { app, since, limit } => {
                 ctl::audit(&conn, out, app.as_deref(), &since, limit).await
             }
+            Command::Mcp | Command::Token { .. } => Ok(()),
         }
     });
     match result {

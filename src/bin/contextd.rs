@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use contextd::config::{Config, ConfigFile, Paths};
+use contextd::config::{Config, ConfigFile, McpHttpConfig, Paths};
 use contextd::daemon::{self, DaemonError};
 
 /// The desktop context broker: knows what you are doing and tells only
@@ -26,6 +26,10 @@ struct Args {
     /// Use this config file instead of $XDG_CONFIG_HOME/contextd/config.toml.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Serve MCP over HTTP on this loopback address (e.g. 127.0.0.1:8765),
+    /// as `[mcp.http] listen` in config.toml does.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<std::net::SocketAddr>,
     /// More log detail (-v debug, -vv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -42,7 +46,15 @@ fn main() -> ExitCode {
         }
     };
     let file = match ConfigFile::load(&args.config.clone().unwrap_or_else(|| paths.config_file())) {
-        Ok(f) => f,
+        Ok(mut f) => {
+            if let Some(addr) = args.http {
+                match f.mcp.http.as_mut() {
+                    Some(h) => h.listen = addr,
+                    None => f.mcp.http = Some(McpHttpConfig::listen_on(addr)),
+                }
+            }
+            f
+        }
         Err(e) => {
             eprintln!("contextd: {e}");
             return ExitCode::from(1);

@@ -26,6 +26,8 @@ pub use state::{Change, ChangeKind, Snapshot, State};
 /// The core as publishers see it.
 #[derive(Debug)]
 pub struct Core {
+    /// Ourselves, for work that must outlive a borrow (a prompt's task).
+    me: std::sync::Weak<Core>,
     pub state: State,
     pub gate: Gate,
     pub prompts: prompts::Prompts,
@@ -46,11 +48,17 @@ impl Core {
         clock: Arc<dyn Clock>,
         prompt_timeout: std::time::Duration,
     ) -> Arc<Self> {
-        Arc::new(Core {
+        Arc::new_cyclic(|me| Core {
+            me: me.clone(),
             state: State::new(clock.clone()),
             gate,
             prompts: prompts::Prompts::new(prompt_timeout),
             clock,
         })
+    }
+
+    /// An owning handle to this core (always there while a `&Core` is).
+    pub fn arc(&self) -> Option<Arc<Core>> {
+        self.me.upgrade()
     }
 }

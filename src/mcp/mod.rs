@@ -1,3 +1,146 @@
-//! The MCP publisher (stdio socket, Streamable HTTP, legacy SSE). Filled in
-//! by the MCP issue; it will render through `core::view` and ask the same
-//! gate as D-Bus.
+//! The MCP publisher: the broker's context for MCP hosts (Claude Desktop,
+//! Claude Code, VS Code, Cursor, any MCP client), under the same consent
+//! rules as D-Bus.
+//!
+//! One rmcp handler ([`server::ContextServer`]) serves every transport:
+//! - stdio, through `contextctl mcp` and the daemon's Unix socket
+//!   ([`stdio`], [`bridge`]);
+//! - Streamable HTTP at `/mcp` and the legacy HTTP+SSE pair at
+//!   `/sse` + `/messages` ([`http`], [`sse`]), on loopback, behind bearer
+//!   tokens ([`tokens`]).
+//!
+//! Like the D-Bus adapter it converts, asks consent ([`consent::authorize`],
+//! the one function every decision goes through) and renders with
+//! `core::view`, so MCP shows exactly what D-Bus shows.
+
+pub mod activity;
+pub mod admin;
+pub mod bridge;
+#[cfg(feature = "conformance")]
+pub mod conformance;
+pub mod consent;
+pub mod error;
+pub mod http;
+pub mod jsonrpc;
+pub mod notify;
+pub mod prompts;
+pub mod resources;
+pub mod server;
+pub mod sse;
+pub mod stdio;
+pub mod tokens;
+pub mod tools;
+pub mod watch;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::core::Core;
+
+/// What every MCP session shares.
+#[derive(Debug)]
+pub struct Broker {
+    pub core: Arc<Core>,
+    pub captures: Arc<activity::CaptureLog>,
+    pub notifier: notify::Notifier,
+    /// Cancelled at shutdown; every session's token is a child.
+    pub cancel: CancellationToken,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    #[error("MCP socket: {0}")]
+    Socket(#[from] stdio::SocketError),
+    #[error("MCP over HTTP: {0}")]
+    Http(#[from] http::HttpError),
+    #[error("MCP tokens: {0}")]
+    Tokens(#[from] tokens::TokenError),
+    #[error(
+        "$XDG_RUNTIME_DIR is not set, so there is no private place for the MCP socket; `contextctl mcp` needs it"
+    )]
+    NoRuntimeDir,
+}
+
+/// Check what can be checked before the daemon takes its bus name, so that
+/// a bad `[mcp.http]` stops the start with a clear error.
+pub fn preflight(config: &Config) -> Result<(), McpError> {
+    if let Some(h) = config.file.mcp.http.as_ref() {
+        http::check_listen(h)?;
+    }
+    Ok(())
+}
+
+/// Start the MCP publishers: the stdio socket always, HTTP when configured.
+/// Call after the bus name is ours, so that a second instance never takes
+/// the socket of the first.
+pub async fn serve(
+    config: &Config,
+    core: Arc<Core>,
+    conn: Option<zbus::Connection>,
+    tasks: &mut JoinSet<()>,
+    cancel: CancellationToken,
+) -> Result<(), McpError> {
+    let broker = Arc::new(Broker {
+        core: core.clone(),
+        captures: Arc::new(activity::CaptureLog::default()),
+        notifier: notify::Notifier::new(conn),
+        cancel: cancel.clone(),
+    });
+    tasks.spawn(activity::run(
+        core.clone(),
+        broker.captures.clone(),
+        cancel.child_token(),
+    ));
+
+    let store: Arc<dyn tokens::TokenStore> =
+        Arc::new(tokens::FileTokenStore::open(&config.paths.state_dir)?);
+    let store = tokens::Tokens::new(store);
+
+    // Without a runtime directory there is no private place for the
+    // sockets: MCP over stdio and token management are off (HTTP still
+    // works, with the tokens that exist), and the log says why.
+    let runtime = config.paths.runtime_dir.clone();
+    match &runtime {
+        Some(runtime) => {
+            let mut socket = stdio::BoundSocket::bind(runtime, stdio::SOCKET_NAME)?;
+            let mut admin = stdio::BoundSocket::bind(runtime, admin::SOCKET_NAME)?;
+            tracing::info!(path = %socket.path.display(), "MCP stdio socket ready (contextctl mcp)");
+            if let Some(listener) = socket.take_listener() {
+                let broker = broker.clone();
+                let cancel = cancel.child_token();
+                tasks.spawn(async move {
+                    let _socket = socket;
+                    stdio::serve(broker, listener, cancel).await;
+                });
+            }
+            if let Some(listener) = admin.take_listener() {
+                let store = store.clone();
+                let cancel = cancel.child_token();
+                tasks.spawn(async move {
+                    let _admin = admin;
+                    admin::serve(store, listener, cancel).await;
+                });
+            }
+        }
+        None => tracing::warn!("{}", McpError::NoRuntimeDir),
+    }
+
+    if let Some(h) = config.file.mcp.http.as_ref() {
+        let bound = http::bind(h, runtime.as_deref()).await?;
+        tasks.spawn(http::serve(bound, broker, store, cancel.child_token()));
+    }
+    Ok(())
+}
+
+/// `$XDG_RUNTIME_DIR/contextd/NAME`, as clients find it.
+pub fn runtime_path(name: &str) -> Result<PathBuf, McpError> {
+    crate::config::Paths::from_env()
+        .ok()
+        .and_then(|p| p.runtime_dir)
+        .map(|d| d.join(name))
+        .ok_or(McpError::NoRuntimeDir)
+}

@@ -1,0 +1,198 @@
+//! Token management for `contextctl token …`, over a second Unix socket
+//! in the daemon's private runtime directory (`admin.sock`).
+//!
+//! Authorization: the directory is 0700 and the daemon checks
+//! `SO_PEERCRED`: only processes of the daemon's own uid may manage
+//! tokens (root is not let in: tokens are the user's). One JSON request
+//! per connection, one JSON answer:
+//! `{"op":"token-create","name":N}` → `{"ok":true,"token":T}`,
+//! `{"op":"token-list"}` → `{"ok":true,"tokens":[{"name","created"}]}`,
+//! `{"op":"token-revoke","name":N}` → `{"ok":true}`;
+//! failures are `{"ok":false,"error":MESSAGE}`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio_util::sync::CancellationToken;
+
+use super::stdio;
+use super::tokens::{TokenInfo, Tokens};
+
+pub const SOCKET_NAME: &str = "admin.sock";
+const MAX_REQUEST: u64 = 4096;
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Request {
+    TokenCreate { name: String },
+    TokenList,
+    TokenRevoke { name: String },
+}
+
+/// Serve token requests until `cancel`.
+pub async fn serve(tokens: Tokens, listener: UnixListener, cancel: CancellationToken) {
+    // SAFETY-free: getuid cannot fail.
+    let us = unsafe { libc::getuid() };
+    loop {
+        let stream = tokio::select! {
+            _ = cancel.cancelled() => break,
+            a = listener.accept() => match a {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept on the admin socket failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let tokens = tokens.clone();
+        tokio::spawn(async move {
+            if tokio::time::timeout(TIMEOUT, one(tokens, stream, us))
+                .await
+                .is_err()
+            {
+                tracing::debug!("admin request timed out");
+            }
+        });
+    }
+}
+
+async fn one(tokens: Tokens, stream: UnixStream, us: u32) {
+    let answer = match stdio::peer(&stream) {
+        Ok((uid, _)) if uid == us => None,
+        Ok((uid, _)) => Some(
+            json!({"ok": false, "error": format!("uid {uid} may not manage the tokens of uid {us}")}),
+        ),
+        Err(e) => Some(json!({"ok": false, "error": format!("cannot read peer credentials: {e}")})),
+    };
+    let (r, mut w) = stream.into_split();
+    let answer = match answer {
+        Some(a) => a,
+        None => {
+            let mut line = String::new();
+            let read = BufReader::new(r.take(MAX_REQUEST))
+                .read_line(&mut line)
+                .await;
+            match read.map_err(|e| e.to_string()).and_then(|_| {
+                serde_json::from_str::<Request>(&line).map_err(|e| format!("bad request: {e}"))
+            }) {
+                Ok(req) => handle(&tokens, req),
+                Err(e) => json!({"ok": false, "error": e}),
+            }
+        }
+    };
+    let mut out = answer.to_string();
+    out.push('\n');
+    let _ = w.write_all(out.as_bytes()).await;
+    let _ = w.shutdown().await;
+}
+
+fn handle(tokens: &Tokens, req: Request) -> Value {
+    let r = match req {
+        Request::TokenCreate { name } => tokens.store.create(&name).map(|t| {
+            tracing::info!(token = %name, "MCP token created");
+            json!({"ok": true, "token": t})
+        }),
+        Request::TokenList => Ok(json!({"ok": true, "tokens": tokens.store.list()})),
+        Request::TokenRevoke { name } => tokens.revoke(&name).map(|()| {
+            tracing::info!(token = %name, "MCP token revoked");
+            json!({"ok": true})
+        }),
+    };
+    r.unwrap_or_else(|e| json!({"ok": false, "error": e.to_string()}))
+}
+
+/// The client side: send one request to the daemon at `socket`.
+pub async fn request(socket: &Path, req: &Request) -> Result<Value, String> {
+    let mut s = UnixStream::connect(socket)
+        .await
+        .map_err(|e| format!("cannot reach contextd at {}: {e}", socket.display()))?;
+    let mut line = serde_json::to_string(req).map_err(|e| e.to_string())?;
+    line.push('\n');
+    let exchange = async {
+        s.write_all(line.as_bytes()).await?;
+        let mut out = String::new();
+        BufReader::new(&mut s)
+            .take(1024 * 1024)
+            .read_to_string(&mut out)
+            .await?;
+        Ok::<String, std::io::Error>(out)
+    };
+    let out = tokio::time::timeout(TIMEOUT, exchange)
+        .await
+        .map_err(|_| "contextd did not answer within 5 s".to_owned())?
+        .map_err(|e| format!("talking to contextd: {e}"))?;
+    let v: Value =
+        serde_json::from_str(out.trim()).map_err(|e| format!("odd answer from contextd: {e}"))?;
+    if v.get("ok").and_then(Value::as_bool) == Some(true) {
+        Ok(v)
+    } else {
+        Err(v
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("contextd refused")
+            .to_owned())
+    }
+}
+
+/// The token list of an answer.
+pub fn token_list(v: &Value) -> Vec<TokenInfo> {
+    v.get("tokens")
+        .cloned()
+        .and_then(|t| serde_json::from_value(t).ok())
+        .unwrap_or_default()
+}
+
+/// `contextctl token …`: send `req` (starting the daemon if needed) and
+/// print the answer.
+pub async fn command(req: &Request, json: bool) -> Result<(), String> {
+    // Connecting also activates the daemon when it is not running.
+    drop(
+        super::bridge::connect(SOCKET_NAME)
+            .await
+            .map_err(|e| e.to_string())?,
+    );
+    let socket = super::runtime_path(SOCKET_NAME).map_err(|e| e.to_string())?;
+    let v = request(&socket, req).await?;
+    if json {
+        println!("{v}");
+        return Ok(());
+    }
+    match req {
+        Request::TokenCreate { name } => {
+            let t = v.get("token").and_then(Value::as_str).unwrap_or_default();
+            println!("{t}");
+            eprintln!(
+                "This is the only time the token is shown. Grant it context in policy.toml as app \"token:{name}\", and send it as `Authorization: Bearer TOKEN`."
+            );
+        }
+        Request::TokenList => {
+            let list = token_list(&v);
+            if list.is_empty() {
+                println!("No tokens.");
+            } else {
+                let rows: Vec<Vec<String>> = list
+                    .iter()
+                    .map(|t| {
+                        vec![
+                            t.name.clone(),
+                            format!("token:{}", t.name),
+                            t.created.to_rfc3339(),
+                        ]
+                    })
+                    .collect();
+                print!(
+                    "{}",
+                    crate::ctl::table(&["NAME", "CONSENT SUBJECT", "CREATED"], &rows)
+                );
+            }
+        }
+        Request::TokenRevoke { name } => println!("Revoked token {name}."),
+    }
+    Ok(())
+}

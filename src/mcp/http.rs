@@ -1,0 +1,510 @@
+//! MCP over HTTP: Streamable HTTP at `/mcp` (rmcp's service) and the
+//! legacy HTTP+SSE pair at `/sse` + `/messages` ([`super::sse`]), on a
+//! loopback address, off until `[mcp.http]` (or `contextd --http`) asks.
+//!
+//! rmcp serves the protocol; a thin layer in front of every route ([`guard`])
+//! adds what the issue needs and rmcp does not do the same way for all
+//! routes:
+//! 1. `Host` must be a loopback name of the listen address (or a configured
+//!    one) and `Origin`, when present, an allowed origin: else 403 (DNS
+//!    rebinding, browsers);
+//! 2. `Authorization: Bearer TOKEN` must name a live token: else 401;
+//! 3. POST bodies: at most 1 MiB (413), read within 30 s (408), and
+//!    screened as JSON-RPC (400 with -32700/-32600/-32602).
+//!
+//! Connections: headers must arrive within 10 s (also between requests on
+//! an idle keep-alive connection), at most 256 connections at once.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use http::{HeaderValue, StatusCode, header};
+use http_body_util::{BodyExt, Limited};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use rmcp::transport::streamable_http_server::session::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::Broker;
+use super::consent::{Channel, Subject};
+use super::jsonrpc::{self, MAX_MESSAGE_BYTES, Screened};
+use super::server::{ContextServer, Origin};
+use super::sse;
+use super::tokens::Tokens;
+use crate::config::McpHttpConfig;
+use crate::model::{AppId, IdentitySource};
+
+/// Where clients find the server (port 0 picks one).
+pub const URL_FILE: &str = "mcp-http.url";
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+const MAX_CONNECTIONS: usize = 256;
+const MAX_INDEXED_SESSIONS: usize = 4096;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error(
+        "refusing to listen on {0}: it is not a loopback address. MCP over HTTP carries your desktop context in plain HTTP; \
+         listen on 127.0.0.1 or [::1], or, only with TLS terminated in front of contextd, set allow_remote = true in [mcp.http]"
+    )]
+    NotLoopback(SocketAddr),
+    #[error("cannot listen on {addr}: {error}")]
+    Bind {
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
+}
+
+/// The non-negotiable: loopback unless the user explicitly said otherwise.
+pub fn check_listen(cfg: &McpHttpConfig) -> Result<(), HttpError> {
+    if !cfg.listen.ip().is_loopback() && !cfg.allow_remote {
+        return Err(HttpError::NotLoopback(cfg.listen));
+    }
+    if !cfg.listen.ip().is_loopback() {
+        tracing::warn!(addr = %cfg.listen, "MCP over HTTP on a non-loopback address (allow_remote = true): TLS must be terminated in front of contextd");
+    }
+    Ok(())
+}
+
+/// A bound listener and what the guard needs to know about it.
+#[derive(Debug)]
+pub struct Bound {
+    listener: TcpListener,
+    addr: SocketAddr,
+    cfg: McpHttpConfig,
+    url_file: Option<PathBuf>,
+}
+
+pub async fn bind(
+    cfg: &McpHttpConfig,
+    runtime: Option<&std::path::Path>,
+) -> Result<Bound, HttpError> {
+    check_listen(cfg)?;
+    let listener = TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|error| HttpError::Bind {
+            addr: cfg.listen,
+            error,
+        })?;
+    let addr = listener.local_addr().map_err(|error| HttpError::Bind {
+        addr: cfg.listen,
+        error,
+    })?;
+    let url_file = runtime.map(|r| r.join(URL_FILE));
+    if let Some(f) = &url_file
+        && let Err(e) = std::fs::write(f, format!("http://{addr}/mcp\n"))
+    {
+        tracing::warn!(path = %f.display(), error = %e, "cannot write the MCP URL file");
+    }
+    tracing::info!("MCP over HTTP at http://{addr}/mcp (legacy SSE at http://{addr}/sse)");
+    Ok(Bound {
+        listener,
+        addr,
+        cfg: cfg.clone(),
+        url_file,
+    })
+}
+
+/// What the guard checks against.
+#[derive(Debug)]
+pub struct Guard {
+    tokens: Tokens,
+    hosts: Vec<String>,
+    origins: Vec<String>,
+    #[cfg(feature = "conformance")]
+    anonymous: bool,
+}
+
+impl Guard {
+    fn new(tokens: Tokens, addr: SocketAddr, cfg: &McpHttpConfig) -> Guard {
+        let port = addr.port();
+        let mut hosts: Vec<String> = Vec::new();
+        let mut origins: Vec<String> = Vec::new();
+        for name in ["127.0.0.1", "localhost", "[::1]"] {
+            hosts.push(name.to_owned());
+            hosts.push(format!("{name}:{port}"));
+            origins.push(format!("http://{name}:{port}"));
+        }
+        if !addr.ip().is_loopback() {
+            let ip = match addr {
+                SocketAddr::V4(a) => a.ip().to_string(),
+                SocketAddr::V6(a) => format!("[{}]", a.ip()),
+            };
+            hosts.push(ip.clone());
+            hosts.push(format!("{ip}:{port}"));
+        }
+        hosts.extend(cfg.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
+        origins.extend(cfg.allowed_origins.iter().map(|o| o.to_ascii_lowercase()));
+        Guard {
+            tokens,
+            hosts,
+            origins,
+            #[cfg(feature = "conformance")]
+            anonymous: cfg.conformance_anonymous,
+        }
+    }
+
+    fn host_ok(&self, host: &str) -> bool {
+        let h = host.to_ascii_lowercase();
+        self.hosts.contains(&h)
+    }
+
+    fn origin_ok(&self, origin: &str) -> bool {
+        let o = origin.trim_end_matches('/').to_ascii_lowercase();
+        self.origins.contains(&o)
+    }
+
+    /// The subject of a request's credentials.
+    fn authenticate(&self, req: &Request) -> Result<Subject, Box<Response>> {
+        let subject = |name: &str| -> Result<Subject, Box<Response>> {
+            let app_id = AppId::from_token(name)
+                .map_err(|e| Box::new(plain(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())))?;
+            Ok(Subject {
+                app_id,
+                source: IdentitySource::Token,
+                channel: Channel::Http,
+            })
+        };
+        let Some(auth) = req.headers().get(header::AUTHORIZATION) else {
+            #[cfg(feature = "conformance")]
+            if self.anonymous {
+                return subject("conformance");
+            }
+            return Err(Box::new(unauthorized(
+                "Bearer realm=\"contextd\"",
+                "this server needs Authorization: Bearer TOKEN; create a token with `contextctl token create NAME`",
+            )));
+        };
+        let token = auth
+            .to_str()
+            .ok()
+            .and_then(|a| {
+                let (scheme, rest) = a.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+            })
+            .ok_or_else(|| {
+                Box::new(unauthorized(
+                    "Bearer realm=\"contextd\", error=\"invalid_request\"",
+                    "the Authorization header must be `Bearer TOKEN`",
+                ))
+            })?;
+        match self.tokens.store.verify(token) {
+            Some(name) => subject(&name),
+            None => Err(Box::new(unauthorized(
+                "Bearer realm=\"contextd\", error=\"invalid_token\"",
+                "unknown or revoked token",
+            ))),
+        }
+    }
+}
+
+fn plain(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        json!({ "error": message }).to_string(),
+    )
+        .into_response()
+}
+
+fn unauthorized(challenge: &'static str, message: &str) -> Response {
+    let mut r = plain(StatusCode::UNAUTHORIZED, message);
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static(challenge),
+    );
+    r
+}
+
+/// A message the guard already screened, for handlers that want it parsed
+/// (the legacy `/messages` endpoint).
+#[derive(Debug, Clone)]
+pub struct Screen(pub Arc<Mutex<Option<rmcp::model::ClientJsonRpcMessage>>>);
+
+/// The layer in front of every route (see the module docs).
+pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| req.uri().authority().map(|a| a.to_string()));
+    match host {
+        None => return plain(StatusCode::BAD_REQUEST, "missing Host header"),
+        Some(h) if !g.host_ok(&h) => {
+            tracing::debug!(host = %h, "refused Host");
+            return plain(StatusCode::FORBIDDEN, "Host header is not allowed");
+        }
+        Some(_) => {}
+    }
+    if let Some(o) = req.headers().get(header::ORIGIN) {
+        let ok = o.to_str().is_ok_and(|o| g.origin_ok(o));
+        if !ok {
+            tracing::debug!(origin = ?o, "refused Origin");
+            return plain(StatusCode::FORBIDDEN, "Origin is not allowed");
+        }
+    }
+    let subject = match g.authenticate(&req) {
+        Ok(s) => s,
+        Err(r) => return *r,
+    };
+    req.extensions_mut().insert(subject);
+    if req.method() == http::Method::POST {
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > MAX_MESSAGE_BYTES as u64) {
+            return too_large();
+        }
+        let (mut parts, body) = req.into_parts();
+        let collected = tokio::time::timeout(
+            BODY_TIMEOUT,
+            Limited::new(body, MAX_MESSAGE_BYTES).collect(),
+        )
+        .await;
+        let bytes = match collected {
+            Err(_) => {
+                return plain(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "the request body took too long",
+                );
+            }
+            Ok(Err(e)) => {
+                if e.downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some()
+                {
+                    return too_large();
+                }
+                return plain(
+                    StatusCode::BAD_REQUEST,
+                    &format!("cannot read the body: {e}"),
+                );
+            }
+            Ok(Ok(c)) => c.to_bytes(),
+        };
+        match jsonrpc::screen(&bytes) {
+            Screened::Pass(m) => {
+                parts
+                    .extensions
+                    .insert(Screen(Arc::new(Mutex::new(Some(*m)))));
+            }
+            Screened::Reject(r) => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    r.to_json().to_string(),
+                )
+                    .into_response();
+            }
+            Screened::Ignore(why) => {
+                tracing::debug!("ignored MCP message: {why}");
+                return StatusCode::ACCEPTED.into_response();
+            }
+        }
+        req = Request::from_parts(parts, Body::from(bytes));
+    }
+    next.run(req).await
+}
+
+fn too_large() -> Response {
+    plain(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &format!("request body larger than {MAX_MESSAGE_BYTES} bytes"),
+    )
+}
+
+/// Streamable HTTP session ids by token, so that revoking a token ends its
+/// sessions at once.
+#[derive(Debug, Default)]
+struct SessionIndex(Mutex<Vec<(String, String)>>);
+
+async fn track_sessions(
+    State(index): State<Arc<SessionIndex>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let token = req
+        .extensions()
+        .get::<Subject>()
+        .and_then(|s| s.app_id.as_str().strip_prefix("token:").map(str::to_owned));
+    let delete = req.method() == http::Method::DELETE;
+    let mut resp = next.run(req).await;
+    // rmcp answers a session DELETE with 202; the Python and TypeScript
+    // clients expect 200 or 204 (and warn otherwise). Nothing follows a
+    // DELETE, so 204 says the same thing.
+    if delete && resp.status() == StatusCode::ACCEPTED {
+        *resp.status_mut() = StatusCode::NO_CONTENT;
+        *resp.body_mut() = Body::empty();
+    }
+    if let (Some(t), Some(id)) = (
+        token,
+        resp.headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok()),
+    ) {
+        let mut v = index.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !v.iter().any(|(_, s)| s == id) {
+            // Sessions also end on their own (idle timeout); keep the
+            // index bounded rather than tracking that.
+            if v.len() >= MAX_INDEXED_SESSIONS {
+                v.remove(0);
+            }
+            v.push((t, id.to_owned()));
+        }
+    }
+    resp
+}
+
+/// The router: `/mcp`, `/sse`, `/messages`, all behind the guard.
+fn router(
+    broker: Arc<Broker>,
+    tokens: Tokens,
+    addr: SocketAddr,
+    cfg: &McpHttpConfig,
+    sessions: Arc<LocalSessionManager>,
+    index: Arc<SessionIndex>,
+    cancel: CancellationToken,
+) -> Router {
+    let guard_state = Arc::new(Guard::new(tokens.clone(), addr, cfg));
+    let streamable = {
+        let broker = broker.clone();
+        let config = StreamableHttpServerConfig::default()
+            // The guard checks Host and Origin for every route.
+            .disable_allowed_hosts()
+            .disable_allowed_origins()
+            .with_max_request_body_bytes(MAX_MESSAGE_BYTES)
+            .with_sse_keep_alive(Some(Duration::from_secs(15)))
+            .with_cancellation_token(cancel.child_token());
+        StreamableHttpService::new(
+            move || Ok(ContextServer::new(broker.clone(), Origin::PerRequest)),
+            sessions,
+            config,
+        )
+    };
+    let legacy = sse::Legacy::new(broker, tokens, cancel);
+    Router::new()
+        .route_service("/mcp", streamable)
+        .route_layer(middleware::from_fn_with_state(index, track_sessions))
+        .merge(
+            Router::new()
+                .route("/sse", get(sse::open))
+                .route("/messages", post(sse::post))
+                .with_state(legacy),
+        )
+        .layer(middleware::from_fn_with_state(guard_state, guard))
+}
+
+/// Serve HTTP until `cancel`.
+pub async fn serve(bound: Bound, broker: Arc<Broker>, tokens: Tokens, cancel: CancellationToken) {
+    let sessions = Arc::new(LocalSessionManager::default());
+    let index = Arc::new(SessionIndex::default());
+    let app = router(
+        broker,
+        tokens.clone(),
+        bound.addr,
+        &bound.cfg,
+        sessions.clone(),
+        index.clone(),
+        cancel.clone(),
+    );
+    tokio::spawn(end_revoked_sessions(
+        tokens,
+        sessions,
+        index,
+        cancel.clone(),
+    ));
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let permit = tokio::select! {
+            _ = cancel.cancelled() => break,
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let (stream, _) = tokio::select! {
+            _ = cancel.cancelled() => break,
+            a = bound.listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept on the MCP HTTP port failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .keep_alive(true);
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, "HTTP connection ended");
+                    }
+                }
+                _ = cancel.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_millis(300), conn).await;
+                }
+            }
+            drop(permit);
+        });
+    }
+    if let Some(f) = &bound.url_file {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+async fn end_revoked_sessions(
+    tokens: Tokens,
+    sessions: Arc<LocalSessionManager>,
+    index: Arc<SessionIndex>,
+    cancel: CancellationToken,
+) {
+    let mut rx = tokens.revocations();
+    loop {
+        let name = tokio::select! {
+            _ = cancel.cancelled() => break,
+            n = rx.recv() => match n {
+                Ok(n) => n,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(_) => break,
+            },
+        };
+        let ids: Vec<String> = {
+            let mut v = index.0.lock().unwrap_or_else(|e| e.into_inner());
+            let (gone, keep): (Vec<_>, Vec<_>) = v.drain(..).partition(|(t, _)| *t == name);
+            *v = keep;
+            gone.into_iter().map(|(_, id)| id).collect()
+        };
+        for id in ids {
+            let sid: rmcp::transport::streamable_http_server::session::SessionId = id.into();
+            if let Err(e) = sessions.close_session(&sid).await {
+                tracing::debug!(error = %e, "closing a session of a revoked token");
+            }
+        }
+    }
+}

@@ -1,0 +1,296 @@
+//! Screening of incoming JSON-RPC messages, before rmcp sees them.
+//!
+//! rmcp silently drops input that is not JSON (its stdio transport follows
+//! the other SDKs there), answers HTTP bodies that are not JSON with a
+//! plain-text 415, and reports a known method with unusable parameters as
+//! "invalid request". The issue wants the JSON-RPC codes (-32700 parse
+//! error, -32600 invalid request, -32602 invalid params), so every
+//! transport runs each message through [`screen`] first: a message that
+//! passes goes to rmcp unchanged; one that does not is answered here with
+//! the right code. This layer frames and checks; the protocol itself stays
+//! rmcp's.
+
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientRequest, ErrorCode, ErrorData, RequestId, ServerJsonRpcMessage,
+};
+use serde_json::Value;
+
+/// The largest JSON-RPC message accepted on any transport: 1 MiB, the same
+/// as the HTTP body limit, so that what one transport refuses the others
+/// refuse too. Context results are far smaller (lists are paginated).
+pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
+
+/// What to do with one incoming message.
+#[derive(Debug)]
+pub enum Screened {
+    /// Hand it to rmcp.
+    Pass(Box<ClientJsonRpcMessage>),
+    /// Answer with this error (and do not pass the message on).
+    Reject(Rejection),
+    /// Drop it without an answer (a notification or response we cannot
+    /// use: JSON-RPC forbids answering those).
+    Ignore(String),
+}
+
+/// A JSON-RPC error answer to a message that did not pass.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    /// The id of the request when it could be read; `null` otherwise, as
+    /// JSON-RPC 2.0 asks for parse errors and invalid requests.
+    pub id: Option<RequestId>,
+    pub error: ErrorData,
+}
+
+impl Rejection {
+    fn new(id: Option<RequestId>, code: ErrorCode, message: String) -> Self {
+        Rejection {
+            id,
+            error: ErrorData::new(code, message, None),
+        }
+    }
+
+    /// The answer as rmcp's message type.
+    pub fn into_message(self) -> ServerJsonRpcMessage {
+        ServerJsonRpcMessage::error(self.error, self.id)
+    }
+
+    /// The answer as one line of JSON. `id` is written as `null` when it is
+    /// unknown (rmcp's serializer would leave it out).
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": self.id.as_ref().map_or(Value::Null, |id| id.clone().into_json_value()),
+            "error": self.error,
+        })
+    }
+
+    pub fn too_large(limit: usize) -> Self {
+        Rejection::new(
+            None,
+            ErrorCode::INVALID_REQUEST,
+            format!(
+                "message larger than {limit} bytes; contextd accepts at most {limit} bytes per JSON-RPC message"
+            ),
+        )
+    }
+}
+
+/// Methods whose parameters rmcp parses into a fixed shape: a message with
+/// one of these methods that rmcp cannot parse has invalid params.
+const KNOWN_REQUESTS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "prompts/get",
+    "prompts/list",
+    "resources/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "resources/templates/list",
+    "subscriptions/listen",
+    "tools/call",
+    "tools/list",
+    "completion/complete",
+    "logging/setLevel",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+];
+
+/// Why `params` do not fit `method`, in serde's words where we can say.
+fn param_error(method: &str, params: Option<Value>) -> String {
+    use rmcp::model::{
+        CallToolRequestParams, CompleteRequestParams, GetPromptRequestParams,
+        InitializeRequestParams, ReadResourceRequestParams, SubscribeRequestParams,
+    };
+    fn why<T: serde::de::DeserializeOwned>(p: Option<Value>) -> Option<String> {
+        serde_json::from_value::<T>(p.unwrap_or(Value::Null))
+            .err()
+            .map(|e| e.to_string())
+    }
+    let detail = match method {
+        "resources/read" => why::<ReadResourceRequestParams>(params),
+        "resources/subscribe" | "resources/unsubscribe" => why::<SubscribeRequestParams>(params),
+        "tools/call" => why::<CallToolRequestParams>(params),
+        "prompts/get" => why::<GetPromptRequestParams>(params),
+        "completion/complete" => why::<CompleteRequestParams>(params),
+        "initialize" => why::<InitializeRequestParams>(params),
+        _ => None,
+    };
+    detail.unwrap_or_else(|| "the params do not match the method".into())
+}
+
+fn request_id(v: &Value) -> Option<RequestId> {
+    match v {
+        Value::Number(n) => n.as_i64().map(RequestId::Number),
+        Value::String(s) => Some(RequestId::String(s.as_str().into())),
+        _ => None,
+    }
+}
+
+/// Screen the bytes of one message.
+pub fn screen(bytes: &[u8]) -> Screened {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let v: Value = match serde_json::from_slice(bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            return Screened::Reject(Rejection::new(
+                None,
+                ErrorCode::PARSE_ERROR,
+                format!("parse error: not valid JSON ({e})"),
+            ));
+        }
+    };
+    screen_value(v)
+}
+
+/// Screen a message already parsed as JSON.
+pub fn screen_value(v: Value) -> Screened {
+    let invalid = |id: Option<RequestId>, why: &str| {
+        Screened::Reject(Rejection::new(
+            id,
+            ErrorCode::INVALID_REQUEST,
+            format!("invalid request: {why}"),
+        ))
+    };
+    let Value::Object(obj) = &v else {
+        return match v {
+            Value::Array(_) => invalid(
+                None,
+                "JSON-RPC batches are not supported by MCP (since 2025-06-18); send one message at a time",
+            ),
+            _ => invalid(None, "a JSON-RPC message must be a JSON object"),
+        };
+    };
+    let raw_id = obj.get("id");
+    let id = raw_id.and_then(request_id);
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return invalid(id, "\"jsonrpc\" must be \"2.0\"");
+    }
+    if let Some(raw) = raw_id
+        && id.is_none()
+    {
+        let why = if raw.is_null() {
+            "\"id\" must not be null"
+        } else {
+            "\"id\" must be a string or an integer"
+        };
+        return invalid(None, why);
+    }
+    let method = match obj.get("method") {
+        None => None,
+        Some(Value::String(m)) => Some(m.clone()),
+        Some(_) => return invalid(id, "\"method\" must be a string"),
+    };
+    let is_response = obj.contains_key("result") || obj.contains_key("error");
+    match (&method, &id, is_response) {
+        (Some(_), _, true) => {
+            return invalid(id, "a message cannot have both a method and a result");
+        }
+        (None, Some(_), false) => return invalid(id, "no \"method\", \"result\" or \"error\""),
+        (None, None, _) => return invalid(None, "no \"method\" and no \"id\""),
+        _ => {}
+    }
+    if let Some(p) = obj.get("params")
+        && !(p.is_object() || p.is_array())
+    {
+        return match (&method, id) {
+            (Some(m), Some(id)) => Screened::Reject(Rejection::new(
+                Some(id),
+                ErrorCode::INVALID_PARAMS,
+                format!("invalid params for {m}: \"params\" must be an object"),
+            )),
+            (Some(m), None) => Screened::Ignore(format!("notification {m} with bad params")),
+            _ => invalid(None, "\"params\" must be an object"),
+        };
+    }
+    let params = obj.get("params").cloned();
+    match serde_json::from_value::<ClientJsonRpcMessage>(v) {
+        // rmcp falls back to a custom request when a known method's params
+        // do not parse; that is invalid params, not an unknown method.
+        Ok(ClientJsonRpcMessage::Request(r))
+            if matches!(r.request, ClientRequest::CustomRequest(_))
+                && method
+                    .as_deref()
+                    .is_some_and(|m| KNOWN_REQUESTS.contains(&m)) =>
+        {
+            let m = method.unwrap_or_default();
+            Screened::Reject(Rejection::new(
+                Some(r.id),
+                ErrorCode::INVALID_PARAMS,
+                format!("invalid params for {m}: {}", param_error(&m, params)),
+            ))
+        }
+        Ok(msg) => Screened::Pass(Box::new(msg)),
+        Err(e) => match (method, id) {
+            (Some(m), Some(id)) if KNOWN_REQUESTS.contains(&m.as_str()) => {
+                Screened::Reject(Rejection::new(
+                    Some(id),
+                    ErrorCode::INVALID_PARAMS,
+                    format!("invalid params for {m}: {e}"),
+                ))
+            }
+            (Some(m), Some(id)) => Screened::Reject(Rejection::new(
+                Some(id),
+                ErrorCode::INVALID_REQUEST,
+                format!("invalid request {m}: {e}"),
+            )),
+            (Some(m), None) => {
+                Screened::Ignore(format!("notification {m} that does not parse: {e}"))
+            }
+            (None, _) => Screened::Ignore(format!("response that does not parse: {e}")),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(s: &str) -> Option<i32> {
+        match screen(s.as_bytes()) {
+            Screened::Reject(r) => Some(r.error.code.0),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn codes() {
+        assert_eq!(code("{not json"), Some(-32700));
+        assert_eq!(code("[]"), Some(-32600));
+        assert_eq!(code("42"), Some(-32600));
+        assert_eq!(code(r#"{"id":1,"method":"ping"}"#), Some(-32600));
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#),
+            Some(-32600)
+        );
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1}"#), Some(-32600));
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":5}}"#),
+            Some(-32602)
+        );
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":"x"}"#),
+            Some(-32602)
+        );
+        assert!(matches!(
+            screen(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            Screened::Pass(_)
+        ));
+        // Unknown methods pass: rmcp answers them with -32601.
+        assert!(matches!(
+            screen(br#"{"jsonrpc":"2.0","id":"a","method":"no/such","params":{}}"#),
+            Screened::Pass(_)
+        ));
+        assert!(matches!(
+            screen(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Screened::Pass(_)
+        ));
+        let r = match screen(b"{") {
+            Screened::Reject(r) => r,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(r.to_json()["id"], Value::Null);
+    }
+}

@@ -1,0 +1,254 @@
+//! Prompts, and `completion/complete` for their arguments and for the
+//! window template.
+
+use rmcp::model::{CompleteRequestParams, CompleteResult, GetPromptResult, Prompt, Reference};
+use serde_json::{Map, Value, json};
+
+use super::Broker;
+use super::consent::{self, Subject, Wait};
+use super::error::{Error, wire};
+use super::resources::{self, Res};
+use crate::model::Category;
+
+const DETAILS: [&str; 2] = ["brief", "full"];
+const PERIODS: [&str; 1] = ["24h"];
+
+/// The prompts, as `prompts/list` shows them.
+pub fn catalog() -> Vec<Value> {
+    let mut v = vec![
+        json!({
+            "name": "what_am_i_doing",
+            "title": "What am I doing?",
+            "description": "A prompt built from what the user allowed this host to see right now (focused window, open windows, media, session), asking the model to describe the user's current activity.",
+            "arguments": [{
+                "name": "detail",
+                "title": "Detail",
+                "description": "brief (default): a summary; full: also the complete JSON snapshot",
+                "required": false
+            }]
+        }),
+        json!({
+            "name": "privacy_report",
+            "title": "Privacy report",
+            "description": "Which apps used the microphone, camera or screen recently (needs media.capture), as a prompt asking the model to explain it to the user. The per-app access audit joins when the consent log exists.",
+            "arguments": [{
+                "name": "period",
+                "title": "Period",
+                "description": "How far back: 24h (the default and, for now, the only period)",
+                "required": false
+            }]
+        }),
+    ];
+    #[cfg(feature = "conformance")]
+    v.extend(super::conformance::prompts());
+    v.shrink_to_fit();
+    v
+}
+
+pub fn prompts() -> Result<Vec<Prompt>, Error> {
+    catalog().into_iter().map(wire).collect()
+}
+
+fn arg<'a>(args: &'a Option<Map<String, Value>>, k: &str) -> Result<Option<&'a str>, Error> {
+    match args.as_ref().and_then(|a| a.get(k)) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(Error::InvalidParams(format!(
+            "argument '{k}' must be a string"
+        ))),
+    }
+}
+
+fn check_args(args: &Option<Map<String, Value>>, allowed: &[&str]) -> Result<(), Error> {
+    if let Some(k) = args
+        .iter()
+        .flat_map(|a| a.keys())
+        .find(|k| !allowed.contains(&k.as_str()))
+    {
+        return Err(Error::InvalidParams(format!(
+            "unknown argument '{}'; this prompt takes: {}",
+            k.chars().take(64).collect::<String>(),
+            allowed.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+fn user_text(description: &str, text: String) -> Value {
+    json!({
+        "resultType": "complete",
+        "description": description,
+        "messages": [{"role": "user", "content": {"type": "text", "text": text}}]
+    })
+}
+
+/// Build prompt `name`. Unknown names and bad arguments are -32602.
+pub async fn get(
+    broker: &Broker,
+    subject: &Subject,
+    name: &str,
+    args: Option<Map<String, Value>>,
+    wait: Wait,
+) -> Result<GetPromptResult, Error> {
+    match name {
+        "what_am_i_doing" => {
+            check_args(&args, &["detail"])?;
+            let full = match arg(&args, "detail")? {
+                None | Some("brief") => false,
+                Some("full") => true,
+                Some(_) => {
+                    return Err(Error::InvalidParams(
+                        "argument 'detail' must be brief or full".into(),
+                    ));
+                }
+            };
+            let snap = resources::read(broker, subject, &Res::Snapshot, wait).await?;
+            let mut text = format!(
+                "Here is what my desktop shows right now, as reported by contextd (only what I allowed this assistant to see):\n\n{}",
+                snap.markdown
+            );
+            if full {
+                text.push_str(&format!(
+                    "\nThe complete snapshot as JSON:\n\n```json\n{}\n```\n",
+                    serde_json::to_string_pretty(&snap.json).unwrap_or_default()
+                ));
+            }
+            text.push_str("\nIn two or three sentences, what am I most likely doing right now? Do not guess beyond what the data shows.");
+            wire(user_text(
+                "What the user is doing, from the allowed snapshot",
+                text,
+            ))
+        }
+        "privacy_report" => {
+            check_args(&args, &["period"])?;
+            match arg(&args, "period")? {
+                None | Some("24h") => {}
+                Some(_) => {
+                    return Err(Error::InvalidParams("argument 'period' must be 24h".into()));
+                }
+            }
+            consent::authorize(&broker.core, subject, &[Category::MediaCapture], wait).await?;
+            let recent = broker.captures.recent(&broker.core);
+            let mut text = String::from(
+                "Here is who used my microphone, camera or screen in the last 24 hours, as contextd saw it since it started:\n\n",
+            );
+            if recent.is_empty() {
+                text.push_str("Nobody.\n");
+            }
+            for r in &recent {
+                text.push_str(&format!(
+                    "- {} used the {} (last at {}){}\n",
+                    resources::str_of(r, "app"),
+                    resources::str_of(r, "kind"),
+                    resources::str_of(r, "last_active"),
+                    if r.get("app_id_from_kernel").and_then(Value::as_bool) == Some(true) {
+                        ""
+                    } else {
+                        " — the name is what the app claims"
+                    }
+                ));
+            }
+            text.push_str("\n(Which apps read which context through contextd is not in this report yet: the access audit log arrives with the consent prompts.)\n\nExplain this to me briefly and point out anything unusual.");
+            wire(user_text(
+                "Recent use of microphone, camera and screen",
+                text,
+            ))
+        }
+        _ => {
+            #[cfg(feature = "conformance")]
+            if let Some(r) = super::conformance::prompt(name, &args) {
+                return r;
+            }
+            Err(Error::InvalidParams(format!(
+                "unknown prompt '{}'; prompts/list names the prompts",
+                name.chars().take(64).collect::<String>()
+            )))
+        }
+    }
+}
+
+/// `completion/complete`: prompt arguments and the `{id}` of the window
+/// template (window ids only when the host may see windows).
+pub async fn complete(
+    broker: &Broker,
+    subject: &Subject,
+    req: &CompleteRequestParams,
+) -> Result<CompleteResult, Error> {
+    let prefix = req.argument.value.as_str();
+    let candidates: Vec<String> = match &req.r#ref {
+        Reference::Prompt(p) => match (p.name.as_str(), req.argument.name.as_str()) {
+            ("what_am_i_doing", "detail") => DETAILS.iter().map(|s| s.to_string()).collect(),
+            ("privacy_report", "period") => PERIODS.iter().map(|s| s.to_string()).collect(),
+            #[cfg(feature = "conformance")]
+            (name, argname) if super::conformance::completes(name) => {
+                super::conformance::complete(name, argname, prefix)
+            }
+            ("what_am_i_doing" | "privacy_report", a) => {
+                return Err(Error::InvalidParams(format!(
+                    "prompt '{}' has no argument '{}'",
+                    p.name,
+                    a.chars().take(64).collect::<String>()
+                )));
+            }
+            (n, _) => {
+                return Err(Error::InvalidParams(format!(
+                    "unknown prompt '{}'",
+                    n.chars().take(64).collect::<String>()
+                )));
+            }
+        },
+        Reference::Resource(r) => {
+            if r.uri != resources::WINDOW_TEMPLATE || req.argument.name != "id" {
+                return Err(Error::InvalidParams(format!(
+                    "nothing to complete for {} argument '{}'",
+                    r.uri.chars().take(128).collect::<String>(),
+                    req.argument.name.chars().take(64).collect::<String>()
+                )));
+            }
+            if consent::authorize(&broker.core, subject, &[Category::Windows], Wait::Never)
+                .await
+                .is_ok()
+            {
+                broker.core.state.read(|s| {
+                    s.windows_in_order()
+                        .into_iter()
+                        .map(|w| w.id.clone())
+                        .collect()
+                })
+            } else {
+                Vec::new()
+            }
+        }
+        _ => {
+            return Err(Error::InvalidParams(
+                "completion/complete takes a ref/prompt or ref/resource reference".into(),
+            ));
+        }
+    };
+    let mut values: Vec<String> = candidates
+        .into_iter()
+        .filter(|c| c.starts_with(prefix))
+        .collect();
+    let total = values.len();
+    values.truncate(100);
+    wire(json!({
+        "resultType": "complete",
+        "completion": {"values": values, "total": total, "hasMore": total > 100}
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalog_parses() {
+        let p = prompts().expect("prompts parse");
+        assert!(p.iter().any(|p| p.name == "what_am_i_doing"));
+        let r: Result<GetPromptResult, Error> = wire(user_text("d", "t".into()));
+        assert!(r.is_ok());
+        let c: Result<CompleteResult, Error> =
+            wire(json!({"completion": {"values": ["a"], "total": 1, "hasMore": false}}));
+        assert!(c.is_ok());
+    }
+}

@@ -1,0 +1,665 @@
+//! The `context://` resources: what each URI means, which category it
+//! needs, and its rendering (JSON, the same as D-Bus shows through
+//! `core::view`, plus a short `text/markdown` summary for people and
+//! models).
+
+use serde_json::{Map, Value, json};
+
+use super::Broker;
+use super::consent::{self, Subject, Wait};
+use super::error::Error;
+use crate::core::state::{Change, Snapshot};
+use crate::core::view;
+use crate::model::Category;
+
+pub const SCHEME: &str = "context://";
+pub const JSON_MIME: &str = "application/json";
+pub const MARKDOWN_MIME: &str = "text/markdown";
+
+/// Results (the JSON of one resource or tool call) larger than this many
+/// bytes are cut: list entries are dropped from the end and the result
+/// gets `"truncated": true` and a `truncation` note. Lists are paginated
+/// and texts already capped at `core::state::MAX_TEXT_CHARS`, so this only
+/// bites on a snapshot with huge app-provided context.
+pub const MAX_RESULT_BYTES: usize = 256 * 1024;
+
+/// A resource we serve.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Res {
+    Snapshot,
+    Windows,
+    ActiveWindow,
+    Window(String),
+    Media,
+    Session,
+    Power,
+    Network,
+    Notifications,
+}
+
+/// The fixed resources, in listing order.
+pub const FIXED: [Res; 8] = [
+    Res::Snapshot,
+    Res::Windows,
+    Res::ActiveWindow,
+    Res::Media,
+    Res::Session,
+    Res::Power,
+    Res::Network,
+    Res::Notifications,
+];
+
+/// The template of per-window resources.
+pub const WINDOW_TEMPLATE: &str = "context://windows/{id}";
+
+impl Res {
+    pub fn parse(uri: &str) -> Option<Res> {
+        let path = uri.strip_prefix(SCHEME)?;
+        Some(match path {
+            "snapshot" => Res::Snapshot,
+            "windows" => Res::Windows,
+            "windows/active" => Res::ActiveWindow,
+            "media" => Res::Media,
+            "session" => Res::Session,
+            "power" => Res::Power,
+            "network" => Res::Network,
+            "notifications" => Res::Notifications,
+            p => {
+                let id = p.strip_prefix("windows/")?;
+                // Window ids are the broker's own; anything odd cannot be one.
+                if id.is_empty()
+                    || id.len() > 256
+                    || id.contains('/')
+                    || id.chars().any(char::is_control)
+                {
+                    return None;
+                }
+                Res::Window(id.to_owned())
+            }
+        })
+    }
+
+    pub fn uri(&self) -> String {
+        match self {
+            Res::Snapshot => "context://snapshot".into(),
+            Res::Windows => "context://windows".into(),
+            Res::ActiveWindow => "context://windows/active".into(),
+            Res::Window(id) => format!("context://windows/{id}"),
+            Res::Media => "context://media".into(),
+            Res::Session => "context://session".into(),
+            Res::Power => "context://power".into(),
+            Res::Network => "context://network".into(),
+            Res::Notifications => "context://notifications".into(),
+        }
+    }
+
+    /// The categories that let a host read this resource: any one of them
+    /// is enough (media needs playback or capture); the snapshot needs none
+    /// (it shows what the host may see and lists the rest as `withheld`).
+    pub fn categories(&self) -> Vec<Category> {
+        match self {
+            Res::Snapshot => vec![],
+            Res::Windows | Res::ActiveWindow | Res::Window(_) => vec![Category::Windows],
+            Res::Media => vec![Category::MediaPlayback, Category::MediaCapture],
+            Res::Session => vec![Category::Session],
+            Res::Power => vec![Category::Power],
+            Res::Network => vec![Category::Network],
+            Res::Notifications => vec![Category::Notifications],
+        }
+    }
+
+    fn title(&self) -> &'static str {
+        match self {
+            Res::Snapshot => "Desktop context snapshot",
+            Res::Windows => "Open windows",
+            Res::ActiveWindow => "Focused window",
+            Res::Window(_) => "Window",
+            Res::Media => "Media activity",
+            Res::Session => "Session state",
+            Res::Power => "Power",
+            Res::Network => "Network",
+            Res::Notifications => "Recent notifications",
+        }
+    }
+
+    fn description(&self) -> String {
+        let what = match self {
+            Res::Snapshot => {
+                "Everything the user allowed this host to see, one key per category; `withheld` lists the rest"
+                    .to_owned()
+            }
+            Res::Windows => "The open windows, oldest first; titles only with windows.titles".into(),
+            Res::ActiveWindow => "The window that has keyboard focus, or null".into(),
+            Res::Window(_) => "One window by its id".into(),
+            Res::Media => "Who plays audio/video and who uses the microphone, camera or screen".into(),
+            Res::Session => "Whether the session is active, idle, locked or going to sleep".into(),
+            Res::Power => "Battery level and whether the machine runs on battery".into(),
+            Res::Network => "Connectivity, metered state and the network's name".into(),
+            Res::Notifications => {
+                "Notifications apps sent, newest first; bodies only with notifications.content".into()
+            }
+        };
+        let cats = self.categories();
+        if cats.is_empty() {
+            what
+        } else {
+            let names: Vec<String> = cats.iter().map(ToString::to_string).collect();
+            format!("{what}. Needs consent for: {}.", names.join(" or "))
+        }
+    }
+
+    /// The entry of `resources/list`.
+    pub fn listing(&self) -> Value {
+        json!({
+            "uri": self.uri(),
+            "name": self.uri().trim_start_matches(SCHEME),
+            "title": self.title(),
+            "description": self.description(),
+            "mimeType": JSON_MIME,
+        })
+    }
+}
+
+/// The entries of `resources/templates/list`. `context://history{?since,until,app}`
+/// joins when the history issue lands.
+pub fn templates() -> Vec<Value> {
+    vec![json!({
+        "uriTemplate": WINDOW_TEMPLATE,
+        "name": "window",
+        "title": "Window by id",
+        "description": "One window, by the id that context://windows lists. Needs consent for: windows.",
+        "mimeType": JSON_MIME,
+    })]
+}
+
+/// A rendered resource (or tool result).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    pub json: Value,
+    pub markdown: String,
+}
+
+/// Authorize `subject` for `res` (asking when `wait` allows) and render it.
+pub async fn read(
+    broker: &Broker,
+    subject: &Subject,
+    res: &Res,
+    wait: Wait,
+) -> Result<Rendered, Error> {
+    let core = &broker.core;
+    match res {
+        Res::Snapshot => {
+            let allowed =
+                consent::allowed_of(core, subject, consent::snapshot_categories(core)).await;
+            let json = core
+                .state
+                .read(|s| view::snapshot(s, &|c: &Category| allowed.can(c)));
+            let markdown = snapshot_markdown(&json);
+            Ok(fit(Rendered { json, markdown }))
+        }
+        Res::Windows | Res::ActiveWindow | Res::Window(_) => {
+            consent::authorize(core, subject, &[Category::Windows], wait).await?;
+            let allowed = consent::allowed_of(core, subject, [Category::WindowsTitles]).await;
+            let can = |c: &Category| *c == Category::Windows || allowed.can(c);
+            let titles = allowed.can(&Category::WindowsTitles);
+            match res {
+                Res::Windows => {
+                    let (ws, active) = core
+                        .state
+                        .read(|s| (view::windows(s, &can), s.active_window.clone()));
+                    Ok(fit(windows_rendered(ws, active, titles, None)))
+                }
+                Res::ActiveWindow => {
+                    let w = core.state.read(|s| view::active_window(s, &can));
+                    let markdown = match &w {
+                        Some(w) => format!("# Focused window\n\n{}\n", window_line(w)),
+                        None => "# Focused window\n\nNo window has focus.\n".into(),
+                    };
+                    let mut m = Map::new();
+                    m.insert("window".into(), w.unwrap_or(Value::Null));
+                    with_title_note(&mut m, titles);
+                    Ok(Rendered {
+                        json: Value::Object(m),
+                        markdown,
+                    })
+                }
+                Res::Window(id) => {
+                    let w = core.state.read(|s| {
+                        s.windows.get(id).map(|w| {
+                            view::window(w, titles, s.active_window.as_deref() == Some(id))
+                        })
+                    });
+                    let w = w.ok_or_else(|| {
+                        Error::NotFound(format!(
+                            "no window with id '{id}' (it may have closed; see context://windows)"
+                        ))
+                    })?;
+                    let markdown = format!("# Window {id}\n\n{}\n", window_line(&w));
+                    let mut m = Map::new();
+                    m.insert("window".into(), w);
+                    with_title_note(&mut m, titles);
+                    Ok(Rendered {
+                        json: Value::Object(m),
+                        markdown,
+                    })
+                }
+                _ => Err(Error::Internal("unreachable window resource".into())),
+            }
+        }
+        Res::Media => media(broker, subject, wait).await,
+        Res::Session | Res::Power | Res::Network => {
+            let (cat, key) = match res {
+                Res::Session => (Category::Session, "session"),
+                Res::Power => (Category::Power, "power"),
+                _ => (Category::Network, "network"),
+            };
+            consent::authorize(core, subject, std::slice::from_ref(&cat), wait).await?;
+            let v = core.state.read(|s| match res {
+                Res::Session => s.session.as_ref().map(|v| json!(v)),
+                Res::Power => s.power.as_ref().map(|v| json!(v)),
+                _ => s.network.as_ref().map(|v| json!(v)),
+            });
+            let markdown = match &v {
+                Some(v) => format!("# {}\n\n{}\n", capitalize(key), kv_lines(v)),
+                None => format!(
+                    "# {}\n\nUnknown: the source that reports it is not running.\n",
+                    capitalize(key)
+                ),
+            };
+            let mut m = Map::new();
+            m.insert("available".into(), json!(v.is_some()));
+            m.insert(key.into(), v.unwrap_or(Value::Null));
+            Ok(Rendered {
+                json: Value::Object(m),
+                markdown,
+            })
+        }
+        Res::Notifications => {
+            consent::authorize(core, subject, &[Category::Notifications], wait).await?;
+            let allowed =
+                consent::allowed_of(core, subject, [Category::NotificationsContent]).await;
+            let can = |c: &Category| *c == Category::Notifications || allowed.can(c);
+            let ns = core.state.read(|s| view::notifications(s, &can));
+            Ok(fit(notifications_rendered(
+                ns,
+                allowed.can(&Category::NotificationsContent),
+                None,
+            )))
+        }
+    }
+}
+
+async fn media(broker: &Broker, subject: &Subject, wait: Wait) -> Result<Rendered, Error> {
+    let core = &broker.core;
+    let play = consent::authorize(core, subject, &[Category::MediaPlayback], wait.clone()).await;
+    let cap = consent::authorize(core, subject, &[Category::MediaCapture], wait).await;
+    if let (Err(e), Err(_)) = (&play, &cap) {
+        return Err(e.clone().into());
+    }
+    let streams = |snap: &Snapshot, capture: bool| -> Vec<Value> {
+        snap.streams
+            .values()
+            .filter(|s| s.kind.is_capture() == capture)
+            .map(view::stream)
+            .collect()
+    };
+    let mut m = Map::new();
+    let mut withheld = Vec::new();
+    let mut md = String::from("# Media activity\n\n");
+    if play.is_ok() {
+        let v = core.state.read(|s| streams(s, false));
+        md.push_str(&format!("Playing: {}\n", stream_summary(&v)));
+        m.insert("playback".into(), Value::Array(v));
+    } else {
+        withheld.push(Category::MediaPlayback.to_string());
+    }
+    if cap.is_ok() {
+        let v = core.state.read(|s| streams(s, true));
+        md.push_str(&format!("Capturing now: {}\n", stream_summary(&v)));
+        let recent = broker.captures.recent(core);
+        if !recent.is_empty() {
+            md.push_str("\nUsed the microphone, camera or screen in the last 24 h:\n");
+            for r in &recent {
+                md.push_str(&format!(
+                    "- {} ({}) last at {}\n",
+                    str_of(r, "app"),
+                    str_of(r, "kind"),
+                    str_of(r, "last_active")
+                ));
+            }
+        }
+        m.insert("capture".into(), Value::Array(v));
+        m.insert("capture_last_24h".into(), Value::Array(recent));
+        m.insert(
+            "capture_history_note".into(),
+            json!("capture_last_24h covers the time since contextd started"),
+        );
+    } else {
+        withheld.push(Category::MediaCapture.to_string());
+    }
+    m.insert("withheld".into(), json!(withheld));
+    Ok(fit(Rendered {
+        json: Value::Object(m),
+        markdown: md,
+    }))
+}
+
+fn with_title_note(m: &mut Map<String, Value>, titles: bool) {
+    if !titles {
+        m.insert(
+            "withheld".into(),
+            json!([Category::WindowsTitles.to_string()]),
+        );
+    }
+}
+
+/// The JSON and markdown of a window list (a page of it when `next` is
+/// given: `Some(None)` is the last page).
+pub fn windows_rendered(
+    ws: Vec<Value>,
+    active: Option<String>,
+    titles: bool,
+    next: Option<Option<String>>,
+) -> Rendered {
+    let mut md = format!("# Open windows ({})\n\n", ws.len());
+    if ws.is_empty() {
+        md.push_str("No windows.\n");
+    }
+    for w in &ws {
+        md.push_str(&format!("- {}\n", window_line(w)));
+    }
+    if !titles {
+        md.push_str("\n(Titles withheld: the user has not granted windows.titles.)\n");
+    }
+    let mut m = Map::new();
+    m.insert("windows".into(), Value::Array(ws));
+    if let Some(a) = active {
+        m.insert("active_window".into(), json!(a));
+    }
+    if let Some(Some(c)) = &next {
+        m.insert("nextCursor".into(), json!(c));
+    }
+    with_title_note(&mut m, titles);
+    Rendered {
+        json: Value::Object(m),
+        markdown: md,
+    }
+}
+
+/// The JSON and markdown of a notification list (or a page of it).
+pub fn notifications_rendered(
+    ns: Vec<Value>,
+    bodies: bool,
+    next: Option<Option<String>>,
+) -> Rendered {
+    let mut md = format!("# Notifications ({})\n\n", ns.len());
+    if ns.is_empty() {
+        md.push_str("No notifications.\n");
+    }
+    for n in &ns {
+        md.push_str(&format!(
+            "- {} — **{}**",
+            str_of(n, "app_name"),
+            str_of(n, "summary")
+        ));
+        if let Some(b) = n
+            .get("body")
+            .and_then(Value::as_str)
+            .filter(|b| !b.is_empty())
+        {
+            md.push_str(&format!(": {b}"));
+        }
+        md.push_str(&format!(" ({})\n", str_of(n, "time")));
+    }
+    let mut m = Map::new();
+    m.insert("notifications".into(), Value::Array(ns));
+    if let Some(Some(c)) = &next {
+        m.insert("nextCursor".into(), json!(c));
+    }
+    if !bodies {
+        m.insert(
+            "withheld".into(),
+            json!([Category::NotificationsContent.to_string()]),
+        );
+    }
+    Rendered {
+        json: Value::Object(m),
+        markdown: md,
+    }
+}
+
+pub fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
+    v.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+/// One line about a window: `Name (app.id) — title [focused]`.
+pub fn window_line(w: &Value) -> String {
+    let app = str_of(w, "app_id");
+    let name = w.get("app_name").and_then(Value::as_str).unwrap_or(app);
+    let mut s = if name == app {
+        app.to_owned()
+    } else {
+        format!("{name} ({app})")
+    };
+    if let Some(t) = w.get("title").and_then(Value::as_str) {
+        s.push_str(&format!(" — {t}"));
+    }
+    if w.get("focused").and_then(Value::as_bool) == Some(true) {
+        s.push_str(" [focused]");
+    }
+    s.push_str(&format!(" (id {})", str_of(w, "id")));
+    s
+}
+
+fn stream_summary(v: &[Value]) -> String {
+    if v.is_empty() {
+        return "nothing".into();
+    }
+    v.iter()
+        .map(|s| {
+            let who = s
+                .get("app_id")
+                .and_then(Value::as_str)
+                .or_else(|| s.get("claimed_name").and_then(Value::as_str))
+                .unwrap_or("unknown app");
+            format!("{who} ({})", str_of(s, "kind"))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
+fn kv_lines(v: &Value) -> String {
+    match v {
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| {
+                let v = v
+                    .as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| v.to_string());
+                format!("- {k}: {v}")
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    }
+}
+
+/// A short summary of a rendered snapshot.
+pub fn snapshot_markdown(snap: &Value) -> String {
+    let mut md = String::from("# What the user is doing\n\n");
+    if let Some(ws) = snap.get("windows").and_then(Value::as_array) {
+        let active = snap.get("active_window").and_then(Value::as_str);
+        match ws.iter().find(|w| Some(str_of(w, "id")) == active) {
+            Some(w) => md.push_str(&format!("Focused: {}\n", window_line(w))),
+            None => md.push_str("Focused: no window\n"),
+        }
+        md.push_str(&format!("Open windows: {}\n", ws.len()));
+    }
+    for (key, label) in [
+        ("media.playback", "Playing"),
+        ("media.capture", "Capturing"),
+    ] {
+        if let Some(a) = snap.get(key).and_then(Value::as_array) {
+            md.push_str(&format!("{label}: {}\n", stream_summary(a)));
+        }
+    }
+    for key in ["session", "power", "network"] {
+        if let Some(v) = snap.get(key) {
+            md.push_str(&format!(
+                "{}: {}\n",
+                capitalize(key),
+                kv_lines(v).replace('\n', ";").replace("- ", "")
+            ));
+        }
+    }
+    if let Some(n) = snap.get("notifications").and_then(Value::as_array) {
+        md.push_str(&format!("Recent notifications: {}\n", n.len()));
+    }
+    if let Some(w) = snap.get("withheld").and_then(Value::as_array)
+        && !w.is_empty()
+    {
+        let names: Vec<&str> = w.iter().filter_map(Value::as_str).collect();
+        md.push_str(&format!(
+            "\nWithheld (not granted to this host): {}\n",
+            names.join(", ")
+        ));
+    }
+    md
+}
+
+/// Keep a result under [`MAX_RESULT_BYTES`]: drop entries from the end of
+/// its largest list until it fits, and mark it.
+pub fn fit(mut r: Rendered) -> Rendered {
+    let size = |v: &Value| serde_json::to_vec(v).map_or(usize::MAX, |b| b.len());
+    let mut total = size(&r.json);
+    if total <= MAX_RESULT_BYTES {
+        return r;
+    }
+    let Value::Object(m) = &mut r.json else {
+        return r;
+    };
+    // The size of every list entry, measured once; removing an entry
+    // removes its bytes and a comma.
+    let mut lists: Vec<(String, Vec<usize>)> = m
+        .iter()
+        .filter_map(|(k, v)| {
+            v.as_array()
+                .map(|a| (k.clone(), a.iter().map(size).collect()))
+        })
+        .collect();
+    let mut cut: Vec<(String, usize)> = Vec::new();
+    while total > MAX_RESULT_BYTES {
+        let Some((k, sizes)) = lists
+            .iter_mut()
+            .filter(|(_, s)| !s.is_empty())
+            .max_by_key(|(_, s)| s.iter().sum::<usize>())
+        else {
+            break;
+        };
+        let n = sizes.pop().unwrap_or(0);
+        total = total.saturating_sub(n + 1);
+        match cut.iter_mut().find(|(name, _)| name == k) {
+            Some((_, c)) => *c += 1,
+            None => cut.push((k.clone(), 1)),
+        }
+    }
+    for (k, n) in &cut {
+        if let Some(Value::Array(a)) = m.get_mut(k) {
+            a.truncate(a.len().saturating_sub(*n));
+        }
+    }
+    if total > MAX_RESULT_BYTES {
+        // Nothing left to cut (one huge value): drop the lot.
+        m.clear();
+    }
+    m.insert("truncated".into(), json!(true));
+    m.insert(
+        "truncation".into(),
+        json!(format!(
+            "{} this result was larger than {MAX_RESULT_BYTES} bytes; entries were dropped from the end of its lists",
+            crate::core::state::TRUNCATION_MARKER
+        )),
+    );
+    r.markdown.push_str(&format!(
+        "\n{} (result larger than {MAX_RESULT_BYTES} bytes)\n",
+        crate::core::state::TRUNCATION_MARKER
+    ));
+    r
+}
+
+/// The resources whose content a change touches, for `updated`
+/// notifications. The caller checks consent for the change's category.
+pub fn affected(change: &Change, active: Option<&str>) -> Vec<String> {
+    let mut v = vec![Res::Snapshot.uri()];
+    match change {
+        Change::Window { window, .. } => {
+            v.push(Res::Windows.uri());
+            v.push(Res::Window(window.id.clone()).uri());
+            if window.states.activated || active == Some(window.id.as_str()) {
+                v.push(Res::ActiveWindow.uri());
+            }
+        }
+        Change::Focus { window } => {
+            v.push(Res::Windows.uri());
+            v.push(Res::ActiveWindow.uri());
+            if let Some(w) = window {
+                v.push(Res::Window(w.id.clone()).uri());
+            }
+        }
+        Change::Stream { .. } => v.push(Res::Media.uri()),
+        Change::Session(_) => v.push(Res::Session.uri()),
+        Change::Power(_) => v.push(Res::Power.uri()),
+        Change::Network(_) => v.push(Res::Network.uri()),
+        Change::Notification { .. } => v.push(Res::Notifications.uri()),
+        Change::Provided { .. } | Change::Source(_) => {}
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_round_trip_and_odd_ones_are_refused() {
+        for r in FIXED {
+            assert_eq!(Res::parse(&r.uri()), Some(r.clone()));
+        }
+        assert_eq!(
+            Res::parse("context://windows/w1"),
+            Some(Res::Window("w1".into()))
+        );
+        for bad in [
+            "context://nope",
+            "context://windows/",
+            "context://windows/a/b",
+            "file:///etc/passwd",
+            "context://",
+        ] {
+            assert_eq!(Res::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn oversized_results_are_cut_and_marked() {
+        let big: Vec<Value> = (0..1000)
+            .map(|i| json!({"i": i, "pad": "x".repeat(1000)}))
+            .collect();
+        let r = fit(Rendered {
+            json: json!({"windows": big}),
+            markdown: String::new(),
+        });
+        let n = serde_json::to_vec(&r.json).map(|b| b.len()).unwrap_or(0);
+        assert!(n <= MAX_RESULT_BYTES + 512, "{n}");
+        assert_eq!(r.json["truncated"], json!(true));
+        assert!(r.markdown.contains("truncated"));
+    }
+}

@@ -1,0 +1,536 @@
+//! The one MCP handler every transport serves: rmcp's `ServerHandler`,
+//! adapting MCP requests to the core (convert, ask consent, render).
+//!
+//! One `ContextServer` exists per session (stdio connection, Streamable
+//! HTTP session, legacy SSE stream) or, for stateless 2026-07-28 HTTP
+//! requests, per request. It knows its host's consent subject either from
+//! the transport (stdio: the kernel's view of the bridge's parent) or from
+//! each HTTP request (the authenticated token), and binds an HTTP session
+//! to the token that opened it.
+
+#![allow(deprecated)] // logging/setLevel and resources/subscribe are deprecated by 2026-07-28 but still served
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, InitializeRequestParams, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams,
+};
+use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
+use rmcp::{ErrorData, ServerHandler};
+use serde_json::{Value, json};
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::Broker;
+use super::consent::{self, Subject, Wait, Waiter};
+use super::error::{Error, PERMISSION_DENIED, wire};
+use super::resources::{self, JSON_MIME, MARKDOWN_MIME, Res};
+use super::{prompts, tools, watch};
+
+/// Where the handler learns its host's identity.
+#[derive(Debug, Clone)]
+pub enum Origin {
+    /// Known when the connection was accepted (stdio socket, SSE stream).
+    Fixed(Subject),
+    /// From each request's authenticated token (Streamable HTTP).
+    PerRequest,
+}
+
+/// The state of one session.
+#[derive(Debug, Default)]
+struct Session {
+    /// The subject the session is bound to.
+    subject: OnceLock<Subject>,
+    subscribed: Arc<Mutex<BTreeSet<String>>>,
+    /// `logging/setLevel`; `None` until the host sets one: then only
+    /// warnings and worse are sent.
+    log_level: Mutex<Option<LoggingLevel>>,
+    watching: OnceLock<()>,
+}
+
+pub struct ContextServer {
+    broker: Arc<Broker>,
+    origin: Origin,
+    session: Session,
+    /// Cancelled when the session ends (this handler is dropped), which
+    /// stops the session's notification loop.
+    cancel: CancellationToken,
+    _guard: DropGuard,
+}
+
+impl ContextServer {
+    pub fn new(broker: Arc<Broker>, origin: Origin) -> Self {
+        let cancel = broker.cancel.child_token();
+        let session = Session::default();
+        if let Origin::Fixed(s) = &origin {
+            let _ = session.subject.set(s.clone());
+        }
+        ContextServer {
+            broker,
+            origin,
+            session,
+            _guard: cancel.clone().drop_guard(),
+            cancel,
+        }
+    }
+
+    /// The subject of a request: the session's, or the request's token
+    /// (which must be the one the session started with).
+    fn subject(&self, ext: &rmcp::model::Extensions) -> Result<Subject, ErrorData> {
+        let from_request = match &self.origin {
+            Origin::Fixed(s) => return Ok(s.clone()),
+            Origin::PerRequest => ext
+                .get::<http::request::Parts>()
+                .and_then(|p| p.extensions.get::<Subject>())
+                .cloned()
+                .ok_or_else(|| {
+                    ErrorData::internal_error("request reached the handler without a token", None)
+                })?,
+        };
+        let bound = self.session.subject.get_or_init(|| from_request.clone());
+        if bound.app_id != from_request.app_id {
+            return Err(ErrorData::new(
+                PERMISSION_DENIED,
+                format!(
+                    "this MCP session was opened with {}; {} may not use it",
+                    bound.app_id, from_request.app_id
+                ),
+                None,
+            ));
+        }
+        Ok(from_request)
+    }
+
+    fn waiter(ctx: &RequestContext<RoleServer>) -> Wait {
+        Wait::Ask(Waiter {
+            progress: ctx.meta.get_progress_token().map(|t| (ctx.peer.clone(), t)),
+            cancel: ctx.ct.clone(),
+        })
+    }
+
+    /// Send `notifications/message` when the host asked for this level.
+    async fn log(&self, ctx: &RequestContext<RoleServer>, level: LoggingLevel, data: Value) {
+        let min = self
+            .session
+            .log_level
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or(LoggingLevel::Warning);
+        if rank(level) < rank(min) {
+            return;
+        }
+        let p = LoggingMessageNotificationParam::new(level, data).with_logger("contextd");
+        if let Err(e) = ctx.peer.notify_logging_message(p).await {
+            tracing::debug!(error = %e, "cannot send a log message");
+        }
+    }
+
+    /// Log a refusal to the host and turn the error into its wire form.
+    async fn refused(&self, ctx: &RequestContext<RoleServer>, e: Error) -> ErrorData {
+        if let Error::PermissionDenied { app, category, .. } = &e {
+            self.log(
+                ctx,
+                LoggingLevel::Warning,
+                json!({"refused": category, "app_id": app}),
+            )
+            .await;
+        }
+        e.into()
+    }
+
+    fn start_watch(&self, subject: Subject, peer: rmcp::service::Peer<RoleServer>) {
+        if self.session.watching.set(()).is_err() {
+            return;
+        }
+        let out = watch::Out::Session {
+            peer,
+            subscribed: self.session.subscribed.clone(),
+        };
+        tokio::spawn(watch::run(
+            self.broker.clone(),
+            subject,
+            out,
+            self.cancel.clone(),
+        ));
+    }
+}
+
+/// Syslog order (RFC 5424), which MCP log levels follow.
+fn rank(l: LoggingLevel) -> u8 {
+    match l {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+fn no_cursor(p: &Option<PaginatedRequestParams>) -> Result<(), ErrorData> {
+    match p.as_ref().and_then(|p| p.cursor.as_deref()) {
+        None => Ok(()),
+        Some(c) => Err(ErrorData::invalid_params(
+            format!(
+                "invalid cursor '{}': this list has a single page",
+                c.chars().take(64).collect::<String>()
+            ),
+            None,
+        )),
+    }
+}
+
+fn res_of(uri: &str) -> Result<Res, ErrorData> {
+    Res::parse(uri).ok_or_else(|| {
+        Error::NotFound(format!(
+            "no resource '{}'; resources/list and resources/templates/list name them",
+            uri.chars().take(256).collect::<String>()
+        ))
+        .into()
+    })
+}
+
+/// What the server says about itself at `initialize`.
+pub fn server_info() -> Result<ServerConfig, Error> {
+    wire(json!({
+        "protocolVersion": rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE,
+        "capabilities": {
+            "tools": {"listChanged": false},
+            "resources": {"subscribe": true, "listChanged": true},
+            "prompts": {"listChanged": false},
+            "completions": {},
+            "logging": {}
+        },
+        "serverInfo": {
+            "name": "contextd",
+            "title": "contextd desktop context broker",
+            "version": env!("CARGO_PKG_VERSION")
+        },
+        "instructions": "contextd tells you what the user is doing on their Linux desktop (focused window, open windows, media, session, power, network, notifications), but only what the user allowed this app to see. Read context:// resources or call the get_*/list_* tools. A refusal names the missing category and how the user can grant it; pass that on to the user instead of retrying."
+    }))
+}
+
+impl ServerHandler for ContextServer {
+    fn get_info(&self) -> ServerConfig {
+        match server_info() {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::error!(error = %e, "bad server info");
+                ServerConfig::default()
+            }
+        }
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        ctx.peer.set_peer_info(request.clone());
+        let subject = self.subject(&ctx.extensions)?;
+        tracing::debug!(
+            app = %subject.app_id,
+            channel = subject.channel.as_str(),
+            client = %request.client_info.name,
+            version = %request.protocol_version,
+            "MCP session initialized"
+        );
+        self.start_watch(subject, ctx.peer.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subject(&ctx.extensions)?;
+        *self
+            .session
+            .log_level
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(request.level);
+        Ok(())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        no_cursor(&request)?;
+        let subject = self.subject(&ctx.extensions)?;
+        #[allow(unused_mut)]
+        let mut list: Vec<Value> = watch::visible_resources(&self.broker, &subject)
+            .await
+            .iter()
+            .map(Res::listing)
+            .collect();
+        #[cfg(feature = "conformance")]
+        list.extend(super::conformance::resources());
+        Ok(wire(
+            json!({ "resources": list, "resultType": "complete" }),
+        )?)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        no_cursor(&request)?;
+        self.subject(&ctx.extensions)?;
+        #[allow(unused_mut)]
+        let mut list = resources::templates();
+        #[cfg(feature = "conformance")]
+        list.extend(super::conformance::templates());
+        Ok(wire(
+            json!({ "resourceTemplates": list, "resultType": "complete" }),
+        )?)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let subject = self.subject(&ctx.extensions)?;
+        #[cfg(feature = "conformance")]
+        if let Some(r) = super::conformance::read(&request.uri) {
+            return r.map(ReadResourceResponse::from);
+        }
+        let res = res_of(&request.uri)?;
+        let r = match resources::read(&self.broker, &subject, &res, Self::waiter(&ctx)).await {
+            Ok(r) => r,
+            Err(e) => return Err(self.refused(&ctx, e).await),
+        };
+        let text = serde_json::to_string(&r.json)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, request.uri.clone()).with_mime_type(JSON_MIME),
+            ResourceContents::text(r.markdown, request.uri).with_mime_type(MARKDOWN_MIME),
+        ])
+        .into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let subject = self.subject(&ctx.extensions)?;
+        #[cfg(feature = "conformance")]
+        if super::conformance::is_fixture(&request.uri) {
+            return Ok(());
+        }
+        let res = res_of(&request.uri)?;
+        // Subscribing reads the resource's category: ask as for a read.
+        let cats = res.categories();
+        let mut last = None;
+        for c in &cats {
+            match consent::authorize(
+                &self.broker.core,
+                &subject,
+                std::slice::from_ref(c),
+                Self::waiter(&ctx),
+            )
+            .await
+            {
+                Ok(()) => {
+                    last = None;
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        if let Some(e) = last {
+            return Err(self.refused(&ctx, e.into()).await);
+        }
+        self.session
+            .subscribed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(res.uri());
+        // Sessions that skipped `initialize` (none today) still get events.
+        self.start_watch(subject, ctx.peer.clone());
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subject(&ctx.extensions)?;
+        self.session
+            .subscribed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&request.uri);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // Consent is applied per notification in the loop (a grant can come
+        // and go while the stream is open); here only URIs we serve pass.
+        let mut f = SubscriptionFilter::default();
+        f.resources_list_changed = requested.resources_list_changed;
+        f.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
+            uris.iter()
+                .filter(|u| Res::parse(u).is_some())
+                .cloned()
+                .collect()
+        });
+        Some(f)
+    }
+
+    async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {
+        let subject = self.subject(&ctx.request_context().extensions)?;
+        let cancel = ctx.request_context().ct.clone();
+        watch::run(
+            self.broker.clone(),
+            subject,
+            watch::Out::Listen(ctx.sink().clone()),
+            cancel,
+        )
+        .await;
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        no_cursor(&request)?;
+        self.subject(&ctx.extensions)?;
+        Ok(wire(
+            json!({ "tools": tools::catalog(), "resultType": "complete" }),
+        )?)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        tools::tools()
+            .ok()?
+            .iter()
+            .find(|t| t.name == name)
+            .cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let subject = self.subject(&ctx.extensions)?;
+        #[cfg(feature = "conformance")]
+        if let Some(r) = super::conformance::call_with_context(&request, &ctx).await {
+            return r.map(CallToolResponse::from);
+        }
+        let r = tools::call(
+            &self.broker,
+            &subject,
+            &request.name,
+            request.arguments,
+            Self::waiter(&ctx),
+        )
+        .await?;
+        if r.is_error == Some(true) {
+            self.log(
+                &ctx,
+                LoggingLevel::Warning,
+                json!({"tool": request.name, "error": true}),
+            )
+            .await;
+        }
+        Ok(r.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        no_cursor(&request)?;
+        self.subject(&ctx.extensions)?;
+        Ok(wire(
+            json!({ "prompts": prompts::catalog(), "resultType": "complete" }),
+        )?)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let subject = self.subject(&ctx.extensions)?;
+        match prompts::get(
+            &self.broker,
+            &subject,
+            &request.name,
+            request.arguments,
+            Self::waiter(&ctx),
+        )
+        .await
+        {
+            Ok(r) => Ok(r.into()),
+            Err(e) => Err(self.refused(&ctx, e).await),
+        }
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let subject = self.subject(&ctx.extensions)?;
+        Ok(prompts::complete(&self.broker, &subject, &request).await?)
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!(
+                "method not found: '{}' is not an MCP method contextd serves",
+                request.method.chars().take(64).collect::<String>()
+            ),
+            None,
+        ))
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [rmcp::model::ProtocolVersion]> {
+        Cow::Borrowed(rmcp::model::ProtocolVersion::KNOWN_VERSIONS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_info_parses_and_declares_what_we_serve() {
+        let i = server_info().expect("server info");
+        assert_eq!(i.server_info.name, "contextd");
+        let caps = serde_json::to_value(&i.capabilities).expect("json");
+        assert_eq!(caps["resources"]["subscribe"], true);
+        assert_eq!(caps["resources"]["listChanged"], true);
+        assert!(caps.get("completions").is_some() && caps.get("logging").is_some());
+        assert!(i.protocol_version.has_initialize());
+    }
+}

@@ -1,0 +1,459 @@
+//! The daemon's end of `contextctl mcp`: a Unix socket in
+//! `$XDG_RUNTIME_DIR/contextd/` (directory 0700) speaking newline-delimited
+//! JSON-RPC, one MCP session per connection.
+//!
+//! Identity comes from the kernel: `SO_PEERCRED` names the bridge process;
+//! when that process is `contextctl`, the MCP host is its parent (Claude
+//! Desktop spawned `contextctl mcp`), resolved with the same app-id
+//! resolver as D-Bus callers. A peer that is not `contextctl` is its own
+//! host (nothing it says about itself counts).
+//!
+//! Framing is ours (rmcp's stdio transport drops unparsable input without
+//! an answer): lines are capped at [`MAX_MESSAGE_BYTES`], screened by
+//! `jsonrpc::screen`, and what passes goes to rmcp through a
+//! [`ChannelTransport`].
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rmcp::ServiceExt;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::service::RoleServer;
+use rmcp::transport::Transport;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::Broker;
+use super::consent::{Channel, Subject};
+use super::jsonrpc::{self, MAX_MESSAGE_BYTES, Rejection, Screened};
+use super::server::{ContextServer, Origin};
+use crate::core::identity;
+
+/// The socket's file name in the runtime directory.
+pub const SOCKET_NAME: &str = "mcp.sock";
+/// At most this many hosts connected at once; more wait.
+const MAX_CONNECTIONS: usize = 64;
+/// How many messages may queue in each direction of one connection.
+const QUEUE: usize = 64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error("{path}: {error}")]
+    Io { path: String, error: std::io::Error },
+    #[error(
+        "{path} belongs to uid {owner}, not to us ({us}); refusing to put the MCP socket there"
+    )]
+    NotOurs { path: String, owner: u32, us: u32 },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SocketError + '_ {
+    move |error| SocketError::Io {
+        path: path.display().to_string(),
+        error,
+    }
+}
+
+/// Create `dir` (and parents) and make sure it is ours and 0700.
+pub fn private_dir(dir: &Path) -> Result<(), SocketError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let meta = std::fs::metadata(dir).map_err(io(dir))?;
+    // SAFETY-free: getuid cannot fail.
+    let us = unsafe { libc::getuid() };
+    if meta.uid() != us {
+        return Err(SocketError::NotOurs {
+            path: dir.display().to_string(),
+            owner: meta.uid(),
+            us,
+        });
+    }
+    if meta.permissions().mode() & 0o777 != 0o700 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io(dir))?;
+    }
+    Ok(())
+}
+
+/// A bound socket, removed again on drop when it is still ours (a
+/// `--replace` successor may have bound its own at the same path).
+#[derive(Debug)]
+pub struct BoundSocket {
+    pub path: PathBuf,
+    listener: Option<UnixListener>,
+    ino: (u64, u64),
+}
+
+impl BoundSocket {
+    pub fn bind(dir: &Path, name: &str) -> Result<BoundSocket, SocketError> {
+        private_dir(dir)?;
+        let path = dir.join(name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&path)(e)),
+        }
+        let listener = UnixListener::bind(&path).map_err(io(&path))?;
+        let meta = std::fs::metadata(&path).map_err(io(&path))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(io(&path))?;
+        Ok(BoundSocket {
+            ino: (meta.dev(), meta.ino()),
+            path,
+            listener: Some(listener),
+        })
+    }
+
+    pub fn take_listener(&mut self) -> Option<UnixListener> {
+        self.listener.take()
+    }
+}
+
+impl Drop for BoundSocket {
+    fn drop(&mut self) {
+        if let Ok(m) = std::fs::metadata(&self.path)
+            && (m.dev(), m.ino()) == self.ino
+        {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// The uid and pid of a socket peer, from the kernel.
+pub fn peer(stream: &UnixStream) -> std::io::Result<(u32, Option<u32>)> {
+    let c = stream.peer_cred()?;
+    Ok((c.uid(), c.pid().and_then(|p| u32::try_from(p).ok())))
+}
+
+/// Who the MCP host behind a bridge process is.
+pub fn resolve_host(bridge_pid: u32) -> Result<identity::Identity, String> {
+    let bridge = identity::resolve_pid(bridge_pid)
+        .map_err(|e| format!("cannot identify the connecting process {bridge_pid}: {e}"))?;
+    let is_bridge = bridge
+        .app_id
+        .as_str()
+        .strip_prefix("exe:")
+        .and_then(|p| Path::new(p).file_name())
+        .is_some_and(|n| n == "contextctl");
+    if !is_bridge {
+        return Ok(bridge);
+    }
+    let parent = identity::parent_pid(bridge_pid)
+        .map_err(|e| format!("cannot find the parent of contextctl ({bridge_pid}): {e}"))?;
+    if parent <= 1 {
+        return Err(format!(
+            "contextctl mcp ({bridge_pid}) has no parent process (its host exited); nobody to ask consent for"
+        ));
+    }
+    identity::resolve_pid(parent)
+        .map_err(|e| format!("cannot identify the MCP host (process {parent}): {e}"))
+}
+
+/// Serve MCP on `listener` until `cancel`.
+pub async fn serve(broker: Arc<Broker>, listener: UnixListener, cancel: CancellationToken) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    // SAFETY-free: getuid cannot fail.
+    let us = unsafe { libc::getuid() };
+    loop {
+        let permit = tokio::select! {
+            _ = cancel.cancelled() => break,
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let accepted = tokio::select! {
+            _ = cancel.cancelled() => break,
+            a = listener.accept() => a,
+        };
+        let stream = match accepted {
+            Ok((s, _)) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept on the MCP socket failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let broker = broker.clone();
+        let cancel = cancel.child_token();
+        tokio::spawn(async move {
+            connection(broker, stream, us, cancel).await;
+            drop(permit);
+        });
+    }
+}
+
+async fn connection(
+    broker: Arc<Broker>,
+    mut stream: UnixStream,
+    us: u32,
+    cancel: CancellationToken,
+) {
+    let subject = match identify(&stream, us).await {
+        Ok(s) => s,
+        Err(msg) => {
+            tracing::warn!("refusing an MCP connection: {msg}");
+            let r = Rejection {
+                id: None,
+                error: rmcp::ErrorData::new(super::error::PERMISSION_DENIED, msg, None),
+            };
+            let mut line = r.to_json().to_string();
+            line.push('\n');
+            let _ = stream.write_all(line.as_bytes()).await;
+            let _ = stream.shutdown().await;
+            return;
+        }
+    };
+    tracing::debug!(app = %subject.app_id, "MCP host connected over the socket");
+    let (r, w) = stream.into_split();
+    let transport = ChannelTransport::spawn_lines(r, w, cancel.clone());
+    let server = ContextServer::new(broker, Origin::Fixed(subject.clone()));
+    match server.serve_with_ct(transport, cancel.clone()).await {
+        Ok(running) => {
+            let reason = running.waiting().await;
+            tracing::debug!(app = %subject.app_id, ?reason, "MCP host disconnected");
+        }
+        Err(e) => {
+            tracing::debug!(app = %subject.app_id, error = %e, "MCP session ended before it began")
+        }
+    }
+    // Stop the framing tasks, which closes the socket.
+    cancel.cancel();
+}
+
+async fn identify(stream: &UnixStream, us: u32) -> Result<Subject, String> {
+    let (uid, pid) =
+        peer(stream).map_err(|e| format!("cannot read the peer's credentials: {e}"))?;
+    if uid != us && uid != 0 {
+        return Err(format!(
+            "the peer runs as uid {uid}; contextd serves only its own user ({us})"
+        ));
+    }
+    let pid = pid.ok_or("the kernel gave no process id for the peer")?;
+    let id = tokio::task::spawn_blocking(move || resolve_host(pid))
+        .await
+        .map_err(|e| format!("identity lookup failed: {e}"))??;
+    Ok(Subject {
+        app_id: id.app_id,
+        source: id.source,
+        channel: Channel::Stdio,
+    })
+}
+
+/// An rmcp transport over two channels: what the host sent (already
+/// screened) comes in, what the server sends goes out. The stdio socket
+/// and the legacy SSE endpoint fill and drain them.
+pub struct ChannelTransport {
+    rx: mpsc::Receiver<ClientJsonRpcMessage>,
+    tx: mpsc::Sender<ServerJsonRpcMessage>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the MCP connection is closed")]
+pub struct Closed;
+
+impl ChannelTransport {
+    pub fn new(
+        rx: mpsc::Receiver<ClientJsonRpcMessage>,
+        tx: mpsc::Sender<ServerJsonRpcMessage>,
+    ) -> Self {
+        ChannelTransport { rx, tx }
+    }
+
+    /// Frame newline-delimited JSON-RPC over a byte stream: a reader task
+    /// (bounded lines, screened) and a writer task (one message per line).
+    pub fn spawn_lines<R, W>(read: R, write: W, cancel: CancellationToken) -> ChannelTransport
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (in_tx, in_rx) = mpsc::channel(QUEUE);
+        let (out_tx, out_rx) = mpsc::channel(QUEUE);
+        let (err_tx, err_rx) = mpsc::channel(QUEUE);
+        let pending = Pending::default();
+        tokio::spawn(read_lines(
+            read,
+            in_tx,
+            err_tx,
+            pending.clone(),
+            cancel.clone(),
+        ));
+        tokio::spawn(write_lines(write, out_rx, err_rx, pending, cancel));
+        ChannelTransport::new(in_rx, out_tx)
+    }
+}
+
+impl Transport<RoleServer> for ChannelTransport {
+    type Error = Closed;
+
+    fn send(
+        &mut self,
+        item: ServerJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let tx = self.tx.clone();
+        async move { tx.send(item).await.map_err(|_| Closed) }
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<ClientJsonRpcMessage>> + Send {
+        self.rx.recv()
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.rx.close();
+        Ok(())
+    }
+}
+
+/// Requests passed to rmcp and not answered yet. rmcp stops serving as
+/// soon as its input ends, dropping answers in flight; a host that writes
+/// its requests and closes stdin (`echo … | contextctl mcp`) still gets
+/// them, because the reader holds the end of input back until they are
+/// answered (for at most [`DRAIN_TIMEOUT`]).
+#[derive(Debug, Clone, Default)]
+struct Pending(Arc<std::sync::Mutex<std::collections::HashSet<rmcp::model::RequestId>>>);
+
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Pending {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<rmcp::model::RequestId>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn drained(&self) {
+        let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
+        while !self.lock().is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Read lines of at most [`MAX_MESSAGE_BYTES`], screen them, pass the good
+/// ones on and queue answers for the bad ones. An oversized line is
+/// answered and skipped to its end, without ever being held in memory.
+async fn read_lines<R: AsyncRead + Unpin>(
+    read: R,
+    tx: mpsc::Sender<ClientJsonRpcMessage>,
+    errors: mpsc::Sender<Rejection>,
+    pending: Pending,
+    cancel: CancellationToken,
+) {
+    let mut reader = BufReader::with_capacity(64 * 1024, read);
+    let mut line: Vec<u8> = Vec::new();
+    let mut discarding = false;
+    loop {
+        let chunk = tokio::select! {
+            _ = cancel.cancelled() => return,
+            c = reader.fill_buf() => c,
+        };
+        let available = match chunk {
+            Ok([]) => {
+                tokio::select! {
+                    _ = cancel.cancelled() => {}
+                    _ = pending.drained() => {}
+                }
+                return;
+            }
+            Ok(a) => a,
+            Err(e) => {
+                tracing::debug!(error = %e, "MCP socket read failed");
+                return;
+            }
+        };
+        let newline = available.iter().position(|b| *b == b'\n');
+        let take = newline.map_or(available.len(), |i| i + 1);
+        if discarding {
+            if newline.is_some() {
+                discarding = false;
+            }
+        } else if line.len() + take > MAX_MESSAGE_BYTES + 1 {
+            line = Vec::new();
+            discarding = newline.is_none();
+            tracing::debug!("MCP message over {MAX_MESSAGE_BYTES} bytes refused");
+            if errors
+                .send(Rejection::too_large(MAX_MESSAGE_BYTES))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        } else {
+            line.extend_from_slice(&available[..take]);
+        }
+        reader.consume(take);
+        if newline.is_none() || discarding || line.is_empty() {
+            continue;
+        }
+        let text = std::mem::take(&mut line);
+        let text = text.strip_suffix(b"\n").unwrap_or(&text);
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        if text.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match jsonrpc::screen(text) {
+            Screened::Pass(m) => {
+                if let ClientJsonRpcMessage::Request(r) = m.as_ref() {
+                    pending.lock().insert(r.id.clone());
+                }
+                if tx.send(*m).await.is_err() {
+                    return;
+                }
+            }
+            Screened::Reject(r) => {
+                if errors.send(r).await.is_err() {
+                    return;
+                }
+            }
+            Screened::Ignore(why) => tracing::debug!("ignored MCP message: {why}"),
+        }
+    }
+}
+
+async fn write_lines<W: AsyncWrite + Unpin>(
+    mut write: W,
+    mut out: mpsc::Receiver<ServerJsonRpcMessage>,
+    mut errors: mpsc::Receiver<Rejection>,
+    pending: Pending,
+    cancel: CancellationToken,
+) {
+    let mut errors_open = true;
+    loop {
+        let line = tokio::select! {
+            _ = cancel.cancelled() => break,
+            m = out.recv() => match m {
+                Some(m) => {
+                    match &m {
+                        ServerJsonRpcMessage::Response(r) => { pending.lock().remove(&r.id); }
+                        ServerJsonRpcMessage::Error(e) => {
+                            if let Some(id) = &e.id { pending.lock().remove(id); }
+                        }
+                        _ => {}
+                    }
+                    serde_json::to_vec(&m)
+                }
+                None => break,
+            },
+            r = errors.recv(), if errors_open => match r {
+                Some(r) => serde_json::to_vec(&r.to_json()),
+                None => { errors_open = false; continue; }
+            },
+        };
+        let mut line = match line {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot serialize an MCP message");
+                continue;
+            }
+        };
+        line.push(b'\n');
+        if let Err(e) = async {
+            write.write_all(&line).await?;
+            write.flush().await
+        }
+        .await
+        {
+            tracing::debug!(error = %e, "MCP socket write failed");
+            break;
+        }
+    }
+    let _ = write.shutdown().await;
+}

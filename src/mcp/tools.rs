@@ -1,0 +1,553 @@
+//! The tools: JSON Schema in and out, structured content, a readable text,
+//! annotations. Read tools render the same views as the resources; one
+//! tool acts (`send_notification`).
+//!
+//! A refusal by the consent gate is a *tool* error (`isError: true`) with
+//! the text that says which app id, which category and how to grant it:
+//! the model reads it and can tell the user. Arguments that do not fit the
+//! schema are tool errors too (as the 2025-11-25 spec asks, so that the
+//! model can correct itself); an unknown tool name is a JSON-RPC -32602.
+
+use base64::Engine;
+use rmcp::model::{CallToolResult, ContentBlock, Tool};
+use serde_json::{Map, Value, json};
+
+use super::Broker;
+use super::consent::{self, Subject, Wait};
+use super::error::{Error, wire};
+use super::resources::{self, Rendered, Res};
+use crate::core::view;
+use crate::model::{Category, Urgency};
+
+/// Default and largest page of `list_windows` / `list_notifications`.
+pub const DEFAULT_PAGE: usize = 50;
+pub const MAX_PAGE: usize = 100;
+/// Limits of `send_notification`.
+pub const MAX_SUMMARY: usize = 256;
+pub const MAX_BODY: usize = 4096;
+
+fn read_only(title: &str) -> Value {
+    json!({
+        "title": title,
+        "readOnlyHint": true,
+        "destructiveHint": false,
+        "idempotentHint": true,
+        "openWorldHint": false,
+    })
+}
+
+fn no_args() -> Value {
+    json!({"type": "object", "properties": {}, "additionalProperties": false})
+}
+
+fn page_args(what: &str) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "cursor": {
+                "type": "string",
+                "description": format!("Opaque cursor from a previous call's nextCursor, to get the next page of {what}")
+            },
+            "limit": {
+                "type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": DEFAULT_PAGE,
+                "description": format!("How many {what} per page (1-{MAX_PAGE}, default {DEFAULT_PAGE})")
+            }
+        },
+        "additionalProperties": false
+    })
+}
+
+fn window_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "A toplevel window. app_id is what the app told the compositor (a claim).",
+        "properties": {
+            "id": {"type": "string"},
+            "app_id": {"type": "string"},
+            "app_id_source": {"type": "string"},
+            "app_name": {"type": "string"},
+            "icon": {"type": "string"},
+            "title": {"type": "string", "description": "Only with the windows.titles grant"},
+            "states": {"type": "array", "items": {"type": "string"}},
+            "focused": {"type": "boolean"},
+            "outputs": {"type": "array", "items": {"type": "string"}},
+            "parent": {"type": "string"},
+            "first_seen": {"type": "string", "format": "date-time"},
+            "last_focused": {"type": "string", "format": "date-time"}
+        },
+        "required": ["id", "app_id", "states", "focused"]
+    })
+}
+
+fn withheld_schema() -> Value {
+    json!({"type": "array", "items": {"type": "string"}, "description": "Categories left out because the host has no grant for them"})
+}
+
+fn truncation_props(m: &mut Map<String, Value>) {
+    m.insert("truncated".into(), json!({"type": "boolean"}));
+    m.insert("truncation".into(), json!({"type": "string"}));
+}
+
+fn out(mut props: Map<String, Value>, required: &[&str]) -> Value {
+    truncation_props(&mut props);
+    json!({"type": "object", "properties": props, "required": required})
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+fn nullable(v: Value) -> Value {
+    json!({"anyOf": [v, {"type": "null"}]})
+}
+
+fn stream_list() -> Value {
+    json!({"type": "array", "items": {"type": "object", "properties": {
+        "id": {"type": "string"}, "kind": {"type": "string"}, "state": {"type": "string"},
+        "active": {"type": "boolean"}, "app_id": {"type": "string"}, "pid": {"type": "integer"},
+        "claimed_name": {"type": "string"}, "media_name": {"type": "string"}
+    }}})
+}
+
+/// Every tool, as `tools/list` shows it.
+pub fn catalog() -> Vec<Value> {
+    let any_obj = json!({"type": "object"});
+    let mut v = vec![
+        json!({
+            "name": "get_snapshot",
+            "title": "Get the desktop context snapshot",
+            "description": "Everything the user allowed this host to see about what they are doing right now: windows and focus, media, session, power, network, notifications, app-provided context. Categories without a grant are listed under `withheld`.",
+            "inputSchema": no_args(),
+            "outputSchema": out(obj(json!({
+                "windows": {"type": "array", "items": window_schema()},
+                "active_window": {"type": "string"},
+                "media.playback": stream_list(),
+                "media.capture": stream_list(),
+                "session": any_obj, "power": any_obj, "network": any_obj,
+                "notifications": {"type": "array"},
+                "provided": {"type": "array"},
+                "sources": {"type": "array"},
+                "withheld": withheld_schema()
+            })), &["withheld"]),
+            "annotations": read_only("Desktop context snapshot"),
+        }),
+        json!({
+            "name": "get_active_window",
+            "title": "Get the focused window",
+            "description": "The window that has keyboard focus (app, title when granted), or null when none has. Needs the `windows` grant.",
+            "inputSchema": no_args(),
+            "outputSchema": out(obj(json!({
+                "window": nullable(window_schema()),
+                "withheld": withheld_schema()
+            })), &["window"]),
+            "annotations": read_only("Focused window"),
+        }),
+        json!({
+            "name": "list_windows",
+            "title": "List open windows",
+            "description": "The open windows, oldest first, a page at a time (pass nextCursor back as cursor). Needs the `windows` grant; titles need `windows.titles`.",
+            "inputSchema": page_args("windows"),
+            "outputSchema": out(obj(json!({
+                "windows": {"type": "array", "items": window_schema()},
+                "active_window": {"type": "string"},
+                "nextCursor": {"type": "string", "description": "Present when there are more windows"},
+                "withheld": withheld_schema()
+            })), &["windows"]),
+            "annotations": read_only("Open windows"),
+        }),
+        json!({
+            "name": "get_media_activity",
+            "title": "Get media activity",
+            "description": "Who plays audio or video (`media.playback`), who uses the microphone, camera or screen now, and who used them in the last 24 hours (`media.capture`). Needs at least one of the two grants.",
+            "inputSchema": no_args(),
+            "outputSchema": out(obj(json!({
+                "playback": stream_list(),
+                "capture": stream_list(),
+                "capture_last_24h": {"type": "array", "items": {"type": "object", "properties": {
+                    "app": {"type": "string"}, "app_id_from_kernel": {"type": "boolean"},
+                    "kind": {"type": "string", "enum": ["microphone", "camera", "screen"]},
+                    "last_active": {"type": "string", "format": "date-time"}
+                }}},
+                "capture_history_note": {"type": "string"},
+                "withheld": withheld_schema()
+            })), &["withheld"]),
+            "annotations": read_only("Media activity"),
+        }),
+        json!({
+            "name": "get_session_state",
+            "title": "Get the session state",
+            "description": "Whether the user's session is active, idle (and since when), locked, or preparing for sleep. Needs the `session` grant.",
+            "inputSchema": no_args(),
+            "outputSchema": out(obj(json!({
+                "available": {"type": "boolean"},
+                "session": nullable(json!({"type": "object", "properties": {
+                    "active": {"type": "boolean"}, "locked": {"type": "boolean"}, "idle": {"type": "boolean"},
+                    "idle_since": {"type": "string"}, "preparing_for_sleep": {"type": "boolean"}
+                }}))
+            })), &["available", "session"]),
+            "annotations": read_only("Session state"),
+        }),
+        json!({
+            "name": "get_power",
+            "title": "Get the power state",
+            "description": "Battery percentage, charging state and whether the machine runs on battery. Needs the `power` grant.",
+            "inputSchema": no_args(),
+            "outputSchema": out(obj(json!({
+                "available": {"type": "boolean"},
+                "power": nullable(json!({"type": "object"}))
+            })), &["available", "power"]),
+            "annotations": read_only("Power"),
+        }),
+        json!({
+            "name": "get_network",
+            "title": "Get the network state",
+            "description": "Connectivity, whether the connection is metered, its type and the network's name. Needs the `network` grant.",
+            "inputSchema": no_args(),
+            "outputSchema": out(obj(json!({
+                "available": {"type": "boolean"},
+                "network": nullable(json!({"type": "object"}))
+            })), &["available", "network"]),
+            "annotations": read_only("Network"),
+        }),
+        json!({
+            "name": "list_notifications",
+            "title": "List recent notifications",
+            "description": "Notifications apps sent the user, newest first, a page at a time. Needs the `notifications` grant; bodies need `notifications.content`.",
+            "inputSchema": page_args("notifications"),
+            "outputSchema": out(obj(json!({
+                "notifications": {"type": "array", "items": {"type": "object", "properties": {
+                    "id": {"type": "string"}, "app_name": {"type": "string"}, "summary": {"type": "string"},
+                    "body": {"type": "string"}, "urgency": {"type": "string"}, "time": {"type": "string"}
+                }}},
+                "nextCursor": {"type": "string"},
+                "withheld": withheld_schema()
+            })), &["notifications"]),
+            "annotations": read_only("Recent notifications"),
+        }),
+        json!({
+            "name": "send_notification",
+            "title": "Show the user a desktop notification",
+            "description": "Show a desktop notification, labelled with this host's name. Needs the `actions.notify` grant.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "summary": {"type": "string", "minLength": 1, "maxLength": MAX_SUMMARY, "description": "The one-line title"},
+                    "body": {"type": "string", "maxLength": MAX_BODY, "description": "Optional longer text"},
+                    "urgency": {"type": "string", "enum": ["low", "normal", "critical"], "default": "normal", "description": "How urgent (default normal)"}
+                },
+                "required": ["summary"],
+                "additionalProperties": false
+            },
+            "outputSchema": out(obj(json!({
+                "id": {"type": "integer", "description": "The notification server's id of the notification"}
+            })), &["id"]),
+            "annotations": {
+                "title": "Send a desktop notification",
+                "readOnlyHint": false,
+                "destructiveHint": false,
+                "idempotentHint": false,
+                "openWorldHint": false
+            },
+        }),
+    ];
+    #[cfg(feature = "conformance")]
+    v.extend(super::conformance::tools());
+    v.shrink_to_fit();
+    v
+}
+
+/// The catalog as rmcp tools, built once: rmcp looks a tool up on every
+/// HTTP `tools/call` (to check SEP-2243 headers against its schema).
+pub fn tools() -> Result<&'static [Tool], Error> {
+    static TOOLS: std::sync::OnceLock<Result<Vec<Tool>, Error>> = std::sync::OnceLock::new();
+    TOOLS
+        .get_or_init(|| catalog().into_iter().map(wire).collect())
+        .as_deref()
+        .map_err(Clone::clone)
+}
+
+/// A tool error the model can read.
+pub fn tool_error(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text.into())])
+}
+
+fn success(r: Rendered) -> CallToolResult {
+    let mut res = CallToolResult::success(vec![ContentBlock::text(r.markdown)]);
+    res.structured_content = Some(r.json);
+    res
+}
+
+/// What went wrong with a call, as the model should read it.
+fn refusal(e: Error) -> CallToolResult {
+    match e {
+        Error::PermissionDenied { message, .. } => tool_error(format!(
+            "Not allowed: {message}. The user decides what this host may see; ask them to grant it."
+        )),
+        other => tool_error(other.to_string()),
+    }
+}
+
+/// The arguments of a call, checked against `additionalProperties: false`.
+struct Args(Map<String, Value>);
+
+impl Args {
+    fn new(args: Option<Map<String, Value>>, allowed: &[&str]) -> Result<Args, String> {
+        let m = args.unwrap_or_default();
+        if let Some(k) = m.keys().find(|k| !allowed.contains(&k.as_str())) {
+            let k: String = k.chars().take(64).collect();
+            return Err(if allowed.is_empty() {
+                format!("unexpected argument '{k}': this tool takes no arguments")
+            } else {
+                format!(
+                    "unexpected argument '{k}'; the arguments are: {}",
+                    allowed.join(", ")
+                )
+            });
+        }
+        Ok(Args(m))
+    }
+
+    fn string(&self, k: &str) -> Result<Option<&str>, String> {
+        match self.0.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(format!("'{k}' must be a string")),
+        }
+    }
+
+    fn limit(&self) -> Result<usize, String> {
+        match self.0.get("limit") {
+            None | Some(Value::Null) => Ok(DEFAULT_PAGE),
+            Some(v) => v
+                .as_u64()
+                .filter(|n| (1..=MAX_PAGE as u64).contains(n))
+                .map(|n| n as usize)
+                .ok_or_else(|| format!("'limit' must be a whole number from 1 to {MAX_PAGE}")),
+        }
+    }
+}
+
+/// A page cursor: opaque to hosts (base64 of `kind:offset`), checked here.
+pub fn encode_cursor(kind: &str, offset: usize) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{kind}:{offset}"))
+}
+
+pub fn decode_cursor(kind: &str, cursor: &str) -> Result<usize, String> {
+    let bad = || {
+        format!(
+            "invalid cursor '{}': pass back a nextCursor this tool returned",
+            cursor.chars().take(64).collect::<String>()
+        )
+    };
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .map_err(|_| bad())?;
+    let s = String::from_utf8(bytes).map_err(|_| bad())?;
+    let (k, n) = s.split_once(':').ok_or_else(bad)?;
+    if k != kind {
+        return Err(bad());
+    }
+    n.parse().map_err(|_| bad())
+}
+
+fn page<T>(items: Vec<T>, kind: &str, args: &Args) -> Result<(Vec<T>, Option<String>), String> {
+    let offset = match args.string("cursor")? {
+        Some(c) => decode_cursor(kind, c)?,
+        None => 0,
+    };
+    let limit = args.limit()?;
+    let total = items.len();
+    let page: Vec<T> = items.into_iter().skip(offset).take(limit).collect();
+    let next = (offset + limit < total).then(|| encode_cursor(kind, offset + limit));
+    Ok((page, next))
+}
+
+/// Run tool `name`. `Err` only for an unknown tool (a protocol error);
+/// everything else is a result, possibly with `isError`.
+pub async fn call(
+    broker: &Broker,
+    subject: &Subject,
+    name: &str,
+    args: Option<Map<String, Value>>,
+    wait: Wait,
+) -> Result<CallToolResult, rmcp::ErrorData> {
+    let read = |res: Res, allowed: &'static [&'static str]| {
+        let args = args.clone();
+        let wait = wait.clone();
+        async move {
+            if let Err(e) = Args::new(args, allowed) {
+                return tool_error(e);
+            }
+            match resources::read(broker, subject, &res, wait).await {
+                Ok(r) => success(r),
+                Err(e) => refusal(e),
+            }
+        }
+    };
+    Ok(match name {
+        "get_snapshot" => read(Res::Snapshot, &[]).await,
+        "get_active_window" => read(Res::ActiveWindow, &[]).await,
+        "get_media_activity" => read(Res::Media, &[]).await,
+        "get_session_state" => read(Res::Session, &[]).await,
+        "get_power" => read(Res::Power, &[]).await,
+        "get_network" => read(Res::Network, &[]).await,
+        "list_windows" => list_windows(broker, subject, args, wait).await,
+        "list_notifications" => list_notifications(broker, subject, args, wait).await,
+        "send_notification" => send_notification(broker, subject, args, wait).await,
+        _ => {
+            #[cfg(feature = "conformance")]
+            if let Some(r) = super::conformance::call(name, args).await {
+                return r;
+            }
+            return Err(rmcp::ErrorData::invalid_params(
+                format!(
+                    "unknown tool '{}'; tools/list names the tools",
+                    name.chars().take(64).collect::<String>()
+                ),
+                None,
+            ));
+        }
+    })
+}
+
+async fn list_windows(
+    broker: &Broker,
+    subject: &Subject,
+    args: Option<Map<String, Value>>,
+    wait: Wait,
+) -> CallToolResult {
+    let args = match Args::new(args, &["cursor", "limit"]) {
+        Ok(a) => a,
+        Err(e) => return tool_error(e),
+    };
+    let core = &broker.core;
+    if let Err(e) = consent::authorize(core, subject, &[Category::Windows], wait).await {
+        return refusal(e.into());
+    }
+    let allowed = consent::allowed_of(core, subject, [Category::WindowsTitles]).await;
+    let titles = allowed.can(&Category::WindowsTitles);
+    let can = |c: &Category| *c == Category::Windows || allowed.can(c);
+    let (ws, active) = core
+        .state
+        .read(|s| (view::windows(s, &can), s.active_window.clone()));
+    match page(ws, "windows", &args) {
+        Ok((ws, next)) => success(resources::fit(resources::windows_rendered(
+            ws,
+            active,
+            titles,
+            Some(next),
+        ))),
+        Err(e) => tool_error(e),
+    }
+}
+
+async fn list_notifications(
+    broker: &Broker,
+    subject: &Subject,
+    args: Option<Map<String, Value>>,
+    wait: Wait,
+) -> CallToolResult {
+    let args = match Args::new(args, &["cursor", "limit"]) {
+        Ok(a) => a,
+        Err(e) => return tool_error(e),
+    };
+    let core = &broker.core;
+    if let Err(e) = consent::authorize(core, subject, &[Category::Notifications], wait).await {
+        return refusal(e.into());
+    }
+    let allowed = consent::allowed_of(core, subject, [Category::NotificationsContent]).await;
+    let bodies = allowed.can(&Category::NotificationsContent);
+    let can = |c: &Category| *c == Category::Notifications || allowed.can(c);
+    let ns = core.state.read(|s| view::notifications(s, &can));
+    match page(ns, "notifications", &args) {
+        Ok((ns, next)) => success(resources::fit(resources::notifications_rendered(
+            ns,
+            bodies,
+            Some(next),
+        ))),
+        Err(e) => tool_error(e),
+    }
+}
+
+async fn send_notification(
+    broker: &Broker,
+    subject: &Subject,
+    args: Option<Map<String, Value>>,
+    wait: Wait,
+) -> CallToolResult {
+    let parsed = (|| -> Result<(String, String, Urgency), String> {
+        let args = Args::new(args, &["summary", "body", "urgency"])?;
+        let summary = args
+            .string("summary")?
+            .filter(|s| !s.trim().is_empty())
+            .ok_or("'summary' is required and must not be empty")?;
+        if summary.chars().count() > MAX_SUMMARY {
+            return Err(format!("'summary' is longer than {MAX_SUMMARY} characters"));
+        }
+        let body = args.string("body")?.unwrap_or("");
+        if body.chars().count() > MAX_BODY {
+            return Err(format!("'body' is longer than {MAX_BODY} characters"));
+        }
+        let urgency = match args.string("urgency")? {
+            None | Some("normal") => Urgency::Normal,
+            Some("low") => Urgency::Low,
+            Some("critical") => Urgency::Critical,
+            Some(_) => return Err("'urgency' must be one of low, normal, critical".into()),
+        };
+        Ok((summary.to_owned(), body.to_owned(), urgency))
+    })();
+    let (summary, body, urgency) = match parsed {
+        Ok(p) => p,
+        Err(e) => return tool_error(e),
+    };
+    if let Err(e) =
+        consent::authorize(&broker.core, subject, &[Category::ActionsNotify], wait).await
+    {
+        return refusal(e.into());
+    }
+    match broker
+        .notifier
+        .notify(subject.app_id.as_str(), &summary, &body, urgency)
+        .await
+    {
+        Ok(id) => success(Rendered {
+            json: json!({"id": id}),
+            markdown: format!("Notification shown (id {id})."),
+        }),
+        Err(e) => refusal(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_parses_and_has_schemas_and_annotations() {
+        let tools = tools().expect("catalog parses");
+        assert!(tools.len() >= 9);
+        for t in tools {
+            assert_eq!(
+                t.input_schema.get("additionalProperties"),
+                Some(&json!(false)),
+                "{}",
+                t.name
+            );
+            assert!(t.output_schema.is_some(), "{}", t.name);
+            let a = t.annotations.as_ref().expect("annotations");
+            assert_eq!(a.open_world_hint, Some(false));
+            assert_eq!(a.read_only_hint, Some(t.name != "send_notification"));
+        }
+    }
+
+    #[test]
+    fn cursors_round_trip_and_foreign_ones_fail() {
+        let c = encode_cursor("windows", 50);
+        assert_eq!(decode_cursor("windows", &c), Ok(50));
+        assert!(decode_cursor("notifications", &c).is_err());
+        assert!(decode_cursor("windows", "!!").is_err());
+    }
+}

@@ -1,0 +1,206 @@
+//! Server-to-host notifications: `notifications/resources/updated` for
+//! subscribed resources when their context changes (only while the host
+//! may see it), and `notifications/resources/list_changed` when consent
+//! changes what the host may see.
+//!
+//! One loop per session serves both protocol generations: handshake
+//! sessions (`resources/subscribe`, notifications through the session's
+//! peer) and 2026-07-28 `subscriptions/listen` streams (notifications
+//! through rmcp's filtering sink).
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::ResourceUpdatedNotificationParam;
+use rmcp::service::{Peer, RoleServer, SubscriptionSink};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+use super::Broker;
+use super::consent::{self, Subject, Wait};
+use super::resources::{self, FIXED, Res};
+
+/// The resources `subject` is shown in `resources/list`: the snapshot, and
+/// every resource one of whose categories it may see or has not been asked
+/// about yet.
+pub async fn visible_resources(broker: &Broker, subject: &Subject) -> Vec<Res> {
+    let mut out = Vec::new();
+    for r in FIXED {
+        let cats = r.categories();
+        let mut show = cats.is_empty();
+        for c in &cats {
+            if consent::visible(&broker.core, subject, c).await {
+                show = true;
+                break;
+            }
+        }
+        if show {
+            out.push(r);
+        }
+    }
+    out
+}
+
+/// Where a session's notifications go.
+#[derive(Debug, Clone)]
+pub enum Out {
+    /// A handshake session: subscriptions are `subscribed`, changed by
+    /// `resources/subscribe` and `resources/unsubscribe`.
+    Session {
+        peer: Peer<RoleServer>,
+        subscribed: Arc<Mutex<BTreeSet<String>>>,
+    },
+    /// One `subscriptions/listen` request (2026-07-28): its accepted filter
+    /// is fixed for its life.
+    Listen(SubscriptionSink),
+}
+
+impl Out {
+    fn subscribed(&self) -> Vec<String> {
+        match self {
+            Out::Session { subscribed, .. } => subscribed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .cloned()
+                .collect(),
+            Out::Listen(sink) => sink
+                .accepted()
+                .resource_subscriptions
+                .clone()
+                .unwrap_or_default(),
+        }
+    }
+
+    fn wants_list_changed(&self) -> bool {
+        match self {
+            Out::Session { .. } => true,
+            Out::Listen(sink) => sink.accepted().resources_list_changed == Some(true),
+        }
+    }
+
+    /// Send `updated` for `uri`; `false` when the host is gone.
+    async fn updated(&self, uri: &str) -> bool {
+        let r = match self {
+            Out::Session { peer, .. } => peer
+                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                .await
+                .map_err(|e| e.to_string()),
+            Out::Listen(sink) => sink
+                .notify_resource_updated(uri)
+                .await
+                .map_err(|e| e.to_string()),
+        };
+        if let Err(e) = &r {
+            tracing::debug!(uri, error = %e, "cannot send resources/updated");
+        }
+        r.is_ok()
+    }
+
+    async fn list_changed(&self) -> bool {
+        let r = match self {
+            Out::Session { peer, .. } => peer
+                .notify_resource_list_changed()
+                .await
+                .map_err(|e| e.to_string()),
+            Out::Listen(sink) => sink
+                .notify_resource_list_changed()
+                .await
+                .map_err(|e| e.to_string()),
+        };
+        if let Err(e) = &r {
+            tracing::debug!(error = %e, "cannot send resources/list_changed");
+        }
+        r.is_ok()
+    }
+
+    fn closed(&self) -> bool {
+        match self {
+            Out::Session { peer, .. } => peer.is_transport_closed(),
+            Out::Listen(_) => false,
+        }
+    }
+}
+
+/// Notify `subject` of changes until `cancel` (the session or the listen
+/// request ended) or the host goes away.
+pub async fn run(broker: Arc<Broker>, subject: Subject, out: Out, cancel: CancellationToken) {
+    let core = broker.core.clone();
+    let mut rx = core.state.subscribe();
+    let mut generation = core.gate.watch_generation();
+    let mut listed = visible_resources(&broker, &subject).await;
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            r = generation.changed() => {
+                if r.is_err() {
+                    break;
+                }
+                let now = visible_resources(&broker, &subject).await;
+                if now != listed {
+                    listed = now;
+                    tracing::debug!(app = %subject.app_id, "resource list changed for this host");
+                    if out.wants_list_changed() && !out.list_changed().await {
+                        break;
+                    }
+                }
+            }
+            msg = rx.recv() => {
+                let uris: Vec<String> = match msg {
+                    Ok(change) => {
+                        // Source health needs no consent; everything else
+                        // only while the host may see the change's category.
+                        if let Some(cat) = change.category()
+                            && consent::authorize(&core, &subject, std::slice::from_ref(&cat), Wait::Never).await.is_err()
+                        {
+                            continue;
+                        }
+                        let active = core.state.read(|s| s.active_window.clone());
+                        resources::affected(&change, active.as_deref())
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        // We missed changes: tell the host to re-read
+                        // everything it subscribed to and may still see.
+                        tracing::debug!(missed = n, "notification loop fell behind");
+                        let mut all = Vec::new();
+                        for uri in out.subscribed() {
+                            if let Some(res) = Res::parse(&uri)
+                                && may_see(&broker, &subject, &res).await
+                            {
+                                all.push(uri);
+                            }
+                        }
+                        all
+                    }
+                    Err(RecvError::Closed) => break,
+                };
+                let subscribed: BTreeSet<String> = out.subscribed().into_iter().collect();
+                for uri in uris.iter().filter(|u| subscribed.contains(*u)) {
+                    if !out.updated(uri).await {
+                        break;
+                    }
+                }
+                if out.closed() {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Whether `subject` may read `res` now (without asking).
+pub async fn may_see(broker: &Broker, subject: &Subject, res: &Res) -> bool {
+    let cats = res.categories();
+    if cats.is_empty() {
+        return true;
+    }
+    for c in &cats {
+        if consent::authorize(&broker.core, subject, std::slice::from_ref(c), Wait::Never)
+            .await
+            .is_ok()
+        {
+            return true;
+        }
+    }
+    false
+}

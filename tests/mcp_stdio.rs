@@ -1,0 +1,283 @@
+//! MCP over stdio with the official Python SDK as the host: it spawns
+//! `contextctl mcp`, which relays to the daemon's socket; the daemon asks
+//! consent for the bridge's parent (the Python process). Handshake-era
+//! sessions (`initialize`, `resources/subscribe`) and 2026-07-28 sessions
+//! (`server/discover`, `subscriptions/listen`).
+
+mod common;
+mod mcp_support;
+
+use common::*;
+use mcp_support::*;
+use serde_json::Value;
+
+fn ok<'a>(r: &'a Value, what: &str) -> &'a Value {
+    r.get("ok").unwrap_or_else(|| panic!("{what} failed: {r}"))
+}
+
+/// Every tool, every resource, prompts, completion, and `updated` after a
+/// replayed focus change, as a host granted everything sees them.
+fn check_full(r: &Value, legacy: bool) {
+    let names: Vec<&str> = r["tool_list"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    for t in [
+        "get_snapshot",
+        "get_active_window",
+        "list_windows",
+        "get_media_activity",
+        "get_session_state",
+        "get_power",
+        "get_network",
+        "list_notifications",
+        "send_notification",
+    ] {
+        assert!(names.contains(&t), "tool {t} missing from {names:?}");
+        let res = ok(&r["tools"][t], t);
+        assert_ne!(res["isError"], Value::Bool(true), "{t}: {res}");
+        assert!(res["structuredContent"].is_object(), "{t}: {res}");
+        assert!(
+            res["content"][0]["text"]
+                .as_str()
+                .is_some_and(|s| !s.is_empty()),
+            "{t}: {res}"
+        );
+    }
+    for t in r["tool_list"].as_array().expect("tools") {
+        assert!(t["outputSchema"].is_object(), "{t}");
+        assert_eq!(
+            t["inputSchema"]["additionalProperties"],
+            Value::Bool(false),
+            "{t}"
+        );
+        assert_eq!(t["annotations"]["openWorldHint"], Value::Bool(false), "{t}");
+    }
+    let active = ok(&r["tools"]["get_active_window"], "get_active_window");
+    assert_eq!(
+        active["structuredContent"]["window"]["id"], "w1",
+        "{active}"
+    );
+    assert_eq!(active["structuredContent"]["window"]["title"], "notes.txt");
+    let page1 = ok(&r["tools"]["list_windows"], "list_windows")["structuredContent"].clone();
+    assert_eq!(
+        page1["windows"].as_array().map(Vec::len),
+        Some(1),
+        "{page1}"
+    );
+    assert!(page1["nextCursor"].is_string(), "{page1}");
+    let page2 = ok(&r["list_windows_page2"], "page 2")["structuredContent"].clone();
+    assert_eq!(page2["windows"][0]["id"], "w2", "{page2}");
+    assert!(page2.get("nextCursor").is_none(), "{page2}");
+    let sent = ok(&r["tools"]["send_notification"], "send_notification");
+    assert!(sent["structuredContent"]["id"].is_u64(), "{sent}");
+    assert_eq!(ok(&r["bad_args"], "bad args")["isError"], Value::Bool(true));
+    assert_eq!(
+        r["unknown_tool"]["error"]["code"], -32602,
+        "{}",
+        r["unknown_tool"]
+    );
+
+    let uris: Vec<&str> = r["resource_list"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for u in [
+        "context://snapshot",
+        "context://windows",
+        "context://windows/active",
+        "context://media",
+        "context://session",
+        "context://power",
+        "context://network",
+        "context://notifications",
+    ] {
+        assert!(uris.contains(&u), "{u} not listed: {uris:?}");
+        let contents = &ok(&r["resources"][u], u)["contents"];
+        let mimes: Vec<&str> = contents
+            .as_array()
+            .expect("contents")
+            .iter()
+            .filter_map(|c| c["mimeType"].as_str())
+            .collect();
+        assert_eq!(mimes, ["application/json", "text/markdown"], "{u}");
+        let json: Value = serde_json::from_str(contents[0]["text"].as_str().expect("text"))
+            .expect("JSON resource");
+        assert!(json.is_object(), "{u}");
+    }
+    assert_eq!(r["templates"][0]["uriTemplate"], "context://windows/{id}");
+    assert!(
+        ok(&r["window_w1"], "window w1")["contents"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("notes.txt"))
+    );
+    // 2026-07-28 reports a missing resource as invalid params (SEP-2164;
+    // rmcp maps it), older versions as -32002.
+    let not_found = if legacy { -32002 } else { -32602 };
+    assert_eq!(
+        r["window_gone"]["error"]["code"], not_found,
+        "{}",
+        r["window_gone"]
+    );
+    assert_eq!(r["no_such_resource"]["error"]["code"], not_found);
+
+    assert_eq!(
+        r["prompt_list"],
+        serde_json::json!(["what_am_i_doing", "privacy_report"])
+    );
+    let prompt = ok(&r["prompt"], "prompt")["messages"][0]["content"]["text"]
+        .as_str()
+        .expect("prompt text")
+        .to_owned();
+    assert!(prompt.contains("notes.txt"), "{prompt}");
+    assert!(ok(&r["privacy"], "privacy report")["messages"].is_array());
+    assert_eq!(
+        ok(&r["complete"], "complete")["completion"]["values"],
+        serde_json::json!(["brief"])
+    );
+    assert_eq!(
+        ok(&r["complete_window"], "complete window")["completion"]["values"],
+        serde_json::json!(["w1", "w2"])
+    );
+    if legacy {
+        ok(&r["ping"], "ping");
+        ok(&r["set_level"], "logging/setLevel");
+        ok(&r["subscribe"], "subscribe");
+        ok(&r["unsubscribe"], "unsubscribe");
+    } else {
+        assert_eq!(
+            r["honored"]["resourceSubscriptions"],
+            serde_json::json!(["context://windows/active"])
+        );
+    }
+    assert!(
+        r["updated"]["uri"] == "context://windows/active"
+            || r["updated"]["params"]["uri"] == "context://windows/active",
+        "no resources/updated after the focus change: {}",
+        r["updated"]
+    );
+    let after = ok(&r["after_focus"], "read after focus")["contents"][0]["text"]
+        .as_str()
+        .expect("text")
+        .to_owned();
+    assert!(after.contains("\"id\":\"w2\""), "{after}");
+}
+
+/// What the host learnt about the server: `initialize` (legacy) or
+/// `server/discover` (auto picks 2026-07-28).
+pub fn check_server(server: &Value, mode: &str) {
+    if mode == "legacy" {
+        assert_eq!(server["serverInfo"]["name"], "contextd", "{server}");
+        assert_eq!(server["protocolVersion"], "2025-11-25", "{server}");
+    } else {
+        assert_eq!(
+            server["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "contextd",
+            "{server}"
+        );
+        assert_eq!(
+            server["supportedVersions"],
+            serde_json::json!([
+                "2024-11-05",
+                "2025-03-26",
+                "2025-06-18",
+                "2025-11-25",
+                "2026-07-28"
+            ]),
+            "{server}"
+        );
+    }
+}
+
+async fn full(mode: &'static str) {
+    let bus = Bus::start();
+    let home = Home::new();
+    home.write_policy(&[(&python_app_id(), &["*"])]);
+    let _notifications = Notifications::start(&bus).await;
+    let mut replay = Replay::new(&home);
+    let _d = daemon_with_windows(&bus, &home, &mut replay, &[]).await;
+    let report = run_client(
+        &bus,
+        &home,
+        &[
+            "--transport",
+            "stdio",
+            "--mode",
+            mode,
+            "--fifo",
+            &replay.arg(),
+        ],
+    );
+    check_server(&report["server"], mode);
+    check_full(&report, mode == "legacy");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_host_over_stdio_reads_everything_it_is_granted() {
+    with_timeout(150, full("legacy")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_host_over_stdio_on_2026_07_28_listens_for_updates() {
+    with_timeout(150, full("auto")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_without_grant_is_refused_sees_no_updates_and_hears_of_a_new_grant() {
+    with_timeout(150, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        // Someone else is granted; the Python host is not.
+        home.write_policy(&[("org.example.Other", &["*"])]);
+        let mut replay = Replay::new(&home);
+        let _d = daemon_with_windows(&bus, &home, &mut replay, &[]).await;
+        let grant = format!(
+            "[[grant]]\napp = \"org.example.Other\"\ncategories = [\"*\"]\n\n[[grant]]\napp = {:?}\ncategories = [\"windows\"]\n",
+            python_app_id()
+        );
+        let policy = home.policy_path().display().to_string();
+        let r = run_client(
+            &bus,
+            &home,
+            &[
+                "--transport", "stdio", "--scenario", "denied", "--fifo", &replay.arg(),
+                "--policy", &policy, "--grant", &grant,
+            ],
+        );
+        let tool = &r["tool"]["ok"];
+        assert_eq!(tool["isError"], Value::Bool(true), "{r}");
+        let text = tool["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(
+            text.contains(&python_app_id()) && text.contains("windows") && text.contains("[[grant]]"),
+            "the refusal must say who, what and how to grant: {text}"
+        );
+        assert_eq!(r["read"]["error"]["code"], -32004, "{}", r["read"]);
+        assert_eq!(r["subscribe_active"]["error"]["code"], -32004);
+        assert_eq!(r["resource_list"], serde_json::json!(["context://snapshot"]));
+        let snap: Value = serde_json::from_str(
+            r["snapshot"]["ok"]["contents"][0]["text"].as_str().unwrap_or("{}"),
+        )
+        .expect("snapshot JSON");
+        assert!(snap.get("windows").is_none(), "{snap}");
+        assert!(snap["withheld"].as_array().is_some_and(|w| w.contains(&"windows".into())));
+        assert_eq!(r["focused"], "w2");
+        assert_eq!(r["leaked"], serde_json::json!([]), "updated leaked to a host without the grant");
+        assert_eq!(
+            r["list_changed"]["method"], "notifications/resources/list_changed",
+            "{}",
+            r["list_changed"]
+        );
+        let after: Vec<&str> = r["resource_list_after"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(after.contains(&"context://windows/active"), "{after:?}");
+        assert!(r["read_after"]["ok"].is_object(), "{}", r["read_after"]);
+    })
+    .await;
+}
