@@ -120,7 +120,7 @@ clippy:
 # Each bench prints its figures and their ratio to a floor measured in the
 # same run; none asserts (timing belongs here, not in tests).
 bench: deps
-	$(CARGO) bench $(LOCKED) --bench broker --bench fdo
+	$(CARGO) bench $(LOCKED) --bench broker --bench pipewire --bench fdo
 
 install: install-bin install-data
 

@@ -71,6 +71,10 @@ impl Paths {
     pub fn policy_file(&self) -> PathBuf {
         self.config_dir.join("policy.toml")
     }
+
+    pub fn database(&self) -> PathBuf {
+        self.data_dir.join("contextd.db")
+    }
 }
 
 /// `config.toml`. Unknown keys are an error, so that a typo is reported
@@ -80,6 +84,45 @@ impl Paths {
 pub struct ConfigFile {
     #[serde(default)]
     pub sources: SourcesConfig,
+    #[serde(default)]
+    pub consent: ConsentConfig,
+    /// `[history]`: what the timeline records and how long it keeps it.
+    #[serde(default)]
+    pub history: crate::core::history::HistorySettings,
+}
+
+/// `[consent]`: how undecided access is handled.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsentConfig {
+    /// What an app gets for a category nobody decided yet: `"ask"` (a
+    /// prompt; the default) or `"deny"` (only explicit grants count).
+    pub undecided: UndecidedMode,
+    /// Seconds the user has to answer a prompt; then it counts as a deny
+    /// for that call and nothing is stored.
+    pub prompt_timeout_s: u64,
+    /// Seconds an unanswered prompt keeps denying before asking again.
+    pub cooldown_s: u64,
+    /// Days the audit log is kept.
+    pub audit_days: u32,
+}
+
+impl Default for ConsentConfig {
+    fn default() -> Self {
+        ConsentConfig {
+            undecided: UndecidedMode::Ask,
+            prompt_timeout_s: 60,
+            cooldown_s: 30,
+            audit_days: 30,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UndecidedMode {
+    Ask,
+    Deny,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -128,6 +171,9 @@ pub struct Config {
     pub replay: Option<PathBuf>,
     /// Take the bus name over from a running instance.
     pub replace: bool,
+    /// With `replay`: start the broker's clock at this time and let the
+    /// script move it (`{"type": "clock", "at": ...}`).
+    pub fake_clock: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 #[cfg(test)]

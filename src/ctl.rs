@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use serde_json::Value;
 use zbus::Connection;
 
-use crate::dbus::proxy::{Context1Proxy, Subscription1Proxy};
+use crate::dbus::proxy::{Consent1Proxy, Context1Proxy, History1Proxy, Subscription1Proxy};
 use crate::dbus::variant::{dict_to_json, to_json};
 
 #[derive(Debug, Clone, Copy)]
@@ -352,4 +352,506 @@ fn describe_change(d: &Value) -> String {
         }
     }
     event.to_owned()
+}
+
+/// Parse `30s`, `15m`, `8h`, `7d`, `2w`.
+pub fn parse_duration(s: &str) -> Result<chrono::Duration> {
+    let s = s.trim();
+    let bad = || CtlError::Call(format!("'{s}' is not a duration (try 30m, 8h, 7d)"));
+    let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (n, unit) = s.split_at(split);
+    let n: i64 = n.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => 1,
+        "m" | "min" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        "w" => 7 * 86400,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(secs)
+        .filter(|v| *v > 0 && *v <= 10 * 365 * 86400)
+        .map(chrono::Duration::seconds)
+        .ok_or_else(bad)
+}
+
+pub async fn consent_list(conn: &Connection, out: Output) -> Result<()> {
+    let p = Consent1Proxy::new(conn).await?;
+    let apps: Vec<Value> = p.list_apps().await?.iter().map(dict_to_json).collect();
+    let grants: Vec<Value> = p.list_grants().await?.iter().map(dict_to_json).collect();
+    let paused = p.paused().await.unwrap_or(false);
+    if out.json {
+        print_json(&serde_json::json!({"paused": paused, "apps": apps, "grants": grants}));
+        return Ok(());
+    }
+    if paused {
+        println!("Sharing is PAUSED: no app gets anything (contextctl consent resume).\n");
+    }
+    let rows: Vec<Vec<String>> = grants
+        .iter()
+        .map(|g| {
+            vec![
+                s(g, "app_id").to_owned(),
+                s(g, "category").to_owned(),
+                s(g, "decision").to_owned(),
+                match s(g, "origin") {
+                    "policy" => "policy.toml".to_owned(),
+                    "prompt" => "you, in a prompt".to_owned(),
+                    "manage" => "you".to_owned(),
+                    o => o.to_owned(),
+                },
+                g.get("expires")
+                    .and_then(Value::as_str)
+                    .map(short_time)
+                    .unwrap_or_else(|| "never".into()),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        println!("No decisions yet.");
+    } else {
+        print!(
+            "{}",
+            table(&["APP", "CATEGORY", "DECISION", "BY", "EXPIRES"], &rows)
+        );
+    }
+    let rows: Vec<Vec<String>> = apps
+        .iter()
+        .map(|a| {
+            vec![
+                s(a, "app_id").to_owned(),
+                s(a, "identity_source").to_owned(),
+                short_time(s(a, "last_seen")),
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        println!();
+        print!(
+            "{}",
+            table(&["APP THAT ASKED", "IDENTIFIED BY", "LAST SEEN"], &rows)
+        );
+    }
+    Ok(())
+}
+
+pub async fn consent_set(
+    conn: &Connection,
+    app: &str,
+    category: &str,
+    decision: &str,
+    duration: Option<&str>,
+) -> Result<()> {
+    let expires = match duration {
+        Some(d) => (chrono::Utc::now() + parse_duration(d)?).timestamp(),
+        None => 0,
+    };
+    Consent1Proxy::new(conn)
+        .await?
+        .set_grant(app, category, decision, expires)
+        .await?;
+    let until = if expires > 0 {
+        format!(
+            " until {}",
+            short_time(
+                &chrono::DateTime::from_timestamp(expires, 0)
+                    .unwrap_or_default()
+                    .to_rfc3339()
+            )
+        )
+    } else {
+        String::new()
+    };
+    let verb = if decision == "allow" {
+        "may now read"
+    } else {
+        "may not read"
+    };
+    println!("{app} {verb} {category}{until}.");
+    Ok(())
+}
+
+pub async fn consent_revoke(conn: &Connection, app: &str, category: &str) -> Result<()> {
+    if Consent1Proxy::new(conn)
+        .await?
+        .revoke(app, category)
+        .await?
+    {
+        println!("Removed your decision: {app} will be asked again for {category}.");
+    } else {
+        println!(
+            "There was no decision of yours for {app} and {category} (policy.toml grants are changed in the file)."
+        );
+    }
+    Ok(())
+}
+
+pub async fn consent_forget(conn: &Connection, app: &str) -> Result<()> {
+    let n = Consent1Proxy::new(conn).await?.forget_app(app).await?;
+    println!("Forgot {app} ({n} stored rows removed).");
+    Ok(())
+}
+
+pub async fn consent_pause(conn: &Connection, paused: bool) -> Result<()> {
+    Consent1Proxy::new(conn).await?.set_paused(paused).await?;
+    println!(
+        "{}",
+        if paused {
+            "Sharing paused: no app gets any context."
+        } else {
+            "Sharing resumed."
+        }
+    );
+    Ok(())
+}
+
+pub async fn audit(
+    conn: &Connection,
+    out: Output,
+    app: Option<&str>,
+    since: &str,
+    limit: u32,
+) -> Result<()> {
+    let since = (chrono::Utc::now() - parse_duration(since)?).timestamp();
+    let v: Vec<Value> = Consent1Proxy::new(conn)
+        .await?
+        .get_audit(since, 0, app.unwrap_or(""), limit)
+        .await?
+        .iter()
+        .map(dict_to_json)
+        .collect();
+    if out.json {
+        print_json(&Value::Array(v));
+        return Ok(());
+    }
+    if v.is_empty() {
+        println!("No access recorded in that time.");
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = v
+        .iter()
+        .map(|e| {
+            let allowed = e.get("allowed").and_then(Value::as_bool).unwrap_or(false);
+            let count = e.get("count").and_then(Value::as_i64).unwrap_or(1);
+            vec![
+                short_time(s(e, "time")),
+                s(e, "app_id").to_owned(),
+                s(e, "category").to_owned(),
+                s(e, "channel").to_owned(),
+                if allowed {
+                    "allowed".into()
+                } else {
+                    "refused".into()
+                },
+                s(e, "reason").to_owned(),
+                if count > 1 {
+                    format!("×{count}")
+                } else {
+                    String::new()
+                },
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table(
+            &["TIME", "APP", "CATEGORY", "CHANNEL", "ANSWER", "WHY", ""],
+            &rows
+        )
+    );
+    Ok(())
+}
+
+fn app_of(v: &Value) -> String {
+    let id = s(v, "app_id");
+    let pid = v.get("pid").and_then(Value::as_u64);
+    match (id.is_empty(), pid) {
+        (false, _) => id.to_owned(),
+        (true, Some(p)) => format!("pid {p}"),
+        (true, None) => "unknown".into(),
+    }
+}
+
+fn streams_table(streams: &[Value]) -> String {
+    let rows: Vec<Vec<String>> = streams
+        .iter()
+        .map(|v| {
+            vec![
+                s(v, "kind").to_owned(),
+                app_of(v),
+                s(v, "claimed_name").to_owned(),
+                s(v, "state").to_owned(),
+                short_time(s(v, "since")),
+                s(v, "media_role").to_owned(),
+                s(v, "media_name").to_owned(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "KIND",
+            "APP",
+            "CLAIMS TO BE",
+            "STATE",
+            "SINCE",
+            "ROLE",
+            "MEDIA",
+        ],
+        &rows,
+    )
+}
+
+fn duration_between(start: &str, end: Option<&str>) -> String {
+    let parse = |t: &str| chrono::DateTime::parse_from_rfc3339(t).ok();
+    let end = match end {
+        Some(e) => parse(e),
+        None => Some(chrono::Utc::now().fixed_offset()),
+    };
+    match (parse(start), end) {
+        (Some(a), Some(b)) => {
+            let secs = (b - a).num_seconds().max(0);
+            format!("{}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
+        }
+        _ => String::new(),
+    }
+}
+
+fn sessions_table(sessions: &[Value]) -> String {
+    let rows: Vec<Vec<String>> = sessions
+        .iter()
+        .map(|v| {
+            let end = v.get("end").and_then(Value::as_str);
+            vec![
+                s(v, "kind").to_owned(),
+                app_of(v),
+                s(v, "claimed_name").to_owned(),
+                short_time(s(v, "start")),
+                end.map(short_time).unwrap_or_else(|| "now".into()),
+                duration_between(s(v, "start"), end),
+            ]
+        })
+        .collect();
+    table(
+        &["KIND", "APP", "CLAIMS TO BE", "START", "END", "DURATION"],
+        &rows,
+    )
+}
+
+/// `contextctl media`: who plays and who captures now, and who captured
+/// in the last 24 hours.
+pub async fn media(conn: &Connection, out: Output) -> Result<()> {
+    let p = Context1Proxy::new(conn).await?;
+    let v = dict_to_json(&p.get_media().await?);
+    if out.json {
+        print_json(&v);
+        return Ok(());
+    }
+    let mut first = true;
+    let mut section = |title: &str, body: String| {
+        if !first {
+            println!();
+        }
+        first = false;
+        println!("{title}");
+        print!("{body}");
+    };
+    if let Some(a) = v.get("media.playback").and_then(Value::as_array) {
+        if a.is_empty() {
+            section("Playing: nothing", String::new());
+        } else {
+            section("Playing:", streams_table(a));
+        }
+    }
+    if let Some(a) = v.get("media.capture").and_then(Value::as_array) {
+        if a.is_empty() {
+            section("Capturing: nothing", String::new());
+        } else {
+            section("Capturing:", streams_table(a));
+        }
+    }
+    if let Some(a) = v.get("capture_sessions").and_then(Value::as_array) {
+        if a.is_empty() {
+            section("Capture in the last 24 hours: none", String::new());
+        } else {
+            section("Capture in the last 24 hours:", sessions_table(a));
+        }
+    }
+    let withheld: Vec<&str> = v
+        .get("withheld")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if !withheld.is_empty() {
+        println!();
+        println!("Withheld from contextctl: {}", withheld.join(", "));
+        println!("(grant them in policy.toml; see `contextctl categories`)");
+    }
+    Ok(())
+}
+
+/// `contextctl history`: every event of the period, a page at a time.
+pub async fn history(conn: &Connection, out: Output, since: &str, app: Option<&str>) -> Result<()> {
+    let p = History1Proxy::new(conn).await?;
+    let since = (chrono::Utc::now() - parse_duration(since)?).timestamp();
+    let apps: Vec<&str> = app.into_iter().collect();
+    let mut all = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let (events, next) = p.query(since, 0, &[], &apps, 500, &cursor).await?;
+        all.extend(events.iter().map(dict_to_json));
+        if next.is_empty() || all.len() >= 10_000 {
+            break;
+        }
+        cursor = next;
+    }
+    if out.json {
+        print_json(&Value::Array(all));
+        return Ok(());
+    }
+    if all.is_empty() {
+        println!("Nothing recorded in that time (or nothing contextctl may see).");
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = all
+        .iter()
+        .map(|e| {
+            let end = e
+                .get("end")
+                .and_then(Value::as_str)
+                .map(short_time)
+                .unwrap_or_else(|| "now".into());
+            let dur = e
+                .get("duration_s")
+                .and_then(Value::as_f64)
+                .map(human_duration)
+                .unwrap_or_default();
+            vec![
+                short_time(s(e, "start")),
+                end,
+                dur,
+                s(e, "kind").to_owned(),
+                s(e, "app_id").to_owned(),
+                s(e, "title").to_owned(),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table(&["START", "END", "FOR", "WHAT", "APP", "TITLE"], &rows)
+    );
+    Ok(())
+}
+
+fn human_duration(secs: f64) -> String {
+    let s = secs.max(0.0).round() as i64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m", s / 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// `contextctl summary`: a table with a bar per app.
+pub async fn summary(conn: &Connection, out: Output, today: bool) -> Result<()> {
+    let now = chrono::Local::now();
+    let since = if today {
+        now.date_naive()
+            .and_hms_opt(0, 0, 0)
+            .and_then(|d| d.and_local_timezone(chrono::Local).earliest())
+            .map(|d| d.timestamp())
+            .unwrap_or(now.timestamp() - 86400)
+    } else {
+        now.timestamp() - 86400
+    };
+    let v: Vec<Value> = History1Proxy::new(conn)
+        .await?
+        .summary(since, now.timestamp())
+        .await?
+        .iter()
+        .map(dict_to_json)
+        .collect();
+    if out.json {
+        print_json(&Value::Array(v));
+        return Ok(());
+    }
+    if v.is_empty() {
+        println!("Nothing recorded in that time (or nothing contextctl may see).");
+        return Ok(());
+    }
+    let secs = |e: &Value, k: &str| e.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+    let max = v
+        .iter()
+        .map(|e| secs(e, "focus_s"))
+        .fold(0.0, f64::max)
+        .max(1.0);
+    let rows: Vec<Vec<String>> = v
+        .iter()
+        .map(|e| {
+            let f = secs(e, "focus_s");
+            let bar = "█".repeat(((f / max) * 30.0).round() as usize);
+            vec![
+                s(e, "app_id").to_owned(),
+                human_duration(f),
+                bar,
+                if secs(e, "capture_s") > 0.0 {
+                    human_duration(secs(e, "capture_s"))
+                } else {
+                    String::new()
+                },
+            ]
+        })
+        .collect();
+    print!("{}", table(&["APP", "FOCUSED", "", "CAPTURING"], &rows));
+    Ok(())
+}
+
+/// `contextctl forget`.
+pub async fn forget(
+    conn: &Connection,
+    last: Option<&str>,
+    app: Option<&str>,
+    all: bool,
+) -> Result<()> {
+    if last.is_none() && app.is_none() && !all {
+        return Err(CtlError::Call(
+            "say what to forget: --last 1h, --app ID or --all".into(),
+        ));
+    }
+    let since = match last {
+        Some(d) => (chrono::Utc::now() - parse_duration(d)?).timestamp(),
+        None => 0,
+    };
+    let apps: Vec<&str> = app.into_iter().collect();
+    let n = History1Proxy::new(conn)
+        .await?
+        .forget(since, 0, &apps, &[])
+        .await?;
+    println!("Forgot {n} events; their content was overwritten in the database.");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(
+            parse_duration("30m").map(|d| d.num_seconds()).ok(),
+            Some(1800)
+        );
+        assert_eq!(
+            parse_duration("7d").map(|d| d.num_seconds()).ok(),
+            Some(604800)
+        );
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("0h").is_err());
+        assert!(parse_duration("99999999999999w").is_err());
+    }
+
+    #[test]
+    fn tables_align() {
+        let t = table(&["A", "BB"], &[vec!["xxx".into(), "y".into()]]);
+        assert_eq!(t, "A    BB\nxxx  y\n");
+    }
 }

@@ -15,10 +15,12 @@ use zbus::Connection;
 use zbus::fdo::{DBusProxy, RequestNameFlags, RequestNameReply};
 use zbus::names::{BusName, WellKnownName};
 
-use crate::config::Config;
-use crate::core::{Core, SourceEvent, SystemClock};
+use crate::config::{Config, UndecidedMode};
+use crate::core::consent::{ConsentStore, Verdict};
+use crate::core::{Core, Gate, GateSettings, SourceEvent, SystemClock};
 use crate::dbus::{self, BUS_NAME};
 use crate::sources;
+use crate::store;
 
 /// Name of the pseudo-source that reports the health of policy.toml.
 pub const POLICY_SOURCE: &str = "policy";
@@ -35,6 +37,8 @@ pub enum DaemonError {
     Fdo(#[from] zbus::fdo::Error),
     #[error("{path}: {error}")]
     Io { path: String, error: std::io::Error },
+    #[error("{0}")]
+    Store(String),
 }
 
 /// How the daemon ended.
@@ -63,8 +67,113 @@ pub async fn run_on(
 ) -> Result<Exit, DaemonError> {
     let cancel = CancellationToken::new();
     let mut tasks = JoinSet::new();
-    let clock = Arc::new(SystemClock);
-    let core = Core::new(config.paths.policy_file(), clock);
+    // A scripted clock only for replays that ask for one (timeline tests).
+    let manual = match (&config.replay, config.fake_clock) {
+        (Some(_), Some(at)) => Some(crate::core::clock::ManualClock::new(at)),
+        _ => None,
+    };
+    let clock: Arc<dyn crate::core::Clock> = match &manual {
+        Some(m) => m.clone(),
+        None => Arc::new(SystemClock),
+    };
+
+    // The encrypted store first: a wrong key must stop the daemon before
+    // anything is served.
+    let consent = &config.file.consent;
+    let db_path = config.paths.database();
+    let (key, key_source) = store::key::load(&config.paths.state_dir, &db_path, Some(&conn))
+        .await
+        .map_err(|e| DaemonError::Store(e.to_string()))?;
+    let (db, db_tasks) = store::Db::open(&db_path, &key, &key_source)
+        .await
+        .map_err(|e| DaemonError::Store(e.to_string()))?;
+    drop(key);
+    let loaded = db
+        .load()
+        .await
+        .map_err(|e| DaemonError::Store(e.to_string()))?;
+    tracing::info!(path = %db_path.display(), key = %key_source, decisions = loaded.decisions.len(), "database open");
+    let settings = GateSettings {
+        undecided: match consent.undecided {
+            UndecidedMode::Ask => Verdict::Ask,
+            UndecidedMode::Deny => Verdict::Deny,
+        },
+        cooldown: chrono::Duration::seconds(i64::try_from(consent.cooldown_s).unwrap_or(30)),
+    };
+    let store: Arc<dyn ConsentStore> = Arc::new(db.clone());
+    let gate = Gate::with_store(
+        config.paths.policy_file(),
+        clock.clone(),
+        Some(store),
+        loaded,
+        settings,
+    );
+    let core = Core::with_gate(
+        gate,
+        clock,
+        Duration::from_secs(consent.prompt_timeout_s.max(1)),
+    );
+    let audit_keep = chrono::Duration::days(i64::from(consent.audit_days.max(1)));
+    // The database task has its own token: it is stopped last, after every
+    // task that audits, so that the last entries are written.
+    let db_cancel = CancellationToken::new();
+    // The timeline: recorded from every change, in order, as it is
+    // applied; written by its own task in batches.
+    let (history, history_writer, next_id) = store::history::History::open(db.pool().clone())
+        .await
+        .map_err(|e| DaemonError::Store(e.to_string()))?;
+    let history_settings = config.file.history.clone();
+    core.state.set_observer(Box::new(HistoryObserver {
+        recorder: crate::core::history::Recorder::new(history_settings.clone(), next_id),
+        history: history.clone(),
+    }));
+    let history_cancel = CancellationToken::new();
+    let history_task = tokio::spawn(history_writer.run(history_cancel.clone()));
+    {
+        // Retention: at start and once a day.
+        let history = history.clone();
+        let core = core.clone();
+        let settings = history_settings.clone();
+        let cancel = cancel.child_token();
+        tasks.spawn(async move {
+            let mut daily = tokio::time::interval(Duration::from_secs(24 * 3600));
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    _ = daily.tick() => {
+                        match history.purge(&settings, core.clock.now()).await {
+                            Ok(0) => {}
+                            Ok(n) => tracing::info!(rows = n, "history retention: purged"),
+                            Err(e) => tracing::warn!(error = %e, "history retention failed"),
+                        }
+                    }
+                }
+            }
+        });
+    }
+    {
+        // Pause stops recording at once.
+        let core = core.clone();
+        let cancel = cancel.child_token();
+        let mut generation = core.gate.watch_generation();
+        tasks.spawn(async move {
+            let mut paused = false;
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    r = generation.changed() => {
+                        if r.is_err() { break; }
+                        let now = core.gate.paused();
+                        if now != paused {
+                            paused = now;
+                            core.state.observer_paused(now);
+                        }
+                    }
+                }
+            }
+        });
+    }
+    let db_task = tokio::spawn(db_tasks.run(db, audit_keep, db_cancel.clone()));
 
     // Events from every source go through one channel to the state.
     let (tx, mut rx) = mpsc::channel::<SourceEvent>(1024);
@@ -72,6 +181,12 @@ pub async fn run_on(
         let core = core.clone();
         tasks.spawn(async move {
             while let Some(ev) = rx.recv().await {
+                if let SourceEvent::Clock { at } = ev {
+                    if let Some(m) = &manual {
+                        m.set(at);
+                    }
+                    continue;
+                }
                 core.state.apply(ev);
             }
         });
@@ -102,7 +217,15 @@ pub async fn run_on(
 
     // Every object is served before the name is requested, so that no
     // activated client finds an empty path.
-    dbus::serve(&conn, core.clone(), &mut tasks, cancel.child_token()).await?;
+    let _shared = dbus::serve(
+        &conn,
+        core.clone(),
+        history.clone(),
+        history_settings.enabled,
+        &mut tasks,
+        cancel.child_token(),
+    )
+    .await?;
     let dbus_proxy = DBusProxy::new(&conn).await?;
     let mut lost = dbus_proxy.receive_name_lost().await?;
     let mut flags = RequestNameFlags::DO_NOT_QUEUE | RequestNameFlags::ALLOW_REPLACEMENT;
@@ -116,6 +239,10 @@ pub async fn run_on(
             cancel.cancel();
             let (owner, pid) = name_owner(&dbus_proxy).await;
             stop(tasks).await;
+            history_cancel.cancel();
+            let _ = history_task.await;
+            db_cancel.cancel();
+            let _ = db_task.await;
             return Err(DaemonError::NameTaken { owner, pid });
         }
     }
@@ -146,6 +273,17 @@ pub async fn run_on(
         }
     }
     stop(tasks).await;
+    // Close the open intervals and let the writers finish.
+    core.state.observer_paused(true);
+    history_cancel.cancel();
+    let _ = tokio::time::timeout(Duration::from_millis(150), history_task).await;
+    db_cancel.cancel();
+    if tokio::time::timeout(Duration::from_millis(250), db_task)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the database did not close in time");
+    }
     Ok(exit)
 }
 
@@ -237,13 +375,20 @@ async fn policy_watcher(
         .map(PathBuf::from)
         .unwrap_or_default();
     let mut stream = inotify.and_then(|i| i.into_event_stream(vec![0u8; 4096]).ok());
+    // A new decision may bring a sooner expiry: recompute on every change.
+    let mut generation = core.gate.watch_generation();
     loop {
-        let expiry = core.gate.policy().next_expiry(core.clock.now());
+        let expiry = core.gate.next_expiry();
         let sleep_for = expiry
             .and_then(|e| (e - core.clock.now()).to_std().ok())
             .unwrap_or(Duration::from_secs(24 * 3600));
         tokio::select! {
             _ = cancel.cancelled() => break,
+            r = generation.changed() => {
+                if r.is_err() {
+                    break;
+                }
+            }
             _ = tokio::time::sleep(sleep_for + Duration::from_millis(1)) => {
                 if expiry.is_some() {
                     core.gate.bump();
@@ -270,5 +415,27 @@ async fn policy_watcher(
                 }
             }
         }
+    }
+}
+
+/// Feeds the timeline from the state, synchronously and in order.
+struct HistoryObserver {
+    recorder: crate::core::history::Recorder,
+    history: store::history::History,
+}
+
+impl crate::core::state::StateObserver for HistoryObserver {
+    fn changes(&mut self, changes: &[crate::core::Change], now: chrono::DateTime<chrono::Utc>) {
+        for c in changes {
+            let ops = self.recorder.observe(c, now);
+            if !ops.is_empty() {
+                self.history.submit(ops);
+            }
+        }
+    }
+
+    fn paused(&mut self, paused: bool, now: chrono::DateTime<chrono::Utc>) {
+        let ops = self.recorder.set_paused(paused, now);
+        self.history.submit(ops);
     }
 }

@@ -13,7 +13,7 @@ pub fn init(verbosity: u8, default_quiet: bool) {
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("{level},zbus=warn")));
+        .unwrap_or_else(|_| EnvFilter::new(format!("{level},zbus=warn,sqlx=warn")));
     let registry = tracing_subscriber::registry().with(filter);
     if std::env::var_os("JOURNAL_STREAM").is_some()
         && let Ok(journald) = tracing_journald::layer()

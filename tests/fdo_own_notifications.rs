@@ -77,6 +77,7 @@ fn notify_from_the_brokers_own_connection_is_not_recorded() {
             file: ConfigFile::default(),
             replay: None,
             replace: false,
+            fake_clock: None,
         };
         let broker = buses.session.connect().await;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -55,9 +55,39 @@ fn from_file(name: &str) -> BTreeMap<String, String> {
     digest(iface)
 }
 
+struct SilentNotifications;
+
+#[zbus::interface(name = "org.freedesktop.Notifications")]
+impl SilentNotifications {
+    #[allow(clippy::too_many_arguments)]
+    fn notify(
+        &self,
+        _app: String,
+        _replaces: u32,
+        _icon: String,
+        _summary: String,
+        _body: String,
+        _actions: Vec<String>,
+        _hints: std::collections::HashMap<String, zbus::wire::OwnedVariant>,
+        _timeout: i32,
+    ) -> u32 {
+        1
+    }
+    fn close_notification(&self, _id: u32) {}
+}
+
 async fn live(conn: &zbus::Connection, path: &str, name: &str) -> BTreeMap<String, String> {
+    live_at(conn, BUS_NAME, path, name).await
+}
+
+async fn live_at(
+    conn: &zbus::Connection,
+    dest: &str,
+    path: &str,
+    name: &str,
+) -> BTreeMap<String, String> {
     let proxy = zbus::fdo::IntrospectableProxy::builder(conn)
-        .destination(BUS_NAME)
+        .destination(dest.to_owned())
         .path(path)
         .build()
         .await
@@ -77,6 +107,7 @@ async fn live_introspection_matches_the_xml_files() {
     with_timeout(60, async {
         let bus = Bus::start();
         let home = Home::new();
+        home.ask_undecided();
         home.write_policy(&[(&my_app_id(), &["windows"])]);
         let _d = Daemon::start(&bus, &home, &[]).await;
         let conn = bus.connect().await;
@@ -84,6 +115,62 @@ async fn live_introspection_matches_the_xml_files() {
         assert_eq!(
             live(&conn, PATH, "org.contextd.Context1").await,
             from_file("org.contextd.Context1")
+        );
+        assert_eq!(
+            live(&conn, PATH, "org.contextd.Consent1").await,
+            from_file("org.contextd.Consent1")
+        );
+        assert_eq!(
+            live(&conn, PATH, "org.contextd.History1").await,
+            from_file("org.contextd.History1")
+        );
+
+        // A request stays alive while its prompt waits: a notification
+        // server that never answers keeps it waiting.
+        let notifier = bus.connect().await;
+        notifier
+            .object_server()
+            .at("/org/freedesktop/Notifications", SilentNotifications)
+            .await
+            .expect("serve");
+        notifier
+            .request_name("org.freedesktop.Notifications")
+            .await
+            .expect("name");
+        let asker = bus.connect().await;
+        let ctx_a = contextd::dbus::proxy::Context1Proxy::builder(&asker)
+            .build()
+            .await
+            .expect("proxy");
+        let req = ctx_a
+            .request_access(&["power"], "introspection test")
+            .await
+            .expect("request");
+        assert_eq!(
+            live(&conn, req.as_str(), "org.contextd.Request1").await,
+            from_file("org.contextd.Request1")
+        );
+
+        // The agent interface is implemented by UIs: the test agent must
+        // match the XML that UIs are generated from.
+        let ui = bus.connect().await;
+        ui.object_server()
+            .at(
+                common::agent::AGENT_PATH,
+                common::agent::TestAgent::new("deny"),
+            )
+            .await
+            .expect("serve agent");
+        let ui_name = ui.unique_name().expect("name").to_string();
+        assert_eq!(
+            live_at(
+                &conn,
+                &ui_name,
+                common::agent::AGENT_PATH,
+                "org.contextd.ConsentAgent1"
+            )
+            .await,
+            from_file("org.contextd.ConsentAgent1")
         );
 
         let ctx = contextd::dbus::proxy::Context1Proxy::builder(&conn)
@@ -105,7 +192,15 @@ async fn live_introspection_matches_the_xml_files() {
                 .to_string_lossy()
                 .into_owned();
             assert!(
-                name == "org.contextd.Context1.xml" || name == "org.contextd.Subscription1.xml",
+                [
+                    "org.contextd.Context1.xml",
+                    "org.contextd.Consent1.xml",
+                    "org.contextd.ConsentAgent1.xml",
+                    "org.contextd.History1.xml",
+                    "org.contextd.Request1.xml",
+                    "org.contextd.Subscription1.xml",
+                ]
+                .contains(&name.as_str()),
                 "{name} is not checked against a live object yet: add it here"
             );
         }

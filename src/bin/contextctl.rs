@@ -26,6 +26,9 @@ enum Command {
     Status,
     /// The open windows.
     Windows,
+    /// Who plays audio or video, who uses the microphone, a camera or the
+    /// screen now, and who did in the last 24 hours.
+    Media,
     /// The sources and their health.
     Sources,
     /// The categories of context and whether contextctl may read each.
@@ -35,6 +38,70 @@ enum Command {
         /// Categories to watch (default: every one contextctl may read).
         categories: Vec<String>,
     },
+    /// The timeline: what happened, oldest first.
+    History {
+        /// How far back, e.g. 30m, 2h, 7d.
+        #[arg(long, default_value = "1h")]
+        since: String,
+        /// Only this app id.
+        #[arg(long)]
+        app: Option<String>,
+    },
+    /// Time per app, with a bar each.
+    Summary {
+        /// Since midnight (local time) instead of the last 24 hours.
+        #[arg(long)]
+        today: bool,
+    },
+    /// Delete history: the last DURATION, one app, or everything.
+    Forget {
+        /// e.g. 1h
+        #[arg(long, conflicts_with = "all")]
+        last: Option<String>,
+        #[arg(long, conflicts_with = "all")]
+        app: Option<String>,
+        #[arg(long)]
+        all: bool,
+    },
+    /// Decide which apps may see what (needs polkit authorisation).
+    #[command(subcommand)]
+    Consent(ConsentCommand),
+    /// Who accessed what, and what the broker answered.
+    Audit {
+        /// Only this app id.
+        #[arg(long)]
+        app: Option<String>,
+        /// How far back, e.g. 30m, 2h, 7d (default 24h).
+        #[arg(long, default_value = "24h")]
+        since: String,
+        /// At most this many entries.
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConsentCommand {
+    /// Apps that asked, and every decision (yours and policy.toml's).
+    List,
+    /// Allow APP to read CATEGORY.
+    Grant {
+        app: String,
+        category: String,
+        /// Only for this long, e.g. 30m, 8h, 7d.
+        #[arg(long = "for", value_name = "DURATION")]
+        duration: Option<String>,
+    },
+    /// Refuse APP the CATEGORY (no prompt either).
+    Deny { app: String, category: String },
+    /// Remove your decision: APP will be asked again.
+    Revoke { app: String, category: String },
+    /// Forget everything about APP.
+    Forget { app: String },
+    /// Stop handing out any context, until resume.
+    Pause,
+    /// Hand out context again.
+    Resume,
 }
 
 fn main() -> ExitCode {
@@ -56,9 +123,37 @@ fn main() -> ExitCode {
         match args.command.unwrap_or(Command::Status) {
             Command::Status => ctl::status(&conn, out).await,
             Command::Windows => ctl::windows(&conn, out).await,
+            Command::Media => ctl::media(&conn, out).await,
             Command::Sources => ctl::sources(&conn, out).await,
             Command::Categories => ctl::categories(&conn, out).await,
             Command::Watch { categories } => ctl::watch(&conn, out, categories).await,
+            Command::Consent(c) => match c {
+                ConsentCommand::List => ctl::consent_list(&conn, out).await,
+                ConsentCommand::Grant {
+                    app,
+                    category,
+                    duration,
+                } => ctl::consent_set(&conn, &app, &category, "allow", duration.as_deref()).await,
+                ConsentCommand::Deny { app, category } => {
+                    ctl::consent_set(&conn, &app, &category, "deny", None).await
+                }
+                ConsentCommand::Revoke { app, category } => {
+                    ctl::consent_revoke(&conn, &app, &category).await
+                }
+                ConsentCommand::Forget { app } => ctl::consent_forget(&conn, &app).await,
+                ConsentCommand::Pause => ctl::consent_pause(&conn, true).await,
+                ConsentCommand::Resume => ctl::consent_pause(&conn, false).await,
+            },
+            Command::History { since, app } => {
+                ctl::history(&conn, out, &since, app.as_deref()).await
+            }
+            Command::Summary { today } => ctl::summary(&conn, out, today).await,
+            Command::Forget { last, app, all } => {
+                ctl::forget(&conn, last.as_deref(), app.as_deref(), all).await
+            }
+            Command::Audit { app, since, limit } => {
+                ctl::audit(&conn, out, app.as_deref(), &since, limit).await
+            }
         }
     });
     match result {

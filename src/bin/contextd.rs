@@ -19,6 +19,10 @@ struct Args {
     /// benchmarks).
     #[arg(long, value_name = "FILE")]
     replay: Option<PathBuf>,
+    /// With --replay: a clock that starts at this RFC 3339 time and moves
+    /// only when the script says (tests of the timeline).
+    #[arg(long, value_name = "TIME", requires = "replay")]
+    fake_clock: Option<chrono::DateTime<chrono::Utc>>,
     /// Use this config file instead of $XDG_CONFIG_HOME/contextd/config.toml.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -49,6 +53,7 @@ fn main() -> ExitCode {
         file,
         replay: args.replay,
         replace: args.replace,
+        fake_clock: args.fake_clock,
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -27,6 +27,10 @@ impl ManualClock {
         Arc::new(ManualClock(Mutex::new(at)))
     }
 
+    pub fn set(&self, at: DateTime<Utc>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = at;
+    }
+
     pub fn advance(&self, by: chrono::Duration) {
         let mut t = self.0.lock().unwrap_or_else(|e| e.into_inner());
         *t += by;

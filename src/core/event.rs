@@ -64,4 +64,10 @@ pub enum SourceEvent {
         app_id: AppId,
         kind: String,
     },
+    /// Replay only: move the broker's clock (started with `--fake-clock`)
+    /// to `at`, in order with the events around it, so that a scripted
+    /// day has real timestamps. Ignored with the system clock.
+    Clock {
+        at: chrono::DateTime<chrono::Utc>,
+    },
 }

@@ -1,18 +1,35 @@
 //! The consent gate: `decide(subject, category) -> Allow | Deny | Ask`.
 //!
 //! Every read of context, every signal carrying context and every MCP
-//! resource or tool goes through here. A decision costs no I/O: the policy
-//! is held in memory and swapped whole when the file changes.
+//! resource or tool goes through here. A decision costs no I/O: policy.toml
+//! and the user's stored decisions are held in memory; writes go to the
+//! store, audit entries are handed to it without waiting.
+//!
+//! Order of precedence for (app, category):
+//! 1. paused: everything is denied;
+//! 2. a stored **deny** (of the category, or of its base for a detail);
+//! 3. a stored **allow**, or a grant in policy.toml (a detail implies its
+//!    base);
+//! 4. a one-time grant ("allow once") not used yet;
+//! 5. a prompt that went unanswered moments ago: denied for a short
+//!    cool-down, so that an app cannot flood the user with prompts;
+//! 6. otherwise: ask (or deny, if config.toml says unknown apps are denied).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
+use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 
 use super::clock::Clock;
+use super::consent::{
+    AppInfo, AuditEntry, Channel, ConsentStore, Loaded, Origin, StoredDecision, Verdict,
+};
 use super::error::Error;
 use super::policy::{Policy, PolicyError};
-use crate::model::{AppId, Category};
+use crate::model::{AppId, Category, IdentitySource};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
@@ -29,23 +46,97 @@ impl Decision {
     }
 }
 
+/// Tunables from config.toml `[consent]`.
+#[derive(Debug, Clone)]
+pub struct GateSettings {
+    /// What an undecided (app, category) gets: `Ask` (default) or `Deny`.
+    pub undecided: Verdict,
+    /// How long an unanswered prompt keeps denying before asking again.
+    pub cooldown: chrono::Duration,
+}
+
+impl Default for GateSettings {
+    fn default() -> Self {
+        GateSettings {
+            undecided: Verdict::Ask,
+            cooldown: chrono::Duration::seconds(30),
+        }
+    }
+}
+
+/// Why an access was allowed, for the audit log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AllowedBy {
+    Stored(Origin),
+    Policy,
+    Once,
+}
+
+type Key = (AppId, Category);
+
 #[derive(Debug)]
 pub struct Gate {
     policy: RwLock<Arc<Policy>>,
     policy_path: PathBuf,
+    decisions: RwLock<HashMap<AppId, HashMap<Category, StoredDecision>>>,
+    apps: RwLock<HashMap<AppId, AppInfo>>,
+    once: Mutex<HashMap<Key, u32>>,
+    cooldown: Mutex<HashMap<Key, DateTime<Utc>>>,
+    paused: AtomicBool,
+    settings: GateSettings,
+    store: Option<Arc<dyn ConsentStore>>,
     clock: Arc<dyn Clock>,
     /// Bumped whenever what any app may see could have changed (policy
-    /// reloaded, a grant expired), so that publishers re-check live
-    /// subscriptions at once.
+    /// reloaded, a decision changed, a grant expired, pause), so that
+    /// publishers re-check live subscriptions at once.
     generation: watch::Sender<u64>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Gate {
     pub fn new(policy_path: PathBuf, clock: Arc<dyn Clock>) -> Self {
+        Gate::with_store(
+            policy_path,
+            clock,
+            None,
+            Loaded::default(),
+            GateSettings::default(),
+        )
+    }
+
+    pub fn with_store(
+        policy_path: PathBuf,
+        clock: Arc<dyn Clock>,
+        store: Option<Arc<dyn ConsentStore>>,
+        loaded: Loaded,
+        settings: GateSettings,
+    ) -> Self {
         let (generation, _) = watch::channel(0);
+        let mut decisions: HashMap<AppId, HashMap<Category, StoredDecision>> = HashMap::new();
+        for d in loaded.decisions {
+            decisions
+                .entry(d.app.clone())
+                .or_default()
+                .insert(d.category.clone(), d);
+        }
+        let apps = loaded
+            .apps
+            .into_iter()
+            .map(|a| (a.app_id.clone(), a))
+            .collect();
         Gate {
             policy: RwLock::new(Arc::new(Policy::default())),
             policy_path,
+            decisions: RwLock::new(decisions),
+            apps: RwLock::new(apps),
+            once: Mutex::new(HashMap::new()),
+            cooldown: Mutex::new(HashMap::new()),
+            paused: AtomicBool::new(false),
+            settings,
+            store,
             clock,
             generation,
         }
@@ -64,6 +155,10 @@ impl Gate {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    pub fn has_store(&self) -> bool {
+        self.store.is_some()
     }
 
     /// Re-read the policy file. On error the previous policy stays.
@@ -90,21 +185,171 @@ impl Gate {
         self.generation.subscribe()
     }
 
-    pub fn decide(&self, app: &AppId, category: &Category) -> Decision {
-        let now = self.clock.now();
-        if self.policy().allows(app, category, now) {
-            return Decision::Allow;
-        }
-        Decision::Deny(Error::NotAllowed {
-            app: app.clone(),
-            category: category.clone(),
-            hint: self.grant_hint(app, category),
-        })
+    pub fn paused(&self) -> bool {
+        self.paused.load(Ordering::SeqCst)
     }
 
-    /// `Ok` when allowed; the typed error otherwise.
+    /// The global privacy switch: nothing is handed out while paused.
+    pub fn set_paused(&self, paused: bool) -> bool {
+        let was = self.paused.swap(paused, Ordering::SeqCst);
+        if was != paused {
+            self.bump();
+        }
+        was != paused
+    }
+
+    /// The soonest expiry of a policy grant or stored decision after now,
+    /// so that the daemon wakes up and cuts subscriptions exactly then.
+    pub fn next_expiry(&self) -> Option<DateTime<Utc>> {
+        let now = self.clock.now();
+        let stored = self
+            .decisions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .flat_map(|m| m.values())
+            .filter_map(|d| d.expires)
+            .filter(|e| *e > now)
+            .min();
+        match (stored, self.policy().next_expiry(now)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn stored(&self, app: &AppId, cat: &Category, now: DateTime<Utc>) -> Option<StoredDecision> {
+        let guard = self.decisions.read().unwrap_or_else(|e| e.into_inner());
+        let m = guard.get(app)?;
+        let live = |c: &Category| m.get(c).filter(|d| d.live_at(now)).cloned();
+        // A deny of the base covers its details.
+        if let Some(base) = cat.base()
+            && let Some(d) = live(&base)
+            && d.verdict == Verdict::Deny
+        {
+            return Some(d);
+        }
+        if let Some(d) = live(cat) {
+            return Some(d);
+        }
+        // An allow of a detail covers its base.
+        m.values()
+            .find(|d| {
+                d.verdict == Verdict::Allow
+                    && d.live_at(now)
+                    && d.category.base().as_ref() == Some(cat)
+            })
+            .cloned()
+    }
+
+    fn evaluate(&self, app: &AppId, cat: &Category) -> Result<AllowedBy, Decision> {
+        let now = self.clock.now();
+        if self.paused() {
+            return Err(Decision::Deny(Error::NotAllowed {
+                app: app.clone(),
+                category: cat.clone(),
+                hint: "sharing is paused by the user (contextctl consent resume)".into(),
+            }));
+        }
+        let stored = self.stored(app, cat, now);
+        match stored.as_ref().map(|d| d.verdict) {
+            Some(Verdict::Deny) => {
+                return Err(Decision::Deny(Error::NotAllowed {
+                    app: app.clone(),
+                    category: cat.clone(),
+                    hint: format!(
+                        "you denied it; to change that: contextctl consent grant {} {}",
+                        app, cat
+                    ),
+                }));
+            }
+            Some(Verdict::Allow) => {
+                let origin = stored.map(|d| d.origin).unwrap_or(Origin::Manage);
+                return Ok(AllowedBy::Stored(origin));
+            }
+            _ => {}
+        }
+        if self.policy().allows(app, cat, now) {
+            return Ok(AllowedBy::Policy);
+        }
+        if lock(&self.once)
+            .get(&(app.clone(), cat.clone()))
+            .is_some_and(|n| *n > 0)
+        {
+            return Ok(AllowedBy::Once);
+        }
+        if let Some(until) = lock(&self.cooldown).get(&(app.clone(), cat.clone()))
+            && *until > now
+        {
+            return Err(Decision::Deny(Error::NotAllowed {
+                app: app.clone(),
+                category: cat.clone(),
+                hint: "the user did not answer the last prompt; ask again later with RequestAccess"
+                    .into(),
+            }));
+        }
+        if stored.is_some() || self.settings.undecided == Verdict::Ask {
+            return Err(Decision::Ask);
+        }
+        Err(Decision::Deny(Error::NotAllowed {
+            app: app.clone(),
+            category: cat.clone(),
+            hint: self.grant_hint(app, cat),
+        }))
+    }
+
+    /// What `app` may do with `category`, without side effects (used to
+    /// render details, e.g. titles, inside an access already decided).
+    pub fn decide(&self, app: &AppId, category: &Category) -> Decision {
+        match self.evaluate(app, category) {
+            Ok(_) => Decision::Allow,
+            Err(d) => d,
+        }
+    }
+
+    pub fn allows(&self, app: &AppId, category: &Category) -> bool {
+        self.evaluate(app, category).is_ok()
+    }
+
+    /// An access: decides, uses up a one-time grant, and audits.
+    pub fn access(&self, app: &AppId, category: &Category, channel: Channel) -> Decision {
+        let r = self.evaluate(app, category);
+        let (allowed, reason) = match &r {
+            Ok(AllowedBy::Once) => {
+                let mut once = lock(&self.once);
+                let key = (app.clone(), category.clone());
+                if let Some(n) = once.get_mut(&key) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        once.remove(&key);
+                    }
+                }
+                (true, "once")
+            }
+            Ok(AllowedBy::Stored(o)) => (true, o.as_str()),
+            Ok(AllowedBy::Policy) => (true, "policy"),
+            Err(Decision::Ask) => (false, "undecided"),
+            Err(Decision::Deny(_)) if self.paused() => (false, "paused"),
+            Err(_) => (false, "denied"),
+        };
+        self.audit(app, category, channel, allowed, reason);
+        match r {
+            Ok(_) => Decision::Allow,
+            Err(d) => d,
+        }
+    }
+
+    /// [`Gate::access`] as a `Result`: `Pending` for ask.
     pub fn check(&self, app: &AppId, category: &Category) -> Result<(), Error> {
-        match self.decide(app, category) {
+        self.check_on(app, category, Channel::DBus)
+    }
+
+    pub fn check_on(
+        &self,
+        app: &AppId,
+        category: &Category,
+        channel: Channel,
+    ) -> Result<(), Error> {
+        match self.access(app, category, channel) {
             Decision::Allow => Ok(()),
             Decision::Deny(e) => Err(e),
             Decision::Ask => Err(Error::Pending {
@@ -114,15 +359,210 @@ impl Gate {
         }
     }
 
-    pub fn allows(&self, app: &AppId, category: &Category) -> bool {
-        self.decide(app, category).is_allow()
+    fn audit(
+        &self,
+        app: &AppId,
+        category: &Category,
+        channel: Channel,
+        allowed: bool,
+        reason: &str,
+    ) {
+        if let Some(store) = &self.store {
+            store.audit(AuditEntry {
+                time: self.clock.now(),
+                app: app.clone(),
+                category: category.clone(),
+                channel,
+                allowed,
+                reason: reason.to_owned(),
+                count: 1,
+            });
+        }
+    }
+
+    /// Record an answer of the user (prompt) or a management call.
+    pub async fn record(
+        &self,
+        app: &AppId,
+        category: &Category,
+        verdict: Verdict,
+        expires: Option<DateTime<Utc>>,
+        origin: Origin,
+    ) -> Result<(), Error> {
+        let d = StoredDecision {
+            app: app.clone(),
+            category: category.clone(),
+            verdict,
+            expires,
+            origin,
+            created: self.clock.now(),
+        };
+        if let Some(store) = &self.store {
+            store.put_decision(d.clone()).await?;
+        }
+        self.decisions
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(app.clone())
+            .or_default()
+            .insert(category.clone(), d);
+        lock(&self.cooldown).remove(&(app.clone(), category.clone()));
+        self.bump();
+        Ok(())
+    }
+
+    /// Allow `app` one access to `category`.
+    pub fn grant_once(&self, app: &AppId, category: &Category) {
+        *lock(&self.once)
+            .entry((app.clone(), category.clone()))
+            .or_insert(0) += 1;
+        lock(&self.cooldown).remove(&(app.clone(), category.clone()));
+    }
+
+    /// A prompt went unanswered: deny for the cool-down, store nothing.
+    pub fn cool_down(&self, app: &AppId, category: &Category) {
+        let until = self.clock.now() + self.settings.cooldown;
+        lock(&self.cooldown).insert((app.clone(), category.clone()), until);
+    }
+
+    /// Remove a stored decision (back to undecided).
+    pub async fn revoke(&self, app: &AppId, category: &Category) -> Result<bool, Error> {
+        if let Some(store) = &self.store {
+            store.delete_decision(app.clone(), category.clone()).await?;
+        }
+        let removed = self
+            .decisions
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(app)
+            .and_then(|m| m.remove(category))
+            .is_some();
+        lock(&self.once).remove(&(app.clone(), category.clone()));
+        self.bump();
+        Ok(removed)
+    }
+
+    /// Forget everything about an app.
+    pub async fn forget_app(&self, app: &AppId) -> Result<u64, Error> {
+        let n = match &self.store {
+            Some(store) => store.forget_app(app.clone()).await?,
+            None => 0,
+        };
+        self.decisions
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(app);
+        self.apps
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(app);
+        lock(&self.once).retain(|(a, _), _| a != app);
+        lock(&self.cooldown).retain(|(a, _), _| a != app);
+        self.bump();
+        Ok(n)
+    }
+
+    /// Note that an app asked (for `ListApps`). Cheap when already known.
+    pub async fn seen(
+        &self,
+        app: &AppId,
+        source: IdentitySource,
+        name: Option<String>,
+        icon: Option<String>,
+    ) {
+        let now = self.clock.now();
+        let info = {
+            let mut apps = self.apps.write().unwrap_or_else(|e| e.into_inner());
+            match apps.get_mut(app) {
+                // Refresh last_seen at most once a minute: no write per call.
+                Some(a) if now - a.last_seen < chrono::Duration::minutes(1) => return,
+                Some(a) => {
+                    a.last_seen = now;
+                    a.clone()
+                }
+                None => {
+                    let a = AppInfo {
+                        app_id: app.clone(),
+                        identity_source: source,
+                        display_name: name,
+                        icon,
+                        first_seen: now,
+                        last_seen: now,
+                    };
+                    apps.insert(app.clone(), a.clone());
+                    a
+                }
+            }
+        };
+        if let Some(store) = &self.store
+            && let Err(e) = store.upsert_app(info).await
+        {
+            tracing::warn!(error = %e, "cannot record the app");
+        }
+    }
+
+    pub fn apps(&self) -> Vec<AppInfo> {
+        let mut v: Vec<AppInfo> = self
+            .apps
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| a.app_id.cmp(&b.app_id));
+        v
+    }
+
+    /// Every live decision: stored ones and policy.toml grants (shown with
+    /// origin `policy`).
+    pub fn grants(&self) -> Vec<StoredDecision> {
+        let now = self.clock.now();
+        let mut v: Vec<StoredDecision> = self
+            .decisions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .flat_map(|m| m.values())
+            .filter(|d| d.live_at(now))
+            .cloned()
+            .collect();
+        for (app, grants) in self.policy().apps() {
+            for g in grants {
+                if g.expires.is_some_and(|e| e <= now) {
+                    continue;
+                }
+                let category = match &g.category {
+                    super::policy::CategoryPattern::One(c) => c.clone(),
+                    super::policy::CategoryPattern::All => Category::Provided("*".into()),
+                    super::policy::CategoryPattern::AllProvided => Category::Provided("*".into()),
+                };
+                v.push(StoredDecision {
+                    app: app.clone(),
+                    category,
+                    verdict: Verdict::Allow,
+                    expires: g.expires,
+                    origin: Origin::Policy,
+                    created: now,
+                });
+            }
+        }
+        v.sort_by(|a, b| {
+            (a.app.as_str(), a.category.to_string()).cmp(&(b.app.as_str(), b.category.to_string()))
+        });
+        v
+    }
+
+    pub fn store(&self) -> Option<&Arc<dyn ConsentStore>> {
+        self.store.as_ref()
     }
 
     fn grant_hint(&self, app: &AppId, category: &Category) -> String {
         format!(
-            "{} ({}). To allow it, add to {}: [[grant]] app = \"{}\" categories = [\"{}\"]",
+            "{} ({}). To allow it: contextctl consent grant {} {}, or add to {}: [[grant]] app = \"{}\" categories = [\"{}\"]",
             category,
             category.description(),
+            app,
+            category,
             self.policy_path.display(),
             app.as_str().replace('\\', "\\\\").replace('"', "\\\""),
             category
@@ -135,12 +575,25 @@ mod tests {
     use super::*;
     use crate::core::clock::ManualClock;
 
+    fn deny_gate(path: PathBuf, clock: Arc<ManualClock>) -> Gate {
+        Gate::with_store(
+            path,
+            clock,
+            None,
+            Loaded::default(),
+            GateSettings {
+                undecided: Verdict::Deny,
+                ..Default::default()
+            },
+        )
+    }
+
     #[test]
     fn deny_names_app_category_and_how_to_grant_and_expiry_uses_the_clock() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("policy.toml");
         let clock = ManualClock::new("2026-01-01T00:00:00Z".parse().expect("date"));
-        let gate = Gate::new(path.clone(), clock.clone());
+        let gate = deny_gate(path.clone(), clock.clone());
         let app = AppId::new("org.example.App").expect("id");
         let Decision::Deny(e) = gate.decide(&app, &Category::Windows) else {
             panic!("must deny")
@@ -172,5 +625,83 @@ mod tests {
         clock.advance(chrono::Duration::seconds(-1));
         assert!(gate.allows(&app, &Category::Windows));
         assert!(!gen_rx.has_changed().expect("watch"));
+    }
+
+    #[tokio::test]
+    async fn stored_decisions_once_cooldown_and_pause() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let clock = ManualClock::new("2026-01-01T00:00:00Z".parse().expect("date"));
+        let gate = Gate::with_store(
+            dir.path().join("p.toml"),
+            clock.clone(),
+            None,
+            Loaded::default(),
+            GateSettings::default(),
+        );
+        let app = AppId::new("org.example.App").expect("id");
+        assert_eq!(gate.decide(&app, &Category::Windows), Decision::Ask);
+
+        gate.grant_once(&app, &Category::Windows);
+        assert_eq!(
+            gate.access(&app, &Category::Windows, Channel::DBus),
+            Decision::Allow
+        );
+        assert_eq!(
+            gate.access(&app, &Category::Windows, Channel::DBus),
+            Decision::Ask
+        );
+
+        gate.cool_down(&app, &Category::Windows);
+        assert!(matches!(
+            gate.decide(&app, &Category::Windows),
+            Decision::Deny(_)
+        ));
+        clock.advance(chrono::Duration::seconds(31));
+        assert_eq!(gate.decide(&app, &Category::Windows), Decision::Ask);
+
+        let exp = clock.now() + chrono::Duration::seconds(2);
+        gate.record(
+            &app,
+            &Category::WindowsTitles,
+            Verdict::Allow,
+            Some(exp),
+            Origin::Prompt,
+        )
+        .await
+        .expect("record");
+        assert!(
+            gate.allows(&app, &Category::Windows),
+            "a detail implies its base"
+        );
+        assert_eq!(gate.next_expiry(), Some(exp));
+        clock.advance(chrono::Duration::seconds(2));
+        assert_eq!(gate.decide(&app, &Category::WindowsTitles), Decision::Ask);
+
+        gate.record(
+            &app,
+            &Category::Windows,
+            Verdict::Deny,
+            None,
+            Origin::Manage,
+        )
+        .await
+        .expect("record");
+        assert!(
+            matches!(
+                gate.decide(&app, &Category::WindowsTitles),
+                Decision::Deny(_)
+            ),
+            "a base deny covers details"
+        );
+
+        gate.record(&app, &Category::Power, Verdict::Allow, None, Origin::Manage)
+            .await
+            .expect("record");
+        assert!(gate.allows(&app, &Category::Power));
+        gate.set_paused(true);
+        assert!(!gate.allows(&app, &Category::Power));
+        gate.set_paused(false);
+        assert!(gate.revoke(&app, &Category::Power).await.expect("revoke"));
+        assert_eq!(gate.decide(&app, &Category::Power), Decision::Ask);
     }
 }

@@ -1,21 +1,26 @@
 //! The core: state, consent gate, identity. No zbus, sqlx, rmcp, wayland or
 //! pipewire type appears here; publishers and sources adapt to it.
 
+pub mod captures;
 pub mod clock;
+pub mod consent;
 pub mod error;
 pub mod event;
 pub mod gate;
+pub mod history;
 pub mod identity;
 pub mod policy;
+pub mod prompts;
 pub mod state;
 pub mod view;
 
 use std::sync::Arc;
 
 pub use clock::{Clock, SystemClock};
+pub use consent::Channel;
 pub use error::{Error, Result};
 pub use event::SourceEvent;
-pub use gate::{Decision, Gate};
+pub use gate::{Decision, Gate, GateSettings};
 pub use state::{Change, ChangeKind, Snapshot, State};
 
 /// The core as publishers see it.
@@ -23,14 +28,28 @@ pub use state::{Change, ChangeKind, Snapshot, State};
 pub struct Core {
     pub state: State,
     pub gate: Gate,
+    pub prompts: prompts::Prompts,
     pub clock: Arc<dyn Clock>,
 }
 
 impl Core {
     pub fn new(policy_path: std::path::PathBuf, clock: Arc<dyn Clock>) -> Arc<Self> {
+        Core::with_gate(
+            Gate::new(policy_path, clock.clone()),
+            clock,
+            std::time::Duration::from_secs(60),
+        )
+    }
+
+    pub fn with_gate(
+        gate: Gate,
+        clock: Arc<dyn Clock>,
+        prompt_timeout: std::time::Duration,
+    ) -> Arc<Self> {
         Arc::new(Core {
             state: State::new(clock.clone()),
-            gate: Gate::new(policy_path, clock.clone()),
+            gate,
+            prompts: prompts::Prompts::new(prompt_timeout),
             clock,
         })
     }

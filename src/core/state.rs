@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::broadcast;
 
+use super::captures::CaptureLog;
 use super::clock::Clock;
 use super::event::SourceEvent;
 use crate::model::{
@@ -49,6 +50,8 @@ pub struct Snapshot {
     pub notifications: VecDeque<Notification>,
     pub provided: BTreeMap<(AppId, String), ProvidedContext>,
     pub sources: BTreeMap<String, SourceStatus>,
+    /// Capture sessions of the last 24 hours (see `core::captures`).
+    pub captures: CaptureLog,
 }
 
 impl Snapshot {
@@ -136,13 +139,27 @@ impl Change {
     }
 }
 
+/// Sees every change synchronously, in order, with the time it was
+/// applied at (the history recorder): what a broadcast receiver cannot
+/// promise under load.
+pub trait StateObserver: Send {
+    fn changes(&mut self, changes: &[Change], now: DateTime<Utc>);
+    fn paused(&mut self, paused: bool, now: DateTime<Utc>);
+}
+
 /// The state: the snapshot behind a lock that is never held across an
 /// await, and a broadcast channel of changes.
-#[derive(Debug)]
 pub struct State {
     snapshot: RwLock<Snapshot>,
     tx: broadcast::Sender<Arc<Change>>,
     clock: Arc<dyn Clock>,
+    observer: std::sync::Mutex<Option<Box<dyn StateObserver>>>,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State").finish_non_exhaustive()
+    }
 }
 
 pub fn truncate_text(s: &mut String) {
@@ -169,6 +186,24 @@ impl State {
             snapshot: RwLock::new(Snapshot::default()),
             tx,
             clock,
+            observer: std::sync::Mutex::new(None),
+        }
+    }
+
+    pub fn set_observer(&self, o: Box<dyn StateObserver>) {
+        *self.observer.lock().unwrap_or_else(|e| e.into_inner()) = Some(o);
+    }
+
+    /// Tell the observer that sharing was paused or resumed.
+    pub fn observer_paused(&self, paused: bool) {
+        let now = self.clock.now();
+        if let Some(o) = self
+            .observer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+        {
+            o.paused(paused, now);
         }
     }
 
@@ -191,7 +226,18 @@ impl State {
         let now = self.clock.now();
         let changes = {
             let mut snap = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
-            apply_to(&mut snap, event, now)
+            let changes = apply_to(&mut snap, event, now);
+            snap.captures.observe(&changes, now);
+            if !changes.is_empty()
+                && let Some(o) = self
+                    .observer
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_mut()
+            {
+                o.changes(&changes, now);
+            }
+            changes
         };
         for c in &changes {
             // No receiver is not an error: nobody listens yet.
@@ -400,6 +446,7 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
             snap.provided.insert(key, context.clone());
             out.push(Change::Provided { kind, context });
         }
+        SourceEvent::Clock { .. } => {}
         SourceEvent::ProvidedRemoved { app_id, kind } => {
             if let Some(context) = snap.provided.remove(&(app_id, kind)) {
                 out.push(Change::Provided {

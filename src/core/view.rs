@@ -10,7 +10,12 @@
 //! - a notification's `body` only with `notifications.content`;
 //! - a stream's `media_name` (which can hold a song or a call's title) only
 //!   with the stream's own category (`media.playback` for playback,
-//!   `media.capture` for capture), which is already needed to see the stream;
+//!   `media.capture` for capture), which is already needed to see the stream.
+//!   A caller with only `media.playback` sees no capture stream and no
+//!   capture session, not even that one exists; a caller with only
+//!   `media.capture` sees no playback stream;
+//! - the capture sessions of the last 24 hours (`capture_sessions`, see
+//!   `core::captures`) only with `media.capture`;
 //! - an MPRIS player's `player` record (`status`, and the track's `title`,
 //!   `artist` and `url`) likewise only with `media.playback`, the category
 //!   of every MPRIS stream: it says what is playing exactly as PipeWire's
@@ -26,6 +31,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 
+use super::captures::CaptureSession;
 use super::state::{Change, Snapshot};
 use crate::model::{
     Category, MediaStream, Network, Notification, ProvidedContext, SourceStatus, Window,
@@ -110,6 +116,58 @@ pub fn network(n: &Network, name: bool) -> Value {
     if !name {
         m.remove("ssid");
     }
+    Value::Object(m)
+}
+
+pub fn capture_session(c: &CaptureSession) -> Value {
+    let mut m = obj(json!({
+        "stream_id": c.stream_id,
+        "kind": c.kind,
+        "start": time(&c.start),
+        "active": c.end.is_none(),
+    }));
+    if let Some(e) = &c.end {
+        m.insert("end".into(), time(e));
+    }
+    if let Some(a) = &c.app_id {
+        m.insert("app_id".into(), json!(a));
+    }
+    if let Some(p) = c.pid {
+        m.insert("pid".into(), json!(p));
+    }
+    if let Some(n) = &c.claimed_name {
+        m.insert("claimed_name".into(), json!(n));
+    }
+    Value::Object(m)
+}
+
+/// Who plays and who captures, for one caller: `media.playback` and
+/// `media.capture` (streams, as in the snapshot), `capture_sessions` (the
+/// last 24 hours before `now`, newest first) and `withheld`. Each key only
+/// with its category; `capture_sessions` needs `media.capture`.
+pub fn media(snap: &Snapshot, can: Can<'_>, now: DateTime<Utc>) -> Value {
+    let mut m = Map::new();
+    let mut withheld = Vec::new();
+    if can(&Category::MediaPlayback) {
+        m.insert(
+            Category::MediaPlayback.to_string(),
+            Value::Array(streams(snap, false)),
+        );
+    } else {
+        withheld.push(Category::MediaPlayback.to_string());
+    }
+    if can(&Category::MediaCapture) {
+        m.insert(
+            Category::MediaCapture.to_string(),
+            Value::Array(streams(snap, true)),
+        );
+        let mut sessions: Vec<Value> = snap.captures.recent(now).map(capture_session).collect();
+        sessions.reverse();
+        m.insert("capture_sessions".into(), Value::Array(sessions));
+    } else {
+        withheld.push(Category::MediaCapture.to_string());
+    }
+    m.insert("withheld".into(), json!(withheld));
     Value::Object(m)
 }
 
@@ -407,6 +465,66 @@ mod tests {
         let none = |_: &Category| false;
         assert!(change(&Change::Focus { window: None }, &none).is_none());
         assert!(!snapshot(&snap, &none).to_string().contains("w1"));
+    }
+
+    #[test]
+    fn capture_streams_and_sessions_only_with_media_capture() {
+        use crate::core::captures::CaptureLog;
+        use crate::model::{MediaKind, StreamState};
+        let stream = |id: &str, kind: MediaKind, name: &str| MediaStream {
+            id: id.into(),
+            kind,
+            app_id: None,
+            pid: Some(7),
+            claimed_name: None,
+            claimed_binary: None,
+            media_name: Some(name.into()),
+            media_role: None,
+            state: StreamState::Running,
+            since: Utc::now(),
+            player: None,
+        };
+        let mic = stream("pw-1-2", MediaKind::Microphone, "secret call");
+        let song = stream("pw-1-3", MediaKind::Playback, "a song");
+        let mut snap = Snapshot::default();
+        snap.streams.insert(mic.id.clone(), mic.clone());
+        snap.streams.insert(song.id.clone(), song.clone());
+        let mut log = CaptureLog::default();
+        let now = Utc::now();
+        log.observe(
+            &[Change::Stream {
+                kind: crate::core::ChangeKind::Opened,
+                stream: mic.clone(),
+            }],
+            now,
+        );
+        snap.captures = log;
+
+        let playback = |c: &Category| *c == Category::MediaPlayback;
+        for v in [snapshot(&snap, &playback), media(&snap, &playback, now)] {
+            let text = v.to_string();
+            assert!(
+                !text.contains("pw-1-2") && !text.contains("secret call"),
+                "{text}"
+            );
+            assert!(text.contains("a song"), "{text}");
+            assert!(v.get("capture_sessions").is_none());
+        }
+        let open = Change::Stream {
+            kind: crate::core::ChangeKind::Opened,
+            stream: mic,
+        };
+        assert!(change(&open, &playback).is_none());
+
+        let capture = |c: &Category| *c == Category::MediaCapture;
+        let v = media(&snap, &capture, now);
+        assert!(!v.to_string().contains("a song"));
+        assert_eq!(v["capture_sessions"][0]["stream_id"], "pw-1-2");
+        assert_eq!(v["capture_sessions"][0]["active"], true);
+        assert_eq!(v["media.capture"][0]["media_name"], "secret call");
+        let (cat, d) = change(&open, &capture).expect("allowed");
+        assert_eq!(cat, Category::MediaCapture);
+        assert_eq!(d["stream"]["kind"], "microphone");
     }
 
     #[test]

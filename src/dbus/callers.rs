@@ -15,25 +15,39 @@ use zbus::names::BusName;
 use super::error::{Error, Result};
 use crate::core::identity::{self, Identity};
 
+/// A bus peer as the broker knows it.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub identity: Identity,
+    pub uid: u32,
+}
+
+impl std::ops::Deref for Caller {
+    type Target = Identity;
+    fn deref(&self) -> &Identity {
+        &self.identity
+    }
+}
+
 #[derive(Debug)]
 pub struct Callers {
     dbus: DBusProxy<'static>,
     our_uid: u32,
-    cache: Mutex<HashMap<String, Arc<Identity>>>,
+    cache: Mutex<HashMap<String, Arc<Caller>>>,
 }
 
 impl Callers {
     pub fn new(dbus: DBusProxy<'static>) -> Self {
         Callers {
             dbus,
-            // SAFETY-free: getuid cannot fail.
+            // SAFETY: getuid(2) has no failure mode and touches no memory.
             our_uid: unsafe { libc::getuid() },
             cache: Mutex::new(HashMap::new()),
         }
     }
 
     /// The identity of the sender of a message.
-    pub async fn identify(&self, sender: Option<&str>) -> Result<Arc<Identity>> {
+    pub async fn identify(&self, sender: Option<&str>) -> Result<Arc<Caller>> {
         let sender = sender.ok_or_else(|| Error::Failed("message has no sender".into()))?;
         if let Some(id) = self.lock().get(sender) {
             return Ok(id.clone());
@@ -45,10 +59,8 @@ impl Callers {
             .get_connection_credentials(name)
             .await
             .map_err(|e| Error::Failed(format!("cannot get credentials of {sender}: {e}")))?;
-        if let Some(uid) = creds.unix_user_id()
-            && uid != self.our_uid
-            && uid != 0
-        {
+        let uid = creds.unix_user_id().unwrap_or(u32::MAX);
+        if uid != self.our_uid && uid != 0 {
             return Err(Error::NotAllowed(format!(
                 "{sender} runs as uid {uid}; contextd serves only its own user ({})",
                 self.our_uid
@@ -63,9 +75,11 @@ impl Callers {
                 "the bus gave no process for {sender}"
             )));
         };
-        let id = Arc::new(
-            resolved.map_err(|e| Error::Failed(format!("cannot identify {sender}: {e}")))?,
-        );
+        let id = Arc::new(Caller {
+            identity: resolved
+                .map_err(|e| Error::Failed(format!("cannot identify {sender}: {e}")))?,
+            uid,
+        });
         tracing::debug!(sender, app = %id.app_id, source = id.source.as_str(), "identified caller");
         self.lock().insert(sender.to_owned(), id.clone());
         Ok(id)
@@ -76,7 +90,7 @@ impl Callers {
         self.lock().remove(unique_name);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Identity>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Caller>>> {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -2,25 +2,114 @@
 //! the session bus. Converts wire types to domain types, asks the gate,
 //! formats; decides nothing itself.
 
+pub mod agent;
 pub mod callers;
+pub mod consent1;
 pub mod context1;
 pub mod error;
+pub mod history1;
+pub mod polkit;
 pub mod proxy;
+pub mod request;
 pub mod subscription;
 pub mod variant;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::StreamExt;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use zbus::Connection;
 use zbus::fdo::DBusProxy;
+use zbus::message::Header;
 
-use crate::core::Core;
+use crate::core::prompts::{self, PromptRequest};
+use crate::core::{Channel, Core, Decision};
+use crate::model::Category;
+use callers::Caller;
+use error::Result;
 
 pub const BUS_NAME: &str = "org.contextd.Broker1";
 pub const PATH: &str = "/org/contextd/Broker1";
+
+/// What every interface of the D-Bus publisher shares.
+#[derive(Debug)]
+pub struct Shared {
+    pub core: Arc<Core>,
+    pub conn: Connection,
+    pub callers: callers::Callers,
+    pub subs: Arc<subscription::Subscriptions>,
+    pub agents: Arc<agent::Agents>,
+    pub polkit: polkit::Polkit,
+    next_request: AtomicU64,
+}
+
+impl Shared {
+    /// The identity of the sender of `hdr`.
+    pub async fn caller(&self, hdr: &Header<'_>) -> Result<Arc<Caller>> {
+        self.callers
+            .identify(hdr.sender().map(|s| s.as_str()))
+            .await
+    }
+
+    /// Ask the gate for each category. When one is undecided, start a
+    /// prompt for the undecided ones and answer `Pending` at once: a D-Bus
+    /// read never blocks on the user.
+    pub async fn access(&self, who: &Caller, cats: &[Category], reason: &str) -> Result<()> {
+        let gate = &self.core.gate;
+        gate.seen(&who.app_id, who.source, None, None).await;
+        let mut ask = Vec::new();
+        for c in cats {
+            match gate.access(&who.app_id, c, Channel::DBus) {
+                Decision::Allow => {}
+                Decision::Deny(e) => return Err(e.into()),
+                Decision::Ask => ask.push(c.clone()),
+            }
+        }
+        if ask.is_empty() {
+            return Ok(());
+        }
+        let first = ask[0].clone();
+        let _ = prompts::start(&self.core, self.prompt_request(who, ask, reason));
+        Err(crate::core::Error::Pending {
+            app: who.app_id.clone(),
+            category: first,
+        }
+        .into())
+    }
+
+    pub fn prompt_request(
+        &self,
+        who: &Caller,
+        categories: Vec<Category>,
+        reason: &str,
+    ) -> PromptRequest {
+        PromptRequest {
+            app: who.app_id.clone(),
+            identity_source: who.source,
+            display_name: None,
+            icon: None,
+            categories,
+            channel: Channel::DBus,
+            reason: reason.chars().take(500).collect(),
+        }
+    }
+
+    /// Management calls: polkit `org.contextd.manage-consent` for the
+    /// calling process.
+    pub async fn authorize_manage(&self, hdr: &Header<'_>) -> Result<Arc<Caller>> {
+        let who = self.caller(hdr).await?;
+        self.polkit
+            .check(who.pid, who.uid, polkit::MANAGE_CONSENT)
+            .await?;
+        Ok(who)
+    }
+
+    pub fn next_request(&self) -> u64 {
+        self.next_request.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
 
 /// Register every object on `conn` and start the tasks that serve them.
 /// Call before requesting the bus name, so that no call finds an empty
@@ -28,19 +117,32 @@ pub const PATH: &str = "/org/contextd/Broker1";
 pub async fn serve(
     conn: &Connection,
     core: Arc<Core>,
+    history: crate::store::history::History,
+    history_enabled: bool,
     tasks: &mut JoinSet<()>,
     cancel: CancellationToken,
-) -> zbus::Result<()> {
+) -> zbus::Result<Arc<Shared>> {
     let dbus = DBusProxy::new(conn).await?;
-    let callers = Arc::new(callers::Callers::new(dbus.clone()));
-    let subs = Arc::new(subscription::Subscriptions::default());
+    let agents = Arc::new(agent::Agents::default());
+    core.prompts.set_prompter(Arc::new(agent::DBusPrompter {
+        conn: conn.clone(),
+        agents: agents.clone(),
+    }));
+    let shared = Arc::new(Shared {
+        core: core.clone(),
+        conn: conn.clone(),
+        callers: callers::Callers::new(dbus.clone()),
+        subs: Arc::new(subscription::Subscriptions::default()),
+        agents,
+        polkit: polkit::Polkit::default(),
+        next_request: AtomicU64::new(0),
+    });
 
-    // Peers leaving: forget their identity and drop their subscriptions.
+    // Peers leaving: forget their identity, drop their subscriptions and
+    // agents.
     let mut owner_changes = dbus.receive_name_owner_changed().await?;
     {
-        let conn = conn.clone();
-        let callers = callers.clone();
-        let subs = subs.clone();
+        let shared = shared.clone();
         let cancel = cancel.clone();
         tasks.spawn(async move {
             loop {
@@ -51,8 +153,9 @@ pub async fn serve(
                         let Ok(args) = sig.args() else { continue };
                         let name = args.name().as_str();
                         if name.starts_with(':') && args.new_owner().is_none() {
-                            callers.forget(name);
-                            subscription::drop_owner(&conn, &subs, name).await;
+                            shared.callers.forget(name);
+                            shared.agents.drop_owner(name);
+                            subscription::drop_owner(&shared.conn, &shared.subs, name).await;
                         }
                     }
                 }
@@ -64,15 +167,37 @@ pub async fn serve(
         .at(
             PATH,
             context1::Context1 {
-                core: core.clone(),
-                callers,
-                subs: subs.clone(),
+                shared: shared.clone(),
             },
         )
         .await?;
-
-    tasks.spawn(subscription::dispatch(conn.clone(), core, subs, cancel));
-    until_serving(conn).await
+    conn.object_server()
+        .at(
+            PATH,
+            history1::History1 {
+                shared: shared.clone(),
+                history,
+                enabled: history_enabled,
+            },
+        )
+        .await?;
+    conn.object_server()
+        .at(
+            PATH,
+            consent1::Consent1 {
+                shared: shared.clone(),
+            },
+        )
+        .await?;
+    tasks.spawn(consent1::watch_paused(shared.clone(), cancel.clone()));
+    tasks.spawn(subscription::dispatch(
+        conn.clone(),
+        core,
+        shared.subs.clone(),
+        cancel,
+    ));
+    until_serving(conn).await?;
+    Ok(shared)
 }
 
 /// Wait until the object server answers calls.

@@ -16,9 +16,11 @@ pub trait Context1 {
     fn get_snapshot(&self) -> zbus::Result<Dict>;
     fn list_windows(&self) -> zbus::Result<Vec<Dict>>;
     fn get_active_window(&self) -> zbus::Result<Dict>;
+    fn get_media(&self) -> zbus::Result<Dict>;
     fn list_sources(&self) -> zbus::Result<Vec<Dict>>;
     fn list_categories(&self) -> zbus::Result<Vec<Dict>>;
     fn subscribe(&self, categories: &[&str]) -> zbus::Result<OwnedObjectPath>;
+    fn request_access(&self, categories: &[&str], reason: &str) -> zbus::Result<OwnedObjectPath>;
     #[zbus(property)]
     fn version(&self) -> zbus::Result<u32>;
 }
@@ -35,4 +37,67 @@ pub trait Subscription1 {
     fn changed(&self, category: String, data: Dict) -> zbus::Result<()>;
     #[zbus(signal)]
     fn revoked(&self, category: String, reason: String) -> zbus::Result<()>;
+}
+
+#[proxy(
+    interface = "org.contextd.Consent1",
+    default_service = "org.contextd.Broker1",
+    default_path = "/org/contextd/Broker1"
+)]
+pub trait Consent1 {
+    fn list_apps(&self) -> zbus::Result<Vec<Dict>>;
+    fn list_grants(&self) -> zbus::Result<Vec<Dict>>;
+    fn set_grant(
+        &self,
+        app: &str,
+        category: &str,
+        decision: &str,
+        expires: i64,
+    ) -> zbus::Result<()>;
+    fn revoke(&self, app: &str, category: &str) -> zbus::Result<bool>;
+    fn forget_app(&self, app: &str) -> zbus::Result<u64>;
+    fn get_audit(&self, since: i64, until: i64, app: &str, limit: u32) -> zbus::Result<Vec<Dict>>;
+    fn register_agent(&self, agent: &zbus::wire::ObjectPath<'_>) -> zbus::Result<()>;
+    fn unregister_agent(&self, agent: &zbus::wire::ObjectPath<'_>) -> zbus::Result<()>;
+    fn set_paused(&self, paused: bool) -> zbus::Result<()>;
+    #[zbus(property)]
+    fn paused(&self) -> zbus::Result<bool>;
+}
+
+#[proxy(
+    interface = "org.contextd.Request1",
+    default_service = "org.contextd.Broker1"
+)]
+pub trait Request1 {
+    fn close(&self) -> zbus::Result<()>;
+    #[zbus(signal)]
+    fn response(&self, response: u32, results: Dict) -> zbus::Result<()>;
+}
+
+#[proxy(
+    interface = "org.contextd.History1",
+    default_service = "org.contextd.Broker1",
+    default_path = "/org/contextd/Broker1"
+)]
+pub trait History1 {
+    #[allow(clippy::too_many_arguments)]
+    fn query(
+        &self,
+        since: i64,
+        until: i64,
+        categories: &[&str],
+        apps: &[&str],
+        limit: u32,
+        cursor: &str,
+    ) -> zbus::Result<(Vec<Dict>, String)>;
+    fn summary(&self, since: i64, until: i64) -> zbus::Result<Vec<Dict>>;
+    fn forget(
+        &self,
+        since: i64,
+        until: i64,
+        apps: &[&str],
+        categories: &[&str],
+    ) -> zbus::Result<u64>;
+    #[zbus(property)]
+    fn recording(&self) -> zbus::Result<bool>;
 }

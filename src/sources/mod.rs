@@ -11,6 +11,7 @@ pub mod login1;
 pub mod mpris;
 pub mod networkmanager;
 pub mod notifications;
+pub mod pipewire;
 pub mod replay;
 pub mod upower;
 
@@ -123,6 +124,9 @@ pub fn spawn_all(ctx: &SourceContext, tasks: &mut JoinSet<()>) {
     };
     // Real sources register here, e.g.:
     // if enabled(wayland::NAME) { tasks.spawn(wayland::run(ctx.clone())); }
+    if enabled(pipewire::NAME) {
+        tasks.spawn(pipewire::run(ctx.clone()));
+    }
     if enabled(login1::NAME) {
         tasks.spawn(login1::run(ctx.clone()));
     }

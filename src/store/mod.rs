@@ -1,3 +1,15 @@
-//! The encrypted store (SQLCipher through sqlx) behind traits that `core`
-//! owns. Filled in by the consent issue; until then decisions come from
-//! policy.toml only and nothing is written to disk.
+//! The encrypted store: SQLCipher through sqlx, behind the traits `core`
+//! owns (`core::consent::ConsentStore`).
+//!
+//! The key is a raw 32-byte key (no KDF cost at start) from, in order:
+//! `$CREDENTIALS_DIRECTORY/dbkey` (systemd `LoadCredential=`), the Secret
+//! Service (an item with `application=contextd`, created on first start),
+//! else `$XDG_STATE_HOME/contextd/db.key` (0600 in a 0700 directory).
+
+pub mod db;
+pub mod history;
+pub mod key;
+pub mod secret_service;
+
+pub use db::{Db, DbError};
+pub use key::{DbKey, KeyError, KeySource};

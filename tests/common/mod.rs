@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use zbus::Connection;
 
+pub mod agent;
+pub mod dbusmock;
 pub mod session;
 
 pub const BUS_NAME: &str = "org.contextd.Broker1";
@@ -108,7 +110,11 @@ impl Home {
         for d in ["config/contextd", "data", "state", "run"] {
             std::fs::create_dir_all(dir.path().join(d)).expect("mkdir");
         }
-        Home { dir }
+        let home = Home { dir };
+        // Tests that are not about prompts want only explicit grants to
+        // count; prompt tests call `ask_undecided`.
+        home.deny_undecided();
+        home
     }
 
     pub fn policy_path(&self) -> PathBuf {
@@ -129,6 +135,27 @@ impl Home {
             ));
         }
         self.write_policy_text(&text);
+    }
+
+    /// Write config.toml.
+    pub fn write_config(&self, text: &str) {
+        std::fs::write(self.dir.path().join("config/contextd/config.toml"), text)
+            .expect("write config");
+    }
+
+    /// Only explicit grants count: undecided access is denied, not asked
+    /// (the foundation's behaviour, before prompts).
+    pub fn deny_undecided(&self) {
+        self.write_config("[consent]\nundecided = \"deny\"\n");
+    }
+
+    /// The default of a real installation: undecided access is asked.
+    pub fn ask_undecided(&self) {
+        self.write_config("");
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        self.dir.path().join("data/contextd/contextd.db")
     }
 
     pub fn write_policy_text(&self, text: &str) {
@@ -165,6 +192,14 @@ impl Home {
     }
 }
 
+/// A D-Bus error's name, or a panic with what came instead.
+pub fn error_name<T: std::fmt::Debug>(r: zbus::Result<T>) -> String {
+    match r {
+        Err(zbus::Error::MethodError(name, _, _)) => name.to_string(),
+        other => panic!("expected a D-Bus error, got {other:?}"),
+    }
+}
+
 /// The app id under which the broker knows this test process.
 pub fn my_app_id() -> String {
     let exe = std::fs::read_link("/proc/self/exe").expect("exe");
@@ -189,6 +224,23 @@ impl Daemon {
     /// Start `contextd` with `args` and wait until it owns its name.
     pub async fn start(bus: &Bus, home: &Home, args: &[&str]) -> Daemon {
         let d = Daemon::spawn(bus, home, args);
+        wait_for_owner(bus, true).await;
+        d
+    }
+
+    /// Start with extra environment (e.g. `DBUS_SYSTEM_BUS_ADDRESS`) and
+    /// wait until it owns its name.
+    pub async fn start_with(
+        bus: &Bus,
+        home: &Home,
+        args: &[&str],
+        extra: &[(&str, &str)],
+    ) -> Daemon {
+        let mut env = home.envs(bus);
+        for (k, v) in extra {
+            env.push(((*k).to_owned(), (*v).to_owned()));
+        }
+        let d = Daemon::spawn_env(home, env, args);
         wait_for_owner(bus, true).await;
         d
     }

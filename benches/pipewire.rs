@@ -1,0 +1,299 @@
+//! `make bench` for the PipeWire source, in a private session
+//! (scripts/session.sh: PipeWire + WirePlumber with null devices).
+//!
+//! 1. Latency: 100 times, `pw-play` starts; we time from its spawn to the
+//!    first `Changed` for its stream on a `media.playback` subscription,
+//!    and, in the same run, to a bare pipewire-rs registry listener seeing
+//!    its node appear (the floor: the earliest any PipeWire client can know
+//!    the node exists). Prints p50/p99 of both and of the difference.
+//! 2. Idle: with 20 streams playing and nothing changing, the daemon's CPU
+//!    ticks (utime + stime from /proc/PID/stat) over 30 s.
+//!
+//! Prints figures; asserts nothing (timing belongs here, not in tests).
+
+#[path = "common.rs"]
+mod common;
+#[path = "../tests/pipewire_client/mod.rs"]
+mod pipewire_client;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use contextd::dbus::proxy::{Context1Proxy, Subscription1Proxy};
+use contextd::dbus::variant::{dict_to_json, to_json};
+use futures_util::StreamExt;
+use serde_json::Value;
+
+const STARTS: usize = 100;
+const IDLE_STREAMS: usize = 20;
+const IDLE_SECS: u64 = 30;
+
+/// The session of scripts/session.sh, stopped on drop.
+struct Session {
+    dir: PathBuf,
+    env: HashMap<String, String>,
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/session.sh")
+}
+
+impl Session {
+    fn start(dir: &Path) -> Session {
+        let st = Command::new(script())
+            .arg("start")
+            .arg(dir)
+            .arg("--no-sway")
+            .stdout(Stdio::null())
+            .status()
+            .expect("session.sh");
+        assert!(st.success(), "session.sh start failed");
+        let env = std::fs::read_to_string(dir.join("env.list"))
+            .expect("env.list")
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        Session {
+            dir: dir.to_owned(),
+            env,
+        }
+    }
+
+    fn get(&self, k: &str) -> &str {
+        self.env.get(k).map(String::as_str).unwrap_or("")
+    }
+
+    fn command(&self, prog: &str) -> Command {
+        let mut c = Command::new(prog);
+        for (k, v) in &self.env {
+            if v.is_empty() {
+                c.env_remove(k);
+            } else {
+                c.env(k, v);
+            }
+        }
+        c.stdout(Stdio::null()).stderr(Stdio::null());
+        c
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = Command::new(script())
+            .arg("stop")
+            .arg(&self.dir)
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // After the comm: state is field 3, utime 14, stime 15.
+    let n = |i: usize| {
+        f.get(i - 3)
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    n(14) + n(15)
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(run());
+}
+
+fn data_of(sig: &contextd::dbus::proxy::Changed) -> Value {
+    let args = sig.args().expect("args");
+    args.data()
+        .iter()
+        .map(|(k, v)| (k.clone(), to_json(v)))
+        .collect()
+}
+
+async fn run() {
+    let dir = tempfile::Builder::new()
+        .prefix("ctxd-bench")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let session = Session::start(&dir.path().join("s"));
+    let home = dir.path().join("home");
+    let cfg = home.join("config/contextd");
+    std::fs::create_dir_all(&cfg).expect("mkdir");
+    let me = std::fs::read_link("/proc/self/exe").expect("exe");
+    std::fs::write(
+        cfg.join("policy.toml"),
+        format!(
+            "[[grant]]\napp = \"exe:{}\"\ncategories = [\"media.playback\", \"media.capture\"]\n",
+            me.display()
+        ),
+    )
+    .expect("policy");
+    let wav = home.join("tone.wav");
+    pipewire_client::write_tone(&wav, 120);
+
+    let mut daemon_cmd = session.command(env!("CARGO_BIN_EXE_contextd"));
+    daemon_cmd
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env("HOME", &home)
+        .env("RUST_LOG", "warn");
+    let daemon = Proc(daemon_cmd.spawn().expect("contextd"));
+    let conn = zbus::connection::Builder::address(session.get("DBUS_SESSION_BUS_ADDRESS"))
+        .build()
+        .await
+        .expect("connect");
+    let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+    let t = Instant::now();
+    loop {
+        let up = ctx.list_sources().await.ok().is_some_and(|v| {
+            v.iter()
+                .map(dict_to_json)
+                .any(|s| s["name"] == "pipewire" && s["available"] == true)
+        });
+        if up {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "broker not up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let path = ctx.subscribe(&["media.playback"]).await.expect("subscribe");
+    let sub = Subscription1Proxy::builder(&conn)
+        .path(path)
+        .build()
+        .await
+        .expect("sub");
+    let mut changed = sub.receive_changed().await.expect("changed");
+    let socket = pipewire_client::socket_of(session.get("PIPEWIRE_RUNTIME_DIR"));
+    let (_listener, seen) = pipewire_client::watch_nodes(&socket);
+    while seen.try_recv().is_ok() {}
+
+    // 1. Latency.
+    let mut broker = Vec::with_capacity(STARTS);
+    let mut floor = Vec::with_capacity(STARTS);
+    let mut extra = Vec::with_capacity(STARTS);
+    for i in 0..STARTS + 5 {
+        let mut cmd = session.command("pw-play");
+        cmd.arg(&wav);
+        let t0 = Instant::now();
+        let mut play = Proc(cmd.spawn().expect("pw-play"));
+        let pid = play.0.id();
+        // Runs do not overlap (each waits for its stream's end), so the
+        // next stream opened is this pw-play's.
+        let got = loop {
+            let sig = tokio::time::timeout(Duration::from_secs(10), changed.next())
+                .await
+                .expect("Changed within 10 s")
+                .expect("open");
+            let got = Instant::now();
+            if data_of(&sig)["event"] == "opened" {
+                break got;
+            }
+        };
+        // The listener's node: the next playback stream node to appear.
+        let node_seen = loop {
+            let n = seen
+                .recv_timeout(Duration::from_secs(10))
+                .expect("the bare listener saw the node");
+            if n.props.get("media.class").map(String::as_str) == Some("Stream/Output/Audio") {
+                break n.at;
+            }
+        };
+        if i >= 5 {
+            broker.push(got - t0);
+            floor.push(node_seen - t0);
+            extra.push(got.saturating_duration_since(node_seen));
+        }
+        // Stop it and wait until the broker says so, so that runs do not overlap.
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+        let _ = play.0.wait();
+        loop {
+            let sig = tokio::time::timeout(Duration::from_secs(10), changed.next())
+                .await
+                .expect("closed within 10 s")
+                .expect("open");
+            if data_of(&sig)["event"] == "closed" {
+                break;
+            }
+        }
+    }
+    broker.sort();
+    floor.sort();
+    extra.sort();
+    println!("contextd PipeWire benchmark ({STARTS} pw-play starts after 5 warm-up)");
+    println!(
+        "  bare registry listener sees the node (floor)   p50 {:>8.2} ms   p99 {:>8.2} ms",
+        us(pct(&floor, 0.5)) / 1000.0,
+        us(pct(&floor, 0.99)) / 1000.0
+    );
+    println!(
+        "  subscriber gets Changed (opened)                p50 {:>8.2} ms   p99 {:>8.2} ms",
+        us(pct(&broker, 0.5)) / 1000.0,
+        us(pct(&broker, 0.99)) / 1000.0
+    );
+    println!(
+        "  broker's extra time over the floor, per start   p50 {:>8.2} ms   p99 {:>8.2} ms",
+        us(pct(&extra, 0.5)) / 1000.0,
+        us(pct(&extra, 0.99)) / 1000.0
+    );
+    let r50 = us(pct(&broker, 0.5)) / us(pct(&floor, 0.5)).max(1.0);
+    let r99 = us(pct(&broker, 0.99)) / us(pct(&floor, 0.99)).max(1.0);
+    println!("  ratio p50 {r50:.2}x, p99 {r99:.2}x (times from pw-play's spawn)");
+
+    // 2. Idle with 20 streams.
+    let mut players = Vec::new();
+    for _ in 0..IDLE_STREAMS {
+        let mut cmd = session.command("pw-play");
+        cmd.arg(&wav);
+        players.push(Proc(cmd.spawn().expect("pw-play")));
+    }
+    let t = Instant::now();
+    loop {
+        let n = ctx
+            .get_media()
+            .await
+            .ok()
+            .map(|m| dict_to_json(&m))
+            .and_then(|m| {
+                m["media.playback"]
+                    .as_array()
+                    .map(|a| a.iter().filter(|s| s["active"] == true).count())
+            })
+            .unwrap_or(0);
+        if n == IDLE_STREAMS {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "only {n} streams running"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Let the start-up settle, then watch.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let pid = daemon.0.id();
+    let before = cpu_ticks(pid);
+    tokio::time::sleep(Duration::from_secs(IDLE_SECS)).await;
+    let after = cpu_ticks(pid);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    println!(
+        "  idle: {IDLE_STREAMS} streams playing, nothing changing: {} CPU ticks in {IDLE_SECS} s (1 tick = 1/{hz} s; target 0: {})",
+        after - before,
+        verdict(after == before)
+    );
+    drop(players);
+    drop(daemon);
+}

@@ -1,0 +1,194 @@
+//! Consent decisions beyond policy.toml: what the user decided through a
+//! prompt or `contextctl consent`, one-time grants, the audit trail, and
+//! the store behind them (a trait implemented by `store/`, so that core
+//! never sees SQL).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::error::Error;
+use crate::model::{AppId, Category, IdentitySource};
+
+pub type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// How an app reached the broker; shown in prompts and the audit log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Channel {
+    #[serde(rename = "dbus")]
+    DBus,
+    #[serde(rename = "mcp-stdio")]
+    McpStdio,
+    #[serde(rename = "mcp-http")]
+    McpHttp,
+}
+
+impl Channel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Channel::DBus => "dbus",
+            Channel::McpStdio => "mcp-stdio",
+            Channel::McpHttp => "mcp-http",
+        }
+    }
+}
+
+impl fmt::Display for Channel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Allow,
+    Deny,
+    /// Ask every time.
+    Ask,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Allow => "allow",
+            Verdict::Deny => "deny",
+            Verdict::Ask => "ask",
+        }
+    }
+}
+
+impl FromStr for Verdict {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "allow" => Ok(Verdict::Allow),
+            "deny" => Ok(Verdict::Deny),
+            "ask" => Ok(Verdict::Ask),
+            other => Err(Error::InvalidArgs(format!(
+                "unknown decision '{}': use allow, deny or ask",
+                other.chars().take(40).collect::<String>()
+            ))),
+        }
+    }
+}
+
+/// Who made a stored decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    /// The user, answering a prompt.
+    Prompt,
+    /// The user, through `Consent1` / `contextctl consent`.
+    Manage,
+    /// The user's policy.toml (never stored; shown as such).
+    Policy,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Prompt => "prompt",
+            Origin::Manage => "manage",
+            Origin::Policy => "policy",
+        }
+    }
+}
+
+impl FromStr for Origin {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "prompt" => Ok(Origin::Prompt),
+            "manage" => Ok(Origin::Manage),
+            "policy" => Ok(Origin::Policy),
+            other => Err(Error::Failed(format!(
+                "unknown origin '{other}' in the store"
+            ))),
+        }
+    }
+}
+
+/// One decision of the user about one app and one category.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredDecision {
+    pub app: AppId,
+    pub category: Category,
+    pub verdict: Verdict,
+    pub expires: Option<DateTime<Utc>>,
+    pub origin: Origin,
+    pub created: DateTime<Utc>,
+}
+
+impl StoredDecision {
+    pub fn live_at(&self, now: DateTime<Utc>) -> bool {
+        self.expires.is_none_or(|e| e > now)
+    }
+}
+
+/// What the user answered to a prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// For one call or one subscription.
+    Once,
+    Always,
+    For(chrono::Duration),
+    Deny,
+}
+
+/// An app that asked, as the broker knows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AppInfo {
+    pub app_id: AppId,
+    pub identity_source: IdentitySource,
+    pub display_name: Option<String>,
+    pub icon: Option<String>,
+    pub first_seen: DateTime<Utc>,
+    pub last_seen: DateTime<Utc>,
+}
+
+/// One decision of the gate about one access.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AuditEntry {
+    pub time: DateTime<Utc>,
+    pub app: AppId,
+    pub category: Category,
+    pub channel: Channel,
+    pub allowed: bool,
+    /// Why: `policy`, `prompt`, `manage`, `once`, `denied`, `paused`,
+    /// `undecided`, `no-answer`.
+    pub reason: String,
+    /// How many identical decisions this row stands for.
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct AuditQuery {
+    pub since: Option<DateTime<Utc>>,
+    pub until: Option<DateTime<Utc>>,
+    pub app: Option<AppId>,
+    pub limit: u32,
+}
+
+/// What is loaded from the store at start.
+#[derive(Debug, Clone, Default)]
+pub struct Loaded {
+    pub decisions: Vec<StoredDecision>,
+    pub apps: Vec<AppInfo>,
+}
+
+/// The persistent side of consent. Decision writes are awaited (they are
+/// rare and the user expects them to stick); audit entries are handed over
+/// without waiting and written in batches.
+pub trait ConsentStore: Send + Sync + fmt::Debug {
+    fn put_decision(&self, d: StoredDecision) -> BoxFut<'_, Result<(), Error>>;
+    fn delete_decision(&self, app: AppId, category: Category) -> BoxFut<'_, Result<bool, Error>>;
+    fn forget_app(&self, app: AppId) -> BoxFut<'_, Result<u64, Error>>;
+    fn upsert_app(&self, app: AppInfo) -> BoxFut<'_, Result<(), Error>>;
+    fn audit(&self, e: AuditEntry);
+    fn query_audit(&self, q: AuditQuery) -> BoxFut<'_, Result<Vec<AuditEntry>, Error>>;
+}

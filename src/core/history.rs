@@ -1,0 +1,460 @@
+//! The timeline recorder: turns changes of the state into intervals and
+//! points for the history store, applying what the user chose to record.
+//!
+//! Pure logic (no I/O): the daemon feeds it every `Change` and hands the
+//! resulting operations to the store, which writes them in batches.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::state::{Change, ChangeKind};
+use crate::model::{Category, MediaKind, StreamState};
+
+/// What a history row is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HistoryKind {
+    Focus,
+    Capture,
+    Playback,
+    Locked,
+    Idle,
+    Sleep,
+    Notification,
+}
+
+impl HistoryKind {
+    pub const ALL: [HistoryKind; 7] = [
+        HistoryKind::Focus,
+        HistoryKind::Capture,
+        HistoryKind::Playback,
+        HistoryKind::Locked,
+        HistoryKind::Idle,
+        HistoryKind::Sleep,
+        HistoryKind::Notification,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HistoryKind::Focus => "focus",
+            HistoryKind::Capture => "capture",
+            HistoryKind::Playback => "playback",
+            HistoryKind::Locked => "locked",
+            HistoryKind::Idle => "idle",
+            HistoryKind::Sleep => "sleep",
+            HistoryKind::Notification => "notification",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<HistoryKind> {
+        HistoryKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// The category a reader needs (besides `history`) to see this row.
+    pub fn category(self) -> Category {
+        match self {
+            HistoryKind::Focus => Category::Windows,
+            HistoryKind::Capture => Category::MediaCapture,
+            HistoryKind::Playback => Category::MediaPlayback,
+            HistoryKind::Locked | HistoryKind::Idle | HistoryKind::Sleep => Category::Session,
+            HistoryKind::Notification => Category::Notifications,
+        }
+    }
+}
+
+/// One row of the timeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistoryEvent {
+    pub id: i64,
+    pub kind: HistoryKind,
+    pub app_id: Option<String>,
+    /// Window title, media name or notification summary, when recorded.
+    pub title: Option<String>,
+    pub detail: Option<serde_json::Value>,
+    pub start: DateTime<Utc>,
+    /// `None` while the interval is open.
+    pub end: Option<DateTime<Utc>>,
+}
+
+/// What the store is asked to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HistoryOp {
+    Open(HistoryEvent),
+    Close { id: i64, end: DateTime<Utc> },
+}
+
+/// What the user chose to record (config.toml `[history]`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HistorySettings {
+    /// Record at all.
+    pub enabled: bool,
+    /// Kinds to record (`focus`, `capture`, `playback`, `locked`, `idle`,
+    /// `sleep`, `notification`); all by default.
+    pub record: Vec<String>,
+    /// Record window titles with focus intervals.
+    pub titles: bool,
+    /// Record notification bodies (off by default: they are messages).
+    pub notification_bodies: bool,
+    /// Apps never recorded (compared case-insensitively with the app id;
+    /// a pattern matches when the app id contains it).
+    pub exclude_apps: Vec<String>,
+    /// Windows never recorded when their title contains one of these
+    /// (case-insensitive): private and incognito browser windows.
+    pub exclude_titles: Vec<String>,
+    /// Days kept, for every kind not in `retention_days_per_kind`.
+    pub retention_days: u32,
+    pub retention_days_per_kind: HashMap<String, u32>,
+}
+
+impl Default for HistorySettings {
+    fn default() -> Self {
+        HistorySettings {
+            enabled: true,
+            record: HistoryKind::ALL
+                .iter()
+                .map(|k| k.as_str().to_owned())
+                .collect(),
+            titles: true,
+            notification_bodies: false,
+            exclude_apps: vec![
+                "keepassxc".into(),
+                "bitwarden".into(),
+                "1password".into(),
+                "org.gnome.World.Secrets".into(),
+                "keepass".into(),
+            ],
+            exclude_titles: vec![
+                "private browsing".into(),
+                "incognito".into(),
+                "inprivate".into(),
+                "(private)".into(),
+            ],
+            retention_days: 14,
+            retention_days_per_kind: HashMap::new(),
+        }
+    }
+}
+
+impl HistorySettings {
+    pub fn records(&self, k: HistoryKind) -> bool {
+        self.enabled && self.record.iter().any(|r| r == k.as_str())
+    }
+
+    pub fn excluded_app(&self, app: &str) -> bool {
+        let a = app.to_lowercase();
+        self.exclude_apps
+            .iter()
+            .any(|p| !p.is_empty() && a.contains(&p.to_lowercase()))
+    }
+
+    pub fn excluded_title(&self, title: &str) -> bool {
+        let t = title.to_lowercase();
+        self.exclude_titles
+            .iter()
+            .any(|p| !p.is_empty() && t.contains(&p.to_lowercase()))
+    }
+
+    pub fn retention(&self, k: HistoryKind) -> chrono::Duration {
+        let days = self
+            .retention_days_per_kind
+            .get(k.as_str())
+            .copied()
+            .unwrap_or(self.retention_days)
+            .max(1);
+        chrono::Duration::days(i64::from(days))
+    }
+}
+
+/// Open intervals, keyed by what closes them.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    settings: HistorySettings,
+    next_id: i64,
+    focus: Option<i64>,
+    streams: HashMap<String, i64>,
+    session: HashMap<HistoryKind, i64>,
+    paused: bool,
+}
+
+impl Recorder {
+    pub fn new(settings: HistorySettings, next_id: i64) -> Self {
+        Recorder {
+            settings,
+            next_id: next_id.max(1),
+            ..Default::default()
+        }
+    }
+
+    pub fn settings(&self) -> &HistorySettings {
+        &self.settings
+    }
+
+    fn open(&mut self, ev: HistoryEvent, out: &mut Vec<HistoryOp>) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        out.push(HistoryOp::Open(HistoryEvent { id, ..ev }));
+        id
+    }
+
+    fn close(id: Option<i64>, now: DateTime<Utc>, out: &mut Vec<HistoryOp>) {
+        if let Some(id) = id {
+            out.push(HistoryOp::Close { id, end: now });
+        }
+    }
+
+    /// Close every open interval (pause, shutdown).
+    pub fn close_all(&mut self, now: DateTime<Utc>) -> Vec<HistoryOp> {
+        let mut out = Vec::new();
+        Self::close(self.focus.take(), now, &mut out);
+        for (_, id) in self.streams.drain() {
+            out.push(HistoryOp::Close { id, end: now });
+        }
+        for (_, id) in self.session.drain() {
+            out.push(HistoryOp::Close { id, end: now });
+        }
+        out
+    }
+
+    /// While paused nothing is recorded; pausing closes what is open.
+    pub fn set_paused(&mut self, paused: bool, now: DateTime<Utc>) -> Vec<HistoryOp> {
+        let was = self.paused;
+        self.paused = paused;
+        if paused && !was {
+            self.close_all(now)
+        } else {
+            Vec::new()
+        }
+    }
+
+    pub fn observe(&mut self, change: &Change, now: DateTime<Utc>) -> Vec<HistoryOp> {
+        let mut out = Vec::new();
+        if self.paused || !self.settings.enabled {
+            return out;
+        }
+        match change {
+            Change::Focus { window } => {
+                Self::close(self.focus.take(), now, &mut out);
+                if !self.settings.records(HistoryKind::Focus) {
+                    return out;
+                }
+                if let Some(w) = window
+                    && !self.settings.excluded_app(&w.app_id)
+                    && !self.settings.excluded_title(&w.title)
+                {
+                    let id = self.open(
+                        HistoryEvent {
+                            id: 0,
+                            kind: HistoryKind::Focus,
+                            app_id: Some(w.app_id.clone()),
+                            title: self.settings.titles.then(|| w.title.clone()),
+                            detail: None,
+                            start: now,
+                            end: None,
+                        },
+                        &mut out,
+                    );
+                    self.focus = Some(id);
+                }
+            }
+            Change::Window {
+                kind: ChangeKind::Changed,
+                window,
+            } if self.focus.is_some()
+                && window.states.activated
+                && self.settings.excluded_title(&window.title) =>
+            {
+                // The focused window became private: stop recording it
+                // from now on.
+                Self::close(self.focus.take(), now, &mut out);
+            }
+            Change::Stream { kind, stream } => {
+                let hk = if stream.kind == MediaKind::Playback {
+                    HistoryKind::Playback
+                } else {
+                    HistoryKind::Capture
+                };
+                let running = *kind != ChangeKind::Closed && stream.state == StreamState::Running;
+                let open = self.streams.get(&stream.id).copied();
+                match (open, running) {
+                    (None, true) => {
+                        let app = stream
+                            .app_id
+                            .as_ref()
+                            .map(|a| a.to_string())
+                            .or_else(|| stream.claimed_name.clone());
+                        if !self.settings.records(hk)
+                            || app
+                                .as_deref()
+                                .is_some_and(|a| self.settings.excluded_app(a))
+                        {
+                            return out;
+                        }
+                        let device = match stream.kind {
+                            MediaKind::Microphone => "microphone",
+                            MediaKind::Camera => "camera",
+                            MediaKind::Screen => "screen",
+                            MediaKind::Playback => "playback",
+                        };
+                        let id = self.open(
+                            HistoryEvent {
+                                id: 0,
+                                kind: hk,
+                                app_id: app,
+                                title: stream.media_name.clone(),
+                                detail: Some(
+                                    serde_json::json!({ "device": device, "stream_id": stream.id }),
+                                ),
+                                start: now,
+                                end: None,
+                            },
+                            &mut out,
+                        );
+                        self.streams.insert(stream.id.clone(), id);
+                    }
+                    (Some(id), false) => {
+                        self.streams.remove(&stream.id);
+                        out.push(HistoryOp::Close { id, end: now });
+                    }
+                    _ => {}
+                }
+            }
+            Change::Session(s) => {
+                let s = s.clone().unwrap_or_default();
+                for (k, on) in [
+                    (HistoryKind::Locked, s.locked),
+                    (HistoryKind::Idle, s.idle),
+                    (HistoryKind::Sleep, s.preparing_for_sleep),
+                ] {
+                    match (self.session.get(&k).copied(), on) {
+                        (None, true) if self.settings.records(k) => {
+                            let id = self.open(
+                                HistoryEvent {
+                                    id: 0,
+                                    kind: k,
+                                    app_id: None,
+                                    title: None,
+                                    detail: None,
+                                    start: now,
+                                    end: None,
+                                },
+                                &mut out,
+                            );
+                            self.session.insert(k, id);
+                        }
+                        (Some(id), false) => {
+                            self.session.remove(&k);
+                            out.push(HistoryOp::Close { id, end: now });
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Change::Notification {
+                kind: ChangeKind::Opened,
+                notification: n,
+            } => {
+                if !self.settings.records(HistoryKind::Notification)
+                    || self.settings.excluded_app(&n.app_name)
+                {
+                    return out;
+                }
+                let detail = self
+                    .settings
+                    .notification_bodies
+                    .then(|| serde_json::json!({ "body": n.body }));
+                let id = self.open(
+                    HistoryEvent {
+                        id: 0,
+                        kind: HistoryKind::Notification,
+                        app_id: Some(n.app_name.clone()),
+                        title: Some(n.summary.clone()),
+                        detail,
+                        start: now,
+                        end: None,
+                    },
+                    &mut out,
+                );
+                out.push(HistoryOp::Close { id, end: now });
+            }
+            _ => {}
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Window, WindowStates};
+
+    fn w(app: &str, title: &str) -> Window {
+        Window {
+            id: format!("{app}-1"),
+            app_id: app.into(),
+            app_name: None,
+            icon: None,
+            title: title.into(),
+            states: WindowStates {
+                activated: true,
+                ..Default::default()
+            },
+            outputs: vec![],
+            parent: None,
+            first_seen: Utc::now(),
+            last_focused: None,
+        }
+    }
+
+    #[test]
+    fn focus_intervals_exclusions_and_pause() {
+        let mut r = Recorder::new(HistorySettings::default(), 1);
+        let t0 = Utc::now();
+        let ops = r.observe(
+            &Change::Focus {
+                window: Some(w("org.gnome.TextEditor", "notes")),
+            },
+            t0,
+        );
+        assert!(
+            matches!(&ops[..], [HistoryOp::Open(e)] if e.id == 1 && e.title.as_deref() == Some("notes"))
+        );
+        let ops = r.observe(
+            &Change::Focus {
+                window: Some(w("org.keepassxc.KeePassXC", "vault")),
+            },
+            t0,
+        );
+        assert_eq!(
+            ops,
+            vec![HistoryOp::Close { id: 1, end: t0 }],
+            "excluded app is not recorded"
+        );
+        let ops = r.observe(
+            &Change::Focus {
+                window: Some(w("firefox", "Mozilla Firefox Private Browsing")),
+            },
+            t0,
+        );
+        assert!(ops.is_empty(), "private window is not recorded: {ops:?}");
+        r.observe(
+            &Change::Focus {
+                window: Some(w("firefox", "News")),
+            },
+            t0,
+        );
+        let ops = r.set_paused(true, t0);
+        assert_eq!(ops.len(), 1);
+        assert!(
+            r.observe(
+                &Change::Focus {
+                    window: Some(w("org.a", "x"))
+                },
+                t0
+            )
+            .is_empty()
+        );
+    }
+}

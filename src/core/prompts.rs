@@ -1,0 +1,210 @@
+//! Asking the user: when the gate says "ask", a prompt is shown through
+//! whatever UI the publisher provides (a registered consent agent, else a
+//! desktop notification), once per (app, categories) at a time. The answer
+//! is applied to the gate; a prompt that fails, times out or is dismissed
+//! stores nothing and denies for a short cool-down.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::Core;
+use super::consent::{Answer, BoxFut, Channel, Origin, Verdict};
+use crate::model::{AppId, Category, IdentitySource};
+
+/// What a prompt shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptRequest {
+    pub app: AppId,
+    pub identity_source: IdentitySource,
+    pub display_name: Option<String>,
+    pub icon: Option<String>,
+    pub categories: Vec<Category>,
+    pub channel: Channel,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PromptError {
+    #[error("no way to ask the user: {0}")]
+    NoUi(String),
+    #[error("the user did not answer in time")]
+    Timeout,
+    #[error("the prompt was closed without an answer")]
+    Dismissed,
+    #[error("the prompt failed: {0}")]
+    Failed(String),
+}
+
+/// Shows prompts. Implemented by the D-Bus publisher (agent or
+/// notification).
+pub trait Prompter: Send + Sync + fmt::Debug {
+    fn ask(
+        &self,
+        req: PromptRequest,
+        timeout: Duration,
+    ) -> BoxFut<'static, Result<Answer, PromptError>>;
+}
+
+/// How a prompt ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Answered(Answer),
+    NoAnswer(PromptError),
+}
+
+impl Outcome {
+    pub fn allowed(&self) -> bool {
+        matches!(
+            self,
+            Outcome::Answered(Answer::Once | Answer::Always | Answer::For(_))
+        )
+    }
+}
+
+type Key = (AppId, Vec<Category>);
+
+#[derive(Debug)]
+pub struct Prompts {
+    prompter: RwLock<Option<Arc<dyn Prompter>>>,
+    pending: Mutex<HashMap<Key, watch::Receiver<Option<Outcome>>>>,
+    timeout: Duration,
+}
+
+impl Prompts {
+    pub fn new(timeout: Duration) -> Self {
+        Prompts {
+            prompter: RwLock::new(None),
+            pending: Mutex::new(HashMap::new()),
+            timeout,
+        }
+    }
+
+    pub fn set_prompter(&self, p: Arc<dyn Prompter>) {
+        *self.prompter.write().unwrap_or_else(|e| e.into_inner()) = Some(p);
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    pub fn pending_count(&self) -> usize {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// Start a prompt for `req` (or join the one already showing for the same
+/// app and categories) and return a receiver of its outcome.
+pub fn start(core: &Arc<Core>, mut req: PromptRequest) -> watch::Receiver<Option<Outcome>> {
+    req.categories.sort();
+    req.categories.dedup();
+    let key: Key = (req.app.clone(), req.categories.clone());
+    let mut pending = core
+        .prompts
+        .pending
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(rx) = pending.get(&key) {
+        return rx.clone();
+    }
+    let (tx, rx) = watch::channel(None);
+    pending.insert(key.clone(), rx.clone());
+    drop(pending);
+    let core = core.clone();
+    tokio::spawn(async move {
+        let prompter = core
+            .prompts
+            .prompter
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let timeout = core.prompts.timeout;
+        let result = match prompter {
+            None => Err(PromptError::NoUi("no prompt UI is available".into())),
+            Some(p) => match tokio::time::timeout(
+                timeout + Duration::from_secs(1),
+                p.ask(req.clone(), timeout),
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(_) => Err(PromptError::Timeout),
+            },
+        };
+        let outcome = match result {
+            Ok(a) => Outcome::Answered(a),
+            Err(e) => Outcome::NoAnswer(e),
+        };
+        apply(&core, &req, &outcome).await;
+        tracing::info!(app = %req.app, categories = ?req.categories.iter().map(ToString::to_string).collect::<Vec<_>>(), ?outcome, "prompt ended");
+        core.prompts
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
+        let _ = tx.send(Some(outcome));
+    });
+    rx
+}
+
+/// Wait for a prompt's outcome.
+pub async fn wait(mut rx: watch::Receiver<Option<Outcome>>) -> Outcome {
+    loop {
+        if let Some(o) = rx.borrow_and_update().clone() {
+            return o;
+        }
+        if rx.changed().await.is_err() {
+            return rx
+                .borrow()
+                .clone()
+                .unwrap_or(Outcome::NoAnswer(PromptError::Failed(
+                    "the prompt task ended".into(),
+                )));
+        }
+    }
+}
+
+/// Only user input writes a decision: an answer is stored (or, for "once",
+/// kept in memory for one access); no answer stores nothing.
+async fn apply(core: &Core, req: &PromptRequest, outcome: &Outcome) {
+    let now = core.clock.now();
+    for cat in &req.categories {
+        let r = match outcome {
+            Outcome::Answered(Answer::Once) => {
+                core.gate.grant_once(&req.app, cat);
+                Ok(())
+            }
+            Outcome::Answered(Answer::Always) => {
+                core.gate
+                    .record(&req.app, cat, Verdict::Allow, None, Origin::Prompt)
+                    .await
+            }
+            Outcome::Answered(Answer::For(d)) => {
+                core.gate
+                    .record(
+                        &req.app,
+                        cat,
+                        Verdict::Allow,
+                        Some(now + *d),
+                        Origin::Prompt,
+                    )
+                    .await
+            }
+            Outcome::Answered(Answer::Deny) => {
+                core.gate
+                    .record(&req.app, cat, Verdict::Deny, None, Origin::Prompt)
+                    .await
+            }
+            Outcome::NoAnswer(_) => {
+                core.gate.cool_down(&req.app, cat);
+                Ok(())
+            }
+        };
+        if let Err(e) = r {
+            tracing::error!(app = %req.app, category = %cat, error = %e, "cannot store the user's answer");
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! Showing consent prompts: through a registered consent agent
+//! (`org.contextd.ConsentAgent1`, implemented by a UI), else through a
+//! desktop notification with actions.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use zbus::Connection;
+use zbus::wire::{OwnedObjectPath, OwnedVariant, Variant};
+
+use crate::core::consent::{Answer, BoxFut};
+use crate::core::prompts::{PromptError, PromptRequest, Prompter};
+
+pub const AGENT_INTERFACE: &str = "org.contextd.ConsentAgent1";
+
+/// One registered agent: a peer and the object path it serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agent {
+    pub owner: String,
+    pub path: OwnedObjectPath,
+}
+
+/// Registered agents; the most recent one answers.
+#[derive(Debug, Default)]
+pub struct Agents {
+    list: Mutex<Vec<Agent>>,
+}
+
+impl Agents {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Agent>> {
+        self.list.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn register(&self, a: Agent) {
+        let mut l = self.lock();
+        l.retain(|x| *x != a);
+        l.push(a);
+    }
+
+    pub fn unregister(&self, owner: &str, path: &str) -> bool {
+        let mut l = self.lock();
+        let n = l.len();
+        l.retain(|x| !(x.owner == owner && x.path.as_str() == path));
+        l.len() != n
+    }
+
+    pub fn drop_owner(&self, owner: &str) {
+        self.lock().retain(|x| x.owner != owner);
+    }
+
+    pub fn current(&self) -> Option<Agent> {
+        self.lock().last().cloned()
+    }
+}
+
+/// The D-Bus prompter.
+#[derive(Debug, Clone)]
+pub struct DBusPrompter {
+    pub conn: Connection,
+    pub agents: Arc<Agents>,
+}
+
+fn parse_answer(
+    answer: &str,
+    options: &HashMap<String, OwnedVariant>,
+) -> Result<Answer, PromptError> {
+    match answer {
+        "once" => Ok(Answer::Once),
+        "always" => Ok(Answer::Always),
+        "deny" => Ok(Answer::Deny),
+        "duration" => {
+            let secs = options
+                .get("duration_s")
+                .and_then(|v| match &**v {
+                    Variant::U32(n) => Some(i64::from(*n)),
+                    Variant::I32(n) => Some(i64::from(*n)),
+                    Variant::U64(n) => i64::try_from(*n).ok(),
+                    Variant::I64(n) => Some(*n),
+                    _ => None,
+                })
+                .filter(|s| *s > 0 && *s <= 10 * 365 * 24 * 3600)
+                .ok_or_else(|| {
+                    PromptError::Failed("answer 'duration' needs a positive duration_s".into())
+                })?;
+            Ok(Answer::For(chrono::Duration::seconds(secs)))
+        }
+        "cancel" | "" => Err(PromptError::Dismissed),
+        other => Err(PromptError::Failed(format!(
+            "unknown answer '{}' (want once, always, duration or deny)",
+            other.chars().take(40).collect::<String>()
+        ))),
+    }
+}
+
+async fn ask_agent(
+    conn: &Connection,
+    agent: &Agent,
+    req: &PromptRequest,
+) -> Result<Answer, PromptError> {
+    let mut app: HashMap<&str, Variant<'_>> = HashMap::new();
+    app.insert("id", Variant::from(req.app.as_str()));
+    app.insert(
+        "identity_source",
+        Variant::from(req.identity_source.as_str()),
+    );
+    if let Some(n) = &req.display_name {
+        app.insert("name", Variant::from(n.as_str()));
+    }
+    if let Some(i) = &req.icon {
+        app.insert("icon", Variant::from(i.as_str()));
+    }
+    let cats: Vec<String> = req.categories.iter().map(ToString::to_string).collect();
+    let reply = conn
+        .call_method(
+            Some(agent.owner.as_str()),
+            agent.path.as_str(),
+            Some(AGENT_INTERFACE),
+            "Ask",
+            &(app, cats, req.channel.as_str(), req.reason.as_str()),
+        )
+        .await
+        .map_err(|e| PromptError::Failed(format!("the consent agent failed: {e}")))?;
+    let (answer, options): (String, HashMap<String, OwnedVariant>) =
+        reply.body().deserialize().map_err(|e| {
+            PromptError::Failed(format!("the consent agent's answer is malformed: {e}"))
+        })?;
+    parse_answer(&answer, &options)
+}
+
+const NOTIFICATIONS: &str = "org.freedesktop.Notifications";
+const NOTIFICATIONS_PATH: &str = "/org/freedesktop/Notifications";
+
+async fn ask_notification(
+    conn: &Connection,
+    req: &PromptRequest,
+    timeout: Duration,
+) -> Result<Answer, PromptError> {
+    let proxy = zbus::Proxy::new(conn, NOTIFICATIONS, NOTIFICATIONS_PATH, NOTIFICATIONS)
+        .await
+        .map_err(|e| PromptError::NoUi(e.to_string()))?;
+    // Listen before showing, so that a quick click is not missed.
+    let mut invoked = proxy
+        .receive_signal("ActionInvoked")
+        .await
+        .map_err(|e| PromptError::NoUi(e.to_string()))?;
+    let mut closed = proxy
+        .receive_signal("NotificationClosed")
+        .await
+        .map_err(|e| PromptError::NoUi(e.to_string()))?;
+    let who = req
+        .display_name
+        .clone()
+        .unwrap_or_else(|| req.app.to_string());
+    let what: Vec<String> = req
+        .categories
+        .iter()
+        .map(|c| c.description().to_lowercase())
+        .collect();
+    let summary = format!("{who} wants to know what you are doing");
+    let mut body = format!("{who} ({}) asks to see: {}.", req.app, what.join("; "));
+    if !req.reason.is_empty() {
+        body.push_str(&format!(
+            " Reason given: {}",
+            req.reason.chars().take(200).collect::<String>()
+        ));
+    }
+    let actions = vec![
+        "once",
+        "Allow once",
+        "always",
+        "Always allow",
+        "deny",
+        "Deny",
+    ];
+    let mut hints: HashMap<&str, Variant<'_>> = HashMap::new();
+    hints.insert("urgency", Variant::U8(2));
+    hints.insert("resident", Variant::Bool(true));
+    hints.insert("x-contextd-prompt", Variant::Bool(true));
+    let icon = req.icon.clone().unwrap_or_else(|| "dialog-question".into());
+    let reply = proxy
+        .call_method(
+            "Notify",
+            &(
+                "contextd",
+                0u32,
+                icon.as_str(),
+                summary.as_str(),
+                body.as_str(),
+                actions,
+                hints,
+                i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX),
+            ),
+        )
+        .await
+        .map_err(|e| PromptError::NoUi(format!("no notification server: {e}")))?;
+    let id: u32 = reply
+        .body()
+        .deserialize()
+        .map_err(|e| PromptError::Failed(format!("Notify replied oddly: {e}")))?;
+    let wait = async {
+        loop {
+            tokio::select! {
+                m = invoked.next() => {
+                    let Some(m) = m else { return Err(PromptError::Failed("the notification server left".into())) };
+                    let Ok((nid, key)) = m.body().deserialize::<(u32, String)>() else { continue };
+                    if nid != id { continue }
+                    return match key.as_str() {
+                        "once" => Ok(Answer::Once),
+                        "always" => Ok(Answer::Always),
+                        "deny" => Ok(Answer::Deny),
+                        _ => Err(PromptError::Dismissed),
+                    };
+                }
+                m = closed.next() => {
+                    let Some(m) = m else { return Err(PromptError::Failed("the notification server left".into())) };
+                    let Ok((nid, _reason)) = m.body().deserialize::<(u32, u32)>() else { continue };
+                    if nid == id { return Err(PromptError::Dismissed) }
+                }
+            }
+        }
+    };
+    let r = tokio::time::timeout(timeout, wait)
+        .await
+        .unwrap_or(Err(PromptError::Timeout));
+    // Take the prompt off the screen, whatever happened.
+    let _ = proxy.call_method("CloseNotification", &(id,)).await;
+    r
+}
+
+impl Prompter for DBusPrompter {
+    fn ask(
+        &self,
+        req: PromptRequest,
+        timeout: Duration,
+    ) -> BoxFut<'static, Result<Answer, PromptError>> {
+        let this = self.clone();
+        Box::pin(async move {
+            if let Some(agent) = this.agents.current() {
+                return match tokio::time::timeout(timeout, ask_agent(&this.conn, &agent, &req))
+                    .await
+                {
+                    Ok(r) => r,
+                    Err(_) => Err(PromptError::Timeout),
+                };
+            }
+            ask_notification(&this.conn, &req, timeout).await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_parse() {
+        let none = HashMap::new();
+        assert_eq!(parse_answer("once", &none), Ok(Answer::Once));
+        assert_eq!(parse_answer("always", &none), Ok(Answer::Always));
+        assert_eq!(parse_answer("deny", &none), Ok(Answer::Deny));
+        assert!(parse_answer("duration", &none).is_err());
+        let mut o = HashMap::new();
+        o.insert("duration_s".to_owned(), OwnedVariant::from(3600u32));
+        assert_eq!(
+            parse_answer("duration", &o),
+            Ok(Answer::For(chrono::Duration::seconds(3600)))
+        );
+        assert!(matches!(
+            parse_answer("maybe", &none),
+            Err(PromptError::Failed(_))
+        ));
+    }
+}

@@ -1,0 +1,278 @@
+//! `org.contextd.Consent1`: the user manages what apps may see.
+//! Documented in `dbus-interfaces/org.contextd.Consent1.xml`. Every call
+//! is authorised with polkit (`org.contextd.manage-consent`).
+
+use std::sync::Arc;
+
+use chrono::{TimeZone, Utc};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use zbus::interface;
+use zbus::message::Header;
+use zbus::object_server::SignalEmitter;
+use zbus::wire::ObjectPath;
+
+use super::Shared;
+use super::agent::Agent;
+use super::error::{Error, Result};
+use super::variant::{self, Dict};
+use crate::core::consent::{AuditQuery, Origin, Verdict};
+use crate::core::view;
+use crate::model::{AppId, Category};
+
+pub struct Consent1 {
+    pub(crate) shared: Arc<Shared>,
+}
+
+fn app_arg(s: &str) -> Result<AppId> {
+    AppId::new(s).map_err(|e| Error::InvalidArgs(format!("app: {e}")))
+}
+
+fn category_arg(s: &str) -> Result<Category> {
+    s.parse::<Category>()
+        .map_err(|e| Error::InvalidArgs(e.to_string()))
+}
+
+fn time_arg(name: &str, secs: i64) -> Result<Option<chrono::DateTime<Utc>>> {
+    if secs == 0 {
+        return Ok(None);
+    }
+    Utc.timestamp_opt(secs, 0)
+        .single()
+        .map(Some)
+        .ok_or_else(|| Error::InvalidArgs(format!("{name}: {secs} is not a valid Unix time")))
+}
+
+#[interface(name = "org.contextd.Consent1", introspection_docs = false)]
+impl Consent1 {
+    /// Every app that asked for context, with how it was identified.
+    #[zbus(out_args("apps"))]
+    async fn list_apps(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
+        self.shared.authorize_manage(&hdr).await?;
+        let apps: Vec<serde_json::Value> = self
+            .shared
+            .core
+            .gate
+            .apps()
+            .iter()
+            .map(|a| {
+                let mut v = json!({
+                    "app_id": a.app_id,
+                    "identity_source": a.identity_source.as_str(),
+                    "first_seen": view::time(&a.first_seen),
+                    "last_seen": view::time(&a.last_seen),
+                });
+                if let Some(n) = &a.display_name {
+                    v["name"] = json!(n);
+                }
+                if let Some(i) = &a.icon {
+                    v["icon"] = json!(i);
+                }
+                v
+            })
+            .collect();
+        Ok(variant::dicts(&apps))
+    }
+
+    /// Every live decision: the user's, and policy.toml's (origin `policy`).
+    #[zbus(out_args("grants"))]
+    async fn list_grants(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
+        self.shared.authorize_manage(&hdr).await?;
+        let grants: Vec<serde_json::Value> = self
+            .shared
+            .core
+            .gate
+            .grants()
+            .iter()
+            .map(|d| {
+                let category = match &d.category {
+                    Category::Provided(k) if k == "*" => "*".to_owned(),
+                    c => c.to_string(),
+                };
+                let mut v = json!({
+                    "app_id": d.app,
+                    "category": category,
+                    "decision": d.verdict.as_str(),
+                    "origin": d.origin.as_str(),
+                });
+                if d.origin != Origin::Policy {
+                    v["created"] = view::time(&d.created);
+                }
+                if let Some(e) = &d.expires {
+                    v["expires"] = view::time(e);
+                }
+                v
+            })
+            .collect();
+        Ok(variant::dicts(&grants))
+    }
+
+    /// Decide for `app` and `category`: `allow`, `deny` or `ask`, until
+    /// `expires` (Unix seconds; 0 for never).
+    async fn set_grant(
+        &self,
+        app: String,
+        category: String,
+        decision: String,
+        expires: i64,
+        #[zbus(header)] hdr: Header<'_>,
+    ) -> Result<()> {
+        let app = app_arg(&app)?;
+        let category = category_arg(&category)?;
+        let verdict: Verdict = decision.parse()?;
+        let expires = time_arg("expires", expires)?;
+        if let Some(e) = expires
+            && e <= self.shared.core.clock.now()
+        {
+            return Err(Error::InvalidArgs("expires is in the past".into()));
+        }
+        let who = self.shared.authorize_manage(&hdr).await?;
+        self.shared
+            .core
+            .gate
+            .record(&app, &category, verdict, expires, Origin::Manage)
+            .await?;
+        tracing::info!(by = %who.app_id, %app, %category, decision = verdict.as_str(), "decision set");
+        Ok(())
+    }
+
+    /// Remove the user's decision for `app` and `category` (back to
+    /// undecided). Live subscriptions that lose consent end at once.
+    #[zbus(out_args("removed"))]
+    async fn revoke(
+        &self,
+        app: String,
+        category: String,
+        #[zbus(header)] hdr: Header<'_>,
+    ) -> Result<bool> {
+        let app = app_arg(&app)?;
+        let category = category_arg(&category)?;
+        self.shared.authorize_manage(&hdr).await?;
+        Ok(self.shared.core.gate.revoke(&app, &category).await?)
+    }
+
+    /// Forget everything about `app`: decisions, its entry, its audit.
+    #[zbus(out_args("removed"))]
+    async fn forget_app(&self, app: String, #[zbus(header)] hdr: Header<'_>) -> Result<u64> {
+        let app = app_arg(&app)?;
+        self.shared.authorize_manage(&hdr).await?;
+        Ok(self.shared.core.gate.forget_app(&app).await?)
+    }
+
+    /// The audit log, newest first.
+    #[zbus(out_args("entries"))]
+    async fn get_audit(
+        &self,
+        since: i64,
+        until: i64,
+        app: String,
+        limit: u32,
+        #[zbus(header)] hdr: Header<'_>,
+    ) -> Result<Vec<Dict>> {
+        let q = AuditQuery {
+            since: time_arg("since", since)?,
+            until: time_arg("until", until)?,
+            app: if app.is_empty() {
+                None
+            } else {
+                Some(app_arg(&app)?)
+            },
+            limit,
+        };
+        self.shared.authorize_manage(&hdr).await?;
+        let store =
+            self.shared.core.gate.store().ok_or_else(|| {
+                Error::Unavailable("no database: the audit log is not kept".into())
+            })?;
+        let rows = store.query_audit(q).await?;
+        let v: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|e| {
+                json!({
+                    "time": view::time(&e.time),
+                    "app_id": e.app,
+                    "category": e.category.to_string(),
+                    "channel": e.channel.as_str(),
+                    "allowed": e.allowed,
+                    "reason": e.reason,
+                    "count": e.count,
+                })
+            })
+            .collect();
+        Ok(variant::dicts(&v))
+    }
+
+    /// Become the UI that answers prompts: the broker calls
+    /// `org.contextd.ConsentAgent1.Ask` on `agent` at the caller.
+    async fn register_agent(
+        &self,
+        agent: ObjectPath<'_>,
+        #[zbus(header)] hdr: Header<'_>,
+    ) -> Result<()> {
+        let who = self.shared.authorize_manage(&hdr).await?;
+        let owner = hdr
+            .sender()
+            .map(|s| s.as_str().to_owned())
+            .ok_or_else(|| Error::Failed("message has no sender".into()))?;
+        self.shared.agents.register(Agent {
+            owner,
+            path: agent.into(),
+        });
+        tracing::info!(app = %who.app_id, "consent agent registered");
+        Ok(())
+    }
+
+    async fn unregister_agent(
+        &self,
+        agent: ObjectPath<'_>,
+        #[zbus(header)] hdr: Header<'_>,
+    ) -> Result<()> {
+        let owner = hdr
+            .sender()
+            .map(|s| s.as_str().to_owned())
+            .unwrap_or_default();
+        if self.shared.agents.unregister(&owner, agent.as_str()) {
+            Ok(())
+        } else {
+            Err(Error::NotFound(format!(
+                "no agent of yours at {}",
+                agent.as_str()
+            )))
+        }
+    }
+
+    /// The global privacy switch: while set, nothing is handed out.
+    async fn set_paused(
+        &self,
+        paused: bool,
+        #[zbus(header)] hdr: Header<'_>,
+        #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
+    ) -> Result<()> {
+        self.shared.authorize_manage(&hdr).await?;
+        if self.shared.core.gate.set_paused(paused) {
+            tracing::info!(paused, "sharing paused state changed");
+            self.paused_changed(&emitter).await?;
+            if let Ok(h) = self
+                .shared
+                .conn
+                .object_server()
+                .interface::<_, super::history1::History1>(super::PATH)
+                .await
+            {
+                let _ = h.get().await.recording_changed(h.signal_emitter()).await;
+            }
+        }
+        Ok(())
+    }
+
+    #[zbus(property)]
+    fn paused(&self) -> bool {
+        self.shared.core.gate.paused()
+    }
+}
+
+/// Nothing to watch yet beyond SetPaused; kept as the place where a pause
+/// from another path (a future tray) would be announced.
+pub async fn watch_paused(_shared: Arc<Shared>, cancel: CancellationToken) {
+    cancel.cancelled().await;
+}

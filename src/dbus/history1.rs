@@ -1,0 +1,210 @@
+//! `org.contextd.History1`: the timeline. Documented in
+//! `dbus-interfaces/org.contextd.History1.xml`.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeZone, Utc};
+use serde_json::{Value, json};
+use zbus::interface;
+use zbus::message::Header;
+
+use super::Shared;
+use super::error::{Error, Result};
+use super::variant::{self, Dict};
+use crate::core::history::{HistoryEvent, HistoryKind};
+use crate::core::view;
+use crate::model::{AppId, Category};
+use crate::store::history::{History, Query, parse_cursor};
+
+pub struct History1 {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) history: History,
+    pub(crate) enabled: bool,
+}
+
+fn time_arg(name: &str, secs: i64, default: DateTime<Utc>) -> Result<DateTime<Utc>> {
+    if secs == 0 {
+        return Ok(default);
+    }
+    Utc.timestamp_opt(secs, 0)
+        .single()
+        .ok_or_else(|| Error::InvalidArgs(format!("{name}: {secs} is not a valid Unix time")))
+}
+
+/// The kinds whose category the caller may read, among `wanted`
+/// (category names; empty: all).
+fn kinds_for(wanted: &[String], can: &dyn Fn(&Category) -> bool) -> Result<Vec<HistoryKind>> {
+    let mut cats: Vec<Category> = Vec::new();
+    for w in wanted {
+        let c: Category = w.parse().map_err(crate::core::Error::from)?;
+        cats.push(c);
+    }
+    Ok(HistoryKind::ALL
+        .into_iter()
+        .filter(|k| cats.is_empty() || cats.contains(&k.category()))
+        .filter(|k| can(&k.category()))
+        .collect())
+}
+
+/// One row as a caller may see it.
+pub fn event_view(e: &HistoryEvent, can: &dyn Fn(&Category) -> bool) -> Value {
+    let mut v = json!({
+        "id": e.id,
+        "kind": e.kind.as_str(),
+        "category": e.kind.category().to_string(),
+        "start": view::time(&e.start),
+    });
+    if let Some(end) = &e.end {
+        v["end"] = view::time(end);
+        v["duration_s"] = json!(((*end - e.start).num_milliseconds() as f64) / 1000.0);
+    }
+    if let Some(a) = &e.app_id {
+        v["app_id"] = json!(a);
+    }
+    let title_ok = match e.kind {
+        HistoryKind::Focus => can(&Category::WindowsTitles),
+        _ => true,
+    };
+    if let Some(t) = &e.title
+        && title_ok
+    {
+        v["title"] = json!(t);
+    }
+    if let Some(d) = &e.detail {
+        let mut d = d.clone();
+        if e.kind == HistoryKind::Notification
+            && !can(&Category::NotificationsContent)
+            && let Some(o) = d.as_object_mut()
+        {
+            o.remove("body");
+        }
+        if d.as_object().is_some_and(|o| !o.is_empty()) {
+            v["detail"] = d;
+        }
+    }
+    v
+}
+
+#[interface(name = "org.contextd.History1", introspection_docs = false)]
+impl History1 {
+    /// Events overlapping [since, until), oldest first, a page at a time.
+    #[zbus(out_args("events", "next_cursor"))]
+    #[allow(clippy::too_many_arguments)]
+    async fn query(
+        &self,
+        since: i64,
+        until: i64,
+        categories: Vec<String>,
+        apps: Vec<String>,
+        limit: u32,
+        cursor: String,
+        #[zbus(header)] hdr: Header<'_>,
+    ) -> Result<(Vec<Dict>, String)> {
+        let now = self.shared.core.clock.now();
+        let q_since = time_arg("since", since, DateTime::<Utc>::MIN_UTC)?;
+        let q_until = time_arg("until", until, now + chrono::Duration::seconds(1))?;
+        let cursor = parse_cursor(&cursor)?;
+        for a in &apps {
+            AppId::new(a.as_str()).map_err(|e| Error::InvalidArgs(format!("apps: {e}")))?;
+        }
+        let who = self.shared.caller(&hdr).await?;
+        self.shared.access(&who, &[Category::History], "").await?;
+        let gate = &self.shared.core.gate;
+        let can = |c: &Category| gate.allows(&who.app_id, c);
+        let kinds = kinds_for(&categories, &can)?;
+        if kinds.is_empty() {
+            return Ok((Vec::new(), String::new()));
+        }
+        let q = Query {
+            since: q_since,
+            until: q_until,
+            kinds,
+            apps,
+            limit,
+            cursor,
+        };
+        let (rows, next) = self.history.query(&q, now).await?;
+        let events: Vec<Value> = rows.iter().map(|e| event_view(e, &can)).collect();
+        Ok((variant::dicts(&events), next.unwrap_or_default()))
+    }
+
+    /// Time per app within [since, until): focus, capture, playback.
+    #[zbus(out_args("apps"))]
+    async fn summary(
+        &self,
+        since: i64,
+        until: i64,
+        #[zbus(header)] hdr: Header<'_>,
+    ) -> Result<Vec<Dict>> {
+        let now = self.shared.core.clock.now();
+        let q_since = time_arg("since", since, now - chrono::Duration::days(1))?;
+        let q_until = time_arg("until", until, now)?;
+        if q_until <= q_since {
+            return Err(Error::InvalidArgs("until must be after since".into()));
+        }
+        let who = self.shared.caller(&hdr).await?;
+        self.shared.access(&who, &[Category::History], "").await?;
+        let gate = &self.shared.core.gate;
+        let can = |c: &Category| gate.allows(&who.app_id, c);
+        let totals = self.history.summary(q_since, q_until, now).await?;
+        let mut out = Vec::new();
+        for t in totals {
+            let mut v = json!({ "app_id": t.app_id });
+            let mut any = false;
+            for (key, ms, cat) in [
+                ("focus_s", t.focus_ms, Category::Windows),
+                ("capture_s", t.capture_ms, Category::MediaCapture),
+                ("playback_s", t.playback_ms, Category::MediaPlayback),
+            ] {
+                if can(&cat) {
+                    v[key] = json!(ms as f64 / 1000.0);
+                    any |= ms > 0;
+                }
+            }
+            if any {
+                out.push(v);
+            }
+        }
+        Ok(variant::dicts(&out))
+    }
+
+    /// Delete events overlapping [since, until) of `apps` and
+    /// `categories` (empty: all); returns how many.
+    #[zbus(out_args("removed"))]
+    async fn forget(
+        &self,
+        since: i64,
+        until: i64,
+        apps: Vec<String>,
+        categories: Vec<String>,
+        #[zbus(header)] hdr: Header<'_>,
+    ) -> Result<u64> {
+        let now = self.shared.core.clock.now();
+        let q_since = time_arg("since", since, DateTime::<Utc>::MIN_UTC)?;
+        let q_until = time_arg("until", until, now + chrono::Duration::seconds(1))?;
+        let all = |_: &Category| true;
+        let kinds = if categories.is_empty() {
+            Vec::new()
+        } else {
+            kinds_for(&categories, &all)?
+        };
+        if !categories.is_empty() && kinds.is_empty() {
+            return Err(Error::InvalidArgs(
+                "none of these categories has history".into(),
+            ));
+        }
+        self.shared.authorize_manage(&hdr).await?;
+        let n = self
+            .history
+            .forget(q_since, q_until, &apps, &kinds, now)
+            .await?;
+        tracing::info!(rows = n, "history forgotten");
+        Ok(n)
+    }
+
+    /// Whether the timeline records now (enabled and not paused).
+    #[zbus(property)]
+    fn recording(&self) -> bool {
+        self.enabled && !self.shared.core.gate.paused()
+    }
+}

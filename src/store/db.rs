@@ -1,0 +1,505 @@
+//! The SQLCipher database and the consent store on it.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{Row, SqliteConnection};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::key::{DbKey, KeySource};
+use crate::core::Error;
+use crate::core::consent::{
+    AppInfo, AuditEntry, AuditQuery, BoxFut, Channel, ConsentStore, Loaded, Origin, StoredDecision,
+    Verdict,
+};
+use crate::model::{AppId, Category, IdentitySource};
+
+/// How often audit entries are written, at most.
+const AUDIT_FLUSH: Duration = Duration::from_secs(1);
+/// A batch is written early when it has this many rows.
+const AUDIT_BATCH: usize = 2000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error(
+        "{path}: cannot decrypt with {key}: wrong key, or not a contextd database. The file was not changed; restore the right key (or move the file away to start afresh)"
+    )]
+    WrongKey { path: String, key: KeySource },
+    #[error("{path}: {error}")]
+    Open { path: String, error: String },
+    #[error("{path}: migrating the schema failed: {error}")]
+    Migrate { path: String, error: String },
+    #[error("{path}: integrity check failed: {detail}")]
+    Corrupt { path: String, detail: String },
+}
+
+fn ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+fn from_ms(v: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(v).single().unwrap_or_default()
+}
+
+fn failed(e: sqlx::Error) -> Error {
+    Error::Failed(format!("database: {e}"))
+}
+
+/// The open database.
+#[derive(Debug, Clone)]
+pub struct Db {
+    pool: SqlitePool,
+    path: PathBuf,
+    audit_tx: mpsc::UnboundedSender<AuditEntry>,
+}
+
+/// What runs beside the database: the audit writer and the daily purge.
+pub struct DbTasks {
+    audit_rx: mpsc::UnboundedReceiver<AuditEntry>,
+}
+
+fn is_not_a_database(e: &sqlx::Error) -> bool {
+    let s = e.to_string();
+    s.contains("file is not a database") || s.contains("not a database")
+}
+
+impl Db {
+    /// Open (or create) the database at `path` with `key`. A wrong key is
+    /// reported at once and the file is left as it was.
+    pub async fn open(
+        path: &Path,
+        key: &DbKey,
+        source: &KeySource,
+    ) -> Result<(Db, DbTasks), DbError> {
+        let shown = path.display().to_string();
+        if let Some(dir) = path.parent() {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| DbError::Open {
+                    path: dir.display().to_string(),
+                    error: e.to_string(),
+                })?;
+        }
+        let wrong_key = || DbError::WrongKey {
+            path: shown.clone(),
+            key: source.clone(),
+        };
+        // Check the key on one bare connection before anything writes:
+        // with a wrong key, `journal_mode = WAL` or a migration would fail
+        // half-way, and the file must stay untouched.
+        if path.exists() {
+            use sqlx::ConnectOptions;
+            // Statement logging would print the key.
+            let probe = SqliteConnectOptions::new()
+                .filename(path)
+                .create_if_missing(false)
+                .read_only(true)
+                .pragma("key", format!("\"x'{}'\"", key.hex()))
+                .disable_statement_logging();
+            let mut conn: SqliteConnection = probe.connect().await.map_err(|e| {
+                if is_not_a_database(&e) {
+                    wrong_key()
+                } else {
+                    DbError::Open {
+                        path: shown.clone(),
+                        error: e.to_string(),
+                    }
+                }
+            })?;
+            let check = sqlx::query("SELECT count(*) FROM sqlite_master")
+                .fetch_one(&mut conn)
+                .await;
+            use sqlx::Connection;
+            let _ = conn.close().await;
+            if let Err(e) = check {
+                return Err(if is_not_a_database(&e) {
+                    wrong_key()
+                } else {
+                    DbError::Open {
+                        path: shown.clone(),
+                        error: e.to_string(),
+                    }
+                });
+            }
+        }
+        let opts = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .pragma("key", format!("\"x'{}'\"", key.hex()))
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .pragma("secure_delete", "ON")
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(5));
+        // Statement logging would print the key (PRAGMA key) at debug level.
+        let opts = {
+            use sqlx::ConnectOptions;
+            opts.disable_statement_logging()
+        };
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(opts)
+            .await
+            .map_err(|e| {
+                if is_not_a_database(&e) {
+                    wrong_key()
+                } else {
+                    DbError::Open {
+                        path: shown.clone(),
+                        error: e.to_string(),
+                    }
+                }
+            })?;
+        // The file is ours alone.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+        }
+        sqlx::migrate!("./migrations")
+            .run(&pool)
+            .await
+            .map_err(|e| DbError::Migrate {
+                path: shown.clone(),
+                error: e.to_string(),
+            })?;
+        let (audit_tx, audit_rx) = mpsc::unbounded_channel();
+        Ok((
+            Db {
+                pool,
+                path: path.to_owned(),
+                audit_tx,
+            },
+            DbTasks { audit_rx },
+        ))
+    }
+
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `PRAGMA integrity_check`.
+    pub async fn integrity_check(&self) -> Result<(), DbError> {
+        let row = sqlx::query("PRAGMA integrity_check")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| DbError::Open {
+                path: self.path.display().to_string(),
+                error: e.to_string(),
+            })?;
+        let v: String = row.try_get(0).unwrap_or_default();
+        if v == "ok" {
+            Ok(())
+        } else {
+            Err(DbError::Corrupt {
+                path: self.path.display().to_string(),
+                detail: v,
+            })
+        }
+    }
+
+    /// Everything the gate keeps in memory.
+    pub async fn load(&self) -> Result<Loaded, Error> {
+        let mut loaded = Loaded::default();
+        let rows = sqlx::query(
+            "SELECT app_id, category, verdict, expires_ms, origin, created_ms FROM decisions",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(failed)?;
+        for r in rows {
+            let parsed = (|| -> Result<StoredDecision, String> {
+                let app: String = r.try_get(0).map_err(|e| e.to_string())?;
+                let cat: String = r.try_get(1).map_err(|e| e.to_string())?;
+                let verdict: String = r.try_get(2).map_err(|e| e.to_string())?;
+                let expires: Option<i64> = r.try_get(3).map_err(|e| e.to_string())?;
+                let origin: String = r.try_get(4).map_err(|e| e.to_string())?;
+                let created: i64 = r.try_get(5).map_err(|e| e.to_string())?;
+                Ok(StoredDecision {
+                    app: AppId::new(app).map_err(|e| e.to_string())?,
+                    category: cat
+                        .parse()
+                        .map_err(|e: crate::model::CategoryError| e.to_string())?,
+                    verdict: Verdict::from_str(&verdict).map_err(|e| e.to_string())?,
+                    expires: expires.map(from_ms),
+                    origin: Origin::from_str(&origin).map_err(|e| e.to_string())?,
+                    created: from_ms(created),
+                })
+            })();
+            match parsed {
+                Ok(d) => loaded.decisions.push(d),
+                Err(e) => tracing::warn!("skipping an unreadable decision in the database: {e}"),
+            }
+        }
+        let rows = sqlx::query(
+            "SELECT app_id, identity_source, display_name, icon, first_seen_ms, last_seen_ms FROM apps",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(failed)?;
+        for r in rows {
+            let app: String = r.try_get(0).unwrap_or_default();
+            let source: String = r.try_get(1).unwrap_or_default();
+            let Ok(app_id) = AppId::new(app) else {
+                continue;
+            };
+            let identity_source =
+                serde_json::from_value::<IdentitySource>(serde_json::Value::String(source))
+                    .unwrap_or(IdentitySource::Executable);
+            loaded.apps.push(AppInfo {
+                app_id,
+                identity_source,
+                display_name: r.try_get(2).unwrap_or_default(),
+                icon: r.try_get(3).unwrap_or_default(),
+                first_seen: from_ms(r.try_get(4).unwrap_or_default()),
+                last_seen: from_ms(r.try_get(5).unwrap_or_default()),
+            });
+        }
+        Ok(loaded)
+    }
+
+    /// Delete audit rows older than `keep`.
+    pub async fn purge_audit(
+        &self,
+        now: DateTime<Utc>,
+        keep: chrono::Duration,
+    ) -> Result<u64, Error> {
+        let r = sqlx::query("DELETE FROM audit WHERE time_ms < ?")
+            .bind(ms(now - keep))
+            .execute(&self.pool)
+            .await
+            .map_err(failed)?;
+        Ok(r.rows_affected())
+    }
+}
+
+/// Write one batch of audit entries in one transaction, folding identical
+/// decisions of the same second into one row with a count.
+async fn write_audit(pool: &SqlitePool, batch: &mut Vec<AuditEntry>) -> Result<(), sqlx::Error> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let mut folded: Vec<AuditEntry> = Vec::new();
+    let mut index: std::collections::HashMap<(i64, String, String, Channel, bool, String), usize> =
+        std::collections::HashMap::new();
+    for e in batch.drain(..) {
+        let key = (
+            e.time.timestamp(),
+            e.app.to_string(),
+            e.category.to_string(),
+            e.channel,
+            e.allowed,
+            e.reason.clone(),
+        );
+        match index.get(&key) {
+            Some(&i) => folded[i].count += e.count,
+            None => {
+                index.insert(key, folded.len());
+                folded.push(e);
+            }
+        }
+    }
+    let mut tx = pool.begin().await?;
+    for e in &folded {
+        sqlx::query(
+            "INSERT INTO audit (time_ms, app_id, category, channel, allowed, reason, count) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(ms(e.time))
+        .bind(e.app.as_str())
+        .bind(e.category.to_string())
+        .bind(e.channel.as_str())
+        .bind(i64::from(e.allowed))
+        .bind(&e.reason)
+        .bind(e.count as i64)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await
+}
+
+impl DbTasks {
+    /// Write audit entries in batches until cancelled (then flush the rest),
+    /// and purge old ones at start and once a day.
+    pub async fn run(mut self, db: Db, audit_keep: chrono::Duration, cancel: CancellationToken) {
+        let purge = |db: Db| async move {
+            match db.purge_audit(Utc::now(), audit_keep).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(rows = n, "purged old audit entries"),
+                Err(e) => tracing::warn!(error = %e, "audit purge failed"),
+            }
+        };
+        purge(db.clone()).await;
+        let mut daily = tokio::time::interval(Duration::from_secs(24 * 3600));
+        daily.tick().await;
+        let mut flush = tokio::time::interval(AUDIT_FLUSH);
+        let mut batch: Vec<AuditEntry> = Vec::new();
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                e = self.audit_rx.recv() => match e {
+                    Some(e) => {
+                        batch.push(e);
+                        if batch.len() >= AUDIT_BATCH
+                            && let Err(e) = write_audit(&db.pool, &mut batch).await
+                        {
+                            tracing::warn!(error = %e, "cannot write the audit log");
+                        }
+                    }
+                    None => break,
+                },
+                _ = flush.tick() => {
+                    if let Err(e) = write_audit(&db.pool, &mut batch).await {
+                        tracing::warn!(error = %e, "cannot write the audit log");
+                    }
+                }
+                _ = daily.tick() => purge(db.clone()).await,
+            }
+        }
+        while let Ok(e) = self.audit_rx.try_recv() {
+            batch.push(e);
+        }
+        if let Err(e) = write_audit(&db.pool, &mut batch).await {
+            tracing::warn!(error = %e, "cannot write the last audit entries");
+        }
+        db.pool.close().await;
+    }
+}
+
+impl ConsentStore for Db {
+    fn put_decision(&self, d: StoredDecision) -> BoxFut<'_, Result<(), Error>> {
+        Box::pin(async move {
+            sqlx::query(
+                "INSERT INTO decisions (app_id, category, verdict, expires_ms, origin, created_ms) VALUES (?, ?, ?, ?, ?, ?)
+                 ON CONFLICT (app_id, category) DO UPDATE SET verdict = excluded.verdict, expires_ms = excluded.expires_ms,
+                 origin = excluded.origin, created_ms = excluded.created_ms",
+            )
+            .bind(d.app.as_str())
+            .bind(d.category.to_string())
+            .bind(d.verdict.as_str())
+            .bind(d.expires.map(ms))
+            .bind(d.origin.as_str())
+            .bind(ms(d.created))
+            .execute(&self.pool)
+            .await
+            .map_err(failed)?;
+            Ok(())
+        })
+    }
+
+    fn delete_decision(&self, app: AppId, category: Category) -> BoxFut<'_, Result<bool, Error>> {
+        Box::pin(async move {
+            let r = sqlx::query("DELETE FROM decisions WHERE app_id = ? AND category = ?")
+                .bind(app.as_str())
+                .bind(category.to_string())
+                .execute(&self.pool)
+                .await
+                .map_err(failed)?;
+            Ok(r.rows_affected() > 0)
+        })
+    }
+
+    fn forget_app(&self, app: AppId) -> BoxFut<'_, Result<u64, Error>> {
+        Box::pin(async move {
+            let mut tx = self.pool.begin().await.map_err(failed)?;
+            let mut n = 0;
+            for q in [
+                "DELETE FROM decisions WHERE app_id = ?",
+                "DELETE FROM apps WHERE app_id = ?",
+                "DELETE FROM audit WHERE app_id = ?",
+            ] {
+                n += sqlx::query(q)
+                    .bind(app.as_str())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(failed)?
+                    .rows_affected();
+            }
+            tx.commit().await.map_err(failed)?;
+            Ok(n)
+        })
+    }
+
+    fn upsert_app(&self, a: AppInfo) -> BoxFut<'_, Result<(), Error>> {
+        Box::pin(async move {
+            sqlx::query(
+                "INSERT INTO apps (app_id, identity_source, display_name, icon, first_seen_ms, last_seen_ms) VALUES (?, ?, ?, ?, ?, ?)
+                 ON CONFLICT (app_id) DO UPDATE SET last_seen_ms = excluded.last_seen_ms,
+                 display_name = coalesce(excluded.display_name, display_name), icon = coalesce(excluded.icon, icon)",
+            )
+            .bind(a.app_id.as_str())
+            .bind(a.identity_source.as_str())
+            .bind(a.display_name)
+            .bind(a.icon)
+            .bind(ms(a.first_seen))
+            .bind(ms(a.last_seen))
+            .execute(&self.pool)
+            .await
+            .map_err(failed)?;
+            Ok(())
+        })
+    }
+
+    fn audit(&self, e: AuditEntry) {
+        // The writer is gone only at shutdown; losing an entry then is fine.
+        let _ = self.audit_tx.send(e);
+    }
+
+    fn query_audit(&self, q: AuditQuery) -> BoxFut<'_, Result<Vec<AuditEntry>, Error>> {
+        Box::pin(async move {
+            let limit = if q.limit == 0 {
+                1000
+            } else {
+                q.limit.min(100_000)
+            };
+            let rows = sqlx::query(
+                "SELECT time_ms, app_id, category, channel, allowed, reason, count FROM audit
+                 WHERE time_ms >= ? AND time_ms < ? AND (? IS NULL OR app_id = ?)
+                 ORDER BY time_ms DESC, id DESC LIMIT ?",
+            )
+            .bind(q.since.map(ms).unwrap_or(i64::MIN))
+            .bind(q.until.map(ms).unwrap_or(i64::MAX))
+            .bind(q.app.as_ref().map(|a| a.as_str().to_owned()))
+            .bind(q.app.as_ref().map(|a| a.as_str().to_owned()))
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(failed)?;
+            let mut out = Vec::with_capacity(rows.len());
+            for r in rows {
+                let app: String = r.try_get(1).unwrap_or_default();
+                let cat: String = r.try_get(2).unwrap_or_default();
+                let channel: String = r.try_get(3).unwrap_or_default();
+                let (Ok(app), Ok(category)) = (AppId::new(app), cat.parse::<Category>()) else {
+                    continue;
+                };
+                let channel = match channel.as_str() {
+                    "mcp-stdio" => Channel::McpStdio,
+                    "mcp-http" => Channel::McpHttp,
+                    _ => Channel::DBus,
+                };
+                out.push(AuditEntry {
+                    time: from_ms(r.try_get(0).unwrap_or_default()),
+                    app,
+                    category,
+                    channel,
+                    allowed: r.try_get::<i64, _>(4).unwrap_or_default() != 0,
+                    reason: r.try_get(5).unwrap_or_default(),
+                    count: r.try_get::<i64, _>(6).unwrap_or(1).max(1) as u64,
+                });
+            }
+            Ok(out)
+        })
+    }
+}

@@ -1,0 +1,91 @@
+//! A test consent agent: implements `org.contextd.ConsentAgent1` as a UI
+//! would, answers as told and records every question.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use zbus::interface;
+use zbus::wire::{OwnedVariant, Variant};
+
+pub const AGENT_PATH: &str = "/org/example/ConsentAgent";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Asked {
+    pub app: HashMap<String, serde_json::Value>,
+    pub categories: Vec<String>,
+    pub channel: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Behaviour {
+    /// once, always, duration, deny, cancel
+    pub answer: String,
+    pub duration_s: u32,
+    /// Wait this long before answering (longer than the broker's prompt
+    /// timeout: the broker gives up).
+    pub delay: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct TestAgent {
+    pub asked: Arc<Mutex<Vec<Asked>>>,
+    pub behaviour: Arc<Mutex<Behaviour>>,
+}
+
+impl TestAgent {
+    pub fn new(answer: &str) -> TestAgent {
+        TestAgent {
+            asked: Arc::new(Mutex::new(Vec::new())),
+            behaviour: Arc::new(Mutex::new(Behaviour {
+                answer: answer.into(),
+                duration_s: 0,
+                delay: Duration::ZERO,
+            })),
+        }
+    }
+
+    pub fn set(&self, answer: &str, delay: Duration) {
+        let mut b = self.behaviour.lock().expect("lock");
+        b.answer = answer.into();
+        b.delay = delay;
+    }
+
+    pub fn asked(&self) -> Vec<Asked> {
+        self.asked.lock().expect("lock").clone()
+    }
+}
+
+#[interface(name = "org.contextd.ConsentAgent1")]
+impl TestAgent {
+    #[zbus(out_args("answer", "options"))]
+    async fn ask(
+        &self,
+        app: HashMap<String, OwnedVariant>,
+        categories: Vec<String>,
+        channel: String,
+        reason: String,
+    ) -> (String, HashMap<String, OwnedVariant>) {
+        let app = app
+            .iter()
+            .map(|(k, v)| (k.clone(), contextd::dbus::variant::to_json(v)))
+            .collect();
+        self.asked.lock().expect("lock").push(Asked {
+            app,
+            categories,
+            channel,
+            reason,
+        });
+        let b = self.behaviour.lock().expect("lock").clone();
+        tokio::time::sleep(b.delay).await;
+        let mut opts = HashMap::new();
+        if b.answer == "duration" {
+            opts.insert(
+                "duration_s".to_owned(),
+                OwnedVariant::try_from(Variant::from(b.duration_s)).expect("owned"),
+            );
+        }
+        (b.answer, opts)
+    }
+}

@@ -1,0 +1,238 @@
+//! Management: polkit decides who may change decisions; revoking ends live
+//! subscriptions at once; pause stops everything.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::dbusmock::Mock;
+use common::*;
+use contextd::dbus::proxy::{Consent1Proxy, Context1Proxy, Subscription1Proxy};
+use futures_util::StreamExt;
+
+const NOT_ALLOWED: &str = "org.contextd.Error.NotAllowed";
+
+async fn set_allowed(polkit: &Mock, actions: Vec<&str>) {
+    polkit
+        .call(
+            "/org/freedesktop/PolicyKit1/Authority",
+            "org.freedesktop.DBus.Mock",
+            "SetAllowed",
+            &(actions,),
+        )
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polkit_decides_who_may_set_grants() {
+    with_timeout(60, async {
+        let bus = Bus::start();
+        let sys = Bus::start();
+        let polkit = Mock::start(&sys.address, true, "polkitd").await;
+        let home = Home::new();
+        let _d = Daemon::start_with(
+            &bus,
+            &home,
+            &[],
+            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
+        )
+        .await;
+        let conn = bus.connect().await;
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+
+        set_allowed(&polkit, vec![]).await;
+        let r = consent
+            .set_grant("org.example.App", "windows", "allow", 0)
+            .await;
+        match r {
+            Err(zbus::Error::MethodError(name, msg, _)) => {
+                assert_eq!(name.as_str(), NOT_ALLOWED);
+                assert!(
+                    msg.unwrap_or_default()
+                        .contains("org.contextd.manage-consent")
+                );
+            }
+            other => panic!("expected NotAllowed, got {other:?}"),
+        }
+        assert_eq!(error_name(consent.list_grants().await), NOT_ALLOWED);
+
+        set_allowed(&polkit, vec!["org.contextd.manage-consent"]).await;
+        consent
+            .set_grant("org.example.App", "windows", "allow", 0)
+            .await
+            .expect("allowed by polkit");
+        let grants = consent.list_grants().await.expect("grants");
+        assert_eq!(grants.len(), 1);
+
+        // Bad arguments are typed errors, and change nothing.
+        for (app, cat, dec, exp) in [
+            ("", "windows", "allow", 0i64),
+            ("org.example.App", "nope", "allow", 0),
+            ("org.example.App", "windows", "maybe", 0),
+            ("org.example.App", "windows", "allow", 1),
+        ] {
+            assert_eq!(
+                error_name(consent.set_grant(app, cat, dec, exp).await),
+                "org.contextd.Error.InvalidArgs",
+                "{app} {cat} {dec} {exp}"
+            );
+        }
+        assert_eq!(consent.list_grants().await.expect("grants").len(), 1);
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_polkit_management_is_refused_and_says_why() {
+    with_timeout(60, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        // A system bus address where nothing listens.
+        let nowhere = format!("unix:path={}/no-system-bus", home.dir.path().display());
+        let _d =
+            Daemon::start_with(&bus, &home, &[], &[("DBUS_SYSTEM_BUS_ADDRESS", &nowhere)]).await;
+        let conn = bus.connect().await;
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        match consent
+            .set_grant("org.example.App", "windows", "allow", 0)
+            .await
+        {
+            Err(zbus::Error::MethodError(name, msg, _)) => {
+                assert_eq!(name.as_str(), NOT_ALLOWED);
+                let msg = msg.unwrap_or_default();
+                assert!(
+                    msg.contains("polkit") && msg.contains("policy.toml"),
+                    "{msg}"
+                );
+            }
+            other => panic!("expected NotAllowed, got {other:?}"),
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoke_while_subscribed_ends_the_subscription_at_once_and_pause_stops_all() {
+    with_timeout(60, async {
+        let bus = Bus::start();
+        let sys = Bus::start();
+        let polkit = Mock::start(&sys.address, true, "polkitd").await;
+        set_allowed(&polkit, vec!["org.contextd.manage-consent"]).await;
+        let home = Home::new();
+        let mut replay = Replay::new(&home);
+        replay.send(&window_line("w1", "org.a.App", "one", true));
+        let _d = Daemon::start_with(
+            &bus,
+            &home,
+            &["--replay", &replay.arg()],
+            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
+        )
+        .await;
+        let conn = bus.connect().await;
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        let me = my_app_id();
+        consent
+            .set_grant(&me, "windows", "allow", 0)
+            .await
+            .expect("grant");
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        let path = ctx.subscribe(&["windows"]).await.expect("subscribe");
+        let sub = Subscription1Proxy::builder(&conn)
+            .path(path)
+            .build()
+            .await
+            .expect("sub");
+        let mut changed = sub.receive_changed().await.expect("stream");
+        let mut revoked = sub.receive_revoked().await.expect("stream");
+
+        // It works before.
+        replay.send(&window_line("w2", "org.b.App", "two", true));
+        tokio::time::timeout(Duration::from_secs(5), changed.next())
+            .await
+            .expect("Changed before revoke")
+            .expect("open");
+
+        let t0 = Instant::now();
+        assert!(consent.revoke(&me, "windows").await.expect("revoke"));
+        let sig = tokio::time::timeout(Duration::from_secs(5), revoked.next())
+            .await
+            .expect("Revoked in time")
+            .expect("open");
+        let took = t0.elapsed();
+        eprintln!("Revoke → Revoked signal: {took:?}");
+        assert_eq!(sig.args().expect("args").category(), "windows");
+        // Drain what was already queued before the revoke, then nothing.
+        while tokio::time::timeout(Duration::from_millis(50), changed.next())
+            .await
+            .is_ok()
+        {}
+        replay.send(&window_line("w3", "org.c.App", "three", true));
+        assert!(
+            tokio::time::timeout(Duration::from_millis(500), changed.next())
+                .await
+                .is_err(),
+            "Changed after Revoked"
+        );
+        // And the next call is refused (asked, in fact: the decision is gone).
+        assert!(ctx.get_active_window().await.is_err());
+
+        // Pause: everything refused; resume: back.
+        consent
+            .set_grant(&me, "windows", "allow", 0)
+            .await
+            .expect("grant");
+        ctx.get_active_window().await.expect("allowed");
+        consent.set_paused(true).await.expect("pause");
+        assert!(consent.paused().await.expect("prop"));
+        assert_eq!(error_name(ctx.get_active_window().await), NOT_ALLOWED);
+        consent.set_paused(false).await.expect("resume");
+        ctx.get_active_window().await.expect("allowed again");
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_with_an_expiry_ends_on_time() {
+    with_timeout(60, async {
+        let bus = Bus::start();
+        let sys = Bus::start();
+        let polkit = Mock::start(&sys.address, true, "polkitd").await;
+        set_allowed(&polkit, vec!["org.contextd.manage-consent"]).await;
+        let home = Home::new();
+        let replay = home.dir.path().join("r.jsonl");
+        std::fs::write(&replay, window_line("w1", "org.a.App", "one", true)).expect("replay");
+        let _d = Daemon::start_with(
+            &bus,
+            &home,
+            &["--replay", &replay.display().to_string()],
+            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
+        )
+        .await;
+        let conn = bus.connect().await;
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        let until = chrono::Utc::now().timestamp() + 2;
+        consent
+            .set_grant(&my_app_id(), "windows", "allow", until)
+            .await
+            .expect("grant");
+        eventually(5, "allowed", || async {
+            ctx.get_active_window().await.ok()
+        })
+        .await;
+        let sub = ctx.subscribe(&["windows"]).await.expect("subscribe");
+        let sub = Subscription1Proxy::builder(&conn)
+            .path(sub)
+            .build()
+            .await
+            .expect("sub");
+        let mut revoked = sub.receive_revoked().await.expect("stream");
+        // The daemon wakes at the expiry and ends the subscription.
+        tokio::time::timeout(Duration::from_secs(6), revoked.next())
+            .await
+            .expect("Revoked at expiry")
+            .expect("open");
+        assert_eq!(error_name(ctx.get_active_window().await), NOT_ALLOWED);
+    })
+    .await
+}

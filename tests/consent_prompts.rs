@@ -1,0 +1,306 @@
+//! Prompts: an unknown app asks, the registered agent is asked with the
+//! app's real identity; its answers (once, always, deny, no answer) have
+//! the right effect; with no agent, a notification with three actions asks.
+
+mod common;
+
+use std::time::Duration;
+
+use common::agent::{AGENT_PATH, TestAgent};
+use common::dbusmock::Mock;
+use common::*;
+use contextd::dbus::proxy::{Consent1Proxy, Context1Proxy, Request1Proxy};
+use futures_util::StreamExt;
+use zbus::wire::ObjectPath;
+
+const PENDING: &str = "org.contextd.Error.Pending";
+const NOT_ALLOWED: &str = "org.contextd.Error.NotAllowed";
+
+struct Setup {
+    bus: Bus,
+    sys: Bus,
+    home: Home,
+    _polkit: Mock,
+}
+
+async fn setup(config: &str) -> Setup {
+    let bus = Bus::start();
+    let sys = Bus::start();
+    let polkit = Mock::start(&sys.address, true, "polkitd").await;
+    polkit
+        .call(
+            "/org/freedesktop/PolicyKit1/Authority",
+            "org.freedesktop.DBus.Mock",
+            "SetAllowed",
+            &(vec!["org.contextd.manage-consent"],),
+        )
+        .await;
+    let home = Home::new();
+    home.write_config(config);
+    Setup {
+        bus,
+        sys,
+        home,
+        _polkit: polkit,
+    }
+}
+
+async fn start(s: &Setup, args: &[&str]) -> Daemon {
+    Daemon::start_with(
+        &s.bus,
+        &s.home,
+        args,
+        &[("DBUS_SYSTEM_BUS_ADDRESS", &s.sys.address)],
+    )
+    .await
+}
+
+/// Request access and wait for the Response code.
+async fn request(conn: &zbus::Connection, cats: &[&str]) -> u32 {
+    let ctx = Context1Proxy::new(conn).await.expect("proxy");
+    // Listen first: the answer may come right after the reply.
+    let rule = zbus::MatchRule::builder()
+        .msg_type(zbus::message::Type::Signal)
+        .interface("org.contextd.Request1")
+        .member("Response")
+        .build()
+        .expect("rule");
+    let mut stream = zbus::MessageStream::for_match_rule(rule, conn, None)
+        .await
+        .expect("match");
+    let path = ctx
+        .request_access(cats, "testing")
+        .await
+        .expect("RequestAccess");
+    let _ = Request1Proxy::builder(conn)
+        .path(path.clone())
+        .build()
+        .await
+        .expect("proxy");
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(20), stream.next())
+            .await
+            .expect("Response in time")
+            .expect("stream")
+            .expect("message");
+        if m.header()
+            .path()
+            .map(|p| p.as_str() == path.as_str())
+            .unwrap_or(false)
+        {
+            let (code, _results): (u32, contextd::dbus::proxy::Dict) =
+                m.body().deserialize().expect("body");
+            return code;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_answers_once_always_deny_and_no_answer() {
+    with_timeout(120, async {
+        let s = setup("[consent]\nprompt_timeout_s = 1\ncooldown_s = 30\n").await;
+        let replay = s.home.dir.path().join("replay.jsonl");
+        std::fs::write(
+            &replay,
+            window_line("w1", "org.gnome.TextEditor", "notes.txt", true),
+        )
+        .expect("replay");
+        let replay = replay.display().to_string();
+        let mut d = start(&s, &["--replay", &replay]).await;
+
+        let conn = s.bus.connect().await;
+        let agent = TestAgent::new("once");
+        conn.object_server()
+            .at(AGENT_PATH, agent.clone())
+            .await
+            .expect("serve agent");
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        consent
+            .register_agent(&ObjectPath::try_from(AGENT_PATH).expect("path"))
+            .await
+            .expect("register agent (polkit allows)");
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+
+        // Unknown app: Pending at once, and the agent is asked who and what.
+        assert_eq!(error_name(ctx.get_active_window().await), PENDING);
+        let asked = eventually(10, "agent asked", || async {
+            agent.asked().first().cloned()
+        })
+        .await;
+        assert_eq!(asked.app["id"], serde_json::json!(my_app_id()));
+        assert_eq!(asked.app["identity_source"], "executable");
+        assert_eq!(asked.categories, vec!["windows"]);
+        assert_eq!(asked.channel, "dbus");
+
+        // "once": the next call passes, the one after asks again.
+        let w = eventually(10, "allowed once", || async {
+            ctx.get_active_window().await.ok()
+        })
+        .await;
+        assert!(w.contains_key("app_id"));
+        assert_eq!(error_name(ctx.get_active_window().await), PENDING);
+        eventually(10, "asked again", || async {
+            (agent.asked().len() >= 2).then_some(())
+        })
+        .await;
+        // Wait for that prompt's once-grant and use it up.
+        eventually(10, "second once", || async {
+            ctx.get_active_window().await.ok()
+        })
+        .await;
+
+        // "always": stored, and it survives a restart.
+        agent.set("always", Duration::ZERO);
+        assert_eq!(request(&conn, &["windows"]).await, 0);
+        for _ in 0..3 {
+            ctx.get_active_window().await.expect("always allowed");
+        }
+        let grants: Vec<serde_json::Value> = consent
+            .list_grants()
+            .await
+            .expect("grants")
+            .iter()
+            .map(contextd::dbus::variant::dict_to_json)
+            .collect();
+        assert!(
+            grants
+                .iter()
+                .any(|g| g["app_id"] == serde_json::json!(my_app_id())
+                    && g["category"] == "windows"
+                    && g["decision"] == "allow"
+                    && g["origin"] == "prompt"),
+            "{grants:?}"
+        );
+        d.signal(libc::SIGTERM);
+        d.wait_exit(Duration::from_secs(5)).expect("stopped");
+        let n_asked = agent.asked().len();
+        let _d2 = start(&s, &["--replay", &replay]).await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        eventually(10, "allowed after restart", || async {
+            ctx.get_active_window().await.ok()
+        })
+        .await;
+        assert_eq!(agent.asked().len(), n_asked, "asked again after a restart");
+        // Agents are registered per run of the broker.
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        consent
+            .register_agent(&ObjectPath::try_from(AGENT_PATH).expect("path"))
+            .await
+            .expect("register again");
+
+        // "deny": NotAllowed, without asking again.
+        agent.set("deny", Duration::ZERO);
+        assert_eq!(request(&conn, &["power"]).await, 1);
+        assert_eq!(error_name(ctx.subscribe(&["power"]).await), NOT_ALLOWED);
+
+        // No answer in time: NotAllowed, nothing stored.
+        agent.set("always", Duration::from_secs(3));
+        assert_eq!(request(&conn, &["session"]).await, 2);
+        assert_eq!(error_name(ctx.subscribe(&["session"]).await), NOT_ALLOWED);
+        let grants: Vec<serde_json::Value> = consent
+            .list_grants()
+            .await
+            .expect("grants")
+            .iter()
+            .map(contextd::dbus::variant::dict_to_json)
+            .collect();
+        assert!(
+            !grants.iter().any(|g| g["category"] == "session"),
+            "a timed-out prompt stored something: {grants:?}"
+        );
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_agent_a_notification_asks_and_always_allow_grants() {
+    with_timeout(90, async {
+        let s = setup("[consent]\nprompt_timeout_s = 20\n").await;
+        let notifier = Mock::start(&s.bus.address, false, "notification_daemon").await;
+        let _d = start(&s, &[]).await;
+        let conn = s.bus.connect().await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+
+        let rule = zbus::MatchRule::builder()
+            .msg_type(zbus::message::Type::Signal)
+            .interface("org.contextd.Request1")
+            .build()
+            .expect("rule");
+        let mut responses = zbus::MessageStream::for_match_rule(rule, &conn, None)
+            .await
+            .expect("match");
+        let _path = ctx
+            .request_access(&["power"], "to show your battery")
+            .await
+            .expect("request");
+
+        // The mock notification server got a Notify with the three actions.
+        let calls = eventually(10, "Notify called", || async {
+            let m = notifier
+                .call(
+                    "/org/freedesktop/Notifications",
+                    "org.freedesktop.DBus.Mock",
+                    "GetCalls",
+                    &(),
+                )
+                .await;
+            let calls: Vec<(u64, String, Vec<zbus::wire::OwnedVariant>)> =
+                m.body().deserialize().ok()?;
+            calls.into_iter().find(|c| c.1 == "Notify")
+        })
+        .await;
+        let args: Vec<serde_json::Value> = calls
+            .2
+            .iter()
+            .map(|v| contextd::dbus::variant::to_json(v))
+            .collect();
+        let actions = args[5].as_array().expect("actions").clone();
+        for a in [
+            "once",
+            "Allow once",
+            "always",
+            "Always allow",
+            "deny",
+            "Deny",
+        ] {
+            assert!(
+                actions.contains(&serde_json::json!(a)),
+                "missing action {a}: {actions:?}"
+            );
+        }
+        assert!(
+            args[4].as_str().unwrap_or("").contains(&my_app_id()),
+            "body names the app: {:?}",
+            args[4]
+        );
+
+        // The user clicks "Always allow" (the server emits ActionInvoked).
+        notifier
+            .call(
+                "/org/freedesktop/Notifications",
+                "org.freedesktop.DBus.Mock",
+                "EmitSignal",
+                &(
+                    "org.freedesktop.Notifications",
+                    "ActionInvoked",
+                    "us",
+                    vec![
+                        zbus::wire::Variant::from(1u32),
+                        zbus::wire::Variant::from("always"),
+                    ],
+                ),
+            )
+            .await;
+        let m = tokio::time::timeout(Duration::from_secs(10), responses.next())
+            .await
+            .expect("Response")
+            .expect("stream")
+            .expect("msg");
+        let (code, _): (u32, contextd::dbus::proxy::Dict) = m.body().deserialize().expect("body");
+        assert_eq!(code, 0);
+        ctx.subscribe(&["power"])
+            .await
+            .expect("granted by the notification");
+    })
+    .await
+}

@@ -1,0 +1,132 @@
+//! `pw-play` makes a playback stream: the broker reports it for the pw-play
+//! process (app id from its PID), with what it claims as claims, whether
+//! it was already playing when the broker started or starts later; a
+//! subscriber to `media.playback` is told; stopping it removes it.
+
+mod common;
+mod pipewire_client;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::session::Session;
+use common::*;
+use contextd::dbus::proxy::{Context1Proxy, Subscription1Proxy};
+use contextd::dbus::variant::{dict_to_json, to_json};
+use futures_util::StreamExt;
+use pipewire_client::Proc;
+use serde_json::Value;
+
+fn pw_play(session: &Session, wav: &std::path::Path) -> Proc {
+    let mut cmd = Command::new("pw-play");
+    session.apply(&mut cmd);
+    cmd.arg("--properties={application.name=\"TestPlayer\"}")
+        .arg(wav)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    Proc(cmd.spawn().expect("pw-play (pipewire-bin)"))
+}
+
+async fn playback_of(ctx: &Context1Proxy<'_>, pid: u32) -> Option<Value> {
+    let m = dict_to_json(&ctx.get_media().await.ok()?);
+    m["media.playback"]
+        .as_array()?
+        .iter()
+        .find(|s| s["pid"] == pid)
+        .cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pw_play_is_a_playback_stream_of_its_process() {
+    with_timeout(90, async {
+        let session = Session::start(&["--no-sway"]);
+        let home = Home::new();
+        home.write_policy(&[(&my_app_id(), &["media.playback"])]);
+        let wav = home.dir.path().join("tone.wav");
+        pipewire_client::write_tone(&wav, 30);
+
+        // Playing before the broker starts: listed when it connects.
+        let mut early = pw_play(&session, &wav);
+        let _d = Daemon::start_in_session(&session, &home, &[]).await;
+        let conn = connect_to(session.get("DBUS_SESSION_BUS_ADDRESS").expect("bus")).await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        let exe = std::fs::read_link(format!("/proc/{}/exe", early.pid())).expect("exe");
+        let s = eventually(20, "the early pw-play listed, running", || async {
+            playback_of(&ctx, early.pid())
+                .await
+                .filter(|s| s["active"] == true && s.get("app_id").is_some())
+        })
+        .await;
+        assert_eq!(s["kind"], "playback", "{s}");
+        assert_eq!(s["app_id"], format!("exe:{}", exe.display()), "{s}");
+        assert_eq!(s["claimed_name"], "TestPlayer", "{s}");
+        assert_eq!(s["claimed_binary"], "pw-cat", "{s}");
+        assert_eq!(s["state"], "running", "{s}");
+        assert!(
+            s["id"].as_str().is_some_and(|i| i.starts_with("pw-")),
+            "{s}"
+        );
+        assert!(
+            s["media_name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("tone.wav")),
+            "{s}"
+        );
+
+        // Stopping it removes it.
+        early.stop();
+        eventually(10, "the early pw-play removed", || async {
+            let m = dict_to_json(&ctx.get_media().await.ok()?);
+            (m["media.playback"].as_array()?.is_empty()).then_some(())
+        })
+        .await;
+
+        // A subscriber learns of a new one as it starts, and as it stops.
+        let path = ctx.subscribe(&["media.playback"]).await.expect("subscribe");
+        let sub = Subscription1Proxy::builder(&conn)
+            .path(path)
+            .build()
+            .await
+            .expect("sub");
+        let mut changed = sub.receive_changed().await.expect("stream");
+        let mut late = pw_play(&session, &wav);
+        let pid = late.pid();
+        let mut saw_running = false;
+        let mut id = String::new();
+        while !saw_running {
+            let sig = tokio::time::timeout(Duration::from_secs(10), changed.next())
+                .await
+                .expect("Changed within 10 s")
+                .expect("open");
+            let args = sig.args().expect("args");
+            assert_eq!(args.category(), "media.playback");
+            let data: Value = args
+                .data()
+                .iter()
+                .map(|(k, v)| (k.clone(), to_json(v)))
+                .collect();
+            let st = &data["stream"];
+            if st["pid"] == pid {
+                id = st["id"].as_str().unwrap_or("").to_owned();
+                saw_running = st["active"] == true;
+            }
+        }
+        late.stop();
+        loop {
+            let sig = tokio::time::timeout(Duration::from_secs(10), changed.next())
+                .await
+                .expect("closed Changed within 10 s")
+                .expect("open");
+            let args = sig.args().expect("args");
+            let data: Value = args
+                .data()
+                .iter()
+                .map(|(k, v)| (k.clone(), to_json(v)))
+                .collect();
+            if data["event"] == "closed" && data["stream"]["id"] == id.as_str() {
+                break;
+            }
+        }
+    })
+    .await
+}
