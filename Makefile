@@ -120,7 +120,8 @@ clippy:
 # Each bench prints its figures and their ratio to a floor measured in the
 # same run; none asserts (timing belongs here, not in tests).
 bench: deps
-	$(CARGO) bench $(LOCKED) --bench broker --bench pipewire --bench fdo
+	$(CARGO) build --release $(LOCKED) --example wl_toplevels
+	$(CARGO) bench $(LOCKED) --bench broker --bench pipewire --bench fdo --bench wayland
 
 install: install-bin install-data
 

@@ -468,7 +468,7 @@ set_title() { # APP_ID TITLE
     local app_id=$1 title=$2
     valid_app_id "$app_id"
     running "window-$app_id" || die "window $app_id is not open"
-    printf '%s\n' "$title" | timeout 5 tee "$DIR/windows/$app_id.fifo" >/dev/null ||
+    printf '%s\n' "$title" | timeout "$TIMEOUT" tee "$DIR/windows/$app_id.fifo" >/dev/null ||
         die "could not write to the window's FIFO"
     wait_ready "window-$app_id" "$DIR/window-$app_id.log" "title '$title'" window_shown "$app_id" "$title"
 }

@@ -43,6 +43,20 @@ pub async fn connect() -> Result<Connection> {
     Connection::session().await.map_err(CtlError::Connect)
 }
 
+/// `--json`, or the sentence for an empty list: `true` when nothing is
+/// left to print.
+fn printed_plainly(out: Output, v: &[Value], empty: &str) -> bool {
+    if out.json {
+        print_json(&Value::Array(v.to_vec()));
+        return true;
+    }
+    if v.is_empty() {
+        println!("{empty}");
+        return true;
+    }
+    false
+}
+
 fn print_json(v: &Value) {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }
@@ -112,14 +126,32 @@ fn sources_table(sources: &[Value]) -> String {
     table(&["SOURCE", "STATE", "SINCE", "LAST ERROR"], &rows)
 }
 
-fn window_line(w: &Value) -> String {
-    let name = w
-        .get("app_name")
-        .and_then(Value::as_str)
-        .unwrap_or(s(w, "app_id"));
+/// Text from a client (titles, app ids) made safe for a terminal: control
+/// characters (escape sequences, newlines) are shown as `\u{..}` escapes,
+/// so that a window title cannot move the cursor or recolour the screen.
+pub fn printable(t: &str) -> String {
+    let mut out = String::with_capacity(t.len());
+    for c in t.chars() {
+        if c.is_control() {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `Name (app.id) — title`: the name only when a desktop entry gave one,
+/// the title only when the caller may see it.
+pub fn window_line(w: &Value) -> String {
+    let app_id = printable(s(w, "app_id"));
+    let app = match w.get("app_name").and_then(Value::as_str) {
+        Some(n) => format!("{} ({app_id})", printable(n)),
+        None => app_id,
+    };
     match w.get("title").and_then(Value::as_str) {
-        Some(t) => format!("{name} ({}) — {t}", s(w, "app_id")),
-        None => format!("{name} ({})", s(w, "app_id")),
+        Some(t) => format!("{app} — {}", printable(t)),
+        None => app,
     }
 }
 
@@ -140,14 +172,11 @@ fn windows_table(windows: &[Value]) -> String {
                 .unwrap_or_default();
             let mut r = vec![
                 mark.to_owned(),
-                w.get("app_name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned(),
-                s(w, "app_id").to_owned(),
+                printable(w.get("app_name").and_then(Value::as_str).unwrap_or("")),
+                printable(s(w, "app_id")),
             ];
             if titles {
-                r.push(s(w, "title").to_owned());
+                r.push(printable(s(w, "title")));
             }
             r.push(states.join(","));
             r
@@ -331,13 +360,23 @@ pub async fn watch(conn: &Connection, out: Output, categories: Vec<String>) -> R
     Ok(())
 }
 
-fn describe_change(d: &Value) -> String {
+pub fn describe_change(d: &Value) -> String {
     let event = s(d, "event");
     if let Some(w) = d.get("window") {
-        return format!("{event} {}", window_line(w));
+        let states: Vec<&str> = w
+            .get("states")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let states = if event == "focus" || states.is_empty() {
+            String::new()
+        } else {
+            format!("  [{}]", states.join(","))
+        };
+        return format!("{event:<7} {}{states}", window_line(w));
     }
     if event == "focus" {
-        return "focus none".into();
+        return "focus   none".into();
     }
     for k in [
         "stream",
@@ -520,12 +559,7 @@ pub async fn audit(
         .iter()
         .map(dict_to_json)
         .collect();
-    if out.json {
-        print_json(&Value::Array(v));
-        return Ok(());
-    }
-    if v.is_empty() {
-        println!("No access recorded in that time.");
+    if printed_plainly(out, &v, "No access recorded in that time.") {
         return Ok(());
     }
     let rows: Vec<Vec<String>> = v
@@ -770,12 +804,11 @@ pub async fn summary(conn: &Connection, out: Output, today: bool) -> Result<()> 
         .iter()
         .map(dict_to_json)
         .collect();
-    if out.json {
-        print_json(&Value::Array(v));
-        return Ok(());
-    }
-    if v.is_empty() {
-        println!("Nothing recorded in that time (or nothing contextctl may see).");
+    if printed_plainly(
+        out,
+        &v,
+        "Nothing recorded in that time (or nothing contextctl may see).",
+    ) {
         return Ok(());
     }
     let secs = |e: &Value, k: &str| e.get(k).and_then(Value::as_f64).unwrap_or(0.0);
@@ -833,6 +866,7 @@ pub async fn forget(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn durations_parse() {
@@ -853,5 +887,26 @@ mod tests {
     fn tables_align() {
         let t = table(&["A", "BB"], &[vec!["xxx".into(), "y".into()]]);
         assert_eq!(t, "A    BB\nxxx  y\n");
+    }
+
+    #[test]
+    fn window_changes_read_well_and_titles_cannot_drive_the_terminal() {
+        let w = json!({"app_id": "org.a.App", "app_name": "A", "title": "x\u{1b}[2Jy\nz",
+                       "states": ["activated", "maximized"]});
+        let line = describe_change(&json!({"event": "changed", "window": w}));
+        assert_eq!(
+            line,
+            "changed A (org.a.App) — x\\u{1b}[2Jy\\u{a}z  [activated,maximized]"
+        );
+        let bare = json!({"app_id": "org.b.App", "states": []});
+        assert_eq!(
+            describe_change(&json!({"event": "opened", "window": bare})),
+            "opened  org.b.App"
+        );
+        assert_eq!(
+            describe_change(&json!({"event": "focus", "window": bare})),
+            "focus   org.b.App"
+        );
+        assert_eq!(describe_change(&json!({"event": "focus"})), "focus   none");
     }
 }

@@ -8,6 +8,7 @@ pub mod core;
 pub mod ctl;
 pub mod daemon;
 pub mod dbus;
+pub mod desktop_entry;
 pub mod logging;
 pub mod mcp;
 pub mod model;

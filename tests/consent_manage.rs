@@ -12,17 +12,6 @@ use futures_util::StreamExt;
 
 const NOT_ALLOWED: &str = "org.contextd.Error.NotAllowed";
 
-async fn set_allowed(polkit: &Mock, actions: Vec<&str>) {
-    polkit
-        .call(
-            "/org/freedesktop/PolicyKit1/Authority",
-            "org.freedesktop.DBus.Mock",
-            "SetAllowed",
-            &(actions,),
-        )
-        .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polkit_decides_who_may_set_grants() {
     with_timeout(60, async {
@@ -40,7 +29,7 @@ async fn polkit_decides_who_may_set_grants() {
         let conn = bus.connect().await;
         let consent = Consent1Proxy::new(&conn).await.expect("proxy");
 
-        set_allowed(&polkit, vec![]).await;
+        polkit.set_allowed(&[]).await;
         let r = consent
             .set_grant("org.example.App", "windows", "allow", 0)
             .await;
@@ -56,7 +45,7 @@ async fn polkit_decides_who_may_set_grants() {
         }
         assert_eq!(error_name(consent.list_grants().await), NOT_ALLOWED);
 
-        set_allowed(&polkit, vec!["org.contextd.manage-consent"]).await;
+        polkit.set_allowed(&["org.contextd.manage-consent"]).await;
         consent
             .set_grant("org.example.App", "windows", "allow", 0)
             .await
@@ -117,7 +106,7 @@ async fn revoke_while_subscribed_ends_the_subscription_at_once_and_pause_stops_a
         let bus = Bus::start();
         let sys = Bus::start();
         let polkit = Mock::start(&sys.address, true, "polkitd").await;
-        set_allowed(&polkit, vec!["org.contextd.manage-consent"]).await;
+        polkit.set_allowed(&["org.contextd.manage-consent"]).await;
         let home = Home::new();
         let mut replay = Replay::new(&home);
         replay.send(&window_line("w1", "org.a.App", "one", true));
@@ -197,7 +186,7 @@ async fn a_grant_with_an_expiry_ends_on_time() {
         let bus = Bus::start();
         let sys = Bus::start();
         let polkit = Mock::start(&sys.address, true, "polkitd").await;
-        set_allowed(&polkit, vec!["org.contextd.manage-consent"]).await;
+        polkit.set_allowed(&["org.contextd.manage-consent"]).await;
         let home = Home::new();
         let replay = home.dir.path().join("r.jsonl");
         std::fs::write(&replay, window_line("w1", "org.a.App", "one", true)).expect("replay");

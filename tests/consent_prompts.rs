@@ -26,15 +26,7 @@ struct Setup {
 async fn setup(config: &str) -> Setup {
     let bus = Bus::start();
     let sys = Bus::start();
-    let polkit = Mock::start(&sys.address, true, "polkitd").await;
-    polkit
-        .call(
-            "/org/freedesktop/PolicyKit1/Authority",
-            "org.freedesktop.DBus.Mock",
-            "SetAllowed",
-            &(vec!["org.contextd.manage-consent"],),
-        )
-        .await;
+    let polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
     let home = Home::new();
     home.write_config(config);
     Setup {

@@ -102,15 +102,7 @@ async fn contextctl_consent_and_audit() {
     with_timeout(60, async {
         let bus = Bus::start();
         let sys = Bus::start();
-        let polkit = Mock::start(&sys.address, true, "polkitd").await;
-        polkit
-            .call(
-                "/org/freedesktop/PolicyKit1/Authority",
-                "org.freedesktop.DBus.Mock",
-                "SetAllowed",
-                &(vec!["org.contextd.manage-consent"],),
-            )
-            .await;
+        let _polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
         let home = Home::new();
         home.write_policy(&[("org.from.Policy", &["power"])]);
         let _d = Daemon::start_with(

@@ -166,15 +166,7 @@ async fn a_scripted_day_queries_summarises_pages_and_forgets() {
     with_timeout(120, async {
         let bus = Bus::start();
         let sys = Bus::start();
-        let polkit = Mock::start(&sys.address, true, "polkitd").await;
-        polkit
-            .call(
-                "/org/freedesktop/PolicyKit1/Authority",
-                "org.freedesktop.DBus.Mock",
-                "SetAllowed",
-                &(vec!["org.contextd.manage-consent"],),
-            )
-            .await;
+        let _polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
         let home = Home::new();
         home.write_policy(&[(&my_app_id(), &["history", "windows.titles", "media.capture", "session"])]);
         let mut replay = Replay::new(&home);

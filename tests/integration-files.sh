@@ -161,9 +161,11 @@ make_install() {
     done
     has_line "$dest/usr/lib/systemd/user/contextd.service" "ExecStart=/usr/bin/contextd"
     has_line "$dest/usr/share/dbus-1/services/org.contextd.Broker1.service" "Exec=/usr/bin/contextd"
-    # Nothing else still points into /usr/local.
-    if grep -rl /usr/local "$dest" >/dev/null 2>&1; then
-        fail "installed files still name /usr/local: $(grep -rl /usr/local "$dest")"
+    # Nothing else still points into /usr/local. Text files only (-I): the
+    # binaries name /usr/local/share on purpose, as the XDG default of
+    # $XDG_DATA_DIRS (desktop entries are looked up there).
+    if grep -rlI /usr/local "$dest" >/dev/null 2>&1; then
+        fail "installed files still name /usr/local: $(grep -rlI /usr/local "$dest")"
     fi
     # Data files are not executable.
     local mode

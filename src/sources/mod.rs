@@ -14,6 +14,7 @@ pub mod notifications;
 pub mod pipewire;
 pub mod replay;
 pub mod upower;
+pub mod wayland;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -141,6 +142,9 @@ pub fn spawn_all(ctx: &SourceContext, tasks: &mut JoinSet<()>) {
     }
     if enabled(mpris::NAME) {
         tasks.spawn(mpris::run(ctx.clone()));
+    }
+    if enabled(wayland::NAME) {
+        tasks.spawn(wayland::run(ctx.clone()));
     }
 }
 

@@ -343,7 +343,9 @@ impl DbTasks {
         purge(db.clone()).await;
         let mut daily = tokio::time::interval(Duration::from_secs(24 * 3600));
         daily.tick().await;
-        let mut flush = tokio::time::interval(AUDIT_FLUSH);
+        // The flush timer runs only while entries wait: an idle broker
+        // wakes for nothing.
+        let mut deadline: Option<tokio::time::Instant> = None;
         let mut batch: Vec<AuditEntry> = Vec::new();
         loop {
             tokio::select! {
@@ -351,15 +353,24 @@ impl DbTasks {
                 e = self.audit_rx.recv() => match e {
                     Some(e) => {
                         batch.push(e);
-                        if batch.len() >= AUDIT_BATCH
-                            && let Err(e) = write_audit(&db.pool, &mut batch).await
-                        {
-                            tracing::warn!(error = %e, "cannot write the audit log");
+                        if batch.len() >= AUDIT_BATCH {
+                            if let Err(e) = write_audit(&db.pool, &mut batch).await {
+                                tracing::warn!(error = %e, "cannot write the audit log");
+                            }
+                            deadline = None;
+                        } else if deadline.is_none() {
+                            deadline = Some(tokio::time::Instant::now() + AUDIT_FLUSH);
                         }
                     }
                     None => break,
                 },
-                _ = flush.tick() => {
+                _ = async {
+                    match deadline {
+                        Some(d) => tokio::time::sleep_until(d).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    deadline = None;
                     if let Err(e) = write_audit(&db.pool, &mut batch).await {
                         tracing::warn!(error = %e, "cannot write the audit log");
                     }

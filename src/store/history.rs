@@ -325,19 +325,29 @@ impl HistoryWriter {
     /// Write batches, at most one transaction a second, until cancelled;
     /// then write what is left.
     pub async fn run(mut self, cancel: CancellationToken) {
-        let mut tick = tokio::time::interval(FLUSH);
+        // At most one transaction a second, and no timer while idle.
+        let mut deadline: Option<tokio::time::Instant> = None;
         let mut batch = Vec::new();
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => break,
                 op = self.rx.recv() => match op {
-                    Some(op) => batch.push(op),
+                    Some(op) => {
+                        batch.push(op);
+                        if deadline.is_none() {
+                            deadline = Some(tokio::time::Instant::now() + FLUSH);
+                        }
+                    }
                     None => break,
                 },
-                _ = tick.tick() => {
-                    if !batch.is_empty()
-                        && let Err(e) = write(&self.pool, &mut batch, Utc::now()).await
-                    {
+                _ = async {
+                    match deadline {
+                        Some(d) => tokio::time::sleep_until(d).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    deadline = None;
+                    if let Err(e) = write(&self.pool, &mut batch, Utc::now()).await {
                         tracing::warn!(error = %e, "cannot write the history");
                     }
                 }

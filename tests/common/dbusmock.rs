@@ -82,6 +82,25 @@ impl Mock {
             .unwrap_or_else(|e| panic!("{iface}.{method} on {path}: {e}"))
     }
 
+    /// python-dbusmock's polkitd on the bus at `address`, authorising
+    /// exactly `actions`.
+    pub async fn polkit_allowing(address: &str, actions: &[&str]) -> Mock {
+        let m = Mock::start(address, true, "polkitd").await;
+        m.set_allowed(actions).await;
+        m
+    }
+
+    /// polkitd: authorise exactly `actions` from now on.
+    pub async fn set_allowed(&self, actions: &[&str]) {
+        self.call(
+            "/org/freedesktop/PolicyKit1/Authority",
+            "org.freedesktop.DBus.Mock",
+            "SetAllowed",
+            &(actions.to_vec(),),
+        )
+        .await;
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

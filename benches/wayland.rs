@@ -1,0 +1,387 @@
+//! `make bench` for the Wayland source, in a private headless session
+//! (scripts/session.sh):
+//!
+//! - added focus latency: a bare Wayland client bound to
+//!   `zwlr_foreign_toplevel_manager_v1` and the broker's D-Bus subscriber
+//!   timestamp the same focus change (driven by `swaymsg`) with one clock;
+//!   the difference is what the broker adds (its Wayland thread, the core,
+//!   the consent filter, the bus hop). p50/p99 over 200 changes; target
+//!   p99 ≤ 1 ms.
+//! - the daemon's RSS with 300 windows open (examples/wl_toplevels.rs);
+//!   target ≤ 20 MB.
+//!
+//! Prints figures; asserts nothing.
+
+#[path = "common.rs"]
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc as std_mpsc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use contextd::dbus::proxy::{Context1Proxy, Subscription1Proxy};
+use contextd::dbus::variant::to_json;
+use futures_util::StreamExt;
+use wayland_client::protocol::wl_registry;
+use wayland_client::{Connection, Dispatch, Proxy, QueueHandle, event_created_child};
+use wayland_protocols_wlr::foreign_toplevel::v1::client::{
+    zwlr_foreign_toplevel_handle_v1 as handle, zwlr_foreign_toplevel_manager_v1 as manager,
+};
+
+const CHANGES: usize = 200;
+const WARMUP: usize = 20;
+const DEMO: [&str; 2] = ["org.contextd.Demo1", "org.contextd.Demo2"];
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/session.sh")
+}
+
+struct SessionGuard(PathBuf);
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        let _ = Command::new(script())
+            .arg("stop")
+            .arg(&self.0)
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+fn session_env(dir: &Path) -> Vec<(String, String)> {
+    std::fs::read_to_string(dir.join("env.list"))
+        .expect("env.list")
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+// ---------------------------------------------------------------- bare client
+
+/// The bare client: reports (when, app id) each time a toplevel's `done`
+/// carries the activated state it did not have before.
+struct Bare {
+    tx: std_mpsc::Sender<(Instant, String)>,
+    handles: HashMap<u32, (String, bool, bool)>, // app id, activated, pending activated
+}
+
+impl Dispatch<wl_registry::WlRegistry, ()> for Bare {
+    fn event(
+        _: &mut Self,
+        reg: &wl_registry::WlRegistry,
+        event: wl_registry::Event,
+        _: &(),
+        _: &Connection,
+        qh: &QueueHandle<Self>,
+    ) {
+        if let wl_registry::Event::Global {
+            name,
+            interface,
+            version,
+        } = event
+            && interface == "zwlr_foreign_toplevel_manager_v1"
+        {
+            let _: manager::ZwlrForeignToplevelManagerV1 = reg.bind(name, version.min(3), qh, ());
+        }
+    }
+}
+
+impl Dispatch<manager::ZwlrForeignToplevelManagerV1, ()> for Bare {
+    fn event(
+        _: &mut Self,
+        _: &manager::ZwlrForeignToplevelManagerV1,
+        _: manager::Event,
+        _: &(),
+        _: &Connection,
+        _: &QueueHandle<Self>,
+    ) {
+    }
+
+    event_created_child!(Bare, manager::ZwlrForeignToplevelManagerV1, [
+        manager::EVT_TOPLEVEL_OPCODE => (handle::ZwlrForeignToplevelHandleV1, ()),
+    ]);
+}
+
+impl Dispatch<handle::ZwlrForeignToplevelHandleV1, ()> for Bare {
+    fn event(
+        bare: &mut Self,
+        h: &handle::ZwlrForeignToplevelHandleV1,
+        event: handle::Event,
+        _: &(),
+        _: &Connection,
+        _: &QueueHandle<Self>,
+    ) {
+        let e = bare
+            .handles
+            .entry(h.id().protocol_id())
+            .or_insert_with(|| (String::new(), false, false));
+        match event {
+            handle::Event::AppId { app_id } => e.0 = app_id,
+            handle::Event::State { state } => {
+                e.2 = state
+                    .chunks_exact(4)
+                    .any(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]) == 2);
+            }
+            handle::Event::Done => {
+                let now = Instant::now();
+                if e.2 && !e.1 {
+                    let _ = bare.tx.send((now, e.0.clone()));
+                }
+                e.1 = e.2;
+            }
+            _ => {}
+        }
+    }
+}
+
+fn bare_client(env: &[(String, String)]) -> std_mpsc::Receiver<(Instant, String)> {
+    let get = |k: &str| env.iter().find(|(ek, _)| ek == k).map(|(_, v)| v.clone());
+    let path = PathBuf::from(get("XDG_RUNTIME_DIR").expect("runtime dir"))
+        .join(get("WAYLAND_DISPLAY").expect("display"));
+    let stream = std::os::unix::net::UnixStream::connect(&path).expect("connect to sway");
+    let (tx, rx) = std_mpsc::channel();
+    std::thread::spawn(move || {
+        let conn = Connection::from_socket(stream).expect("wayland connection");
+        let mut q = conn.new_event_queue();
+        conn.display().get_registry(&q.handle(), ());
+        let mut bare = Bare {
+            tx,
+            handles: HashMap::new(),
+        };
+        while q.blocking_dispatch(&mut bare).is_ok() {}
+    });
+    rx
+}
+
+// ---------------------------------------------------------------- RSS
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn wl_toplevels_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("exe");
+    let bin = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .map(|d| d.join("examples/wl_toplevels"))
+        .expect("target dir");
+    if !bin.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args(["build", "--release", "--quiet", "--example", "wl_toplevels"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo build");
+        assert!(st.success(), "building wl_toplevels failed");
+    }
+    bin
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(run());
+}
+
+async fn run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sdir = dir.path().join("s");
+    let st = Command::new(script())
+        .arg("start")
+        .arg(&sdir)
+        .arg("--no-pipewire")
+        .stdout(Stdio::null())
+        .status()
+        .expect("session.sh");
+    assert!(st.success(), "session.sh start failed");
+    let _session = SessionGuard(sdir.clone());
+    let env = session_env(&sdir);
+    let get = |k: &str| env.iter().find(|(ek, _)| ek == k).map(|(_, v)| v.clone());
+    let address = get("DBUS_SESSION_BUS_ADDRESS").expect("bus");
+
+    let cfg = dir.path().join("config/contextd");
+    std::fs::create_dir_all(&cfg).expect("mkdir");
+    let me = std::fs::read_link("/proc/self/exe").expect("exe");
+    std::fs::write(
+        cfg.join("policy.toml"),
+        format!(
+            "[[grant]]\napp = \"exe:{}\"\ncategories = [\"windows\", \"windows.titles\"]\n",
+            me.display()
+        ),
+    )
+    .expect("policy");
+    let daemon = Proc(
+        Command::new(env!("CARGO_BIN_EXE_contextd"))
+            .env_clear()
+            .envs(env.iter().cloned())
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .env("XDG_DATA_HOME", dir.path().join("data"))
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .env("HOME", dir.path())
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn contextd"),
+    );
+    let pid = daemon.0.id();
+
+    let conn = zbus::connection::Builder::address(address.as_str())
+        .build()
+        .await
+        .expect("connect");
+    let ctx = loop {
+        if let Ok(c) = Context1Proxy::new(&conn).await
+            && c.list_windows().await.is_ok_and(|w| w.len() == 2)
+        {
+            break c;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let path = ctx.subscribe(&["windows"]).await.expect("subscribe");
+    let sub = Subscription1Proxy::builder(&conn)
+        .path(path)
+        .build()
+        .await
+        .expect("sub");
+    let mut changed = sub.receive_changed().await.expect("changed");
+    let bare = bare_client(&env);
+    // Let the bare client see the initial windows.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    while bare.try_recv().is_ok() {}
+
+    let mut added = Vec::with_capacity(CHANGES);
+    let mut missed = 0;
+    for i in 0..(CHANGES + WARMUP) {
+        let target = DEMO[i % 2];
+        let st = Command::new("swaymsg")
+            .env("SWAYSOCK", get("SWAYSOCK").expect("swaysock"))
+            .arg(format!("[app_id={target}] focus"))
+            .stdout(Stdio::null())
+            .status()
+            .expect("swaymsg");
+        assert!(st.success());
+        // The broker's signal.
+        let broker_at = loop {
+            let sig = tokio::time::timeout(Duration::from_secs(2), changed.next()).await;
+            let Ok(Some(sig)) = sig else { break None };
+            let now = Instant::now();
+            let Ok(args) = sig.args() else { continue };
+            let d = args.data();
+            let is_focus = d.get("event").map(|v| to_json(v)) == Some(serde_json::json!("focus"));
+            let app = d
+                .get("window")
+                .map(|v| to_json(v))
+                .and_then(|w| w.get("app_id").cloned());
+            if is_focus && app == Some(serde_json::json!(target)) {
+                break Some(now);
+            }
+        };
+        // The bare client's event (already queued: it is faster).
+        let bare_at = loop {
+            match bare.recv_timeout(Duration::from_secs(2)) {
+                Ok((t, app)) if app == target => break Some(t),
+                Ok(_) => continue,
+                Err(_) => break None,
+            }
+        };
+        match (broker_at, bare_at) {
+            (Some(b), Some(w)) if i >= WARMUP => added.push(b.saturating_duration_since(w)),
+            (Some(_), Some(_)) => {}
+            _ => missed += 1,
+        }
+    }
+    added.sort();
+    let (p50, p99) = (pct(&added, 0.5), pct(&added, 0.99));
+
+    // RSS: idle with the two windows, then with 300 more.
+    let rss_idle = rss_kib(pid);
+    drop(changed);
+    let _ = sub.unsubscribe().await;
+    let mut cmd = Command::new(wl_toplevels_bin());
+    let mut many = Proc(
+        cmd.env_clear()
+            .envs(env.iter().cloned())
+            .args(["300", "org.example.Bench", "Bench window "])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("wl_toplevels"),
+    );
+    let mut out = BufReader::new(many.0.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("ready");
+    let t0 = Instant::now();
+    loop {
+        if ctx.list_windows().await.is_ok_and(|w| w.len() == 302) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "300 windows not listed"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let listed = t0.elapsed();
+    let rss_300 = rss_kib(pid);
+    // A full listing of 302 windows, timed.
+    let t = Instant::now();
+    let n = 20;
+    for _ in 0..n {
+        ctx.list_windows().await.expect("list");
+    }
+    let list_ms = t.elapsed().as_secs_f64() * 1000.0 / n as f64;
+    if let Some(stdin) = many.0.stdin.as_mut() {
+        let _ = writeln!(stdin, "quit");
+    }
+
+    println!(
+        "contextd Wayland benchmark (headless sway 1.7, {CHANGES} focus changes after {WARMUP} warm-up)"
+    );
+    println!(
+        "  added focus latency (broker subscriber - bare wlr client)  p50 {:>7.1} µs   p99 {:>7.1} µs   max {:>7.1} µs",
+        us(p50),
+        us(p99),
+        us(*added.last().unwrap_or(&Duration::ZERO))
+    );
+    println!(
+        "  p99 target <= 1 ms: {}{}",
+        verdict(p99 <= Duration::from_millis(1)),
+        if missed > 0 {
+            format!(" ({missed} changes not seen by both)")
+        } else {
+            String::new()
+        }
+    );
+    println!(
+        "  daemon RSS: {:.1} MB with 2 windows, {:.1} MB with 302 (target <= 20 MB: {})",
+        rss_idle as f64 / 1024.0,
+        rss_300 as f64 / 1024.0,
+        verdict(rss_300 <= 20 * 1024)
+    );
+    println!(
+        "  300 windows listed {:.0} ms after the client mapped them; ListWindows of 302: {list_ms:.2} ms",
+        listed.as_secs_f64() * 1000.0
+    );
+    drop(daemon);
+}

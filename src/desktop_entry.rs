@@ -1,0 +1,457 @@
+//! Desktop entries: turn an app id (what a Wayland client told the
+//! compositor, or a Flatpak/desktop id) into a human name and an icon.
+//!
+//! Files: `applications/**/*.desktop` under `$XDG_DATA_HOME` (default
+//! `~/.local/share`) and then each of `$XDG_DATA_DIRS` (default
+//! `/usr/local/share:/usr/share`), as the XDG Base Directory and Desktop
+//! Entry specifications say. A file's desktop file id is its path below
+//! `applications/` with `/` turned into `-` (`kde/org.kde.Foo.desktop` is
+//! `kde-org.kde.Foo.desktop`); the first directory that has an id wins.
+//! Entries that are `Hidden=true` or not `Type=Application` are ignored.
+//!
+//! Matching an app id, first hit wins:
+//! 1. the desktop file id `APP_ID.desktop`;
+//! 2. an entry whose `StartupWMClass` is the app id;
+//! 3. both again, ignoring ASCII case;
+//! 4. an entry whose id's last dotted part is the app id, ignoring case
+//!    (`firefox` finds `org.mozilla.firefox.desktop`).
+//!
+//! The index is cached. Before a lookup, at most once every
+//! [`RECHECK_EVERY`], the modification times of the `applications`
+//! directories (and their subdirectories) are compared with those of the
+//! last scan; when one changed (a package installed or removed one: files
+//! are added, removed or renamed into place), everything is scanned again.
+//! That is one `stat` per directory per interval and no watcher thread; an
+//! entry edited in place (same name, no rename) is picked up at the next
+//! rescan.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How often, at most, the directories are checked for changes.
+pub const RECHECK_EVERY: Duration = Duration::from_secs(5);
+/// Desktop files larger than this are skipped (they are a few KiB).
+const MAX_FILE_BYTES: u64 = 256 * 1024;
+/// Subdirectory depth below `applications/` that is scanned.
+const MAX_DEPTH: usize = 4;
+/// Names and icons longer than this are cut (a desktop file is no place
+/// for megabytes, but nothing stops one).
+const MAX_VALUE_CHARS: usize = 256;
+
+/// What a desktop entry says about an app.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppInfo {
+    /// The desktop file id, e.g. `org.gnome.TextEditor.desktop`.
+    pub desktop_id: String,
+    /// `Name=` (unlocalised).
+    pub name: String,
+    /// `Icon=`: an icon name or an absolute path.
+    pub icon: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    info: AppInfo,
+    wm_class: Option<String>,
+}
+
+/// The index of desktop entries of some directories.
+#[derive(Debug)]
+pub struct DesktopEntries {
+    /// The `applications` directories, in precedence order.
+    dirs: Vec<PathBuf>,
+    entries: Vec<Entry>,
+    by_id: HashMap<String, usize>,
+    /// (directory, mtime) of every scanned directory, for change checks.
+    stamps: Vec<(PathBuf, Option<SystemTime>)>,
+    scanned: bool,
+    checked: Option<Instant>,
+}
+
+/// The `applications` directories of the XDG spec, in precedence order.
+pub fn xdg_application_dirs() -> Vec<PathBuf> {
+    let abs = |v: std::ffi::OsString| {
+        let p = PathBuf::from(v);
+        p.is_absolute().then_some(p)
+    };
+    let mut dirs = Vec::new();
+    let home = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .and_then(abs)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".local/share"))
+        });
+    dirs.extend(home);
+    let data_dirs = std::env::var("XDG_DATA_DIRS")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| "/usr/local/share:/usr/share".into());
+    for d in data_dirs.split(':').filter(|d| !d.is_empty()) {
+        let p = PathBuf::from(d);
+        if p.is_absolute() && !dirs.contains(&p) {
+            dirs.push(p);
+        }
+    }
+    dirs.into_iter().map(|d| d.join("applications")).collect()
+}
+
+/// The process-wide index over the XDG directories (used by the Wayland
+/// source and by consent prompts).
+pub fn shared() -> &'static Mutex<DesktopEntries> {
+    static SHARED: OnceLock<Mutex<DesktopEntries>> = OnceLock::new();
+    SHARED.get_or_init(|| Mutex::new(DesktopEntries::new(xdg_application_dirs())))
+}
+
+/// Resolve an app id with the process-wide index.
+pub fn lookup(app_id: &str) -> Option<AppInfo> {
+    shared()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .lookup(app_id)
+}
+
+fn cut(mut s: String) -> String {
+    if let Some((i, _)) = s.char_indices().nth(MAX_VALUE_CHARS) {
+        s.truncate(i);
+    }
+    s
+}
+
+/// Parse the `[Desktop Entry]` group of a desktop file.
+fn parse(desktop_id: &str, text: &str) -> Option<Entry> {
+    let mut in_group = false;
+    let (mut name, mut icon, mut wm_class, mut kind) = (None, None, None, None);
+    let mut hidden = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if line.starts_with('[') {
+            if in_group {
+                break;
+            }
+            in_group = line == "[Desktop Entry]";
+            continue;
+        }
+        if !in_group {
+            continue;
+        }
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
+        let v = v.trim();
+        match k.trim() {
+            "Name" => name = Some(unescape(v)),
+            "Icon" if !v.is_empty() => icon = Some(unescape(v)),
+            "StartupWMClass" if !v.is_empty() => wm_class = Some(unescape(v)),
+            "Type" => kind = Some(v.to_owned()),
+            "Hidden" => hidden = v == "true",
+            _ => {}
+        }
+    }
+    if hidden || kind.as_deref() != Some("Application") {
+        return None;
+    }
+    Some(Entry {
+        info: AppInfo {
+            desktop_id: desktop_id.to_owned(),
+            name: cut(name.filter(|n| !n.is_empty())?),
+            icon: icon.map(cut),
+        },
+        wm_class: wm_class.map(cut),
+    })
+}
+
+/// The escapes of the spec's `string` type: `\s \n \t \r \\`.
+fn unescape(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    let mut it = v.chars();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('s') => out.push(' '),
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some(o) => out.push(o),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+impl DesktopEntries {
+    /// An index over these `applications` directories (first wins),
+    /// scanned on first use.
+    pub fn new(dirs: Vec<PathBuf>) -> Self {
+        DesktopEntries {
+            dirs,
+            entries: Vec::new(),
+            by_id: HashMap::new(),
+            stamps: Vec::new(),
+            scanned: false,
+            checked: None,
+        }
+    }
+
+    /// How many entries the index holds.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Find the desktop entry of `app_id`, rescanning first if the
+    /// directories changed (checked at most every [`RECHECK_EVERY`]).
+    pub fn lookup(&mut self, app_id: &str) -> Option<AppInfo> {
+        self.refresh(false);
+        self.find(app_id)
+    }
+
+    /// Rescan if the directories changed; with `force`, check now
+    /// whatever the interval.
+    pub fn refresh(&mut self, force: bool) {
+        let due =
+            force || !self.scanned || self.checked.is_none_or(|t| t.elapsed() >= RECHECK_EVERY);
+        if !due {
+            return;
+        }
+        self.checked = Some(Instant::now());
+        if self.scanned && !self.changed() {
+            return;
+        }
+        self.scan();
+    }
+
+    fn changed(&self) -> bool {
+        self.stamps.iter().any(|(d, m)| mtime(d) != *m)
+            || self
+                .dirs
+                .iter()
+                .any(|d| !self.stamps.iter().any(|(s, _)| s == d))
+    }
+
+    fn scan(&mut self) {
+        self.entries.clear();
+        self.by_id.clear();
+        self.stamps.clear();
+        for dir in self.dirs.clone() {
+            self.stamps.push((dir.clone(), mtime(&dir)));
+            self.scan_dir(&dir, "", 0);
+        }
+        self.scanned = true;
+        tracing::debug!(entries = self.entries.len(), "desktop entries scanned");
+    }
+
+    fn scan_dir(&mut self, dir: &Path, prefix: &str, depth: usize) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut names: Vec<(String, PathBuf, bool)> = rd
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let is_dir = e.file_type().ok()?.is_dir();
+                Some((name, e.path(), is_dir))
+            })
+            .collect();
+        names.sort();
+        for (name, path, is_dir) in names {
+            if is_dir {
+                if depth < MAX_DEPTH {
+                    self.stamps.push((path.clone(), mtime(&path)));
+                    self.scan_dir(&path, &format!("{prefix}{name}-"), depth + 1);
+                }
+                continue;
+            }
+            if !name.ends_with(".desktop") {
+                continue;
+            }
+            let id = format!("{prefix}{name}");
+            if self.by_id.contains_key(&id) {
+                continue; // an earlier directory has it
+            }
+            let small = std::fs::metadata(&path).is_ok_and(|m| m.len() <= MAX_FILE_BYTES);
+            let Some(text) = small
+                .then(|| std::fs::read(&path).ok())
+                .flatten()
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+            else {
+                continue;
+            };
+            match parse(&id, &text) {
+                Some(e) => {
+                    self.by_id.insert(id, self.entries.len());
+                    self.entries.push(e);
+                }
+                // Hidden or not an application: it still shadows later
+                // directories' entries of the same id.
+                None => {
+                    self.by_id.insert(id, usize::MAX);
+                }
+            }
+        }
+    }
+
+    fn find(&self, app_id: &str) -> Option<AppInfo> {
+        if app_id.is_empty() {
+            return None;
+        }
+        let live = |i: &usize| self.entries.get(*i);
+        let desktop = format!("{app_id}.desktop");
+        if let Some(e) = self.by_id.get(&desktop).and_then(live) {
+            return Some(e.info.clone());
+        }
+        let wm = |ci: bool| {
+            self.entries.iter().find(|e| {
+                e.wm_class.as_deref().is_some_and(|w| {
+                    if ci {
+                        w.eq_ignore_ascii_case(app_id)
+                    } else {
+                        w == app_id
+                    }
+                })
+            })
+        };
+        if let Some(e) = wm(false) {
+            return Some(e.info.clone());
+        }
+        if let Some(e) = self
+            .entries
+            .iter()
+            .find(|e| e.info.desktop_id.eq_ignore_ascii_case(&desktop))
+        {
+            return Some(e.info.clone());
+        }
+        if let Some(e) = wm(true) {
+            return Some(e.info.clone());
+        }
+        self.entries
+            .iter()
+            .find(|e| {
+                e.info
+                    .desktop_id
+                    .trim_end_matches(".desktop")
+                    .rsplit('.')
+                    .next()
+                    .is_some_and(|last| last.eq_ignore_ascii_case(app_id))
+            })
+            .map(|e| e.info.clone())
+    }
+}
+
+fn mtime(p: &Path) -> Option<SystemTime> {
+    std::fs::metadata(p).and_then(|m| m.modified()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, rel: &str, text: &str) {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    }
+
+    fn app(name: &str, extra: &str) -> String {
+        format!(
+            "[Desktop Entry]\nType=Application\nName={name}\nIcon=icon-{name}\n{extra}\n[Desktop Action new]\nName=Not this\n"
+        )
+    }
+
+    #[test]
+    fn resolves_by_id_wm_class_case_and_last_part_with_precedence() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let home = t.path().join("home/applications");
+        let sys = t.path().join("sys/applications");
+        write(
+            &sys,
+            "org.gnome.TextEditor.desktop",
+            &app("Text Editor", ""),
+        );
+        write(&home, "org.gnome.TextEditor.desktop", &app("My Editor", ""));
+        write(
+            &sys,
+            "code.desktop",
+            &app("Visual Studio Code", "StartupWMClass=Code"),
+        );
+        write(&sys, "org.mozilla.firefox.desktop", &app("Firefox", ""));
+        write(&sys, "kde/org.kde.dolphin.desktop", &app("Dolphin", ""));
+        write(&sys, "gone.desktop", &app("Gone", "Hidden=true"));
+        write(
+            &sys,
+            "link.desktop",
+            "[Desktop Entry]\nType=Link\nName=L\nURL=x\n",
+        );
+        write(
+            &sys,
+            "Esc.desktop",
+            "[Desktop Entry]\nType=Application\nName=A\\sB\n",
+        );
+        let mut d = DesktopEntries::new(vec![home.clone(), sys.clone()]);
+
+        let e = d.lookup("org.gnome.TextEditor").expect("by id");
+        assert_eq!(
+            (e.name.as_str(), e.icon.as_deref()),
+            ("My Editor", Some("icon-My Editor"))
+        );
+        assert_eq!(
+            d.lookup("Code").expect("wm class").name,
+            "Visual Studio Code"
+        );
+        assert_eq!(d.lookup("code").expect("id").name, "Visual Studio Code");
+        assert_eq!(
+            d.lookup("ORG.GNOME.TEXTEDITOR").expect("ci").name,
+            "My Editor"
+        );
+        assert_eq!(d.lookup("firefox").expect("last part").name, "Firefox");
+        assert_eq!(
+            d.lookup("kde-org.kde.dolphin").expect("subdir id").name,
+            "Dolphin"
+        );
+        assert_eq!(d.lookup("esc").expect("escapes").name, "A B");
+        assert!(d.lookup("gone").is_none());
+        assert!(d.lookup("link").is_none());
+        assert!(d.lookup("").is_none());
+        assert!(d.lookup("org.unknown.App").is_none());
+    }
+
+    #[test]
+    fn rescans_when_a_directory_changes() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let dir = t.path().join("applications");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let mut d = DesktopEntries::new(vec![dir.clone()]);
+        assert!(d.lookup("org.new.App").is_none());
+        write(&dir, "org.new.App.desktop", &app("New", ""));
+        // Some file systems keep whole-second mtimes: make the change visible.
+        let later = SystemTime::now() + Duration::from_secs(2);
+        std::fs::File::open(&dir)
+            .and_then(|f| f.set_modified(later))
+            .expect("set mtime");
+        // Within the interval the cache answers...
+        assert!(d.lookup("org.new.App").is_none());
+        // ...and a check after it sees the change.
+        d.refresh(true);
+        assert_eq!(d.lookup("org.new.App").expect("found").name, "New");
+        assert_eq!(d.len(), 1);
+    }
+
+    #[test]
+    fn xdg_dirs_follow_the_spec_defaults() {
+        // Only checks the shape; the environment is the test runner's.
+        let dirs = xdg_application_dirs();
+        assert!(dirs.iter().all(|d| d.ends_with("applications")));
+    }
+}

@@ -1,0 +1,488 @@
+//! One compositor connection, on its own thread.
+//!
+//! The thread binds `zwlr_foreign_toplevel_manager_v1` (up to v3),
+//! `ext_foreign_toplevel_list_v1` (v1) and every `wl_output` (up to v4,
+//! for output names), feeds the events into a [`Tracker`], and after each
+//! batch read from the socket sends what changed into the core's channel.
+//! It blocks in `poll(2)` on two descriptors: the display's socket and an
+//! eventfd that [`Connection::stop`] writes, so it costs nothing while
+//! nothing happens and stops at once when asked.
+
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use tokio::sync::{mpsc, oneshot};
+use wayland_client::backend::WaylandError;
+use wayland_client::protocol::{wl_callback, wl_output, wl_registry};
+use wayland_client::{
+    Connection as WlConnection, Dispatch, EventQueue, Proxy, QueueHandle, event_created_child,
+};
+use wayland_protocols::ext::foreign_toplevel_list::v1::client::{
+    ext_foreign_toplevel_handle_v1 as ext_handle, ext_foreign_toplevel_list_v1 as ext_list,
+};
+use wayland_protocols_wlr::foreign_toplevel::v1::client::{
+    zwlr_foreign_toplevel_handle_v1 as wlr_handle, zwlr_foreign_toplevel_manager_v1 as wlr_manager,
+};
+
+use super::NAME;
+use super::toplevels::{Resolver, Tracker};
+use crate::core::SourceEvent;
+
+pub const WLR_MANAGER: &str = "zwlr_foreign_toplevel_manager_v1";
+pub const EXT_LIST: &str = "ext_foreign_toplevel_list_v1";
+const WLR_MAX_VERSION: u32 = 3;
+const EXT_MAX_VERSION: u32 = 1;
+const OUTPUT_MAX_VERSION: u32 = 4;
+
+/// Why a connection's thread ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// [`Connection::stop`] was called.
+    Stopped,
+    /// The core's channel closed (the daemon is stopping).
+    CoreGone,
+    /// The compositor went away or broke the protocol.
+    Lost(String),
+}
+
+/// A running connection thread.
+#[derive(Debug)]
+pub struct Connection {
+    stop: Arc<OwnedFd>,
+    pub ended: oneshot::Receiver<Ended>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Connection {
+    /// Start the thread on a connected socket. Windows get ids of
+    /// connection `generation`.
+    pub fn start(
+        stream: UnixStream,
+        generation: u64,
+        tx: mpsc::Sender<SourceEvent>,
+        resolver: Resolver,
+    ) -> std::io::Result<Connection> {
+        // SAFETY: eventfd(2) with valid flags; the result is checked.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a new descriptor that nothing else owns.
+        let stop = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        let (done_tx, ended) = oneshot::channel();
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("wayland".into())
+            .spawn(move || {
+                let end = run(stream, generation, &tx, resolver, &stop2);
+                tracing::debug!(source = NAME, ?end, "connection thread ends");
+                let _ = done_tx.send(end);
+            })?;
+        Ok(Connection {
+            stop,
+            ended,
+            thread: Some(thread),
+        })
+    }
+
+    /// Ask the thread to stop; it ends at its next wake-up, which is now.
+    pub fn stop(&self) {
+        let one: u64 = 1;
+        // SAFETY: writing 8 bytes from a live u64 to our eventfd.
+        unsafe {
+            libc::write(
+                self.stop.as_raw_fd(),
+                (&one as *const u64).cast(),
+                std::mem::size_of::<u64>(),
+            )
+        };
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.stop();
+        // Never wait on the thread here: it may be blocked sending to a
+        // full channel whose reader is gone; it notices and exits alone.
+        drop(self.thread.take());
+    }
+}
+
+/// The dispatch state of the thread.
+struct State {
+    tracker: Option<Tracker>,
+    generation: u64,
+    resolver: Option<Resolver>,
+    wlr: Option<wlr_manager::ZwlrForeignToplevelManagerV1>,
+    ext: Option<ext_list::ExtForeignToplevelListV1>,
+    /// wl_output globals: registry name → the bound output.
+    outputs: Vec<(u32, wl_output::WlOutput)>,
+    synced: bool,
+}
+
+impl State {
+    fn tracker(&mut self) -> &mut Tracker {
+        // The tracker is made when the first sync completes (when it is
+        // known which protocols are bound). Toplevel events cannot come
+        // before: they answer binds made while the registry is read, and
+        // the sync was sent after the registry request.
+        let ext = self.ext.is_some();
+        let generation = self.generation;
+        let resolver = &mut self.resolver;
+        self.tracker.get_or_insert_with(|| {
+            let r = resolver.take().unwrap_or_else(|| Box::new(|_| None));
+            Tracker::new(generation, ext, r)
+        })
+    }
+}
+
+fn send(tx: &mpsc::Sender<SourceEvent>, ev: SourceEvent) -> bool {
+    tx.blocking_send(ev).is_ok()
+}
+
+fn status(tx: &mpsc::Sender<SourceEvent>, available: bool, error: Option<String>) -> bool {
+    send(
+        tx,
+        SourceEvent::SourceStatus {
+            source: NAME.into(),
+            available,
+            error,
+        },
+    )
+}
+
+fn describe(e: &WaylandError, conn: &WlConnection) -> String {
+    match conn.protocol_error() {
+        Some(p) => format!(
+            "compositor reported a protocol error: {} on {}@{}: {}",
+            p.code, p.object_interface, p.object_id, p.message
+        ),
+        None => match e {
+            WaylandError::Io(io) => format!("compositor connection lost: {io}"),
+            WaylandError::Protocol(p) => format!("protocol error: {p}"),
+        },
+    }
+}
+
+fn run(
+    stream: UnixStream,
+    generation: u64,
+    tx: &mpsc::Sender<SourceEvent>,
+    resolver: Resolver,
+    stop: &OwnedFd,
+) -> Ended {
+    let conn = match WlConnection::from_socket(stream) {
+        Ok(c) => c,
+        Err(e) => return Ended::Lost(format!("cannot set up the Wayland connection: {e}")),
+    };
+    let mut queue: EventQueue<State> = conn.new_event_queue();
+    let qh = queue.handle();
+    let display = conn.display();
+    display.get_registry(&qh, ());
+    display.sync(&qh, ());
+    let mut state = State {
+        tracker: None,
+        generation,
+        resolver: Some(resolver),
+        wlr: None,
+        ext: None,
+        outputs: Vec::new(),
+        synced: false,
+    };
+    let mut announced = false;
+    loop {
+        if let Err(e) = queue.dispatch_pending(&mut state) {
+            return Ended::Lost(format!("dispatch failed: {e}"));
+        }
+        if state.synced && !announced {
+            announced = true;
+            let ok = match (&state.wlr, &state.ext) {
+                (None, None) => {
+                    tracing::warn!(
+                        source = NAME,
+                        "the compositor offers neither {WLR_MANAGER} nor {EXT_LIST}"
+                    );
+                    status(
+                        tx,
+                        false,
+                        Some(format!(
+                            "the compositor offers neither {WLR_MANAGER} nor {EXT_LIST}"
+                        )),
+                    )
+                }
+                (w, e) => {
+                    tracing::info!(
+                        source = NAME,
+                        wlr = w.as_ref().map(|w| w.version()),
+                        ext = e.as_ref().map(|e| e.version()),
+                        "bound the toplevel protocols"
+                    );
+                    status(tx, true, None)
+                }
+            };
+            if !ok {
+                return Ended::CoreGone;
+            }
+        }
+        if let Some(t) = state.tracker.as_mut() {
+            for ev in t.flush() {
+                if !send(tx, ev) {
+                    return Ended::CoreGone;
+                }
+            }
+        }
+        if let Err(e) = conn.flush()
+            && !matches!(&e, WaylandError::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock)
+        {
+            return Ended::Lost(describe(&e, &conn));
+        }
+        let Some(guard) = queue.prepare_read() else {
+            continue;
+        };
+        let mut fds = [
+            libc::pollfd {
+                fd: guard.connection_fd().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: stop.as_fd().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        loop {
+            // SAFETY: poll(2) on two valid descriptors we hold.
+            let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+            if r >= 0 {
+                break;
+            }
+            let err = std::io::Error::last_os_error();
+            if err.kind() != std::io::ErrorKind::Interrupted {
+                return Ended::Lost(format!("poll failed: {err}"));
+            }
+        }
+        if fds[1].revents != 0 {
+            return Ended::Stopped;
+        }
+        if tx.is_closed() {
+            return Ended::CoreGone;
+        }
+        match guard.read() {
+            Ok(_) => {}
+            Err(WaylandError::Io(io)) if io.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Ended::Lost(describe(&e, &conn)),
+        }
+    }
+}
+
+impl Dispatch<wl_registry::WlRegistry, ()> for State {
+    fn event(
+        state: &mut Self,
+        registry: &wl_registry::WlRegistry,
+        event: wl_registry::Event,
+        _: &(),
+        _: &WlConnection,
+        qh: &QueueHandle<Self>,
+    ) {
+        match event {
+            wl_registry::Event::Global {
+                name,
+                interface,
+                version,
+            } => match interface.as_str() {
+                WLR_MANAGER if state.wlr.is_none() => {
+                    if state.synced {
+                        tracing::info!(
+                            source = NAME,
+                            "{WLR_MANAGER} appeared late; ignored until reconnect"
+                        );
+                        return;
+                    }
+                    state.wlr = Some(registry.bind(name, version.min(WLR_MAX_VERSION), qh, ()));
+                }
+                EXT_LIST if state.ext.is_none() => {
+                    if state.synced {
+                        tracing::info!(
+                            source = NAME,
+                            "{EXT_LIST} appeared late; ignored until reconnect"
+                        );
+                        return;
+                    }
+                    state.ext = Some(registry.bind(name, version.min(EXT_MAX_VERSION), qh, ()));
+                }
+                "wl_output" => {
+                    let o: wl_output::WlOutput =
+                        registry.bind(name, version.min(OUTPUT_MAX_VERSION), qh, ());
+                    state.outputs.push((name, o));
+                }
+                _ => {}
+            },
+            wl_registry::Event::GlobalRemove { name } => {
+                if let Some(pos) = state.outputs.iter().position(|(n, _)| *n == name) {
+                    let (_, o) = state.outputs.swap_remove(pos);
+                    let key = o.id().protocol_id();
+                    state.tracker().output_removed(key);
+                    if o.version() >= 3 {
+                        o.release();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Dispatch<wl_callback::WlCallback, ()> for State {
+    fn event(
+        state: &mut Self,
+        _: &wl_callback::WlCallback,
+        event: wl_callback::Event,
+        _: &(),
+        _: &WlConnection,
+        _: &QueueHandle<Self>,
+    ) {
+        if let wl_callback::Event::Done { .. } = event {
+            state.synced = true;
+            state.tracker();
+        }
+    }
+}
+
+impl Dispatch<wl_output::WlOutput, ()> for State {
+    fn event(
+        state: &mut Self,
+        output: &wl_output::WlOutput,
+        event: wl_output::Event,
+        _: &(),
+        _: &WlConnection,
+        _: &QueueHandle<Self>,
+    ) {
+        if let wl_output::Event::Name { name } = event {
+            state.tracker().output_name(output.id().protocol_id(), name);
+        }
+    }
+}
+
+impl Dispatch<wlr_manager::ZwlrForeignToplevelManagerV1, ()> for State {
+    fn event(
+        state: &mut Self,
+        _: &wlr_manager::ZwlrForeignToplevelManagerV1,
+        event: wlr_manager::Event,
+        _: &(),
+        _: &WlConnection,
+        _: &QueueHandle<Self>,
+    ) {
+        match event {
+            wlr_manager::Event::Toplevel { toplevel } => {
+                state.tracker().wlr_new(toplevel.id().protocol_id());
+            }
+            wlr_manager::Event::Finished => {
+                tracing::info!(source = NAME, "{WLR_MANAGER} finished");
+                state.tracker().wlr_finished();
+                state.wlr = None;
+            }
+            _ => {}
+        }
+    }
+
+    event_created_child!(State, wlr_manager::ZwlrForeignToplevelManagerV1, [
+        wlr_manager::EVT_TOPLEVEL_OPCODE => (wlr_handle::ZwlrForeignToplevelHandleV1, ()),
+    ]);
+}
+
+impl Dispatch<wlr_handle::ZwlrForeignToplevelHandleV1, ()> for State {
+    fn event(
+        state: &mut Self,
+        handle: &wlr_handle::ZwlrForeignToplevelHandleV1,
+        event: wlr_handle::Event,
+        _: &(),
+        _: &WlConnection,
+        _: &QueueHandle<Self>,
+    ) {
+        let key = handle.id().protocol_id();
+        let t = state.tracker();
+        match event {
+            wlr_handle::Event::Title { title } => t.wlr_title(key, title),
+            wlr_handle::Event::AppId { app_id } => t.wlr_app_id(key, app_id),
+            wlr_handle::Event::OutputEnter { output } => {
+                t.wlr_output_enter(key, output.id().protocol_id())
+            }
+            wlr_handle::Event::OutputLeave { output } => {
+                t.wlr_output_leave(key, output.id().protocol_id())
+            }
+            wlr_handle::Event::State { state: bytes } => {
+                let values: Vec<u32> = bytes
+                    .chunks_exact(4)
+                    .take(64)
+                    .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect();
+                t.wlr_state(key, &values);
+            }
+            wlr_handle::Event::Parent { parent } => {
+                t.wlr_parent(key, parent.map(|p| p.id().protocol_id()))
+            }
+            wlr_handle::Event::Done => t.wlr_done(key),
+            wlr_handle::Event::Closed => {
+                t.wlr_closed(key);
+                handle.destroy();
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Dispatch<ext_list::ExtForeignToplevelListV1, ()> for State {
+    fn event(
+        state: &mut Self,
+        list: &ext_list::ExtForeignToplevelListV1,
+        event: ext_list::Event,
+        _: &(),
+        _: &WlConnection,
+        _: &QueueHandle<Self>,
+    ) {
+        match event {
+            ext_list::Event::Toplevel { toplevel } => {
+                state.tracker().ext_new(toplevel.id().protocol_id());
+            }
+            ext_list::Event::Finished => {
+                tracing::info!(source = NAME, "{EXT_LIST} finished");
+                state.tracker().ext_finished();
+                list.destroy();
+                state.ext = None;
+            }
+            _ => {}
+        }
+    }
+
+    event_created_child!(State, ext_list::ExtForeignToplevelListV1, [
+        ext_list::EVT_TOPLEVEL_OPCODE => (ext_handle::ExtForeignToplevelHandleV1, ()),
+    ]);
+}
+
+impl Dispatch<ext_handle::ExtForeignToplevelHandleV1, ()> for State {
+    fn event(
+        state: &mut Self,
+        handle: &ext_handle::ExtForeignToplevelHandleV1,
+        event: ext_handle::Event,
+        _: &(),
+        _: &WlConnection,
+        _: &QueueHandle<Self>,
+    ) {
+        let key = handle.id().protocol_id();
+        let t = state.tracker();
+        match event {
+            ext_handle::Event::Title { title } => t.ext_title(key, title),
+            ext_handle::Event::AppId { app_id } => t.ext_app_id(key, app_id),
+            ext_handle::Event::Identifier { identifier } => t.ext_identifier(key, identifier),
+            ext_handle::Event::Done => t.ext_done(key),
+            ext_handle::Event::Closed => {
+                t.ext_closed(key);
+                handle.destroy();
+            }
+            _ => {}
+        }
+    }
+}
