@@ -617,7 +617,7 @@ fn streams_table(streams: &[Value]) -> String {
                 s(v, "state").to_owned(),
                 short_time(s(v, "since")),
                 s(v, "media_role").to_owned(),
-                s(v, "media_name").to_owned(),
+                fdo::media_of(v),
             ]
         })
         .collect();

@@ -95,7 +95,6 @@ async fn status_shows_everything_the_freedesktop_sources_know() {
         .await;
 
         let (out, _) = contextctl(&buses, &home, &["status"]);
-        eprintln!("{out}");
         for want in [
             "Session:        active, unlocked",
             "Power:          on AC power, 42 %, discharging, 1 h 05 min left",
@@ -106,6 +105,11 @@ async fn status_shows_everything_the_freedesktop_sources_know() {
         ] {
             assert!(out.contains(want), "missing {want:?} in:\n{out}");
         }
+        let (out, _) = contextctl(&buses, &home, &["media"]);
+        assert!(
+            out.contains("Test Player") && out.contains("Artist — Title"),
+            "{out}"
+        );
     })
     .await
 }

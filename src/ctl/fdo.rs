@@ -148,6 +148,24 @@ pub fn notification_lines(ns: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// What a stream plays: PipeWire's `media_name`, else an MPRIS player's
+/// "artist — title" (for the MEDIA column of `contextctl media`).
+pub fn media_of(stream: &Value) -> String {
+    if let Some(n) = str_of(stream, "media_name") {
+        return n.to_owned();
+    }
+    stream.get("player").map(track).unwrap_or_default()
+}
+
+fn track(p: &Value) -> String {
+    match (str_of(p, "artist"), str_of(p, "title")) {
+        (Some(a), Some(t)) => format!("{} — {}", one_line(a, 40), one_line(t, 60)),
+        (None, Some(t)) => one_line(t, 60),
+        (Some(a), None) => one_line(a, 40),
+        (None, None) => String::new(),
+    }
+}
+
 /// MPRIS players (streams with a `player` record): name, track, status.
 pub fn now_playing_lines(streams: &[Value]) -> Vec<String> {
     streams
@@ -158,12 +176,7 @@ pub fn now_playing_lines(streams: &[Value]) -> Vec<String> {
                 .or_else(|| str_of(s, "app_id"))
                 .or_else(|| str_of(s, "id"))
                 .unwrap_or("?");
-            let track = match (str_of(p, "artist"), str_of(p, "title")) {
-                (Some(a), Some(t)) => format!("{} — {}", one_line(a, 40), one_line(t, 60)),
-                (None, Some(t)) => one_line(t, 60),
-                (Some(a), None) => one_line(a, 40),
-                (None, None) => String::new(),
-            };
+            let track = track(p);
             let status = str_of(p, "status").unwrap_or("unknown");
             Some(if track.is_empty() {
                 format!("{}: ({status})", one_line(who, 30))
@@ -252,6 +265,14 @@ mod tests {
             json!({"id": "mpris-x", "player": {"status": "stopped"}}),
         ]);
         assert_eq!(np, vec!["VLC: A — T (playing)", "mpris-x: (stopped)"]);
+        assert_eq!(
+            media_of(&json!({"player": {"title": "T", "artist": "A"}})),
+            "A — T"
+        );
+        assert_eq!(
+            media_of(&json!({"media_name": "x", "player": {"title": "T"}})),
+            "x"
+        );
         let all = status_lines(&json!({"media.playback": [], "notifications": []}));
         assert!(all.contains("Now playing:    nothing"), "{all}");
         assert_eq!(duration(59), "59 s");

@@ -196,5 +196,42 @@ pub async fn serve(
         shared.subs.clone(),
         cancel,
     ));
+    until_serving(conn).await?;
     Ok(shared)
+}
+
+/// Wait until the object server answers calls.
+///
+/// On a connection that is already built, zbus starts the object server's
+/// dispatch task in the background when the first object is added; a
+/// method call that arrives before that task listens is dropped, and its
+/// caller waits forever. That is exactly when a D-Bus-activated client's
+/// first call arrives (right after the name is acquired), and it happened
+/// in the tests under load. So ping ourselves through the bus until the
+/// object server answers, and only then let the caller request the name.
+async fn until_serving(conn: &Connection) -> zbus::Result<()> {
+    let Some(me) = conn.unique_name().map(|n| n.to_string()) else {
+        // A peer-to-peer connection: nothing routes calls before we serve.
+        return Ok(());
+    };
+    let mut wait = std::time::Duration::from_millis(10);
+    for _ in 0..20 {
+        let ping = conn.call_method(
+            Some(me.as_str()),
+            PATH,
+            Some("org.freedesktop.DBus.Peer"),
+            "Ping",
+            &(),
+        );
+        match tokio::time::timeout(wait, ping).await {
+            Ok(r) => return r.map(|_| ()),
+            Err(_) => {
+                tracing::debug!("the object server does not answer yet; pinging again");
+                wait = (wait * 2).min(std::time::Duration::from_millis(500));
+            }
+        }
+    }
+    Err(zbus::Error::Failure(
+        "the object server did not start answering calls".into(),
+    ))
 }

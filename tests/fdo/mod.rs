@@ -17,6 +17,16 @@ use zbus::wire::Variant;
 
 use crate::common::*;
 
+/// `fut`, or a panic *inside* the test's future (so that the guards of the
+/// daemon and the mocks, dropped while panicking, print their logs; the
+/// outer `with_timeout` drops the future before it panics).
+pub async fn within<T>(secs: u64, what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    match tokio::time::timeout(Duration::from_secs(secs), fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("{what}: no answer within {secs} s"),
+    }
+}
+
 pub const MOCK_IFACE: &str = "org.freedesktop.DBus.Mock";
 pub const PROPS_IFACE: &str = "org.freedesktop.DBus.Properties";
 pub const MPRIS_TEST_PLAYER: &str = "org.mpris.MediaPlayer2.contextdtest";
@@ -54,7 +64,12 @@ impl Buses {
     /// Start the broker on both buses and wait for its name.
     pub async fn daemon(&self, home: &Home, extra: &[(&str, &str)]) -> Daemon {
         let d = Daemon::spawn_env(home, self.envs(home, extra), &[]);
-        wait_for_owner(&self.session, true).await;
+        within(
+            15,
+            "the broker owns its name",
+            wait_for_owner(&self.session, true),
+        )
+        .await;
         d
     }
 }
@@ -243,11 +258,14 @@ impl Mock {
             cmd.spawn()
                 .expect("python3-dbusmock must be installed (make deps)"),
         );
-        let conn = connect_to(&self.address).await;
+        let conn = within(10, "connect to the mock's bus", connect_to(&self.address)).await;
         let dbus = zbus::fdo::DBusProxy::new(&conn).await.expect("proxy");
         let name = zbus::names::BusName::try_from(self.name.as_str()).expect("name");
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !dbus.name_has_owner(name.clone()).await.unwrap_or(false) {
+        while !within(10, "NameHasOwner", dbus.name_has_owner(name.clone()))
+            .await
+            .unwrap_or(false)
+        {
             if let Some(Ok(Some(st))) = self.child.as_mut().map(|c| c.try_wait()) {
                 panic!("dbusmock exited ({st}):\n{}", self.log());
             }
@@ -285,9 +303,13 @@ impl Mock {
     where
         B: serde::Serialize + zbus::wire::DynamicType,
     {
-        conn.call_method(Some(self.name.as_str()), path, Some(iface), method, body)
-            .await
-            .unwrap_or_else(|e| panic!("{iface}.{method} on {path}: {e}\n{}", self.log()))
+        within(
+            10,
+            &format!("{iface}.{method} on the mock"),
+            conn.call_method(Some(self.name.as_str()), path, Some(iface), method, body),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{iface}.{method} on {path}: {e}\n{}", self.log()))
     }
 
     /// `org.freedesktop.DBus.Properties.Set` (dbusmock emits
@@ -364,13 +386,17 @@ impl Drop for Mock {
 /// The snapshot as the caller on `conn` sees it.
 pub async fn snapshot(conn: &Connection) -> Value {
     let p = Context1Proxy::new(conn).await.expect("proxy");
-    dict_to_json(&p.get_snapshot().await.expect("GetSnapshot"))
+    dict_to_json(
+        &within(10, "GetSnapshot", p.get_snapshot())
+            .await
+            .expect("GetSnapshot"),
+    )
 }
 
 /// The record of source `name` in `ListSources`.
 pub async fn source(conn: &Connection, name: &str) -> Option<Value> {
     let p = Context1Proxy::new(conn).await.expect("proxy");
-    p.list_sources()
+    within(10, "ListSources", p.list_sources())
         .await
         .expect("ListSources")
         .iter()
@@ -410,7 +436,9 @@ pub struct Changes {
 impl Changes {
     pub async fn subscribe(conn: &Connection, categories: &[&str]) -> Changes {
         let ctx = Context1Proxy::new(conn).await.expect("proxy");
-        let path = ctx.subscribe(categories).await.expect("Subscribe");
+        let path = within(10, "Subscribe", ctx.subscribe(categories))
+            .await
+            .expect("Subscribe");
         let sub = Subscription1Proxy::builder(conn)
             .path(path)
             .build()
