@@ -437,7 +437,7 @@ window_shown() { # APP_ID [TITLE]
     if [ $# -ge 2 ]; then
         grep -qxF "$1"$'\t'"$2" <<<"$windows"
     else
-        cut -f1 <<<"$windows" | grep -qxF "$1"
+        cut -f1 <<<"$windows" | grep -cxF "$1" >/dev/null
     fi
 }
 
@@ -507,8 +507,10 @@ pipewire_answers() { timeout 2 pw-cli -r "$RUNTIME/pipewire-0" info 0; }
 # WirePlumber is at work once it has chosen the default sink and source.
 wireplumber_ready() {
     local env=(env "XDG_RUNTIME_DIR=$RUNTIME" "PIPEWIRE_RUNTIME_DIR=$RUNTIME")
-    "${env[@]}" timeout 2 wpctl inspect @DEFAULT_AUDIO_SINK@ | grep -q 'node.name = "contextd-null-sink"' &&
-        "${env[@]}" timeout 2 wpctl inspect @DEFAULT_AUDIO_SOURCE@ | grep -q 'node.name = "contextd-null-source"'
+    # grep -c reads all input: grep -q's early exit would break the pipe
+    # and fail the pipeline under pipefail.
+    "${env[@]}" timeout 2 wpctl inspect @DEFAULT_AUDIO_SINK@ | grep -c 'node.name = "contextd-null-sink"' >/dev/null &&
+        "${env[@]}" timeout 2 wpctl inspect @DEFAULT_AUDIO_SOURCE@ | grep -c 'node.name = "contextd-null-source"' >/dev/null
 }
 
 start_pipewire() {

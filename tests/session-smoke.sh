@@ -63,7 +63,13 @@ def walk(n):
 walk(json.load(sys.stdin))'
 }
 
-has_window() { windows | grep -qxF "$1"$'\t'"$2"; }
+# Read the whole list first: `grep -q` stops at the first match, and under
+# pipefail the writer's broken pipe would fail a check that matched.
+has_window() {
+    local w
+    w=$(windows) || return 1
+    grep -qxF "$1"$'\t'"$2" <<<"$w"
+}
 
 demo_windows_shown() {
     poll 10 has_window org.contextd.Demo1 "Demo one" || fail "no Demo1 window:" "$(windows)"
@@ -87,7 +93,7 @@ env_file_complete() {
 
 retitle() {
     timeout 15 "$SESSION" set-title "$DIR" org.contextd.Demo1 "Renamed one"
-    has_window org.contextd.Demo1 "Renamed one" || fail "title did not change:" "$(windows)"
+    poll 10 has_window org.contextd.Demo1 "Renamed one" || fail "title did not change:" "$(windows)"
 }
 
 make_wav() { # FILE SECONDS
@@ -118,7 +124,7 @@ for o in objs:
         print(o["id"], o["info"].get("state"), c.get("pipewire.sec.pid"))'
 }
 
-play_stream_running_for() { play_streams | grep -q " running $1\$"; }
+play_stream_running_for() { play_streams | grep -c " running $1\$" >/dev/null; }
 
 pw_play_makes_stream() {
     make_wav "$DIR/tone.wav" 20
@@ -154,7 +160,7 @@ pipewire_restarts() {
     timeout 15 "$SESSION" kill-pipewire "$DIR" KILL
     ! timeout 5 pw-cli info 0 >/dev/null 2>&1 || fail "pipewire still answers after kill-pipewire"
     timeout 30 "$SESSION" start-pipewire "$DIR"
-    timeout 5 wpctl inspect @DEFAULT_AUDIO_SINK@ | grep -q 'contextd-null-sink' || fail "no default sink after restart"
+    timeout 5 wpctl inspect @DEFAULT_AUDIO_SINK@ | grep -c 'contextd-null-sink' >/dev/null || fail "no default sink after restart"
 }
 
 # ---------------------------------------------------------------- inner run
