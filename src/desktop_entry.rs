@@ -107,6 +107,21 @@ pub fn shared() -> &'static Mutex<DesktopEntries> {
 }
 
 /// Resolve an app id with the process-wide index.
+/// Name and icon to show for an app identity in a prompt: its desktop
+/// entry, found by the id itself, or for `exe:/path` and `snap.NAME` by the
+/// program's or snap's name. For display only; never an identity.
+pub fn display_of(app_id: &str) -> Option<AppInfo> {
+    if let Some(found) = lookup(app_id) {
+        return Some(found);
+    }
+    let short = if let Some(path) = app_id.strip_prefix("exe:") {
+        path.rsplit('/').next()
+    } else {
+        app_id.strip_prefix("snap.")
+    }?;
+    lookup(short)
+}
+
 pub fn lookup(app_id: &str) -> Option<AppInfo> {
     shared()
         .lock()

@@ -91,6 +91,16 @@ async fn request(conn: &zbus::Connection, cats: &[&str]) -> u32 {
 async fn agent_answers_once_always_deny_and_no_answer() {
     with_timeout(120, async {
         let s = setup("[consent]\nprompt_timeout_s = 1\ncooldown_s = 30\n").await;
+        // A desktop entry for this test program: the prompt shows its name.
+        let me = my_app_id();
+        let exe_name = me.rsplit('/').next().unwrap_or_default().to_owned();
+        let apps = s.home.dir.path().join("data/applications");
+        std::fs::create_dir_all(&apps).expect("mkdir");
+        std::fs::write(
+            apps.join(format!("{exe_name}.desktop")),
+            "[Desktop Entry]\nType=Application\nName=Test Asker\nIcon=test-asker\nExec=true\n",
+        )
+        .expect("desktop entry");
         let replay = s.home.dir.path().join("replay.jsonl");
         std::fs::write(
             &replay,
@@ -121,6 +131,8 @@ async fn agent_answers_once_always_deny_and_no_answer() {
         .await;
         assert_eq!(asked.app["id"], serde_json::json!(my_app_id()));
         assert_eq!(asked.app["identity_source"], "executable");
+        assert_eq!(asked.app["name"], "Test Asker", "{:?}", asked.app);
+        assert_eq!(asked.app["icon"], "test-asker");
         assert_eq!(asked.categories, vec!["windows"]);
         assert_eq!(asked.channel, "dbus");
 

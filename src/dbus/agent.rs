@@ -236,7 +236,17 @@ impl Prompter for DBusPrompter {
         timeout: Duration,
     ) -> BoxFut<'static, Result<Answer, PromptError>> {
         let this = self.clone();
+        let mut req = req;
         Box::pin(async move {
+            if req.display_name.is_none() {
+                let id = req.app.to_string();
+                if let Ok(Some(found)) =
+                    tokio::task::spawn_blocking(move || crate::desktop_entry::display_of(&id)).await
+                {
+                    req.display_name = Some(found.name);
+                    req.icon = found.icon;
+                }
+            }
             if let Some(agent) = this.agents.current() {
                 return match tokio::time::timeout(timeout, ask_agent(&this.conn, &agent, &req))
                     .await
