@@ -259,6 +259,7 @@ pub async fn run_on(
         &config,
         core.clone(),
         Some(conn.clone()),
+        Some(history.clone()),
         &mut tasks,
         cancel.child_token(),
     )

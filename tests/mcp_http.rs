@@ -54,7 +54,9 @@ async fn full_over(transport: &'static str, mode: &'static str) {
         assert_ne!(res["isError"], Value::Bool(true), "{name}: {res}");
         assert!(res["structuredContent"].is_object(), "{name}");
     }
-    assert_eq!(r["tools"].as_object().map(|t| t.len()), Some(9));
+    // The nine context tools and the two timeline tools.
+    assert_eq!(r["tools"].as_object().map(|t| t.len()), Some(11));
+    assert!(r["tools"]["summarize_time"]["ok"]["structuredContent"]["apps"].is_array());
     let active = &r["tools"]["get_active_window"]["ok"]["structuredContent"]["window"];
     assert_eq!(active["id"], "w1", "{active}");
     for (uri, res) in r["resources"].as_object().expect("resources") {

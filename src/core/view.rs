@@ -418,6 +418,45 @@ pub fn categories(can: Can<'_>, provided_kinds: &[String]) -> Vec<Value> {
         .collect()
 }
 
+/// One row as a caller may see it.
+pub fn history_event(e: &crate::core::history::HistoryEvent, can: Can<'_>) -> Value {
+    let mut v = json!({
+        "id": e.id,
+        "kind": e.kind.as_str(),
+        "category": e.kind.category().to_string(),
+        "start": time(&e.start),
+    });
+    if let Some(end) = &e.end {
+        v["end"] = time(end);
+        v["duration_s"] = json!(((*end - e.start).num_milliseconds() as f64) / 1000.0);
+    }
+    if let Some(a) = &e.app_id {
+        v["app_id"] = json!(a);
+    }
+    let title_ok = match e.kind {
+        crate::core::history::HistoryKind::Focus => can(&Category::WindowsTitles),
+        _ => true,
+    };
+    if let Some(t) = &e.title
+        && title_ok
+    {
+        v["title"] = json!(t);
+    }
+    if let Some(d) = &e.detail {
+        let mut d = d.clone();
+        if e.kind == crate::core::history::HistoryKind::Notification
+            && !can(&Category::NotificationsContent)
+            && let Some(o) = d.as_object_mut()
+        {
+            o.remove("body");
+        }
+        if d.as_object().is_some_and(|o| !o.is_empty()) {
+            v["detail"] = d;
+        }
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

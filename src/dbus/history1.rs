@@ -11,7 +11,7 @@ use zbus::message::Header;
 use super::Shared;
 use super::error::{Error, Result};
 use super::variant::{self, Dict};
-use crate::core::history::{HistoryEvent, HistoryKind};
+use crate::core::history::HistoryKind;
 use crate::core::view;
 use crate::model::{AppId, Category};
 use crate::store::history::{History, Query, parse_cursor};
@@ -44,45 +44,6 @@ fn kinds_for(wanted: &[String], can: &dyn Fn(&Category) -> bool) -> Result<Vec<H
         .filter(|k| cats.is_empty() || cats.contains(&k.category()))
         .filter(|k| can(&k.category()))
         .collect())
-}
-
-/// One row as a caller may see it.
-pub fn event_view(e: &HistoryEvent, can: &dyn Fn(&Category) -> bool) -> Value {
-    let mut v = json!({
-        "id": e.id,
-        "kind": e.kind.as_str(),
-        "category": e.kind.category().to_string(),
-        "start": view::time(&e.start),
-    });
-    if let Some(end) = &e.end {
-        v["end"] = view::time(end);
-        v["duration_s"] = json!(((*end - e.start).num_milliseconds() as f64) / 1000.0);
-    }
-    if let Some(a) = &e.app_id {
-        v["app_id"] = json!(a);
-    }
-    let title_ok = match e.kind {
-        HistoryKind::Focus => can(&Category::WindowsTitles),
-        _ => true,
-    };
-    if let Some(t) = &e.title
-        && title_ok
-    {
-        v["title"] = json!(t);
-    }
-    if let Some(d) = &e.detail {
-        let mut d = d.clone();
-        if e.kind == HistoryKind::Notification
-            && !can(&Category::NotificationsContent)
-            && let Some(o) = d.as_object_mut()
-        {
-            o.remove("body");
-        }
-        if d.as_object().is_some_and(|o| !o.is_empty()) {
-            v["detail"] = d;
-        }
-    }
-    v
 }
 
 #[interface(name = "org.contextd.History1", introspection_docs = false)]
@@ -124,7 +85,7 @@ impl History1 {
             cursor,
         };
         let (rows, next) = self.history.query(&q, now).await?;
-        let events: Vec<Value> = rows.iter().map(|e| event_view(e, &can)).collect();
+        let events: Vec<Value> = rows.iter().map(|e| view::history_event(e, &can)).collect();
         Ok((variant::dicts(&events), next.unwrap_or_default()))
     }
 

@@ -47,6 +47,9 @@ pub struct Broker {
     pub core: Arc<Core>,
     pub captures: Arc<activity::CaptureLog>,
     pub notifier: notify::Notifier,
+    /// The timeline (history tools); `None` only in tests that build a
+    /// broker without a database.
+    pub history: Option<crate::store::history::History>,
     /// Cancelled at shutdown; every session's token is a child.
     pub cancel: CancellationToken,
 }
@@ -81,6 +84,7 @@ pub async fn serve(
     config: &Config,
     core: Arc<Core>,
     conn: Option<zbus::Connection>,
+    history: Option<crate::store::history::History>,
     tasks: &mut JoinSet<()>,
     cancel: CancellationToken,
 ) -> Result<(), McpError> {
@@ -88,6 +92,7 @@ pub async fn serve(
         core: core.clone(),
         captures: Arc::new(activity::CaptureLog::default()),
         notifier: notify::Notifier::new(conn),
+        history,
         cancel: cancel.clone(),
     });
     tasks.spawn(activity::run(

@@ -253,6 +253,7 @@ pub fn catalog() -> Vec<Value> {
             },
         }),
     ];
+    v.extend(history_tools());
     #[cfg(feature = "conformance")]
     v.extend(super::conformance::tools());
     v.shrink_to_fit();
@@ -397,6 +398,8 @@ pub async fn call(
         "list_windows" => list_windows(broker, subject, args, wait).await,
         "list_notifications" => list_notifications(broker, subject, args, wait).await,
         "send_notification" => send_notification(broker, subject, args, wait).await,
+        "get_recent_activity" => recent_activity(broker, subject, args, wait).await,
+        "summarize_time" => summarize_time(broker, subject, args, wait).await,
         _ => {
             #[cfg(feature = "conformance")]
             if let Some(r) = super::conformance::call(name, args).await {
@@ -550,4 +553,227 @@ mod tests {
         assert!(decode_cursor("notifications", &c).is_err());
         assert!(decode_cursor("windows", "!!").is_err());
     }
+}
+
+fn period_args(extra: Value) -> Value {
+    let mut props = obj(json!({
+        "since": {"type": "string", "format": "date-time", "description": "Start (RFC 3339); default one hour ago (24 hours for summarize_time)"},
+        "until": {"type": "string", "format": "date-time", "description": "End (RFC 3339); default now"}
+    }));
+    props.extend(obj(extra));
+    json!({"type": "object", "properties": props, "additionalProperties": false})
+}
+
+/// The timeline tools (issue "history"): what happened, and time per app.
+fn history_tools() -> Vec<Value> {
+    vec![
+        json!({
+            "name": "get_recent_activity",
+            "title": "Get recent activity",
+            "description": "What happened in a period, oldest first: focus intervals (app, window title with `windows.titles`), microphone/camera/screen use, playback, locked/idle/sleep, notifications. Needs the `history` grant plus each event's own category; others are left out.",
+            "inputSchema": period_args(json!({
+                "app": {"type": "string", "description": "Only this app id"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100, "description": "At most this many events"}
+            })),
+            "outputSchema": out(obj(json!({
+                "events": {"type": "array", "items": {"type": "object"}},
+                "truncated": {"type": "boolean"}
+            })), &["events"]),
+            "annotations": read_only("Recent activity"),
+        }),
+        json!({
+            "name": "summarize_time",
+            "title": "Summarize time per app",
+            "description": "Seconds each app had focus (with `windows`), captured (with `media.capture`) and played (with `media.playback`) in a period, most focused first. Needs the `history` grant.",
+            "inputSchema": period_args(json!({})),
+            "outputSchema": out(obj(json!({
+                "apps": {"type": "array", "items": {"type": "object", "properties": {
+                    "app_id": {"type": "string"}, "focus_s": {"type": "number"},
+                    "capture_s": {"type": "number"}, "playback_s": {"type": "number"}
+                }}}
+            })), &["apps"]),
+            "annotations": read_only("Time per app"),
+        }),
+    ]
+}
+
+fn period(
+    args: &Args,
+    default_back: chrono::Duration,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>), String> {
+    let parse = |k: &str| -> Result<Option<chrono::DateTime<chrono::Utc>>, String> {
+        match args.string(k)? {
+            None => Ok(None),
+            Some(v) => chrono::DateTime::parse_from_rfc3339(v)
+                .map(|d| Some(d.with_timezone(&chrono::Utc)))
+                .map_err(|e| format!("{k}: not an RFC 3339 date-time: {e}")),
+        }
+    };
+    let until = parse("until")?.unwrap_or(now);
+    let since = parse("since")?.unwrap_or(until - default_back);
+    if until <= since {
+        return Err("until must be after since".into());
+    }
+    Ok((since, until))
+}
+
+/// The categories a timeline reader may see, decided up front.
+async fn history_access<'b>(
+    broker: &'b Broker,
+    subject: &Subject,
+    wait: Wait,
+) -> Result<(&'b crate::store::history::History, consent::Allowed), CallToolResult> {
+    let Some(history) = broker.history.as_ref() else {
+        return Err(tool_error("the timeline is not available"));
+    };
+    if let Err(e) = consent::authorize(&broker.core, subject, &[Category::History], wait).await {
+        return Err(refusal(e.into()));
+    }
+    let allowed = consent::allowed_of(
+        &broker.core,
+        subject,
+        [
+            Category::Windows,
+            Category::WindowsTitles,
+            Category::MediaCapture,
+            Category::MediaPlayback,
+            Category::Session,
+            Category::Notifications,
+            Category::NotificationsContent,
+        ],
+    )
+    .await;
+    Ok((history, allowed))
+}
+
+async fn recent_activity(
+    broker: &Broker,
+    subject: &Subject,
+    args: Option<Map<String, Value>>,
+    wait: Wait,
+) -> CallToolResult {
+    let args = match Args::new(args, &["since", "until", "app", "limit"]) {
+        Ok(a) => a,
+        Err(e) => return tool_error(e),
+    };
+    let now = broker.core.clock.now();
+    let (since, until) = match period(&args, chrono::Duration::hours(1), now) {
+        Ok(p) => p,
+        Err(e) => return tool_error(e),
+    };
+    let limit = match args.limit() {
+        Ok(l) => l,
+        Err(e) => return tool_error(e),
+    };
+    let app = match args.string("app") {
+        Ok(a) => a.map(str::to_owned),
+        Err(e) => return tool_error(e),
+    };
+    let (history, allowed) = match history_access(broker, subject, wait).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let can = |c: &Category| allowed.can(c);
+    let kinds: Vec<crate::core::history::HistoryKind> = crate::core::history::HistoryKind::ALL
+        .into_iter()
+        .filter(|k| can(&k.category()))
+        .collect();
+    if kinds.is_empty() {
+        return success(Rendered {
+            json: json!({"events": []}),
+            markdown: "Nothing this host may see was recorded.".into(),
+        });
+    }
+    let q = crate::store::history::Query {
+        since,
+        until,
+        kinds,
+        apps: app.into_iter().collect(),
+        limit: u32::try_from(limit).unwrap_or(1000),
+        cursor: None,
+    };
+    let (rows, next) = match history.query(&q, now).await {
+        Ok(r) => r,
+        Err(e) => return refusal(e.into()),
+    };
+    let events: Vec<Value> = rows
+        .iter()
+        .map(|e| crate::core::view::history_event(e, &can))
+        .collect();
+    let mut md = format!(
+        "{} events from {} to {}:\n",
+        events.len(),
+        since.to_rfc3339(),
+        until.to_rfc3339()
+    );
+    for e in &events {
+        md.push_str(&format!(
+            "- {} {} {}{}\n",
+            e["start"].as_str().unwrap_or(""),
+            e["kind"].as_str().unwrap_or(""),
+            e["app_id"].as_str().unwrap_or(""),
+            e["title"]
+                .as_str()
+                .map(|t| format!(" — {t}"))
+                .unwrap_or_default()
+        ));
+    }
+    success(Rendered {
+        json: json!({"events": events, "truncated": next.is_some()}),
+        markdown: md,
+    })
+}
+
+async fn summarize_time(
+    broker: &Broker,
+    subject: &Subject,
+    args: Option<Map<String, Value>>,
+    wait: Wait,
+) -> CallToolResult {
+    let args = match Args::new(args, &["since", "until"]) {
+        Ok(a) => a,
+        Err(e) => return tool_error(e),
+    };
+    let now = broker.core.clock.now();
+    let (since, until) = match period(&args, chrono::Duration::hours(24), now) {
+        Ok(p) => p,
+        Err(e) => return tool_error(e),
+    };
+    let (history, allowed) = match history_access(broker, subject, wait).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let totals = match history.summary(since, until, now).await {
+        Ok(t) => t,
+        Err(e) => return refusal(e.into()),
+    };
+    let mut apps = Vec::new();
+    let mut md = String::from("Time per app:\n");
+    for t in totals {
+        let mut v = json!({"app_id": t.app_id});
+        let mut any = false;
+        for (key, ms, cat) in [
+            ("focus_s", t.focus_ms, Category::Windows),
+            ("capture_s", t.capture_ms, Category::MediaCapture),
+            ("playback_s", t.playback_ms, Category::MediaPlayback),
+        ] {
+            if allowed.can(&cat) {
+                v[key] = json!(ms as f64 / 1000.0);
+                any |= ms > 0;
+            }
+        }
+        if any {
+            md.push_str(&format!(
+                "- {}: {:.0} min focused\n",
+                t.app_id,
+                t.focus_ms as f64 / 60000.0
+            ));
+            apps.push(v);
+        }
+    }
+    success(Rendered {
+        json: json!({"apps": apps}),
+        markdown: md,
+    })
 }
