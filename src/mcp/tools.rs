@@ -524,37 +524,6 @@ async fn send_notification(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_tool_parses_and_has_schemas_and_annotations() {
-        let tools = tools().expect("catalog parses");
-        assert!(tools.len() >= 9);
-        for t in tools {
-            assert_eq!(
-                t.input_schema.get("additionalProperties"),
-                Some(&json!(false)),
-                "{}",
-                t.name
-            );
-            assert!(t.output_schema.is_some(), "{}", t.name);
-            let a = t.annotations.as_ref().expect("annotations");
-            assert_eq!(a.open_world_hint, Some(false));
-            assert_eq!(a.read_only_hint, Some(t.name != "send_notification"));
-        }
-    }
-
-    #[test]
-    fn cursors_round_trip_and_foreign_ones_fail() {
-        let c = encode_cursor("windows", 50);
-        assert_eq!(decode_cursor("windows", &c), Ok(50));
-        assert!(decode_cursor("notifications", &c).is_err());
-        assert!(decode_cursor("windows", "!!").is_err());
-    }
-}
-
 fn period_args(extra: Value) -> Value {
     let mut props = obj(json!({
         "since": {"type": "string", "format": "date-time", "description": "Start (RFC 3339); default one hour ago (24 hours for summarize_time)"},
@@ -776,4 +745,35 @@ async fn summarize_time(
         json: json!({"apps": apps}),
         markdown: md,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_parses_and_has_schemas_and_annotations() {
+        let tools = tools().expect("catalog parses");
+        assert!(tools.len() >= 9);
+        for t in tools {
+            assert_eq!(
+                t.input_schema.get("additionalProperties"),
+                Some(&json!(false)),
+                "{}",
+                t.name
+            );
+            assert!(t.output_schema.is_some(), "{}", t.name);
+            let a = t.annotations.as_ref().expect("annotations");
+            assert_eq!(a.open_world_hint, Some(false));
+            assert_eq!(a.read_only_hint, Some(t.name != "send_notification"));
+        }
+    }
+
+    #[test]
+    fn cursors_round_trip_and_foreign_ones_fail() {
+        let c = encode_cursor("windows", 50);
+        assert_eq!(decode_cursor("windows", &c), Ok(50));
+        assert!(decode_cursor("notifications", &c).is_err());
+        assert!(decode_cursor("windows", "!!").is_err());
+    }
 }
