@@ -110,10 +110,12 @@ async fn agent_answers_once_always_deny_and_no_answer() {
         let replay = replay.display().to_string();
         let mut d = start(&s, &["--replay", &replay]).await;
 
-        let conn = s.bus.connect().await;
+        // Served from the start (Builder::serve_at): an object added to a
+        // running connection can miss the first call made to it.
         let agent = TestAgent::new("once");
-        conn.object_server()
-            .at(AGENT_PATH, agent.clone())
+        let conn = zbus::connection::Builder::address(s.bus.address.as_str())
+            .serve_at(AGENT_PATH, agent.clone())
+            .build()
             .await
             .expect("serve agent");
         let consent = Consent1Proxy::new(&conn).await.expect("proxy");

@@ -127,16 +127,14 @@ async fn live_introspection_matches_the_xml_files() {
 
         // A request stays alive while its prompt waits: a notification
         // server that never answers keeps it waiting.
-        let notifier = bus.connect().await;
-        notifier
-            .object_server()
-            .at("/org/freedesktop/Notifications", SilentNotifications)
+        // Served from the start (Builder::serve_at): an object added to a
+        // running connection can miss the first call made to it.
+        let _notifier = zbus::connection::Builder::address(bus.address.as_str())
+            .serve_at("/org/freedesktop/Notifications", SilentNotifications)
+            .name("org.freedesktop.Notifications")
+            .build()
             .await
-            .expect("serve");
-        notifier
-            .request_name("org.freedesktop.Notifications")
-            .await
-            .expect("name");
+            .expect("serve notifications");
         let asker = bus.connect().await;
         let ctx_a = contextd::dbus::proxy::Context1Proxy::builder(&asker)
             .build()
@@ -153,12 +151,12 @@ async fn live_introspection_matches_the_xml_files() {
 
         // The agent interface is implemented by UIs: the test agent must
         // match the XML that UIs are generated from.
-        let ui = bus.connect().await;
-        ui.object_server()
-            .at(
+        let ui = zbus::connection::Builder::address(bus.address.as_str())
+            .serve_at(
                 common::agent::AGENT_PATH,
                 common::agent::TestAgent::new("deny"),
             )
+            .build()
             .await
             .expect("serve agent");
         let ui_name = ui.unique_name().expect("name").to_string();
