@@ -214,6 +214,22 @@ pub async fn allowed_of(
     Allowed(set)
 }
 
+/// An access to `base` (asking when `wait` allows), then which of its
+/// `details` the host may also see, without asking. The result counts
+/// `base` in, so that it can feed `core::view`'s `can` directly.
+pub async fn authorize_with_details(
+    core: &Core,
+    subject: &Subject,
+    base: Category,
+    details: impl IntoIterator<Item = Category>,
+    wait: Wait,
+) -> Result<Allowed, core::Error> {
+    authorize(core, subject, std::slice::from_ref(&base), wait).await?;
+    let mut allowed = allowed_of(core, subject, details).await;
+    allowed.0.insert(base);
+    Ok(allowed)
+}
+
 /// Whether a category is worth showing to the host (listing a resource):
 /// allowed, or not decided yet (so that reading it can ask the user).
 pub async fn visible(core: &Core, subject: &Subject, category: &Category) -> bool {

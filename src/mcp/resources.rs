@@ -198,9 +198,15 @@ pub async fn read(
             Ok(fit(Rendered { json, markdown }))
         }
         Res::Windows | Res::ActiveWindow | Res::Window(_) => {
-            consent::authorize(core, subject, &[Category::Windows], wait).await?;
-            let allowed = consent::allowed_of(core, subject, [Category::WindowsTitles]).await;
-            let can = |c: &Category| *c == Category::Windows || allowed.can(c);
+            let allowed = consent::authorize_with_details(
+                core,
+                subject,
+                Category::Windows,
+                [Category::WindowsTitles],
+                wait,
+            )
+            .await?;
+            let can = |c: &Category| allowed.can(c);
             let titles = allowed.can(&Category::WindowsTitles);
             match res {
                 Res::Windows => {
@@ -275,10 +281,15 @@ pub async fn read(
             })
         }
         Res::Notifications => {
-            consent::authorize(core, subject, &[Category::Notifications], wait).await?;
-            let allowed =
-                consent::allowed_of(core, subject, [Category::NotificationsContent]).await;
-            let can = |c: &Category| *c == Category::Notifications || allowed.can(c);
+            let allowed = consent::authorize_with_details(
+                core,
+                subject,
+                Category::Notifications,
+                [Category::NotificationsContent],
+                wait,
+            )
+            .await?;
+            let can = |c: &Category| allowed.can(c);
             let ns = core.state.read(|s| view::notifications(s, &can));
             Ok(fit(notifications_rendered(
                 ns,

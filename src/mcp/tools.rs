@@ -427,12 +427,20 @@ async fn list_windows(
         Err(e) => return tool_error(e),
     };
     let core = &broker.core;
-    if let Err(e) = consent::authorize(core, subject, &[Category::Windows], wait).await {
-        return refusal(e.into());
-    }
-    let allowed = consent::allowed_of(core, subject, [Category::WindowsTitles]).await;
+    let allowed = match consent::authorize_with_details(
+        core,
+        subject,
+        Category::Windows,
+        [Category::WindowsTitles],
+        wait,
+    )
+    .await
+    {
+        Ok(a) => a,
+        Err(e) => return refusal(e.into()),
+    };
     let titles = allowed.can(&Category::WindowsTitles);
-    let can = |c: &Category| *c == Category::Windows || allowed.can(c);
+    let can = |c: &Category| allowed.can(c);
     let (ws, active) = core
         .state
         .read(|s| (view::windows(s, &can), s.active_window.clone()));
@@ -458,12 +466,20 @@ async fn list_notifications(
         Err(e) => return tool_error(e),
     };
     let core = &broker.core;
-    if let Err(e) = consent::authorize(core, subject, &[Category::Notifications], wait).await {
-        return refusal(e.into());
-    }
-    let allowed = consent::allowed_of(core, subject, [Category::NotificationsContent]).await;
+    let allowed = match consent::authorize_with_details(
+        core,
+        subject,
+        Category::Notifications,
+        [Category::NotificationsContent],
+        wait,
+    )
+    .await
+    {
+        Ok(a) => a,
+        Err(e) => return refusal(e.into()),
+    };
     let bodies = allowed.can(&Category::NotificationsContent);
-    let can = |c: &Category| *c == Category::Notifications || allowed.can(c);
+    let can = |c: &Category| allowed.can(c);
     let ns = core.state.read(|s| view::notifications(s, &can));
     match page(ns, "notifications", &args) {
         Ok((ns, next)) => success(resources::fit(resources::notifications_rendered(
@@ -596,12 +612,10 @@ async fn history_access<'b>(
     let Some(history) = broker.history.as_ref() else {
         return Err(tool_error("the timeline is not available"));
     };
-    if let Err(e) = consent::authorize(&broker.core, subject, &[Category::History], wait).await {
-        return Err(refusal(e.into()));
-    }
-    let allowed = consent::allowed_of(
+    let allowed = consent::authorize_with_details(
         &broker.core,
         subject,
+        Category::History,
         [
             Category::Windows,
             Category::WindowsTitles,
@@ -611,8 +625,10 @@ async fn history_access<'b>(
             Category::Notifications,
             Category::NotificationsContent,
         ],
+        wait,
     )
-    .await;
+    .await
+    .map_err(|e| refusal(e.into()))?;
     Ok((history, allowed))
 }
 
