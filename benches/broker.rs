@@ -51,17 +51,7 @@ fn main() {
 async fn run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_bus, address) = start_bus(dir.path());
-    let cfg = dir.path().join("config/contextd");
-    std::fs::create_dir_all(&cfg).expect("mkdir");
-    let me = std::fs::read_link("/proc/self/exe").expect("exe");
-    std::fs::write(
-        cfg.join("policy.toml"),
-        format!(
-            "[[grant]]\napp = \"exe:{}\"\ncategories = [\"windows\", \"windows.titles\"]\n",
-            me.display()
-        ),
-    )
-    .expect("policy");
+    grant_self(&dir.path().join("config"), &["windows", "windows.titles"]);
     let replay = dir.path().join("replay.jsonl");
     std::fs::write(
         &replay,

@@ -47,3 +47,21 @@ pub fn us(d: Duration) -> f64 {
 pub fn verdict(ok: bool) -> &'static str {
     if ok { "meets target" } else { "MISSES target" }
 }
+
+/// Write `XDG_CONFIG_HOME/contextd/policy.toml` (under `config_home`)
+/// granting this bench process `categories`.
+pub fn grant_self(config_home: &Path, categories: &[&str]) {
+    let cfg = config_home.join("contextd");
+    std::fs::create_dir_all(&cfg).expect("mkdir");
+    let me = std::fs::read_link("/proc/self/exe").expect("exe");
+    let cats: Vec<String> = categories.iter().map(|c| format!("{c:?}")).collect();
+    std::fs::write(
+        cfg.join("policy.toml"),
+        format!(
+            "[[grant]]\napp = \"exe:{}\"\ncategories = [{}]\n",
+            me.display(),
+            cats.join(", ")
+        ),
+    )
+    .expect("policy");
+}

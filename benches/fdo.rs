@@ -97,17 +97,7 @@ async fn run() {
     .await
     .expect("IsPresent");
 
-    let cfg = dir.path().join("config/contextd");
-    std::fs::create_dir_all(&cfg).expect("mkdir");
-    let me = std::fs::read_link("/proc/self/exe").expect("exe");
-    std::fs::write(
-        cfg.join("policy.toml"),
-        format!(
-            "[[grant]]\napp = \"exe:{}\"\ncategories = [\"power\"]\n",
-            me.display()
-        ),
-    )
-    .expect("policy");
+    grant_self(&dir.path().join("config"), &["power"]);
     let _daemon = Proc(
         Command::new(env!("CARGO_BIN_EXE_contextd"))
             .env_clear()

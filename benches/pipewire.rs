@@ -128,17 +128,7 @@ async fn run() {
         .expect("tempdir");
     let session = Session::start(&dir.path().join("s"));
     let home = dir.path().join("home");
-    let cfg = home.join("config/contextd");
-    std::fs::create_dir_all(&cfg).expect("mkdir");
-    let me = std::fs::read_link("/proc/self/exe").expect("exe");
-    std::fs::write(
-        cfg.join("policy.toml"),
-        format!(
-            "[[grant]]\napp = \"exe:{}\"\ncategories = [\"media.playback\", \"media.capture\"]\n",
-            me.display()
-        ),
-    )
-    .expect("policy");
+    grant_self(&home.join("config"), &["media.playback", "media.capture"]);
     let wav = home.join("tone.wav");
     pipewire_client::write_tone(&wav, 120);
 

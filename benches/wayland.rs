@@ -217,17 +217,7 @@ async fn run() {
     let get = |k: &str| env.iter().find(|(ek, _)| ek == k).map(|(_, v)| v.clone());
     let address = get("DBUS_SESSION_BUS_ADDRESS").expect("bus");
 
-    let cfg = dir.path().join("config/contextd");
-    std::fs::create_dir_all(&cfg).expect("mkdir");
-    let me = std::fs::read_link("/proc/self/exe").expect("exe");
-    std::fs::write(
-        cfg.join("policy.toml"),
-        format!(
-            "[[grant]]\napp = \"exe:{}\"\ncategories = [\"windows\", \"windows.titles\"]\n",
-            me.display()
-        ),
-    )
-    .expect("policy");
+    grant_self(&dir.path().join("config"), &["windows", "windows.titles"]);
     let daemon = Proc(
         Command::new(env!("CARGO_BIN_EXE_contextd"))
             .env_clear()
