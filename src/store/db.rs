@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::key::{DbKey, KeySource};
+use super::{from_ms, ms};
 use crate::core::Error;
 use crate::core::consent::{
     AppInfo, AuditEntry, AuditQuery, BoxFut, Channel, ConsentStore, Loaded, Origin, StoredDecision,
@@ -37,14 +38,6 @@ pub enum DbError {
     Migrate { path: String, error: String },
     #[error("{path}: integrity check failed: {detail}")]
     Corrupt { path: String, detail: String },
-}
-
-fn ms(t: DateTime<Utc>) -> i64 {
-    t.timestamp_millis()
-}
-
-fn from_ms(v: i64) -> DateTime<Utc> {
-    Utc.timestamp_millis_opt(v).single().unwrap_or_default()
 }
 
 fn failed(e: sqlx::Error) -> Error {

@@ -13,3 +13,14 @@ pub mod secret_service;
 
 pub use db::{Db, DbError};
 pub use key::{DbKey, KeyError, KeySource};
+
+use chrono::{DateTime, TimeZone, Utc};
+
+/// Times are stored as Unix milliseconds (UTC).
+fn ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+fn from_ms(v: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(v).single().unwrap_or_default()
+}
