@@ -110,6 +110,41 @@ fn check_full(r: &Value, legacy: bool) {
         assert!(json.is_object(), "{u}");
     }
     assert_eq!(r["templates"][0]["uriTemplate"], "context://windows/{id}");
+    assert_eq!(
+        r["templates"][1]["uriTemplate"],
+        "context://history{?since,until,app}"
+    );
+    let history = &ok(&r["history"], "context://history")["contents"];
+    let timeline: Value =
+        serde_json::from_str(history[0]["text"].as_str().expect("text")).expect("JSON");
+    let events = timeline["events"].as_array().expect("events");
+    assert!(
+        events.iter().any(|e| e["kind"] == "focus"
+            && e["app_id"] == "org.gnome.TextEditor"
+            && e["title"] == "notes.txt"),
+        "{timeline}"
+    );
+    assert!(
+        events.iter().all(|e| e["app_id"] == "org.gnome.TextEditor"),
+        "app= filters: {timeline}"
+    );
+    assert_eq!(history[1]["mimeType"], "text/markdown");
+    assert_eq!(
+        r["history_bad_date"]["error"]["code"], -32602,
+        "{}",
+        r["history_bad_date"]
+    );
+    assert!(
+        r["history_bad_date"]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("RFC 3339")),
+        "{}",
+        r["history_bad_date"]
+    );
+    assert_eq!(
+        ok(&r["complete_app"], "complete app")["completion"]["values"],
+        serde_json::json!(["org.gnome.TextEditor"])
+    );
     assert!(
         ok(&r["window_w1"], "window w1")["contents"][0]["text"]
             .as_str()
@@ -255,6 +290,7 @@ async fn host_without_grant_is_refused_sees_no_updates_and_hears_of_a_new_grant(
             "the refusal must say who, what and how to grant: {text}"
         );
         assert_eq!(r["read"]["error"]["code"], -32004, "{}", r["read"]);
+        assert_eq!(r["history"]["error"]["code"], -32004, "{}", r["history"]);
         assert_eq!(r["subscribe_active"]["error"]["code"], -32004);
         assert_eq!(r["resource_list"], serde_json::json!(["context://snapshot"]));
         let snap: Value = serde_json::from_str(

@@ -28,6 +28,7 @@ pub mod resources;
 pub mod server;
 pub mod sse;
 pub mod stdio;
+pub mod timeline;
 pub mod tokens;
 pub mod tools;
 pub mod watch;

@@ -167,8 +167,9 @@ pub async fn get(
     }
 }
 
-/// `completion/complete`: prompt arguments and the `{id}` of the window
-/// template (window ids only when the host may see windows).
+/// `completion/complete`: prompt arguments, the `{id}` of the window
+/// template (window ids only when the host may see windows) and the `app`
+/// of the history template (app ids only with the `history` grant).
 pub async fn complete(
     broker: &Broker,
     subject: &Subject,
@@ -197,6 +198,11 @@ pub async fn complete(
                 )));
             }
         },
+        Reference::Resource(r)
+            if r.uri == super::timeline::HISTORY_TEMPLATE && req.argument.name == "app" =>
+        {
+            super::timeline::app_ids(broker, subject).await
+        }
         Reference::Resource(r) => {
             if r.uri != resources::WINDOW_TEMPLATE || req.argument.name != "id" {
                 return Err(Error::InvalidParams(format!(

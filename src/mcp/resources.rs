@@ -35,6 +35,75 @@ pub enum Res {
     Power,
     Network,
     Notifications,
+    /// A period of the timeline (`context://history{?since,until,app}`).
+    History(HistoryParams),
+}
+
+/// The query of a `context://history` URI, as given (checked when read).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HistoryParams {
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub app: Option<String>,
+}
+
+impl HistoryParams {
+    /// `history?since=…&until=…&app=…` (RFC 6570 form-style, values
+    /// percent-encoded; any part may be missing, none may repeat, nothing
+    /// else may be there).
+    fn parse(path: &str) -> Option<HistoryParams> {
+        let mut p = HistoryParams::default();
+        let query = match path.strip_prefix("history") {
+            Some("") => return Some(p),
+            Some(rest) => rest.strip_prefix('?')?,
+            None => return None,
+        };
+        for pair in query.split('&').filter(|s| !s.is_empty()) {
+            let (k, v) = pair.split_once('=')?;
+            let v = percent_encoding::percent_decode_str(v)
+                .decode_utf8()
+                .ok()?
+                .into_owned();
+            if v.len() > 256 || v.chars().any(char::is_control) {
+                return None;
+            }
+            let slot = match k {
+                "since" => &mut p.since,
+                "until" => &mut p.until,
+                "app" => &mut p.app,
+                _ => return None,
+            };
+            if slot.replace(v).is_some() {
+                return None;
+            }
+        }
+        Some(p)
+    }
+
+    fn uri(&self) -> String {
+        // RFC 3986 unreserved characters stay; everything else is encoded.
+        const VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+            .remove(b'-')
+            .remove(b'.')
+            .remove(b'_')
+            .remove(b'~');
+        let parts: Vec<String> = [
+            ("since", &self.since),
+            ("until", &self.until),
+            ("app", &self.app),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| {
+            v.as_ref()
+                .map(|v| format!("{k}={}", percent_encoding::utf8_percent_encode(v, VALUE)))
+        })
+        .collect();
+        if parts.is_empty() {
+            "context://history".into()
+        } else {
+            format!("context://history?{}", parts.join("&"))
+        }
+    }
 }
 
 /// The fixed resources, in listing order.
@@ -64,6 +133,7 @@ impl Res {
             "power" => Res::Power,
             "network" => Res::Network,
             "notifications" => Res::Notifications,
+            p if p.starts_with("history") => Res::History(HistoryParams::parse(p)?),
             p => {
                 let id = p.strip_prefix("windows/")?;
                 // Window ids are the broker's own; anything odd cannot be one.
@@ -90,6 +160,7 @@ impl Res {
             Res::Power => "context://power".into(),
             Res::Network => "context://network".into(),
             Res::Notifications => "context://notifications".into(),
+            Res::History(p) => p.uri(),
         }
     }
 
@@ -105,6 +176,7 @@ impl Res {
             Res::Power => vec![Category::Power],
             Res::Network => vec![Category::Network],
             Res::Notifications => vec![Category::Notifications],
+            Res::History(_) => vec![Category::History],
         }
     }
 
@@ -119,6 +191,7 @@ impl Res {
             Res::Power => "Power",
             Res::Network => "Network",
             Res::Notifications => "Recent notifications",
+            Res::History(_) => "Timeline",
         }
     }
 
@@ -138,6 +211,7 @@ impl Res {
             Res::Notifications => {
                 "Notifications apps sent, newest first; bodies only with notifications.content".into()
             }
+            Res::History(_) => HISTORY_DESCRIPTION.into(),
         };
         let cats = self.categories();
         if cats.is_empty() {
@@ -160,16 +234,26 @@ impl Res {
     }
 }
 
-/// The entries of `resources/templates/list`. `context://history{?since,until,app}`
-/// joins when the history issue lands.
+const HISTORY_DESCRIPTION: &str = "What happened in a period, oldest first: focus intervals, microphone/camera/screen use, playback, locked/idle/sleep, notifications. since and until are RFC 3339 date-times (default: the hour before now), app an app id. Up to 1000 events; `truncated` says when there were more (read a shorter period). Each event only with its own category (titles with windows.titles, ...)";
+
+/// The entries of `resources/templates/list`.
 pub fn templates() -> Vec<Value> {
-    vec![json!({
-        "uriTemplate": WINDOW_TEMPLATE,
-        "name": "window",
-        "title": "Window by id",
-        "description": "One window, by the id that context://windows lists. Needs consent for: windows.",
-        "mimeType": JSON_MIME,
-    })]
+    vec![
+        json!({
+            "uriTemplate": WINDOW_TEMPLATE,
+            "name": "window",
+            "title": "Window by id",
+            "description": "One window, by the id that context://windows lists. Needs consent for: windows.",
+            "mimeType": JSON_MIME,
+        }),
+        json!({
+            "uriTemplate": super::timeline::HISTORY_TEMPLATE,
+            "name": "history",
+            "title": "Timeline of a period",
+            "description": format!("{HISTORY_DESCRIPTION}. Needs consent for: history."),
+            "mimeType": JSON_MIME,
+        }),
+    ]
 }
 
 /// A rendered resource (or tool result).
@@ -253,6 +337,24 @@ pub async fn read(
             }
         }
         Res::Media => media(broker, subject, wait).await,
+        Res::History(p) => {
+            let period = super::timeline::period(
+                p.since.as_deref(),
+                p.until.as_deref(),
+                chrono::Duration::hours(1),
+                core.clock.now(),
+            )?;
+            let r = super::timeline::activity(
+                broker,
+                subject,
+                period,
+                p.app.clone(),
+                super::timeline::MAX_EVENTS,
+                wait,
+            )
+            .await?;
+            Ok(fit(r))
+        }
         Res::Session | Res::Power | Res::Network => {
             let (cat, key) = match res {
                 Res::Session => (Category::Session, "session"),
@@ -654,9 +756,44 @@ mod tests {
             "context://windows/a/b",
             "file:///etc/passwd",
             "context://",
+            "context://historyx",
+            "context://history?since",
+            "context://history?when=1",
+            "context://history?app=a&app=b",
+            "context://history?app=%FF",
+            "context://history?app=a%0Ab",
         ] {
             assert_eq!(Res::parse(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn history_uris_follow_the_template() {
+        assert_eq!(
+            Res::parse("context://history"),
+            Some(Res::History(HistoryParams::default()))
+        );
+        // As an RFC 6570 client expands {?since,until,app}: ':' and '+'
+        // encoded, parts in any order, missing ones left out.
+        let r = Res::parse(
+            "context://history?until=2026-11-22T10%3A00%3A00%2B01%3A00&app=org.gnome.TextEditor",
+        );
+        let want = HistoryParams {
+            since: None,
+            until: Some("2026-11-22T10:00:00+01:00".into()),
+            app: Some("org.gnome.TextEditor".into()),
+        };
+        assert_eq!(r, Some(Res::History(want.clone())));
+        let uri = Res::History(want.clone()).uri();
+        assert_eq!(Res::parse(&uri), Some(Res::History(want)), "{uri}");
+        // Left unencoded, the date-time still reads the same.
+        assert_eq!(
+            Res::parse("context://history?since=2026-11-22T09:00:00Z"),
+            Some(Res::History(HistoryParams {
+                since: Some("2026-11-22T09:00:00Z".into()),
+                ..Default::default()
+            }))
+        );
     }
 
     #[test]

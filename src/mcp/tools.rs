@@ -16,6 +16,7 @@ use super::Broker;
 use super::consent::{self, Subject, Wait};
 use super::error::{Error, wire};
 use super::resources::{self, Rendered, Res};
+use super::timeline;
 use crate::core::view;
 use crate::model::{Category, Urgency};
 
@@ -558,7 +559,7 @@ fn history_tools() -> Vec<Value> {
             "description": "What happened in a period, oldest first: focus intervals (app, window title with `windows.titles`), microphone/camera/screen use, playback, locked/idle/sleep, notifications. Needs the `history` grant plus each event's own category; others are left out.",
             "inputSchema": period_args(json!({
                 "app": {"type": "string", "description": "Only this app id"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100, "description": "At most this many events"}
+                "limit": {"type": "integer", "minimum": 1, "maximum": timeline::MAX_EVENTS, "default": timeline::DEFAULT_EVENTS, "description": "At most this many events; `truncated` says when there were more"}
             })),
             "outputSchema": out(obj(json!({
                 "events": {"type": "array", "items": {"type": "object"}},
@@ -582,56 +583,6 @@ fn history_tools() -> Vec<Value> {
     ]
 }
 
-fn period(
-    args: &Args,
-    default_back: chrono::Duration,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Result<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>), String> {
-    let parse = |k: &str| -> Result<Option<chrono::DateTime<chrono::Utc>>, String> {
-        match args.string(k)? {
-            None => Ok(None),
-            Some(v) => chrono::DateTime::parse_from_rfc3339(v)
-                .map(|d| Some(d.with_timezone(&chrono::Utc)))
-                .map_err(|e| format!("{k}: not an RFC 3339 date-time: {e}")),
-        }
-    };
-    let until = parse("until")?.unwrap_or(now);
-    let since = parse("since")?.unwrap_or(until - default_back);
-    if until <= since {
-        return Err("until must be after since".into());
-    }
-    Ok((since, until))
-}
-
-/// The categories a timeline reader may see, decided up front.
-async fn history_access<'b>(
-    broker: &'b Broker,
-    subject: &Subject,
-    wait: Wait,
-) -> Result<(&'b crate::store::history::History, consent::Allowed), CallToolResult> {
-    let Some(history) = broker.history.as_ref() else {
-        return Err(tool_error("the timeline is not available"));
-    };
-    let allowed = consent::authorize_with_details(
-        &broker.core,
-        subject,
-        Category::History,
-        [
-            Category::Windows,
-            Category::WindowsTitles,
-            Category::MediaCapture,
-            Category::MediaPlayback,
-            Category::Session,
-            Category::Notifications,
-            Category::NotificationsContent,
-        ],
-        wait,
-    )
-    .await
-    .map_err(|e| refusal(e.into()))?;
-    Ok((history, allowed))
-}
-
 async fn recent_activity(
     broker: &Broker,
     subject: &Subject,
@@ -642,72 +593,37 @@ async fn recent_activity(
         Ok(a) => a,
         Err(e) => return tool_error(e),
     };
-    let now = broker.core.clock.now();
-    let (since, until) = match period(&args, chrono::Duration::hours(1), now) {
+    let parsed = (|| -> Result<_, String> {
+        let period = timeline::period(
+            args.string("since")?,
+            args.string("until")?,
+            chrono::Duration::hours(1),
+            broker.core.clock.now(),
+        )
+        .map_err(|e| e.to_string())?;
+        let limit = match args.0.get("limit") {
+            None | Some(Value::Null) => timeline::DEFAULT_EVENTS,
+            Some(v) => v
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| (1..=timeline::MAX_EVENTS).contains(n))
+                .ok_or_else(|| {
+                    format!(
+                        "'limit' must be a whole number from 1 to {}",
+                        timeline::MAX_EVENTS
+                    )
+                })?,
+        };
+        Ok((period, args.string("app")?.map(str::to_owned), limit))
+    })();
+    let (period, app, limit) = match parsed {
         Ok(p) => p,
         Err(e) => return tool_error(e),
     };
-    let limit = match args.limit() {
-        Ok(l) => l,
-        Err(e) => return tool_error(e),
-    };
-    let app = match args.string("app") {
-        Ok(a) => a.map(str::to_owned),
-        Err(e) => return tool_error(e),
-    };
-    let (history, allowed) = match history_access(broker, subject, wait).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
-    let can = |c: &Category| allowed.can(c);
-    let kinds: Vec<crate::core::history::HistoryKind> = crate::core::history::HistoryKind::ALL
-        .into_iter()
-        .filter(|k| can(&k.category()))
-        .collect();
-    if kinds.is_empty() {
-        return success(Rendered {
-            json: json!({"events": []}),
-            markdown: "Nothing this host may see was recorded.".into(),
-        });
+    match timeline::activity(broker, subject, period, app, limit, wait).await {
+        Ok(r) => success(r),
+        Err(e) => refusal(e),
     }
-    let q = crate::store::history::Query {
-        since,
-        until,
-        kinds,
-        apps: app.into_iter().collect(),
-        limit: u32::try_from(limit).unwrap_or(1000),
-        cursor: None,
-    };
-    let (rows, next) = match history.query(&q, now).await {
-        Ok(r) => r,
-        Err(e) => return refusal(e.into()),
-    };
-    let events: Vec<Value> = rows
-        .iter()
-        .map(|e| crate::core::view::history_event(e, &can))
-        .collect();
-    let mut md = format!(
-        "{} events from {} to {}:\n",
-        events.len(),
-        since.to_rfc3339(),
-        until.to_rfc3339()
-    );
-    for e in &events {
-        md.push_str(&format!(
-            "- {} {} {}{}\n",
-            e["start"].as_str().unwrap_or(""),
-            e["kind"].as_str().unwrap_or(""),
-            e["app_id"].as_str().unwrap_or(""),
-            e["title"]
-                .as_str()
-                .map(|t| format!(" — {t}"))
-                .unwrap_or_default()
-        ));
-    }
-    success(Rendered {
-        json: json!({"events": events, "truncated": next.is_some()}),
-        markdown: md,
-    })
 }
 
 async fn summarize_time(
@@ -720,47 +636,21 @@ async fn summarize_time(
         Ok(a) => a,
         Err(e) => return tool_error(e),
     };
-    let now = broker.core.clock.now();
-    let (since, until) = match period(&args, chrono::Duration::hours(24), now) {
+    let period = args
+        .string("since")
+        .and_then(|s| Ok((s, args.string("until")?)))
+        .and_then(|(s, u)| {
+            timeline::period(s, u, chrono::Duration::hours(24), broker.core.clock.now())
+                .map_err(|e| e.to_string())
+        });
+    let period = match period {
         Ok(p) => p,
         Err(e) => return tool_error(e),
     };
-    let (history, allowed) = match history_access(broker, subject, wait).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
-    let totals = match history.summary(since, until, now).await {
-        Ok(t) => t,
-        Err(e) => return refusal(e.into()),
-    };
-    let mut apps = Vec::new();
-    let mut md = String::from("Time per app:\n");
-    for t in totals {
-        let mut v = json!({"app_id": t.app_id});
-        let mut any = false;
-        for (key, ms, cat) in [
-            ("focus_s", t.focus_ms, Category::Windows),
-            ("capture_s", t.capture_ms, Category::MediaCapture),
-            ("playback_s", t.playback_ms, Category::MediaPlayback),
-        ] {
-            if allowed.can(&cat) {
-                v[key] = json!(ms as f64 / 1000.0);
-                any |= ms > 0;
-            }
-        }
-        if any {
-            md.push_str(&format!(
-                "- {}: {:.0} min focused\n",
-                t.app_id,
-                t.focus_ms as f64 / 60000.0
-            ));
-            apps.push(v);
-        }
+    match timeline::time_per_app(broker, subject, period, wait).await {
+        Ok(r) => success(r),
+        Err(e) => refusal(e),
     }
-    success(Rendered {
-        json: json!({"apps": apps}),
-        markdown: md,
-    })
 }
 
 #[cfg(test)]

@@ -8,7 +8,8 @@ prints one JSON report of what it saw on stdout; the Rust test asserts.
 
 Scenarios:
     full     the host may see everything: list and call every tool, read
-             every resource, prompts and completion, subscribe to
+             every resource, the history template, prompts and completion,
+             subscribe to
              context://windows/active and see `updated` after a focus change
              written to the replay FIFO
     denied   the host has no grant: tool errors, -32004, no `updated` leaks;
@@ -140,6 +141,22 @@ async def full(client, args, inbox, report):
         report["resources"][str(r.uri)] = await attempt(client.read_resource(str(r.uri)))
     templates = await client.list_resource_templates()
     report["templates"] = [dump(t) for t in templates.resource_templates]
+    # The timeline through its template, expanded as a host would: w1's
+    # focus since the daemon started (the writer commits within a second).
+    history = "context://history?app=org.gnome.TextEditor"
+    for _ in range(50):
+        report["history"] = await attempt(client.read_resource(history))
+        contents = report["history"].get("ok", {}).get("contents") or [{}]
+        if '"focus"' in contents[0].get("text", ""):
+            break
+        await asyncio.sleep(0.1)
+    report["history_bad_date"] = await attempt(client.read_resource("context://history?since=yesterday"))
+    report["complete_app"] = await attempt(
+        client.complete(
+            types.ResourceTemplateReference(type="ref/resource", uri="context://history{?since,until,app}"),
+            {"name": "app", "value": "org.gnome"},
+        )
+    )
     report["window_w1"] = await attempt(client.read_resource("context://windows/w1"))
     report["window_gone"] = await attempt(client.read_resource("context://windows/nope"))
     report["no_such_resource"] = await attempt(client.read_resource("context://nothing"))
@@ -187,6 +204,7 @@ async def denied(client, args, inbox, report):
     legacy = args.mode == "legacy"
     report["tool"] = await attempt(client.call_tool("get_active_window", {}))
     report["read"] = await attempt(client.read_resource("context://windows/active"))
+    report["history"] = await attempt(client.read_resource("context://history"))
     report["resource_list"] = [str(r.uri) for r in (await client.list_resources()).resources]
     report["snapshot"] = await attempt(client.read_resource("context://snapshot"))
     if legacy:
