@@ -78,6 +78,16 @@ pub struct HistoryEvent {
     pub end: Option<DateTime<Utc>>,
 }
 
+/// Time per app over a period, as `History1.Summary` and `summarize_time`
+/// report it (`core::view::app_totals` decides what a reader sees).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct AppTotals {
+    pub app_id: String,
+    pub focus_ms: i64,
+    pub capture_ms: i64,
+    pub playback_ms: i64,
+}
+
 /// What the store is asked to do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HistoryOp {

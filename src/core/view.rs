@@ -457,6 +457,25 @@ pub fn history_event(e: &crate::core::history::HistoryEvent, can: Can<'_>) -> Va
     v
 }
 
+/// An app's totals as a caller may see them: focus time with `windows`,
+/// capture time with `media.capture`, playback time with `media.playback`;
+/// `None` when none of what it may see is above zero.
+pub fn app_totals(t: &crate::core::history::AppTotals, can: Can<'_>) -> Option<Value> {
+    let mut v = json!({ "app_id": t.app_id });
+    let mut any = false;
+    for (key, ms, cat) in [
+        ("focus_s", t.focus_ms, Category::Windows),
+        ("capture_s", t.capture_ms, Category::MediaCapture),
+        ("playback_s", t.playback_ms, Category::MediaPlayback),
+    ] {
+        if can(&cat) {
+            v[key] = json!(ms as f64 / 1000.0);
+            any |= ms > 0;
+        }
+    }
+    any.then_some(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

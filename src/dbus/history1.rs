@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeZone, Utc};
-use serde_json::{Value, json};
+use serde_json::Value;
 use zbus::interface;
 use zbus::message::Header;
 
@@ -108,24 +108,10 @@ impl History1 {
         let gate = &self.shared.core.gate;
         let can = |c: &Category| gate.allows(&who.app_id, c);
         let totals = self.history.summary(q_since, q_until, now).await?;
-        let mut out = Vec::new();
-        for t in totals {
-            let mut v = json!({ "app_id": t.app_id });
-            let mut any = false;
-            for (key, ms, cat) in [
-                ("focus_s", t.focus_ms, Category::Windows),
-                ("capture_s", t.capture_ms, Category::MediaCapture),
-                ("playback_s", t.playback_ms, Category::MediaPlayback),
-            ] {
-                if can(&cat) {
-                    v[key] = json!(ms as f64 / 1000.0);
-                    any |= ms > 0;
-                }
-            }
-            if any {
-                out.push(v);
-            }
-        }
+        let out: Vec<_> = totals
+            .iter()
+            .filter_map(|t| view::app_totals(t, &can))
+            .collect();
         Ok(variant::dicts(&out))
     }
 

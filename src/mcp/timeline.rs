@@ -155,22 +155,11 @@ pub async fn time_per_app(
     let totals = history
         .summary(since, until, broker.core.clock.now())
         .await?;
+    let can = |c: &Category| allowed.can(c);
     let mut apps = Vec::new();
     let mut md = String::from("Time per app:\n");
-    for t in totals {
-        let mut v = json!({"app_id": t.app_id});
-        let mut any = false;
-        for (key, ms, cat) in [
-            ("focus_s", t.focus_ms, Category::Windows),
-            ("capture_s", t.capture_ms, Category::MediaCapture),
-            ("playback_s", t.playback_ms, Category::MediaPlayback),
-        ] {
-            if allowed.can(&cat) {
-                v[key] = json!(ms as f64 / 1000.0);
-                any |= ms > 0;
-            }
-        }
-        if any {
+    for t in &totals {
+        if let Some(v) = view::app_totals(t, &can) {
             md.push_str(&format!(
                 "- {}: {:.0} min focused\n",
                 t.app_id,

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{from_ms, ms};
 use crate::core::Error;
+pub use crate::core::history::AppTotals;
 use crate::core::history::{HistoryEvent, HistoryKind, HistoryOp, HistorySettings};
 
 const FLUSH: Duration = Duration::from_secs(1);
@@ -63,15 +64,6 @@ pub fn parse_cursor(s: &str) -> Result<Option<(i64, i64)>, Error> {
         a.parse().map_err(|_| bad())?,
         b.parse().map_err(|_| bad())?,
     )))
-}
-
-/// Time per app over a period.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct AppTotals {
-    pub app_id: String,
-    pub focus_ms: i64,
-    pub capture_ms: i64,
-    pub playback_ms: i64,
 }
 
 #[derive(Debug, Clone)]
@@ -693,6 +685,20 @@ mod tests {
         Totals(t).into_sorted()
     }
 
+    /// A fresh encrypted database in a directory that lives as long as it.
+    async fn temp_db() -> (tempfile::TempDir, Db) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let key = DbKey::random().expect("key");
+        let (db, _tasks) = Db::open(
+            &dir.path().join("h.db"),
+            &key,
+            &KeySource::KeyFile(dir.path().join("k")),
+        )
+        .await
+        .expect("open");
+        (dir, db)
+    }
+
     async fn all_pages(h: &History, q: &Query, now: DateTime<Utc>) -> Vec<i64> {
         let mut q = q.clone();
         let mut ids = Vec::new();
@@ -761,15 +767,7 @@ mod tests {
 
     #[tokio::test]
     async fn indexed_reads_and_rollup_match_the_rows() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let key = DbKey::random().expect("key");
-        let (db, _tasks) = Db::open(
-            &dir.path().join("h.db"),
-            &key,
-            &KeySource::KeyFile(dir.path().join("k")),
-        )
-        .await
-        .expect("open");
+        let (_dir, db) = temp_db().await;
         let pool = db.pool().clone();
         let (h, _writer, mut id) = History::open(pool.clone()).await.expect("history");
         let t0 = ms(Utc
@@ -897,15 +895,7 @@ mod tests {
     /// instead of sorting the period (timings are in `make bench`).
     #[tokio::test]
     async fn reads_use_index_ranges_only() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let key = DbKey::random().expect("key");
-        let (db, _tasks) = Db::open(
-            &dir.path().join("h.db"),
-            &key,
-            &KeySource::KeyFile(dir.path().join("k")),
-        )
-        .await
-        .expect("open");
+        let (_dir, db) = temp_db().await;
         let statements = [
             ("page", sql_page()),
             ("summed", sql_summed(false)),
