@@ -71,6 +71,17 @@ fn check_full(r: &Value, legacy: bool) {
     let page2 = ok(&r["list_windows_page2"], "page 2")["structuredContent"].clone();
     assert_eq!(page2["windows"][0]["id"], "w2", "{page2}");
     assert!(page2.get("nextCursor").is_none(), "{page2}");
+    let media = ok(&r["tools"]["get_media_activity"], "get_media_activity");
+    let sessions = &media["structuredContent"]["capture_sessions"];
+    assert_eq!(sessions[0]["kind"], "microphone", "{media}");
+    assert_eq!(sessions[0]["app_id"], "exe:/usr/bin/pw-record", "{media}");
+    assert_eq!(sessions[0]["active"], false, "{media}");
+    assert!(
+        media["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("exe:/usr/bin/pw-record (microphone) from")),
+        "{media}"
+    );
     let sent = ok(&r["tools"]["send_notification"], "send_notification");
     assert!(sent["structuredContent"]["id"].is_u64(), "{sent}");
     assert_eq!(ok(&r["bad_args"], "bad args")["isError"], Value::Bool(true));
@@ -233,6 +244,10 @@ async fn full(mode: &'static str) {
     home.write_policy(&[(&python_app_id(), &["*"])]);
     let _notifications = Notifications::start(&bus).await;
     let mut replay = Replay::new(&home);
+    // Before the start (the FIFO keeps it): a microphone that started and stopped: a capture session for
+    // get_media_activity (from core::captures, as D-Bus GetMedia shows it).
+    replay.send(&serde_json::json!({"type": "stream", "stream": {"id": "pw-1-5", "kind": "microphone", "app_id": "exe:/usr/bin/pw-record", "pid": 42, "state": "running"}}).to_string());
+    replay.send(&serde_json::json!({"type": "stream-removed", "id": "pw-1-5"}).to_string());
     let _d = daemon_with_windows(&bus, &home, &mut replay, &[]).await;
     let report = run_client(
         &bus,

@@ -13,7 +13,6 @@
 //! the one function every decision goes through) and renders with
 //! `core::view`, so MCP shows exactly what D-Bus shows.
 
-pub mod activity;
 pub mod admin;
 pub mod bridge;
 #[cfg(feature = "conformance")]
@@ -46,7 +45,6 @@ use crate::core::Core;
 #[derive(Debug)]
 pub struct Broker {
     pub core: Arc<Core>,
-    pub captures: Arc<activity::CaptureLog>,
     pub notifier: notify::Notifier,
     /// The timeline (history tools); `None` only in tests that build a
     /// broker without a database.
@@ -91,16 +89,10 @@ pub async fn serve(
 ) -> Result<(), McpError> {
     let broker = Arc::new(Broker {
         core: core.clone(),
-        captures: Arc::new(activity::CaptureLog::default()),
         notifier: notify::Notifier::new(conn),
         history,
         cancel: cancel.clone(),
     });
-    tasks.spawn(activity::run(
-        core.clone(),
-        broker.captures.clone(),
-        cancel.child_token(),
-    ));
 
     let store: Arc<dyn tokens::TokenStore> =
         Arc::new(tokens::FileTokenStore::open(&config.paths.state_dir)?);

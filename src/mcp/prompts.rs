@@ -128,27 +128,17 @@ pub async fn get(
                 }
             }
             consent::authorize(&broker.core, subject, &[Category::MediaCapture], wait).await?;
-            let recent = broker.captures.recent(&broker.core);
+            let sessions = resources::capture_sessions(&broker.core);
             let mut text = String::from(
                 "Here is who used my microphone, camera or screen in the last 24 hours, as contextd saw it since it started:\n\n",
             );
-            if recent.is_empty() {
+            if sessions.is_empty() {
                 text.push_str("Nobody.\n");
             }
-            for r in &recent {
-                text.push_str(&format!(
-                    "- {} used the {} (last at {}){}\n",
-                    resources::str_of(r, "app"),
-                    resources::str_of(r, "kind"),
-                    resources::str_of(r, "last_active"),
-                    if r.get("app_id_from_kernel").and_then(Value::as_bool) == Some(true) {
-                        ""
-                    } else {
-                        " — the name is what the app claims"
-                    }
-                ));
+            for c in &sessions {
+                text.push_str(&format!("- {}\n", resources::capture_line(c)));
             }
-            text.push_str("\n(Which apps read which context through contextd is not in this report yet: the access audit log arrives with the consent prompts.)\n\nExplain this to me briefly and point out anything unusual.");
+            text.push_str("\nExplain this to me briefly and point out anything unusual.");
             wire(user_text(
                 "Recent use of microphone, camera and screen",
                 text,

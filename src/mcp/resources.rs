@@ -429,24 +429,15 @@ async fn media(broker: &Broker, subject: &Subject, wait: Wait) -> Result<Rendere
     if cap.is_ok() {
         let v = core.state.read(|s| streams(s, true));
         md.push_str(&format!("Capturing now: {}\n", stream_summary(&v)));
-        let recent = broker.captures.recent(core);
-        if !recent.is_empty() {
+        let sessions = capture_sessions(core);
+        if !sessions.is_empty() {
             md.push_str("\nUsed the microphone, camera or screen in the last 24 h:\n");
-            for r in &recent {
-                md.push_str(&format!(
-                    "- {} ({}) last at {}\n",
-                    str_of(r, "app"),
-                    str_of(r, "kind"),
-                    str_of(r, "last_active")
-                ));
+            for c in &sessions {
+                md.push_str(&format!("- {}\n", capture_line(c)));
             }
         }
         m.insert("capture".into(), Value::Array(v));
-        m.insert("capture_last_24h".into(), Value::Array(recent));
-        m.insert(
-            "capture_history_note".into(),
-            json!("capture_last_24h covers the time since contextd started"),
-        );
+        m.insert("capture_sessions".into(), Value::Array(sessions));
     } else {
         withheld.push(Category::MediaCapture.to_string());
     }
@@ -543,6 +534,47 @@ pub fn notifications_rendered(
 
 pub fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The capture sessions of the last 24 hours, newest first, as D-Bus
+/// `GetMedia` shows them (`core::captures`, kept since the daemon started;
+/// the timeline keeps them longer, behind `history`).
+pub fn capture_sessions(core: &crate::core::Core) -> Vec<Value> {
+    let now = core.clock.now();
+    let mut v: Vec<Value> = core
+        .state
+        .read(|s| s.captures.recent(now).map(view::capture_session).collect());
+    v.reverse();
+    v
+}
+
+/// One line about a capture session: `app (microphone) from … to …`, and
+/// whether the name is only what the app claims.
+pub fn capture_line(c: &Value) -> String {
+    let (who, claimed) = match c.get("app_id").and_then(Value::as_str) {
+        Some(a) => (a, false),
+        None => (
+            c.get("claimed_name")
+                .and_then(Value::as_str)
+                .unwrap_or("an unknown app"),
+            true,
+        ),
+    };
+    format!(
+        "{who} ({}) from {} {}{}",
+        str_of(c, "kind"),
+        str_of(c, "start"),
+        if c.get("active").and_then(Value::as_bool) == Some(true) {
+            "until now".to_owned()
+        } else {
+            format!("to {}", str_of(c, "end"))
+        },
+        if claimed {
+            " — the name is what the app claims"
+        } else {
+            ""
+        }
+    )
 }
 
 /// One line about a window: `Name (app.id) — title [focused]`.

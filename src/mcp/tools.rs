@@ -167,12 +167,16 @@ pub fn catalog() -> Vec<Value> {
             "outputSchema": out(obj(json!({
                 "playback": stream_list(),
                 "capture": stream_list(),
-                "capture_last_24h": {"type": "array", "items": {"type": "object", "properties": {
-                    "app": {"type": "string"}, "app_id_from_kernel": {"type": "boolean"},
+                "capture_sessions": {"type": "array", "items": {"type": "object", "properties": {
+                    "stream_id": {"type": "string"},
                     "kind": {"type": "string", "enum": ["microphone", "camera", "screen"]},
-                    "last_active": {"type": "string", "format": "date-time"}
-                }}},
-                "capture_history_note": {"type": "string"},
+                    "app_id": {"type": "string", "description": "From the kernel (the stream's PID); missing when unknown"},
+                    "pid": {"type": "integer"},
+                    "claimed_name": {"type": "string", "description": "What the app says it is; not an identity"},
+                    "start": {"type": "string", "format": "date-time"},
+                    "end": {"type": "string", "format": "date-time"},
+                    "active": {"type": "boolean"}
+                }, "required": ["stream_id", "kind", "start", "active"]}},
                 "withheld": withheld_schema()
             })), &["withheld"]),
             "annotations": read_only("Media activity"),
