@@ -244,8 +244,8 @@ async fn full(mode: &'static str) {
     home.write_policy(&[(&python_app_id(), &["*"])]);
     let _notifications = Notifications::start(&bus).await;
     let mut replay = Replay::new(&home);
-    // Before the start (the FIFO keeps it): a microphone that started and stopped: a capture session for
-    // get_media_activity (from core::captures, as D-Bus GetMedia shows it).
+    // Before the start (the FIFO keeps it), a microphone that started and
+    // stopped: a capture session for get_media_activity (core::captures).
     replay.send(&serde_json::json!({"type": "stream", "stream": {"id": "pw-1-5", "kind": "microphone", "app_id": "exe:/usr/bin/pw-record", "pid": 42, "state": "running"}}).to_string());
     replay.send(&serde_json::json!({"type": "stream-removed", "id": "pw-1-5"}).to_string());
     let _d = daemon_with_windows(&bus, &home, &mut replay, &[]).await;
