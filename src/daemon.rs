@@ -178,6 +178,7 @@ pub async fn run_on(
             }
         });
     }
+    let pool = db.pool().clone();
     let db_task = tokio::spawn(db_tasks.run(db, audit_keep, db_cancel.clone()));
 
     // Events from every source go through one channel to the state.
@@ -260,6 +261,7 @@ pub async fn run_on(
         core.clone(),
         Some(conn.clone()),
         Some(history.clone()),
+        pool,
         &mut tasks,
         cancel.child_token(),
     )

@@ -67,6 +67,9 @@ async fn database_survives_twenty_kills_during_audited_bursts() {
             .expect("count");
         eprintln!("audited calls that survived 20 kills: {rows}");
         assert!(rows > 0, "no audit entry was ever written");
+        // Close before the process ends: a SQLCipher connection closed by
+        // its worker thread while exit handlers run can crash the test.
+        db.pool().close().await;
         // And the daemon starts on it again.
         let _d = Daemon::start(&bus, &home, &["--replay", &replay]).await;
     })

@@ -81,7 +81,7 @@ async fn one(tokens: Tokens, stream: UnixStream, us: u32) {
             match read.map_err(|e| e.to_string()).and_then(|_| {
                 serde_json::from_str::<Request>(&line).map_err(|e| format!("bad request: {e}"))
             }) {
-                Ok(req) => handle(&tokens, req),
+                Ok(req) => handle(&tokens, req).await,
                 Err(e) => json!({"ok": false, "error": e}),
             }
         }
@@ -92,14 +92,14 @@ async fn one(tokens: Tokens, stream: UnixStream, us: u32) {
     let _ = w.shutdown().await;
 }
 
-fn handle(tokens: &Tokens, req: Request) -> Value {
+async fn handle(tokens: &Tokens, req: Request) -> Value {
     let r = match req {
-        Request::TokenCreate { name } => tokens.store.create(&name).map(|t| {
+        Request::TokenCreate { name } => tokens.store.create(&name).await.map(|t| {
             tracing::info!(token = %name, "MCP token created");
             json!({"ok": true, "token": t})
         }),
         Request::TokenList => Ok(json!({"ok": true, "tokens": tokens.store.list()})),
-        Request::TokenRevoke { name } => tokens.revoke(&name).map(|()| {
+        Request::TokenRevoke { name } => tokens.revoke(&name).await.map(|()| {
             tracing::info!(token = %name, "MCP token revoked");
             json!({"ok": true})
         }),

@@ -84,6 +84,7 @@ pub async fn serve(
     core: Arc<Core>,
     conn: Option<zbus::Connection>,
     history: Option<crate::store::history::History>,
+    pool: sqlx::SqlitePool,
     tasks: &mut JoinSet<()>,
     cancel: CancellationToken,
 ) -> Result<(), McpError> {
@@ -95,7 +96,7 @@ pub async fn serve(
     });
 
     let store: Arc<dyn tokens::TokenStore> =
-        Arc::new(tokens::FileTokenStore::open(&config.paths.state_dir)?);
+        Arc::new(crate::store::tokens::DbTokenStore::open(pool, &config.paths.state_dir).await?);
     let store = tokens::Tokens::new(store);
 
     // Without a runtime directory there is no private place for the

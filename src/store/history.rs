@@ -686,6 +686,9 @@ mod tests {
     }
 
     /// A fresh encrypted database in a directory that lives as long as it.
+    /// Tests close its pool at the end: a SQLCipher connection closed by
+    /// its worker thread while the process runs its exit handlers (OpenSSL
+    /// cleans up there) can crash the test binary.
     async fn temp_db() -> (tempfile::TempDir, Db) {
         let dir = tempfile::tempdir().expect("tempdir");
         let key = DbKey::random().expect("key");
@@ -888,6 +891,7 @@ mod tests {
             .await
             .expect("count");
         assert_eq!(left, 0, "no empty rollup rows are kept");
+        pool.close().await;
     }
 
     /// What keeps the reads fast is the plan, not the machine: no statement
@@ -936,5 +940,6 @@ mod tests {
                 "{name} sorts: {plan:#?}"
             );
         }
+        db.pool().close().await;
     }
 }

@@ -10,6 +10,7 @@ pub mod db;
 pub mod history;
 pub mod key;
 pub mod secret_service;
+pub mod tokens;
 
 pub use db::{Db, DbError};
 pub use key::{DbKey, KeyError, KeySource};

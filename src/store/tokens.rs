@@ -1,0 +1,262 @@
+//! MCP bearer tokens in the encrypted database (`mcp::tokens` says what a
+//! token is). Everything is read into memory at start, so that checking a
+//! token (every HTTP request) never waits for the database; creating and
+//! revoking write first and count only once written.
+
+use std::path::Path;
+
+use chrono::Utc;
+use sqlx::Row;
+use sqlx::sqlite::SqlitePool;
+
+use super::{from_ms, ms};
+use crate::core::consent::BoxFut;
+use crate::mcp::tokens::{TokenError, TokenInfo, TokenSet, TokenStore, legacy, new_key};
+
+fn failed(e: sqlx::Error) -> TokenError {
+    TokenError::Db(e.to_string())
+}
+
+#[derive(Debug)]
+pub struct DbTokenStore {
+    pool: SqlitePool,
+    set: TokenSet,
+}
+
+impl DbTokenStore {
+    /// Load the key and the tokens; on the first start, take over what the
+    /// files in `legacy_dir` held (same key, so the tokens stay valid) and
+    /// remove the files once the database has it.
+    pub async fn open(pool: SqlitePool, legacy_dir: &Path) -> Result<DbTokenStore, TokenError> {
+        let key: Option<Vec<u8>> = sqlx::query_scalar("SELECT key FROM mcp_token_key")
+            .fetch_optional(&pool)
+            .await
+            .map_err(failed)?;
+        let key = match key {
+            Some(k) => {
+                if legacy::read(legacy_dir).ok().flatten().is_some() {
+                    tracing::warn!(dir = %legacy_dir.display(), "old MCP token files beside a database that has tokens: left alone, not imported");
+                }
+                k
+            }
+            None => {
+                let (k, imported) = match legacy::read(legacy_dir)? {
+                    Some((k, tokens)) => (k, tokens),
+                    None => (new_key()?, Vec::new()),
+                };
+                let mut tx = pool.begin().await.map_err(failed)?;
+                sqlx::query("INSERT INTO mcp_token_key (id, key) VALUES (1, ?)")
+                    .bind(&k)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(failed)?;
+                for (name, tag, created) in &imported {
+                    sqlx::query(
+                        "INSERT OR IGNORE INTO mcp_tokens (name, hmac_sha256, created_ms) VALUES (?, ?, ?)",
+                    )
+                    .bind(name)
+                    .bind(tag)
+                    .bind(ms(*created))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(failed)?;
+                }
+                tx.commit().await.map_err(failed)?;
+                if !imported.is_empty() {
+                    tracing::info!(
+                        tokens = imported.len(),
+                        "MCP tokens moved into the encrypted database"
+                    );
+                }
+                legacy::remove(legacy_dir);
+                k
+            }
+        };
+        if key.len() != 32 {
+            return Err(TokenError::Db(format!(
+                "the token key is {} bytes, expected 32",
+                key.len()
+            )));
+        }
+        let rows = sqlx::query("SELECT name, hmac_sha256, created_ms FROM mcp_tokens")
+            .fetch_all(&pool)
+            .await
+            .map_err(failed)?;
+        let mut tokens = Vec::with_capacity(rows.len());
+        for r in rows {
+            tokens.push((
+                r.try_get(0).map_err(failed)?,
+                r.try_get(1).map_err(failed)?,
+                from_ms(r.try_get(2).map_err(failed)?),
+            ));
+        }
+        Ok(DbTokenStore {
+            pool,
+            set: TokenSet::new(&key, tokens),
+        })
+    }
+}
+
+impl TokenStore for DbTokenStore {
+    fn create<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<String, TokenError>> {
+        Box::pin(async move {
+            let (token, tag) = self.set.mint(name)?;
+            let created = Utc::now();
+            let r = sqlx::query(
+                "INSERT INTO mcp_tokens (name, hmac_sha256, created_ms) VALUES (?, ?, ?)
+                 ON CONFLICT (name) DO NOTHING",
+            )
+            .bind(name)
+            .bind(&tag)
+            .bind(ms(created))
+            .execute(&self.pool)
+            .await
+            .map_err(failed)?;
+            if r.rows_affected() == 0 {
+                return Err(TokenError::Exists(name.to_owned()));
+            }
+            self.set.insert((name.to_owned(), tag, created));
+            Ok(token)
+        })
+    }
+
+    fn list(&self) -> Vec<TokenInfo> {
+        self.set.list()
+    }
+
+    fn revoke<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<(), TokenError>> {
+        Box::pin(async move {
+            let r = sqlx::query("DELETE FROM mcp_tokens WHERE name = ?")
+                .bind(name)
+                .execute(&self.pool)
+                .await
+                .map_err(failed)?;
+            // Gone from memory either way: a token the database lost must
+            // not keep working until a restart.
+            self.set.remove(name);
+            if r.rows_affected() == 0 {
+                return Err(TokenError::NoSuch(name.chars().take(80).collect()));
+            }
+            Ok(())
+        })
+    }
+
+    fn verify(&self, presented: &str) -> Option<String> {
+        self.set.verify(presented)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::tokens::{KEY_FILE, PREFIX, TOKENS_FILE};
+    use crate::store::{Db, DbKey, KeySource};
+
+    /// The tests close the pool at the end (see store::history's tests).
+    async fn db(dir: &Path) -> Db {
+        let key_path = dir.join("k");
+        let key = match std::fs::read(&key_path) {
+            Ok(b) => DbKey::parse(&b).expect("key"),
+            Err(_) => {
+                let k = DbKey::random().expect("key");
+                std::fs::write(&key_path, k.hex()).expect("write key");
+                k
+            }
+        };
+        Db::open(&dir.join("db"), &key, &KeySource::KeyFile(key_path))
+            .await
+            .expect("open")
+            .0
+    }
+
+    #[tokio::test]
+    async fn create_verify_revoke_survive_a_restart_and_only_tags_are_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let d = db(dir.path()).await;
+        let store = DbTokenStore::open(d.pool().clone(), &state)
+            .await
+            .expect("open");
+        let t = store.create("claude").await.expect("create");
+        assert!(t.starts_with(PREFIX));
+        assert!(matches!(
+            store.create("claude").await,
+            Err(TokenError::Exists(_))
+        ));
+        assert!(matches!(
+            store.create("bad name").await,
+            Err(TokenError::BadName(_))
+        ));
+        assert_eq!(store.verify(&t).as_deref(), Some("claude"));
+        assert_eq!(store.verify("ctxd_wrong"), None);
+        let tag: Vec<u8> =
+            sqlx::query_scalar("SELECT hmac_sha256 FROM mcp_tokens WHERE name = 'claude'")
+                .fetch_one(d.pool())
+                .await
+                .expect("tag");
+        assert_eq!(tag.len(), 32);
+        assert!(!String::from_utf8_lossy(&tag).contains(&t[PREFIX.len()..]));
+        drop(store);
+        d.pool().close().await;
+
+        let d = db(dir.path()).await;
+        let again = DbTokenStore::open(d.pool().clone(), &state)
+            .await
+            .expect("reopen");
+        assert_eq!(again.verify(&t).as_deref(), Some("claude"));
+        assert_eq!(again.list().len(), 1);
+        again.revoke("claude").await.expect("revoke");
+        assert_eq!(again.verify(&t), None);
+        assert!(matches!(
+            again.revoke("claude").await,
+            Err(TokenError::NoSuch(_))
+        ));
+        d.pool().close().await;
+    }
+
+    #[tokio::test]
+    async fn tokens_of_the_old_files_keep_working_and_the_files_go() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        std::fs::create_dir_all(&state).expect("mkdir");
+        // What an earlier version wrote: a key and the tag of a token.
+        let key = new_key().expect("key");
+        let old = TokenSet::new(&key, []);
+        let (token, tag) = old.mint("old-host").expect("mint");
+        let hex: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+        std::fs::write(state.join(KEY_FILE), &key).expect("key file");
+        std::fs::write(
+            state.join(TOKENS_FILE),
+            serde_json::json!({"version": 1, "tokens": {"old-host": {"hmac_sha256": hex, "created": "2026-11-01T10:00:00Z"}}}).to_string(),
+        )
+        .expect("tokens file");
+
+        let d = db(dir.path()).await;
+        let store = DbTokenStore::open(d.pool().clone(), &state)
+            .await
+            .expect("open");
+        assert_eq!(store.verify(&token).as_deref(), Some("old-host"));
+        assert_eq!(
+            store.list()[0].created.to_rfc3339(),
+            "2026-11-01T10:00:00+00:00"
+        );
+        assert!(!state.join(KEY_FILE).exists());
+        assert!(!state.join(TOKENS_FILE).exists());
+        d.pool().close().await;
+    }
+
+    #[tokio::test]
+    async fn a_broken_old_file_stops_the_start_with_its_path() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        std::fs::create_dir_all(&state).expect("mkdir");
+        std::fs::write(state.join(KEY_FILE), b"short").expect("key file");
+        let d = db(dir.path()).await;
+        let e = DbTokenStore::open(d.pool().clone(), &state)
+            .await
+            .expect_err("refused");
+        assert!(e.to_string().contains(KEY_FILE), "{e}");
+        assert!(state.join(KEY_FILE).exists(), "nothing removed");
+        d.pool().close().await;
+    }
+}
