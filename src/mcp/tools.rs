@@ -17,6 +17,7 @@ use super::consent::{self, Subject, Wait};
 use super::error::{Error, wire};
 use super::resources::{self, Rendered, Res};
 use super::timeline;
+use crate::core::state::Snapshot;
 use crate::core::view;
 use crate::model::{Category, Urgency};
 
@@ -421,43 +422,50 @@ pub async fn call(
     })
 }
 
+/// `list_windows` and `list_notifications`: access the base category
+/// (asking when `wait` allows; the detail only as already decided), then
+/// page and render what the host may see.
+async fn list_paged(
+    broker: &Broker,
+    subject: &Subject,
+    args: Option<Map<String, Value>>,
+    wait: Wait,
+    (base, detail): (Category, Category),
+    render: impl FnOnce(&Snapshot, &consent::Allowed, &Args) -> Result<Rendered, String>,
+) -> CallToolResult {
+    let args = match Args::new(args, &["cursor", "limit"]) {
+        Ok(a) => a,
+        Err(e) => return tool_error(e),
+    };
+    let allowed =
+        match consent::authorize_with_details(&broker.core, subject, base, [detail], wait).await {
+            Ok(a) => a,
+            Err(e) => return refusal(e.into()),
+        };
+    match broker.core.state.read(|s| render(s, &allowed, &args)) {
+        Ok(r) => success(resources::fit(r)),
+        Err(e) => tool_error(e),
+    }
+}
+
 async fn list_windows(
     broker: &Broker,
     subject: &Subject,
     args: Option<Map<String, Value>>,
     wait: Wait,
 ) -> CallToolResult {
-    let args = match Args::new(args, &["cursor", "limit"]) {
-        Ok(a) => a,
-        Err(e) => return tool_error(e),
-    };
-    let core = &broker.core;
-    let allowed = match consent::authorize_with_details(
-        core,
-        subject,
-        Category::Windows,
-        [Category::WindowsTitles],
-        wait,
-    )
-    .await
-    {
-        Ok(a) => a,
-        Err(e) => return refusal(e.into()),
-    };
-    let titles = allowed.can(&Category::WindowsTitles);
-    let can = |c: &Category| allowed.can(c);
-    let (ws, active) = core
-        .state
-        .read(|s| (view::windows(s, &can), s.active_window.clone()));
-    match page(ws, "windows", &args) {
-        Ok((ws, next)) => success(resources::fit(resources::windows_rendered(
+    let cats = (Category::Windows, Category::WindowsTitles);
+    list_paged(broker, subject, args, wait, cats, |s, allowed, args| {
+        let can = |c: &Category| allowed.can(c);
+        let (ws, next) = page(view::windows(s, &can), "windows", args)?;
+        Ok(resources::windows_rendered(
             ws,
-            active,
-            titles,
+            s.active_window.clone(),
+            allowed.can(&Category::WindowsTitles),
             Some(next),
-        ))),
-        Err(e) => tool_error(e),
-    }
+        ))
+    })
+    .await
 }
 
 async fn list_notifications(
@@ -466,34 +474,17 @@ async fn list_notifications(
     args: Option<Map<String, Value>>,
     wait: Wait,
 ) -> CallToolResult {
-    let args = match Args::new(args, &["cursor", "limit"]) {
-        Ok(a) => a,
-        Err(e) => return tool_error(e),
-    };
-    let core = &broker.core;
-    let allowed = match consent::authorize_with_details(
-        core,
-        subject,
-        Category::Notifications,
-        [Category::NotificationsContent],
-        wait,
-    )
-    .await
-    {
-        Ok(a) => a,
-        Err(e) => return refusal(e.into()),
-    };
-    let bodies = allowed.can(&Category::NotificationsContent);
-    let can = |c: &Category| allowed.can(c);
-    let ns = core.state.read(|s| view::notifications(s, &can));
-    match page(ns, "notifications", &args) {
-        Ok((ns, next)) => success(resources::fit(resources::notifications_rendered(
+    let cats = (Category::Notifications, Category::NotificationsContent);
+    list_paged(broker, subject, args, wait, cats, |s, allowed, args| {
+        let can = |c: &Category| allowed.can(c);
+        let (ns, next) = page(view::notifications(s, &can), "notifications", args)?;
+        Ok(resources::notifications_rendered(
             ns,
-            bodies,
+            allowed.can(&Category::NotificationsContent),
             Some(next),
-        ))),
-        Err(e) => tool_error(e),
-    }
+        ))
+    })
+    .await
 }
 
 async fn send_notification(
