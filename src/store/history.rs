@@ -833,6 +833,33 @@ mod tests {
         assert!(model.len() > 1000);
         check(&h, &model, &mut rng, t0, now).await;
 
+        // The backfill of migration 0003 (for rows recorded before it)
+        // builds the same rollup as the writer.
+        let rollup = || async {
+            sqlx::query_as::<_, (i64, String, String, i64)>(
+                "SELECT hour_ms, app_id, kind, ms FROM history_hourly ORDER BY 1, 2, 3",
+            )
+            .fetch_all(&pool)
+            .await
+            .expect("rollup")
+        };
+        let by_writer = rollup().await;
+        assert!(by_writer.len() > 100);
+        let migration = include_str!("../../migrations/0003_history_index.sql");
+        let backfill = migration
+            .split_once("-- Rows recorded before this migration.")
+            .expect("backfill part")
+            .1;
+        sqlx::query("DELETE FROM history_hourly")
+            .execute(&pool)
+            .await
+            .expect("clear");
+        sqlx::raw_sql(backfill)
+            .execute(&pool)
+            .await
+            .expect("backfill");
+        assert_eq!(rollup().await, by_writer);
+
         // Forget an hour of one app, then everything of a kind for a day.
         let (s, u) = (t0 + 30 * HOUR_MS + 7 * MIN, t0 + 31 * HOUR_MS + 7 * MIN);
         let n = h
