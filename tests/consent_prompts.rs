@@ -244,6 +244,7 @@ async fn without_an_agent_a_notification_asks_and_always_allow_grants() {
         let calls = eventually(10, "Notify called", || async {
             let m = notifier
                 .call(
+                    &conn,
                     "/org/freedesktop/Notifications",
                     "org.freedesktop.DBus.Mock",
                     "GetCalls",
@@ -283,6 +284,7 @@ async fn without_an_agent_a_notification_asks_and_always_allow_grants() {
         // The user clicks "Always allow" (the server emits ActionInvoked).
         notifier
             .call(
+                &conn,
                 "/org/freedesktop/Notifications",
                 "org.freedesktop.DBus.Mock",
                 "EmitSignal",

@@ -28,6 +28,16 @@ pub async fn with_timeout<F: Future<Output = T>, T>(secs: u64, f: F) -> T {
     }
 }
 
+/// `fut`, or a panic *inside* the test's future (so that the guards of the
+/// daemon and the mocks, dropped while panicking, print their logs; the
+/// outer `with_timeout` drops the future before it panics).
+pub async fn within<T>(secs: u64, what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    match tokio::time::timeout(Duration::from_secs(secs), fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("{what}: no answer within {secs} s"),
+    }
+}
+
 /// A private session bus.
 pub struct Bus {
     child: Child,
