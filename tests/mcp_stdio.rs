@@ -181,6 +181,16 @@ fn check_full(r: &Value, legacy: bool) {
         .to_owned();
     assert!(prompt.contains("notes.txt"), "{prompt}");
     assert!(ok(&r["privacy"], "privacy report")["messages"].is_array());
+    // The week comes from the timeline: the replayed microphone is in it.
+    let week = ok(&r["privacy_week"], "privacy report 7d")["messages"][0]["content"]["text"]
+        .as_str()
+        .expect("text")
+        .to_owned();
+    assert!(
+        week.contains("last 7 days, from the timeline")
+            && week.contains("exe:/usr/bin/pw-record (microphone) from"),
+        "{week}"
+    );
     assert_eq!(
         ok(&r["complete"], "complete")["completion"]["values"],
         serde_json::json!(["brief"])

@@ -11,7 +11,7 @@ use super::resources::{self, Res};
 use crate::model::Category;
 
 const DETAILS: [&str; 2] = ["brief", "full"];
-const PERIODS: [&str; 1] = ["24h"];
+const PERIODS: [&str; 2] = ["24h", "7d"];
 
 /// The prompts, as `prompts/list` shows them.
 pub fn catalog() -> Vec<Value> {
@@ -30,11 +30,11 @@ pub fn catalog() -> Vec<Value> {
         json!({
             "name": "privacy_report",
             "title": "Privacy report",
-            "description": "Which apps used the microphone, camera or screen recently (needs media.capture), as a prompt asking the model to explain it to the user. The per-app access audit joins when the consent log exists.",
+            "description": "Which apps used the microphone, camera or screen recently (needs media.capture; 7d, and the timeline for 24h, need history), as a prompt asking the model to explain it to the user.",
             "arguments": [{
                 "name": "period",
                 "title": "Period",
-                "description": "How far back: 24h (the default and, for now, the only period)",
+                "description": "How far back: 24h (the default) or 7d",
                 "required": false
             }]
         }),
@@ -121,22 +121,52 @@ pub async fn get(
         }
         "privacy_report" => {
             check_args(&args, &["period"])?;
-            match arg(&args, "period")? {
-                None | Some("24h") => {}
+            let (days, said) = match arg(&args, "period")? {
+                None | Some("24h") => (1, "24 hours"),
+                Some("7d") => (7, "7 days"),
                 Some(_) => {
-                    return Err(Error::InvalidParams("argument 'period' must be 24h".into()));
+                    return Err(Error::InvalidParams(
+                        "argument 'period' must be 24h or 7d".into(),
+                    ));
                 }
-            }
-            consent::authorize(&broker.core, subject, &[Category::MediaCapture], wait).await?;
-            let sessions = resources::capture_sessions(&broker.core);
-            let mut text = String::from(
-                "Here is who used my microphone, camera or screen in the last 24 hours, as contextd saw it since it started:\n\n",
+            };
+            let core = &broker.core;
+            consent::authorize(core, subject, &[Category::MediaCapture], wait.clone()).await?;
+            // A week needs the timeline (asked for like any read); a day
+            // uses it when the host may read it, else what the broker saw
+            // since it started.
+            let timeline = if days > 1 {
+                consent::authorize(core, subject, &[Category::History], wait).await?;
+                true
+            } else {
+                consent::authorize(core, subject, &[Category::History], Wait::Never)
+                    .await
+                    .is_ok()
+            };
+            let now = core.clock.now();
+            let period = (now - chrono::Duration::days(days), now);
+            let lines = match timeline {
+                true => super::timeline::capture_lines(broker, period).await?,
+                false => None,
+            };
+            let (lines, whence) = match lines {
+                Some(l) => (l, "from the timeline contextd keeps"),
+                None => (
+                    resources::capture_sessions(core)
+                        .iter()
+                        .map(resources::capture_line)
+                        .collect(),
+                    "as contextd saw it since it started",
+                ),
+            };
+            let mut text = format!(
+                "Here is who used my microphone, camera or screen in the last {said}, {whence}:\n\n"
             );
-            if sessions.is_empty() {
+            if lines.is_empty() {
                 text.push_str("Nobody.\n");
             }
-            for c in &sessions {
-                text.push_str(&format!("- {}\n", resources::capture_line(c)));
+            for l in &lines {
+                text.push_str(&format!("- {l}\n"));
             }
             text.push_str("\nExplain this to me briefly and point out anything unusual.");
             wire(user_text(

@@ -174,6 +174,51 @@ pub async fn time_per_app(
     })
 }
 
+/// Capture intervals (microphone, camera, screen) in `[since, until)` from
+/// the timeline, oldest first, a line each; `None` without a timeline. The
+/// caller has checked `history` and `media.capture`.
+pub async fn capture_lines(
+    broker: &Broker,
+    (since, until): (DateTime<Utc>, DateTime<Utc>),
+) -> Result<Option<Vec<String>>, Error> {
+    let Some(history) = broker.history.as_ref() else {
+        return Ok(None);
+    };
+    let q = Query {
+        since,
+        until,
+        kinds: vec![HistoryKind::Capture],
+        apps: vec![],
+        limit: MAX_EVENTS,
+        cursor: None,
+    };
+    let (rows, next) = history.query(&q, broker.core.clock.now()).await?;
+    let mut lines: Vec<String> = rows
+        .iter()
+        .map(|e| {
+            let device = e
+                .detail
+                .as_ref()
+                .and_then(|d| d.get("device"))
+                .and_then(Value::as_str)
+                .unwrap_or("capture device");
+            format!(
+                "{} ({device}) from {} {}",
+                e.app_id.as_deref().unwrap_or("an unknown app"),
+                view::time(&e.start).as_str().unwrap_or_default(),
+                match &e.end {
+                    Some(end) => format!("to {}", view::time(end).as_str().unwrap_or_default()),
+                    None => "until now".into(),
+                }
+            )
+        })
+        .collect();
+    if next.is_some() {
+        lines.push(format!("… and more after the first {MAX_EVENTS}"));
+    }
+    Ok(Some(lines))
+}
+
 /// App ids in the timeline, for completing the template's `app` (only
 /// for a reader with the `history` grant).
 pub async fn app_ids(broker: &Broker, subject: &Subject) -> Vec<String> {

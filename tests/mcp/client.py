@@ -165,6 +165,7 @@ async def full(client, args, inbox, report):
     report["prompt_list"] = [p.name for p in prompts.prompts]
     report["prompt"] = await attempt(client.get_prompt("what_am_i_doing", {"detail": "brief"}))
     report["privacy"] = await attempt(client.get_prompt("privacy_report", {}))
+    report["privacy_week"] = await attempt(client.get_prompt("privacy_report", {"period": "7d"}))
     report["complete"] = await attempt(
         client.complete(types.PromptReference(type="ref/prompt", name="what_am_i_doing"), {"name": "detail", "value": "b"})
     )
