@@ -314,6 +314,15 @@ async fn retention_purges_old_events_and_readers_need_history() {
             error_name(h.query(0, 0, &[], &[], 10, "not-a-cursor").await),
             "org.contextd.Error.InvalidArgs"
         );
+        // An inverted period is an error, not an empty answer.
+        assert_eq!(
+            error_name(h.query(2_000_000, 1_000_000, &[], &[], 10, "").await),
+            "org.contextd.Error.InvalidArgs"
+        );
+        assert_eq!(
+            error_name(h.summary(2_000_000, 1_000_000).await),
+            "org.contextd.Error.InvalidArgs"
+        );
         tokio::time::sleep(Duration::from_millis(1500)).await;
         d.signal(libc::SIGTERM);
         d.wait_exit(Duration::from_secs(5)).expect("stopped");

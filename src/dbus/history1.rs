@@ -22,6 +22,21 @@ pub struct History1 {
     pub(crate) enabled: bool,
 }
 
+/// `[since, until)` from Unix seconds (0: `since_default`/`until_default`);
+/// an empty or inverted period is an error, not an empty answer.
+fn period_args(
+    (since, until): (i64, i64),
+    since_default: DateTime<Utc>,
+    until_default: DateTime<Utc>,
+) -> Result<(DateTime<Utc>, DateTime<Utc>)> {
+    let s = time_arg("since", since, since_default)?;
+    let u = time_arg("until", until, until_default)?;
+    if u <= s {
+        return Err(Error::InvalidArgs("until must be after since".into()));
+    }
+    Ok((s, u))
+}
+
 fn time_arg(name: &str, secs: i64, default: DateTime<Utc>) -> Result<DateTime<Utc>> {
     if secs == 0 {
         return Ok(default);
@@ -62,8 +77,11 @@ impl History1 {
         #[zbus(header)] hdr: Header<'_>,
     ) -> Result<(Vec<Dict>, String)> {
         let now = self.shared.core.clock.now();
-        let q_since = time_arg("since", since, DateTime::<Utc>::MIN_UTC)?;
-        let q_until = time_arg("until", until, now + chrono::Duration::seconds(1))?;
+        let (q_since, q_until) = period_args(
+            (since, until),
+            DateTime::<Utc>::MIN_UTC,
+            now + chrono::Duration::seconds(1),
+        )?;
         let cursor = parse_cursor(&cursor)?;
         for a in &apps {
             AppId::new(a.as_str()).map_err(|e| Error::InvalidArgs(format!("apps: {e}")))?;
@@ -98,11 +116,7 @@ impl History1 {
         #[zbus(header)] hdr: Header<'_>,
     ) -> Result<Vec<Dict>> {
         let now = self.shared.core.clock.now();
-        let q_since = time_arg("since", since, now - chrono::Duration::days(1))?;
-        let q_until = time_arg("until", until, now)?;
-        if q_until <= q_since {
-            return Err(Error::InvalidArgs("until must be after since".into()));
-        }
+        let (q_since, q_until) = period_args((since, until), now - chrono::Duration::days(1), now)?;
         let who = self.shared.caller(&hdr).await?;
         self.shared.access(&who, &[Category::History], "").await?;
         let gate = &self.shared.core.gate;
@@ -127,8 +141,11 @@ impl History1 {
         #[zbus(header)] hdr: Header<'_>,
     ) -> Result<u64> {
         let now = self.shared.core.clock.now();
-        let q_since = time_arg("since", since, DateTime::<Utc>::MIN_UTC)?;
-        let q_until = time_arg("until", until, now + chrono::Duration::seconds(1))?;
+        let (q_since, q_until) = period_args(
+            (since, until),
+            DateTime::<Utc>::MIN_UTC,
+            now + chrono::Duration::seconds(1),
+        )?;
         let all = |_: &Category| true;
         let kinds = if categories.is_empty() {
             Vec::new()
