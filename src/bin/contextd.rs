@@ -78,7 +78,12 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let result = rt.block_on(daemon::run(config, shutdown_signal()));
+    let result = rt.block_on(async {
+        // Handlers first: a SIGTERM right after the name is taken (systemd
+        // starts and stops by it) must stop us cleanly, not kill us.
+        let stop = shutdown_signal();
+        daemon::run(config, stop).await
+    });
     // Do not wait for blocking work (a stuck /proc read) at exit.
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
     match result {
@@ -97,17 +102,22 @@ fn main() -> ExitCode {
     }
 }
 
-async fn shutdown_signal() {
+/// SIGTERM or SIGINT. The handlers are installed when this is called, not
+/// when the future is first polled.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
+    let handlers = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot install signal handlers; stop with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM"),
-        _ = int.recv() => tracing::info!("SIGINT"),
+    );
+    async move {
+        let (Ok(mut term), Ok(mut int)) = handlers else {
+            tracing::error!("cannot install signal handlers; stop with SIGKILL");
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM"),
+            _ = int.recv() => tracing::info!("SIGINT"),
+        }
     }
 }
