@@ -44,6 +44,8 @@ PACKAGES=(
     pipewire pipewire-bin wireplumber
     # mocked system services and notifications
     python3 python3-dbusmock python3-gi libnotify-bin
+    # a real Secret Service for the database key
+    gnome-keyring
     libglib2.0-dev libglib2.0-dev-bin
     # file checks: polkit's DTD (polkitd ships it), xmllint, portal interfaces
     polkitd libxml2-utils xdg-desktop-portal
