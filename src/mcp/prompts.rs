@@ -145,9 +145,10 @@ pub async fn get(
             };
             let now = core.clock.now();
             let period = (now - chrono::Duration::days(days), now);
-            let lines = match timeline {
-                true => super::timeline::capture_lines(broker, period).await?,
-                false => None,
+            let lines = if timeline {
+                super::timeline::capture_lines(broker, period).await?
+            } else {
+                None
             };
             let (lines, whence) = match lines {
                 Some(l) => (l, "from the timeline contextd keeps"),

@@ -560,21 +560,25 @@ pub fn capture_line(c: &Value) -> String {
             true,
         ),
     };
-    format!(
-        "{who} ({}) from {} {}{}",
-        str_of(c, "kind"),
-        str_of(c, "start"),
-        if c.get("active").and_then(Value::as_bool) == Some(true) {
-            "until now".to_owned()
-        } else {
-            format!("to {}", str_of(c, "end"))
-        },
-        if claimed {
-            " — the name is what the app claims"
-        } else {
-            ""
-        }
-    )
+    let end = match c.get("active").and_then(Value::as_bool) {
+        Some(true) => None,
+        _ => Some(str_of(c, "end")),
+    };
+    let line = capture_span(who, str_of(c, "kind"), str_of(c, "start"), end);
+    if claimed {
+        format!("{line} — the name is what the app claims")
+    } else {
+        line
+    }
+}
+
+/// `who (device) from START to END` (or `until now` while it goes on): a
+/// capture session or a capture interval of the timeline, said the same way.
+pub fn capture_span(who: &str, device: &str, start: &str, end: Option<&str>) -> String {
+    match end {
+        Some(end) => format!("{who} ({device}) from {start} to {end}"),
+        None => format!("{who} ({device}) from {start} until now"),
+    }
 }
 
 /// One line about a window: `Name (app.id) — title [focused]`.

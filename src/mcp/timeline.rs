@@ -202,14 +202,12 @@ pub async fn capture_lines(
                 .and_then(|d| d.get("device"))
                 .and_then(Value::as_str)
                 .unwrap_or("capture device");
-            format!(
-                "{} ({device}) from {} {}",
+            let time = |t: &DateTime<Utc>| view::time(t).as_str().unwrap_or_default().to_owned();
+            super::resources::capture_span(
                 e.app_id.as_deref().unwrap_or("an unknown app"),
-                view::time(&e.start).as_str().unwrap_or_default(),
-                match &e.end {
-                    Some(end) => format!("to {}", view::time(end).as_str().unwrap_or_default()),
-                    None => "until now".into(),
-                }
+                device,
+                &time(&e.start),
+                e.end.as_ref().map(time).as_deref(),
             )
         })
         .collect();
