@@ -105,8 +105,7 @@ async fn revoke_while_subscribed_ends_the_subscription_at_once_and_pause_stops_a
     with_timeout(60, async {
         let bus = Bus::start();
         let sys = Bus::start();
-        let polkit = Mock::start(&sys.address, true, "polkitd").await;
-        polkit.set_allowed(&["org.contextd.manage-consent"]).await;
+        let _polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
         let home = Home::new();
         let mut replay = Replay::new(&home);
         replay.send(&window_line("w1", "org.a.App", "one", true));
@@ -185,8 +184,7 @@ async fn a_grant_with_an_expiry_ends_on_time() {
     with_timeout(60, async {
         let bus = Bus::start();
         let sys = Bus::start();
-        let polkit = Mock::start(&sys.address, true, "polkitd").await;
-        polkit.set_allowed(&["org.contextd.manage-consent"]).await;
+        let _polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
         let home = Home::new();
         let replay = home.dir.path().join("r.jsonl");
         std::fs::write(&replay, window_line("w1", "org.a.App", "one", true)).expect("replay");
