@@ -127,6 +127,7 @@ pub async fn run_on(
     let (history, history_writer, next_id) = store::history::History::open(db.pool().clone())
         .await
         .map_err(|e| DaemonError::Store(e.to_string()))?;
+    core.set_history(Arc::new(history.clone()));
     let history_settings = config.file.history.clone();
     core.state.set_observer(Box::new(HistoryObserver {
         recorder: crate::core::history::Recorder::new(history_settings.clone(), next_id),
@@ -178,7 +179,11 @@ pub async fn run_on(
             }
         });
     }
-    let pool = db.pool().clone();
+    let tokens: Arc<dyn crate::core::tokens::TokenStore> = Arc::new(
+        store::tokens::DbTokenStore::open(db.pool().clone())
+            .await
+            .map_err(|e| DaemonError::Store(e.to_string()))?,
+    );
     let db_task = tokio::spawn(db_tasks.run(db, audit_keep, db_cancel.clone()));
 
     // Events from every source go through one channel to the state.
@@ -226,7 +231,6 @@ pub async fn run_on(
     let _shared = dbus::serve(
         &conn,
         core.clone(),
-        history.clone(),
         history_settings.enabled,
         &mut tasks,
         cancel.child_token(),
@@ -260,8 +264,7 @@ pub async fn run_on(
         &config,
         core.clone(),
         Some(conn.clone()),
-        Some(history.clone()),
-        pool,
+        tokens,
         &mut tasks,
         cancel.child_token(),
     )

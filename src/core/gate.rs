@@ -157,10 +157,6 @@ impl Gate {
             .clone()
     }
 
-    pub fn has_store(&self) -> bool {
-        self.store.is_some()
-    }
-
     /// Re-read the policy file. On error the previous policy stays.
     pub fn reload(&self) -> Result<(), PolicyError> {
         let p = Policy::load(&self.policy_path)?;
@@ -338,27 +334,6 @@ impl Gate {
         }
     }
 
-    /// [`Gate::access`] as a `Result`: `Pending` for ask.
-    pub fn check(&self, app: &AppId, category: &Category) -> Result<(), Error> {
-        self.check_on(app, category, Channel::DBus)
-    }
-
-    pub fn check_on(
-        &self,
-        app: &AppId,
-        category: &Category,
-        channel: Channel,
-    ) -> Result<(), Error> {
-        match self.access(app, category, channel) {
-            Decision::Allow => Ok(()),
-            Decision::Deny(e) => Err(e),
-            Decision::Ask => Err(Error::Pending {
-                app: app.clone(),
-                category: category.clone(),
-            }),
-        }
-    }
-
     fn audit(
         &self,
         app: &AppId,
@@ -463,13 +438,7 @@ impl Gate {
     }
 
     /// Note that an app asked (for `ListApps`). Cheap when already known.
-    pub async fn seen(
-        &self,
-        app: &AppId,
-        source: IdentitySource,
-        name: Option<String>,
-        icon: Option<String>,
-    ) {
+    pub async fn seen(&self, app: &AppId, source: IdentitySource) {
         let now = self.clock.now();
         let info = {
             let mut apps = self.apps.write().unwrap_or_else(|e| e.into_inner());
@@ -484,8 +453,8 @@ impl Gate {
                     let a = AppInfo {
                         app_id: app.clone(),
                         identity_source: source,
-                        display_name: name,
-                        icon,
+                        display_name: None,
+                        icon: None,
                         first_seen: now,
                         last_seen: now,
                     };

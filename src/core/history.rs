@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::consent::BoxFut;
 use super::state::{Change, ChangeKind};
 use crate::model::{Category, MediaKind, StreamState};
 
@@ -86,6 +87,68 @@ pub struct AppTotals {
     pub focus_ms: i64,
     pub capture_ms: i64,
     pub playback_ms: i64,
+}
+
+/// A read of the timeline: rows overlapping `[since, until)` of the given
+/// kinds (and apps, when any are named), oldest first, a page at a time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Query {
+    pub since: DateTime<Utc>,
+    pub until: DateTime<Utc>,
+    pub kinds: Vec<HistoryKind>,
+    pub apps: Vec<String>,
+    /// Rows per page (0: 100; at most 1000).
+    pub limit: u32,
+    /// `start_ms:id` of the last row of the previous page.
+    pub cursor: Option<(i64, i64)>,
+}
+
+/// A page cursor as readers pass it back (`start_ms:id`; empty: the first
+/// page). Anything else is `InvalidArgs`.
+pub fn parse_cursor(s: &str) -> Result<Option<(i64, i64)>, crate::core::Error> {
+    if s.is_empty() {
+        return Ok(None);
+    }
+    let bad = || {
+        crate::core::Error::InvalidArgs(format!(
+            "invalid cursor '{}'",
+            s.chars().take(40).collect::<String>()
+        ))
+    };
+    let (a, b) = s.split_once(':').ok_or_else(bad)?;
+    Ok(Some((
+        a.parse().map_err(|_| bad())?,
+        b.parse().map_err(|_| bad())?,
+    )))
+}
+
+/// A page of rows and the cursor of the next page (`None`: the last).
+pub type Page = (Vec<HistoryEvent>, Option<String>);
+
+/// The read side of the timeline's store (implemented by `store::history`),
+/// so that the read service decides what a reader sees without SQL.
+pub trait HistoryStore: Send + Sync + std::fmt::Debug {
+    /// A page of rows in (start, id) order.
+    fn query(&self, q: Query, now: DateTime<Utc>) -> BoxFut<'_, Result<Page, crate::core::Error>>;
+    /// Focus, capture and playback time per app in `[since, until)`.
+    fn summary(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> BoxFut<'_, Result<Vec<AppTotals>, crate::core::Error>>;
+    /// Every app id in the timeline.
+    fn app_ids(&self) -> BoxFut<'_, Result<Vec<String>, crate::core::Error>>;
+    /// Delete rows overlapping `[since, until)` of `apps` and `kinds`
+    /// (empty: all); how many were deleted.
+    fn forget(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        apps: Vec<String>,
+        kinds: Vec<HistoryKind>,
+        now: DateTime<Utc>,
+    ) -> BoxFut<'_, Result<u64, crate::core::Error>>;
 }
 
 /// What the store is asked to do.

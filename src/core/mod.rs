@@ -1,5 +1,7 @@
-//! The core: state, consent gate, identity. No zbus, sqlx, rmcp, wayland or
-//! pipewire type appears here; publishers and sources adapt to it.
+//! The core: state, consent gate, identity, and the read service
+//! ([`read`]) through which every publisher reads. No zbus, sqlx, rmcp,
+//! wayland or pipewire type appears here; publishers and sources adapt to
+//! it, and the store implements the traits it owns.
 
 pub mod captures;
 pub mod clock;
@@ -11,7 +13,9 @@ pub mod history;
 pub mod identity;
 pub mod policy;
 pub mod prompts;
+pub mod read;
 pub mod state;
+pub mod tokens;
 pub mod view;
 
 use std::sync::Arc;
@@ -21,6 +25,7 @@ pub use consent::Channel;
 pub use error::{Error, Result};
 pub use event::SourceEvent;
 pub use gate::{Decision, Gate, GateSettings};
+pub use read::{Mode, Subject, View, What};
 pub use state::{Change, ChangeKind, Snapshot, State};
 
 /// The core as publishers see it.
@@ -32,17 +37,11 @@ pub struct Core {
     pub gate: Gate,
     pub prompts: prompts::Prompts,
     pub clock: Arc<dyn Clock>,
+    /// The timeline's read side, set once the daemon opened the store.
+    history: std::sync::OnceLock<Arc<dyn history::HistoryStore>>,
 }
 
 impl Core {
-    pub fn new(policy_path: std::path::PathBuf, clock: Arc<dyn Clock>) -> Arc<Self> {
-        Core::with_gate(
-            Gate::new(policy_path, clock.clone()),
-            clock,
-            std::time::Duration::from_secs(60),
-        )
-    }
-
     pub fn with_gate(
         gate: Gate,
         clock: Arc<dyn Clock>,
@@ -54,6 +53,7 @@ impl Core {
             gate,
             prompts: prompts::Prompts::new(prompt_timeout),
             clock,
+            history: std::sync::OnceLock::new(),
         })
     }
 

@@ -1,9 +1,11 @@
-//! What a caller may see: renders the snapshot and changes for one caller,
-//! leaving out every category (and every detail) it is not allowed.
+//! What a caller sees: typed, already-redacted views of the state and the
+//! timeline, built by [`crate::core::read`] once for every publisher.
 //!
-//! The output is JSON because both publishers speak it (MCP directly, D-Bus
-//! through one generic conversion to `a{sv}`), so the redaction rules live
-//! here once and cannot drift between D-Bus and MCP.
+//! The views are plain `Serialize` structs. MCP serializes them to JSON;
+//! D-Bus serializes the same structs to `a{sv}` (`dbus::variant`), so the
+//! key names and the redaction cannot drift between the two. A view never
+//! holds what its reader may not see: the functions here take the reader's
+//! permissions as [`Can`] and leave the rest out.
 //!
 //! Detail rules:
 //! - a window's `title` only with `windows.titles`;
@@ -26,196 +28,488 @@
 //!   before the url reaches the core;
 //! - the network's `ssid` only with `network.name`: connectivity, metered
 //!   state and connection type say nothing about where the user is, the
-//!   name of the Wi-Fi often does ("Hotel Alpenblick", "ACME-Guest").
+//!   name of the Wi-Fi often does ("Hotel Alpenblick", "ACME-Guest");
+//! - a timeline row only with its own category (a focus interval with
+//!   `windows`, its title with `windows.titles`, a notification's body with
+//!   `notifications.content`, …).
+//!
+//! Times are RFC 3339 strings with milliseconds in UTC, on both wires.
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
 
 use super::captures::CaptureSession;
+use super::history::{AppTotals, HistoryEvent, HistoryKind};
 use super::state::{Change, Snapshot};
 use crate::model::{
-    Category, MediaStream, Network, Notification, ProvidedContext, SourceStatus, Window,
+    Category, MediaKind, MediaStream, Network, Notification, Player, Power, ProvidedContext,
+    SessionState, SourceStatus, StreamState, Urgency, Window,
 };
 
 /// The caller's permissions, as a predicate over categories.
 pub type Can<'a> = &'a dyn Fn(&Category) -> bool;
 
-pub fn time(t: &DateTime<Utc>) -> Value {
-    Value::String(t.to_rfc3339_opts(SecondsFormat::Millis, true))
+/// A list of names (window states, outputs, withheld categories).
+///
+/// A newtype, not a bare `Vec<String>`, so that a wire without JSON's
+/// untyped arrays (D-Bus) knows an empty one is a list of strings (`as`)
+/// from the type rather than from the key it sits under. Serialized as a
+/// plain array everywhere.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Names(pub Vec<String>);
+
+impl Names {
+    pub fn push(&mut self, c: impl ToString) {
+        self.0.push(c.to_string());
+    }
+
+    pub fn contains(&self, s: &str) -> bool {
+        self.0.iter().any(|n| n == s)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
-fn obj(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
+impl<S: ToString> FromIterator<S> for Names {
+    fn from_iter<I: IntoIterator<Item = S>>(iter: I) -> Self {
+        Names(iter.into_iter().map(|s| s.to_string()).collect())
     }
 }
 
-pub fn window(w: &Window, titles: bool, active: bool) -> Value {
-    let mut m = Map::new();
-    m.insert("id".into(), json!(w.id));
-    m.insert("app_id".into(), json!(w.app_id));
-    // Wayland gives no PID: the app id is what the client told the
-    // compositor. Say so, so that nobody mistakes it for an identity.
-    m.insert("app_id_source".into(), json!("compositor"));
-    if let Some(n) = &w.app_name {
-        m.insert("app_name".into(), json!(n));
-    }
-    if let Some(i) = &w.icon {
-        m.insert("icon".into(), json!(i));
-    }
-    if titles {
-        m.insert("title".into(), json!(w.title));
-    }
-    m.insert("states".into(), json!(w.states.names()));
-    m.insert("focused".into(), json!(active));
-    m.insert("outputs".into(), json!(w.outputs));
-    if let Some(p) = &w.parent {
-        m.insert("parent".into(), json!(p));
-    }
-    m.insert("first_seen".into(), time(&w.first_seen));
-    if let Some(t) = &w.last_focused {
-        m.insert("last_focused".into(), time(t));
-    }
-    Value::Object(m)
+/// A time as both wires carry it.
+pub fn time(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-pub fn stream(s: &MediaStream) -> Value {
-    let mut m = obj(json!({
-        "id": s.id,
-        "kind": s.kind,
-        "state": s.state,
-        "active": s.state == crate::model::StreamState::Running,
-        "since": time(&s.since),
-    }));
-    if let Some(a) = &s.app_id {
-        m.insert("app_id".into(), json!(a));
-    }
-    if let Some(p) = s.pid {
-        m.insert("pid".into(), json!(p));
-    }
-    for (k, v) in [
-        ("claimed_name", &s.claimed_name),
-        ("claimed_binary", &s.claimed_binary),
-        ("media_name", &s.media_name),
-        ("media_role", &s.media_role),
-    ] {
-        if let Some(v) = v {
-            m.insert(k.into(), json!(v));
+/// A toplevel window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WindowView {
+    pub id: String,
+    pub app_id: String,
+    /// Always `compositor`: Wayland gives no PID, the app id is what the
+    /// client told the compositor. Said on the wire so that nobody
+    /// mistakes it for an identity.
+    pub app_id_source: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub icon: Option<String>,
+    /// Only with `windows.titles`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub states: Names,
+    pub focused: bool,
+    pub outputs: Names,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    pub first_seen: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_focused: Option<String>,
+}
+
+impl WindowView {
+    pub fn new(w: &Window, titles: bool, focused: bool) -> Self {
+        WindowView {
+            id: w.id.clone(),
+            app_id: w.app_id.clone(),
+            app_id_source: "compositor",
+            app_name: w.app_name.clone(),
+            icon: w.icon.clone(),
+            title: titles.then(|| w.title.clone()),
+            states: w.states.names().into_iter().collect(),
+            focused,
+            outputs: Names(w.outputs.clone()),
+            parent: w.parent.clone(),
+            first_seen: time(&w.first_seen),
+            last_focused: w.last_focused.as_ref().map(time),
         }
     }
-    if let Some(p) = &s.player {
-        m.insert("player".into(), json!(p));
-    }
-    Value::Object(m)
 }
 
-/// The network as a caller sees it: the `ssid` only with `network.name`.
-pub fn network(n: &Network, name: bool) -> Value {
-    let mut m = obj(json!(n));
-    if !name {
-        m.remove("ssid");
-    }
-    Value::Object(m)
+/// A PipeWire or MPRIS stream. Its category (`media.playback` or
+/// `media.capture`) is needed to see it at all, so nothing inside is
+/// redacted further.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StreamView {
+    pub id: String,
+    pub kind: MediaKind,
+    pub state: StreamState,
+    pub active: bool,
+    pub since: String,
+    /// From the kernel (the stream's PID); missing when unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// What the app says it is: not an identity.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claimed_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claimed_binary: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media_role: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub player: Option<Player>,
 }
 
-pub fn capture_session(c: &CaptureSession) -> Value {
-    let mut m = obj(json!({
-        "stream_id": c.stream_id,
-        "kind": c.kind,
-        "start": time(&c.start),
-        "active": c.end.is_none(),
-    }));
-    if let Some(e) = &c.end {
-        m.insert("end".into(), time(e));
+impl StreamView {
+    pub fn new(s: &MediaStream) -> Self {
+        StreamView {
+            id: s.id.clone(),
+            kind: s.kind,
+            state: s.state,
+            active: s.state == StreamState::Running,
+            since: time(&s.since),
+            app_id: s.app_id.as_ref().map(ToString::to_string),
+            pid: s.pid,
+            claimed_name: s.claimed_name.clone(),
+            claimed_binary: s.claimed_binary.clone(),
+            media_name: s.media_name.clone(),
+            media_role: s.media_role.clone(),
+            player: s.player.clone(),
+        }
     }
-    if let Some(a) = &c.app_id {
-        m.insert("app_id".into(), json!(a));
+
+    /// Who the stream belongs to, as well as the broker knows it.
+    pub fn who(&self) -> &str {
+        self.app_id
+            .as_deref()
+            .or(self.claimed_name.as_deref())
+            .unwrap_or("unknown app")
     }
-    if let Some(p) = c.pid {
-        m.insert("pid".into(), json!(p));
-    }
-    if let Some(n) = &c.claimed_name {
-        m.insert("claimed_name".into(), json!(n));
-    }
-    Value::Object(m)
 }
 
-/// Who plays and who captures, for one caller: `media.playback` and
-/// `media.capture` (streams, as in the snapshot), `capture_sessions` (the
-/// last 24 hours before `now`, newest first) and `withheld`. Each key only
-/// with its category; `capture_sessions` needs `media.capture`.
-pub fn media(snap: &Snapshot, can: Can<'_>, now: DateTime<Utc>) -> Value {
-    let mut m = Map::new();
-    let mut withheld = Vec::new();
-    if can(&Category::MediaPlayback) {
-        m.insert(
-            Category::MediaPlayback.to_string(),
-            Value::Array(streams(snap, false)),
-        );
-    } else {
-        withheld.push(Category::MediaPlayback.to_string());
+/// One use of the microphone, camera or screen (see `core::captures`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CaptureSessionView {
+    pub stream_id: String,
+    pub kind: MediaKind,
+    pub start: String,
+    pub active: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claimed_name: Option<String>,
+}
+
+impl CaptureSessionView {
+    pub fn new(c: &CaptureSession) -> Self {
+        CaptureSessionView {
+            stream_id: c.stream_id.clone(),
+            kind: c.kind,
+            start: time(&c.start),
+            active: c.end.is_none(),
+            end: c.end.as_ref().map(time),
+            app_id: c.app_id.as_ref().map(ToString::to_string),
+            pid: c.pid,
+            claimed_name: c.claimed_name.clone(),
+        }
     }
-    if can(&Category::MediaCapture) {
-        m.insert(
-            Category::MediaCapture.to_string(),
-            Value::Array(streams(snap, true)),
-        );
-        let mut sessions: Vec<Value> = snap.captures.recent(now).map(capture_session).collect();
-        sessions.reverse();
-        m.insert("capture_sessions".into(), Value::Array(sessions));
-    } else {
-        withheld.push(Category::MediaCapture.to_string());
+}
+
+/// The network; `ssid` only with `network.name`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NetworkView {
+    pub connectivity: String,
+    pub metered: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub primary_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ssid: Option<String>,
+}
+
+impl NetworkView {
+    pub fn new(n: &Network, name: bool) -> Self {
+        NetworkView {
+            connectivity: n.connectivity.clone(),
+            metered: n.metered,
+            primary_type: n.primary_type.clone(),
+            ssid: if name { n.ssid.clone() } else { None },
+        }
     }
-    m.insert("withheld".into(), json!(withheld));
-    Value::Object(m)
 }
 
-pub fn notification(n: &Notification, content: bool) -> Value {
-    let mut m = obj(json!({
-        "id": n.id,
-        "app_name": n.app_name,
-        "summary": n.summary,
-        "urgency": n.urgency,
-        "time": time(&n.time),
-    }));
-    if content {
-        m.insert("body".into(), json!(n.body));
+/// A notification; `body` only with `notifications.content`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NotificationView {
+    pub id: String,
+    pub app_name: String,
+    pub summary: String,
+    pub urgency: Urgency,
+    pub time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+}
+
+impl NotificationView {
+    pub fn new(n: &Notification, content: bool) -> Self {
+        NotificationView {
+            id: n.id.clone(),
+            app_name: n.app_name.clone(),
+            summary: n.summary.clone(),
+            urgency: n.urgency,
+            time: time(&n.time),
+            body: content.then(|| n.body.clone()),
+        }
     }
-    Value::Object(m)
 }
 
-pub fn provided(p: &ProvidedContext) -> Value {
-    json!({
-        "app_id": p.app_id,
-        "kind": p.kind,
-        "data": p.data,
-        "updated": time(&p.updated),
-    })
+/// Context an app published (its category `provided.KIND` is needed).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProvidedView {
+    pub app_id: String,
+    pub kind: String,
+    pub data: serde_json::Value,
+    pub updated: String,
 }
 
-pub fn source(s: &SourceStatus) -> Value {
-    let mut m = obj(json!({
-        "name": s.name,
-        "available": s.available,
-        "since": time(&s.since),
-    }));
-    if let Some(e) = &s.last_error {
-        m.insert("last_error".into(), json!(e));
+impl ProvidedView {
+    pub fn new(p: &ProvidedContext) -> Self {
+        ProvidedView {
+            app_id: p.app_id.to_string(),
+            kind: p.kind.clone(),
+            data: p.data.clone(),
+            updated: time(&p.updated),
+        }
     }
-    Value::Object(m)
 }
 
-pub fn sources(snap: &Snapshot) -> Vec<Value> {
-    snap.sources.values().map(source).collect()
+/// The health of a source (needs no consent).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SourceView {
+    pub name: String,
+    pub available: bool,
+    pub since: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
-pub fn windows(snap: &Snapshot, can: Can<'_>) -> Vec<Value> {
+impl SourceView {
+    pub fn new(s: &SourceStatus) -> Self {
+        SourceView {
+            name: s.name.clone(),
+            available: s.available,
+            since: time(&s.since),
+            last_error: s.last_error.clone(),
+        }
+    }
+}
+
+/// A category and whether the reader may read it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CategoryView {
+    pub name: String,
+    pub description: String,
+    pub sensitive: bool,
+    pub allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail_of: Option<String>,
+}
+
+/// Everything a reader may see, one key per category, and `withheld`,
+/// the categories it may not.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SnapshotView {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub windows: Option<Vec<WindowView>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active_window: Option<String>,
+    #[serde(rename = "media.playback", skip_serializing_if = "Option::is_none")]
+    pub playback: Option<Vec<StreamView>>,
+    #[serde(rename = "media.capture", skip_serializing_if = "Option::is_none")]
+    pub capture: Option<Vec<StreamView>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionState>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power: Option<Power>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notifications: Option<Vec<NotificationView>>,
+    pub provided: Vec<ProvidedView>,
+    pub sources: Vec<SourceView>,
+    pub withheld: Names,
+}
+
+/// The open windows, oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct WindowsView {
+    pub windows: Vec<WindowView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active_window: Option<String>,
+    /// `windows.titles` when titles are left out.
+    pub withheld: Names,
+}
+
+/// One window (the focused one, or one by id); `None` when there is none.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WindowOneView {
+    pub window: Option<WindowView>,
+    pub withheld: Names,
+}
+
+/// Who plays and who captures, and the capture sessions of the last 24
+/// hours; each part only with its category, the rest in `withheld`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MediaView {
+    #[serde(rename = "media.playback", skip_serializing_if = "Option::is_none")]
+    pub playback: Option<Vec<StreamView>>,
+    #[serde(rename = "media.capture", skip_serializing_if = "Option::is_none")]
+    pub capture: Option<Vec<StreamView>>,
+    /// Newest first; only with `media.capture`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture_sessions: Option<Vec<CaptureSessionView>>,
+    pub withheld: Names,
+}
+
+/// The recent notifications, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct NotificationsView {
+    pub notifications: Vec<NotificationView>,
+    /// `notifications.content` when bodies are left out.
+    pub withheld: Names,
+}
+
+/// Session, power or network: `None` while no source reports it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StateView<T> {
+    pub available: bool,
+    pub value: Option<T>,
+}
+
+/// One row of the timeline as a reader may see it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistoryEventView {
+    pub id: i64,
+    pub kind: HistoryKind,
+    pub category: String,
+    pub start: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<serde_json::Value>,
+}
+
+impl HistoryEventView {
+    pub fn new(e: &HistoryEvent, can: Can<'_>) -> Self {
+        let title_ok = match e.kind {
+            HistoryKind::Focus => can(&Category::WindowsTitles),
+            _ => true,
+        };
+        let detail = e.detail.as_ref().and_then(|d| {
+            let mut d = d.clone();
+            if e.kind == HistoryKind::Notification
+                && !can(&Category::NotificationsContent)
+                && let Some(o) = d.as_object_mut()
+            {
+                o.remove("body");
+            }
+            d.as_object().is_some_and(|o| !o.is_empty()).then_some(d)
+        });
+        HistoryEventView {
+            id: e.id,
+            kind: e.kind,
+            category: e.kind.category().to_string(),
+            start: time(&e.start),
+            end: e.end.as_ref().map(time),
+            duration_s: e
+                .end
+                .map(|end| (end - e.start).num_milliseconds() as f64 / 1000.0),
+            app_id: e.app_id.clone(),
+            title: e.title.clone().filter(|_| title_ok),
+            detail,
+        }
+    }
+
+    /// The device of a capture row (`microphone`, `camera`, `screen`).
+    pub fn device(&self) -> Option<&str> {
+        self.detail.as_ref()?.get("device")?.as_str()
+    }
+}
+
+/// A page of the timeline.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HistoryPage {
+    pub events: Vec<HistoryEventView>,
+    /// Pass back to read the next page; `None` on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// An app's totals as a reader may see them: focus time with `windows`,
+/// capture time with `media.capture`, playback time with `media.playback`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AppTotalsView {
+    pub app_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub focus_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub playback_s: Option<f64>,
+}
+
+impl AppTotalsView {
+    /// `None` when none of what the reader may see is above zero.
+    pub fn new(t: &AppTotals, can: Can<'_>) -> Option<Self> {
+        let part = |ms: i64, cat: Category| can(&cat).then_some(ms);
+        let focus = part(t.focus_ms, Category::Windows);
+        let capture = part(t.capture_ms, Category::MediaCapture);
+        let playback = part(t.playback_ms, Category::MediaPlayback);
+        let any = [focus, capture, playback]
+            .iter()
+            .flatten()
+            .any(|ms| *ms > 0);
+        let secs = |ms: Option<i64>| ms.map(|ms| ms as f64 / 1000.0);
+        any.then(|| AppTotalsView {
+            app_id: t.app_id.clone(),
+            focus_s: secs(focus),
+            capture_s: secs(capture),
+            playback_s: secs(playback),
+        })
+    }
+}
+
+/// One change as a subscriber receives it: what happened (`event`) and the
+/// thing it happened to, as the subscriber may see it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ChangeView {
+    pub event: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<StreamView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionState>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power: Option<Power>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notification: Option<NotificationView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<ProvidedView>,
+}
+
+pub fn windows(snap: &Snapshot, can: Can<'_>) -> Vec<WindowView> {
     let titles = can(&Category::WindowsTitles);
     snap.windows_in_order()
         .into_iter()
         .map(|w| {
-            window(
+            WindowView::new(
                 w,
                 titles,
                 snap.active_window.as_deref() == Some(w.id.as_str()),
@@ -224,262 +518,239 @@ pub fn windows(snap: &Snapshot, can: Can<'_>) -> Vec<Value> {
         .collect()
 }
 
-pub fn active_window(snap: &Snapshot, can: Can<'_>) -> Option<Value> {
-    snap.active()
-        .map(|w| window(w, can(&Category::WindowsTitles), true))
-}
-
-fn streams(snap: &Snapshot, capture: bool) -> Vec<Value> {
+pub fn streams(snap: &Snapshot, capture: bool) -> Vec<StreamView> {
     snap.streams
         .values()
         .filter(|s| s.kind.is_capture() == capture)
-        .map(stream)
+        .map(StreamView::new)
         .collect()
 }
 
-pub fn notifications(snap: &Snapshot, can: Can<'_>) -> Vec<Value> {
+/// The capture sessions of the 24 hours before `now`, newest first.
+pub fn capture_sessions(snap: &Snapshot, now: DateTime<Utc>) -> Vec<CaptureSessionView> {
+    let mut v: Vec<CaptureSessionView> = snap
+        .captures
+        .recent(now)
+        .map(CaptureSessionView::new)
+        .collect();
+    v.reverse();
+    v
+}
+
+pub fn notifications(snap: &Snapshot, can: Can<'_>) -> Vec<NotificationView> {
     let content = can(&Category::NotificationsContent);
     snap.notifications
         .iter()
         .rev()
-        .map(|n| notification(n, content))
+        .map(|n| NotificationView::new(n, content))
         .collect()
 }
 
-/// The whole snapshot for one caller: one key per category it may see,
-/// and `withheld`, the categories it may not.
-pub fn snapshot(snap: &Snapshot, can: Can<'_>) -> Value {
-    let mut m = Map::new();
-    let mut withheld: Vec<String> = Vec::new();
-    let section = |cat: Category,
-                   m: &mut Map<String, Value>,
-                   withheld: &mut Vec<String>,
-                   v: Option<Value>| {
-        if can(&cat) {
-            if let Some(v) = v {
-                m.insert(cat.to_string(), v);
-            }
-        } else {
-            withheld.push(cat.to_string());
-        }
-    };
-    section(
-        Category::Windows,
-        &mut m,
-        &mut withheld,
-        Some(Value::Array(windows(snap, can))),
-    );
-    if can(&Category::Windows) {
-        if let Some(id) = &snap.active_window {
-            m.insert("active_window".into(), json!(id));
-        }
-        if !can(&Category::WindowsTitles) {
-            withheld.push(Category::WindowsTitles.to_string());
-        }
-    }
-    section(
-        Category::MediaPlayback,
-        &mut m,
-        &mut withheld,
-        Some(Value::Array(streams(snap, false))),
-    );
-    section(
-        Category::MediaCapture,
-        &mut m,
-        &mut withheld,
-        Some(Value::Array(streams(snap, true))),
-    );
-    section(
-        Category::Session,
-        &mut m,
-        &mut withheld,
-        snap.session.as_ref().map(|s| json!(s)),
-    );
-    section(
-        Category::Power,
-        &mut m,
-        &mut withheld,
-        snap.power.as_ref().map(|s| json!(s)),
-    );
-    section(
-        Category::Network,
-        &mut m,
-        &mut withheld,
-        snap.network
-            .as_ref()
-            .map(|n| network(n, can(&Category::NetworkName))),
-    );
-    if can(&Category::Network) && !can(&Category::NetworkName) {
-        withheld.push(Category::NetworkName.to_string());
-    }
-    section(
-        Category::Notifications,
-        &mut m,
-        &mut withheld,
-        Some(Value::Array(notifications(snap, can))),
-    );
-    if can(&Category::Notifications) && !can(&Category::NotificationsContent) {
-        withheld.push(Category::NotificationsContent.to_string());
-    }
-    let mut provided = Vec::new();
-    let mut hidden_provided = Vec::new();
-    for ((_, kind), p) in &snap.provided {
-        let cat = Category::Provided(kind.clone());
-        if can(&cat) {
-            provided.push(self::provided(p));
-        } else if !hidden_provided.contains(&cat.to_string()) {
-            hidden_provided.push(cat.to_string());
-        }
-    }
-    m.insert("provided".into(), Value::Array(provided));
-    withheld.extend(hidden_provided);
-    m.insert("sources".into(), Value::Array(sources(snap)));
-    m.insert("withheld".into(), json!(withheld));
-    Value::Object(m)
+pub fn sources(snap: &Snapshot) -> Vec<SourceView> {
+    snap.sources.values().map(SourceView::new).collect()
 }
 
-/// One change as a subscriber that may see `can` receives it: the category
-/// of the `Changed` signal and its data, or `None` when it must not be sent.
-pub fn change(c: &Change, can: Can<'_>) -> Option<(Category, Value)> {
-    let cat = c.category()?;
-    if !can(&cat) {
-        return None;
+/// The `withheld` of a view whose base is granted: the detail, if not.
+fn withheld_detail(can: Can<'_>, detail: Category) -> Names {
+    if can(&detail) {
+        Names::default()
+    } else {
+        Names(vec![detail.to_string()])
     }
-    let data = match c {
-        Change::Window { kind, window: w } => json!({
-            "event": kind.as_str(),
-            "window": window(w, can(&Category::WindowsTitles), w.states.activated),
-        }),
-        Change::Focus { window: w } => {
-            let mut m = obj(json!({ "event": "focus" }));
-            if let Some(w) = w {
-                m.insert(
-                    "window".into(),
-                    window(w, can(&Category::WindowsTitles), true),
-                );
-            }
-            Value::Object(m)
-        }
-        Change::Stream { kind, stream: s } => {
-            json!({ "event": kind.as_str(), "stream": stream(s) })
-        }
-        Change::Session(s) => json!({ "event": "changed", "session": s }),
-        Change::Power(p) => json!({ "event": "changed", "power": p }),
-        Change::Network(n) => json!({
-            "event": "changed",
-            "network": n.as_ref().map(|n| network(n, can(&Category::NetworkName))),
-        }),
-        Change::Notification {
-            kind,
-            notification: n,
-        } => json!({
-            "event": kind.as_str(),
-            "notification": notification(n, can(&Category::NotificationsContent)),
-        }),
-        Change::Provided { kind, context } => {
-            json!({ "event": kind.as_str(), "context": provided(context) })
-        }
-        Change::Source(_) => return None,
-    };
-    // `null` values (an absent session after its service left) carry no
-    // information a{sv} can hold; drop them so both wires agree.
-    let data = match data {
-        Value::Object(mut m) => {
-            m.retain(|_, v| !v.is_null());
-            Value::Object(m)
-        }
-        v => v,
-    };
-    Some((cat, data))
 }
 
-/// The categories, for `ListCategories`: name, description, and whether
-/// the caller may read each.
-pub fn categories(can: Can<'_>, provided_kinds: &[String]) -> Vec<Value> {
-    let mut cats: Vec<Category> = Category::fixed().to_vec();
-    for k in provided_kinds {
-        if let Ok(c) = Category::provided(k) {
-            cats.push(c);
-        }
+pub fn windows_view(snap: &Snapshot, can: Can<'_>) -> WindowsView {
+    WindowsView {
+        windows: windows(snap, can),
+        active_window: snap.active_window.clone(),
+        withheld: withheld_detail(can, Category::WindowsTitles),
     }
-    cats.iter()
-        .map(|c| {
-            let mut m = obj(json!({
-                "name": c.to_string(),
-                "description": c.description(),
-                "sensitive": c.is_sensitive(),
-                "allowed": can(c),
-            }));
-            if let Some(b) = c.base() {
-                m.insert("detail_of".into(), json!(b.to_string()));
-            }
-            Value::Object(m)
-        })
-        .collect()
 }
 
-/// One row as a caller may see it.
-pub fn history_event(e: &crate::core::history::HistoryEvent, can: Can<'_>) -> Value {
-    let mut v = json!({
-        "id": e.id,
-        "kind": e.kind.as_str(),
-        "category": e.kind.category().to_string(),
-        "start": time(&e.start),
-    });
-    if let Some(end) = &e.end {
-        v["end"] = time(end);
-        v["duration_s"] = json!(((*end - e.start).num_milliseconds() as f64) / 1000.0);
-    }
-    if let Some(a) = &e.app_id {
-        v["app_id"] = json!(a);
-    }
-    let title_ok = match e.kind {
-        crate::core::history::HistoryKind::Focus => can(&Category::WindowsTitles),
-        _ => true,
+/// The focused window (`id` `None`) or the window `id`.
+pub fn window_one(snap: &Snapshot, can: Can<'_>, id: Option<&str>) -> WindowOneView {
+    let titles = can(&Category::WindowsTitles);
+    let window = match id {
+        None => snap.active().map(|w| WindowView::new(w, titles, true)),
+        Some(id) => snap
+            .windows
+            .get(id)
+            .map(|w| WindowView::new(w, titles, snap.active_window.as_deref() == Some(id))),
     };
-    if let Some(t) = &e.title
-        && title_ok
-    {
-        v["title"] = json!(t);
+    WindowOneView {
+        window,
+        withheld: withheld_detail(can, Category::WindowsTitles),
     }
-    if let Some(d) = &e.detail {
-        let mut d = d.clone();
-        if e.kind == crate::core::history::HistoryKind::Notification
-            && !can(&Category::NotificationsContent)
-            && let Some(o) = d.as_object_mut()
-        {
-            o.remove("body");
-        }
-        if d.as_object().is_some_and(|o| !o.is_empty()) {
-            v["detail"] = d;
-        }
+}
+
+pub fn media(snap: &Snapshot, can: Can<'_>, now: DateTime<Utc>) -> MediaView {
+    let mut v = MediaView::default();
+    if can(&Category::MediaPlayback) {
+        v.playback = Some(streams(snap, false));
+    } else {
+        v.withheld.push(Category::MediaPlayback);
+    }
+    if can(&Category::MediaCapture) {
+        v.capture = Some(streams(snap, true));
+        v.capture_sessions = Some(capture_sessions(snap, now));
+    } else {
+        v.withheld.push(Category::MediaCapture);
     }
     v
 }
 
-/// An app's totals as a caller may see them: focus time with `windows`,
-/// capture time with `media.capture`, playback time with `media.playback`;
-/// `None` when none of what it may see is above zero.
-pub fn app_totals(t: &crate::core::history::AppTotals, can: Can<'_>) -> Option<Value> {
-    let mut v = json!({ "app_id": t.app_id });
-    let mut any = false;
-    for (key, ms, cat) in [
-        ("focus_s", t.focus_ms, Category::Windows),
-        ("capture_s", t.capture_ms, Category::MediaCapture),
-        ("playback_s", t.playback_ms, Category::MediaPlayback),
-    ] {
-        if can(&cat) {
-            v[key] = json!(ms as f64 / 1000.0);
-            any |= ms > 0;
+pub fn notifications_view(snap: &Snapshot, can: Can<'_>) -> NotificationsView {
+    NotificationsView {
+        notifications: notifications(snap, can),
+        withheld: withheld_detail(can, Category::NotificationsContent),
+    }
+}
+
+/// The whole snapshot for one reader.
+pub fn snapshot(snap: &Snapshot, can: Can<'_>) -> SnapshotView {
+    let mut v = SnapshotView::default();
+    let section = |cat: Category, withheld: &mut Names| {
+        let ok = can(&cat);
+        if !ok {
+            withheld.push(cat);
+        }
+        ok
+    };
+    let mut withheld = Names::default();
+    if section(Category::Windows, &mut withheld) {
+        v.windows = Some(windows(snap, can));
+        v.active_window = snap.active_window.clone();
+        if !can(&Category::WindowsTitles) {
+            withheld.push(Category::WindowsTitles);
         }
     }
-    any.then_some(v)
+    if section(Category::MediaPlayback, &mut withheld) {
+        v.playback = Some(streams(snap, false));
+    }
+    if section(Category::MediaCapture, &mut withheld) {
+        v.capture = Some(streams(snap, true));
+    }
+    if section(Category::Session, &mut withheld) {
+        v.session = snap.session.clone();
+    }
+    if section(Category::Power, &mut withheld) {
+        v.power = snap.power.clone();
+    }
+    if section(Category::Network, &mut withheld) {
+        let name = can(&Category::NetworkName);
+        v.network = snap.network.as_ref().map(|n| NetworkView::new(n, name));
+        if !name {
+            withheld.push(Category::NetworkName);
+        }
+    }
+    if section(Category::Notifications, &mut withheld) {
+        v.notifications = Some(notifications(snap, can));
+        if !can(&Category::NotificationsContent) {
+            withheld.push(Category::NotificationsContent);
+        }
+    }
+    for ((_, kind), p) in &snap.provided {
+        let cat = Category::Provided(kind.clone());
+        if can(&cat) {
+            v.provided.push(ProvidedView::new(p));
+        } else if !withheld.contains(&cat.to_string()) {
+            withheld.push(cat);
+        }
+    }
+    v.sources = sources(snap);
+    v.withheld = withheld;
+    v
+}
+
+/// One change as a subscriber that may see `can` receives it: its
+/// category and data, or `None` when it must not be sent.
+pub fn change(c: &Change, can: Can<'_>) -> Option<(Category, ChangeView)> {
+    let cat = c.category()?;
+    if !can(&cat) {
+        return None;
+    }
+    let titles = || can(&Category::WindowsTitles);
+    let v = match c {
+        Change::Window { kind, window: w } => ChangeView {
+            event: kind.as_str(),
+            window: Some(WindowView::new(w, titles(), w.states.activated)),
+            ..Default::default()
+        },
+        Change::Focus { window } => ChangeView {
+            event: "focus",
+            window: window.as_ref().map(|w| WindowView::new(w, titles(), true)),
+            ..Default::default()
+        },
+        Change::Stream { kind, stream } => ChangeView {
+            event: kind.as_str(),
+            stream: Some(StreamView::new(stream)),
+            ..Default::default()
+        },
+        Change::Session(s) => ChangeView {
+            event: "changed",
+            session: s.clone(),
+            ..Default::default()
+        },
+        Change::Power(p) => ChangeView {
+            event: "changed",
+            power: p.clone(),
+            ..Default::default()
+        },
+        Change::Network(n) => ChangeView {
+            event: "changed",
+            network: n
+                .as_ref()
+                .map(|n| NetworkView::new(n, can(&Category::NetworkName))),
+            ..Default::default()
+        },
+        Change::Notification { kind, notification } => ChangeView {
+            event: kind.as_str(),
+            notification: Some(NotificationView::new(
+                notification,
+                can(&Category::NotificationsContent),
+            )),
+            ..Default::default()
+        },
+        Change::Provided { kind, context } => ChangeView {
+            event: kind.as_str(),
+            context: Some(ProvidedView::new(context)),
+            ..Default::default()
+        },
+        Change::Source(_) => return None,
+    };
+    Some((cat, v))
+}
+
+/// The categories, for `ListCategories`: name, description, and whether
+/// the caller may read each.
+pub fn categories(can: Can<'_>, provided_kinds: &[String]) -> Vec<CategoryView> {
+    let mut cats: Vec<Category> = Category::fixed().to_vec();
+    for k in provided_kinds {
+        if let Ok(c) = Category::provided(k)
+            && !cats.contains(&c)
+        {
+            cats.push(c);
+        }
+    }
+    cats.iter()
+        .map(|c| CategoryView {
+            name: c.to_string(),
+            description: c.description().to_string(),
+            sensitive: c.is_sensitive(),
+            allowed: can(c),
+            detail_of: c.base().map(|b| b.to_string()),
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::WindowStates;
+
+    fn text<T: Serialize>(v: &T) -> String {
+        serde_json::to_string(v).unwrap_or_default()
+    }
 
     #[test]
     fn titles_only_with_the_detail_category() {
@@ -503,12 +774,8 @@ mod tests {
         snap.active_window = Some("w1".into());
         let only_windows = |c: &Category| *c == Category::Windows;
         let v = snapshot(&snap, &only_windows);
-        assert!(!v.to_string().contains("secret.txt"));
-        assert!(
-            v["withheld"]
-                .as_array()
-                .is_some_and(|a| a.contains(&json!("windows.titles")))
-        );
+        assert!(!text(&v).contains("secret.txt"));
+        assert!(v.withheld.contains("windows.titles"));
         let (_, d) = change(
             &Change::Focus {
                 window: Some(w.clone()),
@@ -516,19 +783,18 @@ mod tests {
             &only_windows,
         )
         .expect("allowed");
-        assert!(!d.to_string().contains("secret.txt"));
+        assert!(!text(&d).contains("secret.txt"));
         let all = |_: &Category| true;
         let (_, d) = change(&Change::Focus { window: Some(w) }, &all).expect("allowed");
-        assert!(d.to_string().contains("secret.txt"));
+        assert!(text(&d).contains("secret.txt"));
         let none = |_: &Category| false;
         assert!(change(&Change::Focus { window: None }, &none).is_none());
-        assert!(!snapshot(&snap, &none).to_string().contains("w1"));
+        assert!(!text(&snapshot(&snap, &none)).contains("w1"));
     }
 
     #[test]
     fn capture_streams_and_sessions_only_with_media_capture() {
         use crate::core::captures::CaptureLog;
-        use crate::model::{MediaKind, StreamState};
         let stream = |id: &str, kind: MediaKind, name: &str| MediaStream {
             id: id.into(),
             kind,
@@ -559,14 +825,13 @@ mod tests {
         snap.captures = log;
 
         let playback = |c: &Category| *c == Category::MediaPlayback;
-        for v in [snapshot(&snap, &playback), media(&snap, &playback, now)] {
-            let text = v.to_string();
-            assert!(
-                !text.contains("pw-1-2") && !text.contains("secret call"),
-                "{text}"
-            );
-            assert!(text.contains("a song"), "{text}");
-            assert!(v.get("capture_sessions").is_none());
+        for t in [
+            text(&snapshot(&snap, &playback)),
+            text(&media(&snap, &playback, now)),
+        ] {
+            assert!(!t.contains("pw-1-2") && !t.contains("secret call"), "{t}");
+            assert!(t.contains("a song"), "{t}");
+            assert!(!t.contains("capture_sessions"), "{t}");
         }
         let open = Change::Stream {
             kind: crate::core::ChangeKind::Opened,
@@ -576,13 +841,17 @@ mod tests {
 
         let capture = |c: &Category| *c == Category::MediaCapture;
         let v = media(&snap, &capture, now);
-        assert!(!v.to_string().contains("a song"));
-        assert_eq!(v["capture_sessions"][0]["stream_id"], "pw-1-2");
-        assert_eq!(v["capture_sessions"][0]["active"], true);
-        assert_eq!(v["media.capture"][0]["media_name"], "secret call");
+        assert!(!text(&v).contains("a song"));
+        let sessions = v.capture_sessions.unwrap_or_default();
+        assert_eq!(sessions[0].stream_id, "pw-1-2");
+        assert!(sessions[0].active);
+        assert_eq!(
+            v.capture.unwrap_or_default()[0].media_name.as_deref(),
+            Some("secret call")
+        );
         let (cat, d) = change(&open, &capture).expect("allowed");
         assert_eq!(cat, Category::MediaCapture);
-        assert_eq!(d["stream"]["kind"], "microphone");
+        assert_eq!(d.stream.map(|s| s.kind), Some(MediaKind::Microphone));
     }
 
     #[test]
@@ -599,38 +868,35 @@ mod tests {
         };
         let only_network = |c: &Category| *c == Category::Network;
         let v = snapshot(&snap, &only_network);
-        assert_eq!(v["network"]["connectivity"], "full");
-        assert!(!v.to_string().contains("Alpenblick"), "{v}");
-        assert!(
-            v["withheld"]
-                .as_array()
-                .is_some_and(|a| a.contains(&json!("network.name")))
+        assert_eq!(
+            v.network.as_ref().map(|n| n.connectivity.as_str()),
+            Some("full")
         );
+        assert!(!text(&v).contains("Alpenblick"));
+        assert!(v.withheld.contains("network.name"));
         let (_, d) = change(&Change::Network(Some(n.clone())), &only_network).expect("allowed");
-        assert!(!d.to_string().contains("Alpenblick"), "{d}");
-        assert_eq!(d["network"]["metered"], true);
+        assert!(!text(&d).contains("Alpenblick"));
         let with_name = |c: &Category| matches!(c, Category::Network | Category::NetworkName);
-        let v = snapshot(&snap, &with_name);
-        assert_eq!(v["network"]["ssid"], "Hotel Alpenblick");
+        assert!(text(&snapshot(&snap, &with_name)).contains("Hotel Alpenblick"));
         let (_, d) = change(&Change::Network(Some(n)), &with_name).expect("allowed");
-        assert_eq!(d["network"]["ssid"], "Hotel Alpenblick");
+        assert!(text(&d).contains("Hotel Alpenblick"));
         // Gone: no null on the wire.
         let (_, d) = change(&Change::Network(None), &with_name).expect("allowed");
-        assert!(d.get("network").is_none());
+        assert!(!text(&d).contains("network"));
     }
 
     #[test]
     fn player_track_only_with_media_playback() {
         let s = MediaStream {
             id: "mpris-vlc".into(),
-            kind: crate::model::MediaKind::Playback,
+            kind: MediaKind::Playback,
             app_id: None,
             pid: Some(7),
             claimed_name: Some("VLC".into()),
             claimed_binary: None,
             media_name: None,
             media_role: None,
-            state: crate::model::StreamState::Running,
+            state: StreamState::Running,
             since: Utc::now(),
             player: Some(crate::model::Player {
                 status: Some(crate::model::PlaybackStatus::Playing),
@@ -642,11 +908,11 @@ mod tests {
         let mut snap = Snapshot::default();
         snap.streams.insert(s.id.clone(), s.clone());
         let playback = |c: &Category| *c == Category::MediaPlayback;
-        let v = snapshot(&snap, &playback);
+        let v = serde_json::to_value(snapshot(&snap, &playback)).unwrap_or_default();
         assert_eq!(v["media.playback"][0]["player"]["title"], "Secret Song");
         assert_eq!(v["media.playback"][0]["player"]["status"], "playing");
         let capture = |c: &Category| *c == Category::MediaCapture;
-        assert!(!snapshot(&snap, &capture).to_string().contains("Secret"));
+        assert!(!text(&snapshot(&snap, &capture)).contains("Secret"));
         let ch = Change::Stream {
             kind: crate::core::ChangeKind::Changed,
             stream: s,

@@ -71,7 +71,7 @@ impl Consent1 {
                 v
             })
             .collect();
-        Ok(variant::dicts(&apps))
+        Ok(variant::dicts(&apps)?)
     }
 
     /// Every live decision: the user's, and policy.toml's (origin `policy`).
@@ -96,15 +96,15 @@ impl Consent1 {
                     "origin": d.origin.as_str(),
                 });
                 if d.origin != Origin::Policy {
-                    v["created"] = view::time(&d.created);
+                    v["created"] = view::time(&d.created).into();
                 }
                 if let Some(e) = &d.expires {
-                    v["expires"] = view::time(e);
+                    v["expires"] = view::time(e).into();
                 }
                 v
             })
             .collect();
-        Ok(variant::dicts(&grants))
+        Ok(variant::dicts(&grants)?)
     }
 
     /// Decide for `app` and `category`: `allow`, `deny` or `ask`, until
@@ -199,7 +199,7 @@ impl Consent1 {
                 })
             })
             .collect();
-        Ok(variant::dicts(&v))
+        Ok(variant::dicts(&v)?)
     }
 
     /// Become the UI that answers prompts: the broker calls

@@ -13,8 +13,8 @@ use super::error::{Error, Result};
 use super::request;
 use super::subscription;
 use super::variant::{self, Dict};
-use crate::core::prompts;
-use crate::core::{Channel, Decision, view};
+use crate::core::read::Requested;
+use crate::core::{Mode, View, What, prompts, view};
 use crate::model::Category;
 
 /// The interface version, bumped when methods are added.
@@ -40,44 +40,49 @@ fn parse_categories(categories: &[String]) -> Result<Vec<Category>> {
     Ok(cats)
 }
 
+/// The view a read of `what` answers with (the core answers each `What`
+/// with its own `View`).
+macro_rules! expect_view {
+    ($view:expr, $variant:ident) => {
+        match $view {
+            View::$variant(v) => v,
+            other => {
+                return Err(Error::Failed(format!(
+                    "internal error: unexpected view {:?}",
+                    std::mem::discriminant(&other)
+                )));
+            }
+        }
+    };
+}
+pub(crate) use expect_view;
+
 #[interface(name = "org.contextd.Context1", introspection_docs = false)]
 impl Context1 {
     /// Everything the caller may see, one key per category, plus
     /// `withheld`: the categories it may not.
     #[zbus(out_args("snapshot"))]
     async fn get_snapshot(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
-        let who = self.shared.caller(&hdr).await?;
-        let gate = &self.shared.core.gate;
-        let can = |c: &Category| gate.allows(&who.app_id, c);
-        let v = self.shared.core.state.read(|s| view::snapshot(s, &can));
-        Ok(variant::dict(&v))
+        let v = self.shared.read(&hdr, What::Snapshot, Mode::Look).await?;
+        Ok(variant::dict(&expect_view!(v, Snapshot))?)
     }
 
     /// The open windows (needs `windows`; titles need `windows.titles`).
     #[zbus(out_args("windows"))]
     async fn list_windows(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
-        let who = self.shared.caller(&hdr).await?;
-        self.shared.access(&who, &[Category::Windows], "").await?;
-        let gate = &self.shared.core.gate;
-        let can = |c: &Category| gate.allows(&who.app_id, c);
-        let v = self.shared.core.state.read(|s| view::windows(s, &can));
-        Ok(variant::dicts(&v))
+        let v = self.shared.read(&hdr, What::Windows, Mode::Access).await?;
+        Ok(variant::dicts(&expect_view!(v, Windows).windows)?)
     }
 
     /// The window that has focus (needs `windows`).
     #[zbus(out_args("window"))]
     async fn get_active_window(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
-        let who = self.shared.caller(&hdr).await?;
-        self.shared.access(&who, &[Category::Windows], "").await?;
-        let gate = &self.shared.core.gate;
-        let can = |c: &Category| gate.allows(&who.app_id, c);
-        match self
+        let v = self
             .shared
-            .core
-            .state
-            .read(|s| view::active_window(s, &can))
-        {
-            Some(v) => Ok(variant::dict(&v)),
+            .read(&hdr, What::ActiveWindow, Mode::Access)
+            .await?;
+        match expect_view!(v, Window).window {
+            Some(w) => Ok(variant::dict(&w)?),
             None => Err(Error::NotFound("no window has focus".into())),
         }
     }
@@ -87,43 +92,22 @@ impl Context1 {
     /// only with its own category.
     #[zbus(out_args("media"))]
     async fn get_media(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
-        let who = self.shared.caller(&hdr).await?;
-        let gate = &self.shared.core.gate;
-        // Either category will do; without playback, the access (and a
-        // prompt) is about media.capture, the one that answers "who uses
-        // my microphone".
-        let first = if gate.allows(&who.app_id, &Category::MediaPlayback) {
-            Category::MediaPlayback
-        } else {
-            Category::MediaCapture
-        };
-        self.shared.access(&who, &[first], "").await?;
-        let can = |c: &Category| gate.allows(&who.app_id, c);
-        let now = self.shared.core.clock.now();
-        let v = self.shared.core.state.read(|s| view::media(s, &can, now));
-        Ok(variant::dict(&v))
+        let v = self.shared.read(&hdr, What::Media, Mode::Access).await?;
+        Ok(variant::dict(&expect_view!(v, Media))?)
     }
 
     /// The health of every source. Needs no consent: it says nothing about
     /// what the user does.
     #[zbus(out_args("sources"))]
-    async fn list_sources(&self) -> Vec<Dict> {
-        let v = self.shared.core.state.read(view::sources);
-        variant::dicts(&v)
+    async fn list_sources(&self) -> Result<Vec<Dict>> {
+        Ok(variant::dicts(&self.shared.core.state.read(view::sources))?)
     }
 
     /// Every category, its description, and whether the caller may read it.
     #[zbus(out_args("categories"))]
     async fn list_categories(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
-        let who = self.shared.caller(&hdr).await?;
-        let gate = &self.shared.core.gate;
-        let can = |c: &Category| gate.allows(&who.app_id, c);
-        let kinds: Vec<String> = self.shared.core.state.read(|s| {
-            let mut k: Vec<String> = s.provided.keys().map(|(_, k)| k.clone()).collect();
-            k.dedup();
-            k
-        });
-        Ok(variant::dicts(&view::categories(&can, &kinds)))
+        let v = self.shared.read(&hdr, What::Categories, Mode::Look).await?;
+        Ok(variant::dicts(&expect_view!(v, Categories))?)
     }
 
     /// Receive `Changed` signals for `categories` on a new subscription
@@ -136,8 +120,11 @@ impl Context1 {
         #[zbus(connection)] conn: &Connection,
     ) -> Result<OwnedObjectPath> {
         let cats = parse_categories(&categories)?;
-        let who = self.shared.caller(&hdr).await?;
-        self.shared.access(&who, &cats, "").await?;
+        let who = self.shared.subject(&hdr).await?;
+        self.shared
+            .core
+            .authorize(&who, &cats, Mode::Access)
+            .await?;
         let owner = hdr
             .sender()
             .map(|s| s.as_str().to_owned())
@@ -158,62 +145,46 @@ impl Context1 {
         #[zbus(header)] hdr: Header<'_>,
     ) -> Result<OwnedObjectPath> {
         let cats = parse_categories(&categories)?;
-        let who = self.shared.caller(&hdr).await?;
+        let who = self.shared.subject(&hdr).await?;
         let owner = hdr
             .sender()
             .map(|s| s.as_str().to_owned())
             .ok_or_else(|| Error::Failed("message has no sender".into()))?;
-        let gate = &self.shared.core.gate;
-        gate.seen(&who.app_id, who.source, None, None).await;
-        let mut ask = Vec::new();
-        let mut denied: Option<String> = None;
-        for c in &cats {
-            match gate.decide(&who.app_id, c) {
-                Decision::Allow => {}
-                Decision::Deny(e) => denied = Some(e.to_string()),
-                Decision::Ask => ask.push(c.clone()),
-            }
-        }
+        let requested = self.shared.core.request_access(&who, &cats, &reason).await;
         let n = self.shared.next_request();
         let (path, cancel) = request::create(&self.shared.conn, n, &owner).await?;
         let conn = Arc::new(self.shared.conn.clone());
         let p = path.clone();
-        if let Some(msg) = denied {
-            tokio::spawn(async move {
-                let results = HashMap::from([("message".to_owned(), Variant::from(msg))]);
-                request::respond(conn, p, owner, request::DENIED, results).await;
-            });
-            return Ok(path);
-        }
-        if ask.is_empty() {
-            tokio::spawn(request::respond(
-                conn,
-                p,
-                owner,
-                request::GRANTED,
-                HashMap::new(),
-            ));
-            return Ok(path);
-        }
-        let rx = prompts::start(&self.shared.core, {
-            let mut r = self.shared.prompt_request(&who, ask, &reason);
-            r.channel = Channel::DBus;
-            r
-        });
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = cancel.cancelled() => {}
-                outcome = prompts::wait(rx) => {
-                    let (code, msg) = match &outcome {
-                        o if o.allowed() => (request::GRANTED, "allowed".to_owned()),
-                        prompts::Outcome::Answered(_) => (request::DENIED, "the user denied it".to_owned()),
-                        prompts::Outcome::NoAnswer(e) => (request::ENDED, e.to_string()),
-                    };
-                    let results = HashMap::from([("message".to_owned(), Variant::from(msg))]);
-                    request::respond(conn, p, owner, code, results).await;
-                }
+        let respond = move |code: u32, msg: Option<String>| {
+            let results = msg
+                .map(|m| HashMap::from([("message".to_owned(), Variant::from(m))]))
+                .unwrap_or_default();
+            request::respond(conn.clone(), p.clone(), owner.clone(), code, results)
+        };
+        match requested {
+            Requested::Denied(msg) => {
+                tokio::spawn(respond(request::DENIED, Some(msg)));
             }
-        });
+            Requested::Granted => {
+                tokio::spawn(respond(request::GRANTED, None));
+            }
+            Requested::Asking(rx) => {
+                let answered = async move {
+                    tokio::select! {
+                        _ = cancel.cancelled() => {}
+                        outcome = prompts::wait(rx) => {
+                            let (code, msg) = match &outcome {
+                                o if o.allowed() => (request::GRANTED, "allowed".to_owned()),
+                                prompts::Outcome::Answered(_) => (request::DENIED, "the user denied it".to_owned()),
+                                prompts::Outcome::NoAnswer(e) => (request::ENDED, e.to_string()),
+                            };
+                            respond(code, Some(msg)).await;
+                        }
+                    }
+                };
+                tokio::spawn(answered);
+            }
+        }
         Ok(path)
     }
 

@@ -4,21 +4,19 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeZone, Utc};
-use serde_json::Value;
 use zbus::interface;
 use zbus::message::Header;
 
 use super::Shared;
+use super::context1::expect_view;
 use super::error::{Error, Result};
 use super::variant::{self, Dict};
-use crate::core::history::HistoryKind;
-use crate::core::view;
+use crate::core::history::{HistoryKind, Query, parse_cursor};
+use crate::core::{Mode, View, What};
 use crate::model::{AppId, Category};
-use crate::store::history::{History, Query, parse_cursor};
 
 pub struct History1 {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) history: History,
     pub(crate) enabled: bool,
 }
 
@@ -46,9 +44,9 @@ fn time_arg(name: &str, secs: i64, default: DateTime<Utc>) -> Result<DateTime<Ut
         .ok_or_else(|| Error::InvalidArgs(format!("{name}: {secs} is not a valid Unix time")))
 }
 
-/// The kinds whose category the caller may read, among `wanted`
-/// (category names; empty: all).
-fn kinds_for(wanted: &[String], can: &dyn Fn(&Category) -> bool) -> Result<Vec<HistoryKind>> {
+/// The kinds of the timeline that hold `wanted` (category names; empty:
+/// every kind). A name that is not a category is an error.
+fn kinds_for(wanted: &[String]) -> Result<Vec<HistoryKind>> {
     let mut cats: Vec<Category> = Vec::new();
     for w in wanted {
         let c: Category = w.parse().map_err(crate::core::Error::from)?;
@@ -57,7 +55,6 @@ fn kinds_for(wanted: &[String], can: &dyn Fn(&Category) -> bool) -> Result<Vec<H
     Ok(HistoryKind::ALL
         .into_iter()
         .filter(|k| cats.is_empty() || cats.contains(&k.category()))
-        .filter(|k| can(&k.category()))
         .collect())
 }
 
@@ -86,25 +83,23 @@ impl History1 {
         for a in &apps {
             AppId::new(a.as_str()).map_err(|e| Error::InvalidArgs(format!("apps: {e}")))?;
         }
-        let who = self.shared.caller(&hdr).await?;
-        self.shared.access(&who, &[Category::History], "").await?;
-        let gate = &self.shared.core.gate;
-        let can = |c: &Category| gate.allows(&who.app_id, c);
-        let kinds = kinds_for(&categories, &can)?;
-        if kinds.is_empty() {
-            return Ok((Vec::new(), String::new()));
-        }
         let q = Query {
             since: q_since,
             until: q_until,
-            kinds,
+            kinds: kinds_for(&categories)?,
             apps,
             limit,
             cursor,
         };
-        let (rows, next) = self.history.query(&q, now).await?;
-        let events: Vec<Value> = rows.iter().map(|e| view::history_event(e, &can)).collect();
-        Ok((variant::dicts(&events), next.unwrap_or_default()))
+        let v = self
+            .shared
+            .read(&hdr, What::History(q), Mode::Access)
+            .await?;
+        let page = expect_view!(v, History);
+        Ok((
+            variant::dicts(&page.events)?,
+            page.next_cursor.unwrap_or_default(),
+        ))
     }
 
     /// Time per app within [since, until): focus, capture, playback.
@@ -117,16 +112,12 @@ impl History1 {
     ) -> Result<Vec<Dict>> {
         let now = self.shared.core.clock.now();
         let (q_since, q_until) = period_args((since, until), now - chrono::Duration::days(1), now)?;
-        let who = self.shared.caller(&hdr).await?;
-        self.shared.access(&who, &[Category::History], "").await?;
-        let gate = &self.shared.core.gate;
-        let can = |c: &Category| gate.allows(&who.app_id, c);
-        let totals = self.history.summary(q_since, q_until, now).await?;
-        let out: Vec<_> = totals
-            .iter()
-            .filter_map(|t| view::app_totals(t, &can))
-            .collect();
-        Ok(variant::dicts(&out))
+        let what = What::Summary {
+            since: q_since,
+            until: q_until,
+        };
+        let v = self.shared.read(&hdr, what, Mode::Access).await?;
+        Ok(variant::dicts(&expect_view!(v, Summary))?)
     }
 
     /// Delete events overlapping [since, until) of `apps` and
@@ -146,11 +137,10 @@ impl History1 {
             DateTime::<Utc>::MIN_UTC,
             now + chrono::Duration::seconds(1),
         )?;
-        let all = |_: &Category| true;
         let kinds = if categories.is_empty() {
             Vec::new()
         } else {
-            kinds_for(&categories, &all)?
+            kinds_for(&categories)?
         };
         if !categories.is_empty() && kinds.is_empty() {
             return Err(Error::InvalidArgs(
@@ -159,8 +149,9 @@ impl History1 {
         }
         self.shared.authorize_manage(&hdr).await?;
         let n = self
-            .history
-            .forget(q_since, q_until, &apps, &kinds, now)
+            .shared
+            .core
+            .forget_history(q_since, q_until, apps, kinds)
             .await?;
         tracing::info!(rows = n, "history forgotten");
         Ok(n)

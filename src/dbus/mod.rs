@@ -24,9 +24,7 @@ use zbus::Connection;
 use zbus::fdo::DBusProxy;
 use zbus::message::Header;
 
-use crate::core::prompts::{self, PromptRequest};
-use crate::core::{Channel, Core, Decision};
-use crate::model::Category;
+use crate::core::{Channel, Core, Mode, Subject, View, What};
 use callers::Caller;
 use error::Result;
 
@@ -53,47 +51,22 @@ impl Shared {
             .await
     }
 
-    /// Ask the gate for each category. When one is undecided, start a
-    /// prompt for the undecided ones and answer `Pending` at once: a D-Bus
-    /// read never blocks on the user.
-    pub async fn access(&self, who: &Caller, cats: &[Category], reason: &str) -> Result<()> {
-        let gate = &self.core.gate;
-        gate.seen(&who.app_id, who.source, None, None).await;
-        let mut ask = Vec::new();
-        for c in cats {
-            match gate.access(&who.app_id, c, Channel::DBus) {
-                Decision::Allow => {}
-                Decision::Deny(e) => return Err(e.into()),
-                Decision::Ask => ask.push(c.clone()),
-            }
-        }
-        if ask.is_empty() {
-            return Ok(());
-        }
-        let first = ask[0].clone();
-        let _ = prompts::start(&self.core, self.prompt_request(who, ask, reason));
-        Err(crate::core::Error::Pending {
-            app: who.app_id.clone(),
-            category: first,
-        }
-        .into())
+    /// The consent subject of the sender of `hdr`.
+    pub async fn subject(&self, hdr: &Header<'_>) -> Result<Subject> {
+        let who = self.caller(hdr).await?;
+        Ok(Subject {
+            app_id: who.app_id.clone(),
+            source: who.source,
+            channel: Channel::DBus,
+        })
     }
 
-    pub fn prompt_request(
-        &self,
-        who: &Caller,
-        categories: Vec<Category>,
-        reason: &str,
-    ) -> PromptRequest {
-        PromptRequest {
-            app: who.app_id.clone(),
-            identity_source: who.source,
-            display_name: None,
-            icon: None,
-            categories,
-            channel: Channel::DBus,
-            reason: reason.chars().take(500).collect(),
-        }
+    /// A read by the sender of `hdr` through the core's read service. An
+    /// undecided category answers `Pending` at once (`Mode::Access`): a
+    /// D-Bus read never blocks on the user.
+    pub async fn read(&self, hdr: &Header<'_>, what: What, mode: Mode) -> Result<View> {
+        let who = self.subject(hdr).await?;
+        Ok(self.core.read(&who, what, mode).await?)
     }
 
     /// Management calls: polkit `org.contextd.manage-consent` for the
@@ -117,7 +90,6 @@ impl Shared {
 pub async fn serve(
     conn: &Connection,
     core: Arc<Core>,
-    history: crate::store::history::History,
     history_enabled: bool,
     tasks: &mut JoinSet<()>,
     cancel: CancellationToken,
@@ -176,7 +148,6 @@ pub async fn serve(
             PATH,
             history1::History1 {
                 shared: shared.clone(),
-                history,
                 enabled: history_enabled,
             },
         )

@@ -16,7 +16,7 @@ use zbus::{Connection, interface};
 
 use super::error::{Error, Result};
 use super::variant;
-use crate::core::{Core, view};
+use crate::core::Core;
 use crate::model::{AppId, Category};
 
 pub const INTERFACE: &str = "org.contextd.Subscription1";
@@ -180,15 +180,13 @@ async fn enforce(conn: &Connection, core: &Core, subs: &Subscriptions) {
     let revoked: Vec<(Entry, Category)> = {
         let mut m = subs.lock();
         let mut out = Vec::new();
-        m.retain(
-            |_, e| match e.categories.iter().find(|c| !core.gate.allows(&e.app, c)) {
-                Some(c) => {
-                    out.push((e.clone(), c.clone()));
-                    false
-                }
-                None => true,
-            },
-        );
+        m.retain(|_, e| match core.withdrawn(&e.app, &e.categories) {
+            Some(c) => {
+                out.push((e.clone(), c));
+                false
+            }
+            None => true,
+        });
         out
     };
     for (e, c) in &revoked {
@@ -238,12 +236,17 @@ pub async fn dispatch(
                     .cloned()
                     .collect();
                 for e in targets {
-                    let can = |c: &Category| core.gate.allows(&e.app, c);
-                    let Some((cat, data)) = view::change(&change, &can) else {
+                    let Some((cat, data)) = core.change_for(&e.app, &change) else {
                         continue;
                     };
                     let Some(em) = emitter_for(&conn, &e) else { continue };
-                    let dict = variant::signal_dict(&data);
+                    let dict = match variant::fields(&data) {
+                        Ok(d) => d,
+                        Err(err) => {
+                            tracing::warn!(error = %err, "cannot put a change on D-Bus");
+                            continue;
+                        }
+                    };
                     if let Err(err) = Subscription::changed(&em, &cat.to_string(), dict).await {
                         tracing::debug!(error = %err, owner = %e.owner, "cannot send Changed");
                     }

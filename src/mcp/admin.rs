@@ -20,7 +20,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 
 use super::stdio;
-use super::tokens::{TokenInfo, Tokens};
+use crate::core::tokens::{TokenInfo, Tokens};
 
 pub const SOCKET_NAME: &str = "admin.sock";
 const MAX_REQUEST: u64 = 4096;

@@ -43,8 +43,8 @@ use super::consent::{Channel, Subject};
 use super::jsonrpc::{self, MAX_MESSAGE_BYTES, Screened};
 use super::server::{ContextServer, Origin};
 use super::sse;
-use super::tokens::Tokens;
 use crate::config::McpHttpConfig;
+use crate::core::tokens::Tokens;
 use crate::model::{AppId, IdentitySource};
 
 /// Where clients find the server (port 0 picks one).
@@ -175,7 +175,7 @@ impl Guard {
             Ok(Subject {
                 app_id,
                 source: IdentitySource::Token,
-                channel: Channel::Http,
+                channel: Channel::McpHttp,
             })
         };
         let Some(auth) = req.headers().get(header::AUTHORIZATION) else {

@@ -9,9 +9,10 @@
 //!   `/sse` + `/messages` ([`http`], [`sse`]), on loopback, behind bearer
 //!   tokens ([`tokens`]).
 //!
-//! Like the D-Bus adapter it converts, asks consent ([`consent::authorize`],
-//! the one function every decision goes through) and renders with
-//! `core::view`, so MCP shows exactly what D-Bus shows.
+//! Like the D-Bus adapter it only converts: every read goes through the
+//! core's read service (`core::read`), which decides what the host sees,
+//! and the typed view it answers is rendered as JSON and Markdown, so MCP
+//! shows exactly what D-Bus shows.
 
 pub mod admin;
 pub mod bridge;
@@ -28,7 +29,6 @@ pub mod server;
 pub mod sse;
 pub mod stdio;
 pub mod timeline;
-pub mod tokens;
 pub mod tools;
 pub mod watch;
 
@@ -40,15 +40,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::core::Core;
+use crate::core::tokens::{TokenStore, Tokens};
 
 /// What every MCP session shares.
 #[derive(Debug)]
 pub struct Broker {
     pub core: Arc<Core>,
     pub notifier: notify::Notifier,
-    /// The timeline (history tools); `None` only in tests that build a
-    /// broker without a database.
-    pub history: Option<crate::store::history::History>,
     /// Cancelled at shutdown; every session's token is a child.
     pub cancel: CancellationToken,
 }
@@ -60,7 +58,7 @@ pub enum McpError {
     #[error("MCP over HTTP: {0}")]
     Http(#[from] http::HttpError),
     #[error("MCP tokens: {0}")]
-    Tokens(#[from] tokens::TokenError),
+    Tokens(#[from] crate::core::tokens::TokenError),
     #[error(
         "$XDG_RUNTIME_DIR is not set, so there is no private place for the MCP socket; `contextctl mcp` needs it"
     )]
@@ -83,21 +81,17 @@ pub async fn serve(
     config: &Config,
     core: Arc<Core>,
     conn: Option<zbus::Connection>,
-    history: Option<crate::store::history::History>,
-    pool: sqlx::SqlitePool,
+    tokens: Arc<dyn TokenStore>,
     tasks: &mut JoinSet<()>,
     cancel: CancellationToken,
 ) -> Result<(), McpError> {
     let broker = Arc::new(Broker {
         core: core.clone(),
         notifier: notify::Notifier::new(conn),
-        history,
         cancel: cancel.clone(),
     });
 
-    let store: Arc<dyn tokens::TokenStore> =
-        Arc::new(crate::store::tokens::DbTokenStore::open(pool, &config.paths.state_dir).await?);
-    let store = tokens::Tokens::new(store);
+    let store = Tokens::new(tokens);
 
     // Without a runtime directory there is no private place for the
     // sockets: MCP over stdio and token management are off (HTTP still

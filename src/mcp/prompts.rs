@@ -5,10 +5,10 @@ use rmcp::model::{CompleteRequestParams, CompleteResult, GetPromptResult, Prompt
 use serde_json::{Map, Value, json};
 
 use super::Broker;
-use super::consent::{self, Subject, Wait};
+use super::consent::{Mode, Subject};
 use super::error::{Error, wire};
 use super::resources::{self, Res};
-use crate::model::Category;
+use crate::core::{View, What};
 
 const DETAILS: [&str; 2] = ["brief", "full"];
 const PERIODS: [&str; 2] = ["24h", "7d"];
@@ -88,7 +88,7 @@ pub async fn get(
     subject: &Subject,
     name: &str,
     args: Option<Map<String, Value>>,
-    wait: Wait,
+    mode: Mode,
 ) -> Result<GetPromptResult, Error> {
     match name {
         "what_am_i_doing" => {
@@ -102,7 +102,7 @@ pub async fn get(
                     ));
                 }
             };
-            let snap = resources::read(broker, subject, &Res::Snapshot, wait).await?;
+            let snap = resources::read(broker, subject, &Res::Snapshot, mode).await?;
             let mut text = format!(
                 "Here is what my desktop shows right now, as reported by contextd (only what I allowed this assistant to see):\n\n{}",
                 snap.markdown
@@ -130,36 +130,30 @@ pub async fn get(
                     ));
                 }
             };
-            let core = &broker.core;
-            consent::authorize(core, subject, &[Category::MediaCapture], wait.clone()).await?;
-            // A week needs the timeline (asked for like any read); a day
-            // uses it when the host may read it, else what the broker saw
-            // since it started.
-            let timeline = if days > 1 {
-                consent::authorize(core, subject, &[Category::History], wait).await?;
-                true
+            let since = broker.core.clock.now() - chrono::Duration::days(days);
+            let view = broker
+                .core
+                .read(subject, What::Captures { since }, mode)
+                .await?;
+            let View::Captures(c) = view else {
+                return Err(Error::Internal("unexpected view for captures".into()));
+            };
+            let whence = if c.from_timeline {
+                "from the timeline contextd keeps"
             } else {
-                consent::authorize(core, subject, &[Category::History], Wait::Never)
-                    .await
-                    .is_ok()
+                "as contextd saw it since it started"
             };
-            let now = core.clock.now();
-            let period = (now - chrono::Duration::days(days), now);
-            let lines = if timeline {
-                super::timeline::capture_lines(broker, period).await?
-            } else {
-                None
-            };
-            let (lines, whence) = match lines {
-                Some(l) => (l, "from the timeline contextd keeps"),
-                None => (
-                    resources::capture_sessions(core)
-                        .iter()
-                        .map(resources::capture_line)
-                        .collect(),
-                    "as contextd saw it since it started",
-                ),
-            };
+            let mut lines: Vec<String> = c
+                .sessions
+                .iter()
+                .map(|s| resources::to_json(s).map(|v| resources::capture_line(&v)))
+                .collect::<Result<_, _>>()?;
+            if c.more {
+                lines.push(format!(
+                    "… and more after the first {}",
+                    crate::core::read::MAX_CAPTURES
+                ));
+            }
             let mut text = format!(
                 "Here is who used my microphone, camera or screen in the last {said}, {whence}:\n\n"
             );
@@ -232,18 +226,9 @@ pub async fn complete(
                     req.argument.name.chars().take(64).collect::<String>()
                 )));
             }
-            if consent::authorize(&broker.core, subject, &[Category::Windows], Wait::Never)
-                .await
-                .is_ok()
-            {
-                broker.core.state.read(|s| {
-                    s.windows_in_order()
-                        .into_iter()
-                        .map(|w| w.id.clone())
-                        .collect()
-                })
-            } else {
-                Vec::new()
+            match broker.core.read(subject, What::Windows, Mode::Look).await {
+                Ok(View::Windows(v)) => v.windows.into_iter().map(|w| w.id).collect(),
+                _ => Vec::new(),
             }
         }
         _ => {

@@ -6,10 +6,10 @@
 use serde_json::{Map, Value, json};
 
 use super::Broker;
-use super::consent::{self, Subject, Wait};
+use super::consent::{Mode, Subject};
 use super::error::Error;
-use crate::core::state::{Change, Snapshot};
-use crate::core::view;
+use crate::core::state::Change;
+use crate::core::{View, What};
 use crate::model::Category;
 
 pub const SCHEME: &str = "context://";
@@ -263,80 +263,25 @@ pub struct Rendered {
     pub markdown: String,
 }
 
-/// Authorize `subject` for `res` (asking when `wait` allows) and render it.
+/// Read `res` for `subject` through the core's read service (asking the
+/// user as `mode` allows) and render the view as JSON and Markdown.
 pub async fn read(
     broker: &Broker,
     subject: &Subject,
     res: &Res,
-    wait: Wait,
+    mode: Mode,
 ) -> Result<Rendered, Error> {
     let core = &broker.core;
-    match res {
-        Res::Snapshot => {
-            let allowed =
-                consent::allowed_of(core, subject, consent::snapshot_categories(core)).await;
-            let json = core
-                .state
-                .read(|s| view::snapshot(s, &|c: &Category| allowed.can(c)));
-            let markdown = snapshot_markdown(&json);
-            Ok(fit(Rendered { json, markdown }))
-        }
-        Res::Windows | Res::ActiveWindow | Res::Window(_) => {
-            let allowed = consent::authorize_with_details(
-                core,
-                subject,
-                Category::Windows,
-                [Category::WindowsTitles],
-                wait,
-            )
-            .await?;
-            let can = |c: &Category| allowed.can(c);
-            let titles = allowed.can(&Category::WindowsTitles);
-            match res {
-                Res::Windows => {
-                    let (ws, active) = core
-                        .state
-                        .read(|s| (view::windows(s, &can), s.active_window.clone()));
-                    Ok(fit(windows_rendered(ws, active, titles, None)))
-                }
-                Res::ActiveWindow => {
-                    let w = core.state.read(|s| view::active_window(s, &can));
-                    let markdown = match &w {
-                        Some(w) => format!("# Focused window\n\n{}\n", window_line(w)),
-                        None => "# Focused window\n\nNo window has focus.\n".into(),
-                    };
-                    let mut m = Map::new();
-                    m.insert("window".into(), w.unwrap_or(Value::Null));
-                    with_title_note(&mut m, titles);
-                    Ok(Rendered {
-                        json: Value::Object(m),
-                        markdown,
-                    })
-                }
-                Res::Window(id) => {
-                    let w = core.state.read(|s| {
-                        s.windows.get(id).map(|w| {
-                            view::window(w, titles, s.active_window.as_deref() == Some(id))
-                        })
-                    });
-                    let w = w.ok_or_else(|| {
-                        Error::NotFound(format!(
-                            "no window with id '{id}' (it may have closed; see context://windows)"
-                        ))
-                    })?;
-                    let markdown = format!("# Window {id}\n\n{}\n", window_line(&w));
-                    let mut m = Map::new();
-                    m.insert("window".into(), w);
-                    with_title_note(&mut m, titles);
-                    Ok(Rendered {
-                        json: Value::Object(m),
-                        markdown,
-                    })
-                }
-                _ => Err(Error::Internal("unreachable window resource".into())),
-            }
-        }
-        Res::Media => media(broker, subject, wait).await,
+    let what = match res {
+        Res::Snapshot => What::Snapshot,
+        Res::Windows => What::Windows,
+        Res::ActiveWindow => What::ActiveWindow,
+        Res::Window(id) => What::Window(id.clone()),
+        Res::Media => What::Media,
+        Res::Session => What::Session,
+        Res::Power => What::Power,
+        Res::Network => What::Network,
+        Res::Notifications => What::Notifications,
         Res::History(p) => {
             let period = super::timeline::period(
                 p.since.as_deref(),
@@ -344,163 +289,143 @@ pub async fn read(
                 chrono::Duration::hours(1),
                 core.clock.now(),
             )?;
-            let r = super::timeline::activity(
+            return Ok(fit(super::timeline::activity(
                 broker,
                 subject,
                 period,
                 p.app.clone(),
                 super::timeline::MAX_EVENTS,
-                wait,
+                mode,
             )
-            .await?;
-            Ok(fit(r))
+            .await?));
         }
-        Res::Session | Res::Power | Res::Network => {
-            let (cat, key) = match res {
-                Res::Session => (Category::Session, "session"),
-                Res::Power => (Category::Power, "power"),
-                _ => (Category::Network, "network"),
-            };
-            consent::authorize(core, subject, std::slice::from_ref(&cat), wait).await?;
-            let v = core.state.read(|s| match res {
-                Res::Session => s.session.as_ref().map(|v| json!(v)),
-                Res::Power => s.power.as_ref().map(|v| json!(v)),
-                _ => s.network.as_ref().map(|v| json!(v)),
-            });
-            let markdown = match &v {
-                Some(v) => format!("# {}\n\n{}\n", capitalize(key), kv_lines(v)),
-                None => format!(
-                    "# {}\n\nUnknown: the source that reports it is not running.\n",
-                    capitalize(key)
-                ),
-            };
-            let mut m = Map::new();
-            m.insert("available".into(), json!(v.is_some()));
-            m.insert(key.into(), v.unwrap_or(Value::Null));
-            Ok(Rendered {
-                json: Value::Object(m),
-                markdown,
-            })
-        }
-        Res::Notifications => {
-            let allowed = consent::authorize_with_details(
-                core,
-                subject,
-                Category::Notifications,
-                [Category::NotificationsContent],
-                wait,
-            )
-            .await?;
-            let can = |c: &Category| allowed.can(c);
-            let ns = core.state.read(|s| view::notifications(s, &can));
-            Ok(fit(notifications_rendered(
-                ns,
-                allowed.can(&Category::NotificationsContent),
-                None,
-            )))
-        }
-    }
-}
-
-async fn media(broker: &Broker, subject: &Subject, wait: Wait) -> Result<Rendered, Error> {
-    let core = &broker.core;
-    let play = consent::authorize(core, subject, &[Category::MediaPlayback], wait.clone()).await;
-    let cap = consent::authorize(core, subject, &[Category::MediaCapture], wait).await;
-    if let (Err(e), Err(_)) = (&play, &cap) {
-        return Err(e.clone().into());
-    }
-    let streams = |snap: &Snapshot, capture: bool| -> Vec<Value> {
-        snap.streams
-            .values()
-            .filter(|s| s.kind.is_capture() == capture)
-            .map(view::stream)
-            .collect()
     };
-    let mut m = Map::new();
-    let mut withheld = Vec::new();
-    let mut md = String::from("# Media activity\n\n");
-    if play.is_ok() {
-        let v = core.state.read(|s| streams(s, false));
-        md.push_str(&format!("Playing: {}\n", stream_summary(&v)));
-        m.insert("playback".into(), Value::Array(v));
-    } else {
-        withheld.push(Category::MediaPlayback.to_string());
-    }
-    if cap.is_ok() {
-        let v = core.state.read(|s| streams(s, true));
-        md.push_str(&format!("Capturing now: {}\n", stream_summary(&v)));
-        let sessions = capture_sessions(core);
-        if !sessions.is_empty() {
-            md.push_str("\nUsed the microphone, camera or screen in the last 24 h:\n");
-            for c in &sessions {
-                md.push_str(&format!("- {}\n", capture_line(c)));
-            }
+    let view = core.read(subject, what, mode).await?;
+    Ok(fit(match view {
+        View::Snapshot(v) => {
+            let json = to_json(&v)?;
+            let markdown = snapshot_markdown(&json);
+            Rendered { json, markdown }
         }
-        m.insert("capture".into(), Value::Array(v));
-        m.insert("capture_sessions".into(), Value::Array(sessions));
-    } else {
-        withheld.push(Category::MediaCapture.to_string());
-    }
-    m.insert("withheld".into(), json!(withheld));
-    Ok(fit(Rendered {
-        json: Value::Object(m),
-        markdown: md,
+        View::Windows(v) => windows_rendered(to_json(&v)?, None),
+        View::Window(v) => {
+            let json = to_json(&v)?;
+            let line = json.get("window").filter(|w| !w.is_null()).map(window_line);
+            let markdown = match (res, line) {
+                (Res::Window(id), Some(l)) => format!("# Window {id}\n\n{l}\n"),
+                (_, Some(l)) => format!("# Focused window\n\n{l}\n"),
+                (_, None) => "# Focused window\n\nNo window has focus.\n".into(),
+            };
+            Rendered { json, markdown }
+        }
+        View::Media(v) => media_rendered(to_json(&v)?),
+        View::Session(v) => state_rendered("session", v)?,
+        View::Power(v) => state_rendered("power", v)?,
+        View::Network(v) => state_rendered("network", v)?,
+        View::Notifications(v) => notifications_rendered(to_json(&v)?, None),
+        other => {
+            return Err(Error::Internal(format!(
+                "unexpected view for {}: {:?}",
+                res.uri(),
+                std::mem::discriminant(&other)
+            )));
+        }
     }))
 }
 
-fn with_title_note(m: &mut Map<String, Value>, titles: bool) {
-    if !titles {
-        m.insert(
-            "withheld".into(),
-            json!([Category::WindowsTitles.to_string()]),
-        );
-    }
+/// A view as JSON (views always serialize; a failure is a bug, said so).
+pub fn to_json<T: serde::Serialize>(v: &T) -> Result<Value, Error> {
+    serde_json::to_value(v).map_err(|e| Error::Internal(format!("cannot render a view: {e}")))
 }
 
-/// The JSON and markdown of a window list (a page of it when `next` is
-/// given: `Some(None)` is the last page).
-pub fn windows_rendered(
-    ws: Vec<Value>,
-    active: Option<String>,
-    titles: bool,
-    next: Option<Option<String>>,
-) -> Rendered {
+/// Session, power or network: `available` and the value under its name.
+fn state_rendered<T: serde::Serialize>(
+    key: &str,
+    v: crate::core::view::StateView<T>,
+) -> Result<Rendered, Error> {
+    let value = to_json(&v.value)?;
+    let markdown = if value.is_null() {
+        format!(
+            "# {}\n\nUnknown: the source that reports it is not running.\n",
+            capitalize(key)
+        )
+    } else {
+        format!("# {}\n\n{}\n", capitalize(key), kv_lines(&value))
+    };
+    let mut m = Map::new();
+    m.insert("available".into(), json!(v.available));
+    m.insert(key.into(), value);
+    Ok(Rendered {
+        json: Value::Object(m),
+        markdown,
+    })
+}
+
+/// Media activity: JSON as the core's `MediaView`, and a summary.
+fn media_rendered(json: Value) -> Rendered {
+    let mut md = String::from("# Media activity\n\n");
+    if let Some(v) = json.get("media.playback").and_then(Value::as_array) {
+        md.push_str(&format!("Playing: {}\n", stream_summary(v)));
+    }
+    if let Some(v) = json.get("media.capture").and_then(Value::as_array) {
+        md.push_str(&format!("Capturing now: {}\n", stream_summary(v)));
+    }
+    if let Some(sessions) = json
+        .get("capture_sessions")
+        .and_then(Value::as_array)
+        .filter(|s| !s.is_empty())
+    {
+        md.push_str("\nUsed the microphone, camera or screen in the last 24 h:\n");
+        for c in sessions {
+            md.push_str(&format!("- {}\n", capture_line(c)));
+        }
+    }
+    Rendered { json, markdown: md }
+}
+
+fn withheld_has(json: &Value, c: Category) -> bool {
+    json.get("withheld")
+        .and_then(Value::as_array)
+        .is_some_and(|w| w.iter().any(|x| x.as_str() == Some(c.to_string().as_str())))
+}
+
+/// The JSON (a `WindowsView`) and markdown of a window list, or a page of
+/// it when `next` is given (`Some(None)`: the last page).
+pub fn windows_rendered(mut json: Value, next: Option<Option<String>>) -> Rendered {
+    let empty = Vec::new();
+    let ws = json
+        .get("windows")
+        .and_then(Value::as_array)
+        .unwrap_or(&empty);
     let mut md = format!("# Open windows ({})\n\n", ws.len());
     if ws.is_empty() {
         md.push_str("No windows.\n");
     }
-    for w in &ws {
+    for w in ws {
         md.push_str(&format!("- {}\n", window_line(w)));
     }
-    if !titles {
+    if withheld_has(&json, Category::WindowsTitles) {
         md.push_str("\n(Titles withheld: the user has not granted windows.titles.)\n");
     }
-    let mut m = Map::new();
-    m.insert("windows".into(), Value::Array(ws));
-    if let Some(a) = active {
-        m.insert("active_window".into(), json!(a));
-    }
-    if let Some(Some(c)) = &next {
+    if let (Some(Some(c)), Value::Object(m)) = (&next, &mut json) {
         m.insert("nextCursor".into(), json!(c));
     }
-    with_title_note(&mut m, titles);
-    Rendered {
-        json: Value::Object(m),
-        markdown: md,
-    }
+    Rendered { json, markdown: md }
 }
 
-/// The JSON and markdown of a notification list (or a page of it).
-pub fn notifications_rendered(
-    ns: Vec<Value>,
-    bodies: bool,
-    next: Option<Option<String>>,
-) -> Rendered {
+/// The JSON (a `NotificationsView`) and markdown of a notification list,
+/// or a page of it.
+pub fn notifications_rendered(mut json: Value, next: Option<Option<String>>) -> Rendered {
+    let empty = Vec::new();
+    let ns = json
+        .get("notifications")
+        .and_then(Value::as_array)
+        .unwrap_or(&empty);
     let mut md = format!("# Notifications ({})\n\n", ns.len());
     if ns.is_empty() {
         md.push_str("No notifications.\n");
     }
-    for n in &ns {
+    for n in ns {
         md.push_str(&format!(
             "- {} — **{}**",
             str_of(n, "app_name"),
@@ -515,37 +440,14 @@ pub fn notifications_rendered(
         }
         md.push_str(&format!(" ({})\n", str_of(n, "time")));
     }
-    let mut m = Map::new();
-    m.insert("notifications".into(), Value::Array(ns));
-    if let Some(Some(c)) = &next {
+    if let (Some(Some(c)), Value::Object(m)) = (&next, &mut json) {
         m.insert("nextCursor".into(), json!(c));
     }
-    if !bodies {
-        m.insert(
-            "withheld".into(),
-            json!([Category::NotificationsContent.to_string()]),
-        );
-    }
-    Rendered {
-        json: Value::Object(m),
-        markdown: md,
-    }
+    Rendered { json, markdown: md }
 }
 
 pub fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
-}
-
-/// The capture sessions of the last 24 hours, newest first, as D-Bus
-/// `GetMedia` shows them (`core::captures`, kept since the daemon started;
-/// the timeline keeps them longer, behind `history`).
-pub fn capture_sessions(core: &crate::core::Core) -> Vec<Value> {
-    let now = core.clock.now();
-    let mut v: Vec<Value> = core
-        .state
-        .read(|s| s.captures.recent(now).map(view::capture_session).collect());
-    v.reverse();
-    v
 }
 
 /// One line about a capture session: `app (microphone) from … to …`, and

@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::Broker;
-use super::consent::{self, Subject, Wait, Waiter};
+use super::consent::{self, Subject};
 use super::error::{Error, PERMISSION_DENIED, wire};
 use super::resources::{self, JSON_MIME, MARKDOWN_MIME, Res};
 use super::{prompts, tools, watch};
@@ -106,13 +106,6 @@ impl ContextServer {
             ));
         }
         Ok(from_request)
-    }
-
-    fn waiter(ctx: &RequestContext<RoleServer>) -> Wait {
-        Wait::Ask(Waiter {
-            progress: ctx.meta.get_progress_token().map(|t| (ctx.peer.clone(), t)),
-            cancel: ctx.ct.clone(),
-        })
     }
 
     /// Send `notifications/message` when the host asked for this level.
@@ -309,7 +302,7 @@ impl ServerHandler for ContextServer {
             return r.map(ReadResourceResponse::from);
         }
         let res = res_of(&request.uri)?;
-        let r = match resources::read(&self.broker, &subject, &res, Self::waiter(&ctx)).await {
+        let r = match resources::read(&self.broker, &subject, &res, consent::ask(&ctx)).await {
             Ok(r) => r,
             Err(e) => return Err(self.refused(&ctx, e).await),
         };
@@ -333,27 +326,9 @@ impl ServerHandler for ContextServer {
             return Ok(());
         }
         let res = res_of(&request.uri)?;
-        // Subscribing reads the resource's category: ask as for a read.
-        let cats = res.categories();
-        let mut last = None;
-        for c in &cats {
-            match consent::authorize(
-                &self.broker.core,
-                &subject,
-                std::slice::from_ref(c),
-                Self::waiter(&ctx),
-            )
-            .await
-            {
-                Ok(()) => {
-                    last = None;
-                    break;
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        if let Some(e) = last {
-            return Err(self.refused(&ctx, e.into()).await);
+        // Subscribing reads the resource: asked for, and decided, as a read.
+        if let Err(e) = resources::read(&self.broker, &subject, &res, consent::ask(&ctx)).await {
+            return Err(self.refused(&ctx, e).await);
         }
         self.session
             .subscribed
@@ -444,7 +419,7 @@ impl ServerHandler for ContextServer {
             &subject,
             &request.name,
             request.arguments,
-            Self::waiter(&ctx),
+            consent::ask(&ctx),
         )
         .await?;
         if r.is_error == Some(true) {
@@ -481,7 +456,7 @@ impl ServerHandler for ContextServer {
             &subject,
             &request.name,
             request.arguments,
-            Self::waiter(&ctx),
+            consent::ask(&ctx),
         )
         .await
         {

@@ -32,7 +32,7 @@ use super::consent::Subject;
 use super::http::Screen;
 use super::server::{ContextServer, Origin};
 use super::stdio::ChannelTransport;
-use super::tokens::Tokens;
+use crate::core::tokens::Tokens;
 use crate::model::AppId;
 
 /// At most this many legacy streams at once.

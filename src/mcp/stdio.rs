@@ -236,7 +236,7 @@ async fn identify(stream: &UnixStream, us: u32) -> Result<Subject, String> {
     Ok(Subject {
         app_id: id.app_id,
         source: id.source,
-        channel: Channel::Stdio,
+        channel: Channel::McpStdio,
     })
 }
 

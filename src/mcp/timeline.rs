@@ -6,16 +6,14 @@
 //! `windows.titles`, …); the rest is left out, never asked for.
 
 use chrono::{DateTime, Duration, Utc};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::Broker;
-use super::consent::{self, Allowed, Subject, Wait};
+use super::consent::{Mode, Subject};
 use super::error::Error;
-use super::resources::Rendered;
-use crate::core::history::HistoryKind;
-use crate::core::view;
-use crate::model::Category;
-use crate::store::history::{History, Query};
+use super::resources::{Rendered, to_json};
+use crate::core::history::{HistoryKind, Query};
+use crate::core::{View, What};
 
 /// The resource template of a period of the timeline (RFC 6570 form-style
 /// query: `context://history?since=…&until=…&app=…`, every part optional).
@@ -52,93 +50,59 @@ pub fn period(
     Ok((since, until))
 }
 
-/// The timeline and the categories this reader may see of it, decided up
-/// front (asking for `history` when `wait` allows; the details only as
-/// already decided).
-async fn access<'b>(
-    broker: &'b Broker,
-    subject: &Subject,
-    wait: Wait,
-) -> Result<(&'b History, Allowed), Error> {
-    let history = broker
-        .history
-        .as_ref()
-        .ok_or_else(|| Error::Unavailable("the timeline is not available".into()))?;
-    let allowed = consent::authorize_with_details(
-        &broker.core,
-        subject,
-        Category::History,
-        [
-            Category::Windows,
-            Category::WindowsTitles,
-            Category::MediaCapture,
-            Category::MediaPlayback,
-            Category::Session,
-            Category::Notifications,
-            Category::NotificationsContent,
-        ],
-        wait,
-    )
-    .await?;
-    Ok((history, allowed))
-}
-
-/// What happened in `[since, until)`, oldest first, at most `limit` events.
+/// What happened in `[since, until)`, oldest first, at most `limit` events
+/// (of `app` only, when given).
 pub async fn activity(
     broker: &Broker,
     subject: &Subject,
     (since, until): (DateTime<Utc>, DateTime<Utc>),
     app: Option<String>,
     limit: u32,
-    wait: Wait,
+    mode: Mode,
 ) -> Result<Rendered, Error> {
-    let (history, allowed) = access(broker, subject, wait).await?;
-    let can = |c: &Category| allowed.can(c);
-    let kinds: Vec<HistoryKind> = HistoryKind::ALL
-        .into_iter()
-        .filter(|k| can(&k.category()))
-        .collect();
-    if kinds.is_empty() {
-        return Ok(Rendered {
-            json: json!({"events": [], "truncated": false}),
-            markdown: "Nothing this host may see was recorded.".into(),
-        });
-    }
     let q = Query {
         since,
         until,
-        kinds,
+        kinds: HistoryKind::ALL.to_vec(),
         apps: app.into_iter().collect(),
         limit: limit.clamp(1, MAX_EVENTS),
         cursor: None,
     };
-    let (rows, next) = history.query(&q, broker.core.clock.now()).await?;
-    let events: Vec<Value> = rows.iter().map(|e| view::history_event(e, &can)).collect();
+    let view = broker.core.read(subject, What::History(q), mode).await?;
+    let View::History(page) = view else {
+        return Err(Error::Internal("unexpected view for the timeline".into()));
+    };
+    if page.events.is_empty() && page.next_cursor.is_none() {
+        return Ok(Rendered {
+            json: json!({"events": [], "truncated": false}),
+            markdown: "Nothing this host may see was recorded in that period.".into(),
+        });
+    }
     let mut md = format!(
         "{} events from {} to {}{}:\n",
-        events.len(),
+        page.events.len(),
         since.to_rfc3339(),
         until.to_rfc3339(),
-        if next.is_some() {
+        if page.next_cursor.is_some() {
             " (more: ask for a shorter period)"
         } else {
             ""
         }
     );
-    for e in &events {
+    for e in &page.events {
         md.push_str(&format!(
             "- {} {} {}{}\n",
-            e["start"].as_str().unwrap_or(""),
-            e["kind"].as_str().unwrap_or(""),
-            e["app_id"].as_str().unwrap_or(""),
-            e["title"]
-                .as_str()
+            e.start,
+            e.kind.as_str(),
+            e.app_id.as_deref().unwrap_or(""),
+            e.title
+                .as_deref()
                 .map(|t| format!(" — {t}"))
                 .unwrap_or_default()
         ));
     }
     Ok(Rendered {
-        json: json!({"events": events, "truncated": next.is_some()}),
+        json: json!({"events": to_json(&page.events)?, "truncated": page.next_cursor.is_some()}),
         markdown: md,
     })
 }
@@ -149,87 +113,39 @@ pub async fn time_per_app(
     broker: &Broker,
     subject: &Subject,
     (since, until): (DateTime<Utc>, DateTime<Utc>),
-    wait: Wait,
+    mode: Mode,
 ) -> Result<Rendered, Error> {
-    let (history, allowed) = access(broker, subject, wait).await?;
-    let totals = history
-        .summary(since, until, broker.core.clock.now())
+    let view = broker
+        .core
+        .read(subject, What::Summary { since, until }, mode)
         .await?;
-    let can = |c: &Category| allowed.can(c);
-    let mut apps = Vec::new();
+    let View::Summary(apps) = view else {
+        return Err(Error::Internal("unexpected view for the summary".into()));
+    };
     let mut md = String::from("Time per app:\n");
-    for t in &totals {
-        if let Some(v) = view::app_totals(t, &can) {
-            md.push_str(&format!(
-                "- {}: {:.0} min focused\n",
-                t.app_id,
-                t.focus_ms as f64 / 60000.0
-            ));
-            apps.push(v);
+    for t in &apps {
+        match t.focus_s {
+            Some(s) => md.push_str(&format!("- {}: {:.0} min focused\n", t.app_id, s / 60.0)),
+            None => md.push_str(&format!("- {}\n", t.app_id)),
         }
     }
     Ok(Rendered {
-        json: json!({"apps": apps}),
+        json: json!({"apps": to_json(&apps)?}),
         markdown: md,
     })
 }
 
-/// Capture intervals (microphone, camera, screen) in `[since, until)` from
-/// the timeline, oldest first, a line each; `None` without a timeline. The
-/// caller has checked `history` and `media.capture`.
-pub async fn capture_lines(
-    broker: &Broker,
-    (since, until): (DateTime<Utc>, DateTime<Utc>),
-) -> Result<Option<Vec<String>>, Error> {
-    let Some(history) = broker.history.as_ref() else {
-        return Ok(None);
-    };
-    let q = Query {
-        since,
-        until,
-        kinds: vec![HistoryKind::Capture],
-        apps: vec![],
-        limit: MAX_EVENTS,
-        cursor: None,
-    };
-    let (rows, next) = history.query(&q, broker.core.clock.now()).await?;
-    let mut lines: Vec<String> = rows
-        .iter()
-        .map(|e| {
-            let device = e
-                .detail
-                .as_ref()
-                .and_then(|d| d.get("device"))
-                .and_then(Value::as_str)
-                .unwrap_or("capture device");
-            let time = |t: &DateTime<Utc>| view::time(t).as_str().unwrap_or_default().to_owned();
-            super::resources::capture_span(
-                e.app_id.as_deref().unwrap_or("an unknown app"),
-                device,
-                &time(&e.start),
-                e.end.as_ref().map(time).as_deref(),
-            )
-        })
-        .collect();
-    if next.is_some() {
-        lines.push(format!("… and more after the first {MAX_EVENTS}"));
-    }
-    Ok(Some(lines))
-}
-
 /// App ids in the timeline, for completing the template's `app` (only
-/// for a reader with the `history` grant).
+/// for a reader with the `history` grant; never asks).
 pub async fn app_ids(broker: &Broker, subject: &Subject) -> Vec<String> {
-    let Some(history) = broker.history.as_ref() else {
-        return Vec::new();
-    };
-    if consent::authorize(&broker.core, subject, &[Category::History], Wait::Never)
+    match broker
+        .core
+        .read(subject, What::HistoryApps, Mode::Look)
         .await
-        .is_err()
     {
-        return Vec::new();
+        Ok(View::HistoryApps(ids)) => ids,
+        _ => Vec::new(),
     }
-    history.app_ids().await.unwrap_or_default()
 }
 
 #[cfg(test)]

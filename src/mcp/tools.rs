@@ -13,12 +13,10 @@ use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::{Map, Value, json};
 
 use super::Broker;
-use super::consent::{self, Subject, Wait};
+use super::consent::{Mode, Subject};
 use super::error::{Error, wire};
 use super::resources::{self, Rendered, Res};
 use super::timeline;
-use crate::core::state::Snapshot;
-use crate::core::view;
 use crate::model::{Category, Urgency};
 
 /// Default and largest page of `list_windows` / `list_notifications`.
@@ -166,8 +164,8 @@ pub fn catalog() -> Vec<Value> {
             "description": "Who plays audio or video (`media.playback`), who uses the microphone, camera or screen now, and who used them in the last 24 hours (`media.capture`). Needs at least one of the two grants.",
             "inputSchema": no_args(),
             "outputSchema": out(obj(json!({
-                "playback": stream_list(),
-                "capture": stream_list(),
+                "media.playback": stream_list(),
+                "media.capture": stream_list(),
                 "capture_sessions": {"type": "array", "items": {"type": "object", "properties": {
                     "stream_id": {"type": "string"},
                     "kind": {"type": "string", "enum": ["microphone", "camera", "screen"]},
@@ -379,16 +377,16 @@ pub async fn call(
     subject: &Subject,
     name: &str,
     args: Option<Map<String, Value>>,
-    wait: Wait,
+    mode: Mode,
 ) -> Result<CallToolResult, rmcp::ErrorData> {
     let read = |res: Res, allowed: &'static [&'static str]| {
         let args = args.clone();
-        let wait = wait.clone();
+        let mode = mode.clone();
         async move {
             if let Err(e) = Args::new(args, allowed) {
                 return tool_error(e);
             }
-            match resources::read(broker, subject, &res, wait).await {
+            match resources::read(broker, subject, &res, mode).await {
                 Ok(r) => success(r),
                 Err(e) => refusal(e),
             }
@@ -401,11 +399,11 @@ pub async fn call(
         "get_session_state" => read(Res::Session, &[]).await,
         "get_power" => read(Res::Power, &[]).await,
         "get_network" => read(Res::Network, &[]).await,
-        "list_windows" => list_windows(broker, subject, args, wait).await,
-        "list_notifications" => list_notifications(broker, subject, args, wait).await,
-        "send_notification" => send_notification(broker, subject, args, wait).await,
-        "get_recent_activity" => recent_activity(broker, subject, args, wait).await,
-        "summarize_time" => summarize_time(broker, subject, args, wait).await,
+        "list_windows" => list_windows(broker, subject, args, mode).await,
+        "list_notifications" => list_notifications(broker, subject, args, mode).await,
+        "send_notification" => send_notification(broker, subject, args, mode).await,
+        "get_recent_activity" => recent_activity(broker, subject, args, mode).await,
+        "summarize_time" => summarize_time(broker, subject, args, mode).await,
         _ => {
             #[cfg(feature = "conformance")]
             if let Some(r) = super::conformance::call(name, args).await {
@@ -422,28 +420,34 @@ pub async fn call(
     })
 }
 
-/// `list_windows` and `list_notifications`: access the base category
-/// (asking when `wait` allows; the detail only as already decided), then
-/// page and render what the host may see.
+/// `list_windows` and `list_notifications`: read `res` (asking as `mode`
+/// allows), then page its list `key` and render the page.
 async fn list_paged(
     broker: &Broker,
     subject: &Subject,
     args: Option<Map<String, Value>>,
-    wait: Wait,
-    (base, detail): (Category, Category),
-    render: impl FnOnce(&Snapshot, &consent::Allowed, &Args) -> Result<Rendered, String>,
+    mode: Mode,
+    res: Res,
+    key: &str,
+    render: fn(Value, Option<Option<String>>) -> Rendered,
 ) -> CallToolResult {
     let args = match Args::new(args, &["cursor", "limit"]) {
         Ok(a) => a,
         Err(e) => return tool_error(e),
     };
-    let allowed =
-        match consent::authorize_with_details(&broker.core, subject, base, [detail], wait).await {
-            Ok(a) => a,
-            Err(e) => return refusal(e.into()),
-        };
-    match broker.core.state.read(|s| render(s, &allowed, &args)) {
-        Ok(r) => success(resources::fit(r)),
+    let mut json = match resources::read(broker, subject, &res, mode).await {
+        Ok(r) => r.json,
+        Err(e) => return refusal(e),
+    };
+    let items = match json.get_mut(key).map(Value::take) {
+        Some(Value::Array(items)) => items,
+        _ => Vec::new(),
+    };
+    match page(items, key, &args) {
+        Ok((items, next)) => {
+            json[key] = Value::Array(items);
+            success(resources::fit(render(json, Some(next))))
+        }
         Err(e) => tool_error(e),
     }
 }
@@ -452,46 +456,28 @@ async fn list_windows(
     broker: &Broker,
     subject: &Subject,
     args: Option<Map<String, Value>>,
-    wait: Wait,
+    mode: Mode,
 ) -> CallToolResult {
-    let cats = (Category::Windows, Category::WindowsTitles);
-    list_paged(broker, subject, args, wait, cats, |s, allowed, args| {
-        let can = |c: &Category| allowed.can(c);
-        let (ws, next) = page(view::windows(s, &can), "windows", args)?;
-        Ok(resources::windows_rendered(
-            ws,
-            s.active_window.clone(),
-            allowed.can(&Category::WindowsTitles),
-            Some(next),
-        ))
-    })
-    .await
+    let render = resources::windows_rendered;
+    list_paged(broker, subject, args, mode, Res::Windows, "windows", render).await
 }
 
 async fn list_notifications(
     broker: &Broker,
     subject: &Subject,
     args: Option<Map<String, Value>>,
-    wait: Wait,
+    mode: Mode,
 ) -> CallToolResult {
-    let cats = (Category::Notifications, Category::NotificationsContent);
-    list_paged(broker, subject, args, wait, cats, |s, allowed, args| {
-        let can = |c: &Category| allowed.can(c);
-        let (ns, next) = page(view::notifications(s, &can), "notifications", args)?;
-        Ok(resources::notifications_rendered(
-            ns,
-            allowed.can(&Category::NotificationsContent),
-            Some(next),
-        ))
-    })
-    .await
+    let render = resources::notifications_rendered;
+    let res = Res::Notifications;
+    list_paged(broker, subject, args, mode, res, "notifications", render).await
 }
 
 async fn send_notification(
     broker: &Broker,
     subject: &Subject,
     args: Option<Map<String, Value>>,
-    wait: Wait,
+    mode: Mode,
 ) -> CallToolResult {
     let parsed = (|| -> Result<(String, String, Urgency), String> {
         let args = Args::new(args, &["summary", "body", "urgency"])?;
@@ -518,8 +504,10 @@ async fn send_notification(
         Ok(p) => p,
         Err(e) => return tool_error(e),
     };
-    if let Err(e) =
-        consent::authorize(&broker.core, subject, &[Category::ActionsNotify], wait).await
+    if let Err(e) = broker
+        .core
+        .authorize(subject, &[Category::ActionsNotify], mode)
+        .await
     {
         return refusal(e.into());
     }
@@ -582,7 +570,7 @@ async fn recent_activity(
     broker: &Broker,
     subject: &Subject,
     args: Option<Map<String, Value>>,
-    wait: Wait,
+    mode: Mode,
 ) -> CallToolResult {
     let args = match Args::new(args, &["since", "until", "app", "limit"]) {
         Ok(a) => a,
@@ -615,7 +603,7 @@ async fn recent_activity(
         Ok(p) => p,
         Err(e) => return tool_error(e),
     };
-    match timeline::activity(broker, subject, period, app, limit, wait).await {
+    match timeline::activity(broker, subject, period, app, limit, mode).await {
         Ok(r) => success(r),
         Err(e) => refusal(e),
     }
@@ -625,7 +613,7 @@ async fn summarize_time(
     broker: &Broker,
     subject: &Subject,
     args: Option<Map<String, Value>>,
-    wait: Wait,
+    mode: Mode,
 ) -> CallToolResult {
     let args = match Args::new(args, &["since", "until"]) {
         Ok(a) => a,
@@ -642,7 +630,7 @@ async fn summarize_time(
         Ok(p) => p,
         Err(e) => return tool_error(e),
     };
-    match timeline::time_per_app(broker, subject, period, wait).await {
+    match timeline::time_per_app(broker, subject, period, mode).await {
         Ok(r) => success(r),
         Err(e) => refusal(e),
     }

@@ -17,7 +17,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::Broker;
-use super::consent::{self, Subject, Wait};
+use super::consent::Subject;
 use super::resources::{self, FIXED, Res};
 
 /// The resources `subject` is shown in `resources/list`: the snapshot, and
@@ -29,7 +29,7 @@ pub async fn visible_resources(broker: &Broker, subject: &Subject) -> Vec<Res> {
         let cats = r.categories();
         let mut show = cats.is_empty();
         for c in &cats {
-            if consent::visible(&broker.core, subject, c).await {
+            if broker.core.offered(subject, c) {
                 show = true;
                 break;
             }
@@ -151,7 +151,7 @@ pub async fn run(broker: Arc<Broker>, subject: Subject, out: Out, cancel: Cancel
                         // Source health needs no consent; everything else
                         // only while the host may see the change's category.
                         if let Some(cat) = change.category()
-                            && consent::authorize(&core, &subject, std::slice::from_ref(&cat), Wait::Never).await.is_err()
+                            && !core.allows(&subject, &cat)
                         {
                             continue;
                         }
@@ -194,13 +194,5 @@ pub async fn may_see(broker: &Broker, subject: &Subject, res: &Res) -> bool {
     if cats.is_empty() {
         return true;
     }
-    for c in &cats {
-        if consent::authorize(&broker.core, subject, std::slice::from_ref(c), Wait::Never)
-            .await
-            .is_ok()
-        {
-            return true;
-        }
-    }
-    false
+    cats.iter().any(|c| broker.core.allows(subject, c))
 }

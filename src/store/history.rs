@@ -37,34 +37,7 @@ fn failed(e: sqlx::Error) -> Error {
     Error::Failed(format!("history database: {e}"))
 }
 
-/// A query of the timeline.
-#[derive(Debug, Clone, Default)]
-pub struct Query {
-    pub since: DateTime<Utc>,
-    pub until: DateTime<Utc>,
-    pub kinds: Vec<HistoryKind>,
-    pub apps: Vec<String>,
-    pub limit: u32,
-    /// `start_ms:id` of the last row of the previous page.
-    pub cursor: Option<(i64, i64)>,
-}
-
-pub fn parse_cursor(s: &str) -> Result<Option<(i64, i64)>, Error> {
-    if s.is_empty() {
-        return Ok(None);
-    }
-    let bad = || {
-        Error::InvalidArgs(format!(
-            "invalid cursor '{}'",
-            s.chars().take(40).collect::<String>()
-        ))
-    };
-    let (a, b) = s.split_once(':').ok_or_else(bad)?;
-    Ok(Some((
-        a.parse().map_err(|_| bad())?,
-        b.parse().map_err(|_| bad())?,
-    )))
-}
+pub use crate::core::history::{Query, parse_cursor};
 
 #[derive(Debug, Clone)]
 pub struct History {

@@ -1,5 +1,5 @@
 //! The encrypted store: SQLCipher through sqlx, behind the traits `core`
-//! owns (`core::consent::ConsentStore`).
+//! owns (`core::consent::ConsentStore`, `core::history::HistoryStore`).
 //!
 //! The key is a raw 32-byte key (no KDF cost at start) from, in order:
 //! `$CREDENTIALS_DIRECTORY/dbkey` (systemd `LoadCredential=`), the Secret
@@ -8,6 +8,7 @@
 
 pub mod db;
 pub mod history;
+mod history_read;
 pub mod key;
 pub mod secret_service;
 pub mod tokens;

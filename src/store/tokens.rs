@@ -1,9 +1,7 @@
-//! MCP bearer tokens in the encrypted database (`mcp::tokens` says what a
+//! MCP bearer tokens in the encrypted database (`core::tokens` says what a
 //! token is). Everything is read into memory at start, so that checking a
 //! token (every HTTP request) never waits for the database; creating and
 //! revoking write first and count only once written.
-
-use std::path::Path;
 
 use chrono::Utc;
 use sqlx::Row;
@@ -11,7 +9,7 @@ use sqlx::sqlite::SqlitePool;
 
 use super::{from_ms, ms};
 use crate::core::consent::BoxFut;
-use crate::mcp::tokens::{TokenError, TokenInfo, TokenSet, TokenStore, legacy, new_key};
+use crate::core::tokens::{TokenError, TokenInfo, TokenSet, TokenStore, new_key};
 
 fn failed(e: sqlx::Error) -> TokenError {
     TokenError::Db(e.to_string())
@@ -24,51 +22,21 @@ pub struct DbTokenStore {
 }
 
 impl DbTokenStore {
-    /// Load the key and the tokens; on the first start, take over what the
-    /// files in `legacy_dir` held (same key, so the tokens stay valid) and
-    /// remove the files once the database has it.
-    pub async fn open(pool: SqlitePool, legacy_dir: &Path) -> Result<DbTokenStore, TokenError> {
+    /// Load the key and the tokens (a new key on the first start).
+    pub async fn open(pool: SqlitePool) -> Result<DbTokenStore, TokenError> {
         let key: Option<Vec<u8>> = sqlx::query_scalar("SELECT key FROM mcp_token_key")
             .fetch_optional(&pool)
             .await
             .map_err(failed)?;
         let key = match key {
-            Some(k) => {
-                if legacy::read(legacy_dir).ok().flatten().is_some() {
-                    tracing::warn!(dir = %legacy_dir.display(), "old MCP token files beside a database that has tokens: left alone, not imported");
-                }
-                k
-            }
+            Some(k) => k,
             None => {
-                let (k, imported) = match legacy::read(legacy_dir)? {
-                    Some((k, tokens)) => (k, tokens),
-                    None => (new_key()?, Vec::new()),
-                };
-                let mut tx = pool.begin().await.map_err(failed)?;
+                let k = new_key()?;
                 sqlx::query("INSERT INTO mcp_token_key (id, key) VALUES (1, ?)")
                     .bind(&k)
-                    .execute(&mut *tx)
+                    .execute(&pool)
                     .await
                     .map_err(failed)?;
-                for (name, tag, created) in &imported {
-                    sqlx::query(
-                        "INSERT OR IGNORE INTO mcp_tokens (name, hmac_sha256, created_ms) VALUES (?, ?, ?)",
-                    )
-                    .bind(name)
-                    .bind(tag)
-                    .bind(ms(*created))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(failed)?;
-                }
-                tx.commit().await.map_err(failed)?;
-                if !imported.is_empty() {
-                    tracing::info!(
-                        tokens = imported.len(),
-                        "MCP tokens moved into the encrypted database"
-                    );
-                }
-                legacy::remove(legacy_dir);
                 k
             }
         };
@@ -149,8 +117,9 @@ impl TokenStore for DbTokenStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::tokens::{KEY_FILE, PREFIX, TOKENS_FILE};
+    use crate::core::tokens::PREFIX;
     use crate::store::{Db, DbKey, KeySource};
+    use std::path::Path;
 
     /// The tests close the pool at the end (see store::history's tests).
     async fn db(dir: &Path) -> Db {
@@ -172,11 +141,8 @@ mod tests {
     #[tokio::test]
     async fn create_verify_revoke_survive_a_restart_and_only_tags_are_kept() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let state = dir.path().join("state");
         let d = db(dir.path()).await;
-        let store = DbTokenStore::open(d.pool().clone(), &state)
-            .await
-            .expect("open");
+        let store = DbTokenStore::open(d.pool().clone()).await.expect("open");
         let t = store.create("claude").await.expect("create");
         assert!(t.starts_with(PREFIX));
         assert!(matches!(
@@ -200,9 +166,7 @@ mod tests {
         d.pool().close().await;
 
         let d = db(dir.path()).await;
-        let again = DbTokenStore::open(d.pool().clone(), &state)
-            .await
-            .expect("reopen");
+        let again = DbTokenStore::open(d.pool().clone()).await.expect("reopen");
         assert_eq!(again.verify(&t).as_deref(), Some("claude"));
         assert_eq!(again.list().len(), 1);
         again.revoke("claude").await.expect("revoke");
@@ -211,52 +175,6 @@ mod tests {
             again.revoke("claude").await,
             Err(TokenError::NoSuch(_))
         ));
-        d.pool().close().await;
-    }
-
-    #[tokio::test]
-    async fn tokens_of_the_old_files_keep_working_and_the_files_go() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let state = dir.path().join("state");
-        std::fs::create_dir_all(&state).expect("mkdir");
-        // What an earlier version wrote: a key and the tag of a token.
-        let key = new_key().expect("key");
-        let old = TokenSet::new(&key, []);
-        let (token, tag) = old.mint("old-host").expect("mint");
-        let hex: String = tag.iter().map(|b| format!("{b:02x}")).collect();
-        std::fs::write(state.join(KEY_FILE), &key).expect("key file");
-        std::fs::write(
-            state.join(TOKENS_FILE),
-            serde_json::json!({"version": 1, "tokens": {"old-host": {"hmac_sha256": hex, "created": "2026-11-01T10:00:00Z"}}}).to_string(),
-        )
-        .expect("tokens file");
-
-        let d = db(dir.path()).await;
-        let store = DbTokenStore::open(d.pool().clone(), &state)
-            .await
-            .expect("open");
-        assert_eq!(store.verify(&token).as_deref(), Some("old-host"));
-        assert_eq!(
-            store.list()[0].created.to_rfc3339(),
-            "2026-11-01T10:00:00+00:00"
-        );
-        assert!(!state.join(KEY_FILE).exists());
-        assert!(!state.join(TOKENS_FILE).exists());
-        d.pool().close().await;
-    }
-
-    #[tokio::test]
-    async fn a_broken_old_file_stops_the_start_with_its_path() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let state = dir.path().join("state");
-        std::fs::create_dir_all(&state).expect("mkdir");
-        std::fs::write(state.join(KEY_FILE), b"short").expect("key file");
-        let d = db(dir.path()).await;
-        let e = DbTokenStore::open(d.pool().clone(), &state)
-            .await
-            .expect_err("refused");
-        assert!(e.to_string().contains(KEY_FILE), "{e}");
-        assert!(state.join(KEY_FILE).exists(), "nothing removed");
         d.pool().close().await;
     }
 }

@@ -6,12 +6,9 @@
 //! itself is shown once, by `contextctl token create`.
 //!
 //! The tags, names, creation times and the key live in the encrypted
-//! database (`store::tokens`). Tokens made before that, kept in
-//! `$XDG_STATE_HOME/contextd/mcp-tokens.json` and `mcp-token.key`, are
-//! imported at the first start and the files removed ([`legacy`]).
+//! database (`store::tokens` implements [`TokenStore`]).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::RwLock;
 
 use base64::Engine;
@@ -22,8 +19,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::consent::BoxFut;
 
-pub const TOKENS_FILE: &str = "mcp-tokens.json";
-pub const KEY_FILE: &str = "mcp-token.key";
 /// Tokens start with this, so that they are recognisable in a config file
 /// or a leak scanner.
 pub const PREFIX: &str = "ctxd_";
@@ -34,10 +29,6 @@ const MAX_TOKEN_LEN: usize = 256;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
-    #[error("{path}: {error}")]
-    Io { path: String, error: std::io::Error },
-    #[error("{path}: {reason}")]
-    Corrupt { path: String, reason: String },
     #[error("invalid token name '{0}': use 1-64 characters of A-Z, a-z, 0-9, '.', '_' and '-'")]
     BadName(String),
     #[error("a token named '{0}' exists; revoke it first (contextctl token revoke {0})")]
@@ -132,8 +123,6 @@ pub fn new_key() -> Result<Vec<u8>, TokenError> {
 /// A stored token: name, HMAC-SHA256 tag, creation time.
 pub type Stored = (String, Vec<u8>, DateTime<Utc>);
 type Tag = (Vec<u8>, DateTime<Utc>);
-/// The key and the tokens of the old files.
-pub type Imported = (Vec<u8>, Vec<Stored>);
 
 impl TokenSet {
     pub fn new(key: &[u8], tokens: impl IntoIterator<Item = Stored>) -> TokenSet {
@@ -206,94 +195,5 @@ impl TokenSet {
             }
         }
         found
-    }
-}
-
-/// The files where tokens were kept before the encrypted database took
-/// them: `mcp-tokens.json` (names, hex tags, creation times) and
-/// `mcp-token.key`. Read once, imported, then removed.
-pub mod legacy {
-    use super::*;
-
-    #[derive(Debug, Deserialize)]
-    struct Entry {
-        hmac_sha256: String,
-        created: DateTime<Utc>,
-    }
-
-    #[derive(Debug, Deserialize)]
-    struct File {
-        #[allow(dead_code)]
-        version: u32,
-        tokens: BTreeMap<String, Entry>,
-    }
-
-    fn unhex(s: &str) -> Option<Vec<u8>> {
-        if !s.len().is_multiple_of(2) {
-            return None;
-        }
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-            .collect()
-    }
-
-    fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TokenError + '_ {
-        move |error| TokenError::Io {
-            path: path.display().to_string(),
-            error,
-        }
-    }
-
-    /// The key and tokens in `dir`, if there are any files.
-    pub fn read(dir: &Path) -> Result<Option<Imported>, TokenError> {
-        let key_path = dir.join(KEY_FILE);
-        let key = match std::fs::read(&key_path) {
-            Ok(k) if k.len() == KEY_LEN => k,
-            Ok(k) => {
-                return Err(TokenError::Corrupt {
-                    path: key_path.display().to_string(),
-                    reason: format!(
-                        "the key is {} bytes, expected {KEY_LEN}; every token made with it is lost, so remove this file and {TOKENS_FILE} and create new tokens",
-                        k.len()
-                    ),
-                });
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io(&key_path)(e)),
-        };
-        let path = dir.join(TOKENS_FILE);
-        let file: File = match std::fs::read(&path) {
-            Ok(b) => serde_json::from_slice(&b).map_err(|e| TokenError::Corrupt {
-                path: path.display().to_string(),
-                reason: e.to_string(),
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => File {
-                version: 1,
-                tokens: BTreeMap::new(),
-            },
-            Err(e) => return Err(io(&path)(e)),
-        };
-        let mut tokens = Vec::new();
-        for (name, e) in file.tokens {
-            let tag = unhex(&e.hmac_sha256).ok_or_else(|| TokenError::Corrupt {
-                path: path.display().to_string(),
-                reason: format!("the hash of token '{name}' is not hex"),
-            })?;
-            tokens.push((name, tag, e.created));
-        }
-        Ok(Some((key, tokens)))
-    }
-
-    /// Remove the files once the database has what they held.
-    pub fn remove(dir: &Path) {
-        for f in [TOKENS_FILE, KEY_FILE] {
-            let p = dir.join(f);
-            if let Err(e) = std::fs::remove_file(&p)
-                && e.kind() != std::io::ErrorKind::NotFound
-            {
-                tracing::warn!(path = %p.display(), error = %e, "cannot remove the old token file");
-            }
-        }
     }
 }

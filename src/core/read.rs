@@ -1,0 +1,679 @@
+//! The read service: "subject S reads WHAT, in mode M" answered with a
+//! typed, already-redacted view (`core::view`) or a typed error.
+//!
+//! Every decision about what a reader sees is made here, once, for every
+//! publisher: which categories a read needs (a base category, and the
+//! details it shows only when they are granted too), the media rule
+//! (either `media.playback` or `media.capture` will do, each part only
+//! with its own), prompts and their cool-down, and the audit of every
+//! access with its channel. D-Bus, MCP and the dashboard call
+//! [`Core::read`] and only turn the view into their wire format; none of
+//! them asks the gate itself.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio_util::sync::CancellationToken;
+
+use super::Core;
+use super::consent::{BoxFut, Channel};
+use super::error::{Error, Result};
+use super::gate::Decision;
+use super::history::{HistoryKind, HistoryStore, Query};
+use super::prompts::{self, Outcome, PromptRequest};
+use super::state::Change;
+use super::view::{
+    self, AppTotalsView, CaptureSessionView, CategoryView, ChangeView, HistoryEventView,
+    HistoryPage, MediaView, NetworkView, NotificationsView, ProvidedView, SnapshotView, SourceView,
+    StateView, WindowOneView, WindowsView,
+};
+use crate::model::{AppId, Category, IdentitySource, MediaKind, Power, SessionState};
+
+/// Who reads: the app id the broker derived from the caller's credentials
+/// (never a name the caller sent), how it was derived, and the channel
+/// it came over (recorded with every access).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Subject {
+    pub app_id: AppId,
+    pub source: IdentitySource,
+    pub channel: Channel,
+}
+
+/// Reports that the broker is waiting for the user (MCP
+/// `notifications/progress`): the step and a message.
+pub type Progress = Arc<dyn Fn(f64, String) -> BoxFut<'static, ()> + Send + Sync>;
+
+/// How a read treats a category the user has not decided about.
+#[derive(Clone)]
+pub enum Mode {
+    /// Only look: no prompt, no audit. For filtering (signals, lists of
+    /// resources, completions); an undecided category is `Pending`.
+    Look,
+    /// An access: audited; an undecided category starts a prompt and the
+    /// read answers `Pending` at once (a D-Bus read never blocks on the
+    /// user; the app asks again, or calls `RequestAccess`).
+    Access,
+    /// An access that waits for the user's answer (MCP): audited; while
+    /// the prompt shows, `progress` is told every few seconds; `cancel`
+    /// (the host gave up, or the session ended) stops the wait. A prompt
+    /// that is not answered with an allow refuses the read and stores
+    /// nothing.
+    Ask {
+        progress: Option<Progress>,
+        cancel: CancellationToken,
+    },
+}
+
+impl fmt::Debug for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Mode::Look => f.write_str("Look"),
+            Mode::Access => f.write_str("Access"),
+            Mode::Ask { progress, .. } => f
+                .debug_struct("Ask")
+                .field("progress", &progress.is_some())
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+/// How often a waiting MCP host hears that the user is still being asked.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// What a reader asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum What {
+    /// Everything the reader may see; never asks, never fails: the rest is
+    /// listed as `withheld`.
+    Snapshot,
+    Windows,
+    /// The focused window (`None` inside the view when none has focus).
+    ActiveWindow,
+    /// One window by id (`NotFound` when there is none).
+    Window(String),
+    Media,
+    Session,
+    Power,
+    Network,
+    Notifications,
+    /// The context apps published of one kind (`provided.KIND`).
+    Provided(String),
+    /// Every category and whether the reader may read it (looks only).
+    Categories,
+    /// The health of every source (needs no consent).
+    Sources,
+    /// A page of the timeline, of the kinds asked for whose category the
+    /// reader may see.
+    History(Query),
+    /// Time per app in `[since, until)`.
+    Summary {
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    },
+    /// The app ids in the timeline (completion of a history filter).
+    HistoryApps,
+    /// Who used the microphone, camera or screen since `since`: from the
+    /// timeline when the reader may read it (asked for when the period is
+    /// longer than the 24 hours the broker keeps in memory), else the
+    /// capture sessions seen since the broker started.
+    Captures {
+        since: DateTime<Utc>,
+    },
+}
+
+/// The answer to a read, one variant per [`What`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum View {
+    Snapshot(SnapshotView),
+    Windows(WindowsView),
+    Window(WindowOneView),
+    Media(MediaView),
+    Session(StateView<SessionState>),
+    Power(StateView<Power>),
+    Network(StateView<NetworkView>),
+    Notifications(NotificationsView),
+    Provided(Vec<ProvidedView>),
+    Categories(Vec<CategoryView>),
+    Sources(Vec<SourceView>),
+    History(HistoryPage),
+    Summary(Vec<AppTotalsView>),
+    HistoryApps(Vec<String>),
+    Captures(CapturesView),
+}
+
+/// Capture sessions of a period, and where they come from.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CapturesView {
+    /// Oldest first.
+    pub sessions: Vec<CaptureSessionView>,
+    /// From the timeline (else: what the broker saw since it started).
+    pub from_timeline: bool,
+    /// More sessions than [`MAX_CAPTURES`] were in the period.
+    pub more: bool,
+}
+
+/// The answer to [`Core::request_access`].
+#[derive(Debug)]
+pub enum Requested {
+    /// Every category is allowed already.
+    Granted,
+    /// One is refused; why.
+    Denied(String),
+    /// The user is being asked; the outcome arrives here.
+    Asking(tokio::sync::watch::Receiver<Option<Outcome>>),
+}
+
+/// Capture sessions a [`What::Captures`] reads from the timeline at most.
+pub const MAX_CAPTURES: u32 = 1000;
+
+/// The categories a reader may see, decided before rendering so that
+/// rendering (under the state's lock) never waits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Allowed(BTreeSet<Category>);
+
+impl Allowed {
+    pub fn can(&self, c: &Category) -> bool {
+        self.0.contains(c)
+    }
+}
+
+/// The categories a timeline reader may need besides `history`.
+const HISTORY_DETAILS: [Category; 7] = [
+    Category::Windows,
+    Category::WindowsTitles,
+    Category::MediaCapture,
+    Category::MediaPlayback,
+    Category::Session,
+    Category::Notifications,
+    Category::NotificationsContent,
+];
+
+impl Core {
+    /// The timeline's store, once the daemon has opened it.
+    pub fn set_history(&self, h: Arc<dyn HistoryStore>) {
+        let _ = self.history.set(h);
+    }
+
+    fn history(&self) -> Result<&Arc<dyn HistoryStore>> {
+        self.history
+            .get()
+            .ok_or_else(|| Error::Unavailable("the timeline is not available".into()))
+    }
+
+    /// Answer a read of `who`: decide, audit, prompt as `mode` says, and
+    /// render only what `who` may see.
+    pub async fn read(&self, who: &Subject, what: What, mode: Mode) -> Result<View> {
+        let now = self.clock.now();
+        Ok(match what {
+            What::Snapshot => {
+                let allowed = self.looked(who, self.snapshot_categories());
+                View::Snapshot(
+                    self.state
+                        .read(|s| view::snapshot(s, &|c: &Category| allowed.can(c))),
+                )
+            }
+            What::Windows | What::ActiveWindow | What::Window(_) => {
+                let allowed = self
+                    .access_with_details(who, Category::Windows, &[Category::WindowsTitles], mode)
+                    .await?;
+                let can = |c: &Category| allowed.can(c);
+                match what {
+                    What::Windows => {
+                        View::Windows(self.state.read(|s| view::windows_view(s, &can)))
+                    }
+                    What::Window(id) => {
+                        let v = self.state.read(|s| view::window_one(s, &can, Some(&id)));
+                        if v.window.is_none() {
+                            return Err(Error::NotFound(format!(
+                                "no window with id '{}' (it may have closed)",
+                                id.chars().take(64).collect::<String>()
+                            )));
+                        }
+                        View::Window(v)
+                    }
+                    _ => View::Window(self.state.read(|s| view::window_one(s, &can, None))),
+                }
+            }
+            What::Media => {
+                let allowed = self.access_media(who, mode).await?;
+                View::Media(
+                    self.state
+                        .read(|s| view::media(s, &|c: &Category| allowed.can(c), now)),
+                )
+            }
+            What::Session => {
+                self.authorize(who, &[Category::Session], mode).await?;
+                View::Session(state_view(self.state.read(|s| s.session.clone())))
+            }
+            What::Power => {
+                self.authorize(who, &[Category::Power], mode).await?;
+                View::Power(state_view(self.state.read(|s| s.power.clone())))
+            }
+            What::Network => {
+                let allowed = self
+                    .access_with_details(who, Category::Network, &[Category::NetworkName], mode)
+                    .await?;
+                let name = allowed.can(&Category::NetworkName);
+                View::Network(state_view(
+                    self.state
+                        .read(|s| s.network.as_ref().map(|n| NetworkView::new(n, name))),
+                ))
+            }
+            What::Notifications => {
+                let allowed = self
+                    .access_with_details(
+                        who,
+                        Category::Notifications,
+                        &[Category::NotificationsContent],
+                        mode,
+                    )
+                    .await?;
+                View::Notifications(
+                    self.state
+                        .read(|s| view::notifications_view(s, &|c: &Category| allowed.can(c))),
+                )
+            }
+            What::Provided(kind) => {
+                let cat = Category::provided(&kind)?;
+                self.authorize(who, std::slice::from_ref(&cat), mode)
+                    .await?;
+                View::Provided(self.state.read(|s| {
+                    s.provided
+                        .iter()
+                        .filter(|((_, k), _)| *k == kind)
+                        .map(|(_, p)| ProvidedView::new(p))
+                        .collect()
+                }))
+            }
+            What::Categories => {
+                let kinds = self.provided_kinds();
+                let mut cats = Category::fixed().to_vec();
+                cats.extend(kinds.iter().filter_map(|k| Category::provided(k).ok()));
+                let allowed = self.looked(who, cats);
+                View::Categories(view::categories(&|c: &Category| allowed.can(c), &kinds))
+            }
+            What::Sources => View::Sources(self.state.read(view::sources)),
+            What::History(mut q) => {
+                let history = self.history()?;
+                let allowed = self
+                    .access_with_details(who, Category::History, &HISTORY_DETAILS, mode)
+                    .await?;
+                let can = |c: &Category| allowed.can(c);
+                q.kinds.retain(|k| can(&k.category()));
+                if q.kinds.is_empty() {
+                    return Ok(View::History(HistoryPage::default()));
+                }
+                let (rows, next_cursor) = history.query(q, now).await?;
+                View::History(HistoryPage {
+                    events: rows
+                        .iter()
+                        .map(|e| HistoryEventView::new(e, &can))
+                        .collect(),
+                    next_cursor,
+                })
+            }
+            What::Summary { since, until } => {
+                let history = self.history()?;
+                let allowed = self
+                    .access_with_details(who, Category::History, &HISTORY_DETAILS, mode)
+                    .await?;
+                let totals = history.summary(since, until, now).await?;
+                View::Summary(
+                    totals
+                        .iter()
+                        .filter_map(|t| AppTotalsView::new(t, &|c: &Category| allowed.can(c)))
+                        .collect(),
+                )
+            }
+            What::HistoryApps => {
+                let history = self.history()?;
+                self.authorize(who, &[Category::History], mode).await?;
+                View::HistoryApps(history.app_ids().await?)
+            }
+            What::Captures { since } => View::Captures(self.captures(who, since, now, mode).await?),
+        })
+    }
+
+    async fn captures(
+        &self,
+        who: &Subject,
+        since: DateTime<Utc>,
+        now: DateTime<Utc>,
+        mode: Mode,
+    ) -> Result<CapturesView> {
+        self.authorize(who, &[Category::MediaCapture], mode.clone())
+            .await?;
+        // The broker keeps 24 hours in memory; longer needs the timeline,
+        // asked for like any read. A shorter period uses the timeline when
+        // the reader may read it already.
+        let timeline = if now - since > chrono::Duration::hours(24) {
+            self.authorize(who, &[Category::History], mode).await?;
+            true
+        } else {
+            self.allows(who, &Category::History)
+        };
+        if let (true, Ok(history)) = (timeline, self.history()) {
+            let q = Query {
+                since,
+                until: now + chrono::Duration::seconds(1),
+                kinds: vec![HistoryKind::Capture],
+                apps: vec![],
+                limit: MAX_CAPTURES,
+                cursor: None,
+            };
+            let (rows, next) = history.query(q, now).await?;
+            let sessions = rows
+                .iter()
+                .map(|e| {
+                    let device = e
+                        .detail
+                        .as_ref()
+                        .and_then(|d| d.get("device"))
+                        .cloned()
+                        .and_then(|d| serde_json::from_value::<MediaKind>(d).ok())
+                        .unwrap_or(MediaKind::Microphone);
+                    CaptureSessionView {
+                        stream_id: format!("history-{}", e.id),
+                        kind: device,
+                        start: view::time(&e.start),
+                        active: e.end.is_none(),
+                        end: e.end.as_ref().map(view::time),
+                        app_id: e.app_id.clone(),
+                        pid: None,
+                        claimed_name: None,
+                    }
+                })
+                .collect();
+            return Ok(CapturesView {
+                sessions,
+                from_timeline: true,
+                more: next.is_some(),
+            });
+        }
+        let mut sessions = self.state.read(|s| view::capture_sessions(s, now));
+        sessions.retain(|c| {
+            c.end
+                .as_deref()
+                .is_none_or(|e| e >= view::time(&since).as_str())
+        });
+        sessions.reverse();
+        Ok(CapturesView {
+            sessions,
+            from_timeline: false,
+            more: false,
+        })
+    }
+
+    /// `RequestAccess`: what the user said, or will say, about `who`
+    /// reading `categories`. Nothing is read, so nothing is audited; an
+    /// undecided category shows the prompt (with the app's `reason`).
+    pub async fn request_access(
+        &self,
+        who: &Subject,
+        categories: &[Category],
+        reason: &str,
+    ) -> Requested {
+        self.gate.seen(&who.app_id, who.source).await;
+        let mut ask = Vec::new();
+        for c in categories {
+            match self.gate.decide(&who.app_id, c) {
+                Decision::Allow => {}
+                Decision::Deny(e) => return Requested::Denied(e.to_string()),
+                Decision::Ask => ask.push(c.clone()),
+            }
+        }
+        if ask.is_empty() {
+            return Requested::Granted;
+        }
+        let Some(owned) = self.arc() else {
+            return Requested::Denied("the broker is stopping".into());
+        };
+        Requested::Asking(prompts::start(
+            &owned,
+            PromptRequest {
+                app: who.app_id.clone(),
+                identity_source: who.source,
+                display_name: None,
+                icon: None,
+                categories: ask,
+                channel: who.channel,
+                reason: reason.chars().take(500).collect(),
+            },
+        ))
+    }
+
+    /// The first of `categories` that `app` may no longer see (a live
+    /// subscription ends then), if any.
+    pub fn withdrawn(&self, app: &AppId, categories: &[Category]) -> Option<Category> {
+        categories
+            .iter()
+            .find(|c| !self.gate.allows(app, c))
+            .cloned()
+    }
+
+    /// Delete rows of the timeline (the caller is a manager, checked by
+    /// its publisher through polkit): how many.
+    pub async fn forget_history(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        apps: Vec<String>,
+        kinds: Vec<HistoryKind>,
+    ) -> Result<u64> {
+        let now = self.clock.now();
+        self.history()?.forget(since, until, apps, kinds, now).await
+    }
+
+    /// One change as subscriber `app` may see it, or `None` when it must
+    /// not be sent (looks only: subscribing was the access).
+    pub fn change_for(&self, app: &AppId, c: &Change) -> Option<(Category, ChangeView)> {
+        view::change(c, &|cat: &Category| self.gate.allows(app, cat))
+    }
+
+    /// Whether `who` may see `category` now (looks only).
+    pub fn allows(&self, who: &Subject, category: &Category) -> bool {
+        self.gate.allows(&who.app_id, category)
+    }
+
+    /// Whether a read of `category` is worth offering to `who` (a resource
+    /// in a listing): allowed, or not decided yet, so that reading it can
+    /// ask the user.
+    pub fn offered(&self, who: &Subject, category: &Category) -> bool {
+        !matches!(self.gate.decide(&who.app_id, category), Decision::Deny(_))
+    }
+
+    /// Every fixed category and the provided kinds present now: what a
+    /// snapshot may contain.
+    pub fn snapshot_categories(&self) -> Vec<Category> {
+        let mut v: Vec<Category> = Category::fixed().to_vec();
+        for k in self.provided_kinds() {
+            if let Ok(c) = Category::provided(&k)
+                && !v.contains(&c)
+            {
+                v.push(c);
+            }
+        }
+        v
+    }
+
+    fn provided_kinds(&self) -> Vec<String> {
+        self.state.read(|s| {
+            let mut k: Vec<String> = s.provided.keys().map(|(_, k)| k.clone()).collect();
+            k.sort();
+            k.dedup();
+            k
+        })
+    }
+
+    /// Of `categories`, those `who` may see, without asking or auditing.
+    fn looked(&self, who: &Subject, categories: impl IntoIterator<Item = Category>) -> Allowed {
+        Allowed(
+            categories
+                .into_iter()
+                .filter(|c| self.gate.allows(&who.app_id, c))
+                .collect(),
+        )
+    }
+
+    /// An access to `base` as `mode` says, then which of `details` `who`
+    /// may also see (looked at, never asked for: a read shows less rather
+    /// than prompting for a detail). `base` counts in.
+    async fn access_with_details(
+        &self,
+        who: &Subject,
+        base: Category,
+        details: &[Category],
+        mode: Mode,
+    ) -> Result<Allowed> {
+        self.authorize(who, std::slice::from_ref(&base), mode)
+            .await?;
+        let mut allowed = self.looked(who, details.iter().cloned());
+        allowed.0.insert(base);
+        Ok(allowed)
+    }
+
+    /// Media: either category will do. The access (and a prompt) is about
+    /// `media.playback` when that is allowed, else about `media.capture`,
+    /// the one that answers "who uses my microphone"; the other part shows
+    /// only when it is allowed too.
+    async fn access_media(&self, who: &Subject, mode: Mode) -> Result<Allowed> {
+        let (first, other) = if self.gate.allows(&who.app_id, &Category::MediaPlayback) {
+            (Category::MediaPlayback, Category::MediaCapture)
+        } else {
+            (Category::MediaCapture, Category::MediaPlayback)
+        };
+        self.access_with_details(who, first, &[other], mode).await
+    }
+
+    /// The one consent loop: may `who` see every one of `categories`?
+    ///
+    /// [`Mode::Look`] decides without side effects. [`Mode::Access`] and
+    /// [`Mode::Ask`] are accesses: audited with the channel, a one-time
+    /// grant used up, the app remembered; an undecided category shows the
+    /// user a prompt, which `Access` does not wait for (`Pending`) and
+    /// `Ask` does.
+    pub async fn authorize(
+        &self,
+        who: &Subject,
+        categories: &[Category],
+        mode: Mode,
+    ) -> Result<()> {
+        let app = &who.app_id;
+        if let Mode::Look = mode {
+            for c in categories {
+                match self.gate.decide(app, c) {
+                    Decision::Allow => {}
+                    Decision::Deny(e) => return Err(e),
+                    Decision::Ask => {
+                        return Err(Error::Pending {
+                            app: app.clone(),
+                            category: c.clone(),
+                        });
+                    }
+                }
+            }
+            return Ok(());
+        }
+        if let Mode::Ask { cancel, .. } = &mode
+            && cancel.is_cancelled()
+        {
+            return Err(Error::Failed("the request was cancelled".into()));
+        }
+        self.gate.seen(app, who.source).await;
+        let ask = self.access_each(who, categories)?;
+        if ask.is_empty() {
+            return Ok(());
+        }
+        let pending = || Error::Pending {
+            app: app.clone(),
+            category: ask[0].clone(),
+        };
+        let Some(owned) = self.arc() else {
+            return Err(pending());
+        };
+        let rx = prompts::start(
+            &owned,
+            PromptRequest {
+                app: app.clone(),
+                identity_source: who.source,
+                display_name: None,
+                icon: None,
+                categories: ask.clone(),
+                channel: who.channel,
+                reason: String::new(),
+            },
+        );
+        let Mode::Ask { progress, cancel } = mode else {
+            return Err(pending());
+        };
+        let names: Vec<String> = ask.iter().map(ToString::to_string).collect();
+        let message = format!("waiting for the user to allow {}", names.join(", "));
+        let report = |step: f64| {
+            let p = progress.clone();
+            let m = message.clone();
+            async move {
+                if let Some(p) = p {
+                    p(step, m).await;
+                }
+            }
+        };
+        let mut step = 0.0;
+        report(step).await;
+        let outcome = loop {
+            tokio::select! {
+                _ = cancel.cancelled() => {
+                    return Err(Error::Failed("the request was cancelled while the user was asked".into()));
+                }
+                o = prompts::wait(rx.clone()) => break o,
+                _ = tokio::time::sleep(PROGRESS_EVERY) => {
+                    step += 1.0;
+                    report(step).await;
+                }
+            }
+        };
+        if !outcome.allowed() {
+            let hint = match &outcome {
+                Outcome::NoAnswer(e) => e.to_string(),
+                _ => "the user denied it".to_owned(),
+            };
+            return Err(Error::NotAllowed {
+                app: app.clone(),
+                category: ask[0].clone(),
+                hint,
+            });
+        }
+        // The answer is in the gate now (a one-time grant is used up here).
+        if self.access_each(who, &ask)?.is_empty() {
+            Ok(())
+        } else {
+            Err(pending())
+        }
+    }
+
+    /// An audited access of each category: the undecided ones, or the
+    /// first refusal.
+    fn access_each(&self, who: &Subject, categories: &[Category]) -> Result<Vec<Category>> {
+        let mut ask = Vec::new();
+        for c in categories {
+            match self.gate.access(&who.app_id, c, who.channel) {
+                Decision::Allow => {}
+                Decision::Deny(e) => {
+                    tracing::debug!(app = %who.app_id, category = %c, channel = %who.channel, error = %e, "refused");
+                    return Err(e);
+                }
+                Decision::Ask => ask.push(c.clone()),
+            }
+        }
+        Ok(ask)
+    }
+}
+
+fn state_view<T>(value: Option<T>) -> StateView<T> {
+    StateView {
+        available: value.is_some(),
+        value,
+    }
+}
