@@ -137,8 +137,6 @@ pub trait HistoryStore: Send + Sync + std::fmt::Debug {
         until: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> BoxFut<'_, Result<Vec<AppTotals>, crate::core::Error>>;
-    /// Every app id in the timeline.
-    fn app_ids(&self) -> BoxFut<'_, Result<Vec<String>, crate::core::Error>>;
     /// Delete rows overlapping `[since, until)` of `apps` and `kinds`
     /// (empty: all); how many were deleted.
     fn forget(

@@ -113,7 +113,8 @@ pub enum What {
         since: DateTime<Utc>,
         until: DateTime<Utc>,
     },
-    /// The app ids in the timeline (completion of a history filter).
+    /// The app ids in the timeline whose use the reader may see
+    /// (completion of a history filter).
     HistoryApps,
     /// Who used the microphone, camera or screen since `since`: from the
     /// timeline when the reader may read it (asked for when the period is
@@ -179,6 +180,9 @@ impl Allowed {
         self.0.contains(c)
     }
 }
+
+/// How far back [`What::HistoryApps`] looks: longer than any retention.
+const HISTORY_APPS_DAYS: i64 = 400;
 
 /// The categories a timeline reader may need besides `history`.
 const HISTORY_DETAILS: [Category; 7] = [
@@ -329,9 +333,25 @@ impl Core {
                 )
             }
             What::HistoryApps => {
+                // The apps whose time the reader may see: an app id in the
+                // timeline says it was used, which needs the category of
+                // that use (focus, capture, playback), as in a summary.
                 let history = self.history()?;
-                self.authorize(who, &[Category::History], mode).await?;
-                View::HistoryApps(history.app_ids().await?)
+                let allowed = self
+                    .access_with_details(who, Category::History, &HISTORY_DETAILS, mode)
+                    .await?;
+                let since = now - chrono::Duration::days(HISTORY_APPS_DAYS);
+                let totals = history
+                    .summary(since, now + chrono::Duration::seconds(1), now)
+                    .await?;
+                let can = |c: &Category| allowed.can(c);
+                View::HistoryApps(
+                    totals
+                        .iter()
+                        .filter_map(|t| AppTotalsView::new(t, &can))
+                        .map(|t| t.app_id)
+                        .collect(),
+                )
             }
             What::Captures { since } => View::Captures(self.captures(who, since, now, mode).await?),
         })

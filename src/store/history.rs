@@ -432,22 +432,6 @@ impl History {
         Ok(totals.into_sorted())
     }
 
-    /// The app ids with focus, capture or playback time in the timeline
-    /// (closed intervals from the rollup, open ones from `history_long`).
-    pub async fn app_ids(&self) -> Result<Vec<String>, Error> {
-        let sql = format!(
-            "SELECT app_id FROM history_hourly
-             UNION
-             SELECT app_id FROM history INDEXED BY history_long
-              WHERE {LONG} AND end_ms IS NULL AND {SUMMED_SQL}
-             ORDER BY 1"
-        );
-        sqlx::query_scalar(trusted(sql))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(failed)
-    }
-
     /// Delete rows overlapping [since, until) of `apps` and `kinds` (empty:
     /// all), then checkpoint the WAL so that the overwritten pages replace
     /// the old ones in the database file.

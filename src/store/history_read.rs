@@ -22,10 +22,6 @@ impl HistoryStore for History {
         Box::pin(History::summary(self, since, until, now))
     }
 
-    fn app_ids(&self) -> BoxFut<'_, Result<Vec<String>, Error>> {
-        Box::pin(History::app_ids(self))
-    }
-
     fn forget(
         &self,
         since: DateTime<Utc>,

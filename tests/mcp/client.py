@@ -14,6 +14,10 @@ Scenarios:
              written to the replay FIFO
     denied   the host has no grant: tool errors, -32004, no `updated` leaks;
              then a grant is written and `list_changed` must arrive
+    dump     read everything a host can read (every read tool, every
+             resource listed or not, both templates, every prompt, every
+             completion) and report it all; tests/canaries.rs looks for
+             planted markers in it
 """
 
 import argparse
@@ -228,6 +232,49 @@ async def denied(client, args, inbox, report):
             report["read_after"] = await attempt(client.read_resource("context://windows/active"))
 
 
+async def dump_all(client, args, inbox, report):
+    """Everything a host can read, whatever it may see: errors included."""
+    since = "2000-01-01T00:00:00Z"
+    out = report["read"] = {}
+    tools = await client.list_tools()
+    for t in tools.tools:
+        if t.name == "send_notification":
+            continue
+        arguments = {}
+        if t.name in ("list_windows", "list_notifications"):
+            arguments = {"limit": 100}
+        if t.name in ("get_recent_activity", "summarize_time"):
+            arguments = {"since": since}
+        out["tool " + t.name] = await attempt(client.call_tool(t.name, arguments))
+    listed = await attempt(client.list_resources())
+    out["resources/list"] = listed
+    uris = {str(r["uri"]) for r in (listed.get("ok") or {}).get("resources", [])}
+    uris |= {
+        "context://snapshot", "context://windows", "context://windows/active",
+        "context://media", "context://session", "context://power",
+        "context://network", "context://notifications", "context://windows/w1",
+        "context://windows/past", "context://history",
+        "context://history?since=2000-01-01T00%3A00%3A00Z",
+    }
+    for u in sorted(uris):
+        out["resource " + u] = await attempt(client.read_resource(u))
+    out["resources/templates/list"] = await attempt(client.list_resource_templates())
+    prompts = await attempt(client.list_prompts())
+    out["prompts/list"] = prompts
+    for name, a in [
+        ("what_am_i_doing", {"detail": "full"}),
+        ("privacy_report", {"period": "24h"}),
+        ("privacy_report", {"period": "7d"}),
+    ]:
+        out[f"prompt {name} {a}"] = await attempt(client.get_prompt(name, a))
+    for ref, arg in [
+        (types.ResourceTemplateReference(type="ref/resource", uri="context://windows/{id}"), "id"),
+        (types.ResourceTemplateReference(type="ref/resource", uri="context://history{?since,until,app}"), "app"),
+        (types.PromptReference(type="ref/prompt", name="what_am_i_doing"), "detail"),
+    ]:
+        out[f"complete {arg}"] = await attempt(client.complete(ref, {"name": arg, "value": ""}))
+
+
 async def main():
     p = argparse.ArgumentParser()
     p.add_argument("--transport", required=True)
@@ -248,6 +295,8 @@ async def main():
         report["server"] = dump(info)
         if args.scenario == "full":
             await full(client, args, inbox, report)
+        elif args.scenario == "dump":
+            await dump_all(client, args, inbox, report)
         else:
             await denied(client, args, inbox, report)
     report["notifications"] = inbox.methods()

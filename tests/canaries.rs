@@ -1,0 +1,417 @@
+//! Planted canaries, every publisher: one replayed state in which every
+//! category and every detail carries a unique marker, read by a D-Bus app
+//! (every Context1 and History1 read, and `Changed` signals of a
+//! subscription) and by an MCP host (the Python SDK over `contextctl mcp`:
+//! every read tool, every resource and template, every prompt, every
+//! completion), for a table of grant sets: every category alone, every
+//! base with its detail, the timeline with each kind's category, all, none.
+//! A marker must show on both publishers exactly when its categories are
+//! granted, and nowhere else.
+
+mod common;
+mod mcp_support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::*;
+use contextd::dbus::proxy::{Context1Proxy, History1Proxy, Subscription1Proxy};
+use contextd::dbus::variant::{dict_to_json, to_json};
+use futures_util::StreamExt;
+use mcp_support::*;
+use serde_json::{Value, json};
+
+/// A marker, and the grant sets that let a reader see it (any one of them;
+/// each a set of categories that must all be granted).
+struct Marker {
+    text: &'static str,
+    needs: &'static [&'static [&'static str]],
+    /// Carried by `Changed` signals (the rest only lives in the timeline).
+    signalled: bool,
+}
+
+const MARKERS: &[Marker] = &[
+    Marker {
+        text: "CanaryWinApp",
+        needs: &[&["windows"]],
+        signalled: true,
+    },
+    Marker {
+        text: "CANARY-TITLE",
+        needs: &[&["windows.titles"]],
+        signalled: true,
+    },
+    Marker {
+        text: "CanaryPastApp",
+        needs: &[&["history", "windows"]],
+        signalled: false,
+    },
+    Marker {
+        text: "CANARY-PAST-TITLE",
+        needs: &[&["history", "windows.titles"]],
+        signalled: false,
+    },
+    Marker {
+        text: "CANARY-PLAYAPP",
+        needs: &[&["media.playback"]],
+        signalled: true,
+    },
+    Marker {
+        text: "CANARY-PLAYBACK",
+        needs: &[&["media.playback"]],
+        signalled: true,
+    },
+    Marker {
+        text: "CANARY-CAPAPP",
+        needs: &[&["media.capture"]],
+        signalled: true,
+    },
+    Marker {
+        text: "CANARY-CAPTURE",
+        needs: &[&["media.capture"]],
+        signalled: true,
+    },
+    Marker {
+        text: "CANARY-POWER",
+        needs: &[&["power"]],
+        signalled: true,
+    },
+    Marker {
+        text: "CANARY-NETTYPE",
+        needs: &[&["network"]],
+        signalled: true,
+    },
+    Marker {
+        text: "CANARY-SSID",
+        needs: &[&["network.name"]],
+        signalled: true,
+    },
+    Marker {
+        text: "CANARY-NOTE",
+        needs: &[&["notifications"]],
+        signalled: true,
+    },
+    Marker {
+        text: "CANARY-BODY",
+        needs: &[&["notifications.content"]],
+        signalled: true,
+    },
+    Marker {
+        text: "CANARY-DOC",
+        needs: &[&["provided.document"]],
+        signalled: true,
+    },
+];
+
+/// Every category a grant set can name.
+const ALL: &[&str] = &[
+    "windows",
+    "windows.titles",
+    "media.playback",
+    "media.capture",
+    "session",
+    "power",
+    "network",
+    "network.name",
+    "notifications",
+    "notifications.content",
+    "provided.document",
+    "history",
+    "actions.notify",
+];
+
+/// The categories that carry `Changed` signals with a marker.
+const SIGNALLED: &[&str] = &[
+    "windows",
+    "media.playback",
+    "media.capture",
+    "power",
+    "network",
+    "notifications",
+    "provided.document",
+];
+
+/// A grant set with what it implies (a detail implies its base).
+fn effective(grants: &[&str]) -> BTreeSet<&'static str> {
+    let mut out = BTreeSet::new();
+    for g in grants {
+        let Some(c) = ALL.iter().find(|c| *c == g) else {
+            panic!("unknown category {g}");
+        };
+        out.insert(*c);
+        if let Some((base, _)) = c.split_once('.')
+            && let Some(b) = ALL.iter().find(|x| **x == base)
+        {
+            out.insert(*b);
+        }
+    }
+    out
+}
+
+fn visible(m: &Marker, eff: &BTreeSet<&str>) -> bool {
+    m.needs
+        .iter()
+        .any(|set| set.iter().all(|c| eff.contains(c)))
+}
+
+fn table() -> Vec<Vec<&'static str>> {
+    let mut t: Vec<Vec<&'static str>> = ALL.iter().map(|c| vec![*c]).collect();
+    t.extend([
+        vec!["windows", "windows.titles"],
+        vec!["network", "network.name"],
+        vec!["notifications", "notifications.content"],
+        vec!["media.playback", "media.capture"],
+        vec!["history", "windows"],
+        vec!["history", "windows.titles"],
+        vec!["history", "media.capture"],
+        vec!["history", "media.playback"],
+        vec!["history", "notifications"],
+        ALL.to_vec(),
+        vec![],
+    ]);
+    t
+}
+
+fn stream(id: &str, kind: &str, app: &str, name: &str, role: u32) -> String {
+    json!({"type": "stream", "stream": {
+        "id": id, "kind": kind, "app_id": format!("exe:/usr/bin/{app}"), "pid": 4242,
+        "media_name": name, "media_role": format!("role-{role}"), "state": "running"
+    }})
+    .to_string()
+}
+
+/// Lines that change every marked thing (with a counter in a field that is
+/// no marker, so that each one is a real change).
+fn changes(n: u32) -> Vec<String> {
+    let mut w: Value = serde_json::from_str(&window_line(
+        "w1",
+        "org.example.CanaryWinApp",
+        "CANARY-TITLE",
+        true,
+    ))
+    .expect("window line");
+    w["window"]["states"]["maximized"] = json!(n % 2 == 1);
+    vec![
+        w.to_string(),
+        stream("pw-9-1", "playback", "CANARY-PLAYAPP", "CANARY-PLAYBACK", n),
+        stream("pw-9-2", "microphone", "CANARY-CAPAPP", "CANARY-CAPTURE", n),
+        json!({"type": "power", "power": {"on_battery": true, "percentage": f64::from(n % 90), "state": "CANARY-POWER"}}).to_string(),
+        json!({"type": "network", "network": {"connectivity": if n % 2 == 0 { "full" } else { "limited" }, "metered": false, "primary_type": "CANARY-NETTYPE", "ssid": "CANARY-SSID"}}).to_string(),
+        json!({"type": "notification", "notification": {"id": format!("n{n}"), "app_name": "Mail", "summary": "CANARY-NOTE", "body": "CANARY-BODY"}}).to_string(),
+        json!({"type": "provided", "context": {"app_id": "exe:/usr/bin/docs", "kind": "document", "data": {"title": "CANARY-DOC", "n": n}}}).to_string(),
+        json!({"type": "session", "session": {"active": true, "locked": false, "idle": n % 2 == 1}}).to_string(),
+    ]
+}
+
+/// Everything the D-Bus app can read, as one text.
+async fn dbus_reads(ctx: &Context1Proxy<'_>, hist: &History1Proxy<'_>) -> String {
+    let mut out = Vec::new();
+    let mut put = |what: &str, v: Result<Value, zbus::Error>| {
+        out.push(format!(
+            "{what}: {}",
+            v.map(|v| v.to_string()).unwrap_or_else(|e| e.to_string())
+        ));
+    };
+    let list =
+        |v: Vec<contextd::dbus::variant::Dict>| Value::Array(v.iter().map(dict_to_json).collect());
+    put(
+        "GetSnapshot",
+        ctx.get_snapshot().await.map(|d| dict_to_json(&d)),
+    );
+    put("ListWindows", ctx.list_windows().await.map(list));
+    put(
+        "GetActiveWindow",
+        ctx.get_active_window().await.map(|d| dict_to_json(&d)),
+    );
+    put("GetMedia", ctx.get_media().await.map(|d| dict_to_json(&d)));
+    put("ListCategories", ctx.list_categories().await.map(list));
+    put("ListSources", ctx.list_sources().await.map(list));
+    let mut cursor = String::new();
+    for _ in 0..20 {
+        match hist.query(0, 0, &[], &[], 1000, &cursor).await {
+            Ok((events, next)) => {
+                put("History1.Query", Ok(list(events)));
+                if next.is_empty() {
+                    break;
+                }
+                cursor = next;
+            }
+            Err(e) => {
+                put("History1.Query", Err(e));
+                break;
+            }
+        }
+    }
+    put(
+        "History1.Summary",
+        hist.summary(946_684_800, 0).await.map(list),
+    );
+    out.join("\n")
+}
+
+/// Subscribe to what the set allows of the signalled categories, change
+/// everything, and return the `Changed` signals once one of each subscribed
+/// category arrived.
+async fn dbus_signals(
+    conn: &zbus::Connection,
+    ctx: &Context1Proxy<'_>,
+    replay: &mut Replay,
+    eff: &BTreeSet<&str>,
+    round: u32,
+) -> String {
+    let cats: Vec<&str> = SIGNALLED
+        .iter()
+        .copied()
+        .filter(|c| eff.contains(c))
+        .collect();
+    if cats.is_empty() {
+        return String::new();
+    }
+    let path = ctx.subscribe(&cats).await.expect("subscribe");
+    let sub = Subscription1Proxy::builder(conn)
+        .path(path)
+        .build()
+        .await
+        .expect("subscription");
+    let mut changed = sub.receive_changed().await.expect("Changed stream");
+    for l in changes(round) {
+        replay.send(&l);
+    }
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut text = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !cats.iter().all(|c| seen.contains(*c)) {
+        let sig = tokio::time::timeout_at(deadline, changed.next())
+            .await
+            .unwrap_or_else(|_| panic!("Changed for {cats:?} within 20 s; got {seen:?}"))
+            .expect("stream open");
+        let args = sig.args().expect("args");
+        seen.insert(args.category().to_owned());
+        let data: Value = Value::Object(
+            args.data()
+                .iter()
+                .map(|(k, v)| (k.clone(), to_json(v)))
+                .collect(),
+        );
+        text.push(format!("{}: {data}", args.category()));
+    }
+    let _ = sub.unsubscribe().await;
+    text.join("\n")
+}
+
+/// Everything the MCP host can read, as one text.
+fn mcp_reads(bus: &Bus, home: &Home) -> String {
+    let r = run_client(
+        bus,
+        home,
+        &[
+            "--transport",
+            "stdio",
+            "--mode",
+            "legacy",
+            "--scenario",
+            "dump",
+        ],
+    );
+    let read = r.get("read").cloned().unwrap_or(Value::Null);
+    assert!(
+        read.as_object().is_some_and(|m| m.len() > 20),
+        "the MCP dump read too little: {r}"
+    );
+    read.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_marker_shows_exactly_where_it_is_granted() {
+    with_timeout(600, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        home.deny_undecided();
+        let me = my_app_id();
+        let host = python_app_id();
+        home.write_policy(&[(me.as_str(), ALL), (host.as_str(), ALL)]);
+        let mut replay = Replay::new(&home);
+        // A window used earlier and closed: only the timeline knows it.
+        replay.send(&window_line(
+            "past",
+            "org.example.CanaryPastApp",
+            "CANARY-PAST-TITLE",
+            true,
+        ));
+        for l in changes(0) {
+            replay.send(&l);
+        }
+        replay.send(r#"{"type":"focus","id":"w1"}"#);
+        replay.send(r#"{"type":"window-closed","id":"past"}"#);
+        let _d = Daemon::start(&bus, &home, &["--replay", &replay.arg()]).await;
+        wait_socket(&home);
+        let conn = bus.connect().await;
+        let ctx = Context1Proxy::new(&conn).await.expect("Context1");
+        let hist = History1Proxy::new(&conn).await.expect("History1");
+        // The timeline is written in batches: wait until it has the past.
+        eventually(15, "the closed window in the timeline", || async {
+            let (events, _) = hist.query(0, 0, &[], &[], 1000, "").await.ok()?;
+            let text = Value::Array(events.iter().map(dict_to_json).collect()).to_string();
+            (text.contains("CANARY-PAST-TITLE") && text.contains("CANARY-CAPAPP")).then_some(())
+        })
+        .await;
+
+        let mut failures = Vec::new();
+        for (round, grants) in table().into_iter().enumerate() {
+            let eff = effective(&grants);
+            if grants.is_empty() {
+                home.write_policy(&[]);
+            } else {
+                home.write_policy(&[(me.as_str(), &grants), (host.as_str(), &grants)]);
+            }
+            // Applied once the gate answers with exactly this set.
+            eventually(10, "the policy applied", || async {
+                let cats = ctx.list_categories().await.ok()?;
+                cats.iter()
+                    .map(dict_to_json)
+                    .all(|c| {
+                        let name = c["name"].as_str().unwrap_or("");
+                        !ALL.contains(&name) || c["allowed"].as_bool() == Some(eff.contains(name))
+                    })
+                    .then_some(())
+            })
+            .await;
+            let dbus = dbus_reads(&ctx, &hist).await;
+            let signals = dbus_signals(&conn, &ctx, &mut replay, &eff, round as u32 + 1).await;
+            let mcp = tokio::task::block_in_place(|| mcp_reads(&bus, &home));
+            for m in MARKERS {
+                let want = visible(m, &eff);
+                for (publisher, text, expected) in [
+                    ("D-Bus methods", &dbus, want),
+                    ("MCP", &mcp, want),
+                    ("D-Bus Changed signals", &signals, want && m.signalled),
+                ] {
+                    let found = text.contains(m.text);
+                    if found != expected {
+                        failures.push(format!(
+                            "grants {grants:?}: {} {} on {publisher}",
+                            m.text,
+                            if expected { "missing" } else { "LEAKED" }
+                        ));
+                    }
+                }
+                if !want {
+                    // A withheld signal category must not even be
+                    // subscribable, so no signal can carry it.
+                    assert!(
+                        !signals.contains(m.text),
+                        "grants {grants:?}: {} in a signal",
+                        m.text
+                    );
+                }
+            }
+        }
+        assert!(
+            failures.is_empty(),
+            "{} failures:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+    })
+    .await;
+}
