@@ -196,7 +196,7 @@ fn changes(n: u32) -> Vec<String> {
         stream("pw-9-1", "playback", "CANARY-PLAYAPP", "CANARY-PLAYBACK", n),
         stream("pw-9-2", "microphone", "CANARY-CAPAPP", "CANARY-CAPTURE", n),
         json!({"type": "power", "power": {"on_battery": true, "percentage": f64::from(n % 90), "state": "CANARY-POWER"}}).to_string(),
-        json!({"type": "network", "network": {"connectivity": if n % 2 == 0 { "full" } else { "limited" }, "metered": false, "primary_type": "CANARY-NETTYPE", "ssid": "CANARY-SSID"}}).to_string(),
+        json!({"type": "network", "network": {"connectivity": if n.is_multiple_of(2) { "full" } else { "limited" }, "metered": false, "primary_type": "CANARY-NETTYPE", "ssid": "CANARY-SSID"}}).to_string(),
         json!({"type": "notification", "notification": {"id": format!("n{n}"), "app_name": "Mail", "summary": "CANARY-NOTE", "body": "CANARY-BODY"}}).to_string(),
         json!({"type": "provided", "context": {"app_id": "exe:/usr/bin/docs", "kind": "document", "data": {"title": "CANARY-DOC", "n": n}}}).to_string(),
         json!({"type": "session", "session": {"active": true, "locked": false, "idle": n % 2 == 1}}).to_string(),
