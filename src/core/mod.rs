@@ -32,6 +32,10 @@ pub struct Core {
     pub gate: Gate,
     pub prompts: prompts::Prompts,
     pub clock: Arc<dyn Clock>,
+    /// Where the core's own tasks (a prompt) are spawned: the publishers'
+    /// level of the shutdown tree, since prompts are asked for them, so
+    /// that a stop ends and joins a prompt that is still showing.
+    pub tasks: crate::shutdown::Level,
 }
 
 impl Core {
@@ -40,6 +44,7 @@ impl Core {
             Gate::new(policy_path, clock.clone()),
             clock,
             std::time::Duration::from_secs(60),
+            crate::shutdown::Level::detached("core"),
         )
     }
 
@@ -47,6 +52,7 @@ impl Core {
         gate: Gate,
         clock: Arc<dyn Clock>,
         prompt_timeout: std::time::Duration,
+        tasks: crate::shutdown::Level,
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| Core {
             me: me.clone(),
@@ -54,6 +60,7 @@ impl Core {
             gate,
             prompts: prompts::Prompts::new(prompt_timeout),
             clock,
+            tasks,
         })
     }
 

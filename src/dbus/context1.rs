@@ -179,14 +179,14 @@ impl Context1 {
         let conn = Arc::new(self.shared.conn.clone());
         let p = path.clone();
         if let Some(msg) = denied {
-            tokio::spawn(async move {
+            self.shared.tasks.spawn(async move {
                 let results = HashMap::from([("message".to_owned(), Variant::from(msg))]);
                 request::respond(conn, p, owner, request::DENIED, results).await;
             });
             return Ok(path);
         }
         if ask.is_empty() {
-            tokio::spawn(request::respond(
+            self.shared.tasks.spawn(request::respond(
                 conn,
                 p,
                 owner,
@@ -200,7 +200,7 @@ impl Context1 {
             r.channel = Channel::DBus;
             r
         });
-        tokio::spawn(async move {
+        self.shared.tasks.spawn(async move {
             tokio::select! {
                 _ = cancel.cancelled() => {}
                 outcome = prompts::wait(rx) => {

@@ -18,8 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::StreamExt;
-use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use zbus::Connection;
 use zbus::fdo::DBusProxy;
 use zbus::message::Header;
@@ -27,6 +26,7 @@ use zbus::message::Header;
 use crate::core::prompts::{self, PromptRequest};
 use crate::core::{Channel, Core, Decision};
 use crate::model::Category;
+use crate::shutdown::Level;
 use callers::Caller;
 use error::Result;
 
@@ -42,6 +42,9 @@ pub struct Shared {
     pub subs: Arc<subscription::Subscriptions>,
     pub agents: Arc<agent::Agents>,
     pub polkit: polkit::Polkit,
+    /// The publishers' tracker: tasks that outlive a call (a request's
+    /// answer) are spawned here, so that shutdown joins them.
+    pub tasks: TaskTracker,
     next_request: AtomicU64,
 }
 
@@ -119,8 +122,7 @@ pub async fn serve(
     core: Arc<Core>,
     history: crate::store::history::History,
     history_enabled: bool,
-    tasks: &mut JoinSet<()>,
-    cancel: CancellationToken,
+    level: &Level,
 ) -> zbus::Result<Arc<Shared>> {
     let dbus = DBusProxy::new(conn).await?;
     let agents = Arc::new(agent::Agents::default());
@@ -135,6 +137,7 @@ pub async fn serve(
         subs: Arc::new(subscription::Subscriptions::default()),
         agents,
         polkit: polkit::Polkit::default(),
+        tasks: level.tracker(),
         next_request: AtomicU64::new(0),
     });
 
@@ -143,8 +146,8 @@ pub async fn serve(
     let mut owner_changes = dbus.receive_name_owner_changed().await?;
     {
         let shared = shared.clone();
-        let cancel = cancel.clone();
-        tasks.spawn(async move {
+        let cancel = level.token();
+        level.spawn(async move {
             loop {
                 tokio::select! {
                     _ = cancel.cancelled() => break,
@@ -189,12 +192,12 @@ pub async fn serve(
             },
         )
         .await?;
-    tasks.spawn(consent1::watch_paused(shared.clone(), cancel.clone()));
-    tasks.spawn(subscription::dispatch(
+    level.spawn(consent1::watch_paused(shared.clone(), level.token()));
+    level.spawn(subscription::dispatch(
         conn.clone(),
         core,
         shared.subs.clone(),
-        cancel,
+        level.token(),
     ));
     until_serving(conn).await?;
     Ok(shared)

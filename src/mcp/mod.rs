@@ -35,11 +35,12 @@ pub mod watch;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::core::Core;
+use crate::shutdown::Level;
 
 /// What every MCP session shares.
 #[derive(Debug)]
@@ -51,6 +52,9 @@ pub struct Broker {
     pub history: Option<crate::store::history::History>,
     /// Cancelled at shutdown; every session's token is a child.
     pub cancel: CancellationToken,
+    /// The publishers' tracker: every connection's and session's task is
+    /// spawned here, so that shutdown joins them.
+    pub tasks: TaskTracker,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -85,14 +89,14 @@ pub async fn serve(
     conn: Option<zbus::Connection>,
     history: Option<crate::store::history::History>,
     pool: sqlx::SqlitePool,
-    tasks: &mut JoinSet<()>,
-    cancel: CancellationToken,
+    level: &Level,
 ) -> Result<(), McpError> {
     let broker = Arc::new(Broker {
         core: core.clone(),
         notifier: notify::Notifier::new(conn),
         history,
-        cancel: cancel.clone(),
+        cancel: level.token(),
+        tasks: level.tracker(),
     });
 
     let store: Arc<dyn tokens::TokenStore> =
@@ -110,18 +114,19 @@ pub async fn serve(
             tracing::info!(path = %socket.path.display(), "MCP stdio socket ready (contextctl mcp)");
             if let Some(listener) = socket.take_listener() {
                 let broker = broker.clone();
-                let cancel = cancel.child_token();
-                tasks.spawn(async move {
+                let cancel = level.child_token();
+                level.spawn(async move {
                     let _socket = socket;
                     stdio::serve(broker, listener, cancel).await;
                 });
             }
             if let Some(listener) = admin.take_listener() {
                 let store = store.clone();
-                let cancel = cancel.child_token();
-                tasks.spawn(async move {
+                let cancel = level.child_token();
+                let tasks = level.tracker();
+                level.spawn(async move {
                     let _admin = admin;
-                    admin::serve(store, listener, cancel).await;
+                    admin::serve(store, listener, cancel, tasks).await;
                 });
             }
         }
@@ -130,7 +135,7 @@ pub async fn serve(
 
     if let Some(h) = config.file.mcp.http.as_ref() {
         let bound = http::bind(h, runtime.as_deref()).await?;
-        tasks.spawn(http::serve(bound, broker, store, cancel.child_token()));
+        level.spawn(http::serve(bound, broker, store, level.child_token()));
     }
     Ok(())
 }
