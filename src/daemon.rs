@@ -37,8 +37,15 @@ pub enum DaemonError {
     Fdo(#[from] zbus::fdo::Error),
     #[error("{path}: {error}")]
     Io { path: String, error: std::io::Error },
-    #[error("{0}")]
-    Store(String),
+    /// The database key could not be found, made or read.
+    #[error(transparent)]
+    Key(#[from] store::KeyError),
+    /// The database could not be opened (a wrong key among others).
+    #[error(transparent)]
+    Db(#[from] store::DbError),
+    /// Reading the open database through core's store traits failed.
+    #[error(transparent)]
+    Store(#[from] crate::core::Error),
     #[error("{0}")]
     Mcp(#[from] crate::mcp::McpError),
 }
@@ -125,12 +132,8 @@ async fn serve(
     // anything is served.
     let consent = &config.file.consent;
     let db_path = config.paths.database();
-    let (key, key_source) = store::key::load(&config.paths.state_dir, &db_path, Some(conn))
-        .await
-        .map_err(|e| DaemonError::Store(e.to_string()))?;
-    let (db, db_tasks) = store::Db::open(&db_path, &key, &key_source)
-        .await
-        .map_err(|e| DaemonError::Store(e.to_string()))?;
+    let (key, key_source) = store::key::load(&config.paths.state_dir, &db_path, Some(conn)).await?;
+    let (db, db_tasks) = store::Db::open(&db_path, &key, &key_source).await?;
     drop(key);
     {
         // The pool closes when the database level stops, after the
@@ -143,10 +146,7 @@ async fn serve(
             tracing::debug!("database closed");
         });
     }
-    let loaded = db
-        .load()
-        .await
-        .map_err(|e| DaemonError::Store(e.to_string()))?;
+    let loaded = db.load().await?;
     tracing::info!(path = %db_path.display(), key = %key_source, decisions = loaded.decisions.len(), "database open");
     let settings = GateSettings {
         undecided: match consent.undecided {
@@ -173,9 +173,8 @@ async fn serve(
     let audit_keep = chrono::Duration::days(i64::from(consent.audit_days.max(1)));
     // The timeline: recorded from every change, in order, as it is
     // applied; written by its own task in batches.
-    let (history, history_writer, next_id) = store::history::History::open(db.pool().clone())
-        .await
-        .map_err(|e| DaemonError::Store(e.to_string()))?;
+    let (history, history_writer, next_id) =
+        store::history::History::open(db.pool().clone()).await?;
     let history_settings = config.file.history.clone();
     core.state.set_observer(Box::new(HistoryObserver {
         recorder: crate::core::history::Recorder::new(history_settings.clone(), next_id),
