@@ -1,5 +1,5 @@
 //! The daemon: wires sources → core → publishers, owns the bus name, and
-//! shuts everything down in order.
+//! shuts everything down in order, the same way on every exit path.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -9,7 +9,6 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use inotify::{Inotify, WatchMask};
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use zbus::Connection;
 use zbus::fdo::{DBusProxy, RequestNameFlags, RequestNameReply};
@@ -19,6 +18,7 @@ use crate::config::{Config, UndecidedMode};
 use crate::core::consent::{ConsentStore, Verdict};
 use crate::core::{Core, Gate, GateSettings, SourceEvent, SystemClock};
 use crate::dbus::{self, BUS_NAME};
+use crate::shutdown::{Bounds, Tree};
 use crate::sources;
 use crate::store;
 
@@ -37,8 +37,18 @@ pub enum DaemonError {
     Fdo(#[from] zbus::fdo::Error),
     #[error("{path}: {error}")]
     Io { path: String, error: std::io::Error },
-    #[error("{0}")]
-    Store(String),
+    /// The database key could not be found, made or read.
+    #[error(transparent)]
+    Key(#[from] store::KeyError),
+    /// The database could not be opened (a wrong key among others).
+    #[error(transparent)]
+    Db(#[from] store::DbError),
+    /// Reading the open database through core's store traits failed.
+    #[error(transparent)]
+    Store(#[from] crate::core::Error),
+    /// The MCP tokens in the database could not be read or made.
+    #[error("MCP tokens: {0}")]
+    Tokens(#[from] crate::core::tokens::TokenError),
     #[error("{0}")]
     Mcp(#[from] crate::mcp::McpError),
 }
@@ -62,6 +72,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<E
 }
 
 /// [`run`] on an existing connection (tests use a private bus).
+///
+/// Every task is spawned into the levels of one [`Tree`], and every way
+/// out (the shutdown future, `NameLost`, the name taken by another
+/// instance, a publisher that fails to start, any other error once the
+/// tree exists) ends in the same [`teardown`].
 pub async fn run_on(
     conn: Connection,
     config: Config,
@@ -70,8 +85,42 @@ pub async fn run_on(
     // A bad [mcp.http] (a non-loopback address without allow_remote) stops
     // the start before anything else happens.
     crate::mcp::preflight(&config)?;
-    let cancel = CancellationToken::new();
-    let mut tasks = JoinSet::new();
+    let tree = Tree::new();
+    let result = serve(&conn, &config, &tree, shutdown).await;
+    teardown(&conn, &tree).await;
+    result
+}
+
+/// The one way out: give the name back, then stop the tree level by level
+/// (publishers, sources, writers, database), each joined within its bound,
+/// so that the last audit and history batches are on disk before the
+/// database closes.
+async fn teardown(conn: &Connection, tree: &Tree) {
+    // First, so that a new instance can start while this one stops. When
+    // the name is not ours (lost, taken, never asked for) the bus says so
+    // and nothing happens; a bus that does not answer costs a bound.
+    let release = async {
+        let proxy = DBusProxy::new(conn).await?;
+        proxy
+            .release_name(WellKnownName::from_static_str_unchecked(BUS_NAME))
+            .await
+    };
+    match tokio::time::timeout(Duration::from_millis(150), release).await {
+        Ok(Ok(reply)) => tracing::debug!(?reply, "released {BUS_NAME}"),
+        Ok(Err(e)) => tracing::debug!(error = %e, "release of the name failed"),
+        Err(_) => tracing::debug!("the bus did not answer the release of the name"),
+    }
+    tree.stop(&Bounds::default()).await;
+}
+
+/// Start everything into `tree`, serve until `shutdown` or the loss of the
+/// name, and say why it ended. Stopping is [`teardown`]'s job.
+async fn serve(
+    conn: &Connection,
+    config: &Config,
+    tree: &Tree,
+    shutdown: impl Future<Output = ()>,
+) -> Result<Exit, DaemonError> {
     // A scripted clock only for replays that ask for one (timeline tests).
     let manual = match (&config.replay, config.fake_clock) {
         (Some(_), Some(at)) => Some(crate::core::clock::ManualClock::new(at)),
@@ -86,17 +135,21 @@ pub async fn run_on(
     // anything is served.
     let consent = &config.file.consent;
     let db_path = config.paths.database();
-    let (key, key_source) = store::key::load(&config.paths.state_dir, &db_path, Some(&conn))
-        .await
-        .map_err(|e| DaemonError::Store(e.to_string()))?;
-    let (db, db_tasks) = store::Db::open(&db_path, &key, &key_source)
-        .await
-        .map_err(|e| DaemonError::Store(e.to_string()))?;
+    let (key, key_source) = store::key::load(&config.paths.state_dir, &db_path, Some(conn)).await?;
+    let (db, db_tasks) = store::Db::open(&db_path, &key, &key_source).await?;
     drop(key);
-    let loaded = db
-        .load()
-        .await
-        .map_err(|e| DaemonError::Store(e.to_string()))?;
+    {
+        // The pool closes when the database level stops, after the
+        // writers have written their last batches.
+        let pool = db.pool().clone();
+        let closing = tree.database.token();
+        tree.database.spawn(async move {
+            closing.cancelled().await;
+            pool.close().await;
+            tracing::debug!("database closed");
+        });
+    }
+    let loaded = db.load().await?;
     tracing::info!(path = %db_path.display(), key = %key_source, decisions = loaded.decisions.len(), "database open");
     let settings = GateSettings {
         undecided: match consent.undecided {
@@ -113,35 +166,34 @@ pub async fn run_on(
         loaded,
         settings,
     );
+    // Prompts are asked for the publishers: they stop with them.
     let core = Core::with_gate(
         gate,
         clock,
         Duration::from_secs(consent.prompt_timeout_s.max(1)),
+        tree.publishers.clone(),
     );
     let audit_keep = chrono::Duration::days(i64::from(consent.audit_days.max(1)));
-    // The database task has its own token: it is stopped last, after every
-    // task that audits, so that the last entries are written.
-    let db_cancel = CancellationToken::new();
     // The timeline: recorded from every change, in order, as it is
     // applied; written by its own task in batches.
-    let (history, history_writer, next_id) = store::history::History::open(db.pool().clone())
-        .await
-        .map_err(|e| DaemonError::Store(e.to_string()))?;
+    let (history, history_writer, next_id) =
+        store::history::History::open(db.pool().clone()).await?;
     core.set_history(Arc::new(history.clone()));
     let history_settings = config.file.history.clone();
     core.state.set_observer(Box::new(HistoryObserver {
         recorder: crate::core::history::Recorder::new(history_settings.clone(), next_id),
         history: history.clone(),
     }));
-    let history_cancel = CancellationToken::new();
-    let history_task = tokio::spawn(history_writer.run(history_cancel.clone()));
+    // The writers flush what they hold when their level is cancelled,
+    // which happens only after every source and publisher has stopped.
+    tree.writers.spawn(history_writer.run(tree.writers.token()));
     {
         // Retention: at start and once a day.
         let history = history.clone();
         let core = core.clone();
         let settings = history_settings.clone();
-        let cancel = cancel.child_token();
-        tasks.spawn(async move {
+        let cancel = tree.writers.token();
+        tree.writers.spawn(async move {
             let mut daily = tokio::time::interval(Duration::from_secs(24 * 3600));
             loop {
                 tokio::select! {
@@ -157,18 +209,41 @@ pub async fn run_on(
             }
         });
     }
+    let tokens: Arc<dyn crate::core::tokens::TokenStore> =
+        Arc::new(store::tokens::DbTokenStore::open(db.pool().clone()).await?);
+    tree.writers
+        .spawn(db_tasks.run(db, audit_keep, tree.writers.token()));
+
+    // Events from every source go through one channel to the state. The
+    // task that applies them also switches recording off and on with the
+    // pause, so that the timeline's observer has one feed, in order. It
+    // ends when the last sender is gone (every source has stopped), and
+    // then closes the open intervals, so that the writers' last batch
+    // holds them.
+    let (tx, mut rx) = mpsc::channel::<SourceEvent>(1024);
     {
-        // Pause stops recording at once.
         let core = core.clone();
-        let cancel = cancel.child_token();
         let mut generation = core.gate.watch_generation();
-        tasks.spawn(async move {
+        tree.sources.spawn(async move {
             let mut paused = false;
+            let mut gate_alive = true;
             loop {
                 tokio::select! {
-                    _ = cancel.cancelled() => break,
-                    r = generation.changed() => {
-                        if r.is_err() { break; }
+                    ev = rx.recv() => {
+                        let Some(ev) = ev else { break };
+                        if let SourceEvent::Clock { at } = ev {
+                            if let Some(m) = &manual {
+                                m.set(at);
+                            }
+                            continue;
+                        }
+                        core.state.apply(ev);
+                    }
+                    r = generation.changed(), if gate_alive => {
+                        if r.is_err() {
+                            gate_alive = false;
+                            continue;
+                        }
                         let now = core.gate.paused();
                         if now != paused {
                             paused = now;
@@ -177,44 +252,23 @@ pub async fn run_on(
                     }
                 }
             }
-        });
-    }
-    let tokens: Arc<dyn crate::core::tokens::TokenStore> = Arc::new(
-        store::tokens::DbTokenStore::open(db.pool().clone())
-            .await
-            .map_err(|e| DaemonError::Store(e.to_string()))?,
-    );
-    let db_task = tokio::spawn(db_tasks.run(db, audit_keep, db_cancel.clone()));
-
-    // Events from every source go through one channel to the state.
-    let (tx, mut rx) = mpsc::channel::<SourceEvent>(1024);
-    {
-        let core = core.clone();
-        tasks.spawn(async move {
-            while let Some(ev) = rx.recv().await {
-                if let SourceEvent::Clock { at } = ev {
-                    if let Some(m) = &manual {
-                        m.set(at);
-                    }
-                    continue;
-                }
-                core.state.apply(ev);
-            }
+            core.state.observer_paused(true);
         });
     }
 
     load_policy(&core, &tx).await;
     let inotify = watch_config_dir(&config.paths.config_dir);
-    tasks.spawn(policy_watcher(
+    tree.sources.spawn(policy_watcher(
         core.clone(),
         tx.clone(),
         inotify,
-        cancel.child_token(),
+        tree.sources.token(),
     ));
 
     let ctx = sources::SourceContext {
         tx: tx.clone(),
-        cancel: cancel.child_token(),
+        cancel: tree.sources.token(),
+        tasks: tree.sources.tracker(),
         config: Arc::new(config.clone()),
         own_names: conn
             .unique_name()
@@ -222,37 +276,30 @@ pub async fn run_on(
             .into_iter()
             .collect(),
     };
-    sources::spawn_all(&ctx, &mut tasks);
+    sources::spawn_all(&ctx);
     drop(ctx);
     drop(tx);
 
     // Every object is served before the name is requested, so that no
     // activated client finds an empty path.
     let _shared = dbus::serve(
-        &conn,
+        conn,
         core.clone(),
         history_settings.enabled,
-        &mut tasks,
-        cancel.child_token(),
+        &tree.publishers,
     )
     .await?;
-    let dbus_proxy = DBusProxy::new(&conn).await?;
+    let dbus_proxy = DBusProxy::new(conn).await?;
     let mut lost = dbus_proxy.receive_name_lost().await?;
     let mut flags = RequestNameFlags::DO_NOT_QUEUE | RequestNameFlags::ALLOW_REPLACEMENT;
     if config.replace {
         flags |= RequestNameFlags::REPLACE_EXISTING;
     }
     let name = WellKnownName::from_static_str_unchecked(BUS_NAME);
-    match dbus_proxy.request_name(name.clone(), flags).await? {
+    match dbus_proxy.request_name(name, flags).await? {
         RequestNameReply::PrimaryOwner | RequestNameReply::AlreadyOwner => {}
         RequestNameReply::Exists | RequestNameReply::InQueue => {
-            cancel.cancel();
             let (owner, pid) = name_owner(&dbus_proxy).await;
-            stop(tasks).await;
-            history_cancel.cancel();
-            let _ = history_task.await;
-            db_cancel.cancel();
-            let _ = db_task.await;
             return Err(DaemonError::NameTaken { owner, pid });
         }
     }
@@ -260,21 +307,14 @@ pub async fn run_on(
 
     // MCP after the name is ours: a second instance must not take the
     // first one's socket. Clients that activated us wait for the socket.
-    if let Err(e) = crate::mcp::serve(
-        &config,
+    crate::mcp::serve(
+        config,
         core.clone(),
         Some(conn.clone()),
         tokens,
-        &mut tasks,
-        cancel.child_token(),
+        &tree.publishers,
     )
-    .await
-    {
-        cancel.cancel();
-        let _ = dbus_proxy.release_name(name).await;
-        stop(tasks).await;
-        return Err(e.into());
-    }
+    .await?;
 
     tokio::pin!(shutdown);
     let exit = loop {
@@ -293,42 +333,7 @@ pub async fn run_on(
             }
         }
     };
-    cancel.cancel();
-    if exit == Exit::Shutdown {
-        // Release first, so that a new instance can start at once.
-        if let Err(e) = dbus_proxy.release_name(name).await {
-            tracing::debug!(error = %e, "release of the name failed");
-        }
-    }
-    stop(tasks).await;
-    // Close the open intervals and let the writers finish.
-    core.state.observer_paused(true);
-    history_cancel.cancel();
-    let _ = tokio::time::timeout(Duration::from_millis(150), history_task).await;
-    db_cancel.cancel();
-    if tokio::time::timeout(Duration::from_millis(250), db_task)
-        .await
-        .is_err()
-    {
-        tracing::warn!("the database did not close in time");
-    }
     Ok(exit)
-}
-
-/// Wait for every task, but never longer than the 1 s a stop may take.
-async fn stop(mut tasks: JoinSet<()>) {
-    let joined = tokio::time::timeout(Duration::from_millis(700), async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
-    if joined.is_err() {
-        tracing::warn!(
-            left = tasks.len(),
-            "tasks did not stop in time; aborting them"
-        );
-        tasks.abort_all();
-        while tasks.join_next().await.is_some() {}
-    }
 }
 
 async fn name_owner(dbus: &DBusProxy<'_>) -> (String, Option<u32>) {

@@ -12,5 +12,6 @@ pub mod desktop_entry;
 pub mod logging;
 pub mod mcp;
 pub mod model;
+pub mod shutdown;
 pub mod sources;
 pub mod store;

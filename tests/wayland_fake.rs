@@ -375,6 +375,7 @@ impl Source {
         let ctx = SourceContext {
             tx,
             cancel: cancel.clone(),
+            tasks: tokio_util::task::TaskTracker::new(),
             config: config(dir),
             own_names: Arc::from(Vec::<String>::new()),
         };

@@ -39,6 +39,10 @@ pub struct Core {
     pub clock: Arc<dyn Clock>,
     /// The timeline's read side, set once the daemon opened the store.
     history: std::sync::OnceLock<Arc<dyn history::HistoryStore>>,
+    /// Where the core's own tasks (a prompt) are spawned: the publishers'
+    /// level of the shutdown tree, since prompts are asked for them, so
+    /// that a stop ends and joins a prompt that is still showing.
+    pub tasks: crate::shutdown::Level,
 }
 
 impl Core {
@@ -46,6 +50,7 @@ impl Core {
         gate: Gate,
         clock: Arc<dyn Clock>,
         prompt_timeout: std::time::Duration,
+        tasks: crate::shutdown::Level,
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| Core {
             me: me.clone(),
@@ -54,6 +59,7 @@ impl Core {
             prompts: prompts::Prompts::new(prompt_timeout),
             clock,
             history: std::sync::OnceLock::new(),
+            tasks,
         })
     }
 

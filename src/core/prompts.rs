@@ -114,7 +114,8 @@ pub fn start(core: &Arc<Core>, mut req: PromptRequest) -> watch::Receiver<Option
     pending.insert(key.clone(), rx.clone());
     drop(pending);
     let core = core.clone();
-    tokio::spawn(async move {
+    let stop = core.tasks.token();
+    core.tasks.clone().spawn(async move {
         let prompter = core
             .prompts
             .prompter
@@ -124,14 +125,17 @@ pub fn start(core: &Arc<Core>, mut req: PromptRequest) -> watch::Receiver<Option
         let timeout = core.prompts.timeout;
         let result = match prompter {
             None => Err(PromptError::NoUi("no prompt UI is available".into())),
-            Some(p) => match tokio::time::timeout(
-                timeout + Duration::from_secs(1),
-                p.ask(req.clone(), timeout),
-            )
-            .await
-            {
-                Ok(r) => r,
-                Err(_) => Err(PromptError::Timeout),
+            Some(p) => tokio::select! {
+                // Stopping ends the prompt without an answer (nothing is
+                // stored), and every waiter hears so at once.
+                _ = stop.cancelled() => Err(PromptError::Failed("the broker is stopping".into())),
+                r = tokio::time::timeout(
+                    timeout + Duration::from_secs(1),
+                    p.ask(req.clone(), timeout),
+                ) => match r {
+                    Ok(r) => r,
+                    Err(_) => Err(PromptError::Timeout),
+                },
             },
         };
         let outcome = match result {

@@ -163,10 +163,10 @@ impl Context1 {
         };
         match requested {
             Requested::Denied(msg) => {
-                tokio::spawn(respond(request::DENIED, Some(msg)));
+                self.shared.tasks.spawn(respond(request::DENIED, Some(msg)));
             }
             Requested::Granted => {
-                tokio::spawn(respond(request::GRANTED, None));
+                self.shared.tasks.spawn(respond(request::GRANTED, None));
             }
             Requested::Asking(rx) => {
                 let answered = async move {
@@ -182,7 +182,7 @@ impl Context1 {
                         }
                     }
                 };
-                tokio::spawn(answered);
+                self.shared.tasks.spawn(answered);
             }
         }
         Ok(path)

@@ -18,13 +18,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::StreamExt;
-use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use zbus::Connection;
 use zbus::fdo::DBusProxy;
 use zbus::message::Header;
 
 use crate::core::{Channel, Core, Mode, Subject, View, What};
+use crate::shutdown::Level;
 use callers::Caller;
 use error::Result;
 
@@ -40,6 +40,9 @@ pub struct Shared {
     pub subs: Arc<subscription::Subscriptions>,
     pub agents: Arc<agent::Agents>,
     pub polkit: polkit::Polkit,
+    /// The publishers' tracker: tasks that outlive a call (a request's
+    /// answer) are spawned here, so that shutdown joins them.
+    pub tasks: TaskTracker,
     next_request: AtomicU64,
 }
 
@@ -91,8 +94,7 @@ pub async fn serve(
     conn: &Connection,
     core: Arc<Core>,
     history_enabled: bool,
-    tasks: &mut JoinSet<()>,
-    cancel: CancellationToken,
+    level: &Level,
 ) -> zbus::Result<Arc<Shared>> {
     let dbus = DBusProxy::new(conn).await?;
     let agents = Arc::new(agent::Agents::default());
@@ -107,6 +109,7 @@ pub async fn serve(
         subs: Arc::new(subscription::Subscriptions::default()),
         agents,
         polkit: polkit::Polkit::default(),
+        tasks: level.tracker(),
         next_request: AtomicU64::new(0),
     });
 
@@ -115,8 +118,8 @@ pub async fn serve(
     let mut owner_changes = dbus.receive_name_owner_changed().await?;
     {
         let shared = shared.clone();
-        let cancel = cancel.clone();
-        tasks.spawn(async move {
+        let cancel = level.token();
+        level.spawn(async move {
             loop {
                 tokio::select! {
                     _ = cancel.cancelled() => break,
@@ -160,12 +163,12 @@ pub async fn serve(
             },
         )
         .await?;
-    tasks.spawn(consent1::watch_paused(shared.clone(), cancel.clone()));
-    tasks.spawn(subscription::dispatch(
+    level.spawn(consent1::watch_paused(shared.clone(), level.token()));
+    level.spawn(subscription::dispatch(
         conn.clone(),
         core,
         shared.subs.clone(),
-        cancel,
+        level.token(),
     ));
     until_serving(conn).await?;
     Ok(shared)

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::stdio;
 use crate::core::tokens::{TokenInfo, Tokens};
@@ -35,7 +36,12 @@ pub enum Request {
 }
 
 /// Serve token requests until `cancel`.
-pub async fn serve(tokens: Tokens, listener: UnixListener, cancel: CancellationToken) {
+pub async fn serve(
+    tokens: Tokens,
+    listener: UnixListener,
+    cancel: CancellationToken,
+    tasks: TaskTracker,
+) {
     // SAFETY-free: getuid cannot fail.
     let us = unsafe { libc::getuid() };
     loop {
@@ -51,7 +57,7 @@ pub async fn serve(tokens: Tokens, listener: UnixListener, cancel: CancellationT
             },
         };
         let tokens = tokens.clone();
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             if tokio::time::timeout(TIMEOUT, one(tokens, stream, us))
                 .await
                 .is_err()

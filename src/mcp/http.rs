@@ -413,6 +413,7 @@ fn router(
 pub async fn serve(bound: Bound, broker: Arc<Broker>, tokens: Tokens, cancel: CancellationToken) {
     let sessions = Arc::new(LocalSessionManager::default());
     let index = Arc::new(SessionIndex::default());
+    let tasks = broker.tasks.clone();
     let app = router(
         broker,
         tokens.clone(),
@@ -422,7 +423,7 @@ pub async fn serve(bound: Bound, broker: Arc<Broker>, tokens: Tokens, cancel: Ca
         index.clone(),
         cancel.clone(),
     );
-    tokio::spawn(end_revoked_sessions(
+    tasks.spawn(end_revoked_sessions(
         tokens,
         sessions,
         index,
@@ -451,7 +452,7 @@ pub async fn serve(bound: Bound, broker: Arc<Broker>, tokens: Tokens, cancel: Ca
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
         let cancel = cancel.clone();
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(TokioTimer::new())

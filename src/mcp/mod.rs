@@ -35,12 +35,13 @@ pub mod watch;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::core::Core;
 use crate::core::tokens::{TokenStore, Tokens};
+use crate::shutdown::Level;
 
 /// What every MCP session shares.
 #[derive(Debug)]
@@ -49,6 +50,9 @@ pub struct Broker {
     pub notifier: notify::Notifier,
     /// Cancelled at shutdown; every session's token is a child.
     pub cancel: CancellationToken,
+    /// The publishers' tracker: every connection's and session's task is
+    /// spawned here, so that shutdown joins them.
+    pub tasks: TaskTracker,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,8 +61,6 @@ pub enum McpError {
     Socket(#[from] stdio::SocketError),
     #[error("MCP over HTTP: {0}")]
     Http(#[from] http::HttpError),
-    #[error("MCP tokens: {0}")]
-    Tokens(#[from] crate::core::tokens::TokenError),
     #[error(
         "$XDG_RUNTIME_DIR is not set, so there is no private place for the MCP socket; `contextctl mcp` needs it"
     )]
@@ -82,13 +84,13 @@ pub async fn serve(
     core: Arc<Core>,
     conn: Option<zbus::Connection>,
     tokens: Arc<dyn TokenStore>,
-    tasks: &mut JoinSet<()>,
-    cancel: CancellationToken,
+    level: &Level,
 ) -> Result<(), McpError> {
     let broker = Arc::new(Broker {
         core: core.clone(),
         notifier: notify::Notifier::new(conn),
-        cancel: cancel.clone(),
+        cancel: level.token(),
+        tasks: level.tracker(),
     });
 
     let store = Tokens::new(tokens);
@@ -104,18 +106,19 @@ pub async fn serve(
             tracing::info!(path = %socket.path.display(), "MCP stdio socket ready (contextctl mcp)");
             if let Some(listener) = socket.take_listener() {
                 let broker = broker.clone();
-                let cancel = cancel.child_token();
-                tasks.spawn(async move {
+                let cancel = level.child_token();
+                level.spawn(async move {
                     let _socket = socket;
                     stdio::serve(broker, listener, cancel).await;
                 });
             }
             if let Some(listener) = admin.take_listener() {
                 let store = store.clone();
-                let cancel = cancel.child_token();
-                tasks.spawn(async move {
+                let cancel = level.child_token();
+                let tasks = level.tracker();
+                level.spawn(async move {
                     let _admin = admin;
-                    admin::serve(store, listener, cancel).await;
+                    admin::serve(store, listener, cancel, tasks).await;
                 });
             }
         }
@@ -124,7 +127,7 @@ pub async fn serve(
 
     if let Some(h) = config.file.mcp.http.as_ref() {
         let bound = http::bind(h, runtime.as_deref()).await?;
-        tasks.spawn(http::serve(bound, broker, store, cancel.child_token()));
+        level.spawn(http::serve(bound, broker, store, level.child_token()));
     }
     Ok(())
 }

@@ -146,7 +146,7 @@ impl ContextServer {
             peer,
             subscribed: self.session.subscribed.clone(),
         };
-        tokio::spawn(watch::run(
+        self.broker.tasks.spawn(watch::run(
             self.broker.clone(),
             subject,
             out,

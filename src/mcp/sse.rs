@@ -128,7 +128,7 @@ pub async fn open(State(legacy): State<Legacy>, req: Request) -> Response {
     let server = ContextServer::new(legacy.broker.clone(), Origin::Fixed(subject.clone()));
     {
         let stop = stop.clone();
-        tokio::spawn(async move {
+        legacy.broker.tasks.spawn(async move {
             match server
                 .serve_with_ct(ChannelTransport::new(in_rx, out_tx), stop)
                 .await
@@ -149,7 +149,7 @@ pub async fn open(State(legacy): State<Legacy>, req: Request) -> Response {
             .as_str()
             .strip_prefix("token:")
             .map(str::to_owned);
-        tokio::spawn(async move {
+        legacy.broker.tasks.spawn(async move {
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => break,
@@ -172,7 +172,7 @@ pub async fn open(State(legacy): State<Legacy>, req: Request) -> Response {
     // Server messages become SSE events (plus a keep-alive comment every
     // 15 s, so that proxies and clients see the stream is alive).
     let (bytes_tx, bytes_rx) = mpsc::channel::<Bytes>(QUEUE);
-    tokio::spawn(async move {
+    legacy.broker.tasks.spawn(async move {
         let mut tick = tokio::time::interval(KEEP_ALIVE);
         tick.tick().await;
         loop {

@@ -25,6 +25,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::Broker;
 use super::consent::{Channel, Subject};
@@ -154,6 +155,7 @@ pub async fn serve(broker: Arc<Broker>, listener: UnixListener, cancel: Cancella
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     // SAFETY-free: getuid cannot fail.
     let us = unsafe { libc::getuid() };
+    let tasks = broker.tasks.clone();
     loop {
         let permit = tokio::select! {
             _ = cancel.cancelled() => break,
@@ -176,7 +178,7 @@ pub async fn serve(broker: Arc<Broker>, listener: UnixListener, cancel: Cancella
         };
         let broker = broker.clone();
         let cancel = cancel.child_token();
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             connection(broker, stream, us, cancel).await;
             drop(permit);
         });
@@ -206,7 +208,7 @@ async fn connection(
     };
     tracing::debug!(app = %subject.app_id, "MCP host connected over the socket");
     let (r, w) = stream.into_split();
-    let transport = ChannelTransport::spawn_lines(r, w, cancel.clone());
+    let transport = ChannelTransport::spawn_lines(r, w, cancel.clone(), &broker.tasks);
     let server = ContextServer::new(broker, Origin::Fixed(subject.clone()));
     match server.serve_with_ct(transport, cancel.clone()).await {
         Ok(running) => {
@@ -261,8 +263,14 @@ impl ChannelTransport {
     }
 
     /// Frame newline-delimited JSON-RPC over a byte stream: a reader task
-    /// (bounded lines, screened) and a writer task (one message per line).
-    pub fn spawn_lines<R, W>(read: R, write: W, cancel: CancellationToken) -> ChannelTransport
+    /// (bounded lines, screened) and a writer task (one message per line),
+    /// both spawned on `tasks` so that shutdown joins them.
+    pub fn spawn_lines<R, W>(
+        read: R,
+        write: W,
+        cancel: CancellationToken,
+        tasks: &TaskTracker,
+    ) -> ChannelTransport
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
@@ -271,14 +279,14 @@ impl ChannelTransport {
         let (out_tx, out_rx) = mpsc::channel(QUEUE);
         let (err_tx, err_rx) = mpsc::channel(QUEUE);
         let pending = Pending::default();
-        tokio::spawn(read_lines(
+        tasks.spawn(read_lines(
             read,
             in_tx,
             err_tx,
             pending.clone(),
             cancel.clone(),
         ));
-        tokio::spawn(write_lines(write, out_rx, err_rx, pending, cancel));
+        tasks.spawn(write_lines(write, out_rx, err_rx, pending, cancel));
         ChannelTransport::new(in_rx, out_tx)
     }
 }

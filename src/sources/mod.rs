@@ -5,6 +5,9 @@
 //!
 //! To add a source: a module with `pub const NAME` and
 //! `pub async fn run(ctx: SourceContext)`, and one line in [`spawn_all`].
+//! A source ends when `ctx.cancel` is cancelled, and spawns its helper
+//! tasks on `ctx.tasks` and joins its threads, so that the daemon's stop
+//! waits for all of it.
 
 pub mod fdo;
 pub mod login1;
@@ -20,8 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::core::SourceEvent;
@@ -31,6 +34,9 @@ use crate::core::SourceEvent;
 pub struct SourceContext {
     pub tx: mpsc::Sender<SourceEvent>,
     pub cancel: CancellationToken,
+    /// The sources' tracker: a source's own tasks (one per MPRIS player)
+    /// are spawned here, so that shutdown joins them.
+    pub tasks: TaskTracker,
     pub config: Arc<Config>,
     /// Unique names of the broker's own session-bus connections. Sources
     /// that observe the session bus leave out what the broker itself sent
@@ -105,8 +111,10 @@ impl Backoff {
 }
 
 /// Start every real source that is not disabled in config.toml. With
-/// `--replay` the world is scripted, and no real source runs.
-pub fn spawn_all(ctx: &SourceContext, tasks: &mut JoinSet<()>) {
+/// `--replay` the world is scripted, and no real source runs. Every source
+/// is spawned on `ctx.tasks`.
+pub fn spawn_all(ctx: &SourceContext) {
+    let tasks = &ctx.tasks;
     if let Some(path) = &ctx.config.replay {
         tasks.spawn(replay::run(
             path.clone(),

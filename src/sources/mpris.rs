@@ -208,7 +208,7 @@ fn start(
         return;
     }
     let cancel = ctx.cancel.child_token();
-    let handle = tokio::spawn(player(
+    let handle = ctx.tasks.spawn(player(
         ctx.clone(),
         conn.clone(),
         name.clone(),

@@ -324,7 +324,9 @@ async fn write_audit(pool: &SqlitePool, batch: &mut Vec<AuditEntry>) -> Result<(
 
 impl DbTasks {
     /// Write audit entries in batches until cancelled (then flush the rest),
-    /// and purge old ones at start and once a day.
+    /// and purge old ones at start and once a day. The pool stays open: the
+    /// history writer may still be writing its last batch, and the daemon
+    /// closes the pool after both.
     pub async fn run(mut self, db: Db, audit_keep: chrono::Duration, cancel: CancellationToken) {
         let purge = |db: Db| async move {
             match db.purge_audit(Utc::now(), audit_keep).await {
@@ -377,7 +379,6 @@ impl DbTasks {
         if let Err(e) = write_audit(&db.pool, &mut batch).await {
             tracing::warn!(error = %e, "cannot write the last audit entries");
         }
-        db.pool.close().await;
     }
 }
 

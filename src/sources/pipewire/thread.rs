@@ -61,16 +61,16 @@ impl Connection {
         })
     }
 
-    /// Tell the thread to quit and wait until it has.
+    /// Tell the thread to quit and join it, waiting at most 300 ms (its
+    /// loop quits at once; the bound keeps a stuck libpipewire from
+    /// holding the daemon's stop).
     pub async fn stop(mut self) {
         // The thread may have ended already (connection lost): then the
         // receiver is gone and there is nothing to tell.
         let _ = self.quit.send(());
         if let Some(t) = self.thread.take() {
-            let joined = tokio::task::spawn_blocking(move || t.join()).await;
-            if !matches!(joined, Ok(Ok(()))) {
-                tracing::warn!(source = super::NAME, "the PipeWire thread panicked");
-            }
+            crate::shutdown::join_thread(t, "PipeWire", std::time::Duration::from_millis(300))
+                .await;
         }
     }
 }

@@ -87,6 +87,16 @@ impl Connection {
         })
     }
 
+    /// Stop the thread and join it, waiting at most `bound`: the daemon's
+    /// stop must not end while the thread still sends into the core.
+    pub async fn join(mut self, bound: std::time::Duration) -> bool {
+        self.stop();
+        match self.thread.take() {
+            Some(t) => crate::shutdown::join_thread(t, "Wayland", bound).await,
+            None => true,
+        }
+    }
+
     /// Ask the thread to stop; it ends at its next wake-up, which is now.
     pub fn stop(&self) {
         let one: u64 = 1;

@@ -233,13 +233,13 @@ pub async fn run_at(ctx: SourceContext, path: PathBuf, mut backoff: Backoff) {
         tracing::info!(source = NAME, path = %path.display(), generation, "connected to the compositor");
         let ended = tokio::select! {
             _ = ctx.cancel.cancelled() => {
-                conn.stop();
-                let _ = tokio::time::timeout(Duration::from_millis(300), &mut conn.ended).await;
+                conn.join(THREAD_STOP).await;
                 return;
             }
             e = &mut conn.ended => e.unwrap_or(Ended::Lost("the Wayland thread died".into())),
         };
-        drop(conn);
+        // It has ended (or died): joining takes no time.
+        conn.join(THREAD_STOP).await;
         match ended {
             Ended::Stopped | Ended::CoreGone => return,
             Ended::Lost(reason) => {
@@ -262,6 +262,9 @@ pub async fn run_at(ctx: SourceContext, path: PathBuf, mut backoff: Backoff) {
         }
     }
 }
+
+/// How long a connection's thread may take to stop.
+const THREAD_STOP: Duration = Duration::from_millis(300);
 
 /// A connection that lasted this long resets the backoff.
 const LIVED_LONG: Duration = Duration::from_secs(5);

@@ -1,0 +1,259 @@
+//! Shutdown is one tree: a root [`CancellationToken`] with one child token
+//! per [`Level`] (publishers, sources, writers, database), and a
+//! [`TaskTracker`] per level that every task of that level is spawned
+//! through.
+//!
+//! The levels stop one after another, each cancelled and then joined with
+//! a bound, because each one feeds the next: publishers audit and prompt,
+//! sources feed the state (whose observer feeds the timeline), the writers
+//! put the last audit and history batches in the database, and the
+//! database closes last. Stopping them in any other order loses the last
+//! batch; stopping them without joining loses whatever a task was still
+//! doing when the runtime went away.
+//!
+//! Nothing here knows what the levels hold; `daemon` builds the tree and
+//! runs its teardown on every exit path.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// One level of the tree: a token its tasks stop on and a tracker that
+/// knows every one of them, so that [`Level::stop`] can tell when the last
+/// one has ended.
+#[derive(Debug, Clone)]
+pub struct Level {
+    name: &'static str,
+    cancel: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl Level {
+    fn under(root: &CancellationToken, name: &'static str) -> Level {
+        Level {
+            name,
+            cancel: root.child_token(),
+            tasks: TaskTracker::new(),
+        }
+    }
+
+    /// A level of its own, outside any tree: for code that runs a part of
+    /// the daemon (a test, a tool) and stops it itself.
+    pub fn detached(name: &'static str) -> Level {
+        Level::under(&CancellationToken::new(), name)
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The level's token: cancelled when the level stops (or the root is
+    /// cancelled). Tasks that must finish their work on the way out (flush
+    /// a batch, answer a request) watch it themselves.
+    pub fn token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// A token that the level cancels, and that can also be cancelled on
+    /// its own (one connection, one session).
+    pub fn child_token(&self) -> CancellationToken {
+        self.cancel.child_token()
+    }
+
+    /// The level's tracker, for code that spawns without holding the
+    /// level (a session's tasks, a source's helper tasks).
+    pub fn tracker(&self) -> TaskTracker {
+        self.tasks.clone()
+    }
+
+    /// Spawn a task that belongs to this level. It must end by itself once
+    /// [`Level::token`] is cancelled: the level waits for it.
+    pub fn spawn<F>(&self, task: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.tasks.spawn(task)
+    }
+
+    /// Cancel the level and wait, at most `bound`, for every one of its
+    /// tasks. Logs `shutdown: NAME joined` (debug) when all have ended, a
+    /// warning naming how many are left when the bound ran out; returns
+    /// whether all ended. Tasks left over keep running until the runtime
+    /// ends: the next level must not wait for them forever.
+    pub async fn stop(&self, bound: Duration) -> bool {
+        self.cancel.cancel();
+        self.tasks.close();
+        if tokio::time::timeout(bound, self.tasks.wait()).await.is_ok() {
+            tracing::debug!("shutdown: {} joined", self.name);
+            true
+        } else {
+            tracing::warn!(
+                left = self.tasks.len(),
+                "shutdown: {} did not stop within {} ms",
+                self.name,
+                bound.as_millis()
+            );
+            false
+        }
+    }
+}
+
+/// The daemon's tree, in teardown order.
+#[derive(Debug)]
+pub struct Tree {
+    root: CancellationToken,
+    /// D-Bus and MCP: every connection, session, subscription and prompt.
+    pub publishers: Level,
+    /// Everything that feeds the state: the sources, the policy watcher,
+    /// and the task that applies their events.
+    pub sources: Level,
+    /// The history and audit writers and the retention of both.
+    pub writers: Level,
+    /// The connection pool, closed when this level stops.
+    pub database: Level,
+}
+
+impl Default for Tree {
+    fn default() -> Self {
+        Tree::new()
+    }
+}
+
+impl Tree {
+    pub fn new() -> Tree {
+        let root = CancellationToken::new();
+        Tree {
+            publishers: Level::under(&root, "publishers"),
+            sources: Level::under(&root, "sources"),
+            writers: Level::under(&root, "writers"),
+            database: Level::under(&root, "database"),
+            root,
+        }
+    }
+
+    /// The root: cancelling it cancels every level at once, without the
+    /// order that [`Tree::stop`] keeps. The teardown cancels it last, for
+    /// anything that watches the whole daemon's life.
+    pub fn root(&self) -> &CancellationToken {
+        &self.root
+    }
+
+    /// Stop the levels in order, each within its bound: the publishers
+    /// first (nothing new is asked), then the sources (nothing new
+    /// happens), then the writers (the last batches are written), then the
+    /// database. A level that overruns its bound is logged and left
+    /// behind, and the next level stops anyway, so the whole stop never
+    /// takes longer than the sum of the bounds.
+    pub async fn stop(&self, bounds: &Bounds) {
+        self.publishers.stop(bounds.publishers).await;
+        self.sources.stop(bounds.sources).await;
+        self.writers.stop(bounds.writers).await;
+        self.database.stop(bounds.database).await;
+        self.root.cancel();
+    }
+}
+
+/// How long each level may take to stop. Their sum (1.5 s), with the
+/// release of the bus name before them and the end of the process after,
+/// stays under the 2 s in which a SIGTERM must end the daemon.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub publishers: Duration,
+    pub sources: Duration,
+    pub writers: Duration,
+    pub database: Duration,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            // An HTTP connection gets 300 ms to finish its request.
+            publishers: Duration::from_millis(450),
+            // A source's thread gets 300 ms to stop.
+            sources: Duration::from_millis(350),
+            // One transaction each for the last history and audit batch.
+            writers: Duration::from_millis(500),
+            database: Duration::from_millis(200),
+        }
+    }
+}
+
+/// Join an OS thread (a Wayland or PipeWire loop) that has been told to
+/// stop, waiting at most `bound`; `false` if it is still running then (it
+/// is left to end by itself). Polls instead of blocking a runtime thread in
+/// `join`, so that a stuck thread costs nothing but the bound.
+pub async fn join_thread(thread: std::thread::JoinHandle<()>, what: &str, bound: Duration) -> bool {
+    let start = Instant::now();
+    while !thread.is_finished() {
+        if start.elapsed() >= bound {
+            tracing::warn!(
+                "the {what} thread did not stop within {} ms",
+                bound.as_millis()
+            );
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // Finished: join returns at once.
+    if thread.join().is_err() {
+        tracing::warn!("the {what} thread panicked");
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn levels_stop_in_order_and_each_waits_for_its_tasks() {
+        let tree = Tree::new();
+        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        for level in [
+            &tree.database,
+            &tree.writers,
+            &tree.sources,
+            &tree.publishers,
+        ] {
+            let token = level.token();
+            let order = order.clone();
+            let name = level.name();
+            level.spawn(async move {
+                token.cancelled().await;
+                // Work on the way out: the level waits for it.
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                order.lock().unwrap_or_else(|e| e.into_inner()).push(name);
+            });
+        }
+        tree.stop(&Bounds::default()).await;
+        assert_eq!(
+            *order.lock().unwrap_or_else(|e| e.into_inner()),
+            vec!["publishers", "sources", "writers", "database"]
+        );
+        assert!(tree.root().is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn a_task_that_ignores_its_token_costs_the_bound_only() {
+        let level = Level::detached("stuck");
+        level.spawn(std::future::pending::<()>());
+        assert!(!level.stop(Duration::from_millis(20)).await);
+    }
+
+    #[tokio::test]
+    async fn a_thread_is_joined_once_it_ends() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            let _ = rx.recv();
+        });
+        let t2 = std::thread::spawn(|| {});
+        assert!(join_thread(t2, "quick", Duration::from_secs(5)).await);
+        let waiting = tokio::spawn(join_thread(t, "waiting", Duration::from_secs(5)));
+        drop(tx);
+        assert!(waiting.await.unwrap_or(false));
+    }
+}
