@@ -12,6 +12,7 @@ pub mod desktop_entry;
 pub mod logging;
 pub mod mcp;
 pub mod model;
+pub mod names;
 pub mod shutdown;
 pub mod sources;
 pub mod store;

@@ -28,8 +28,7 @@ use crate::shutdown::Level;
 use callers::Caller;
 use error::Result;
 
-pub const BUS_NAME: &str = "org.contextd.Broker1";
-pub const PATH: &str = "/org/contextd/Broker1";
+pub use crate::names::{BUS_NAME, PATH};
 
 /// What every interface of the D-Bus publisher shares.
 #[derive(Debug)]

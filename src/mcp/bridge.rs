@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::UnixStream;
 
-use crate::dbus::BUS_NAME;
+use crate::names::BUS_NAME;
 
 /// How long to wait for an activated daemon's socket.
 const START_TIMEOUT: Duration = Duration::from_secs(15);

@@ -1,0 +1,66 @@
+//! The house rules of DESIGN.md, checked on the source: publishers import
+//! neither the store nor each other, the store and the core import no
+//! publisher, and the core no wire or storage library. Core decides;
+//! publishers convert; the store implements core's traits.
+
+use std::path::Path;
+
+/// `file:line: text` of every non-comment line of the Rust files under
+/// `dir` that `hit` matches.
+fn lines_matching(dir: &str, hit: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&p).expect("read");
+                for (n, line) in text.lines().enumerate() {
+                    let l = line.trim();
+                    if !l.starts_with("//") && hit(l) {
+                        out.push(format!("{}:{}: {l}", p.display(), n + 1));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Uses of `crate::M` for any `M` of `modules`.
+fn imports(dir: &str, modules: &[&str]) -> Vec<String> {
+    lines_matching(dir, |l| {
+        modules.iter().any(|m| l.contains(&format!("crate::{m}")))
+    })
+}
+
+#[test]
+fn dbus_imports_neither_the_store_nor_mcp() {
+    let found = imports("src/dbus", &["store", "mcp"]);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn mcp_imports_neither_the_store_nor_dbus() {
+    let found = imports("src/mcp", &["store", "dbus"]);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn store_and_core_import_no_publisher() {
+    let mut found = imports("src/store", &["mcp", "dbus"]);
+    found.extend(imports("src/core", &["mcp", "dbus"]));
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn core_uses_no_wire_or_storage_library() {
+    let libs = ["zbus", "sqlx", "rmcp", "axum", "wayland_client", "pipewire"];
+    let found = lines_matching("src/core", |l| {
+        libs.iter()
+            .any(|lib| l.contains(&format!("use {lib}")) || l.contains(&format!("{lib}::")))
+    });
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
