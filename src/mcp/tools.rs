@@ -107,8 +107,13 @@ fn nullable(v: Value) -> Value {
 fn stream_list() -> Value {
     json!({"type": "array", "items": {"type": "object", "properties": {
         "id": {"type": "string"}, "kind": {"type": "string"}, "state": {"type": "string"},
-        "active": {"type": "boolean"}, "app_id": {"type": "string"}, "pid": {"type": "integer"},
-        "claimed_name": {"type": "string"}, "media_name": {"type": "string"}
+        "active": {"type": "boolean"}, "since": {"type": "string", "format": "date-time"},
+        "app_id": {"type": "string", "description": "From the kernel (the stream's PID); missing when unknown"},
+        "pid": {"type": "integer"},
+        "claimed_name": {"type": "string", "description": "What the app says it is; not an identity"},
+        "claimed_binary": {"type": "string"}, "media_name": {"type": "string"},
+        "media_role": {"type": "string"},
+        "player": {"type": "object", "description": "An MPRIS player: status, title, artist, url"}
     }}})
 }
 
@@ -655,6 +660,118 @@ mod tests {
             let a = t.annotations.as_ref().expect("annotations");
             assert_eq!(a.open_world_hint, Some(false));
             assert_eq!(a.read_only_hint, Some(t.name != "send_notification"));
+        }
+    }
+
+    /// Every key a tool's view renders is in its output schema, recursively
+    /// into objects and list items that the schema describes: the schemas
+    /// are written by hand, so they are tested against the core's types.
+    #[test]
+    fn output_schemas_describe_the_views() {
+        use crate::core::state::Snapshot;
+        use crate::core::view;
+        use crate::model::*;
+        let now = chrono::Utc::now();
+        let mut snap = Snapshot::default();
+        let w = Window {
+            id: "w1".into(),
+            app_id: "org.a".into(),
+            app_name: Some("A".into()),
+            icon: Some("a".into()),
+            title: "t".into(),
+            states: WindowStates::default(),
+            outputs: vec!["X".into()],
+            parent: Some("w0".into()),
+            first_seen: now,
+            last_focused: Some(now),
+        };
+        snap.windows.insert(w.id.clone(), w);
+        snap.active_window = Some("w1".into());
+        let stream = MediaStream {
+            id: "s".into(),
+            kind: MediaKind::Microphone,
+            app_id: AppId::new("exe:/usr/bin/x").ok(),
+            pid: Some(1),
+            claimed_name: Some("x".into()),
+            claimed_binary: None,
+            media_name: Some("m".into()),
+            media_role: None,
+            state: StreamState::Running,
+            since: now,
+            player: None,
+        };
+        snap.streams.insert("s".into(), stream.clone());
+        snap.captures.observe(
+            &[crate::core::Change::Stream {
+                kind: crate::core::ChangeKind::Opened,
+                stream,
+            }],
+            now,
+        );
+        snap.notifications.push_back(Notification {
+            id: "n".into(),
+            app_name: "a".into(),
+            summary: "s".into(),
+            body: "b".into(),
+            urgency: Urgency::Normal,
+            time: now,
+        });
+        let all = |_: &Category| true;
+        let cases = [
+            (
+                "get_snapshot",
+                serde_json::to_value(view::snapshot(&snap, &all)).unwrap_or_default(),
+            ),
+            (
+                "list_windows",
+                serde_json::to_value(view::windows_view(&snap, &all)).unwrap_or_default(),
+            ),
+            (
+                "get_active_window",
+                serde_json::to_value(view::window_one(&snap, &all, None)).unwrap_or_default(),
+            ),
+            (
+                "get_media_activity",
+                serde_json::to_value(view::media(&snap, &all, now)).unwrap_or_default(),
+            ),
+            (
+                "list_notifications",
+                serde_json::to_value(view::notifications_view(&snap, &all)).unwrap_or_default(),
+            ),
+        ];
+        let catalog = catalog();
+        for (tool, v) in cases {
+            let schema = catalog
+                .iter()
+                .find(|t| t["name"] == tool)
+                .map(|t| t["outputSchema"].clone())
+                .unwrap_or_default();
+            check(tool, &schema, &v);
+        }
+
+        fn check(at: &str, schema: &Value, v: &Value) {
+            let schema = schema.get("anyOf").and_then(|a| a.get(0)).unwrap_or(schema);
+            match v {
+                Value::Object(m) => {
+                    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+                        return;
+                    };
+                    for (k, x) in m {
+                        let p = props
+                            .get(k)
+                            .unwrap_or_else(|| panic!("{at}: '{k}' is not in the schema"));
+                        check(&format!("{at}.{k}"), p, x);
+                    }
+                }
+                Value::Array(items) => {
+                    if let Some(item) = schema.get("items") {
+                        for x in items {
+                            check(&format!("{at}[]"), item, x);
+                        }
+                    }
+                }
+                _ => {}
+            }
         }
     }
 
