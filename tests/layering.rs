@@ -64,3 +64,63 @@ fn core_uses_no_wire_or_storage_library() {
     });
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
+
+/// No two modules of one layer use each other: each pair of files in
+/// `src/core`, `src/mcp`, `src/store` and `src/dbus` depends one way at
+/// most (a cycle means one of them holds what both need).
+#[test]
+fn no_two_modules_of_a_layer_use_each_other() {
+    let mut cycles = Vec::new();
+    for layer in ["core", "mcp", "store", "dbus"] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src")
+            .join(layer);
+        let mut modules: Vec<String> = std::fs::read_dir(&dir)
+            .expect("read_dir")
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let m = name.strip_suffix(".rs").unwrap_or(&name).to_owned();
+                (m != "mod").then_some(m)
+            })
+            .collect();
+        modules.sort();
+        let uses = |from: &str, to: &str| -> bool {
+            let file = dir.join(format!("{from}.rs"));
+            let file = if file.exists() {
+                file
+            } else {
+                dir.join(from).join("mod.rs")
+            };
+            let Ok(text) = std::fs::read_to_string(&file) else {
+                return false;
+            };
+            // Only the module's own code: its tests may use anything.
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            code.lines()
+                .map(str::trim)
+                .filter(|l| !l.starts_with("//"))
+                .any(|l| {
+                    [
+                        format!("super::{to}::"),
+                        format!("super::{to};"),
+                        format!("super::{to}}}"),
+                        format!("super::{to},"),
+                        format!("super::{{{to}"),
+                        format!("crate::{layer}::{to}::"),
+                        format!("crate::{layer}::{to};"),
+                    ]
+                    .iter()
+                    .any(|p| l.contains(p.as_str()))
+                })
+        };
+        for (i, a) in modules.iter().enumerate() {
+            for b in &modules[i + 1..] {
+                if uses(a, b) && uses(b, a) {
+                    cycles.push(format!("src/{layer}: {a} <-> {b}"));
+                }
+            }
+        }
+    }
+    assert!(cycles.is_empty(), "{}", cycles.join("\n"));
+}

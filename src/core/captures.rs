@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
-use super::state::{Change, ChangeKind};
+use super::change::{Change, ChangeKind};
 use crate::model::{AppId, MediaKind, MediaStream, StreamState};
 
 /// How long an ended session is kept.

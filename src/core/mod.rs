@@ -4,6 +4,7 @@
 //! it, and the store implements the traits it owns.
 
 pub mod captures;
+pub mod change;
 pub mod clock;
 pub mod consent;
 pub mod error;

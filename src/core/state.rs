@@ -9,11 +9,12 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 
 use super::captures::CaptureLog;
+pub use super::change::{Change, ChangeKind};
 use super::clock::Clock;
 use super::event::SourceEvent;
 use crate::model::{
-    AppId, Category, MediaStream, Network, Notification, Power, ProvidedContext, SessionState,
-    SourceStatus, Window,
+    AppId, MediaStream, Network, Notification, Power, ProvidedContext, SessionState, SourceStatus,
+    Window,
 };
 
 /// How many focus changes the core remembers.
@@ -70,72 +71,6 @@ impl Snapshot {
         self.active_window
             .as_ref()
             .and_then(|id| self.windows.get(id))
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ChangeKind {
-    Opened,
-    Changed,
-    Closed,
-}
-
-impl ChangeKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChangeKind::Opened => "opened",
-            ChangeKind::Changed => "changed",
-            ChangeKind::Closed => "closed",
-        }
-    }
-}
-
-/// A change to the snapshot, as broadcast to publishers. It carries the full
-/// data; each publisher renders it per subscriber through `core::view`, so
-/// what a subscriber may not see never leaves the core.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Change {
-    Window {
-        kind: ChangeKind,
-        window: Window,
-    },
-    Focus {
-        window: Option<Window>,
-    },
-    Stream {
-        kind: ChangeKind,
-        stream: MediaStream,
-    },
-    Session(Option<SessionState>),
-    Power(Option<Power>),
-    Network(Option<Network>),
-    Notification {
-        kind: ChangeKind,
-        notification: Notification,
-    },
-    Provided {
-        kind: ChangeKind,
-        context: ProvidedContext,
-    },
-    Source(SourceStatus),
-}
-
-impl Change {
-    /// The category a subscriber needs to receive this change, or `None`
-    /// for changes that need no consent (source health).
-    pub fn category(&self) -> Option<Category> {
-        Some(match self {
-            Change::Window { .. } | Change::Focus { .. } => Category::Windows,
-            Change::Stream { stream, .. } if stream.kind.is_capture() => Category::MediaCapture,
-            Change::Stream { .. } => Category::MediaPlayback,
-            Change::Session(_) => Category::Session,
-            Change::Power(_) => Category::Power,
-            Change::Network(_) => Category::Network,
-            Change::Notification { .. } => Category::Notifications,
-            Change::Provided { context, .. } => Category::Provided(context.kind.clone()),
-            Change::Source(_) => return None,
-        })
     }
 }
 

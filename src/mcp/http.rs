@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Broker;
 use super::consent::{Channel, Subject};
-use super::jsonrpc::{self, MAX_MESSAGE_BYTES, Screened};
+use super::jsonrpc::{self, MAX_MESSAGE_BYTES, Screen, Screened};
 use super::server::{ContextServer, Origin};
 use super::sse;
 use crate::config::McpHttpConfig;
@@ -228,11 +228,6 @@ fn unauthorized(challenge: &'static str, message: &str) -> Response {
     );
     r
 }
-
-/// A message the guard already screened, for handlers that want it parsed
-/// (the legacy `/messages` endpoint).
-#[derive(Debug, Clone)]
-pub struct Screen(pub Arc<Mutex<Option<rmcp::model::ClientJsonRpcMessage>>>);
 
 /// The layer in front of every route (see the module docs).
 pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {

@@ -244,6 +244,12 @@ pub fn screen_value(v: Value) -> Screened {
     }
 }
 
+/// A message the HTTP guard already screened, handed to the handlers that
+/// want it parsed (the legacy `/messages` endpoint) in the request's
+/// extensions.
+#[derive(Debug, Clone)]
+pub struct Screen(pub std::sync::Arc<std::sync::Mutex<Option<rmcp::model::ClientJsonRpcMessage>>>);
+
 #[cfg(test)]
 mod tests {
     use super::*;

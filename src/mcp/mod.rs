@@ -24,6 +24,7 @@ pub mod http;
 pub mod jsonrpc;
 pub mod notify;
 pub mod prompts;
+pub mod render;
 pub mod resources;
 pub mod server;
 pub mod sse;

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use super::Broker;
 use super::consent::{Mode, Subject};
 use super::error::Error;
+pub use super::render::{Rendered, fit, to_json};
 use crate::core::state::Change;
 use crate::core::{View, What};
 use crate::model::Category;
@@ -15,13 +16,6 @@ use crate::model::Category;
 pub const SCHEME: &str = "context://";
 pub const JSON_MIME: &str = "application/json";
 pub const MARKDOWN_MIME: &str = "text/markdown";
-
-/// Results (the JSON of one resource or tool call) larger than this many
-/// bytes are cut: list entries are dropped from the end and the result
-/// gets `"truncated": true` and a `truncation` note. Lists are paginated
-/// and texts already capped at `core::state::MAX_TEXT_CHARS`, so this only
-/// bites on a snapshot with huge app-provided context.
-pub const MAX_RESULT_BYTES: usize = 256 * 1024;
 
 /// A resource we serve.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -256,13 +250,6 @@ pub fn templates() -> Vec<Value> {
     ]
 }
 
-/// A rendered resource (or tool result).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rendered {
-    pub json: Value,
-    pub markdown: String,
-}
-
 /// Read `res` for `subject` through the core's read service (asking the
 /// user as `mode` allows) and render the view as JSON and Markdown.
 pub async fn read(
@@ -331,11 +318,6 @@ pub async fn read(
             )));
         }
     }))
-}
-
-/// A view as JSON (views always serialize; a failure is a bug, said so).
-pub fn to_json<T: serde::Serialize>(v: &T) -> Result<Value, Error> {
-    serde_json::to_value(v).map_err(|e| Error::Internal(format!("cannot render a view: {e}")))
 }
 
 /// Session, power or network: `available` and the value under its name.
@@ -586,66 +568,6 @@ pub fn snapshot_markdown(snap: &Value) -> String {
     md
 }
 
-/// Keep a result under [`MAX_RESULT_BYTES`]: drop entries from the end of
-/// its largest list until it fits, and mark it.
-pub fn fit(mut r: Rendered) -> Rendered {
-    let size = |v: &Value| serde_json::to_vec(v).map_or(usize::MAX, |b| b.len());
-    let mut total = size(&r.json);
-    if total <= MAX_RESULT_BYTES {
-        return r;
-    }
-    let Value::Object(m) = &mut r.json else {
-        return r;
-    };
-    // The size of every list entry, measured once; removing an entry
-    // removes its bytes and a comma.
-    let mut lists: Vec<(String, Vec<usize>)> = m
-        .iter()
-        .filter_map(|(k, v)| {
-            v.as_array()
-                .map(|a| (k.clone(), a.iter().map(size).collect()))
-        })
-        .collect();
-    let mut cut: Vec<(String, usize)> = Vec::new();
-    while total > MAX_RESULT_BYTES {
-        let Some((k, sizes)) = lists
-            .iter_mut()
-            .filter(|(_, s)| !s.is_empty())
-            .max_by_key(|(_, s)| s.iter().sum::<usize>())
-        else {
-            break;
-        };
-        let n = sizes.pop().unwrap_or(0);
-        total = total.saturating_sub(n + 1);
-        match cut.iter_mut().find(|(name, _)| name == k) {
-            Some((_, c)) => *c += 1,
-            None => cut.push((k.clone(), 1)),
-        }
-    }
-    for (k, n) in &cut {
-        if let Some(Value::Array(a)) = m.get_mut(k) {
-            a.truncate(a.len().saturating_sub(*n));
-        }
-    }
-    if total > MAX_RESULT_BYTES {
-        // Nothing left to cut (one huge value): drop the lot.
-        m.clear();
-    }
-    m.insert("truncated".into(), json!(true));
-    m.insert(
-        "truncation".into(),
-        json!(format!(
-            "{} this result was larger than {MAX_RESULT_BYTES} bytes; entries were dropped from the end of its lists",
-            crate::core::state::TRUNCATION_MARKER
-        )),
-    );
-    r.markdown.push_str(&format!(
-        "\n{} (result larger than {MAX_RESULT_BYTES} bytes)\n",
-        crate::core::state::TRUNCATION_MARKER
-    ));
-    r
-}
-
 /// The resources whose content a change touches, for `updated`
 /// notifications. The caller checks consent for the change's category.
 pub fn affected(change: &Change, active: Option<&str>) -> Vec<String> {
@@ -732,20 +654,5 @@ mod tests {
                 ..Default::default()
             }))
         );
-    }
-
-    #[test]
-    fn oversized_results_are_cut_and_marked() {
-        let big: Vec<Value> = (0..1000)
-            .map(|i| json!({"i": i, "pad": "x".repeat(1000)}))
-            .collect();
-        let r = fit(Rendered {
-            json: json!({"windows": big}),
-            markdown: String::new(),
-        });
-        let n = serde_json::to_vec(&r.json).map(|b| b.len()).unwrap_or(0);
-        assert!(n <= MAX_RESULT_BYTES + 512, "{n}");
-        assert_eq!(r.json["truncated"], json!(true));
-        assert!(r.markdown.contains("truncated"));
     }
 }

@@ -6,7 +6,7 @@
 //! rmcp 3.9 has no server for this transport any more, so this is the thin
 //! adapter beside it: it frames (SSE events out, POST bodies in) and hands
 //! messages to the same `ContextServer` through a [`ChannelTransport`];
-//! the protocol stays rmcp's. The guard in [`super::http`] has already
+//! the protocol stays rmcp's. The HTTP guard has already
 //! checked Host, Origin, the token and the body by the time these run. A
 //! session belongs to the token that opened it.
 
@@ -29,7 +29,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::Broker;
 use super::consent::Subject;
-use super::http::Screen;
+use super::jsonrpc::Screen;
 use super::server::{ContextServer, Origin};
 use super::stdio::ChannelTransport;
 use crate::core::tokens::Tokens;

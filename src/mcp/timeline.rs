@@ -11,7 +11,7 @@ use serde_json::json;
 use super::Broker;
 use super::consent::{Mode, Subject};
 use super::error::Error;
-use super::resources::{Rendered, to_json};
+use super::render::{Rendered, to_json};
 use crate::core::history::{HistoryKind, Query};
 use crate::core::{View, What};
 

@@ -10,6 +10,7 @@ pub mod db;
 pub mod history;
 mod history_read;
 pub mod key;
+mod secret;
 pub mod secret_service;
 pub mod tokens;
 

@@ -11,7 +11,7 @@ use zbus::Connection;
 use zbus::names::BusName;
 use zbus::wire::{ObjectPath, OwnedObjectPath, OwnedVariant, Variant};
 
-use super::key::{DbKey, KeyError};
+use super::secret::{DbKey, KeyError};
 
 const DEST: &str = "org.freedesktop.secrets";
 const PATH: &str = "/org/freedesktop/secrets";
