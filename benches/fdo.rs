@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use contextd::dbus::proxy::{Context1Proxy, Subscription1Proxy};
+use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
 use futures_util::StreamExt;
 use zbus::message::Type as MsgType;
 use zbus::wire::Variant;
@@ -145,7 +145,7 @@ async fn run() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let snap =
-            contextd::dbus::variant::dict_to_json(&ctx.get_snapshot().await.expect("snapshot"));
+            contextd::client::json::dict_to_json(&ctx.get_snapshot().await.expect("snapshot"));
         if snap.get("power").is_some() {
             break;
         }
@@ -185,7 +185,7 @@ async fn run() {
                 let data = serde_json::Value::Object(
                     args.data()
                         .iter()
-                        .map(|(k, v)| (k.clone(), contextd::dbus::variant::to_json(v)))
+                        .map(|(k, v)| (k.clone(), contextd::client::json::to_json(v)))
                         .collect(),
                 );
                 if data["power"]["percentage"].as_f64() == Some(p) {

@@ -22,8 +22,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use contextd::dbus::proxy::{Context1Proxy, Subscription1Proxy};
-use contextd::dbus::variant::{dict_to_json, to_json};
+use contextd::client::json::{dict_to_json, to_json};
+use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
 use futures_util::StreamExt;
 use serde_json::Value;
 
@@ -113,7 +113,7 @@ fn main() {
     rt.block_on(run());
 }
 
-fn data_of(sig: &contextd::dbus::proxy::Changed) -> Value {
+fn data_of(sig: &contextd::client::proxy::Changed) -> Value {
     let args = sig.args().expect("args");
     args.data()
         .iter()

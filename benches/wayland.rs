@@ -23,8 +23,8 @@ use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use contextd::dbus::proxy::{Context1Proxy, Subscription1Proxy};
-use contextd::dbus::variant::to_json;
+use contextd::client::json::to_json;
+use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
 use futures_util::StreamExt;
 use wayland_client::protocol::wl_registry;
 use wayland_client::{Connection, Dispatch, Proxy, QueueHandle, event_created_child};

@@ -3,9 +3,9 @@
 //! Data flows one way: `sources` → `core` → publishers (`dbus`, `mcp`).
 //! See DESIGN.md for the rules this crate keeps.
 
+pub mod client;
 pub mod config;
 pub mod core;
-pub mod ctl;
 pub mod daemon;
 pub mod dbus;
 pub mod desktop_entry;

@@ -15,8 +15,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::*;
-use contextd::dbus::proxy::{Context1Proxy, History1Proxy, Subscription1Proxy};
-use contextd::dbus::variant::{dict_to_json, to_json};
+use contextd::client::json::{dict_to_json, to_json};
+use contextd::client::proxy::{Context1Proxy, History1Proxy, Subscription1Proxy};
 use futures_util::StreamExt;
 use mcp_support::*;
 use serde_json::{Value, json};
@@ -213,7 +213,7 @@ async fn dbus_reads(ctx: &Context1Proxy<'_>, hist: &History1Proxy<'_>) -> String
         ));
     };
     let list =
-        |v: Vec<contextd::dbus::variant::Dict>| Value::Array(v.iter().map(dict_to_json).collect());
+        |v: Vec<contextd::client::json::Dict>| Value::Array(v.iter().map(dict_to_json).collect());
     put(
         "GetSnapshot",
         ctx.get_snapshot().await.map(|d| dict_to_json(&d)),

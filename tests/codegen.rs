@@ -116,7 +116,7 @@ async fn zbus_xmlgen_proxy_calls_get_active_window() {
             p.get_active_window().await.ok()
         })
         .await;
-        let app = w.get("app_id").map(|v| contextd::dbus::variant::to_json(v));
+        let app = w.get("app_id").map(|v| contextd::client::json::to_json(v));
         assert_eq!(app, Some(serde_json::json!("org.gnome.TextEditor")));
         assert_eq!(p.version().await.expect("version"), 1);
     })

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use contextd::dbus::proxy::Context1Proxy;
+use contextd::client::proxy::Context1Proxy;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn database_survives_twenty_kills_during_audited_bursts() {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::dbusmock::Mock;
 use common::*;
-use contextd::dbus::proxy::{Consent1Proxy, Context1Proxy, Subscription1Proxy};
+use contextd::client::proxy::{Consent1Proxy, Context1Proxy, Subscription1Proxy};
 use futures_util::StreamExt;
 
 const NOT_ALLOWED: &str = "org.contextd.Error.NotAllowed";

@@ -7,8 +7,8 @@ mod common;
 use std::process::Command;
 
 use common::*;
-use contextd::dbus::proxy::Context1Proxy;
-use contextd::dbus::variant::dict_to_json;
+use contextd::client::json::dict_to_json;
+use contextd::client::proxy::Context1Proxy;
 use serde_json::Value;
 
 fn busctl(bus: &Bus, args: &[&str]) -> (i32, String, String) {

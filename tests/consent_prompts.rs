@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::agent::{AGENT_PATH, TestAgent};
 use common::dbusmock::Mock;
 use common::*;
-use contextd::dbus::proxy::{Consent1Proxy, Context1Proxy, Request1Proxy};
+use contextd::client::proxy::{Consent1Proxy, Context1Proxy, Request1Proxy};
 use futures_util::StreamExt;
 use zbus::wire::ObjectPath;
 
@@ -80,7 +80,7 @@ async fn request(conn: &zbus::Connection, cats: &[&str]) -> u32 {
             .map(|p| p.as_str() == path.as_str())
             .unwrap_or(false)
         {
-            let (code, _results): (u32, contextd::dbus::proxy::Dict) =
+            let (code, _results): (u32, contextd::client::proxy::Dict) =
                 m.body().deserialize().expect("body");
             return code;
         }
@@ -166,7 +166,7 @@ async fn agent_answers_once_always_deny_and_no_answer() {
             .await
             .expect("grants")
             .iter()
-            .map(contextd::dbus::variant::dict_to_json)
+            .map(contextd::client::json::dict_to_json)
             .collect();
         assert!(
             grants
@@ -208,7 +208,7 @@ async fn agent_answers_once_always_deny_and_no_answer() {
             .await
             .expect("grants")
             .iter()
-            .map(contextd::dbus::variant::dict_to_json)
+            .map(contextd::client::json::dict_to_json)
             .collect();
         assert!(
             !grants.iter().any(|g| g["category"] == "session"),
@@ -259,7 +259,7 @@ async fn without_an_agent_a_notification_asks_and_always_allow_grants() {
         let args: Vec<serde_json::Value> = calls
             .2
             .iter()
-            .map(|v| contextd::dbus::variant::to_json(v))
+            .map(|v| contextd::client::json::to_json(v))
             .collect();
         let actions = args[5].as_array().expect("actions").clone();
         for a in [
@@ -304,7 +304,7 @@ async fn without_an_agent_a_notification_asks_and_always_allow_grants() {
             .expect("Response")
             .expect("stream")
             .expect("msg");
-        let (code, _): (u32, contextd::dbus::proxy::Dict) = m.body().deserialize().expect("body");
+        let (code, _): (u32, contextd::client::proxy::Dict) = m.body().deserialize().expect("body");
         assert_eq!(code, 0);
         ctx.subscribe(&["power"])
             .await

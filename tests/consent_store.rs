@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::*;
-use contextd::dbus::proxy::Context1Proxy;
+use contextd::client::proxy::Context1Proxy;
 
 const PLANTED_APP: &str = "org.planted.SecretApp";
 

@@ -8,7 +8,7 @@ mod fdo;
 use std::process::Command;
 
 use common::*;
-use contextd::dbus::proxy::Context1Proxy;
+use contextd::client::proxy::Context1Proxy;
 use fdo::*;
 use serde_json::Value;
 

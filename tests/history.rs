@@ -11,8 +11,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use common::dbusmock::Mock;
 use common::*;
-use contextd::dbus::proxy::{Consent1Proxy, History1Proxy};
-use contextd::dbus::variant::dict_to_json;
+use contextd::client::json::dict_to_json;
+use contextd::client::proxy::{Consent1Proxy, History1Proxy};
 use serde_json::{Value, json};
 
 const DAY: &str = "2026-11-21T08:00:00Z";

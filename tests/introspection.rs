@@ -136,7 +136,7 @@ async fn live_introspection_matches_the_xml_files() {
             .await
             .expect("serve notifications");
         let asker = bus.connect().await;
-        let ctx_a = contextd::dbus::proxy::Context1Proxy::builder(&asker)
+        let ctx_a = contextd::client::proxy::Context1Proxy::builder(&asker)
             .build()
             .await
             .expect("proxy");
@@ -171,7 +171,7 @@ async fn live_introspection_matches_the_xml_files() {
             from_file("org.contextd.ConsentAgent1")
         );
 
-        let ctx = contextd::dbus::proxy::Context1Proxy::builder(&conn)
+        let ctx = contextd::client::proxy::Context1Proxy::builder(&conn)
             .build()
             .await
             .expect("proxy");

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use common::session::Session;
 use common::*;
-use contextd::dbus::proxy::{Context1Proxy, Subscription1Proxy};
-use contextd::dbus::variant::{dict_to_json, to_json};
+use contextd::client::json::{dict_to_json, to_json};
+use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
 use futures_util::StreamExt;
 use pipewire_client::Proc;
 use serde_json::Value;

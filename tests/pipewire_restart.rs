@@ -10,8 +10,8 @@ use std::process::Command;
 
 use common::session::Session;
 use common::*;
-use contextd::dbus::proxy::Context1Proxy;
-use contextd::dbus::variant::dict_to_json;
+use contextd::client::json::dict_to_json;
+use contextd::client::proxy::Context1Proxy;
 use pipewire_client::Proc;
 use serde_json::Value;
 

@@ -8,8 +8,8 @@ mod pipewire_client;
 
 use common::session::Session;
 use common::*;
-use contextd::dbus::proxy::Context1Proxy;
-use contextd::dbus::variant::dict_to_json;
+use contextd::client::json::dict_to_json;
+use contextd::client::proxy::Context1Proxy;
 use serde_json::Value;
 
 async fn capture_of(ctx: &Context1Proxy<'_>, node: u32) -> Option<Value> {

@@ -7,8 +7,8 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use contextd::dbus::proxy::{Context1Proxy, Subscription1Proxy};
-use contextd::dbus::variant::to_json;
+use contextd::client::json::to_json;
+use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
 use futures_util::StreamExt;
 use serde_json::Value;
 use zbus::MatchRule;

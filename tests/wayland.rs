@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use common::session::Session;
 use common::*;
-use contextd::dbus::proxy::{Context1Proxy, Subscription1Proxy};
-use contextd::dbus::variant::{dict_to_json, to_json};
+use contextd::client::json::{dict_to_json, to_json};
+use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
 use futures_util::StreamExt;
 use serde_json::Value;
 
@@ -131,7 +131,7 @@ impl Drop for Toplevels {
 
 /// Wait for a `Changed` on `windows` whose data matches `pred`.
 async fn changed_until(
-    stream: &mut (impl futures_util::Stream<Item = contextd::dbus::proxy::Changed> + Unpin),
+    stream: &mut (impl futures_util::Stream<Item = contextd::client::proxy::Changed> + Unpin),
     secs: u64,
     what: &str,
     pred: impl Fn(&Value) -> bool,

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use contextd::ctl;
+use contextd::client::ctl;
 
 /// Look at what the desktop context broker knows, as the user sees it.
 #[derive(Debug, Parser)]
@@ -142,7 +142,7 @@ fn main() -> ExitCode {
         let command = args.command.unwrap_or(Command::Status);
         let command = match command {
             Command::Mcp => {
-                return contextd::mcp::bridge::run()
+                return contextd::client::bridge::run()
                     .await
                     .map_err(|e| ctl::CtlError::Call(e.to_string()));
             }
@@ -156,7 +156,7 @@ fn main() -> ExitCode {
                         contextd::mcp::admin::Request::TokenRevoke { name }
                     }
                 };
-                return contextd::mcp::admin::command(&req, args.json)
+                return contextd::client::admin::command(&req, args.json)
                     .await
                     .map_err(ctl::CtlError::Call);
             }

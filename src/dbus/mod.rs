@@ -9,7 +9,6 @@ pub mod context1;
 pub mod error;
 pub mod history1;
 pub mod polkit;
-pub mod proxy;
 pub mod request;
 pub mod subscription;
 pub mod variant;

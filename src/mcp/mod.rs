@@ -15,7 +15,6 @@
 //! shows exactly what D-Bus shows.
 
 pub mod admin;
-pub mod bridge;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod consent;
@@ -33,7 +32,6 @@ pub mod timeline;
 pub mod tools;
 pub mod watch;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -131,13 +129,4 @@ pub async fn serve(
         level.spawn(http::serve(bound, broker, store, level.child_token()));
     }
     Ok(())
-}
-
-/// `$XDG_RUNTIME_DIR/contextd/NAME`, as clients find it.
-pub fn runtime_path(name: &str) -> Result<PathBuf, McpError> {
-    crate::config::Paths::from_env()
-        .ok()
-        .and_then(|p| p.runtime_dir)
-        .map(|d| d.join(name))
-        .ok_or(McpError::NoRuntimeDir)
 }

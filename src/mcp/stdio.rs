@@ -34,7 +34,7 @@ use super::server::{ContextServer, Origin};
 use crate::core::identity;
 
 /// The socket's file name in the runtime directory.
-pub const SOCKET_NAME: &str = "mcp.sock";
+pub use crate::names::MCP_SOCKET as SOCKET_NAME;
 /// At most this many hosts connected at once; more wait.
 const MAX_CONNECTIONS: usize = 64;
 /// How many messages may queue in each direction of one connection.

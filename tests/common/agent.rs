@@ -69,7 +69,7 @@ impl TestAgent {
     ) -> (String, HashMap<String, OwnedVariant>) {
         let app = app
             .iter()
-            .map(|(k, v)| (k.clone(), contextd::dbus::variant::to_json(v)))
+            .map(|(k, v)| (k.clone(), contextd::client::json::to_json(v)))
             .collect();
         self.asked.lock().expect("lock").push(Asked {
             app,

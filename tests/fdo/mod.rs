@@ -7,8 +7,8 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use contextd::dbus::proxy::{Context1Proxy, Subscription1Proxy};
-use contextd::dbus::variant::{dict_to_json, to_json};
+use contextd::client::json::{dict_to_json, to_json};
+use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
 use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 use zbus::Connection;

@@ -8,8 +8,8 @@ use futures_util::StreamExt;
 use serde_json::Value;
 use zbus::Connection;
 
-use crate::dbus::proxy::{Consent1Proxy, Context1Proxy, History1Proxy, Subscription1Proxy};
-use crate::dbus::variant::{dict_to_json, to_json};
+use crate::client::json::{dict_to_json, to_json};
+use crate::client::proxy::{Consent1Proxy, Context1Proxy, History1Proxy, Subscription1Proxy};
 
 #[derive(Debug, Clone, Copy)]
 pub struct Output {

@@ -113,7 +113,7 @@ async fn pump<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
 
 /// Relay stdin/stdout to the daemon until either side ends.
 pub async fn run() -> Result<(), BridgeError> {
-    let stream = connect(super::stdio::SOCKET_NAME).await?;
+    let stream = connect(crate::names::MCP_SOCKET).await?;
     relay(stream, tokio::io::stdin(), tokio::io::stdout()).await
 }
 
@@ -153,5 +153,5 @@ where
 
 /// Where the MCP socket is (for messages).
 pub fn socket_path() -> Option<PathBuf> {
-    super::runtime_path(super::stdio::SOCKET_NAME).ok()
+    super::runtime_path(crate::names::MCP_SOCKET).ok()
 }
