@@ -12,6 +12,7 @@ pub mod event;
 pub mod gate;
 pub mod history;
 pub mod identity;
+pub mod manage;
 pub mod policy;
 pub mod prompts;
 pub mod read;

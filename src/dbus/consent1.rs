@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use chrono::{TimeZone, Utc};
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use zbus::interface;
 use zbus::message::Header;
@@ -17,7 +16,6 @@ use super::agent::Agent;
 use super::error::{Error, Result};
 use super::variant::{self, Dict};
 use crate::core::consent::{AuditQuery, Origin, Verdict};
-use crate::core::view;
 use crate::model::{AppId, Category};
 
 pub struct Consent1 {
@@ -49,62 +47,14 @@ impl Consent1 {
     #[zbus(out_args("apps"))]
     async fn list_apps(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         self.shared.authorize_manage(&hdr).await?;
-        let apps: Vec<serde_json::Value> = self
-            .shared
-            .core
-            .gate
-            .apps()
-            .iter()
-            .map(|a| {
-                let mut v = json!({
-                    "app_id": a.app_id,
-                    "identity_source": a.identity_source.as_str(),
-                    "first_seen": view::time(&a.first_seen),
-                    "last_seen": view::time(&a.last_seen),
-                });
-                if let Some(n) = &a.display_name {
-                    v["name"] = json!(n);
-                }
-                if let Some(i) = &a.icon {
-                    v["icon"] = json!(i);
-                }
-                v
-            })
-            .collect();
-        Ok(variant::dicts(&apps)?)
+        Ok(variant::dicts(&self.shared.core.apps())?)
     }
 
     /// Every live decision: the user's, and policy.toml's (origin `policy`).
     #[zbus(out_args("grants"))]
     async fn list_grants(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         self.shared.authorize_manage(&hdr).await?;
-        let grants: Vec<serde_json::Value> = self
-            .shared
-            .core
-            .gate
-            .grants()
-            .iter()
-            .map(|d| {
-                let category = match &d.category {
-                    Category::Provided(k) if k == "*" => "*".to_owned(),
-                    c => c.to_string(),
-                };
-                let mut v = json!({
-                    "app_id": d.app,
-                    "category": category,
-                    "decision": d.verdict.as_str(),
-                    "origin": d.origin.as_str(),
-                });
-                if d.origin != Origin::Policy {
-                    v["created"] = view::time(&d.created).into();
-                }
-                if let Some(e) = &d.expires {
-                    v["expires"] = view::time(e).into();
-                }
-                v
-            })
-            .collect();
-        Ok(variant::dicts(&grants)?)
+        Ok(variant::dicts(&self.shared.core.grants())?)
     }
 
     /// Decide for `app` and `category`: `allow`, `deny` or `ask`, until
@@ -180,26 +130,7 @@ impl Consent1 {
             limit,
         };
         self.shared.authorize_manage(&hdr).await?;
-        let store =
-            self.shared.core.gate.store().ok_or_else(|| {
-                Error::Unavailable("no database: the audit log is not kept".into())
-            })?;
-        let rows = store.query_audit(q).await?;
-        let v: Vec<serde_json::Value> = rows
-            .iter()
-            .map(|e| {
-                json!({
-                    "time": view::time(&e.time),
-                    "app_id": e.app,
-                    "category": e.category.to_string(),
-                    "channel": e.channel.as_str(),
-                    "allowed": e.allowed,
-                    "reason": e.reason,
-                    "count": e.count,
-                })
-            })
-            .collect();
-        Ok(variant::dicts(&v)?)
+        Ok(variant::dicts(&self.shared.core.audit(q).await?)?)
     }
 
     /// Become the UI that answers prompts: the broker calls

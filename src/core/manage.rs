@@ -1,0 +1,111 @@
+//! What the user's own management tools see (`Consent1` for settings
+//! panels, `contextctl consent`, the dashboard): the apps that asked, the
+//! decisions, the audit. Typed views like `core::view`'s, rendered by each
+//! publisher; who may call them (polkit on D-Bus) is the publisher's
+//! authentication, decided before these are called.
+
+use serde::Serialize;
+
+use super::Core;
+use super::consent::{AuditQuery, Origin};
+use super::error::{Error, Result};
+use super::view::time;
+use crate::model::Category;
+
+/// An app that asked for context, and how it was identified.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AppView {
+    pub app_id: String,
+    pub identity_source: &'static str,
+    pub first_seen: String,
+    pub last_seen: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub icon: Option<String>,
+}
+
+/// A live decision: the user's, or policy.toml's (origin `policy`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GrantView {
+    pub app_id: String,
+    /// A category, or `*` for a policy grant of everything.
+    pub category: String,
+    pub decision: &'static str,
+    pub origin: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires: Option<String>,
+}
+
+/// One row of the audit log (identical decisions folded, with a count).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AuditView {
+    pub time: String,
+    pub app_id: String,
+    pub category: String,
+    pub channel: &'static str,
+    pub allowed: bool,
+    pub reason: String,
+    pub count: u64,
+}
+
+impl Core {
+    /// Every app that asked.
+    pub fn apps(&self) -> Vec<AppView> {
+        self.gate
+            .apps()
+            .iter()
+            .map(|a| AppView {
+                app_id: a.app_id.to_string(),
+                identity_source: a.identity_source.as_str(),
+                first_seen: time(&a.first_seen),
+                last_seen: time(&a.last_seen),
+                name: a.display_name.clone(),
+                icon: a.icon.clone(),
+            })
+            .collect()
+    }
+
+    /// Every live decision.
+    pub fn grants(&self) -> Vec<GrantView> {
+        self.gate
+            .grants()
+            .iter()
+            .map(|d| GrantView {
+                app_id: d.app.to_string(),
+                category: match &d.category {
+                    Category::Provided(k) if k == "*" => "*".to_owned(),
+                    c => c.to_string(),
+                },
+                decision: d.verdict.as_str(),
+                origin: d.origin.as_str(),
+                created: (d.origin != Origin::Policy).then(|| time(&d.created)),
+                expires: d.expires.as_ref().map(time),
+            })
+            .collect()
+    }
+
+    /// The audit log, newest first.
+    pub async fn audit(&self, q: AuditQuery) -> Result<Vec<AuditView>> {
+        let store = self
+            .gate
+            .store()
+            .ok_or_else(|| Error::Unavailable("no database: the audit log is not kept".into()))?;
+        Ok(store
+            .query_audit(q)
+            .await?
+            .iter()
+            .map(|e| AuditView {
+                time: time(&e.time),
+                app_id: e.app.to_string(),
+                category: e.category.to_string(),
+                channel: e.channel.as_str(),
+                allowed: e.allowed,
+                reason: e.reason.clone(),
+                count: e.count,
+            })
+            .collect())
+    }
+}
