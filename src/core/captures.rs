@@ -11,8 +11,9 @@
 //! The log is kept in memory, bounded two ways: sessions that ended more
 //! than [`RETENTION`] ago are dropped, and at most [`MAX_SESSIONS`] are kept
 //! (the oldest ended ones go first), so that an app flapping its microphone
-//! cannot make the broker grow. Open sessions are never dropped. The
-//! history issue persists them; until then they do not survive a restart.
+//! cannot make the broker grow. Open sessions are never dropped. The log
+//! does not survive a restart; the timeline (`core::history`) keeps
+//! capture intervals for as long as the user chose.
 //!
 //! Time comes from the state's [`Clock`](super::clock::Clock), so tests move
 //! time instead of sleeping.

@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::core;
 
 /// `PERMISSION_DENIED`: the host may not see this (MCP has no standard
-/// code; -32004 is what the issue and the other contextd clients use, in
+/// code; -32004 is what the other contextd clients use, in
 /// the server-defined range next to the spec's -32002).
 pub const PERMISSION_DENIED: ErrorCode = ErrorCode(-32004);
 /// The spec's "resource not found".

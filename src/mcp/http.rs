@@ -3,7 +3,7 @@
 //! loopback address, off until `[mcp.http]` (or `contextd --http`) asks.
 //!
 //! rmcp serves the protocol; a thin layer in front of every route ([`guard`])
-//! adds what the issue needs and rmcp does not do the same way for all
+//! adds what a loopback server needs and rmcp does not do the same way for all
 //! routes:
 //! 1. `Host` must be a loopback name of the listen address (or a configured
 //!    one) and `Origin`, when present, an allowed origin: else 403 (DNS

@@ -3,7 +3,7 @@
 //! rmcp silently drops input that is not JSON (its stdio transport follows
 //! the other SDKs there), answers HTTP bodies that are not JSON with a
 //! plain-text 415, and reports a known method with unusable parameters as
-//! "invalid request". The issue wants the JSON-RPC codes (-32700 parse
+//! "invalid request". Hosts need the JSON-RPC codes (-32700 parse
 //! error, -32600 invalid request, -32602 invalid params), so every
 //! transport runs each message through [`screen`] first: a message that
 //! passes goes to rmcp unchanged; one that does not is answered here with

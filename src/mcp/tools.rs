@@ -538,7 +538,7 @@ fn period_args(extra: Value) -> Value {
     json!({"type": "object", "properties": props, "additionalProperties": false})
 }
 
-/// The timeline tools (issue "history"): what happened, and time per app.
+/// The timeline tools: what happened, and time per app.
 fn history_tools() -> Vec<Value> {
     vec![
         json!({
