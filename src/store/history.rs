@@ -703,6 +703,12 @@ impl HistoryWriter {
         if behind.warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
             behind.warn();
         }
+        if batch.coalesced > 0 {
+            tracing::debug!(
+                coalesced = batch.coalesced,
+                "history: focus flapping under a millisecond coalesced"
+            );
+        }
         let mut ops = batch.ops;
         if let Err(e) = write(&self.pool, &mut ops, Utc::now()).await {
             tracing::warn!(error = %e, "cannot write the history");
@@ -996,10 +1002,11 @@ mod tests {
     }
 
     /// A burst through `submit` and the writer: the writer takes bounded
-    /// batches (see `pending` for the batches themselves) and every
-    /// interval reaches the database.
+    /// batches (see `pending` for the batches themselves), every interval
+    /// reaches the database, and focus flapping under a millisecond is no
+    /// row.
     #[tokio::test]
-    async fn a_burst_reaches_the_database() {
+    async fn a_burst_reaches_the_database_without_its_flapping() {
         let (_dir, db) = temp_db().await;
         let pool = db.pool().clone();
         let (h, writer, mut id) = History::open(pool.clone()).await.expect("history");
@@ -1019,22 +1026,24 @@ mod tests {
                 end: None,
             })
         };
-        // Every 5 ms the focus moves between "a" and "b" (at .1 ms):
-        // 2500 intervals, more than two batches.
+        // Every 5 ms the focus passes for 0.1 ms through "flap", then
+        // lands on "a" or "b": 2500 intervals, more than two batches.
         let n = 2500;
         let mut open: Option<i64> = None;
         for i in 0..n {
             let t = i * 5_000;
             let mut ops = Vec::new();
             if let Some(o) = open {
-                ops.push(HistoryOp::Close {
-                    id: o,
-                    end: us(t + 100),
-                });
+                ops.push(HistoryOp::Close { id: o, end: us(t) });
             }
-            ops.push(focus(id, ["a", "b"][i as usize % 2], us(t + 100)));
-            open = Some(id);
-            id += 1;
+            ops.push(focus(id, "flap", us(t)));
+            ops.push(HistoryOp::Close {
+                id,
+                end: us(t + 100),
+            });
+            ops.push(focus(id + 1, ["a", "b"][i as usize % 2], us(t + 100)));
+            open = Some(id + 1);
+            id += 2;
             h.submit(ops);
         }
         let cancel = CancellationToken::new();
@@ -1052,10 +1061,15 @@ mod tests {
         };
         assert_eq!(count("SELECT count(*) FROM history").await, n);
         assert_eq!(
+            count("SELECT count(*) FROM history WHERE app_id = 'flap'").await,
+            0
+        );
+        assert_eq!(
             count("SELECT count(*) FROM history WHERE end_ms IS NULL").await,
             1
         );
-        // 5 ms each; the last one is open until `now`.
+        // 4.9 ms each, from .1 ms to the next whole 5 ms: 5 ms in whole
+        // milliseconds; the last one is open until `now`.
         let now = us(n * 5_000);
         let totals = h.summary(t0, now, now).await.expect("summary");
         let focus_ms: i64 = totals.iter().map(|t| t.focus_ms).sum();
