@@ -1,24 +1,32 @@
-//! The timeline in the encrypted database: batched writes (one
-//! transaction a second at most), queries with stable cursors, summaries,
+//! The timeline in the encrypted database: batched writes (bounded
+//! transactions, see [`pending`]), queries with stable cursors, summaries,
 //! forgetting with secure delete, retention.
+
+mod pending;
 
 use std::time::Duration;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
 use sqlx::Row;
 use sqlx::sqlite::{SqliteConnection, SqlitePool, SqliteRow};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::{from_ms, ms};
 use crate::core::Error;
 pub use crate::core::history::AppTotals;
 use crate::core::history::{HistoryEvent, HistoryKind, HistoryOp, HistorySettings};
+use pending::{BATCH, Pending};
 
+/// How long an operation waits for others to share its transaction: a
+/// crash loses at most about this much of the timeline.
 const FLUSH: Duration = Duration::from_secs(1);
+/// The writer warns that it is behind at most this often, with the count.
+const WARN_EVERY: Duration = Duration::from_secs(10);
 const HOUR_MS: i64 = 3_600_000;
 
 /// Rows that are open or last at least this long are in the partial index
@@ -42,12 +50,29 @@ pub use crate::core::history::{Query, parse_cursor};
 #[derive(Debug, Clone)]
 pub struct History {
     pool: SqlitePool,
-    tx: mpsc::UnboundedSender<HistoryOp>,
+    handed: Arc<Handed>,
 }
 
 pub struct HistoryWriter {
     pool: SqlitePool,
-    rx: mpsc::UnboundedReceiver<HistoryOp>,
+    handed: Arc<Handed>,
+}
+
+/// Between `submit` and the writer. The lock is held to push a change's
+/// operations or to take one bounded batch, never across an await or a
+/// database call, so the state's `apply` waits microseconds at most.
+#[derive(Debug, Default)]
+struct Handed {
+    pending: Mutex<Pending>,
+    /// Wakes the writer when the first operation arrives (its second
+    /// starts) and when a batch is full.
+    wake: Notify,
+}
+
+impl Handed {
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// The statements built here with `format!` put together constants of this
@@ -300,21 +325,31 @@ impl History {
             .await
             .map_err(failed)?;
         tx.commit().await.map_err(failed)?;
-        let (tx, rx) = mpsc::unbounded_channel();
+        let handed = Arc::new(Handed::default());
         Ok((
             History {
                 pool: pool.clone(),
-                tx,
+                handed: handed.clone(),
             },
-            HistoryWriter { pool, rx },
+            HistoryWriter { pool, handed },
             next,
         ))
     }
 
-    /// Hand operations to the writer; never waits.
+    /// Hand operations to the writer; never waits for it. When it is
+    /// behind, new intervals are dropped and counted (see [`pending`]).
     pub fn submit(&self, ops: Vec<HistoryOp>) {
-        for op in ops {
-            let _ = self.tx.send(op);
+        let wake = {
+            let mut p = self.handed.pending();
+            let before = p.len();
+            for op in ops {
+                p.push(op);
+            }
+            let after = p.len();
+            (before == 0 && after > 0) || (before < BATCH && after >= BATCH)
+        };
+        if wake {
+            self.handed.wake.notify_one();
         }
     }
 
@@ -557,43 +592,83 @@ async fn write(
     tx.commit().await
 }
 
+/// Intervals the writer had no room for, not yet reported.
+#[derive(Default)]
+struct Behind {
+    dropped: u64,
+    warned: Option<std::time::Instant>,
+}
+
+impl Behind {
+    fn warn(&mut self) {
+        if self.dropped > 0 {
+            tracing::warn!(
+                dropped = self.dropped,
+                "the history writer is behind: {} intervals were not recorded",
+                self.dropped
+            );
+            self.dropped = 0;
+            self.warned = Some(std::time::Instant::now());
+        }
+    }
+}
+
 impl HistoryWriter {
-    /// Write batches, at most one transaction a second, until cancelled;
-    /// then write what is left.
-    pub async fn run(mut self, cancel: CancellationToken) {
-        // At most one transaction a second, and no timer while idle.
+    /// Write until cancelled, then write what is left.
+    ///
+    /// An operation waits at most [`FLUSH`] for others to share its
+    /// transaction (one transaction a second while changes trickle in, no
+    /// timer while idle); a full batch is written at once, so under a
+    /// burst the writer commits a bounded transaction after another, and
+    /// the timeline on disk is never more than about a second behind.
+    pub async fn run(self, cancel: CancellationToken) {
         let mut deadline: Option<tokio::time::Instant> = None;
-        let mut batch = Vec::new();
+        let mut behind = Behind::default();
         loop {
+            let waiting = self.handed.pending().len();
+            if waiting == 0 {
+                deadline = None;
+            } else {
+                let d = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + FLUSH);
+                if waiting >= BATCH || d <= tokio::time::Instant::now() {
+                    self.write_batch(&mut behind).await;
+                    deadline = None;
+                    continue;
+                }
+            }
             tokio::select! {
                 _ = cancel.cancelled() => break,
-                op = self.rx.recv() => match op {
-                    Some(op) => {
-                        batch.push(op);
-                        if deadline.is_none() {
-                            deadline = Some(tokio::time::Instant::now() + FLUSH);
-                        }
-                    }
-                    None => break,
-                },
+                _ = self.handed.wake.notified() => {}
                 _ = async {
                     match deadline {
                         Some(d) => tokio::time::sleep_until(d).await,
                         None => std::future::pending().await,
                     }
-                } => {
-                    deadline = None;
-                    if let Err(e) = write(&self.pool, &mut batch, Utc::now()).await {
-                        tracing::warn!(error = %e, "cannot write the history");
-                    }
-                }
+                } => {}
             }
         }
-        while let Ok(op) = self.rx.try_recv() {
-            batch.push(op);
+        while self.handed.pending().len() > 0 {
+            self.write_batch(&mut behind).await;
         }
-        if let Err(e) = write(&self.pool, &mut batch, Utc::now()).await {
-            tracing::warn!(error = %e, "cannot write the last history batch");
+        behind.warn();
+    }
+
+    /// Take one batch and write it in one transaction.
+    async fn write_batch(&self, behind: &mut Behind) {
+        let batch = self.handed.pending().take(BATCH);
+        behind.dropped += batch.dropped;
+        if behind.warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+            behind.warn();
+        }
+        if batch.coalesced > 0 {
+            tracing::debug!(
+                coalesced = batch.coalesced,
+                "history: focus flapping under a millisecond coalesced"
+            );
+        }
+        let mut ops = batch.ops;
+        if let Err(e) = write(&self.pool, &mut ops, Utc::now()).await {
+            tracing::warn!(error = %e, "cannot write the history");
         }
     }
 }
@@ -880,6 +955,82 @@ mod tests {
             .await
             .expect("count");
         assert_eq!(left, 0, "no empty rollup rows are kept");
+        pool.close().await;
+    }
+
+    /// A burst through `submit` and the writer: the writer takes bounded
+    /// batches (see `pending` for the batches themselves), every interval
+    /// reaches the database, and focus flapping under a millisecond is no
+    /// row.
+    #[tokio::test]
+    async fn a_burst_reaches_the_database_without_its_flapping() {
+        let (_dir, db) = temp_db().await;
+        let pool = db.pool().clone();
+        let (h, writer, mut id) = History::open(pool.clone()).await.expect("history");
+        let t0 = Utc
+            .with_ymd_and_hms(2026, 11, 2, 9, 0, 0)
+            .single()
+            .expect("date");
+        let us = |n: i64| t0 + chrono::Duration::microseconds(n);
+        let focus = |id: i64, app: &str, start| {
+            HistoryOp::Open(HistoryEvent {
+                id,
+                kind: HistoryKind::Focus,
+                app_id: Some(app.into()),
+                title: None,
+                detail: None,
+                start,
+                end: None,
+            })
+        };
+        // Every 5 ms the focus passes for 0.1 ms through "flap", then
+        // lands on "a" or "b": 2500 intervals, more than two batches.
+        let n = 2500;
+        let mut open: Option<i64> = None;
+        for i in 0..n {
+            let t = i * 5_000;
+            let mut ops = Vec::new();
+            if let Some(o) = open {
+                ops.push(HistoryOp::Close { id: o, end: us(t) });
+            }
+            ops.push(focus(id, "flap", us(t)));
+            ops.push(HistoryOp::Close {
+                id,
+                end: us(t + 100),
+            });
+            ops.push(focus(id + 1, ["a", "b"][i as usize % 2], us(t + 100)));
+            open = Some(id + 1);
+            id += 2;
+            h.submit(ops);
+        }
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        writer.run(cancel).await;
+
+        let count = |sql: &'static str| {
+            let pool = pool.clone();
+            async move {
+                sqlx::query_scalar::<_, i64>(sql)
+                    .fetch_one(&pool)
+                    .await
+                    .expect("count")
+            }
+        };
+        assert_eq!(count("SELECT count(*) FROM history").await, n);
+        assert_eq!(
+            count("SELECT count(*) FROM history WHERE app_id = 'flap'").await,
+            0
+        );
+        assert_eq!(
+            count("SELECT count(*) FROM history WHERE end_ms IS NULL").await,
+            1
+        );
+        // 4.9 ms each, from .1 ms to the next whole 5 ms: 5 ms in whole
+        // milliseconds; the last one is open until `now`.
+        let now = us(n * 5_000);
+        let totals = h.summary(t0, now, now).await.expect("summary");
+        let focus_ms: i64 = totals.iter().map(|t| t.focus_ms).sum();
+        assert_eq!(focus_ms, n * 5);
         pool.close().await;
     }
 
