@@ -338,6 +338,9 @@ async fn every_marker_shows_exactly_where_it_is_granted() {
             "CANARY-PAST-TITLE",
             true,
         ));
+        // Focused long enough to be a row (focus flapping under a
+        // millisecond is not recorded).
+        replay.send(r#"{"sleep_ms": 50}"#);
         for l in changes(0) {
             replay.send(&l);
         }
