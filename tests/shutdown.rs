@@ -37,25 +37,6 @@ fn focus(i: usize) -> String {
     json!({"type": "focus", "id": format!("w{i}")}).to_string()
 }
 
-/// Undo HTTP/1.1 chunked framing.
-fn dechunk(mut raw: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(nl) = raw.windows(2).position(|w| w == b"\r\n") {
-        let size = std::str::from_utf8(&raw[..nl])
-            .ok()
-            .and_then(|s| usize::from_str_radix(s.split(';').next()?.trim(), 16).ok())
-            .unwrap_or(0);
-        if size == 0 {
-            break;
-        }
-        let start = nl + 2;
-        let end = (start + size).min(raw.len());
-        out.extend_from_slice(&raw[start..end]);
-        raw = raw.get(end + 2..).unwrap_or(&[]);
-    }
-    out
-}
-
 /// One request in an MCP session; `None` when the daemon did not answer it
 /// with 200 (it is stopping, or gone). Never panics: the callers run
 /// through the SIGTERM.

@@ -189,7 +189,7 @@ pub fn http(
     (code, hs, String::from_utf8_lossy(&body).into_owned())
 }
 
-fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+pub fn dechunk(mut raw: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     while let Some(nl) = raw.windows(2).position(|w| w == b"\r\n") {
         let size = usize::from_str_radix(
