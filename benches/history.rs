@@ -61,6 +61,11 @@ async fn run() {
     let step_ms = 14 * 24 * 3600 * 1000 / EVENTS;
     let t0 = Instant::now();
     for i in 0..EVENTS {
+        // The writer holds a bounded backlog and refuses what does not
+        // fit; the import waits for room, so the rate is the writer's.
+        while !history.has_room() {
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
         let s = start + chrono::Duration::milliseconds(i * step_ms);
         let kind = if i % 10 == 9 {
             HistoryKind::Capture

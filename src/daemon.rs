@@ -310,7 +310,7 @@ async fn serve(
     crate::mcp::serve(
         config,
         core.clone(),
-        Some(conn.clone()),
+        conn.clone(),
         tokens,
         &tree.publishers,
     )

@@ -97,16 +97,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Gate {
-    pub fn new(policy_path: PathBuf, clock: Arc<dyn Clock>) -> Self {
-        Gate::with_store(
-            policy_path,
-            clock,
-            None,
-            Loaded::default(),
-            GateSettings::default(),
-        )
-    }
-
     pub fn with_store(
         policy_path: PathBuf,
         clock: Arc<dyn Clock>,

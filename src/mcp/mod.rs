@@ -81,7 +81,7 @@ pub fn preflight(config: &Config) -> Result<(), McpError> {
 pub async fn serve(
     config: &Config,
     core: Arc<Core>,
-    conn: Option<zbus::Connection>,
+    conn: zbus::Connection,
     tokens: Arc<dyn TokenStore>,
     level: &Level,
 ) -> Result<(), McpError> {

@@ -17,11 +17,11 @@ const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Sends desktop notifications on behalf of MCP hosts.
 #[derive(Debug, Clone)]
 pub struct Notifier {
-    conn: Option<Connection>,
+    conn: Connection,
 }
 
 impl Notifier {
-    pub fn new(conn: Option<Connection>) -> Self {
+    pub fn new(conn: Connection) -> Self {
         Notifier { conn }
     }
 
@@ -34,9 +34,7 @@ impl Notifier {
         body: &str,
         urgency: Urgency,
     ) -> Result<u32, core::Error> {
-        let conn = self.conn.as_ref().ok_or_else(|| {
-            core::Error::Unavailable("contextd has no session bus to send notifications on".into())
-        })?;
+        let conn = &self.conn;
         let level: u8 = match urgency {
             Urgency::Low => 0,
             Urgency::Normal => 1,

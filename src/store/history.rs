@@ -338,6 +338,13 @@ impl History {
 
     /// Hand operations to the writer; never waits for it. When it is
     /// behind, new intervals are dropped and counted (see [`pending`]).
+    /// Whether the writer takes new intervals now (fewer than its bound
+    /// wait): a producer that may wait (an import, the benchmark) waits
+    /// for room instead of having intervals refused.
+    pub fn has_room(&self) -> bool {
+        self.handed.pending().len() < pending::CAPACITY
+    }
+
     pub fn submit(&self, ops: Vec<HistoryOp>) {
         let wake = {
             let mut p = self.handed.pending();
