@@ -307,14 +307,7 @@ async fn serve(
 
     // MCP after the name is ours: a second instance must not take the
     // first one's socket. Clients that activated us wait for the socket.
-    crate::mcp::serve(
-        config,
-        core.clone(),
-        conn.clone(),
-        tokens,
-        &tree.publishers,
-    )
-    .await?;
+    crate::mcp::serve(config, core.clone(), conn.clone(), tokens, &tree.publishers).await?;
 
     tokio::pin!(shutdown);
     let exit = loop {
