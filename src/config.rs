@@ -52,15 +52,53 @@ fn xdg(var: &'static str, home_rel: &str, what: &'static str) -> Result<PathBuf,
     }
 }
 
+/// The user's runtime directory: `$XDG_RUNTIME_DIR`, else the one
+/// systemd-logind makes for every logged-in user (`/run/user/UID`), when it
+/// exists, is ours and only we may enter it (0700), as sd-bus and D-Bus
+/// find it. MCP hosts start stdio servers with only `HOME LOGNAME PATH
+/// SHELL TERM USER`, so `contextctl mcp` must find the session without it.
+pub fn user_runtime_dir() -> Option<PathBuf> {
+    // SAFETY: getuid(2) has no failure mode and touches no memory.
+    let uid = unsafe { libc::getuid() };
+    runtime_dir_from(
+        std::env::var_os("XDG_RUNTIME_DIR"),
+        uid,
+        Path::new("/run/user"),
+    )
+}
+
+fn runtime_dir_from(var: Option<std::ffi::OsString>, uid: u32, base: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    // The spec says a relative value is invalid and must be ignored.
+    if let Some(v) = var.map(PathBuf::from).filter(|p| p.is_absolute()) {
+        return Some(v);
+    }
+    let dir = base.join(uid.to_string());
+    let meta = std::fs::metadata(&dir).ok()?;
+    (meta.is_dir() && meta.uid() == uid && meta.mode() & 0o777 == 0o700).then_some(dir)
+}
+
+/// The session bus: `$DBUS_SESSION_BUS_ADDRESS`, else its default place in
+/// the runtime directory (`unix:path=RUNTIME/bus`, where systemd's user
+/// instance and dbus-broker listen) when something is there.
+pub fn session_bus_address() -> Option<String> {
+    if let Some(a) = std::env::var("DBUS_SESSION_BUS_ADDRESS")
+        .ok()
+        .filter(|a| !a.is_empty())
+    {
+        return Some(a);
+    }
+    let bus = user_runtime_dir()?.join("bus");
+    bus.exists().then(|| format!("unix:path={}", bus.display()))
+}
+
 impl Paths {
     pub fn from_env() -> Result<Paths, ConfigError> {
         Ok(Paths {
             config_dir: xdg("XDG_CONFIG_HOME", ".config", "the configuration")?,
             data_dir: xdg("XDG_DATA_HOME", ".local/share", "the database")?,
             state_dir: xdg("XDG_STATE_HOME", ".local/state", "the key file")?,
-            runtime_dir: std::env::var_os("XDG_RUNTIME_DIR")
-                .filter(|v| !v.is_empty())
-                .map(|v| PathBuf::from(v).join("contextd")),
+            runtime_dir: user_runtime_dir().map(|d| d.join("contextd")),
         })
     }
 
@@ -134,6 +172,12 @@ pub struct McpConfig {
     /// `[mcp.http]`: Streamable HTTP and legacy SSE. Off when absent.
     #[serde(default)]
     pub http: Option<McpHttpConfig>,
+    /// Another `contextctl` to trust as the stdio bridge (its parent is the
+    /// MCP host), besides the one installed beside `contextd`. Any other
+    /// program that connects to the socket, whatever its name, is the host
+    /// itself.
+    #[serde(default)]
+    pub bridge: Option<PathBuf>,
 }
 
 /// `[mcp.http]`.
@@ -247,6 +291,33 @@ mod tests {
             vec!["pipewire"]
         );
         assert!(ConfigFile::load(&dir.path().join("none.toml")).is_ok());
+    }
+
+    #[test]
+    fn the_runtime_directory_without_xdg_runtime_dir() {
+        let base = tempfile::tempdir().expect("tempdir");
+        // SAFETY: getuid(2) has no failure mode.
+        let uid = unsafe { libc::getuid() };
+        let dir = base.path().join(uid.to_string());
+        let set = Some(std::ffi::OsString::from("/run/elsewhere"));
+        assert_eq!(
+            runtime_dir_from(set, uid, base.path()),
+            Some(PathBuf::from("/run/elsewhere"))
+        );
+        assert_eq!(runtime_dir_from(None, uid, base.path()), None, "missing");
+        std::fs::create_dir(&dir).expect("mkdir");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        assert_eq!(runtime_dir_from(None, uid, base.path()), None, "not 0700");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        assert_eq!(runtime_dir_from(None, uid, base.path()), Some(dir.clone()));
+        let relative = Some(std::ffi::OsString::from("run/x"));
+        assert_eq!(runtime_dir_from(relative, uid, base.path()), Some(dir));
+        assert_eq!(
+            runtime_dir_from(None, uid + 1, base.path()),
+            None,
+            "another user's"
+        );
     }
 
     #[test]

@@ -58,9 +58,17 @@ pub async fn connect(name: &str) -> Result<UnixStream, BridgeError> {
 /// `StartServiceByName(org.contextd.Broker1)` on the session bus: returns
 /// once the daemon owns its name (it opens its sockets right after).
 async fn activate() -> Result<(), BridgeError> {
-    let conn = zbus::Connection::session()
+    let address = crate::config::session_bus_address().ok_or_else(|| {
+        BridgeError::Activation(
+            "no session bus: $DBUS_SESSION_BUS_ADDRESS is not set and there is no bus in the runtime directory; start contextd yourself (systemctl --user start contextd), or pass DBUS_SESSION_BUS_ADDRESS in this server's \"env\" in the MCP host's config".into(),
+        )
+    })?;
+    let conn = zbus::connection::Builder::address(address.as_str())
+        .build()
         .await
-        .map_err(|e| BridgeError::Activation(format!("no session bus: {e}")))?;
+        .map_err(|e| {
+            BridgeError::Activation(format!("cannot reach the session bus at {address}: {e}"))
+        })?;
     let dbus = zbus::fdo::DBusProxy::new(&conn)
         .await
         .map_err(|e| BridgeError::Activation(e.to_string()))?;

@@ -105,10 +105,12 @@ pub async fn serve(
             tracing::info!(path = %socket.path.display(), "MCP stdio socket ready (contextctl mcp)");
             if let Some(listener) = socket.take_listener() {
                 let broker = broker.clone();
+                let bridges = Arc::new(stdio::Bridges::new(config.file.mcp.bridge.as_deref()));
+                tracing::debug!(?bridges, "trusted stdio bridges");
                 let cancel = level.child_token();
                 level.spawn(async move {
                     let _socket = socket;
-                    stdio::serve(broker, listener, cancel).await;
+                    stdio::serve(broker, listener, bridges, cancel).await;
                 });
             }
             if let Some(listener) = admin.take_listener() {

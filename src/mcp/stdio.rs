@@ -126,17 +126,47 @@ pub fn peer(stream: &UnixStream) -> std::io::Result<(u32, Option<u32>)> {
     Ok((c.uid(), c.pid().and_then(|p| u32::try_from(p).ok())))
 }
 
-/// Who the MCP host behind a bridge process is.
-pub fn resolve_host(bridge_pid: u32) -> Result<identity::Identity, String> {
+/// The `contextctl` programs whose connections speak for their parent
+/// (the MCP host that started them): the one installed beside this daemon
+/// and the one `[mcp] bridge` names. A program is one of them by the path
+/// the kernel gives for its executable, never by its name: any other
+/// program that connects, even one called `contextctl`, is the host itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Bridges(Vec<String>);
+
+impl Bridges {
+    /// The sibling of this daemon's executable and `configured`, each as
+    /// the identity of a process running it (`exe:` and the real path).
+    pub fn new(configured: Option<&Path>) -> Bridges {
+        let sibling = std::env::current_exe()
+            .ok()
+            .map(|e| e.with_file_name("contextctl"));
+        let mut v = Vec::new();
+        for p in sibling.iter().map(PathBuf::as_path).chain(configured) {
+            match std::fs::canonicalize(p) {
+                Ok(real) => {
+                    let id = format!("exe:{}", real.display());
+                    if !v.contains(&id) {
+                        v.push(id);
+                    }
+                }
+                Err(e) => tracing::debug!(path = %p.display(), error = %e, "no bridge there"),
+            }
+        }
+        Bridges(v)
+    }
+
+    fn trusts(&self, id: &identity::Identity) -> bool {
+        self.0.iter().any(|b| b == id.app_id.as_str())
+    }
+}
+
+/// Who the MCP host behind a connecting process is: its parent when the
+/// process is a trusted bridge, else the process itself.
+pub fn resolve_host(bridge_pid: u32, bridges: &Bridges) -> Result<identity::Identity, String> {
     let bridge = identity::resolve_pid(bridge_pid)
         .map_err(|e| format!("cannot identify the connecting process {bridge_pid}: {e}"))?;
-    let is_bridge = bridge
-        .app_id
-        .as_str()
-        .strip_prefix("exe:")
-        .and_then(|p| Path::new(p).file_name())
-        .is_some_and(|n| n == "contextctl");
-    if !is_bridge {
+    if !bridges.trusts(&bridge) {
         return Ok(bridge);
     }
     let parent = identity::parent_pid(bridge_pid)
@@ -151,7 +181,12 @@ pub fn resolve_host(bridge_pid: u32) -> Result<identity::Identity, String> {
 }
 
 /// Serve MCP on `listener` until `cancel`.
-pub async fn serve(broker: Arc<Broker>, listener: UnixListener, cancel: CancellationToken) {
+pub async fn serve(
+    broker: Arc<Broker>,
+    listener: UnixListener,
+    bridges: Arc<Bridges>,
+    cancel: CancellationToken,
+) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     // SAFETY-free: getuid cannot fail.
     let us = unsafe { libc::getuid() };
@@ -177,9 +212,10 @@ pub async fn serve(broker: Arc<Broker>, listener: UnixListener, cancel: Cancella
             }
         };
         let broker = broker.clone();
+        let bridges = bridges.clone();
         let cancel = cancel.child_token();
         tasks.spawn(async move {
-            connection(broker, stream, us, cancel).await;
+            connection(broker, stream, us, bridges, cancel).await;
             drop(permit);
         });
     }
@@ -189,9 +225,10 @@ async fn connection(
     broker: Arc<Broker>,
     mut stream: UnixStream,
     us: u32,
+    bridges: Arc<Bridges>,
     cancel: CancellationToken,
 ) {
-    let subject = match identify(&stream, us).await {
+    let subject = match identify(&stream, us, bridges).await {
         Ok(s) => s,
         Err(msg) => {
             tracing::warn!("refusing an MCP connection: {msg}");
@@ -223,7 +260,7 @@ async fn connection(
     cancel.cancel();
 }
 
-async fn identify(stream: &UnixStream, us: u32) -> Result<Subject, String> {
+async fn identify(stream: &UnixStream, us: u32, bridges: Arc<Bridges>) -> Result<Subject, String> {
     let (uid, pid) =
         peer(stream).map_err(|e| format!("cannot read the peer's credentials: {e}"))?;
     if uid != us && uid != 0 {
@@ -232,7 +269,7 @@ async fn identify(stream: &UnixStream, us: u32) -> Result<Subject, String> {
         ));
     }
     let pid = pid.ok_or("the kernel gave no process id for the peer")?;
-    let id = tokio::task::spawn_blocking(move || resolve_host(pid))
+    let id = tokio::task::spawn_blocking(move || resolve_host(pid, &bridges))
         .await
         .map_err(|e| format!("identity lookup failed: {e}"))??;
     Ok(Subject {
