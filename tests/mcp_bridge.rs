@@ -25,7 +25,11 @@ struct Bridge {
 
 impl Bridge {
     fn spawn(env: Vec<(String, String)>) -> Bridge {
-        let mut child = Command::new(contextctl_bin())
+        Bridge::spawn_program(contextctl_bin(), env)
+    }
+
+    fn spawn_program(program: &str, env: Vec<(String, String)>) -> Bridge {
+        let mut child = Command::new(program)
             .arg("mcp")
             .env_clear()
             .envs(env)
@@ -173,6 +177,50 @@ async fn bad_input_on_stdio_gets_errors_and_harms_nothing() {
         d.signal(libc::SIGTERM);
         let st = d.wait_exit(Duration::from_secs(5)).expect("exit");
         assert_eq!(exit_code(st), "exit 0");
+    })
+    .await;
+}
+
+/// Only the `contextctl` installed beside the daemon speaks for its parent:
+/// a copy elsewhere, with the same name, is identified as itself, so a
+/// program cannot borrow its parent's grants by its name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contextctl_elsewhere_is_its_own_host() {
+    with_timeout(60, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        home.deny_undecided();
+        // Granted: this test process, the parent of both bridges.
+        home.write_policy(&[(&my_app_id(), &["windows"])]);
+        let mut replay = Replay::new(&home);
+        let _d = daemon_with_windows(&bus, &home, &mut replay, &[]).await;
+        let call = br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_active_window"}}"#;
+
+        let mut real = Bridge::spawn(home.envs(&bus));
+        real.send(INIT);
+        real.answer(1);
+        real.send(call);
+        let m = real.answer(2);
+        assert_eq!(m["result"]["structuredContent"]["window"]["id"], "w1", "{m}");
+        assert!(real.close_and_wait().success());
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let copy = dir.path().join("contextctl");
+        std::fs::copy(contextctl_bin(), &copy).expect("copy contextctl");
+        let copy_id = format!(
+            "exe:{}",
+            std::fs::canonicalize(&copy).expect("real path").display()
+        );
+        let mut fake = Bridge::spawn_program(copy.to_str().expect("utf-8 path"), home.envs(&bus));
+        fake.send(INIT);
+        fake.answer(1);
+        fake.send(call);
+        let m = fake.answer(2);
+        assert_eq!(m["result"]["isError"], true, "{m}");
+        let text = m["result"]["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(text.contains(&copy_id), "the copy must be the host: {m}");
+        assert!(!text.contains("w1"), "{m}");
+        assert!(fake.close_and_wait().success());
     })
     .await;
 }
