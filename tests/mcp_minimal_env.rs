@@ -1,0 +1,89 @@
+//! `contextctl mcp` as MCP hosts really start it: the Python SDK's
+//! `stdio_client` with its default environment (only `HOME LOGNAME PATH
+//! SHELL TERM USER`), no `XDG_RUNTIME_DIR`, no `DBUS_SESSION_BUS_ADDRESS`,
+//! and no daemon running yet. The bridge finds the user's runtime directory
+//! (`/run/user/UID`) and the session bus at its default address, activates
+//! the daemon there, and the host reads every tool and resource. Runs in a
+//! private mount namespace (tests/mcp/minimal_env.sh) so that /run/user is
+//! the test's own.
+
+mod common;
+mod mcp_support;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use mcp_support::*;
+use serde_json::Value;
+
+#[test]
+fn a_host_with_the_sdk_default_environment_reads_everything() {
+    let home = Home::new();
+    home.deny_undecided();
+    home.write_policy(&[(python_app_id().as_str(), &["*"])]);
+    let uid = {
+        // SAFETY: getuid(2) has no failure mode.
+        unsafe { libc::getuid() }
+    };
+    let work = tempfile::tempdir().expect("tempdir");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/minimal_env.sh");
+    let mut cmd = Command::new("unshare");
+    if uid != 0 {
+        // Without privileges: a user namespace in which we are root.
+        cmd.arg("--map-root-user");
+    }
+    cmd.args(["--mount", "--propagation", "private", "--"])
+        .arg("bash")
+        .arg(&script)
+        .arg(contextd_bin())
+        .arg(contextctl_bin())
+        .arg(python())
+        .arg(client_script())
+        .arg(work.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    for (k, v) in home.envs_for("") {
+        // The bus and the runtime directory are the defaults found in the
+        // namespace, not the test's.
+        if k != "DBUS_SESSION_BUS_ADDRESS" && k != "XDG_RUNTIME_DIR" {
+            cmd.env(k, v);
+        }
+    }
+    let (st, out, err) = run_cmd(&mut cmd, 120);
+    assert!(st.success(), "the host failed ({st}):\n{err}\n{out}");
+    let r: Value = serde_json::from_str(out.trim())
+        .unwrap_or_else(|e| panic!("report is not JSON ({e}):\n{out}\n{err}"));
+    assert_eq!(r["server"]["serverInfo"]["name"], "contextd", "{r}");
+    let read = r["read"].as_object().expect("read");
+    for tool in [
+        "get_snapshot",
+        "get_active_window",
+        "list_windows",
+        "get_media_activity",
+        "get_session_state",
+        "get_power",
+        "get_network",
+        "list_notifications",
+        "get_recent_activity",
+        "summarize_time",
+    ] {
+        let res = &read[&format!("tool {tool}")]["ok"];
+        assert!(res.is_object(), "{tool}: {}", read[&format!("tool {tool}")]);
+        assert_ne!(res["isError"], Value::Bool(true), "{tool}: {res}");
+    }
+    for uri in [
+        "context://snapshot",
+        "context://windows",
+        "context://windows/active",
+        "context://media",
+        "context://session",
+        "context://power",
+        "context://network",
+        "context://notifications",
+        "context://history",
+    ] {
+        let res = &read[&format!("resource {uri}")];
+        assert!(res["ok"]["contents"].is_array(), "{uri}: {res}");
+    }
+}
