@@ -3,6 +3,7 @@
 //! the right effect; with no agent, a notification with three actions asks.
 
 mod common;
+mod mcp_support;
 
 use std::time::Duration;
 
@@ -309,6 +310,77 @@ async fn without_an_agent_a_notification_asks_and_always_allow_grants() {
         ctx.subscribe(&["power"])
             .await
             .expect("granted by the notification");
+    })
+    .await
+}
+
+/// An MCP host's read of an undecided category asks the user, and the
+/// prompt says who asks (the host's `clientInfo`, beside its kernel
+/// identity) and what it called, with its arguments.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_host_is_asked_with_its_name_and_what_it_called() {
+    with_timeout(120, async {
+        let s = setup("[consent]\nprompt_timeout_s = 10\n").await;
+        let replay = s.home.dir.path().join("replay.jsonl");
+        std::fs::write(
+            &replay,
+            window_line("w1", "org.gnome.TextEditor", "notes.txt", true),
+        )
+        .expect("replay");
+        let replay = replay.display().to_string();
+        let _d = start(&s, &["--replay", &replay]).await;
+        mcp_support::wait_socket(&s.home);
+        let agent = TestAgent::new("once");
+        let conn = zbus::connection::Builder::address(s.bus.address.as_str())
+            .serve_at(AGENT_PATH, agent.clone())
+            .build()
+            .await
+            .expect("serve agent");
+        Consent1Proxy::new(&conn)
+            .await
+            .expect("proxy")
+            .register_agent(&ObjectPath::try_from(AGENT_PATH).expect("path"))
+            .await
+            .expect("register agent (polkit allows)");
+
+        let report = tokio::task::block_in_place(|| {
+            mcp_support::run_client(
+                &s.bus,
+                &s.home,
+                &[
+                    "--transport",
+                    "stdio",
+                    "--mode",
+                    "legacy",
+                    "--scenario",
+                    "dump",
+                ],
+            )
+        });
+        let got = &report["read"]["tool get_active_window"]["ok"];
+        assert_eq!(
+            got["structuredContent"]["window"]["id"], "w1",
+            "allowed once by the agent: {got}"
+        );
+        let asked = agent.asked();
+        let a = asked
+            .iter()
+            .find(|a| a.reason.contains("get_active_window"))
+            .unwrap_or_else(|| panic!("no prompt named the tool: {asked:?}"));
+        // The Python SDK's default clientInfo is mcp 0.1.0.
+        assert_eq!(
+            a.reason, "mcp 0.1.0 (MCP) asks for the tool get_active_window with no arguments",
+            "{a:?}"
+        );
+        assert_eq!(a.channel, "mcp-stdio");
+        assert_eq!(a.app["id"], serde_json::json!(mcp_support::python_app_id()));
+        assert_eq!(a.categories, ["windows"]);
+        assert!(
+            asked
+                .iter()
+                .any(|a| a.reason.contains("the resource context://windows/active")),
+            "{asked:?}"
+        );
     })
     .await
 }

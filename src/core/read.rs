@@ -64,6 +64,10 @@ pub enum Mode {
     Ask {
         progress: Option<Progress>,
         cancel: CancellationToken,
+        /// What the host asked for, as the prompt shows it: the host's
+        /// own name (MCP `clientInfo`), the tool, resource or prompt, and
+        /// its arguments.
+        reason: String,
     },
 }
 
@@ -72,13 +76,19 @@ impl fmt::Debug for Mode {
         match self {
             Mode::Look => f.write_str("Look"),
             Mode::Access => f.write_str("Access"),
-            Mode::Ask { progress, .. } => f
+            Mode::Ask {
+                progress, reason, ..
+            } => f
                 .debug_struct("Ask")
                 .field("progress", &progress.is_some())
+                .field("reason", reason)
                 .finish_non_exhaustive(),
         }
     }
 }
+
+/// The longest reason a prompt shows (characters).
+const MAX_REASON: usize = 500;
 
 /// How often a waiting MCP host hears that the user is still being asked.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
@@ -460,7 +470,7 @@ impl Core {
                 icon: None,
                 categories: ask,
                 channel: who.channel,
-                reason: reason.chars().take(500).collect(),
+                reason: reason.chars().take(MAX_REASON).collect(),
             },
         ))
     }
@@ -614,6 +624,10 @@ impl Core {
         let Some(owned) = self.arc() else {
             return Err(pending());
         };
+        let reason = match &mode {
+            Mode::Ask { reason, .. } => reason.chars().take(MAX_REASON).collect(),
+            _ => String::new(),
+        };
         let rx = prompts::start(
             &owned,
             PromptRequest {
@@ -623,10 +637,13 @@ impl Core {
                 icon: None,
                 categories: ask.clone(),
                 channel: who.channel,
-                reason: String::new(),
+                reason,
             },
         );
-        let Mode::Ask { progress, cancel } = mode else {
+        let Mode::Ask {
+            progress, cancel, ..
+        } = mode
+        else {
             return Err(pending());
         };
         let names: Vec<String> = ask.iter().map(ToString::to_string).collect();

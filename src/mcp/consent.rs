@@ -14,8 +14,17 @@ use rmcp::service::{RequestContext, RoleServer};
 pub use crate::core::{Channel, Mode, Subject};
 
 /// The mode of a request the host made itself: it may ask the user and
-/// wait, reporting progress, until the host cancels it.
-pub fn ask(ctx: &RequestContext<RoleServer>) -> Mode {
+/// wait, reporting progress, until the host cancels it. `what` is what the
+/// request reads ("the tool get_active_window {}"); the prompt shows it with
+/// the name and version the host gave in `initialize` (its `clientInfo`, a
+/// claim: the app the user decides about is the one the kernel names).
+pub fn ask(ctx: &RequestContext<RoleServer>, what: &str) -> Mode {
+    let host = ctx
+        .peer
+        .peer_info()
+        .map(|i| format!("{} {}", i.client_info.name, i.client_info.version))
+        .unwrap_or_else(|| "An MCP host".to_owned());
+    let reason = format!("{host} (MCP) asks for {what}");
     let progress = ctx.meta.get_progress_token().map(|token| {
         let peer = ctx.peer.clone();
         let report: crate::core::read::Progress = Arc::new(move |step, message| {
@@ -33,5 +42,24 @@ pub fn ask(ctx: &RequestContext<RoleServer>) -> Mode {
     Mode::Ask {
         progress,
         cancel: ctx.ct.clone(),
+        reason,
+    }
+}
+
+/// A request's arguments as a prompt shows them: compact JSON, cut to a
+/// length a prompt can show (`no arguments` when there are none).
+pub fn arguments(args: Option<&serde_json::Map<String, serde_json::Value>>) -> String {
+    const MAX: usize = 200;
+    match args.filter(|a| !a.is_empty()) {
+        None => "no arguments".to_owned(),
+        Some(a) => {
+            let text = serde_json::Value::Object(a.clone()).to_string();
+            if text.chars().count() > MAX {
+                let cut: String = text.chars().take(MAX).collect();
+                format!("{cut}…")
+            } else {
+                text
+            }
+        }
     }
 }

@@ -302,7 +302,8 @@ impl ServerHandler for ContextServer {
             return r.map(ReadResourceResponse::from);
         }
         let res = res_of(&request.uri)?;
-        let r = match resources::read(&self.broker, &subject, &res, consent::ask(&ctx)).await {
+        let mode = consent::ask(&ctx, &format!("the resource {}", res.uri()));
+        let r = match resources::read(&self.broker, &subject, &res, mode).await {
             Ok(r) => r,
             Err(e) => return Err(self.refused(&ctx, e).await),
         };
@@ -327,7 +328,8 @@ impl ServerHandler for ContextServer {
         }
         let res = res_of(&request.uri)?;
         // Subscribing reads the resource: asked for, and decided, as a read.
-        if let Err(e) = resources::read(&self.broker, &subject, &res, consent::ask(&ctx)).await {
+        let mode = consent::ask(&ctx, &format!("updates of the resource {}", res.uri()));
+        if let Err(e) = resources::read(&self.broker, &subject, &res, mode).await {
             return Err(self.refused(&ctx, e).await);
         }
         self.session
@@ -414,12 +416,17 @@ impl ServerHandler for ContextServer {
         if let Some(r) = super::conformance::call_with_context(&request, &ctx).await {
             return r.map(CallToolResponse::from);
         }
+        let what = format!(
+            "the tool {} with {}",
+            request.name,
+            consent::arguments(request.arguments.as_ref())
+        );
         let r = tools::call(
             &self.broker,
             &subject,
             &request.name,
             request.arguments,
-            consent::ask(&ctx),
+            consent::ask(&ctx, &what),
         )
         .await?;
         if r.is_error == Some(true) {
@@ -451,12 +458,17 @@ impl ServerHandler for ContextServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let subject = self.subject(&ctx.extensions)?;
+        let what = format!(
+            "the prompt {} with {}",
+            request.name,
+            consent::arguments(request.arguments.as_ref())
+        );
         match prompts::get(
             &self.broker,
             &subject,
             &request.name,
             request.arguments,
-            consent::ask(&ctx),
+            consent::ask(&ctx, &what),
         )
         .await
         {
