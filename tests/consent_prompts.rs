@@ -381,6 +381,33 @@ async fn an_mcp_host_is_asked_with_its_name_and_what_it_called() {
                 .any(|a| a.reason.contains("the resource context://windows/active")),
             "{asked:?}"
         );
+        // The audit says what was called, on every channel.
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        let host = mcp_support::python_app_id();
+        eventually(10, "the tool call in the audit", || async {
+            let rows = consent.get_audit(0, 0, &host, 1000).await.ok()?;
+            rows.iter()
+                .map(contextd::client::json::dict_to_json)
+                .any(|e| {
+                    e["request"] == "tools/call get_active_window"
+                        && e["category"] == "windows"
+                        && e["channel"] == "mcp-stdio"
+                        && e["allowed"] == true
+                })
+                .then_some(())
+        })
+        .await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        let _ = ctx.get_active_window().await;
+        let me = my_app_id();
+        eventually(10, "the D-Bus member in the audit", || async {
+            let rows = consent.get_audit(0, 0, &me, 1000).await.ok()?;
+            rows.iter()
+                .map(contextd::client::json::dict_to_json)
+                .any(|e| e["request"] == "Context1.GetActiveWindow" && e["channel"] == "dbus")
+                .then_some(())
+        })
+        .await;
     })
     .await
 }

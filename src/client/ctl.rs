@@ -572,6 +572,7 @@ pub async fn audit(
                 s(e, "app_id").to_owned(),
                 s(e, "category").to_owned(),
                 s(e, "channel").to_owned(),
+                s(e, "request").to_owned(),
                 if allowed {
                     "allowed".into()
                 } else {
@@ -589,7 +590,9 @@ pub async fn audit(
     print!(
         "{}",
         table(
-            &["TIME", "APP", "CATEGORY", "CHANNEL", "ANSWER", "WHY", ""],
+            &[
+                "TIME", "APP", "CATEGORY", "CHANNEL", "CALLED", "ANSWER", "WHY", ""
+            ],
             &rows
         )
     );

@@ -158,6 +158,10 @@ pub struct AuditEntry {
     pub app: AppId,
     pub category: Category,
     pub channel: Channel,
+    /// What the app called: `Context1.GetActiveWindow`, `tools/call
+    /// get_active_window`, `resources/read context://windows` (empty in
+    /// rows written before this was recorded).
+    pub request: String,
     pub allowed: bool,
     /// Why: `policy`, `prompt`, `manage`, `once`, `denied`, `paused`,
     /// `undecided`, `no-answer`.

@@ -297,7 +297,13 @@ impl Gate {
     }
 
     /// An access: decides, uses up a one-time grant, and audits.
-    pub fn access(&self, app: &AppId, category: &Category, channel: Channel) -> Decision {
+    pub fn access(
+        &self,
+        app: &AppId,
+        category: &Category,
+        channel: Channel,
+        request: &str,
+    ) -> Decision {
         let r = self.evaluate(app, category);
         let (allowed, reason) = match &r {
             Ok(AllowedBy::Once) => {
@@ -317,7 +323,7 @@ impl Gate {
             Err(Decision::Deny(_)) if self.paused() => (false, "paused"),
             Err(_) => (false, "denied"),
         };
-        self.audit(app, category, channel, allowed, reason);
+        self.audit(app, category, (channel, request), allowed, reason);
         match r {
             Ok(_) => Decision::Allow,
             Err(d) => d,
@@ -328,7 +334,7 @@ impl Gate {
         &self,
         app: &AppId,
         category: &Category,
-        channel: Channel,
+        (channel, request): (Channel, &str),
         allowed: bool,
         reason: &str,
     ) {
@@ -338,6 +344,7 @@ impl Gate {
                 app: app.clone(),
                 category: category.clone(),
                 channel,
+                request: request.to_owned(),
                 allowed,
                 reason: reason.to_owned(),
                 count: 1,
@@ -602,11 +609,11 @@ mod tests {
 
         gate.grant_once(&app, &Category::Windows);
         assert_eq!(
-            gate.access(&app, &Category::Windows, Channel::DBus),
+            gate.access(&app, &Category::Windows, Channel::DBus, "test"),
             Decision::Allow
         );
         assert_eq!(
-            gate.access(&app, &Category::Windows, Channel::DBus),
+            gate.access(&app, &Category::Windows, Channel::DBus, "test"),
             Decision::Ask
         );
 

@@ -46,6 +46,8 @@ pub struct AuditView {
     pub app_id: String,
     pub category: String,
     pub channel: &'static str,
+    /// What the app called (see `core::consent::AuditEntry::request`).
+    pub request: String,
     pub allowed: bool,
     pub reason: String,
     pub count: u64,
@@ -102,6 +104,7 @@ impl Core {
                 app_id: e.app.to_string(),
                 category: e.category.to_string(),
                 channel: e.channel.as_str(),
+                request: e.request.clone(),
                 allowed: e.allowed,
                 reason: e.reason.clone(),
                 count: e.count,

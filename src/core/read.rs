@@ -54,8 +54,9 @@ pub enum Mode {
     Look,
     /// An access: audited; an undecided category starts a prompt and the
     /// read answers `Pending` at once (a D-Bus read never blocks on the
-    /// user; the app asks again, or calls `RequestAccess`).
-    Access,
+    /// user; the app asks again, or calls `RequestAccess`). `request` is
+    /// what the app called (the D-Bus member), recorded in the audit.
+    Access { request: String },
     /// An access that waits for the user's answer (MCP): audited; while
     /// the prompt shows, `progress` is told every few seconds; `cancel`
     /// (the host gave up, or the session ended) stops the wait. A prompt
@@ -68,6 +69,8 @@ pub enum Mode {
         /// own name (MCP `clientInfo`), the tool, resource or prompt, and
         /// its arguments.
         reason: String,
+        /// What the host called, for the audit (`tools/call NAME`, …).
+        request: String,
     },
 }
 
@@ -75,13 +78,17 @@ impl fmt::Debug for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Mode::Look => f.write_str("Look"),
-            Mode::Access => f.write_str("Access"),
+            Mode::Access { request } => f.debug_struct("Access").field("request", request).finish(),
             Mode::Ask {
-                progress, reason, ..
+                progress,
+                reason,
+                request,
+                ..
             } => f
                 .debug_struct("Ask")
                 .field("progress", &progress.is_some())
                 .field("reason", reason)
+                .field("request", request)
                 .finish_non_exhaustive(),
         }
     }
@@ -613,7 +620,11 @@ impl Core {
             return Err(Error::Failed("the request was cancelled".into()));
         }
         self.gate.seen(app, who.source).await;
-        let ask = self.access_each(who, categories)?;
+        let request = match &mode {
+            Mode::Access { request } | Mode::Ask { request, .. } => request.clone(),
+            Mode::Look => String::new(),
+        };
+        let ask = self.access_each(who, categories, &request)?;
         if ask.is_empty() {
             return Ok(());
         }
@@ -683,7 +694,7 @@ impl Core {
             });
         }
         // The answer is in the gate now (a one-time grant is used up here).
-        if self.access_each(who, &ask)?.is_empty() {
+        if self.access_each(who, &ask, &request)?.is_empty() {
             Ok(())
         } else {
             Err(pending())
@@ -692,10 +703,15 @@ impl Core {
 
     /// An audited access of each category: the undecided ones, or the
     /// first refusal.
-    fn access_each(&self, who: &Subject, categories: &[Category]) -> Result<Vec<Category>> {
+    fn access_each(
+        &self,
+        who: &Subject,
+        categories: &[Category],
+        request: &str,
+    ) -> Result<Vec<Category>> {
         let mut ask = Vec::new();
         for c in categories {
-            match self.gate.access(&who.app_id, c, who.channel) {
+            match self.gate.access(&who.app_id, c, who.channel, request) {
                 Decision::Allow => {}
                 Decision::Deny(e) => {
                     tracing::debug!(app = %who.app_id, category = %c, channel = %who.channel, error = %e, "refused");

@@ -70,7 +70,10 @@ impl Context1 {
     /// The open windows (needs `windows`; titles need `windows.titles`).
     #[zbus(out_args("windows"))]
     async fn list_windows(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
-        let v = self.shared.read(&hdr, What::Windows, Mode::Access).await?;
+        let v = self
+            .shared
+            .read(&hdr, What::Windows, super::access(&hdr))
+            .await?;
         Ok(variant::dicts(&expect_view!(v, Windows).windows)?)
     }
 
@@ -79,7 +82,7 @@ impl Context1 {
     async fn get_active_window(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
         let v = self
             .shared
-            .read(&hdr, What::ActiveWindow, Mode::Access)
+            .read(&hdr, What::ActiveWindow, super::access(&hdr))
             .await?;
         match expect_view!(v, Window).window {
             Some(w) => Ok(variant::dict(&w)?),
@@ -92,7 +95,10 @@ impl Context1 {
     /// only with its own category.
     #[zbus(out_args("media"))]
     async fn get_media(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
-        let v = self.shared.read(&hdr, What::Media, Mode::Access).await?;
+        let v = self
+            .shared
+            .read(&hdr, What::Media, super::access(&hdr))
+            .await?;
         Ok(variant::dict(&expect_view!(v, Media))?)
     }
 
@@ -123,7 +129,7 @@ impl Context1 {
         let who = self.shared.subject(&hdr).await?;
         self.shared
             .core
-            .authorize(&who, &cats, Mode::Access)
+            .authorize(&who, &cats, super::access(&hdr))
             .await?;
         let owner = hdr
             .sender()

@@ -12,7 +12,7 @@ use super::context1::expect_view;
 use super::error::{Error, Result};
 use super::variant::{self, Dict};
 use crate::core::history::{HistoryKind, Query, parse_cursor};
-use crate::core::{Mode, View, What};
+use crate::core::{View, What};
 use crate::model::{AppId, Category};
 
 pub struct History1 {
@@ -93,7 +93,7 @@ impl History1 {
         };
         let v = self
             .shared
-            .read(&hdr, What::History(q), Mode::Access)
+            .read(&hdr, What::History(q), super::access(&hdr))
             .await?;
         let page = expect_view!(v, History);
         Ok((
@@ -116,7 +116,7 @@ impl History1 {
             since: q_since,
             until: q_until,
         };
-        let v = self.shared.read(&hdr, what, Mode::Access).await?;
+        let v = self.shared.read(&hdr, what, super::access(&hdr)).await?;
         Ok(variant::dicts(&expect_view!(v, Summary))?)
     }
 

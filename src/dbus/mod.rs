@@ -85,6 +85,19 @@ impl Shared {
     }
 }
 
+/// The mode of a D-Bus read: an audited access that answers `Pending` at
+/// once, recording the member called (`Context1.GetActiveWindow`).
+pub fn access(hdr: &Header<'_>) -> Mode {
+    let iface = hdr
+        .interface()
+        .map(|i| i.as_str().trim_start_matches("org.contextd.").to_owned())
+        .unwrap_or_default();
+    let member = hdr.member().map(|m| m.as_str()).unwrap_or_default();
+    Mode::Access {
+        request: format!("{iface}.{member}"),
+    }
+}
+
 /// Register every object on `conn` and start the tasks that serve them.
 /// Call before requesting the bus name, so that no call finds an empty
 /// path.

@@ -14,11 +14,12 @@ use rmcp::service::{RequestContext, RoleServer};
 pub use crate::core::{Channel, Mode, Subject};
 
 /// The mode of a request the host made itself: it may ask the user and
-/// wait, reporting progress, until the host cancels it. `what` is what the
+/// wait, reporting progress, until the host cancels it. `request` is the
+/// method and its tool, resource or prompt, for the audit; `what` is what the
 /// request reads ("the tool get_active_window {}"); the prompt shows it with
 /// the name and version the host gave in `initialize` (its `clientInfo`, a
 /// claim: the app the user decides about is the one the kernel names).
-pub fn ask(ctx: &RequestContext<RoleServer>, what: &str) -> Mode {
+pub fn ask(ctx: &RequestContext<RoleServer>, request: &str, what: &str) -> Mode {
     let host = ctx
         .peer
         .peer_info()
@@ -43,6 +44,7 @@ pub fn ask(ctx: &RequestContext<RoleServer>, what: &str) -> Mode {
         progress,
         cancel: ctx.ct.clone(),
         reason,
+        request: request.to_owned(),
     }
 }
 

@@ -302,7 +302,12 @@ impl ServerHandler for ContextServer {
             return r.map(ReadResourceResponse::from);
         }
         let res = res_of(&request.uri)?;
-        let mode = consent::ask(&ctx, &format!("the resource {}", res.uri()));
+        let uri = res.uri();
+        let mode = consent::ask(
+            &ctx,
+            &format!("resources/read {uri}"),
+            &format!("the resource {uri}"),
+        );
         let r = match resources::read(&self.broker, &subject, &res, mode).await {
             Ok(r) => r,
             Err(e) => return Err(self.refused(&ctx, e).await),
@@ -328,7 +333,12 @@ impl ServerHandler for ContextServer {
         }
         let res = res_of(&request.uri)?;
         // Subscribing reads the resource: asked for, and decided, as a read.
-        let mode = consent::ask(&ctx, &format!("updates of the resource {}", res.uri()));
+        let uri = res.uri();
+        let mode = consent::ask(
+            &ctx,
+            &format!("resources/subscribe {uri}"),
+            &format!("updates of the resource {uri}"),
+        );
         if let Err(e) = resources::read(&self.broker, &subject, &res, mode).await {
             return Err(self.refused(&ctx, e).await);
         }
@@ -421,12 +431,13 @@ impl ServerHandler for ContextServer {
             request.name,
             consent::arguments(request.arguments.as_ref())
         );
+        let call = format!("tools/call {}", request.name);
         let r = tools::call(
             &self.broker,
             &subject,
             &request.name,
             request.arguments,
-            consent::ask(&ctx, &what),
+            consent::ask(&ctx, &call, &what),
         )
         .await?;
         if r.is_error == Some(true) {
@@ -463,12 +474,13 @@ impl ServerHandler for ContextServer {
             request.name,
             consent::arguments(request.arguments.as_ref())
         );
+        let call = format!("prompts/get {}", request.name);
         match prompts::get(
             &self.broker,
             &subject,
             &request.name,
             request.arguments,
-            consent::ask(&ctx, &what),
+            consent::ask(&ctx, &call, &what),
         )
         .await
         {

@@ -285,14 +285,15 @@ async fn write_audit(pool: &SqlitePool, batch: &mut Vec<AuditEntry>) -> Result<(
         return Ok(());
     }
     let mut folded: Vec<AuditEntry> = Vec::new();
-    let mut index: std::collections::HashMap<(i64, String, String, Channel, bool, String), usize> =
-        std::collections::HashMap::new();
+    type Key = (i64, String, String, Channel, String, bool, String);
+    let mut index: std::collections::HashMap<Key, usize> = std::collections::HashMap::new();
     for e in batch.drain(..) {
         let key = (
             e.time.timestamp(),
             e.app.to_string(),
             e.category.to_string(),
             e.channel,
+            e.request.clone(),
             e.allowed,
             e.reason.clone(),
         );
@@ -307,12 +308,13 @@ async fn write_audit(pool: &SqlitePool, batch: &mut Vec<AuditEntry>) -> Result<(
     let mut tx = pool.begin().await?;
     for e in &folded {
         sqlx::query(
-            "INSERT INTO audit (time_ms, app_id, category, channel, allowed, reason, count) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO audit (time_ms, app_id, category, channel, request, allowed, reason, count) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(ms(e.time))
         .bind(e.app.as_str())
         .bind(e.category.to_string())
         .bind(e.channel.as_str())
+        .bind(&e.request)
         .bind(i64::from(e.allowed))
         .bind(&e.reason)
         .bind(e.count as i64)
@@ -469,7 +471,7 @@ impl ConsentStore for Db {
                 q.limit.min(100_000)
             };
             let rows = sqlx::query(
-                "SELECT time_ms, app_id, category, channel, allowed, reason, count FROM audit
+                "SELECT time_ms, app_id, category, channel, allowed, reason, count, request FROM audit
                  WHERE time_ms >= ? AND time_ms < ? AND (? IS NULL OR app_id = ?)
                  ORDER BY time_ms DESC, id DESC LIMIT ?",
             )
@@ -502,6 +504,7 @@ impl ConsentStore for Db {
                     allowed: r.try_get::<i64, _>(4).unwrap_or_default() != 0,
                     reason: r.try_get(5).unwrap_or_default(),
                     count: r.try_get::<i64, _>(6).unwrap_or(1).max(1) as u64,
+                    request: r.try_get(7).unwrap_or_default(),
                 });
             }
             Ok(out)
