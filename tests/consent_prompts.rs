@@ -411,3 +411,92 @@ async fn an_mcp_host_is_asked_with_its_name_and_what_it_called() {
     })
     .await
 }
+
+/// An MCP host that gives up (`notifications/cancelled`) withdraws its
+/// prompt: the agent is told to close the question, nothing is stored, and
+/// the next read asks again at once (no cool-down: the user ignored
+/// nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_mcp_request_withdraws_its_prompt() {
+    use std::io::{BufRead, BufReader, Write};
+    with_timeout(120, async {
+        let s = setup("[consent]\nprompt_timeout_s = 60\n").await;
+        let replay = s.home.dir.path().join("replay.jsonl");
+        std::fs::write(
+            &replay,
+            window_line("w1", "org.gnome.TextEditor", "notes.txt", true),
+        )
+        .expect("replay");
+        let replay = replay.display().to_string();
+        let _d = start(&s, &["--replay", &replay]).await;
+        mcp_support::wait_socket(&s.home);
+        // The user takes their time over the first question.
+        let agent = TestAgent::new("always");
+        agent.set("always", Duration::from_secs(40));
+        let conn = zbus::connection::Builder::address(s.bus.address.as_str())
+            .serve_at(AGENT_PATH, agent.clone())
+            .build()
+            .await
+            .expect("serve agent");
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        consent
+            .register_agent(&ObjectPath::try_from(AGENT_PATH).expect("path"))
+            .await
+            .expect("register agent (polkit allows)");
+
+        // This test is the host: a process on the socket is its own host.
+        let sock = mcp_support::runtime(&s.home).join("mcp.sock");
+        let stream = std::os::unix::net::UnixStream::connect(&sock).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        let mut w = stream.try_clone().expect("clone");
+        let mut send = |line: &str| {
+            w.write_all(line.as_bytes()).expect("write");
+            w.write_all(b"\n").expect("write");
+        };
+        send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#);
+        send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_active_window"}}"#);
+        eventually(10, "the agent asked", || async {
+            agent.asked().first().cloned()
+        })
+        .await;
+        send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"the user gave up"}}"#);
+        let (app, cats) = eventually(10, "the agent told to close the question", || async {
+            agent.cancelled().first().cloned()
+        })
+        .await;
+        assert_eq!(app, my_app_id());
+        assert_eq!(cats, ["windows"]);
+        let grants = consent.list_grants().await.expect("grants");
+        assert!(
+            !grants
+                .iter()
+                .map(contextd::client::json::dict_to_json)
+                .any(|g| g["app_id"] == serde_json::json!(my_app_id())),
+            "nothing stored: {grants:?}"
+        );
+
+        // Asked again at once, and this time the user allows it once.
+        agent.set("once", Duration::ZERO);
+        send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"get_active_window"}}"#);
+        let answer = tokio::task::block_in_place(|| {
+            let mut r = BufReader::new(stream);
+            loop {
+                let mut line = String::new();
+                r.read_line(&mut line).expect("an answer within 20 s");
+                let m: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+                if m["id"] == 3 {
+                    return m;
+                }
+            }
+        });
+        assert_eq!(
+            answer["result"]["structuredContent"]["window"]["id"], "w1",
+            "{answer}"
+        );
+        assert_eq!(agent.asked().len(), 2, "{:?}", agent.asked());
+    })
+    .await
+}

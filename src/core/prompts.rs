@@ -6,10 +6,12 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::Core;
 use super::consent::{Answer, BoxFut, Channel, Origin, Verdict};
@@ -37,15 +39,23 @@ pub enum PromptError {
     Dismissed,
     #[error("the prompt failed: {0}")]
     Failed(String),
+    /// Everyone waiting for the answer gave up (an MCP host cancelled its
+    /// request or went away) before the user answered: the prompt is taken
+    /// off the screen. Not the user's doing, so no cool-down either.
+    #[error("the app stopped waiting for the answer")]
+    Withdrawn,
 }
 
 /// Shows prompts. Implemented by the D-Bus publisher (agent or
-/// notification).
+/// notification). When `withdraw` is cancelled before the user answered,
+/// the prompter takes the question off the screen and answers
+/// [`PromptError::Withdrawn`].
 pub trait Prompter: Send + Sync + fmt::Debug {
     fn ask(
         &self,
         req: PromptRequest,
         timeout: Duration,
+        withdraw: CancellationToken,
     ) -> BoxFut<'static, Result<Answer, PromptError>>;
 }
 
@@ -67,10 +77,22 @@ impl Outcome {
 
 type Key = (AppId, Vec<Category>);
 
+/// A prompt on the screen, and who waits for its answer.
+#[derive(Debug, Clone)]
+struct Showing {
+    rx: watch::Receiver<Option<Outcome>>,
+    /// Readers waiting for the answer ([`start_waiting`]).
+    waiting: Arc<AtomicUsize>,
+    /// Someone asked who does not wait (a D-Bus read answered `Pending`,
+    /// `RequestAccess`): the question stays until the user answers.
+    keep: Arc<AtomicBool>,
+    withdraw: CancellationToken,
+}
+
 #[derive(Debug)]
 pub struct Prompts {
     prompter: RwLock<Option<Arc<dyn Prompter>>>,
-    pending: Mutex<HashMap<Key, watch::Receiver<Option<Outcome>>>>,
+    pending: Mutex<HashMap<Key, Showing>>,
     timeout: Duration,
 }
 
@@ -97,8 +119,45 @@ impl Prompts {
 }
 
 /// Start a prompt for `req` (or join the one already showing for the same
-/// app and categories) and return a receiver of its outcome.
-pub fn start(core: &Arc<Core>, mut req: PromptRequest) -> watch::Receiver<Option<Outcome>> {
+/// app and categories) and return a receiver of its outcome. The prompt
+/// stays until the user answers (or it times out): the caller does not
+/// wait for it.
+pub fn start(core: &Arc<Core>, req: PromptRequest) -> watch::Receiver<Option<Outcome>> {
+    let showing = show(core, req);
+    showing.keep.store(true, Ordering::SeqCst);
+    showing.rx
+}
+
+/// A reader waiting for a prompt's answer. When the last one waiting goes
+/// away (drops this) before the answer, and nobody asked who does not
+/// wait, the prompt is withdrawn.
+#[derive(Debug)]
+pub struct Waiting {
+    pub rx: watch::Receiver<Option<Outcome>>,
+    showing: Showing,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let last = self.showing.waiting.fetch_sub(1, Ordering::SeqCst) == 1;
+        let answered = self.showing.rx.borrow().is_some();
+        if last && !answered && !self.showing.keep.load(Ordering::SeqCst) {
+            self.showing.withdraw.cancel();
+        }
+    }
+}
+
+/// [`start`] for a reader that waits for the answer (MCP).
+pub fn start_waiting(core: &Arc<Core>, req: PromptRequest) -> Waiting {
+    let showing = show(core, req);
+    showing.waiting.fetch_add(1, Ordering::SeqCst);
+    Waiting {
+        rx: showing.rx.clone(),
+        showing,
+    }
+}
+
+fn show(core: &Arc<Core>, mut req: PromptRequest) -> Showing {
     req.categories.sort();
     req.categories.dedup();
     let key: Key = (req.app.clone(), req.categories.clone());
@@ -107,15 +166,22 @@ pub fn start(core: &Arc<Core>, mut req: PromptRequest) -> watch::Receiver<Option
         .pending
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    if let Some(rx) = pending.get(&key) {
-        return rx.clone();
+    if let Some(s) = pending.get(&key) {
+        return s.clone();
     }
     let (tx, rx) = watch::channel(None);
-    pending.insert(key.clone(), rx.clone());
+    let showing = Showing {
+        rx,
+        waiting: Arc::new(AtomicUsize::new(0)),
+        keep: Arc::new(AtomicBool::new(false)),
+        withdraw: CancellationToken::new(),
+    };
+    pending.insert(key.clone(), showing.clone());
     drop(pending);
-    let core = core.clone();
-    let stop = core.tasks.token();
-    core.tasks.clone().spawn(async move {
+    let withdraw = showing.withdraw.clone();
+    let task_core = core.clone();
+    core.tasks.spawn(async move {
+        let core = task_core;
         let prompter = core
             .prompts
             .prompter
@@ -123,6 +189,7 @@ pub fn start(core: &Arc<Core>, mut req: PromptRequest) -> watch::Receiver<Option
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let timeout = core.prompts.timeout;
+        let stop = core.tasks.token();
         let result = match prompter {
             None => Err(PromptError::NoUi("no prompt UI is available".into())),
             Some(p) => tokio::select! {
@@ -131,11 +198,8 @@ pub fn start(core: &Arc<Core>, mut req: PromptRequest) -> watch::Receiver<Option
                 _ = stop.cancelled() => Err(PromptError::Failed("the broker is stopping".into())),
                 r = tokio::time::timeout(
                     timeout + Duration::from_secs(1),
-                    p.ask(req.clone(), timeout),
-                ) => match r {
-                    Ok(r) => r,
-                    Err(_) => Err(PromptError::Timeout),
-                },
+                    p.ask(req.clone(), timeout, withdraw),
+                ) => r.unwrap_or(Err(PromptError::Timeout)),
             },
         };
         let outcome = match result {
@@ -151,7 +215,7 @@ pub fn start(core: &Arc<Core>, mut req: PromptRequest) -> watch::Receiver<Option
             .remove(&key);
         let _ = tx.send(Some(outcome));
     });
-    rx
+    showing
 }
 
 /// Wait for a prompt's outcome.
@@ -202,6 +266,8 @@ async fn apply(core: &Core, req: &PromptRequest, outcome: &Outcome) {
                     .record(&req.app, cat, Verdict::Deny, None, Origin::Prompt)
                     .await
             }
+            // Withdrawn by the app, not ignored by the user: no cool-down.
+            Outcome::NoAnswer(PromptError::Withdrawn) => Ok(()),
             Outcome::NoAnswer(_) => {
                 core.gate.cool_down(&req.app, cat);
                 Ok(())

@@ -639,24 +639,25 @@ impl Core {
             Mode::Ask { reason, .. } => reason.chars().take(MAX_REASON).collect(),
             _ => String::new(),
         };
-        let rx = prompts::start(
-            &owned,
-            PromptRequest {
-                app: app.clone(),
-                identity_source: who.source,
-                display_name: None,
-                icon: None,
-                categories: ask.clone(),
-                channel: who.channel,
-                reason,
-            },
-        );
+        let prompt = PromptRequest {
+            app: app.clone(),
+            identity_source: who.source,
+            display_name: None,
+            icon: None,
+            categories: ask.clone(),
+            channel: who.channel,
+            reason,
+        };
         let Mode::Ask {
             progress, cancel, ..
         } = mode
         else {
+            prompts::start(&owned, prompt);
             return Err(pending());
         };
+        // While this waits; dropped on every return, which withdraws the
+        // prompt when nobody else waits for it.
+        let waiting = prompts::start_waiting(&owned, prompt);
         let names: Vec<String> = ask.iter().map(ToString::to_string).collect();
         let message = format!("waiting for the user to allow {}", names.join(", "));
         let report = |step: f64| {
@@ -675,7 +676,7 @@ impl Core {
                 _ = cancel.cancelled() => {
                     return Err(Error::Failed("the request was cancelled while the user was asked".into()));
                 }
-                o = prompts::wait(rx.clone()) => break o,
+                o = prompts::wait(waiting.rx.clone()) => break o,
                 _ = tokio::time::sleep(PROGRESS_EVERY) => {
                     step += 1.0;
                     report(step).await;

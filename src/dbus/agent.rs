@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
 use zbus::Connection;
 use zbus::wire::{OwnedObjectPath, OwnedVariant, Variant};
 
@@ -94,11 +95,8 @@ fn parse_answer(
     }
 }
 
-async fn ask_agent(
-    conn: &Connection,
-    agent: &Agent,
-    req: &PromptRequest,
-) -> Result<Answer, PromptError> {
+/// Who asks, as `Ask` and `Cancel` describe the app.
+fn app_dict(req: &PromptRequest) -> HashMap<&str, Variant<'_>> {
     let mut app: HashMap<&str, Variant<'_>> = HashMap::new();
     app.insert("id", Variant::from(req.app.as_str()));
     app.insert(
@@ -111,6 +109,15 @@ async fn ask_agent(
     if let Some(i) = &req.icon {
         app.insert("icon", Variant::from(i.as_str()));
     }
+    app
+}
+
+async fn ask_agent(
+    conn: &Connection,
+    agent: &Agent,
+    req: &PromptRequest,
+) -> Result<Answer, PromptError> {
+    let app = app_dict(req);
     let cats: Vec<String> = req.categories.iter().map(ToString::to_string).collect();
     let reply = conn
         .call_method(
@@ -129,6 +136,25 @@ async fn ask_agent(
     parse_answer(&answer, &options)
 }
 
+/// Tell the agent that the question for this app and these categories is
+/// no longer asked (`Cancel`), so that it closes its dialog. An agent that
+/// does not implement it just keeps the dialog: its answer is then ignored.
+async fn cancel_agent(conn: &Connection, agent: &Agent, req: &PromptRequest) {
+    let cats: Vec<String> = req.categories.iter().map(ToString::to_string).collect();
+    if let Err(e) = conn
+        .call_method(
+            Some(agent.owner.as_str()),
+            agent.path.as_str(),
+            Some(AGENT_INTERFACE),
+            "Cancel",
+            &(app_dict(req), cats),
+        )
+        .await
+    {
+        tracing::debug!(error = %e, "the consent agent did not take the cancel");
+    }
+}
+
 const NOTIFICATIONS: &str = "org.freedesktop.Notifications";
 const NOTIFICATIONS_PATH: &str = "/org/freedesktop/Notifications";
 
@@ -136,6 +162,7 @@ async fn ask_notification(
     conn: &Connection,
     req: &PromptRequest,
     timeout: Duration,
+    withdraw: CancellationToken,
 ) -> Result<Answer, PromptError> {
     let proxy = zbus::Proxy::new(conn, NOTIFICATIONS, NOTIFICATIONS_PATH, NOTIFICATIONS)
         .await
@@ -202,6 +229,7 @@ async fn ask_notification(
     let wait = async {
         loop {
             tokio::select! {
+                _ = withdraw.cancelled() => return Err(PromptError::Withdrawn),
                 m = invoked.next() => {
                     let Some(m) = m else { return Err(PromptError::Failed("the notification server left".into())) };
                     let Ok((nid, key)) = m.body().deserialize::<(u32, String)>() else { continue };
@@ -234,6 +262,7 @@ impl Prompter for DBusPrompter {
         &self,
         req: PromptRequest,
         timeout: Duration,
+        withdraw: CancellationToken,
     ) -> BoxFut<'static, Result<Answer, PromptError>> {
         let this = self.clone();
         let mut req = req;
@@ -248,14 +277,16 @@ impl Prompter for DBusPrompter {
                 }
             }
             if let Some(agent) = this.agents.current() {
-                return match tokio::time::timeout(timeout, ask_agent(&this.conn, &agent, &req))
-                    .await
-                {
-                    Ok(r) => r,
-                    Err(_) => Err(PromptError::Timeout),
+                let asked = tokio::time::timeout(timeout, ask_agent(&this.conn, &agent, &req));
+                return tokio::select! {
+                    r = asked => r.unwrap_or(Err(PromptError::Timeout)),
+                    _ = withdraw.cancelled() => {
+                        cancel_agent(&this.conn, &agent, &req).await;
+                        Err(PromptError::Withdrawn)
+                    }
                 };
             }
-            ask_notification(&this.conn, &req, timeout).await
+            ask_notification(&this.conn, &req, timeout, withdraw).await
         })
     }
 }

@@ -28,9 +28,14 @@ pub struct Behaviour {
     pub delay: Duration,
 }
 
+/// A question withdrawn: its app id and categories.
+pub type Cancelled = (String, Vec<String>);
+
 #[derive(Debug, Clone)]
 pub struct TestAgent {
     pub asked: Arc<Mutex<Vec<Asked>>>,
+    /// The (app id, categories) of every `Cancel`.
+    pub cancelled: Arc<Mutex<Vec<Cancelled>>>,
     pub behaviour: Arc<Mutex<Behaviour>>,
 }
 
@@ -38,6 +43,7 @@ impl TestAgent {
     pub fn new(answer: &str) -> TestAgent {
         TestAgent {
             asked: Arc::new(Mutex::new(Vec::new())),
+            cancelled: Arc::new(Mutex::new(Vec::new())),
             behaviour: Arc::new(Mutex::new(Behaviour {
                 answer: answer.into(),
                 duration_s: 0,
@@ -54,6 +60,10 @@ impl TestAgent {
 
     pub fn asked(&self) -> Vec<Asked> {
         self.asked.lock().expect("lock").clone()
+    }
+
+    pub fn cancelled(&self) -> Vec<Cancelled> {
+        self.cancelled.lock().expect("lock").clone()
     }
 }
 
@@ -87,5 +97,14 @@ impl TestAgent {
             );
         }
         (b.answer, opts)
+    }
+
+    async fn cancel(&self, app: HashMap<String, OwnedVariant>, categories: Vec<String>) {
+        let id = app
+            .get("id")
+            .map(|v| contextd::client::json::to_json(v))
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        self.cancelled.lock().expect("lock").push((id, categories));
     }
 }
