@@ -310,10 +310,8 @@ impl Core {
                 }))
             }
             What::Categories => {
+                let allowed = self.looked(who, self.snapshot_categories());
                 let kinds = self.provided_kinds();
-                let mut cats = Category::fixed().to_vec();
-                cats.extend(kinds.iter().filter_map(|k| Category::provided(k).ok()));
-                let allowed = self.looked(who, cats);
                 View::Categories(view::categories(&|c: &Category| allowed.can(c), &kinds))
             }
             What::Sources => View::Sources(self.state.read(view::sources)),
@@ -337,41 +335,40 @@ impl Core {
                 })
             }
             What::Summary { since, until } => {
-                let history = self.history()?;
-                let allowed = self
-                    .access_with_details(who, Category::History, &HISTORY_DETAILS, mode)
-                    .await?;
-                let totals = history.summary(since, until, now).await?;
-                View::Summary(
-                    totals
-                        .iter()
-                        .filter_map(|t| AppTotalsView::new(t, &|c: &Category| allowed.can(c)))
-                        .collect(),
-                )
+                View::Summary(self.visible_totals(who, since, until, mode).await?)
             }
             What::HistoryApps => {
                 // The apps whose time the reader may see: an app id in the
                 // timeline says it was used, which needs the category of
                 // that use (focus, capture, playback), as in a summary.
-                let history = self.history()?;
-                let allowed = self
-                    .access_with_details(who, Category::History, &HISTORY_DETAILS, mode)
-                    .await?;
                 let since = now - chrono::Duration::days(HISTORY_APPS_DAYS);
-                let totals = history
-                    .summary(since, now + chrono::Duration::seconds(1), now)
-                    .await?;
-                let can = |c: &Category| allowed.can(c);
-                View::HistoryApps(
-                    totals
-                        .iter()
-                        .filter_map(|t| AppTotalsView::new(t, &can))
-                        .map(|t| t.app_id)
-                        .collect(),
-                )
+                let until = now + chrono::Duration::seconds(1);
+                let totals = self.visible_totals(who, since, until, mode).await?;
+                View::HistoryApps(totals.into_iter().map(|t| t.app_id).collect())
             }
             What::Captures { since } => View::Captures(self.captures(who, since, now, mode).await?),
         })
+    }
+
+    /// Time per app in `[since, until)`, of the apps and uses `who` may
+    /// see.
+    async fn visible_totals(
+        &self,
+        who: &Subject,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        mode: Mode,
+    ) -> Result<Vec<AppTotalsView>> {
+        let history = self.history()?;
+        let allowed = self
+            .access_with_details(who, Category::History, &HISTORY_DETAILS, mode)
+            .await?;
+        let totals = history.summary(since, until, self.clock.now()).await?;
+        let can = |c: &Category| allowed.can(c);
+        Ok(totals
+            .iter()
+            .filter_map(|t| AppTotalsView::new(t, &can))
+            .collect())
     }
 
     async fn captures(
@@ -430,13 +427,14 @@ impl Core {
                 more: next.is_some(),
             });
         }
-        let mut sessions = self.state.read(|s| view::capture_sessions(s, now));
-        sessions.retain(|c| {
-            c.end
-                .as_deref()
-                .is_none_or(|e| e >= view::time(&since).as_str())
+        // Oldest first, as from the timeline.
+        let sessions = self.state.read(|s| {
+            s.captures
+                .recent(now)
+                .filter(|c| c.end.is_none_or(|e| e >= since))
+                .map(CaptureSessionView::new)
+                .collect()
         });
-        sessions.reverse();
         Ok(CapturesView {
             sessions,
             from_timeline: false,
@@ -468,18 +466,7 @@ impl Core {
         let Some(owned) = self.arc() else {
             return Requested::Denied("the broker is stopping".into());
         };
-        Requested::Asking(prompts::start(
-            &owned,
-            PromptRequest {
-                app: who.app_id.clone(),
-                identity_source: who.source,
-                display_name: None,
-                icon: None,
-                categories: ask,
-                channel: who.channel,
-                reason: reason.chars().take(MAX_REASON).collect(),
-            },
-        ))
+        Requested::Asking(prompts::start(&owned, prompt_request(who, ask, reason)))
     }
 
     /// The first of `categories` that `app` may no longer see (a live
@@ -524,7 +511,7 @@ impl Core {
 
     /// Every fixed category and the provided kinds present now: what a
     /// snapshot may contain.
-    pub fn snapshot_categories(&self) -> Vec<Category> {
+    fn snapshot_categories(&self) -> Vec<Category> {
         let mut v: Vec<Category> = Category::fixed().to_vec();
         for k in self.provided_kinds() {
             if let Ok(c) = Category::provided(&k)
@@ -636,18 +623,10 @@ impl Core {
             return Err(pending());
         };
         let reason = match &mode {
-            Mode::Ask { reason, .. } => reason.chars().take(MAX_REASON).collect(),
-            _ => String::new(),
+            Mode::Ask { reason, .. } => reason.as_str(),
+            _ => "",
         };
-        let prompt = PromptRequest {
-            app: app.clone(),
-            identity_source: who.source,
-            display_name: None,
-            icon: None,
-            categories: ask.clone(),
-            channel: who.channel,
-            reason,
-        };
+        let prompt = prompt_request(who, ask.clone(), reason);
         let Mode::Ask {
             progress, cancel, ..
         } = mode
@@ -722,6 +701,20 @@ impl Core {
             }
         }
         Ok(ask)
+    }
+}
+
+/// The prompt asking the user about `who` reading `categories`; the app's
+/// name and icon are looked up by the prompter.
+fn prompt_request(who: &Subject, categories: Vec<Category>, reason: &str) -> PromptRequest {
+    PromptRequest {
+        app: who.app_id.clone(),
+        identity_source: who.source,
+        display_name: None,
+        icon: None,
+        categories,
+        channel: who.channel,
+        reason: reason.chars().take(MAX_REASON).collect(),
     }
 }
 

@@ -434,11 +434,6 @@ impl HistoryEventView {
             detail,
         }
     }
-
-    /// The device of a capture row (`microphone`, `camera`, `screen`).
-    pub fn device(&self) -> Option<&str> {
-        self.detail.as_ref()?.get("device")?.as_str()
-    }
 }
 
 /// A page of the timeline.

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use serde::Serialize;
-use serde::ser::{self, Impossible};
+use serde::ser;
 use zbus::wire::{OwnedVariant, Variant};
 
 pub type Dict = HashMap<String, OwnedVariant>;
@@ -341,150 +341,22 @@ impl ser::SerializeTupleVariant for Seq {
     }
 }
 
-/// Map keys must be strings (D-Bus dict keys of `a{sv}`).
-struct KeyOnly;
-
-impl ser::Serializer for KeyOnly {
-    type Ok = String;
-    type Error = VariantError;
-    type SerializeSeq = Impossible<String, VariantError>;
-    type SerializeTuple = Impossible<String, VariantError>;
-    type SerializeTupleStruct = Impossible<String, VariantError>;
-    type SerializeTupleVariant = Impossible<String, VariantError>;
-    type SerializeMap = Impossible<String, VariantError>;
-    type SerializeStruct = Impossible<String, VariantError>;
-    type SerializeStructVariant = Impossible<String, VariantError>;
-
-    fn serialize_str(self, v: &str) -> Result<String, VariantError> {
-        Ok(v.to_owned())
+/// A map key as an `a{sv}` key: a string, or a number written out (as
+/// JSON writes integer keys); anything else does not fit.
+fn key<T: ?Sized + Serialize>(key: &T) -> Result<String, VariantError> {
+    match key.serialize(To)? {
+        Node::Str(s) => Ok(s),
+        Node::Other(Variant::I64(i)) => Ok(i.to_string()),
+        Node::Other(Variant::U64(u)) => Ok(u.to_string()),
+        _ => Err(VariantError("a dict key must be a string".into())),
     }
-    fn serialize_unit_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        variant: &'static str,
-    ) -> Result<String, VariantError> {
-        Ok(variant.to_owned())
-    }
-    fn serialize_newtype_struct<T: ?Sized + Serialize>(
-        self,
-        _: &'static str,
-        value: &T,
-    ) -> Result<String, VariantError> {
-        value.serialize(self)
-    }
-    fn serialize_bool(self, _: bool) -> Result<String, VariantError> {
-        Err(not_a_key())
-    }
-    fn serialize_i8(self, v: i8) -> Result<String, VariantError> {
-        Ok(v.to_string())
-    }
-    fn serialize_i16(self, v: i16) -> Result<String, VariantError> {
-        Ok(v.to_string())
-    }
-    fn serialize_i32(self, v: i32) -> Result<String, VariantError> {
-        Ok(v.to_string())
-    }
-    fn serialize_i64(self, v: i64) -> Result<String, VariantError> {
-        Ok(v.to_string())
-    }
-    fn serialize_u8(self, v: u8) -> Result<String, VariantError> {
-        Ok(v.to_string())
-    }
-    fn serialize_u16(self, v: u16) -> Result<String, VariantError> {
-        Ok(v.to_string())
-    }
-    fn serialize_u32(self, v: u32) -> Result<String, VariantError> {
-        Ok(v.to_string())
-    }
-    fn serialize_u64(self, v: u64) -> Result<String, VariantError> {
-        Ok(v.to_string())
-    }
-    fn serialize_f32(self, _: f32) -> Result<String, VariantError> {
-        Err(not_a_key())
-    }
-    fn serialize_f64(self, _: f64) -> Result<String, VariantError> {
-        Err(not_a_key())
-    }
-    fn serialize_char(self, v: char) -> Result<String, VariantError> {
-        Ok(v.to_string())
-    }
-    fn serialize_bytes(self, _: &[u8]) -> Result<String, VariantError> {
-        Err(not_a_key())
-    }
-    fn serialize_none(self) -> Result<String, VariantError> {
-        Err(not_a_key())
-    }
-    fn serialize_some<T: ?Sized + Serialize>(self, value: &T) -> Result<String, VariantError> {
-        value.serialize(self)
-    }
-    fn serialize_unit(self) -> Result<String, VariantError> {
-        Err(not_a_key())
-    }
-    fn serialize_unit_struct(self, _: &'static str) -> Result<String, VariantError> {
-        Err(not_a_key())
-    }
-    fn serialize_newtype_variant<T: ?Sized + Serialize>(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: &T,
-    ) -> Result<String, VariantError> {
-        Err(not_a_key())
-    }
-    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, VariantError> {
-        Err(not_a_key())
-    }
-    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, VariantError> {
-        Err(not_a_key())
-    }
-    fn serialize_tuple_struct(
-        self,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeTupleStruct, VariantError> {
-        Err(not_a_key())
-    }
-    fn serialize_tuple_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeTupleVariant, VariantError> {
-        Err(not_a_key())
-    }
-    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, VariantError> {
-        Err(not_a_key())
-    }
-    fn serialize_struct(
-        self,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeStruct, VariantError> {
-        Err(not_a_key())
-    }
-    fn serialize_struct_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeStructVariant, VariantError> {
-        Err(not_a_key())
-    }
-}
-
-fn not_a_key() -> VariantError {
-    VariantError("a dict key must be a string".into())
 }
 
 impl ser::SerializeMap for Dictionary {
     type Ok = Node;
     type Error = VariantError;
-    fn serialize_key<T: ?Sized + Serialize>(&mut self, key: &T) -> Result<(), VariantError> {
-        self.key = Some(key.serialize(KeyOnly)?);
+    fn serialize_key<T: ?Sized + Serialize>(&mut self, key_value: &T) -> Result<(), VariantError> {
+        self.key = Some(key(key_value)?);
         Ok(())
     }
     fn serialize_value<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), VariantError> {
@@ -629,6 +501,15 @@ mod tests {
             serde_json::json!([1, "a"])
         );
         assert_eq!(d.signature().to_string(), "a{sv}");
+    }
+
+    #[test]
+    fn map_keys_are_strings_or_numbers() {
+        let m = std::collections::BTreeMap::from([(7u32, "seven")]);
+        let d = dict(&m).expect("numbers are written out");
+        assert_eq!(dict_to_json(&d)["7"], "seven");
+        let bad = std::collections::BTreeMap::from([(true, 1)]);
+        assert!(dict(&bad).is_err());
     }
 
     #[test]

@@ -48,11 +48,18 @@ pub fn ask(ctx: &RequestContext<RoleServer>, request: &str, what: &str) -> Mode 
     }
 }
 
-/// A request's arguments as a prompt shows them: compact JSON, cut to a
-/// length a prompt can show (`no arguments` when there are none).
-pub fn arguments(args: Option<&serde_json::Map<String, serde_json::Value>>) -> String {
+/// [`ask`] for a call of a named thing with arguments (`tools/call`,
+/// `prompts/get`): audited as `METHOD NAME`, shown as "the NOUN NAME with
+/// ARGUMENTS" (compact JSON, cut to a length a prompt can show).
+pub fn ask_named(
+    ctx: &RequestContext<RoleServer>,
+    method: &str,
+    noun: &str,
+    name: &str,
+    args: &Option<serde_json::Map<String, serde_json::Value>>,
+) -> Mode {
     const MAX: usize = 200;
-    match args.filter(|a| !a.is_empty()) {
+    let args = match args.as_ref().filter(|a| !a.is_empty()) {
         None => "no arguments".to_owned(),
         Some(a) => {
             let text = serde_json::Value::Object(a.clone()).to_string();
@@ -63,5 +70,10 @@ pub fn arguments(args: Option<&serde_json::Map<String, serde_json::Value>>) -> S
                 text
             }
         }
-    }
+    };
+    ask(
+        ctx,
+        &format!("{method} {name}"),
+        &format!("the {noun} {name} with {args}"),
+    )
 }

@@ -426,18 +426,19 @@ impl ServerHandler for ContextServer {
         if let Some(r) = super::conformance::call_with_context(&request, &ctx).await {
             return r.map(CallToolResponse::from);
         }
-        let what = format!(
-            "the tool {} with {}",
-            request.name,
-            consent::arguments(request.arguments.as_ref())
+        let mode = consent::ask_named(
+            &ctx,
+            "tools/call",
+            "tool",
+            &request.name,
+            &request.arguments,
         );
-        let call = format!("tools/call {}", request.name);
         let r = tools::call(
             &self.broker,
             &subject,
             &request.name,
             request.arguments,
-            consent::ask(&ctx, &call, &what),
+            mode,
         )
         .await?;
         if r.is_error == Some(true) {
@@ -469,18 +470,19 @@ impl ServerHandler for ContextServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let subject = self.subject(&ctx.extensions)?;
-        let what = format!(
-            "the prompt {} with {}",
-            request.name,
-            consent::arguments(request.arguments.as_ref())
+        let mode = consent::ask_named(
+            &ctx,
+            "prompts/get",
+            "prompt",
+            &request.name,
+            &request.arguments,
         );
-        let call = format!("prompts/get {}", request.name);
         match prompts::get(
             &self.broker,
             &subject,
             &request.name,
             request.arguments,
-            consent::ask(&ctx, &call, &what),
+            mode,
         )
         .await
         {
