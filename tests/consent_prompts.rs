@@ -48,6 +48,36 @@ async fn start(s: &Setup, args: &[&str]) -> Daemon {
     .await
 }
 
+/// Start the broker with one focused window (`w1`) replayed.
+async fn start_with_window(s: &Setup) -> Daemon {
+    let replay = s.home.dir.path().join("replay.jsonl");
+    std::fs::write(
+        &replay,
+        window_line("w1", "org.gnome.TextEditor", "notes.txt", true),
+    )
+    .expect("replay");
+    start(s, &["--replay", &replay.display().to_string()]).await
+}
+
+/// Serve `agent` on a connection of its own and register it as the
+/// consent agent (polkit allows): that connection.
+async fn register(s: &Setup, agent: &TestAgent) -> zbus::Connection {
+    // Served from the start (Builder::serve_at): an object added to a
+    // running connection can miss the first call made to it.
+    let conn = zbus::connection::Builder::address(s.bus.address.as_str())
+        .serve_at(AGENT_PATH, agent.clone())
+        .build()
+        .await
+        .expect("serve agent");
+    Consent1Proxy::new(&conn)
+        .await
+        .expect("proxy")
+        .register_agent(&ObjectPath::try_from(AGENT_PATH).expect("path"))
+        .await
+        .expect("register agent (polkit allows)");
+    conn
+}
+
 /// Request access and wait for the Response code.
 async fn request(conn: &zbus::Connection, cats: &[&str]) -> u32 {
     let ctx = Context1Proxy::new(conn).await.expect("proxy");
@@ -102,28 +132,11 @@ async fn agent_answers_once_always_deny_and_no_answer() {
             "[Desktop Entry]\nType=Application\nName=Test Asker\nIcon=test-asker\nExec=true\n",
         )
         .expect("desktop entry");
-        let replay = s.home.dir.path().join("replay.jsonl");
-        std::fs::write(
-            &replay,
-            window_line("w1", "org.gnome.TextEditor", "notes.txt", true),
-        )
-        .expect("replay");
-        let replay = replay.display().to_string();
-        let mut d = start(&s, &["--replay", &replay]).await;
+        let mut d = start_with_window(&s).await;
 
-        // Served from the start (Builder::serve_at): an object added to a
-        // running connection can miss the first call made to it.
         let agent = TestAgent::new("once");
-        let conn = zbus::connection::Builder::address(s.bus.address.as_str())
-            .serve_at(AGENT_PATH, agent.clone())
-            .build()
-            .await
-            .expect("serve agent");
+        let conn = register(&s, &agent).await;
         let consent = Consent1Proxy::new(&conn).await.expect("proxy");
-        consent
-            .register_agent(&ObjectPath::try_from(AGENT_PATH).expect("path"))
-            .await
-            .expect("register agent (polkit allows)");
         let ctx = Context1Proxy::new(&conn).await.expect("proxy");
 
         // Unknown app: Pending at once, and the agent is asked who and what.
@@ -181,7 +194,7 @@ async fn agent_answers_once_always_deny_and_no_answer() {
         d.signal(libc::SIGTERM);
         d.wait_exit(Duration::from_secs(5)).expect("stopped");
         let n_asked = agent.asked().len();
-        let _d2 = start(&s, &["--replay", &replay]).await;
+        let _d2 = start_with_window(&s).await;
         let ctx = Context1Proxy::new(&conn).await.expect("proxy");
         eventually(10, "allowed after restart", || async {
             ctx.get_active_window().await.ok()
@@ -321,27 +334,10 @@ async fn without_an_agent_a_notification_asks_and_always_allow_grants() {
 async fn an_mcp_host_is_asked_with_its_name_and_what_it_called() {
     with_timeout(120, async {
         let s = setup("[consent]\nprompt_timeout_s = 10\n").await;
-        let replay = s.home.dir.path().join("replay.jsonl");
-        std::fs::write(
-            &replay,
-            window_line("w1", "org.gnome.TextEditor", "notes.txt", true),
-        )
-        .expect("replay");
-        let replay = replay.display().to_string();
-        let _d = start(&s, &["--replay", &replay]).await;
+        let _d = start_with_window(&s).await;
         mcp_support::wait_socket(&s.home);
         let agent = TestAgent::new("once");
-        let conn = zbus::connection::Builder::address(s.bus.address.as_str())
-            .serve_at(AGENT_PATH, agent.clone())
-            .build()
-            .await
-            .expect("serve agent");
-        Consent1Proxy::new(&conn)
-            .await
-            .expect("proxy")
-            .register_agent(&ObjectPath::try_from(AGENT_PATH).expect("path"))
-            .await
-            .expect("register agent (polkit allows)");
+        let conn = register(&s, &agent).await;
 
         let report = tokio::task::block_in_place(|| {
             mcp_support::run_client(
@@ -421,28 +417,13 @@ async fn a_cancelled_mcp_request_withdraws_its_prompt() {
     use std::io::{BufRead, BufReader, Write};
     with_timeout(120, async {
         let s = setup("[consent]\nprompt_timeout_s = 60\n").await;
-        let replay = s.home.dir.path().join("replay.jsonl");
-        std::fs::write(
-            &replay,
-            window_line("w1", "org.gnome.TextEditor", "notes.txt", true),
-        )
-        .expect("replay");
-        let replay = replay.display().to_string();
-        let _d = start(&s, &["--replay", &replay]).await;
+        let _d = start_with_window(&s).await;
         mcp_support::wait_socket(&s.home);
         // The user takes their time over the first question.
         let agent = TestAgent::new("always");
         agent.set("always", Duration::from_secs(40));
-        let conn = zbus::connection::Builder::address(s.bus.address.as_str())
-            .serve_at(AGENT_PATH, agent.clone())
-            .build()
-            .await
-            .expect("serve agent");
+        let conn = register(&s, &agent).await;
         let consent = Consent1Proxy::new(&conn).await.expect("proxy");
-        consent
-            .register_agent(&ObjectPath::try_from(AGENT_PATH).expect("path"))
-            .await
-            .expect("register agent (polkit allows)");
 
         // This test is the host: a process on the socket is its own host.
         let sock = mcp_support::runtime(&s.home).join("mcp.sock");
