@@ -26,9 +26,12 @@ NODE_MAJOR=22
 # The PyPI mcp release the MCP client tests are written against.
 MCP_VERSION=${CONTEXTD_MCP_VERSION:-2.3.0}
 # The npm packages --node installs next to Node 22, pinned: the official MCP
-# conformance suite (run against the daemon's /mcp) and the official TypeScript
+# conformance suite (run against the daemon's /mcp: the newest release, which
+# knows 2026-07-28, and 0.1.16, the last of the 2025 era, whose stricter
+# session scenarios the newest no longer runs) and the official TypeScript
 # SDK (the server the MCP benchmark measures itself against).
-CONFORMANCE_VERSION=0.1.16
+CONFORMANCE_VERSION=0.2.0-alpha.12
+CONFORMANCE_2025_VERSION=0.1.16
 TS_SDK_VERSION=1.32.2
 
 # Every Debian package a build, a test or `make run` needs.
@@ -232,6 +235,7 @@ if [ "$WANT_PYTHON" = 1 ]; then install_python; fi
 if [ "$WANT_NODE" = 1 ]; then
     install_node
     install_npm_package "$TOOLS/conformance" @modelcontextprotocol/conformance "$CONFORMANCE_VERSION"
+    install_npm_package "$TOOLS/conformance-2025" @modelcontextprotocol/conformance "$CONFORMANCE_2025_VERSION"
     install_npm_package "$TOOLS/ts-sdk" @modelcontextprotocol/sdk "$TS_SDK_VERSION"
 fi
 if [ "$FAILED" = 1 ]; then

@@ -1,6 +1,11 @@
 //! The official MCP conformance suite (`@modelcontextprotocol/conformance`,
-//! npm, pinned in scripts/deps.sh) against the daemon's `/mcp`: every
-//! server scenario must pass, the pending ones included (`--suite all`).
+//! npm, pinned in scripts/deps.sh) against the daemon's `/mcp`, in two
+//! releases: the newest, run with `--requirements 2026-07-28` and with
+//! `--requirements 2025-11-25` (what each revision requires, frozen at its
+//! release: every scored scenario must pass, and the unscored ones we serve
+//! too: the JSON Schema 2020-12 keywords and the Tasks extension), and
+//! 0.1.16, the last 2025-era release, with `--suite all` (its session
+//! scenarios are stricter than the newest's).
 //!
 //! Only with the `conformance` cargo feature (`make test` runs it that
 //! way): the suite calls fixture tools (`test_simple_text`, ...) that a
@@ -27,17 +32,71 @@ fn node() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/node22/bin/node"))
 }
 
-fn suite() -> PathBuf {
+/// The suite installed under `.tools/DIR`.
+fn suite(dir: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(".tools/conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js")
+        .join(".tools")
+        .join(dir)
+        .join("node_modules/@modelcontextprotocol/conformance/dist/index.js")
+}
+
+/// One run of the suite against `url`; its report, after asserting that
+/// it passed.
+fn run_suite(dir: &str, url: &str, args: &[&str], out: &Path) -> String {
+    let node_bin = node();
+    let path = format!(
+        "{}:{}",
+        node_bin
+            .parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let (st, stdout, stderr) = run_cmd(
+        Command::new(&node_bin)
+            .arg(suite(dir))
+            .args(["server", "--url", url])
+            .args(args)
+            .arg("-o")
+            .arg(out)
+            .env("PATH", path)
+            .current_dir(out.parent().unwrap_or(out)),
+        540,
+    );
+    println!("== {dir} {args:?}\n{stdout}");
+    assert!(
+        st.success(),
+        "conformance suite {dir} {args:?} failed ({}):\n{stdout}\n{stderr}",
+        exit_code(st)
+    );
+    stdout
+}
+
+/// The unscored scenarios of a `--requirements` run, as (name, passed).
+/// The suite lists them after "Not scored for REVISION" with ✓ or ✗.
+fn unscored(report: &str) -> Vec<(String, bool)> {
+    report
+        .lines()
+        .skip_while(|l| !l.starts_with("Not scored"))
+        .filter_map(|l| {
+            let l = l.trim();
+            let (mark, rest) = l.split_at_checked(l.find(' ')?)?;
+            let name = rest.split_whitespace().next()?.to_owned();
+            match mark {
+                "✓" => Some((name, true)),
+                "✗" => Some((name, false)),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn official_conformance_suite_passes_every_server_scenario() {
-    with_timeout(600, async {
+async fn official_conformance_suites_pass_every_server_scenario() {
+    with_timeout(900, async {
         assert!(
-            node().exists() && suite().exists(),
-            "Node 22 and the conformance suite are missing: run scripts/deps.sh --node"
+            node().exists() && suite("conformance").exists() && suite("conformance-2025").exists(),
+            "Node 22 and the conformance suites are missing: run scripts/deps.sh --node"
         );
         let bus = Bus::start();
         let home = Home::new();
@@ -48,38 +107,48 @@ async fn official_conformance_suite_passes_every_server_scenario() {
         .expect("config");
         home.write_policy(&[("token:conformance", &["*"])]);
         let _d = Daemon::start(&bus, &home, &[]).await;
-        let addr = http_addr(&home);
-        let out = home.dir.path().join("conformance-results");
-        let node_bin = node();
-        let path = format!(
-            "{}:{}",
-            node_bin
-                .parent()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        let (st, stdout, stderr) = run_cmd(
-            Command::new(&node_bin)
-                .arg(suite())
-                .args([
-                    "server",
-                    "--suite",
-                    "all",
-                    "--url",
-                    &format!("http://{addr}/mcp"),
-                    "-o",
-                ])
-                .arg(&out)
-                .env("PATH", path)
-                .current_dir(home.dir.path()),
-            540,
-        );
-        println!("{stdout}");
-        assert!(
-            st.success(),
-            "conformance suite failed ({}):\n{stdout}\n{stderr}",
-            exit_code(st)
+        let url = format!("http://{}/mcp", http_addr(&home));
+        let out = |name: &str| home.dir.path().join(name);
+
+        for (revision, serves) in [
+            // 2026-07-28 does not score the JSON Schema 2020-12 keywords
+            // (input schemas keep allOf, if/then/else, $anchor) nor the
+            // Tasks extension; we serve both, so both must pass.
+            (
+                "2026-07-28",
+                &["json-schema-2020-12", "tasks-lifecycle"][..],
+            ),
+            ("2025-11-25", &["json-schema-2020-12"][..]),
+        ] {
+            let report = run_suite(
+                "conformance",
+                &url,
+                &["--requirements", revision],
+                &out(&format!("results-{revision}")),
+            );
+            assert!(
+                report.contains("Total:") && report.contains(" 0 failed"),
+                "{revision}: a scenario failed:\n{report}"
+            );
+            let unscored = unscored(&report);
+            let failing: Vec<_> = unscored.iter().filter(|(_, ok)| !ok).collect();
+            assert!(
+                failing.is_empty(),
+                "{revision}: unscored scenarios failed: {failing:?}\n{report}"
+            );
+            for name in serves {
+                assert!(
+                    unscored.iter().any(|(n, ok)| n == name && *ok),
+                    "{revision}: {name} did not run and pass:\n{report}"
+                );
+            }
+        }
+
+        run_suite(
+            "conformance-2025",
+            &url,
+            &["--suite", "all"],
+            &out("results-0.1.16"),
         );
     })
     .await;

@@ -98,6 +98,33 @@ const KNOWN_REQUESTS: &[&str] = &[
     "tasks/cancel",
 ];
 
+/// Methods that 2026-07-28 removed (SEP-2575): a request of that era naming
+/// one is an unknown method (-32601, HTTP 404), whatever its params, not a
+/// request with invalid params.
+pub const REMOVED_IN_2026_07_28: &[&str] = &[
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// A request of the 2026-07-28 era carries its protocol version in every
+/// request's `_meta` (there is no session that remembers it).
+fn stateless_era(params: Option<&Value>) -> bool {
+    params
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+        .is_some()
+}
+
+/// Whether rmcp parses `method` into a fixed shape for this request, so
+/// that params it cannot parse are invalid params.
+fn known(method: &str, params: Option<&Value>) -> bool {
+    KNOWN_REQUESTS.contains(&method)
+        && !(REMOVED_IN_2026_07_28.contains(&method) && stateless_era(params))
+}
+
 /// Why `params` do not fit `method`, in serde's words where we can say.
 fn param_error(method: &str, params: Option<Value>) -> String {
     use rmcp::model::{
@@ -211,9 +238,7 @@ pub fn screen_value(v: Value) -> Screened {
         // do not parse; that is invalid params, not an unknown method.
         Ok(ClientJsonRpcMessage::Request(r))
             if matches!(r.request, ClientRequest::CustomRequest(_))
-                && method
-                    .as_deref()
-                    .is_some_and(|m| KNOWN_REQUESTS.contains(&m)) =>
+                && method.as_deref().is_some_and(|m| known(m, params.as_ref())) =>
         {
             let m = method.unwrap_or_default();
             Screened::Reject(Rejection::new(
@@ -224,13 +249,11 @@ pub fn screen_value(v: Value) -> Screened {
         }
         Ok(msg) => Screened::Pass(Box::new(msg)),
         Err(e) => match (method, id) {
-            (Some(m), Some(id)) if KNOWN_REQUESTS.contains(&m.as_str()) => {
-                Screened::Reject(Rejection::new(
-                    Some(id),
-                    ErrorCode::INVALID_PARAMS,
-                    format!("invalid params for {m}: {e}"),
-                ))
-            }
+            (Some(m), Some(id)) if known(&m, params.as_ref()) => Screened::Reject(Rejection::new(
+                Some(id),
+                ErrorCode::INVALID_PARAMS,
+                format!("invalid params for {m}: {e}"),
+            )),
             (Some(m), Some(id)) => Screened::Reject(Rejection::new(
                 Some(id),
                 ErrorCode::INVALID_REQUEST,
@@ -293,6 +316,14 @@ mod tests {
             screen(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
             Screened::Pass(_)
         ));
+        // A method 2026-07-28 removed, in a request of that era, goes on to
+        // be answered as unknown; the same in a session has invalid params.
+        let removed = br#"{"jsonrpc":"2.0","id":5,"method":"logging/setLevel","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert!(matches!(screen(removed), Screened::Pass(_)));
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":5,"method":"logging/setLevel","params":{}}"#),
+            Some(-32602)
+        );
         let r = match screen(b"{") {
             Screened::Reject(r) => r,
             other => panic!("{other:?}"),

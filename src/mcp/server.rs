@@ -215,6 +215,12 @@ pub fn server_info() -> Result<ServerConfig, Error> {
 impl ServerHandler for ContextServer {
     fn get_info(&self) -> ServerConfig {
         match server_info() {
+            #[cfg(feature = "conformance")]
+            Ok(mut i) => {
+                super::conformance::declare(&mut i.capabilities);
+                i
+            }
+            #[cfg(not(feature = "conformance"))]
             Ok(i) => i,
             Err(e) => {
                 tracing::error!(error = %e, "bad server info");
@@ -424,7 +430,7 @@ impl ServerHandler for ContextServer {
         let subject = self.subject(&ctx.extensions)?;
         #[cfg(feature = "conformance")]
         if let Some(r) = super::conformance::call_with_context(&request, &ctx).await {
-            return r.map(CallToolResponse::from);
+            return r;
         }
         let mode = consent::ask_named(
             &ctx,
@@ -470,6 +476,10 @@ impl ServerHandler for ContextServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let subject = self.subject(&ctx.extensions)?;
+        #[cfg(feature = "conformance")]
+        if let Some(r) = super::conformance::get_prompt(&request) {
+            return r;
+        }
         let mode = consent::ask_named(
             &ctx,
             "prompts/get",
@@ -505,14 +515,46 @@ impl ServerHandler for ContextServer {
         request: rmcp::model::CustomRequest,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        let method = request.method.chars().take(64).collect::<String>();
+        let message = if super::jsonrpc::REMOVED_IN_2026_07_28.contains(&method.as_str()) {
+            format!("method not found: '{method}' was removed in MCP 2026-07-28")
+        } else {
+            format!("method not found: '{method}' is not an MCP method contextd serves")
+        };
         Err(ErrorData::new(
             rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-            format!(
-                "method not found: '{}' is not an MCP method contextd serves",
-                request.method.chars().take(64).collect::<String>()
-            ),
+            message,
             None,
         ))
+    }
+
+    #[cfg(feature = "conformance")]
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        Ok(rmcp::model::GetTaskResult::new(
+            super::conformance::tasks().get_task(&request.task_id)?,
+        ))
+    }
+
+    #[cfg(feature = "conformance")]
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        super::conformance::tasks().update_task(&request.task_id, request.input_responses)
+    }
+
+    #[cfg(feature = "conformance")]
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        super::conformance::tasks().cancel_task(&request.task_id)
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [rmcp::model::ProtocolVersion]> {
