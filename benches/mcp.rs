@@ -7,6 +7,15 @@
 //! (`@modelcontextprotocol/sdk`, benches/mcp_ts_anchor.cjs) on this machine
 //! in this run.
 //!
+//! HTTP is measured in each mode contextd offers: a 2025-06-18 session
+//! (answers on an event stream), and 2026-07-28 stateless requests (no
+//! session; every request carries its version and capabilities in `_meta`)
+//! answered as JSON (the default) and as an event stream (`[mcp.http]
+//! responses = "sse"`, a second daemon). The floor of a stateless request is
+//! `server/discover` (2026-07-28 has no `ping`). While each mode is loaded,
+//! `perf record` (cpu-clock; hardware counters are often missing in VMs)
+//! samples the daemon, and its top entries are printed beside the figures.
+//!
 //! Targets (from the issue): tool p50/p99 ≤ 1.5× ping; contextd ≥ 5× the
 //! TypeScript SDK's requests/s. Prints figures and ratios; asserts nothing.
 
@@ -32,11 +41,50 @@ const WARMUP: usize = 200;
 const CLIENTS: usize = 50;
 const THROUGHPUT_FOR: Duration = Duration::from_secs(5);
 
-const TOOL: &str = r#""method":"tools/call","params":{"name":"get_active_window","arguments":{}}"#;
-const PING: &str = r#""method":"ping""#;
+/// One request: its method, the tool it names (for the 2026-07-28
+/// `Mcp-Name` header), and its params without `_meta`.
+#[derive(Clone, Copy)]
+struct Call {
+    method: &'static str,
+    name: Option<&'static str>,
+    params: &'static str,
+}
 
-fn msg(id: u64, body: &str) -> String {
-    format!(r#"{{"jsonrpc":"2.0","id":{id},{body}}}"#)
+const TOOL: Call = Call {
+    method: "tools/call",
+    name: Some("get_active_window"),
+    params: r#""name":"get_active_window","arguments":{}"#,
+};
+const PING: Call = Call {
+    method: "ping",
+    name: None,
+    params: "",
+};
+const DISCOVER: Call = Call {
+    method: "server/discover",
+    name: None,
+    params: "",
+};
+const INITIALIZE: Call = Call {
+    method: "initialize",
+    name: None,
+    params: r#""protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}"#,
+};
+
+/// What a 2026-07-28 request carries instead of a session.
+const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}"#;
+
+fn msg(id: u64, call: Call, stateless: bool) -> String {
+    let params = match (call.params.is_empty(), stateless) {
+        (true, false) => String::new(),
+        (true, true) => format!(r#","params":{{{META}}}"#),
+        (false, false) => format!(r#","params":{{{}}}"#, call.params),
+        (false, true) => format!(r#","params":{{{},{META}}}"#, call.params),
+    };
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"{}"{params}}}"#,
+        call.method
+    )
 }
 
 /// A host on stdio: `contextctl mcp` as our child.
@@ -67,7 +115,7 @@ impl StdioHost {
             lines,
             next: 1,
         };
-        s.call(r#""method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}"#).await;
+        s.call(INITIALIZE).await;
         s.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
             .await;
         s
@@ -79,10 +127,10 @@ impl StdioHost {
         self.stdin.flush().await.expect("flush");
     }
 
-    async fn call(&mut self, body: &str) -> Value {
+    async fn call(&mut self, call: Call) -> Value {
         let id = self.next;
         self.next += 1;
-        self.send(&msg(id, body)).await;
+        self.send(&msg(id, call, false)).await;
         loop {
             let l = self
                 .lines
@@ -99,17 +147,28 @@ impl StdioHost {
     }
 }
 
-/// A host on Streamable HTTP: one keep-alive connection, one session.
+/// How a host speaks Streamable HTTP.
+#[derive(Clone, Copy, PartialEq)]
+enum Era {
+    /// 2025-06-18: `initialize`, then a session (`Mcp-Session-Id`).
+    Session,
+    /// 2026-07-28: no session; version and capabilities in every request.
+    Stateless,
+}
+
+/// A host on Streamable HTTP: one keep-alive connection (and, in a
+/// session, one session).
 struct HttpHost {
     sender: SendRequest<Full<Bytes>>,
     host: String,
     auth: Option<String>,
+    era: Era,
     sid: Option<String>,
     next: u64,
 }
 
 impl HttpHost {
-    async fn connect(addr: &str, auth: Option<String>) -> HttpHost {
+    async fn connect(addr: &str, auth: Option<String>, era: Era) -> HttpHost {
         let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
         tcp.set_nodelay(true).expect("nodelay");
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
@@ -122,16 +181,22 @@ impl HttpHost {
             sender,
             host: addr.to_owned(),
             auth,
+            era,
             sid: None,
             next: 1,
         };
-        h.call(r#""method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}"#).await;
-        h.post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into())
+        if era == Era::Session {
+            h.call(INITIALIZE).await;
+            h.post(
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into(),
+                None,
+            )
             .await;
+        }
         h
     }
 
-    async fn post(&mut self, body: String) -> (http::response::Parts, Bytes) {
+    async fn post(&mut self, body: String, call: Option<Call>) -> (http::response::Parts, Bytes) {
         let mut b = http::Request::post("/mcp")
             .header("host", &self.host)
             .header("content-type", "application/json")
@@ -144,6 +209,16 @@ impl HttpHost {
                 .header("mcp-session-id", s)
                 .header("mcp-protocol-version", "2025-06-18");
         }
+        if self.era == Era::Stateless
+            && let Some(c) = call
+        {
+            b = b
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", c.method);
+            if let Some(n) = c.name {
+                b = b.header("mcp-name", n);
+            }
+        }
         let req = b.body(Full::new(Bytes::from(body))).expect("request");
         self.sender.ready().await.expect("ready");
         let resp = self.sender.send_request(req).await.expect("send");
@@ -152,10 +227,11 @@ impl HttpHost {
         (parts, bytes)
     }
 
-    async fn call(&mut self, body: &str) -> Value {
+    async fn call(&mut self, call: Call) -> Value {
         let id = self.next;
         self.next += 1;
-        let (parts, bytes) = self.post(msg(id, body)).await;
+        let stateless = self.era == Era::Stateless;
+        let (parts, bytes) = self.post(msg(id, call, stateless), Some(call)).await;
         if let Some(s) = parts.headers.get("mcp-session-id") {
             self.sid = s.to_str().ok().map(str::to_owned);
         }
@@ -173,34 +249,59 @@ impl HttpHost {
     }
 }
 
+impl HttpHost {
+    /// [`HttpHost::call`] for the throughput runs: the answer is checked
+    /// (a success status, a result for this id, no error) without parsing
+    /// it, so that the load generator, which shares the machine's two cores
+    /// with the server, spends as little as it can.
+    async fn call_lean(&mut self, call: Call) {
+        let id = self.next;
+        self.next += 1;
+        let stateless = self.era == Era::Stateless;
+        let (parts, bytes) = self.post(msg(id, call, stateless), Some(call)).await;
+        let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+        assert!(
+            parts.status.is_success()
+                && (has(format!(r#""id":{id},"#).as_bytes())
+                    || has(format!(r#""id":{id}}}"#).as_bytes()))
+                && has(br#""result":"#)
+                && !has(br#""error":"#),
+            "{} {:?}",
+            parts.status,
+            bytes
+        );
+    }
+}
+
 /// A host that sends one request and waits for its answer.
 trait Host {
-    async fn request(&mut self, body: &str);
+    async fn request(&mut self, call: Call);
 }
 
 impl Host for StdioHost {
-    async fn request(&mut self, body: &str) {
-        self.call(body).await;
+    async fn request(&mut self, call: Call) {
+        self.call(call).await;
     }
 }
 
 impl Host for HttpHost {
-    async fn request(&mut self, body: &str) {
-        self.call(body).await;
+    async fn request(&mut self, call: Call) {
+        self.call(call).await;
     }
 }
 
-/// Interleaved blocks of tool calls and pings, so that drift hits both.
-async fn latencies(host: &mut impl Host) -> (Vec<Duration>, Vec<Duration>) {
+/// Interleaved blocks of tool calls and floor requests (`ping`, or
+/// `server/discover` without a session), so that drift hits both.
+async fn latencies(host: &mut impl Host, floor: Call) -> (Vec<Duration>, Vec<Duration>) {
     for _ in 0..WARMUP {
-        host.request(PING).await;
+        host.request(floor).await;
         host.request(TOOL).await;
     }
     let (mut tool, mut ping) = (Vec::with_capacity(CALLS), Vec::with_capacity(CALLS));
     for _ in 0..(CALLS / 100) {
         for _ in 0..100 {
             let t = Instant::now();
-            host.request(PING).await;
+            host.request(floor).await;
             ping.push(t.elapsed());
         }
         for _ in 0..100 {
@@ -232,22 +333,32 @@ fn line(what: &str, tool: &[Duration], ping: &[Duration]) -> (f64, f64) {
     (r50, r99)
 }
 
-/// Requests per second of `body` (the tool call or ping) with [`CLIENTS`]
-/// clients, each on its own connection and session.
-async fn throughput(addr: &str, auth: Option<String>, body: &'static str) -> f64 {
+/// Requests per second of `call` (the tool call or the floor) with
+/// [`CLIENTS`] clients, each on its own connection (and session).
+async fn throughput(addr: &str, auth: Option<String>, era: Era, call: Call) -> f64 {
+    throughput_for(addr, auth, era, call, THROUGHPUT_FOR).await
+}
+
+async fn throughput_for(
+    addr: &str,
+    auth: Option<String>,
+    era: Era,
+    call: Call,
+    duration: Duration,
+) -> f64 {
     let mut clients = Vec::new();
     for _ in 0..CLIENTS {
-        clients.push(HttpHost::connect(addr, auth.clone()).await);
+        clients.push(HttpHost::connect(addr, auth.clone(), era).await);
     }
     let done = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
-    let deadline = start + THROUGHPUT_FOR;
+    let deadline = start + duration;
     let mut tasks = Vec::new();
     for mut c in clients {
         let done = done.clone();
         tasks.push(tokio::spawn(async move {
             while Instant::now() < deadline {
-                c.call(body).await;
+                c.call_lean(call).await;
                 done.fetch_add(1, Ordering::Relaxed);
             }
         }));
@@ -273,87 +384,168 @@ fn node() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/node22/bin/node"))
 }
 
-async fn run() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (_bus, address) = start_bus(dir.path());
-    for d in ["config/contextd", "data", "state", "run"] {
-        std::fs::create_dir_all(dir.path().join(d)).expect("mkdir");
-    }
-    let me = std::fs::read_link("/proc/self/exe").expect("exe");
-    std::fs::write(
-        dir.path().join("config/contextd/policy.toml"),
-        format!(
-            "[[grant]]\napp = \"exe:{}\"\ncategories = [\"windows\", \"windows.titles\"]\n\n[[grant]]\napp = \"token:bench\"\ncategories = [\"windows\", \"windows.titles\"]\n",
-            me.display()
-        ),
-    )
-    .expect("policy");
-    let replay = dir.path().join("replay.jsonl");
-    std::fs::write(
-        &replay,
-        r#"{"type":"window","window":{"id":"w1","app_id":"org.gnome.TextEditor","title":"notes.txt","states":{"activated":true}}}"#,
-    )
-    .expect("replay");
-    let env: Vec<(String, String)> = vec![
-        ("DBUS_SESSION_BUS_ADDRESS".into(), address.clone()),
-        ("HOME".into(), dir.path().display().to_string()),
-        (
-            "XDG_CONFIG_HOME".into(),
-            dir.path().join("config").display().to_string(),
-        ),
-        (
-            "XDG_DATA_HOME".into(),
-            dir.path().join("data").display().to_string(),
-        ),
-        (
-            "XDG_STATE_HOME".into(),
-            dir.path().join("state").display().to_string(),
-        ),
-        (
-            "XDG_RUNTIME_DIR".into(),
-            dir.path().join("run").display().to_string(),
-        ),
-        ("RUST_LOG".into(), "off".into()),
-    ];
-    let _daemon = Proc(
-        Command::new(env!("CARGO_BIN_EXE_contextd"))
-            .arg("--replay")
-            .arg(&replay)
-            .args(["--http", "127.0.0.1:0"])
+/// One daemon under test: its own bus and directories, `--http` on a free
+/// loopback port, a bearer token for the bench.
+struct Daemon {
+    _dir: tempfile::TempDir,
+    _bus: Proc,
+    proc: Proc,
+    env: Vec<(String, String)>,
+    addr: String,
+    auth: Option<String>,
+}
+
+impl Daemon {
+    async fn start(config: &str) -> Daemon {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (bus, address) = start_bus(dir.path());
+        for d in ["config/contextd", "data", "state", "run"] {
+            std::fs::create_dir_all(dir.path().join(d)).expect("mkdir");
+        }
+        let me = std::fs::read_link("/proc/self/exe").expect("exe");
+        std::fs::write(
+            dir.path().join("config/contextd/policy.toml"),
+            format!(
+                "[[grant]]\napp = \"exe:{}\"\ncategories = [\"windows\", \"windows.titles\"]\n\n[[grant]]\napp = \"token:bench\"\ncategories = [\"windows\", \"windows.titles\"]\n",
+                me.display()
+            ),
+        )
+        .expect("policy");
+        std::fs::write(dir.path().join("config/contextd/config.toml"), config).expect("config");
+        let replay = dir.path().join("replay.jsonl");
+        std::fs::write(
+            &replay,
+            r#"{"type":"window","window":{"id":"w1","app_id":"org.gnome.TextEditor","title":"notes.txt","states":{"activated":true}}}"#,
+        )
+        .expect("replay");
+        let p = dir.path();
+        let env: Vec<(String, String)> = vec![
+            ("DBUS_SESSION_BUS_ADDRESS".into(), address.clone()),
+            ("HOME".into(), p.display().to_string()),
+            (
+                "XDG_CONFIG_HOME".into(),
+                p.join("config").display().to_string(),
+            ),
+            ("XDG_DATA_HOME".into(), p.join("data").display().to_string()),
+            (
+                "XDG_STATE_HOME".into(),
+                p.join("state").display().to_string(),
+            ),
+            (
+                "XDG_RUNTIME_DIR".into(),
+                p.join("run").display().to_string(),
+            ),
+            ("RUST_LOG".into(), "off".into()),
+        ];
+        let proc = Proc(
+            Command::new(env!("CARGO_BIN_EXE_contextd"))
+                .arg("--replay")
+                .arg(&replay)
+                .args(["--http", "127.0.0.1:0"])
+                .env_clear()
+                .envs(env.iter().cloned())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn contextd"),
+        );
+        let url_file = p.join("run/contextd/mcp-http.url");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let url = loop {
+            if let Ok(u) = std::fs::read_to_string(&url_file) {
+                break u.trim().to_owned();
+            }
+            assert!(Instant::now() < deadline, "contextd did not start");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let addr = url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_owned();
+        let out = Command::new(env!("CARGO_BIN_EXE_contextctl"))
+            .args(["token", "create", "bench"])
             .env_clear()
             .envs(env.iter().cloned())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn contextd"),
-    );
-    let url_file = dir.path().join("run/contextd/mcp-http.url");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let url = loop {
-        if let Ok(u) = std::fs::read_to_string(&url_file) {
-            break u.trim().to_owned();
+            .output()
+            .expect("contextctl token create");
+        let token = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        assert!(
+            token.starts_with("ctxd_"),
+            "no token: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Daemon {
+            _dir: dir,
+            _bus: bus,
+            proc,
+            env,
+            addr,
+            auth: Some(format!("Bearer {token}")),
         }
-        assert!(Instant::now() < deadline, "contextd did not start");
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `perf record` of one process while `f` runs; the top entries of its
+/// profile, or why there are none.
+async fn profiled<T>(pid: u32, f: impl std::future::Future<Output = T>) -> (T, Vec<String>) {
+    let data = tempfile::NamedTempFile::new().expect("tempfile");
+    let rec = Command::new("perf")
+        .args(["record", "-q", "-e", "cpu-clock", "-F", "999", "-p"])
+        .arg(pid.to_string())
+        .arg("-o")
+        .arg(data.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    let out = f.await;
+    let Ok(rec) = rec else {
+        return (out, vec!["(perf not installed: no profile)".into()]);
     };
-    let addr = url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp")
-        .to_owned();
-    let out = Command::new(env!("CARGO_BIN_EXE_contextctl"))
-        .args(["token", "create", "bench"])
-        .env_clear()
-        .envs(env.iter().cloned())
-        .output()
-        .expect("contextctl token create");
-    let token = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    assert!(
-        token.starts_with("ctxd_"),
-        "no token: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let auth = Some(format!("Bearer {token}"));
+    // SIGINT ends the recording and writes the file.
+    // SAFETY: kill(2) on the pid of our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let _ = Proc(rec).0.wait();
+    let report = |sort: &str, n: usize| -> Vec<String> {
+        let out = Command::new("perf")
+            .args([
+                "report",
+                "--stdio",
+                "--no-children",
+                "-q",
+                "--sort",
+                sort,
+                "-i",
+            ])
+            .arg(data.path())
+            .stderr(Stdio::null())
+            .output();
+        out.map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+                .take(n)
+                .map(|l| {
+                    let l = l.trim();
+                    l.chars().take(110).collect()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    let mut lines = report("dso", 4);
+    lines.extend(report("sym", 12));
+    if lines.is_empty() {
+        lines.push("(perf recorded nothing: perf_event_paranoid?)".into());
+    }
+    (out, lines)
+}
+
+async fn run() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The default daemon (2026-07-28 answers as JSON) and one answering
+    // every request on an event stream.
+    let json = Daemon::start("[mcp.http]\nlisten = \"127.0.0.1:0\"\n").await;
+    let sse = Daemon::start("[mcp.http]\nlisten = \"127.0.0.1:0\"\nresponses = \"sse\"\n").await;
 
     // The anchor.
     let mut anchor = tokio::process::Command::new(node())
@@ -372,37 +564,69 @@ async fn run() {
     let ts_addr = format!("127.0.0.1:{}", port.trim());
 
     println!(
-        "contextd MCP benchmark ({CALLS} calls each, interleaved in blocks of 100, after {WARMUP} warm-up;\n{CLIENTS} concurrent HTTP clients for {} s each; consent-checked get_active_window vs ping)\n",
+        "contextd MCP benchmark ({CALLS} calls each, interleaved in blocks of 100, after {WARMUP} warm-up;\n{CLIENTS} concurrent HTTP clients for {} s each; consent-checked get_active_window vs the floor:\nping, or server/discover for stateless 2026-07-28 requests)\n",
         THROUGHPUT_FOR.as_secs()
     );
     println!("Latency:");
-    let mut stdio = StdioHost::start(&env).await;
-    let (tool, ping) = latencies(&mut stdio).await;
+    let mut stdio = StdioHost::start(&json.env).await;
+    let (tool, ping) = latencies(&mut stdio, PING).await;
     let (s50, s99) = line("stdio (contextctl mcp)", &tool, &ping);
-    let mut h = HttpHost::connect(&addr, auth.clone()).await;
-    let (tool, ping) = latencies(&mut h).await;
-    let (h50, h99) = line("Streamable HTTP", &tool, &ping);
-    let mut t = HttpHost::connect(&ts_addr, None).await;
-    let (tool, ping) = latencies(&mut t).await;
+    let modes: [(&str, &Daemon, Era, Call); 3] = [
+        ("HTTP session (SSE)", &sse, Era::Session, PING),
+        ("HTTP 2026 stateless JSON", &json, Era::Stateless, DISCOVER),
+        ("HTTP 2026 stateless SSE", &sse, Era::Stateless, DISCOVER),
+    ];
+    let mut http_ratios = Vec::new();
+    for (what, d, era, floor) in modes {
+        let mut h = HttpHost::connect(&d.addr, d.auth.clone(), era).await;
+        let (tool, ping) = latencies(&mut h, floor).await;
+        http_ratios.push((what, line(what, &tool, &ping)));
+    }
+    let mut t = HttpHost::connect(&ts_addr, None, Era::Session).await;
+    let (tool, ping) = latencies(&mut t, PING).await;
     line("TypeScript SDK (HTTP)", &tool, &ping);
 
     println!("\nThroughput over Streamable HTTP ({CLIENTS} clients):");
-    let ours = throughput(&addr, auth.clone(), TOOL).await;
-    let ours_ping = throughput(&addr, auth.clone(), PING).await;
-    let theirs = throughput(&ts_addr, None, TOOL).await;
-    println!("  contextd (rmcp), tools/call get_active_window  {ours:>9.0} requests/s");
-    println!("  contextd (rmcp), ping (the transport's floor)   {ours_ping:>9.0} requests/s");
-    println!("  TypeScript SDK anchor, tools/call               {theirs:>9.0} requests/s");
-    let x = ours / theirs;
-    println!("  contextd / TypeScript SDK                       {x:>9.2}×");
+    let theirs = throughput(&ts_addr, None, Era::Session, TOOL).await;
+    println!("  TypeScript SDK anchor, tools/call (session)        {theirs:>9.0} requests/s");
+    let mut best = 0.0f64;
+    let mut profiles = Vec::new();
+    for (what, d, era, floor) in modes {
+        let ours = throughput(&d.addr, d.auth.clone(), era, TOOL).await;
+        let floor_rps = throughput(&d.addr, d.auth.clone(), era, floor).await;
+        // Profiled apart: sampling slows the daemon down.
+        let load = throughput_for(&d.addr, d.auth.clone(), era, TOOL, Duration::from_secs(3));
+        let (_, profile) = profiled(d.proc.0.id(), load).await;
+        println!(
+            "  contextd {what:<25} tools/call {ours:>9.0} requests/s ({:.2}× the TypeScript SDK; {} floor {floor_rps:.0}/s)",
+            ours / theirs,
+            floor.method
+        );
+        best = best.max(ours / theirs);
+        profiles.push((what, profile));
+    }
+    println!(
+        "\nWhere the daemon's time goes under the tools/call load (perf, cpu-clock, self time):"
+    );
+    for (what, profile) in profiles {
+        println!("  {what}:");
+        for l in profile {
+            println!("    {l}");
+        }
+    }
     println!("\nTargets:");
     println!(
         "  stdio tool/ping ≤ 1.5×:  p50 {s50:.2}× p99 {s99:.2}×  {}",
         verdict(s50 <= 1.5 && s99 <= 1.5)
     );
+    for (what, (r50, r99)) in http_ratios {
+        println!(
+            "  {what} tool/floor ≤ 1.5×: p50 {r50:.2}× p99 {r99:.2}×  {}",
+            verdict(r50 <= 1.5 && r99 <= 1.5)
+        );
+    }
     println!(
-        "  HTTP tool/ping ≤ 1.5×:   p50 {h50:.2}× p99 {h99:.2}×  {}",
-        verdict(h50 <= 1.5 && h99 <= 1.5)
+        "  ≥ 5× the TypeScript SDK (best mode): {best:.2}×  {}",
+        verdict(best >= 5.0)
     );
-    println!("  ≥ 5× the TypeScript SDK: {x:.2}×  {}", verdict(x >= 5.0));
 }

@@ -199,11 +199,28 @@ pub struct McpHttpConfig {
     /// requests without `Origin` (every non-browser client) are not affected.
     #[serde(default)]
     pub allowed_origins: Vec<String>,
+    /// How the answer to a 2026-07-28 request (stateless, no session) is
+    /// sent: `json` (the default) as one `application/json` body when it is
+    /// a single message, an event stream only when the call reports progress
+    /// or logs first; `sse` always as an event stream. Both are what the
+    /// spec allows a host to get; JSON is the faster (see `make bench`).
+    /// Hosts on 2025 sessions always get event streams, as rmcp serves them.
+    #[serde(default)]
+    pub responses: Responses,
     /// Conformance builds only: treat requests without a bearer token as the
     /// subject `token:conformance` (the official suite sends none).
     #[cfg(feature = "conformance")]
     #[serde(default)]
     pub conformance_anonymous: bool,
+}
+
+/// `[mcp.http] responses`: see [`McpHttpConfig::responses`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Responses {
+    #[default]
+    Json,
+    Sse,
 }
 
 impl McpHttpConfig {
@@ -214,6 +231,7 @@ impl McpHttpConfig {
             allow_remote: false,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            responses: Responses::default(),
             #[cfg(feature = "conformance")]
             conformance_anonymous: false,
         }

@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Broker;
 use super::consent::{Channel, Subject};
-use super::jsonrpc::{self, MAX_MESSAGE_BYTES, Screen, Screened};
+use super::jsonrpc::{self, Checked, MAX_MESSAGE_BYTES, Screen, Screened};
 use super::server::{ContextServer, Origin};
 use super::sse;
 use crate::config::McpHttpConfig;
@@ -292,13 +292,24 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
             }
             Ok(Ok(c)) => c.to_bytes(),
         };
-        match jsonrpc::screen(&bytes) {
-            Screened::Pass(m) => {
-                parts
-                    .extensions
-                    .insert(Screen(Arc::new(Mutex::new(Some(*m)))));
+        // Only the legacy endpoint wants the message parsed; rmcp parses
+        // `/mcp`'s body itself, so there a check is enough.
+        let checked = if parts.uri.path() == "/messages" {
+            match jsonrpc::screen(&bytes) {
+                Screened::Pass(m) => {
+                    parts
+                        .extensions
+                        .insert(Screen(Arc::new(Mutex::new(Some(*m)))));
+                    Checked::Pass
+                }
+                other => other.into(),
             }
-            Screened::Reject(r) => {
+        } else {
+            jsonrpc::check(&bytes)
+        };
+        match checked {
+            Checked::Pass => {}
+            Checked::Reject(r) => {
                 return (
                     StatusCode::BAD_REQUEST,
                     [(header::CONTENT_TYPE, "application/json")],
@@ -306,7 +317,7 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
                 )
                     .into_response();
             }
-            Screened::Ignore(why) => {
+            Checked::Ignore(why) => {
                 tracing::debug!("ignored MCP message: {why}");
                 return StatusCode::ACCEPTED.into_response();
             }
@@ -383,6 +394,7 @@ fn router(
             .disable_allowed_hosts()
             .disable_allowed_origins()
             .with_max_request_body_bytes(MAX_MESSAGE_BYTES)
+            .with_json_response(cfg.responses == crate::config::Responses::Json)
             .with_sse_keep_alive(Some(Duration::from_secs(15)))
             .with_cancellation_token(cancel.child_token());
         StreamableHttpService::new(
