@@ -3,7 +3,8 @@
 #
 #   scripts/deps.sh            Debian packages + the `contextd-test` user
 #   scripts/deps.sh --node     also Node 22 in .tools/node22, the MCP conformance suite in
-#                              .tools/conformance and the TypeScript MCP SDK in .tools/ts-sdk
+#                              .tools/conformance, the TypeScript MCP SDK in .tools/ts-sdk
+#                              and the MCP Inspector in .tools/inspector
 #                              (the MCP tests and the `make bench` anchor)
 #   scripts/deps.sh --python   also the PyPI `mcp` package in .tools/venv
 #   scripts/deps.sh --check    only report what is missing; exit 1 if anything is
@@ -28,11 +29,14 @@ MCP_VERSION=${CONTEXTD_MCP_VERSION:-2.3.0}
 # The npm packages --node installs next to Node 22, pinned: the official MCP
 # conformance suite (run against the daemon's /mcp: the newest release, which
 # knows 2026-07-28, and 0.1.16, the last of the 2025 era, whose stricter
-# session scenarios the newest no longer runs) and the official TypeScript
-# SDK (the server the MCP benchmark measures itself against).
+# session scenarios the newest no longer runs), the official TypeScript SDK
+# (the server the MCP benchmark measures itself against) and the MCP
+# Inspector, whose --cli mode is a real host that starts `contextctl mcp`
+# (tests/mcp_inspector.rs).
 CONFORMANCE_VERSION=0.2.0-alpha.12
 CONFORMANCE_2025_VERSION=0.1.16
 TS_SDK_VERSION=1.32.2
+INSPECTOR_VERSION=2.12.0
 
 # Every Debian package a build, a test or `make run` needs.
 PACKAGES=(
@@ -60,7 +64,7 @@ log() { printf 'deps: %s\n' "$*" >&2; }
 die() { printf 'deps: error: %s\n' "$*" >&2; exit 1; }
 
 usage() {
-    sed -n '2,18s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
 
 # Can we run commands as root (directly, or through sudo without a password
@@ -237,6 +241,7 @@ if [ "$WANT_NODE" = 1 ]; then
     install_npm_package "$TOOLS/conformance" @modelcontextprotocol/conformance "$CONFORMANCE_VERSION"
     install_npm_package "$TOOLS/conformance-2025" @modelcontextprotocol/conformance "$CONFORMANCE_2025_VERSION"
     install_npm_package "$TOOLS/ts-sdk" @modelcontextprotocol/sdk "$TS_SDK_VERSION"
+    install_npm_package "$TOOLS/inspector" @modelcontextprotocol/inspector "$INSPECTOR_VERSION"
 fi
 if [ "$FAILED" = 1 ]; then
     die "something is missing (see above); run scripts/deps.sh to install it"

@@ -37,10 +37,12 @@ fn a_host_with_the_sdk_default_environment_reads_everything() {
         .arg("bash")
         .arg(&script)
         .arg(contextd_bin())
-        .arg(contextctl_bin())
+        .arg(work.path())
+        // The host: the SDK's stdio_client with no env=.
         .arg(python())
         .arg(client_script())
-        .arg(work.path())
+        .args(["--transport", "stdio", "--contextctl", contextctl_bin()])
+        .args(["--mode", "legacy", "--scenario", "dump"])
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default());
     for (k, v) in home.envs_for("") {

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # An MCP host as the SDKs start a stdio server: only HOME LOGNAME PATH SHELL
-# TERM USER reach `contextctl mcp`. Run by tests/mcp_minimal_env.rs inside a
+# TERM USER reach `contextctl mcp`. Run by tests/mcp_minimal_env.rs (the
+# Python SDK) and tests/mcp_inspector.rs (the MCP Inspector CLI) inside a
 # private mount namespace with a tmpfs on /run/user, so that the user's
 # runtime directory (/run/user/UID) and the session bus at its default
 # address (unix:path=/run/user/UID/bus) are the test's own.
 #
-#   minimal_env.sh CONTEXTD CONTEXTCTL PYTHON CLIENT WORKDIR
+#   minimal_env.sh CONTEXTD WORKDIR HOST [ARG...]
 #
 # The environment carries the broker's XDG_* directories: the bus passes
-# them to the daemon it activates. The report of the Python client (its
-# default environment, no env=) goes to stdout.
+# them to the daemon it activates. HOST ARG... (the host, or a script that
+# runs it) gets only the six variables, as a desktop's launcher would leave
+# them, and starts `contextctl mcp` itself, with whatever environment its SDK
+# gives a stdio server; its stdout is this script's.
 set -euo pipefail
-contextd=$1 contextctl=$2 python=$3 client=$4 work=$5
+contextd=$1 work=$2
+shift 2
 uid=$(id -u)
 mkdir -p /run/user
 mount -t tmpfs -o mode=0755 tmpfs /run/user
@@ -20,6 +24,12 @@ mkdir -m 0700 "$rt"
 mkdir -p "$work/services"
 printf '[D-BUS Service]\nName=org.contextd.Broker1\nExec=%s\n' "$contextd" \
     > "$work/services/org.contextd.Broker1.service"
+# A notification server the bus starts when something calls it, as a desktop's
+# would be (python3-dbusmock; its calls go to WORKDIR/notifications.log), so
+# that send_notification has somewhere to go.
+printf '[D-BUS Service]\nName=org.freedesktop.Notifications\nExec=%s\n' \
+    "/usr/bin/python3 -m dbusmock --session --template notification_daemon --logfile $work/notifications.log" \
+    > "$work/services/org.freedesktop.Notifications.service"
 cat > "$work/bus.conf" <<CONF
 <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -54,4 +64,4 @@ for _ in $(seq 200); do [ -S "$rt/bus" ] && break; sleep 0.05; done
 [ -S "$rt/bus" ] || { echo "minimal_env.sh: the bus did not start" >&2; exit 1; }
 # Nothing runs yet: the bridge must activate the daemon on the default bus.
 env -i HOME="$HOME" LOGNAME=contextd-test PATH="$PATH" SHELL=/bin/sh TERM=dumb USER=contextd-test \
-    "$python" "$client" --transport stdio --contextctl "$contextctl" --mode legacy --scenario dump
+    "$@"

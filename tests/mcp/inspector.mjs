@@ -1,0 +1,131 @@
+// The MCP Inspector's CLI (`mcp-inspector --cli`, npm
+// @modelcontextprotocol/inspector) as the host of `contextctl mcp`, once per
+// method as a user or a script runs it: each run is a new Inspector process
+// that spawns a new bridge with the Inspector SDK's default environment.
+// Run by tests/mcp_inspector.rs through tests/mcp/minimal_env.sh, so this
+// process and every Inspector get only HOME LOGNAME PATH SHELL TERM USER.
+//
+//   node inspector.mjs LAUNCHER CONTEXTCTL ARGUMENTS_JSON
+//
+// LAUNCHER is the package's bin (clients/launcher/build/index.js).
+// ARGUMENTS_JSON is {"tools": {NAME: {...}}, "prompts": {NAME: {...}}}: the
+// arguments of the tools and prompts that need some (the test knows them;
+// this script only lists and calls).
+//
+// It lists the tools, calls every one, lists the resources and reads every
+// one, lists the resource templates, lists the prompts and gets every one,
+// and prints one JSON report on stdout: the environment the Inspector gave
+// its stdio server (`environ`, seen through a `sh` that execs the bridge)
+// and every run with its exit status, result and stderr. It does not judge;
+// the test does.
+
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const [launcher, contextctl, argumentsJson] = process.argv.slice(2);
+const given = JSON.parse(argumentsJson);
+const runs = [];
+
+// One Inspector run: `mcp-inspector --cli --format json METHOD... -- SERVER...`.
+// With --format json the result is {"result": ...} on stdout; a failure is
+// {"error": {"code", "message"}} on stderr, with a non-zero exit status (5
+// for a tool result with isError, whose result is still on stdout).
+function inspector(label, method, server = [contextctl, "mcp"]) {
+    const started = Date.now();
+    const r = spawnSync(
+        process.execPath,
+        [launcher, "--cli", "--format", "json", ...method, "--", ...server],
+        { encoding: "utf8", timeout: 60_000, maxBuffer: 64 << 20 },
+    );
+    const run = {
+        label,
+        argv: method,
+        status: r.status,
+        signal: r.signal,
+        ms: Date.now() - started,
+        result: null,
+        error: null,
+        stderr: (r.stderr ?? "").slice(-4000),
+    };
+    if (r.error) run.error = { code: "spawn", message: String(r.error) };
+    try {
+        run.result = JSON.parse(r.stdout).result ?? null;
+    } catch {
+        run.stdout = (r.stdout ?? "").slice(0, 4000);
+    }
+    // The error envelope is the last JSON line of stderr (the server's own
+    // stderr comes before it).
+    for (const line of (r.stderr ?? "").trim().split("\n").reverse()) {
+        try {
+            const e = JSON.parse(line);
+            if (e && e.error) {
+                run.error = e.error;
+                break;
+            }
+        } catch {
+            // not the envelope
+        }
+    }
+    runs.push(run);
+    return run.result;
+}
+
+// The first run finds no daemon: its bridge activates it on the bus.
+inspector("initialize", ["--method", "initialize"]);
+
+// What the Inspector gives its stdio server: a shell that writes its own
+// environment and execs the bridge (same process, same parent: the
+// Inspector), so that this run is an ordinary one too.
+const probeDir = mkdtempSync(join(tmpdir(), "inspector-env-"));
+const probe = join(probeDir, "environ");
+inspector("environ", ["--method", "initialize"], [
+    "/bin/sh",
+    "-c",
+    'cat /proc/$$/environ > "$0" && exec "$@"',
+    probe,
+    contextctl,
+    "mcp",
+]);
+let environ = null;
+try {
+    environ = readFileSync(probe, "utf8").split("\0").filter(Boolean);
+} catch {
+    // the run's failure says why
+}
+rmSync(probeDir, { recursive: true, force: true });
+
+const tools = inspector("tools/list", ["--method", "tools/list"])?.tools ?? [];
+for (const t of tools) {
+    const args = given.tools?.[t.name] ?? {};
+    inspector(`tools/call ${t.name}`, [
+        "--method",
+        "tools/call",
+        "--tool-name",
+        t.name,
+        "--tool-args-json",
+        JSON.stringify(args),
+    ]);
+}
+
+const resources = inspector("resources/list", ["--method", "resources/list"])?.resources ?? [];
+for (const r of resources) {
+    inspector(`resources/read ${r.uri}`, ["--method", "resources/read", "--uri", r.uri]);
+}
+
+inspector("resources/templates/list", ["--method", "resources/templates/list"]);
+
+const prompts = inspector("prompts/list", ["--method", "prompts/list"])?.prompts ?? [];
+for (const p of prompts) {
+    const pairs = Object.entries(given.prompts?.[p.name] ?? {}).map(([k, v]) => `${k}=${v}`);
+    inspector(`prompts/get ${p.name}`, [
+        "--method",
+        "prompts/get",
+        "--prompt-name",
+        p.name,
+        ...(pairs.length ? ["--prompt-args", ...pairs] : []),
+    ]);
+}
+
+process.stdout.write(JSON.stringify({ environ, runs }) + "\n");
