@@ -19,6 +19,7 @@ pub mod read;
 pub mod state;
 pub mod tokens;
 pub mod view;
+pub mod vocabulary;
 
 use std::sync::Arc;
 
