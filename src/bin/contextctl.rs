@@ -66,6 +66,13 @@ enum Command {
     /// Decide which apps may see what (needs polkit authorisation).
     #[command(subcommand)]
     Consent(ConsentCommand),
+    /// Which apps publish context about themselves (the open document, the
+    /// current task, ...), which kinds and since when; refuse or allow an
+    /// app's publications (needs polkit authorisation).
+    Providers {
+        #[command(subcommand)]
+        command: Option<ProvidersCommand>,
+    },
     /// Who accessed what, and what the broker answered.
     Audit {
         /// Only this app id.
@@ -111,6 +118,17 @@ enum ConsentCommand {
     Pause,
     /// Hand out context again.
     Resume,
+}
+
+#[derive(Debug, Subcommand)]
+enum ProvidersCommand {
+    /// Who publishes which kinds now, and who is refused (the default).
+    List,
+    /// Refuse APP's publications: what it published goes at once, and
+    /// readers see nothing from it until you allow it again.
+    Refuse { app: String },
+    /// Let APP publish again.
+    Allow { app: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -194,6 +212,11 @@ fn main() -> ExitCode {
             Command::Forget { last, app, all } => {
                 ctl::forget(&conn, last.as_deref(), app.as_deref(), all).await
             }
+            Command::Providers { command } => match command.unwrap_or(ProvidersCommand::List) {
+                ProvidersCommand::List => ctl::providers(&conn, out).await,
+                ProvidersCommand::Refuse { app } => ctl::set_publishing(&conn, &app, false).await,
+                ProvidersCommand::Allow { app } => ctl::set_publishing(&conn, &app, true).await,
+            },
             Command::Audit { app, since, limit } => {
                 ctl::audit(&conn, out, app.as_deref(), &since, limit).await
             }

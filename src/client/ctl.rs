@@ -414,6 +414,77 @@ pub fn parse_duration(s: &str) -> Result<chrono::Duration> {
         .ok_or_else(bad)
 }
 
+/// `contextctl providers`: who publishes which kinds, since when; who is
+/// refused. Never the data.
+pub async fn providers(conn: &Connection, out: Output) -> Result<()> {
+    let p = Consent1Proxy::new(conn).await?;
+    let v: Vec<Value> = p.list_providers().await?.iter().map(dict_to_json).collect();
+    if printed_plainly(out, &v, "No app publishes context, and none is refused.") {
+        return Ok(());
+    }
+    let mut rows = Vec::new();
+    for a in &v {
+        let app = match s(a, "app_name") {
+            "" => s(a, "app_id").to_owned(),
+            name => format!("{name} ({})", s(a, "app_id")),
+        };
+        let state = if a.get("allowed").and_then(Value::as_bool) == Some(false) {
+            format!(
+                "refused since {}",
+                a.get("refused_since")
+                    .and_then(Value::as_str)
+                    .map(short_time)
+                    .unwrap_or_default()
+            )
+        } else {
+            "allowed".to_owned()
+        };
+        let kinds = a
+            .get("kinds")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if kinds.is_empty() {
+            rows.push(vec![app, "-".into(), "-".into(), "-".into(), state]);
+            continue;
+        }
+        for k in kinds {
+            rows.push(vec![
+                app.clone(),
+                s(&k, "kind").to_owned(),
+                s(&k, "name").to_owned(),
+                k.get("since")
+                    .and_then(Value::as_str)
+                    .map(short_time)
+                    .unwrap_or_default(),
+                state.clone(),
+            ]);
+        }
+    }
+    print!(
+        "{}",
+        table(&["APP", "KIND", "NAME", "SINCE", "PUBLISHING"], &rows)
+    );
+    Ok(())
+}
+
+/// `contextctl providers refuse|allow APP`.
+pub async fn set_publishing(conn: &Connection, app: &str, allowed: bool) -> Result<()> {
+    let changed = Consent1Proxy::new(conn)
+        .await?
+        .set_publishing(app, allowed)
+        .await?;
+    match (allowed, changed) {
+        (true, true) => println!("{app} may publish context again."),
+        (true, false) => println!("{app} was not refused; nothing changed."),
+        (false, true) => println!(
+            "Refused what {app} publishes: its entries are gone, and its publishes fail until `contextctl providers allow {app}`."
+        ),
+        (false, false) => println!("{app} was already refused."),
+    }
+    Ok(())
+}
+
 pub async fn consent_list(conn: &Connection, out: Output) -> Result<()> {
     let p = Consent1Proxy::new(conn).await?;
     let apps: Vec<Value> = p.list_apps().await?.iter().map(dict_to_json).collect();

@@ -19,6 +19,7 @@ pub trait Context1 {
     fn get_media(&self) -> zbus::Result<Dict>;
     fn list_sources(&self) -> zbus::Result<Vec<Dict>>;
     fn list_categories(&self) -> zbus::Result<Vec<Dict>>;
+    fn get_provided(&self, kind: &str) -> zbus::Result<Vec<Dict>>;
     fn subscribe(&self, categories: &[&str]) -> zbus::Result<OwnedObjectPath>;
     fn request_access(&self, categories: &[&str], reason: &str) -> zbus::Result<OwnedObjectPath>;
     #[zbus(property)]
@@ -56,12 +57,26 @@ pub trait Consent1 {
     ) -> zbus::Result<()>;
     fn revoke(&self, app: &str, category: &str) -> zbus::Result<bool>;
     fn forget_app(&self, app: &str) -> zbus::Result<u64>;
+    fn list_providers(&self) -> zbus::Result<Vec<Dict>>;
+    fn set_publishing(&self, app: &str, allowed: bool) -> zbus::Result<bool>;
     fn get_audit(&self, since: i64, until: i64, app: &str, limit: u32) -> zbus::Result<Vec<Dict>>;
     fn register_agent(&self, agent: &zbus::wire::ObjectPath<'_>) -> zbus::Result<()>;
     fn unregister_agent(&self, agent: &zbus::wire::ObjectPath<'_>) -> zbus::Result<()>;
     fn set_paused(&self, paused: bool) -> zbus::Result<()>;
     #[zbus(property)]
     fn paused(&self) -> zbus::Result<bool>;
+}
+
+#[proxy(
+    interface = "org.contextd.Provider1",
+    default_service = "org.contextd.Broker1",
+    default_path = "/org/contextd/Broker1"
+)]
+pub trait Provider1 {
+    fn publish(&self, kind: &str, data: &str) -> zbus::Result<()>;
+    fn retract(&self, kind: &str) -> zbus::Result<()>;
+    #[zbus(property)]
+    fn vocabulary(&self) -> zbus::Result<String>;
 }
 
 #[proxy(

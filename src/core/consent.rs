@@ -183,6 +183,8 @@ pub struct AuditQuery {
 pub struct Loaded {
     pub decisions: Vec<StoredDecision>,
     pub apps: Vec<AppInfo>,
+    /// Apps whose publications the user refused, and since when.
+    pub refused_publishers: Vec<(AppId, DateTime<Utc>)>,
 }
 
 /// The persistent side of consent. Decision writes are awaited (they are
@@ -193,6 +195,12 @@ pub trait ConsentStore: Send + Sync + fmt::Debug {
     fn delete_decision(&self, app: AppId, category: Category) -> BoxFut<'_, Result<bool, Error>>;
     fn forget_app(&self, app: AppId) -> BoxFut<'_, Result<u64, Error>>;
     fn upsert_app(&self, app: AppInfo) -> BoxFut<'_, Result<(), Error>>;
+    /// Refuse an app's publications from `since`, or (`None`) allow them.
+    fn set_refused_publisher(
+        &self,
+        app: AppId,
+        since: Option<DateTime<Utc>>,
+    ) -> BoxFut<'_, Result<(), Error>>;
     fn audit(&self, e: AuditEntry);
     fn query_audit(&self, q: AuditQuery) -> BoxFut<'_, Result<Vec<AuditEntry>, Error>>;
 }

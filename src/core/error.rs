@@ -20,6 +20,15 @@ pub enum Error {
     NotFound(String),
     #[error("{0}")]
     InvalidArgs(String),
+    /// A limit on what an app may do (publish rate, kinds, sizes); the
+    /// message names it.
+    #[error("{0}")]
+    LimitExceeded(String),
+    /// The user refused this app's publications (org.contextd.Provider1).
+    #[error(
+        "the user refused what {app} publishes; they can allow it with `contextctl providers allow {app}`"
+    )]
+    PublishRefused { app: AppId },
     #[error("{0}")]
     Unavailable(String),
     #[error("{0}")]

@@ -80,6 +80,8 @@ pub struct Gate {
     policy_path: PathBuf,
     decisions: RwLock<HashMap<AppId, HashMap<Category, StoredDecision>>>,
     apps: RwLock<HashMap<AppId, AppInfo>>,
+    /// Apps whose publications the user refused, and since when.
+    refused_publishers: RwLock<HashMap<AppId, DateTime<Utc>>>,
     once: Mutex<HashMap<Key, u32>>,
     cooldown: Mutex<HashMap<Key, DateTime<Utc>>>,
     paused: AtomicBool,
@@ -122,6 +124,7 @@ impl Gate {
             policy_path,
             decisions: RwLock::new(decisions),
             apps: RwLock::new(apps),
+            refused_publishers: RwLock::new(loaded.refused_publishers.into_iter().collect()),
             once: Mutex::new(HashMap::new()),
             cooldown: Mutex::new(HashMap::new()),
             paused: AtomicBool::new(false),
@@ -430,8 +433,59 @@ impl Gate {
             .remove(app);
         lock(&self.once).retain(|(a, _), _| a != app);
         lock(&self.cooldown).retain(|(a, _), _| a != app);
+        self.refused_publishers
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(app);
         self.bump();
         Ok(n)
+    }
+
+    /// Whether the user lets `app` publish (org.contextd.Provider1).
+    pub fn may_publish(&self, app: &AppId) -> bool {
+        !self
+            .refused_publishers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(app)
+    }
+
+    /// The apps whose publications the user refused, and since when.
+    pub fn refused_publishers(&self) -> Vec<(AppId, DateTime<Utc>)> {
+        let mut v: Vec<_> = self
+            .refused_publishers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(a, t)| (a.clone(), *t))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Let `app` publish or refuse its publications, stored first (the
+    /// user expects it to stick). Returns whether anything changed.
+    pub async fn set_publishing(&self, app: &AppId, allowed: bool) -> Result<bool, Error> {
+        if allowed == self.may_publish(app) {
+            return Ok(false);
+        }
+        let since = (!allowed).then(|| self.clock.now());
+        if let Some(store) = &self.store {
+            store.set_refused_publisher(app.clone(), since).await?;
+        }
+        let mut refused = self
+            .refused_publishers
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        match since {
+            Some(t) => {
+                refused.insert(app.clone(), t);
+            }
+            None => {
+                refused.remove(app);
+            }
+        }
+        Ok(true)
     }
 
     /// Note that an app asked (for `ListApps`). Cheap when already known.

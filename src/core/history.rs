@@ -24,10 +24,14 @@ pub enum HistoryKind {
     Idle,
     Sleep,
     Notification,
+    /// The document an app said it has open (org.contextd.Provider1).
+    Document,
+    /// The task an app said is current.
+    Task,
 }
 
 impl HistoryKind {
-    pub const ALL: [HistoryKind; 7] = [
+    pub const ALL: [HistoryKind; 9] = [
         HistoryKind::Focus,
         HistoryKind::Capture,
         HistoryKind::Playback,
@@ -35,6 +39,8 @@ impl HistoryKind {
         HistoryKind::Idle,
         HistoryKind::Sleep,
         HistoryKind::Notification,
+        HistoryKind::Document,
+        HistoryKind::Task,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -46,6 +52,8 @@ impl HistoryKind {
             HistoryKind::Idle => "idle",
             HistoryKind::Sleep => "sleep",
             HistoryKind::Notification => "notification",
+            HistoryKind::Document => "document",
+            HistoryKind::Task => "task",
         }
     }
 
@@ -61,6 +69,8 @@ impl HistoryKind {
             HistoryKind::Playback => Category::MediaPlayback,
             HistoryKind::Locked | HistoryKind::Idle | HistoryKind::Sleep => Category::Session,
             HistoryKind::Notification => Category::Notifications,
+            HistoryKind::Document => Category::Provided("document".into()),
+            HistoryKind::Task => Category::Provided("task".into()),
         }
     }
 }
@@ -163,7 +173,7 @@ pub struct HistorySettings {
     /// Record at all.
     pub enabled: bool,
     /// Kinds to record (`focus`, `capture`, `playback`, `locked`, `idle`,
-    /// `sleep`, `notification`); all by default.
+    /// `sleep`, `notification`, `document`, `task`); all by default.
     pub record: Vec<String>,
     /// Record window titles with focus intervals.
     pub titles: bool,
@@ -247,6 +257,8 @@ pub struct Recorder {
     focus: Option<i64>,
     streams: HashMap<String, i64>,
     session: HashMap<HistoryKind, i64>,
+    /// The document or task each app published, and its name.
+    provided: HashMap<(String, HistoryKind), (i64, Option<String>)>,
     paused: bool,
 }
 
@@ -284,6 +296,9 @@ impl Recorder {
             out.push(HistoryOp::Close { id, end: now });
         }
         for (_, id) in self.session.drain() {
+            out.push(HistoryOp::Close { id, end: now });
+        }
+        for (_, (id, _)) in self.provided.drain() {
             out.push(HistoryOp::Close { id, end: now });
         }
         out
@@ -392,6 +407,52 @@ impl Recorder {
                     _ => {}
                 }
             }
+            Change::Provided { kind, context } => {
+                // Documents and tasks, by name; never the data (a
+                // selection's text stays out of the timeline).
+                let hk = match context.kind.as_str() {
+                    "document" => HistoryKind::Document,
+                    "task" => HistoryKind::Task,
+                    _ => return out,
+                };
+                let app = context.app_id.to_string();
+                let name = (*kind != ChangeKind::Closed)
+                    .then(|| crate::core::vocabulary::title(&context.data).map(str::to_owned))
+                    .flatten();
+                let key = (app.clone(), hk);
+                let open = self.provided.get(&key).cloned();
+                let keep = matches!((&open, &name), (Some((_, a)), Some(b)) if a.as_deref() == Some(b.as_str()));
+                if keep {
+                    return out;
+                }
+                if let Some((id, _)) = open {
+                    self.provided.remove(&key);
+                    out.push(HistoryOp::Close { id, end: now });
+                }
+                let Some(name) = name else {
+                    return out;
+                };
+                if !self.settings.records(hk)
+                    || self.settings.excluded_app(&app)
+                    || self.settings.excluded_title(&name)
+                {
+                    return out;
+                }
+                let title = self.settings.titles.then(|| name.clone());
+                let id = self.open(
+                    HistoryEvent {
+                        id: 0,
+                        kind: hk,
+                        app_id: Some(app),
+                        title,
+                        detail: None,
+                        start: now,
+                        end: None,
+                    },
+                    &mut out,
+                );
+                self.provided.insert(key, (id, Some(name)));
+            }
             Change::Session(s) => {
                 let s = s.clone().unwrap_or_default();
                 for (k, on) in [
@@ -477,6 +538,76 @@ mod tests {
             first_seen: Utc::now(),
             last_focused: None,
         }
+    }
+
+    #[test]
+    fn documents_and_tasks_by_name_never_selections() {
+        use crate::model::{AppId, ProvidedContext};
+        let p = |kind: &str, data: serde_json::Value| ProvidedContext {
+            app_id: AppId::new("org.gnome.TextEditor").expect("app"),
+            kind: kind.into(),
+            data,
+            updated: Utc::now(),
+        };
+        let change = |k: ChangeKind, c: ProvidedContext| Change::Provided {
+            kind: k,
+            context: c,
+        };
+        let mut r = Recorder::new(HistorySettings::default(), 1);
+        let t0 = Utc::now();
+        let ops = r.observe(
+            &change(
+                ChangeKind::Opened,
+                p("document", serde_json::json!({"name": "a.txt"})),
+            ),
+            t0,
+        );
+        assert!(
+            matches!(&ops[..], [HistoryOp::Open(e)] if e.kind == HistoryKind::Document && e.title.as_deref() == Some("a.txt")),
+            "{ops:?}"
+        );
+        // Same name: nothing; another name: close and open.
+        let ops = r.observe(
+            &change(
+                ChangeKind::Changed,
+                p(
+                    "document",
+                    serde_json::json!({"name": "a.txt", "dateModified": "2026-11-23T00:00:00Z"}),
+                ),
+            ),
+            t0,
+        );
+        assert!(ops.is_empty(), "{ops:?}");
+        let ops = r.observe(
+            &change(
+                ChangeKind::Changed,
+                p("document", serde_json::json!({"name": "b.txt"})),
+            ),
+            t0,
+        );
+        assert!(
+            matches!(&ops[..], [HistoryOp::Close { id: 1, .. }, HistoryOp::Open(e)] if e.id == 2),
+            "{ops:?}"
+        );
+        let ops = r.observe(
+            &change(
+                ChangeKind::Closed,
+                p("document", serde_json::json!({"name": "b.txt"})),
+            ),
+            t0,
+        );
+        assert!(
+            matches!(&ops[..], [HistoryOp::Close { id: 2, .. }]),
+            "{ops:?}"
+        );
+        let ops = r.observe(
+            &change(
+                ChangeKind::Opened,
+                p("selection", serde_json::json!({"text": "secret"})),
+            ),
+            t0,
+        );
+        assert!(ops.is_empty(), "{ops:?}");
     }
 
     #[test]

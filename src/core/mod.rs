@@ -15,6 +15,7 @@ pub mod identity;
 pub mod manage;
 pub mod policy;
 pub mod prompts;
+pub mod provide;
 pub mod read;
 pub mod state;
 pub mod tokens;
@@ -39,6 +40,9 @@ pub struct Core {
     pub state: State,
     pub gate: Gate,
     pub prompts: prompts::Prompts,
+    /// Who publishes what (org.contextd.Provider1), beside the entries in
+    /// the state.
+    providers: provide::Providers,
     pub clock: Arc<dyn Clock>,
     /// The timeline's read side, set once the daemon opened the store.
     history: std::sync::OnceLock<Arc<dyn history::HistoryStore>>,
@@ -60,6 +64,7 @@ impl Core {
             state: State::new(clock.clone()),
             gate,
             prompts: prompts::Prompts::new(prompt_timeout),
+            providers: provide::Providers::default(),
             clock,
             history: std::sync::OnceLock::new(),
             tasks,

@@ -202,15 +202,19 @@ impl Allowed {
 const HISTORY_APPS_DAYS: i64 = 400;
 
 /// The categories a timeline reader may need besides `history`.
-const HISTORY_DETAILS: [Category; 7] = [
-    Category::Windows,
-    Category::WindowsTitles,
-    Category::MediaCapture,
-    Category::MediaPlayback,
-    Category::Session,
-    Category::Notifications,
-    Category::NotificationsContent,
-];
+fn history_details() -> [Category; 9] {
+    [
+        Category::Windows,
+        Category::WindowsTitles,
+        Category::MediaCapture,
+        Category::MediaPlayback,
+        Category::Session,
+        Category::Notifications,
+        Category::NotificationsContent,
+        Category::Provided("document".into()),
+        Category::Provided("task".into()),
+    ]
+}
 
 impl Core {
     /// The timeline's store, once the daemon has opened it.
@@ -318,7 +322,7 @@ impl Core {
             What::History(mut q) => {
                 let history = self.history()?;
                 let allowed = self
-                    .access_with_details(who, Category::History, &HISTORY_DETAILS, mode)
+                    .access_with_details(who, Category::History, &history_details(), mode)
                     .await?;
                 let can = |c: &Category| allowed.can(c);
                 q.kinds.retain(|k| can(&k.category()));
@@ -361,7 +365,7 @@ impl Core {
     ) -> Result<Vec<AppTotalsView>> {
         let history = self.history()?;
         let allowed = self
-            .access_with_details(who, Category::History, &HISTORY_DETAILS, mode)
+            .access_with_details(who, Category::History, &history_details(), mode)
             .await?;
         let totals = history.summary(since, until, self.clock.now()).await?;
         let can = |c: &Category| allowed.can(c);

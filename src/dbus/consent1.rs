@@ -109,6 +109,29 @@ impl Consent1 {
         Ok(self.shared.core.gate.forget_app(&app).await?)
     }
 
+    /// Who publishes what now (kinds and since when, never the data), and
+    /// the apps whose publications the user refused.
+    #[zbus(out_args("providers"))]
+    async fn list_providers(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
+        self.shared.authorize_manage(&hdr).await?;
+        Ok(variant::dicts(&self.shared.core.providers())?)
+    }
+
+    /// Let `app` publish context (org.contextd.Provider1), or refuse its
+    /// publications: what it published goes at once, and its publishes
+    /// fail with `NotAllowed` until allowed again.
+    #[zbus(out_args("changed"))]
+    async fn set_publishing(
+        &self,
+        app: String,
+        allowed: bool,
+        #[zbus(header)] hdr: Header<'_>,
+    ) -> Result<bool> {
+        let app = app_arg(&app)?;
+        self.shared.authorize_manage(&hdr).await?;
+        Ok(self.shared.core.set_publishing(&app, allowed).await?)
+    }
+
     /// The audit log, newest first.
     #[zbus(out_args("entries"))]
     async fn get_audit(

@@ -18,7 +18,7 @@ use crate::core::{Mode, View, What, prompts, view};
 use crate::model::Category;
 
 /// The interface version, bumped when methods are added.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 pub struct Context1 {
     pub(crate) shared: Arc<Shared>,
@@ -100,6 +100,28 @@ impl Context1 {
             .read(&hdr, What::Media, super::access(&hdr))
             .await?;
         Ok(variant::dict(&expect_view!(v, Media))?)
+    }
+
+    /// What apps publish of `kind`, one record per app. Needs
+    /// `provided.KIND`. Each record has the entry as `data` (a{sv}) and as
+    /// JSON-LD text (`json`), for readers that expand it with the
+    /// vocabulary.
+    #[zbus(out_args("entries"))]
+    async fn get_provided(
+        &self,
+        kind: String,
+        #[zbus(header)] hdr: Header<'_>,
+    ) -> Result<Vec<Dict>> {
+        let v = self
+            .shared
+            .read(&hdr, What::Provided(kind), super::access(&hdr))
+            .await?;
+        let views = expect_view!(v, Provided);
+        let mut out = variant::dicts(&views)?;
+        for (d, p) in out.iter_mut().zip(&views) {
+            d.insert("json".into(), variant::string(p.data.to_string())?);
+        }
+        Ok(out)
     }
 
     /// The health of every source. Needs no consent: it says nothing about

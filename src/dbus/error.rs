@@ -15,6 +15,8 @@ pub enum Error {
     Pending(String),
     NotFound(String),
     InvalidArgs(String),
+    /// A limit on what an app may do (publish rate, kinds, sizes).
+    LimitExceeded(String),
     Unavailable(String),
     Failed(String),
 }
@@ -23,10 +25,13 @@ impl From<core::Error> for Error {
     fn from(e: core::Error) -> Self {
         let msg = e.to_string();
         match e {
-            core::Error::NotAllowed { .. } => Error::NotAllowed(msg),
+            core::Error::NotAllowed { .. } | core::Error::PublishRefused { .. } => {
+                Error::NotAllowed(msg)
+            }
             core::Error::Pending { .. } => Error::Pending(msg),
             core::Error::NotFound(_) => Error::NotFound(msg),
             core::Error::InvalidArgs(_) => Error::InvalidArgs(msg),
+            core::Error::LimitExceeded(_) => Error::LimitExceeded(msg),
             core::Error::Unavailable(_) => Error::Unavailable(msg),
             core::Error::Failed(_) => Error::Failed(msg),
         }

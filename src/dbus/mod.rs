@@ -9,6 +9,7 @@ pub mod context1;
 pub mod error;
 pub mod history1;
 pub mod polkit;
+pub mod provider1;
 pub mod request;
 pub mod subscription;
 pub mod variant;
@@ -125,7 +126,7 @@ pub async fn serve(
     });
 
     // Peers leaving: forget their identity, drop their subscriptions and
-    // agents.
+    // agents, retract what they published.
     let mut owner_changes = dbus.receive_name_owner_changed().await?;
     {
         let shared = shared.clone();
@@ -141,6 +142,7 @@ pub async fn serve(
                         if name.starts_with(':') && args.new_owner().is_none() {
                             shared.callers.forget(name);
                             shared.agents.drop_owner(name);
+                            shared.core.provider_gone(name);
                             subscription::drop_owner(&shared.conn, &shared.subs, name).await;
                         }
                     }
@@ -163,6 +165,14 @@ pub async fn serve(
             history1::History1 {
                 shared: shared.clone(),
                 enabled: history_enabled,
+            },
+        )
+        .await?;
+    conn.object_server()
+        .at(
+            PATH,
+            provider1::Provider1 {
+                shared: shared.clone(),
             },
         )
         .await?;

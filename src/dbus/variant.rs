@@ -423,6 +423,11 @@ pub fn dict<T: Serialize + ?Sized>(v: &T) -> Result<Dict, VariantError> {
 }
 
 /// A list of views as `aa{sv}`.
+/// One string as an owned variant.
+pub fn string(s: String) -> Result<OwnedVariant, VariantError> {
+    OwnedVariant::try_from(Variant::from(s)).map_err(|e| VariantError(e.to_string()))
+}
+
 pub fn dicts<T: Serialize>(items: &[T]) -> Result<Vec<Dict>, VariantError> {
     items.iter().map(dict).collect()
 }

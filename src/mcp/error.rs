@@ -53,7 +53,10 @@ impl From<core::Error> for Error {
                 category: category.to_string(),
             },
             core::Error::NotFound(_) => Error::NotFound(message),
-            core::Error::InvalidArgs(_) => Error::InvalidParams(message),
+            core::Error::InvalidArgs(_) | core::Error::LimitExceeded(_) => {
+                Error::InvalidParams(message)
+            }
+            core::Error::PublishRefused { .. } => Error::Unavailable(message),
             core::Error::Unavailable(_) => Error::Unavailable(message),
             core::Error::Failed(_) => Error::Internal(message),
         }

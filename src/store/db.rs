@@ -260,6 +260,19 @@ impl Db {
                 last_seen: from_ms(r.try_get(5).unwrap_or_default()),
             });
         }
+        let rows = sqlx::query("SELECT app_id, since_ms FROM refused_publishers")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(failed)?;
+        for r in rows {
+            let app: String = r.try_get(0).unwrap_or_default();
+            match AppId::new(app) {
+                Ok(app) => loaded
+                    .refused_publishers
+                    .push((app, from_ms(r.try_get(1).unwrap_or_default()))),
+                Err(e) => tracing::warn!("skipping an unreadable refused publisher: {e}"),
+            }
+        }
         Ok(loaded)
     }
 
@@ -405,6 +418,27 @@ impl ConsentStore for Db {
         })
     }
 
+    fn set_refused_publisher(
+        &self,
+        app: AppId,
+        since: Option<DateTime<Utc>>,
+    ) -> BoxFut<'_, Result<(), Error>> {
+        Box::pin(async move {
+            let q = match since {
+                Some(since) => sqlx::query(
+                    "INSERT INTO refused_publishers (app_id, since_ms) VALUES (?, ?)
+                     ON CONFLICT (app_id) DO NOTHING",
+                )
+                .bind(app.as_str().to_owned())
+                .bind(ms(since)),
+                None => sqlx::query("DELETE FROM refused_publishers WHERE app_id = ?")
+                    .bind(app.as_str().to_owned()),
+            };
+            q.execute(&self.pool).await.map_err(failed)?;
+            Ok(())
+        })
+    }
+
     fn delete_decision(&self, app: AppId, category: Category) -> BoxFut<'_, Result<bool, Error>> {
         Box::pin(async move {
             let r = sqlx::query("DELETE FROM decisions WHERE app_id = ? AND category = ?")
@@ -425,6 +459,7 @@ impl ConsentStore for Db {
                 "DELETE FROM decisions WHERE app_id = ?",
                 "DELETE FROM apps WHERE app_id = ?",
                 "DELETE FROM audit WHERE app_id = ?",
+                "DELETE FROM refused_publishers WHERE app_id = ?",
             ] {
                 n += sqlx::query(q)
                     .bind(app.as_str())
