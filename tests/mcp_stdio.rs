@@ -34,6 +34,7 @@ fn check_full(r: &Value, legacy: bool) {
         "get_network",
         "list_notifications",
         "send_notification",
+        "get_provided_context",
     ] {
         assert!(names.contains(&t), "tool {t} missing from {names:?}");
         let res = ok(&r["tools"][t], t);
@@ -120,10 +121,22 @@ fn check_full(r: &Value, legacy: bool) {
             .expect("JSON resource");
         assert!(json.is_object(), "{u}");
     }
+    // The vocabulary: the JSON-LD @context as installed.
+    assert!(uris.contains(&"context://vocabulary"), "{uris:?}");
+    let vocabulary = &ok(&r["resources"]["context://vocabulary"], "vocabulary")["contents"];
+    assert_eq!(vocabulary[0]["mimeType"], "application/ld+json");
+    assert_eq!(
+        vocabulary[0]["text"].as_str(),
+        Some(include_str!("../dbus-interfaces/contextd.jsonld"))
+    );
     assert_eq!(r["templates"][0]["uriTemplate"], "context://windows/{id}");
     assert_eq!(
         r["templates"][1]["uriTemplate"],
         "context://history{?since,until,app}"
+    );
+    assert_eq!(
+        r["templates"][2]["uriTemplate"],
+        "context://provided/{kind}"
     );
     let history = &ok(&r["history"], "context://history")["contents"];
     let timeline: Value =
@@ -317,7 +330,10 @@ async fn host_without_grant_is_refused_sees_no_updates_and_hears_of_a_new_grant(
         assert_eq!(r["read"]["error"]["code"], -32004, "{}", r["read"]);
         assert_eq!(r["history"]["error"]["code"], -32004, "{}", r["history"]);
         assert_eq!(r["subscribe_active"]["error"]["code"], -32004);
-        assert_eq!(r["resource_list"], serde_json::json!(["context://snapshot"]));
+        assert_eq!(
+            r["resource_list"],
+            serde_json::json!(["context://snapshot", "context://vocabulary"])
+        );
         let snap: Value = serde_json::from_str(
             r["snapshot"]["ok"]["contents"][0]["text"].as_str().unwrap_or("{}"),
         )

@@ -15,7 +15,7 @@ Scenarios:
     denied   the host has no grant: tool errors, -32004, no `updated` leaks;
              then a grant is written and `list_changed` must arrive
     dump     read everything a host can read (every read tool, every
-             resource listed or not, both templates, every prompt, every
+             resource listed or not, every template, every prompt, every
              completion) and report it all; tests/canaries.rs looks for
              planted markers in it
 """
@@ -129,6 +129,8 @@ async def full(client, args, inbox, report):
             arguments = {"limit": 1}
         if t.name == "send_notification":
             arguments = {"summary": "Hello from the test", "body": "body", "urgency": "low"}
+        if t.name == "get_provided_context":
+            arguments = {"kind": "document"}
         report["tools"][t.name] = await attempt(client.call_tool(t.name, arguments))
     # Pagination: the next page of list_windows.
     first = report["tools"].get("list_windows", {}).get("ok", {})
@@ -245,6 +247,8 @@ async def dump_all(client, args, inbox, report):
             arguments = {"limit": 100}
         if t.name in ("get_recent_activity", "summarize_time"):
             arguments = {"since": since}
+        if t.name == "get_provided_context":
+            arguments = {"kind": "document"}
         out["tool " + t.name] = await attempt(client.call_tool(t.name, arguments))
     listed = await attempt(client.list_resources())
     out["resources/list"] = listed
@@ -255,6 +259,7 @@ async def dump_all(client, args, inbox, report):
         "context://network", "context://notifications", "context://windows/w1",
         "context://windows/past", "context://history",
         "context://history?since=2000-01-01T00%3A00%3A00Z",
+        "context://provided/document", "context://vocabulary",
     }
     for u in sorted(uris):
         out["resource " + u] = await attempt(client.read_resource(u))
@@ -271,6 +276,7 @@ async def dump_all(client, args, inbox, report):
         (types.ResourceTemplateReference(type="ref/resource", uri="context://windows/{id}"), "id"),
         (types.ResourceTemplateReference(type="ref/resource", uri="context://history{?since,until,app}"), "app"),
         (types.PromptReference(type="ref/prompt", name="what_am_i_doing"), "detail"),
+        (types.ResourceTemplateReference(type="ref/resource", uri="context://provided/{kind}"), "kind"),
     ]:
         out[f"complete {arg}"] = await attempt(client.complete(ref, {"name": arg, "value": ""}))
 
