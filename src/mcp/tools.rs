@@ -597,7 +597,7 @@ fn history_tools() -> Vec<Value> {
         json!({
             "name": "get_recent_activity",
             "title": "Get recent activity",
-            "description": "What happened in a period, oldest first: focus intervals (app, window title with `windows.titles`), microphone/camera/screen use, playback, locked/idle/sleep, notifications. Needs the `history` grant plus each event's own category; others are left out.",
+            "description": "What happened in a period, oldest first: focus intervals (app, window title with `windows.titles`), microphone/camera/screen use, playback, locked/idle/sleep, notifications, the documents and tasks apps published (by name, with `provided.document` / `provided.task`). Needs the `history` grant plus each event's own category; others are left out.",
             "inputSchema": period_args(json!({
                 "app": {"type": "string", "description": "Only this app id"},
                 "limit": {"type": "integer", "minimum": 1, "maximum": timeline::MAX_EVENTS, "default": timeline::DEFAULT_EVENTS, "description": "At most this many events; `truncated` says when there were more"}
