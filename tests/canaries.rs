@@ -2,8 +2,9 @@
 //! category and every detail carries a unique marker, read by a D-Bus app
 //! (every Context1 and History1 read, and `Changed` signals of a
 //! subscription) and by an MCP host (the Python SDK over `contextctl mcp`:
-//! every read tool, every resource and template, every prompt, every
-//! completion), for a table of grant sets: every category alone, every
+//! every read tool, every resource and template (`context://provided/document`
+//! and `get_provided_context` for the app-provided document), every prompt,
+//! every completion), for a table of grant sets: every category alone, every
 //! base with its detail, the timeline with each kind's category, all, none.
 //! A marker must show on both publishers exactly when its categories are
 //! granted, and nowhere else.
@@ -198,7 +199,7 @@ fn changes(n: u32) -> Vec<String> {
         json!({"type": "power", "power": {"on_battery": true, "percentage": f64::from(n % 90), "state": "CANARY-POWER"}}).to_string(),
         json!({"type": "network", "network": {"connectivity": if n.is_multiple_of(2) { "full" } else { "limited" }, "metered": false, "primary_type": "CANARY-NETTYPE", "ssid": "CANARY-SSID"}}).to_string(),
         json!({"type": "notification", "notification": {"id": format!("n{n}"), "app_name": "Mail", "summary": "CANARY-NOTE", "body": "CANARY-BODY"}}).to_string(),
-        json!({"type": "provided", "context": {"app_id": "exe:/usr/bin/docs", "kind": "document", "data": {"title": "CANARY-DOC", "n": n}}}).to_string(),
+        json!({"type": "provided", "context": {"app_id": "exe:/usr/bin/docs", "kind": "document", "data": {"@type": "DigitalDocument", "name": "CANARY-DOC", "n": n}}}).to_string(),
         json!({"type": "session", "session": {"active": true, "locked": false, "idle": n % 2 == 1}}).to_string(),
     ]
 }

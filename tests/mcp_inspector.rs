@@ -63,6 +63,7 @@ const TOOLS: &[&str] = &[
     "send_notification",
     "get_recent_activity",
     "summarize_time",
+    "get_provided_context",
 ];
 
 const RESOURCES: &[&str] = &[
@@ -74,6 +75,7 @@ const RESOURCES: &[&str] = &[
     "context://power",
     "context://network",
     "context://notifications",
+    "context://vocabulary",
 ];
 
 #[test]
@@ -95,6 +97,7 @@ fn the_inspector_cli_with_the_sdk_default_environment_calls_and_reads_everything
             "list_notifications": {"limit": 100},
             "get_recent_activity": {"since": SINCE},
             "summarize_time": {"since": SINCE},
+            "get_provided_context": {"kind": "document"},
             "send_notification": {
                 "summary": "Hello from the MCP Inspector",
                 "body": "sent by tests/mcp_inspector.rs",
@@ -252,6 +255,7 @@ fn the_inspector_cli_with_the_sdk_default_environment_calls_and_reads_everything
     for t in [
         "context://windows/{id}",
         "context://history{?since,until,app}",
+        "context://provided/{kind}",
     ] {
         assert!(templates.contains(t), "{t} not listed: {templates:?}");
     }

@@ -8,8 +8,9 @@ mod common;
 mod mcp_support;
 
 use common::*;
+use contextd::client::proxy::{Context1Proxy, Provider1Proxy};
 use mcp_support::*;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn ok<'a>(r: &'a Value, what: &str) -> &'a Value {
     r.get("ok").unwrap_or_else(|| panic!("{what} failed: {r}"))
@@ -34,6 +35,7 @@ fn check_full(r: &Value, legacy: bool) {
         "get_network",
         "list_notifications",
         "send_notification",
+        "get_provided_context",
     ] {
         assert!(names.contains(&t), "tool {t} missing from {names:?}");
         let res = ok(&r["tools"][t], t);
@@ -120,10 +122,22 @@ fn check_full(r: &Value, legacy: bool) {
             .expect("JSON resource");
         assert!(json.is_object(), "{u}");
     }
+    // The vocabulary: the JSON-LD @context as installed.
+    assert!(uris.contains(&"context://vocabulary"), "{uris:?}");
+    let vocabulary = &ok(&r["resources"]["context://vocabulary"], "vocabulary")["contents"];
+    assert_eq!(vocabulary[0]["mimeType"], "application/ld+json");
+    assert_eq!(
+        vocabulary[0]["text"].as_str(),
+        Some(include_str!("../dbus-interfaces/contextd.jsonld"))
+    );
     assert_eq!(r["templates"][0]["uriTemplate"], "context://windows/{id}");
     assert_eq!(
         r["templates"][1]["uriTemplate"],
         "context://history{?since,until,app}"
+    );
+    assert_eq!(
+        r["templates"][2]["uriTemplate"],
+        "context://provided/{kind}"
     );
     let history = &ok(&r["history"], "context://history")["contents"];
     let timeline: Value =
@@ -317,7 +331,10 @@ async fn host_without_grant_is_refused_sees_no_updates_and_hears_of_a_new_grant(
         assert_eq!(r["read"]["error"]["code"], -32004, "{}", r["read"]);
         assert_eq!(r["history"]["error"]["code"], -32004, "{}", r["history"]);
         assert_eq!(r["subscribe_active"]["error"]["code"], -32004);
-        assert_eq!(r["resource_list"], serde_json::json!(["context://snapshot"]));
+        assert_eq!(
+            r["resource_list"],
+            serde_json::json!(["context://snapshot", "context://vocabulary"])
+        );
         let snap: Value = serde_json::from_str(
             r["snapshot"]["ok"]["contents"][0]["text"].as_str().unwrap_or("{}"),
         )
@@ -339,6 +356,257 @@ async fn host_without_grant_is_refused_sees_no_updates_and_hears_of_a_new_grant(
             .collect();
         assert!(after.contains(&"context://windows/active"), "{after:?}");
         assert!(r["read_after"]["ok"].is_object(), "{}", r["read_after"]);
+    })
+    .await;
+}
+
+/// A document an app published, as the replay source takes it (typed by
+/// the test: replayed entries skip the broker's vocabulary check).
+fn document(name: &str) -> String {
+    json!({"type": "provided", "context": {
+        "app_id": DOCS, "kind": "document",
+        "data": {"@type": "DigitalDocument", "name": name, "url": "file:///home/u/notes.odt"}
+    }})
+    .to_string()
+}
+
+const DOCS: &str = "exe:/usr/bin/docs";
+
+/// Grant `categories` to the Python host and to this test (whose D-Bus
+/// `ListCategories` says when the daemon applied the policy).
+async fn grant(home: &Home, ctx: &Context1Proxy<'_>, categories: &[&str]) {
+    let (me, host) = (my_app_id(), python_app_id());
+    home.write_policy(&[(me.as_str(), categories), (host.as_str(), categories)]);
+    eventually(10, "the policy applied", || async {
+        let cats = ctx.list_categories().await.ok()?;
+        cats.iter()
+            .map(contextd::client::json::dict_to_json)
+            .all(|c| {
+                let name = c["name"].as_str().unwrap_or("");
+                !name.starts_with("provided.")
+                    || c["allowed"].as_bool() == Some(categories.contains(&name))
+            })
+            .then_some(())
+    })
+    .await;
+}
+
+/// The `provided` scenario of the Python host: reads, then `changes`
+/// written to the replay FIFO one by one, each awaited as an `updated`
+/// (or, without `updates`, for 2 s in vain).
+fn provided_run(
+    bus: &Bus,
+    home: &Home,
+    replay: &Replay,
+    mode: &str,
+    changes: &[String],
+    updates: bool,
+) -> Value {
+    let changes = serde_json::to_string(changes).expect("changes");
+    let fifo = replay.arg();
+    let mut args = vec!["--transport", "stdio", "--scenario", "provided"];
+    args.extend(["--mode", mode, "--fifo", &fifo, "--changes", &changes]);
+    if !updates {
+        args.push("--no-updates");
+    }
+    tokio::task::block_in_place(|| run_client(bus, home, &args))
+}
+
+/// The entries of a read of context://provided/document.
+fn entries(r: &Value) -> Vec<Value> {
+    let text = ok(r, "read")["contents"][0]["text"]
+        .as_str()
+        .unwrap_or("{}");
+    let v: Value = serde_json::from_str(text).expect("JSON");
+    v["provided"].as_array().cloned().unwrap_or_default()
+}
+
+/// The entry of `app` among `entries`.
+fn of(entries: &[Value], app: &str) -> Value {
+    entries
+        .iter()
+        .find(|e| e["app_id"] == app)
+        .cloned()
+        .unwrap_or_else(|| panic!("no entry of {app} in {entries:?}"))
+}
+
+fn text_of<'a>(r: &'a Value, what: &str) -> &'a str {
+    ok(r, what)["content"][0]["text"].as_str().unwrap_or("")
+}
+
+/// What apps publish (`provided.KIND`) over MCP: a host granted
+/// `provided.document` reads it through the resource, the tool, the
+/// snapshot and what_am_i_doing, hears of each change and of its removal
+/// (resources/subscribe and subscriptions/listen), and is offered the kinds
+/// it may see; a host without the grant gets refusals and nothing of it.
+/// One entry is published over Provider1 by this test (the broker types
+/// it), the other replayed, so that the host's run can change it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provided_context_reaches_only_a_granted_host_and_its_changes_are_sent() {
+    with_timeout(300, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        let mut replay = Replay::new(&home);
+        replay.send(&document("CANARY-DOC-1.odt"));
+        // An app's own kind nobody is granted at first: neither its data
+        // nor its name may reach a host that cannot see it.
+        let zebra = json!({"type": "provided", "context": {
+            "app_id": "exe:/usr/bin/zebra", "kind": "x-zebraproject",
+            "data": {"name": "ZEBRA-SECRET"}
+        }});
+        replay.send(&zebra.to_string());
+        let _d = Daemon::start(&bus, &home, &["--replay", &replay.arg()]).await;
+        wait_socket(&home);
+        let conn = bus.connect().await;
+        let ctx = Context1Proxy::new(&conn).await.expect("Context1");
+        let provider = Provider1Proxy::new(&conn).await.expect("Provider1");
+        provider
+            .publish("document", r#"{"name": "CANARY-DOC-PUBLISHED.odt"}"#)
+            .await
+            .expect("Publish");
+        let me = my_app_id();
+        let seeds = json!([
+            "document",
+            "selection",
+            "task",
+            "location",
+            "event",
+            "person"
+        ]);
+        let updated = "context://provided/document";
+
+        // Without the grant: refused, and nothing of it anywhere.
+        grant(&home, &ctx, &["windows"]).await;
+        let changes = [document("CANARY-DOC-2.odt")];
+        let r = provided_run(&bus, &home, &replay, "legacy", &changes, false);
+        let all = r.to_string();
+        assert!(
+            !all.contains("CANARY-DOC") && !all.contains("ZEBRA-SECRET"),
+            "leaked: {r}"
+        );
+        assert_eq!(r["read"]["error"]["code"], -32004, "{}", r["read"]);
+        assert_eq!(ok(&r["tool"], "tool")["isError"], true, "{}", r["tool"]);
+        assert!(
+            text_of(&r["tool"], "tool").contains("provided.document"),
+            "{}",
+            r["tool"]
+        );
+        assert_eq!(
+            r["subscribe"]["error"]["code"], -32004,
+            "{}",
+            r["subscribe"]
+        );
+        assert_eq!(r["updates"], json!([null]), "updated leaked: {r}");
+        // Completion offers the public seed kinds, not the published kind
+        // the host may not see.
+        assert_eq!(
+            ok(&r["complete"], "complete")["completion"]["values"],
+            seeds
+        );
+        // The vocabulary is public.
+        let vocabulary = &ok(&r["vocabulary"], "vocabulary")["contents"][0];
+        assert_eq!(vocabulary["mimeType"], "application/ld+json");
+        assert!(
+            r["resource_list"]
+                .as_array()
+                .is_some_and(|l| l.contains(&json!("context://vocabulary"))),
+            "{}",
+            r["resource_list"]
+        );
+
+        // Granted, handshake era: read, then a change and the removal.
+        grant(&home, &ctx, &["provided.document"]).await;
+        let removed = json!({"type": "provided-removed", "app_id": DOCS, "kind": "document"});
+        let changes = [document("CANARY-DOC-3.odt"), removed.to_string()];
+        let r = provided_run(&bus, &home, &replay, "legacy", &changes, true);
+        assert!(!r.to_string().contains("ZEBRA-SECRET"), "leaked: {r}");
+        let e = entries(&r["read"]);
+        assert_eq!(e.len(), 2, "{}", r["read"]);
+        let replayed = of(&e, DOCS);
+        assert_eq!(replayed["kind"], "document");
+        assert_eq!(replayed["data"]["@type"], "DigitalDocument");
+        assert_eq!(replayed["data"]["name"], "CANARY-DOC-2.odt");
+        assert!(replayed["updated"].is_string(), "{replayed}");
+        // Published without @type: the broker typed it.
+        let published = of(&e, &me);
+        assert_eq!(published["data"]["@type"], "DigitalDocument", "{published}");
+        assert_eq!(published["data"]["name"], "CANARY-DOC-PUBLISHED.odt");
+        let markdown = ok(&r["read"], "read")["contents"][1]["text"]
+            .as_str()
+            .unwrap_or("");
+        assert!(
+            markdown.contains("CANARY-DOC-2.odt") && markdown.contains("[DigitalDocument]"),
+            "{markdown}"
+        );
+        let tool = ok(&r["tool"], "tool");
+        assert_ne!(tool["isError"], true, "{tool}");
+        let structured = tool["structuredContent"]["provided"].as_array().cloned();
+        let published = of(&structured.unwrap_or_default(), &me);
+        assert_eq!(published["data"]["@type"], "DigitalDocument", "{tool}");
+        for bad in ["tool_bad_kind", "tool_no_kind"] {
+            assert_eq!(ok(&r[bad], bad)["isError"], true, "{}", r[bad]);
+            let text = text_of(&r[bad], bad);
+            assert!(
+                text.contains("document") && text.contains("x-NAME"),
+                "{bad}: {text}"
+            );
+        }
+        let bad_read = &r["read_bad_kind"]["error"];
+        assert_eq!(bad_read["code"], -32002, "{bad_read}");
+        assert!(
+            bad_read["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("x-NAME")),
+            "{bad_read}"
+        );
+        assert_eq!(
+            ok(&r["complete"], "complete")["completion"]["values"],
+            seeds
+        );
+        let prompt = ok(&r["prompt"], "prompt")["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        assert!(
+            prompt.contains("Open document") && prompt.contains("CANARY-DOC-PUBLISHED.odt"),
+            "{prompt}"
+        );
+        ok(&r["subscribe"], "subscribe");
+        assert_eq!(r["updates"], json!([updated, updated]), "{r}");
+        let after = &r["reads_after"];
+        let changed = of(&entries(&after[0]), DOCS);
+        assert_eq!(changed["data"]["name"], "CANARY-DOC-3.odt", "{after}");
+        let left = entries(&after[1]);
+        assert!(
+            left.len() == 1 && left[0]["app_id"] == me,
+            "removed: {after}"
+        );
+
+        // Granted both kinds, 2026-07-28: listen, and the app's own kind
+        // is offered now that the host may see it.
+        grant(
+            &home,
+            &ctx,
+            &["provided.document", "provided.x-zebraproject"],
+        )
+        .await;
+        let changes = [document("CANARY-DOC-4.odt")];
+        let r = provided_run(&bus, &home, &replay, "auto", &changes, true);
+        let mut kinds = seeds.as_array().cloned().unwrap_or_default();
+        kinds.push("x-zebraproject".into());
+        assert_eq!(
+            ok(&r["complete"], "complete")["completion"]["values"],
+            Value::Array(kinds)
+        );
+        assert_eq!(
+            r["honored"]["resourceSubscriptions"],
+            json!([updated]),
+            "{r}"
+        );
+        assert_eq!(r["updates"], json!([updated]), "{r}");
+        let back = of(&entries(&r["reads_after"][0]), DOCS);
+        assert_eq!(back["data"]["name"], "CANARY-DOC-4.odt", "{back}");
+        assert_eq!(back["data"]["@type"], "DigitalDocument");
     })
     .await;
 }

@@ -19,7 +19,7 @@ pub fn catalog() -> Vec<Value> {
         json!({
             "name": "what_am_i_doing",
             "title": "What am I doing?",
-            "description": "A prompt built from what the user allowed this host to see right now (focused window, open windows, media, session), asking the model to describe the user's current activity.",
+            "description": "A prompt built from what the user allowed this host to see right now (focused window, open windows, media, session, and what apps publish: the open document, the current task, the selection, an event), asking the model to describe the user's current activity.",
             "arguments": [{
                 "name": "detail",
                 "title": "Detail",
@@ -183,8 +183,10 @@ pub async fn get(
 }
 
 /// `completion/complete`: prompt arguments, the `{id}` of the window
-/// template (window ids only when the host may see windows) and the `app`
-/// of the history template (app ids only with the `history` grant).
+/// template (window ids only when the host may see windows), the `app`
+/// of the history template (app ids only with the `history` grant) and the
+/// `{kind}` of the provided template (the seed kinds, and the kinds apps
+/// publish now that the host may see).
 pub async fn complete(
     broker: &Broker,
     subject: &Subject,
@@ -217,6 +219,11 @@ pub async fn complete(
             if r.uri == super::timeline::HISTORY_TEMPLATE && req.argument.name == "app" =>
         {
             super::timeline::app_ids(broker, subject).await
+        }
+        Reference::Resource(r)
+            if r.uri == resources::PROVIDED_TEMPLATE && req.argument.name == "kind" =>
+        {
+            resources::provided_kinds(broker, subject).await
         }
         Reference::Resource(r) => {
             if r.uri != resources::WINDOW_TEMPLATE || req.argument.name != "id" {

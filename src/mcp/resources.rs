@@ -10,12 +10,15 @@ use super::consent::{Mode, Subject};
 use super::error::Error;
 pub use super::render::{Rendered, fit, to_json};
 use crate::core::state::Change;
-use crate::core::{View, What};
+use crate::core::view::CategoryView;
+use crate::core::{View, What, vocabulary};
 use crate::model::Category;
 
 pub const SCHEME: &str = "context://";
 pub const JSON_MIME: &str = "application/json";
 pub const MARKDOWN_MIME: &str = "text/markdown";
+/// The vocabulary is a JSON-LD `@context` document.
+pub const JSON_LD_MIME: &str = "application/ld+json";
 
 /// A resource we serve.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -31,6 +34,12 @@ pub enum Res {
     Notifications,
     /// A period of the timeline (`context://history{?since,until,app}`).
     History(HistoryParams),
+    /// The shared vocabulary of what apps publish: the JSON-LD `@context`
+    /// (public, needs no consent).
+    Vocabulary,
+    /// What apps publish of one kind (`context://provided/{kind}`); the
+    /// kind is one that can be published (checked by [`Res::provided`]).
+    Provided(String),
 }
 
 /// The query of a `context://history` URI, as given (checked when read).
@@ -101,7 +110,7 @@ impl HistoryParams {
 }
 
 /// The fixed resources, in listing order.
-pub const FIXED: [Res; 8] = [
+pub const FIXED: [Res; 9] = [
     Res::Snapshot,
     Res::Windows,
     Res::ActiveWindow,
@@ -110,12 +119,40 @@ pub const FIXED: [Res; 8] = [
     Res::Power,
     Res::Network,
     Res::Notifications,
+    Res::Vocabulary,
 ];
 
 /// The template of per-window resources.
 pub const WINDOW_TEMPLATE: &str = "context://windows/{id}";
+/// The template of what apps publish, by kind.
+pub const PROVIDED_TEMPLATE: &str = "context://provided/{kind}";
+const PROVIDED_PREFIX: &str = "context://provided/";
+
+/// The kinds of provided context, as said to a host.
+pub fn kinds_said() -> String {
+    format!(
+        "{}, or x-NAME for an app's own (lower-case letters, digits, dashes)",
+        vocabulary::seed_kinds().collect::<Vec<_>>().join(", ")
+    )
+}
+
+/// Why `kind` is no kind a host can read, naming the ones it can.
+pub fn kind_error(kind: &str) -> String {
+    format!(
+        "unknown kind '{}': the kinds are {}; context://vocabulary describes them",
+        kind.chars().take(64).collect::<String>(),
+        kinds_said()
+    )
+}
 
 impl Res {
+    /// The resource of provided context of `kind`, if `kind` is one that
+    /// can be published (a seed kind or `x-NAME`).
+    pub fn provided(kind: &str) -> Option<Res> {
+        vocabulary::check_kind(kind).ok()?;
+        Some(Res::Provided(kind.to_owned()))
+    }
+
     pub fn parse(uri: &str) -> Option<Res> {
         let path = uri.strip_prefix(SCHEME)?;
         Some(match path {
@@ -127,7 +164,9 @@ impl Res {
             "power" => Res::Power,
             "network" => Res::Network,
             "notifications" => Res::Notifications,
+            "vocabulary" => Res::Vocabulary,
             p if p.starts_with("history") => Res::History(HistoryParams::parse(p)?),
+            p if p.starts_with("provided/") => Res::provided(p.strip_prefix("provided/")?)?,
             p => {
                 let id = p.strip_prefix("windows/")?;
                 // Window ids are the broker's own; anything odd cannot be one.
@@ -155,15 +194,29 @@ impl Res {
             Res::Network => "context://network".into(),
             Res::Notifications => "context://notifications".into(),
             Res::History(p) => p.uri(),
+            Res::Vocabulary => "context://vocabulary".into(),
+            Res::Provided(kind) => format!("{PROVIDED_PREFIX}{kind}"),
+        }
+    }
+
+    /// The media type of the resource's first content (the second, if
+    /// any, is its Markdown summary).
+    pub fn mime(&self) -> &'static str {
+        match self {
+            Res::Vocabulary => JSON_LD_MIME,
+            _ => JSON_MIME,
         }
     }
 
     /// The categories that let a host read this resource: any one of them
     /// is enough (media needs playback or capture); the snapshot needs none
-    /// (it shows what the host may see and lists the rest as `withheld`).
+    /// (it shows what the host may see and lists the rest as `withheld`),
+    /// nor does the vocabulary (public: it says what kinds mean, not what
+    /// anyone published).
     pub fn categories(&self) -> Vec<Category> {
         match self {
-            Res::Snapshot => vec![],
+            Res::Snapshot | Res::Vocabulary => vec![],
+            Res::Provided(kind) => vec![Category::Provided(kind.clone())],
             Res::Windows | Res::ActiveWindow | Res::Window(_) => vec![Category::Windows],
             Res::Media => vec![Category::MediaPlayback, Category::MediaCapture],
             Res::Session => vec![Category::Session],
@@ -186,6 +239,8 @@ impl Res {
             Res::Network => "Network",
             Res::Notifications => "Recent notifications",
             Res::History(_) => "Timeline",
+            Res::Vocabulary => "Vocabulary of app-provided context",
+            Res::Provided(_) => "What apps publish",
         }
     }
 
@@ -206,6 +261,8 @@ impl Res {
                 "Notifications apps sent, newest first; bodies only with notifications.content".into()
             }
             Res::History(_) => HISTORY_DESCRIPTION.into(),
+            Res::Vocabulary => VOCABULARY_DESCRIPTION.into(),
+            Res::Provided(kind) => format!("What apps publish about their {kind}"),
         };
         let cats = self.categories();
         if cats.is_empty() {
@@ -223,12 +280,16 @@ impl Res {
             "name": self.uri().trim_start_matches(SCHEME),
             "title": self.title(),
             "description": self.description(),
-            "mimeType": JSON_MIME,
+            "mimeType": self.mime(),
         })
     }
 }
 
-const HISTORY_DESCRIPTION: &str = "What happened in a period, oldest first: focus intervals, microphone/camera/screen use, playback, locked/idle/sleep, notifications. since and until are RFC 3339 date-times (default: the hour before now), app an app id. Up to 1000 events; `truncated` says when there were more (read a shorter period). Each event only with its own category (titles with windows.titles, ...)";
+const VOCABULARY_DESCRIPTION: &str = "The JSON-LD @context of what apps publish about themselves (context://provided/{kind}): the keys of each kind's entries as schema.org terms. Public: needs no consent";
+
+const PROVIDED_DESCRIPTION: &str = "What apps publish about themselves of one kind (the open document, the selection, the current task, ...): each app's id, its entry (JSON with a schema.org @type, see context://vocabulary) and when it was updated. kind is document, selection, task, location, event, person or an app's own x-NAME";
+
+const HISTORY_DESCRIPTION: &str = "What happened in a period, oldest first: focus intervals, microphone/camera/screen use, playback, locked/idle/sleep, notifications, the documents and tasks apps published (by name). since and until are RFC 3339 date-times (default: the hour before now), app an app id. Up to 1000 events; `truncated` says when there were more (read a shorter period). Each event only with its own category (titles with windows.titles, documents with provided.document, ...)";
 
 /// The entries of `resources/templates/list`.
 pub fn templates() -> Vec<Value> {
@@ -247,7 +308,48 @@ pub fn templates() -> Vec<Value> {
             "description": format!("{HISTORY_DESCRIPTION}. Needs consent for: history."),
             "mimeType": JSON_MIME,
         }),
+        json!({
+            "uriTemplate": PROVIDED_TEMPLATE,
+            "name": "provided",
+            "title": "What apps publish, by kind",
+            "description": format!("{PROVIDED_DESCRIPTION}. Needs consent for: provided.KIND (provided.document, ...)."),
+            "mimeType": JSON_MIME,
+        }),
     ]
+}
+
+/// The kinds to offer for the `{kind}` of [`PROVIDED_TEMPLATE`]: the seed
+/// kinds (public vocabulary), then the other kinds apps publish now that
+/// `subject` may see; a kind it may not see is not named.
+pub async fn provided_kinds(broker: &Broker, subject: &Subject) -> Vec<String> {
+    let mut kinds: Vec<String> = vocabulary::seed_kinds().map(str::to_owned).collect();
+    let categories: Vec<CategoryView> = match broker
+        .core
+        .read(subject, What::Categories, Mode::Look)
+        .await
+    {
+        Ok(View::Categories(c)) => c,
+        _ => Vec::new(),
+    };
+    for c in categories.iter().filter(|c| c.allowed) {
+        if let Some(kind) = c.name.strip_prefix("provided.")
+            && Res::provided(kind).is_some()
+            && !kinds.iter().any(|k| k == kind)
+        {
+            kinds.push(kind.to_owned());
+        }
+    }
+    kinds
+}
+
+/// The text of a read's first content: the JSON of its view, or the
+/// vocabulary exactly as installed.
+pub fn json_text(res: &Res, r: &Rendered) -> Result<String, Error> {
+    match res {
+        Res::Vocabulary => Ok(vocabulary::CONTEXT.to_owned()),
+        _ => serde_json::to_string(&r.json)
+            .map_err(|e| Error::Internal(format!("cannot write JSON: {e}"))),
+    }
 }
 
 /// Read `res` for `subject` through the core's read service (asking the
@@ -269,6 +371,8 @@ pub async fn read(
         Res::Power => What::Power,
         Res::Network => What::Network,
         Res::Notifications => What::Notifications,
+        Res::Provided(kind) => What::Provided(kind.clone()),
+        Res::Vocabulary => return vocabulary_rendered(),
         Res::History(p) => {
             let period = super::timeline::period(
                 p.since.as_deref(),
@@ -310,6 +414,13 @@ pub async fn read(
         View::Power(v) => state_rendered("power", v)?,
         View::Network(v) => state_rendered("network", v)?,
         View::Notifications(v) => notifications_rendered(to_json(&v)?, None),
+        View::Provided(v) => {
+            let kind = match res {
+                Res::Provided(k) => k.as_str(),
+                _ => "",
+            };
+            provided_rendered(kind, json!({ "provided": to_json(&v)? }))
+        }
         other => {
             return Err(Error::Internal(format!(
                 "unexpected view for {}: {:?}",
@@ -318,6 +429,99 @@ pub async fn read(
             )));
         }
     }))
+}
+
+/// The vocabulary: the JSON-LD `@context` (served as installed, see
+/// [`json_text`]) and a Markdown list of the kinds.
+fn vocabulary_rendered() -> Result<Rendered, Error> {
+    let json: Value = serde_json::from_str(vocabulary::CONTEXT)
+        .map_err(|e| Error::Internal(format!("the vocabulary is not JSON: {e}")))?;
+    let mut md = String::from(
+        "# Vocabulary of app-provided context
+
+Apps publish context about themselves by kind. Each entry is a JSON object whose keys are schema.org terms (this JSON-LD @context maps them) and whose `@type` is the kind's schema.org type:
+
+",
+    );
+    for kind in vocabulary::seed_kinds() {
+        let ty = vocabulary::schema_type(kind).unwrap_or("Thing");
+        md.push_str(&format!(
+            "- {kind}: {ty}
+"
+        ));
+    }
+    md.push_str("- x-NAME: an app's own kind, free-form
+
+Read a kind with context://provided/{kind} or the tool get_provided_context; each kind needs consent for provided.KIND.
+");
+    Ok(Rendered { json, markdown: md })
+}
+
+/// The JSON (`{"provided": [ProvidedView]}`) and Markdown of what apps
+/// publish of `kind`.
+pub fn provided_rendered(kind: &str, json: Value) -> Rendered {
+    let empty = Vec::new();
+    let entries = json
+        .get("provided")
+        .and_then(Value::as_array)
+        .unwrap_or(&empty);
+    let mut md = format!(
+        "# {} ({})
+
+",
+        provided_label(kind),
+        entries.len()
+    );
+    if entries.is_empty() {
+        md.push_str(
+            "No app publishes this now.
+",
+        );
+    }
+    for e in entries {
+        md.push_str(&format!(
+            "- {} (updated {})
+",
+            provided_line(e),
+            str_of(e, "updated")
+        ));
+    }
+    Rendered { json, markdown: md }
+}
+
+/// How a kind is said in summaries.
+fn provided_label(kind: &str) -> String {
+    match kind {
+        "document" => "Open document".into(),
+        "selection" => "Selected text".into(),
+        "task" => "Current task".into(),
+        "location" => "Location".into(),
+        "event" => "Event".into(),
+        "person" => "Person".into(),
+        other => format!("Provided context: {other}"),
+    }
+}
+
+/// One entry an app published: `app: “name” [schema type]`.
+pub fn provided_line(e: &Value) -> String {
+    const MAX: usize = 200;
+    let cut = |s: &str| {
+        if s.chars().count() > MAX {
+            format!("{}…", s.chars().take(MAX).collect::<String>())
+        } else {
+            s.to_owned()
+        }
+    };
+    let data = e.get("data").unwrap_or(&Value::Null);
+    let label = vocabulary::title(data)
+        .or_else(|| data.get("text").and_then(Value::as_str))
+        .map(|s| format!("“{}”", cut(s)))
+        .unwrap_or_else(|| cut(&data.to_string()));
+    let mut line = format!("{}: {label}", str_of(e, "app_id"));
+    if let Some(t) = data.get("@type").and_then(Value::as_str) {
+        line.push_str(&format!(" [{t}]"));
+    }
+    line
 }
 
 /// Session, power or network: `available` and the value under its name.
@@ -556,6 +760,29 @@ pub fn snapshot_markdown(snap: &Value) -> String {
     if let Some(n) = snap.get("notifications").and_then(Value::as_array) {
         md.push_str(&format!("Recent notifications: {}\n", n.len()));
     }
+    // What apps publish (only the kinds the host may see are in the
+    // snapshot), the kinds that say what the user works on first.
+    if let Some(p) = snap.get("provided").and_then(Value::as_array)
+        && !p.is_empty()
+    {
+        md.push_str("\nWhat apps say about themselves:\n");
+        let rank = |e: &Value| match str_of(e, "kind") {
+            "document" => 0,
+            "task" => 1,
+            "selection" => 2,
+            "event" => 3,
+            _ => 4,
+        };
+        let mut entries: Vec<&Value> = p.iter().collect();
+        entries.sort_by_key(|e| rank(e));
+        for e in entries {
+            md.push_str(&format!(
+                "- {}: {}\n",
+                provided_label(str_of(e, "kind")),
+                provided_line(e)
+            ));
+        }
+    }
     if let Some(w) = snap.get("withheld").and_then(Value::as_array)
         && !w.is_empty()
     {
@@ -592,7 +819,8 @@ pub fn affected(change: &Change, active: Option<&str>) -> Vec<String> {
         Change::Power(_) => v.push(Res::Power.uri()),
         Change::Network(_) => v.push(Res::Network.uri()),
         Change::Notification { .. } => v.push(Res::Notifications.uri()),
-        Change::Provided { .. } | Change::Source(_) => {}
+        Change::Provided { context, .. } => v.push(Res::Provided(context.kind.clone()).uri()),
+        Change::Source(_) => {}
     }
     v
 }
@@ -622,9 +850,86 @@ mod tests {
             "context://history?app=a&app=b",
             "context://history?app=%FF",
             "context://history?app=a%0Ab",
+            "context://provided",
+            "context://provided/",
+            "context://provided/spreadsheet",
+            "context://provided/Document",
+            "context://provided/document/x",
+            "context://provided/x-",
+            "context://vocabulary/x",
         ] {
             assert_eq!(Res::parse(bad), None, "{bad}");
         }
+        for good in [
+            "context://provided/document",
+            "context://provided/x-my-kind2",
+        ] {
+            let r = Res::parse(good).unwrap_or_else(|| panic!("{good}"));
+            assert_eq!(r.uri(), good);
+        }
+        assert_eq!(Res::Vocabulary.mime(), JSON_LD_MIME);
+        assert!(Res::Vocabulary.categories().is_empty());
+        assert_eq!(
+            Res::Provided("task".into()).categories(),
+            vec![Category::Provided("task".into())]
+        );
+        let e = kind_error("spreadsheet");
+        assert!(e.contains("document") && e.contains("x-NAME"), "{e}");
+    }
+
+    #[test]
+    fn the_vocabulary_is_the_json_ld_context() {
+        let r = vocabulary_rendered().expect("vocabulary");
+        assert!(r.json["@context"].is_object(), "{}", r.json);
+        assert!(
+            r.markdown.contains("document: DigitalDocument"),
+            "{}",
+            r.markdown
+        );
+        let text = json_text(&Res::Vocabulary, &r).expect("text");
+        assert_eq!(text, vocabulary::CONTEXT);
+    }
+
+    #[test]
+    fn provided_context_is_summed_up_and_its_changes_touch_its_resource() {
+        let entry = json!({
+            "app_id": "exe:/usr/bin/docs", "kind": "document", "updated": "2026-11-23T09:00:00.000Z",
+            "data": {"@type": "DigitalDocument", "name": "notes.odt"}
+        });
+        let r = provided_rendered("document", json!({"provided": [entry.clone()]}));
+        assert!(
+            r.markdown.starts_with("# Open document (1)")
+                && r.markdown
+                    .contains("exe:/usr/bin/docs: “notes.odt” [DigitalDocument]"),
+            "{}",
+            r.markdown
+        );
+        let empty = provided_rendered("x-mine", json!({"provided": []}));
+        assert!(
+            empty.markdown.contains("No app publishes"),
+            "{}",
+            empty.markdown
+        );
+        let md = snapshot_markdown(&json!({"provided": [entry], "withheld": []}));
+        assert!(
+            md.contains("Open document: exe:/usr/bin/docs: “notes.odt”"),
+            "{md}"
+        );
+
+        let context = crate::model::ProvidedContext {
+            app_id: crate::model::AppId::new("exe:/usr/bin/docs").unwrap_or_else(|e| panic!("{e}")),
+            kind: "document".into(),
+            data: json!({}),
+            updated: chrono::Utc::now(),
+        };
+        let uris = affected(
+            &Change::Provided {
+                kind: crate::core::ChangeKind::Closed,
+                context,
+            },
+            None,
+        );
+        assert_eq!(uris, ["context://snapshot", "context://provided/document"]);
     }
 
     #[test]

@@ -31,7 +31,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::Broker;
 use super::consent::{self, Subject};
 use super::error::{Error, PERMISSION_DENIED, wire};
-use super::resources::{self, JSON_MIME, MARKDOWN_MIME, Res};
+use super::resources::{self, MARKDOWN_MIME, Res};
 use super::{prompts, tools, watch};
 
 /// Where the handler learns its host's identity.
@@ -184,11 +184,14 @@ fn no_cursor(p: &Option<PaginatedRequestParams>) -> Result<(), ErrorData> {
 
 fn res_of(uri: &str) -> Result<Res, ErrorData> {
     Res::parse(uri).ok_or_else(|| {
-        Error::NotFound(format!(
-            "no resource '{}'; resources/list and resources/templates/list name them",
-            uri.chars().take(256).collect::<String>()
-        ))
-        .into()
+        let shown = uri.chars().take(256).collect::<String>();
+        let message = match uri.strip_prefix("context://provided/") {
+            Some(kind) => format!("no resource '{shown}': {}", resources::kind_error(kind)),
+            None => format!(
+                "no resource '{shown}'; resources/list and resources/templates/list name them"
+            ),
+        };
+        Error::NotFound(message).into()
     })
 }
 
@@ -208,7 +211,7 @@ pub fn server_info() -> Result<ServerConfig, Error> {
             "title": "contextd desktop context broker",
             "version": env!("CARGO_PKG_VERSION")
         },
-        "instructions": "contextd tells you what the user is doing on their Linux desktop (focused window, open windows, media, session, power, network, notifications), but only what the user allowed this app to see. Read context:// resources or call the get_*/list_* tools. A refusal names the missing category and how the user can grant it; pass that on to the user instead of retrying."
+        "instructions": "contextd tells you what the user is doing on their Linux desktop (focused window, open windows, media, session, power, network, notifications, and what apps publish about themselves: the open document, the selection, the current task), but only what the user allowed this app to see. Read context:// resources or call the get_*/list_* tools; app-provided context is context://provided/{kind} or get_provided_context, its keys are schema.org terms (context://vocabulary). A refusal names the missing category and how the user can grant it; pass that on to the user instead of retrying."
     }))
 }
 
@@ -318,10 +321,9 @@ impl ServerHandler for ContextServer {
             Ok(r) => r,
             Err(e) => return Err(self.refused(&ctx, e).await),
         };
-        let text = serde_json::to_string(&r.json)
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let text = resources::json_text(&res, &r)?;
         Ok(ReadResourceResult::new(vec![
-            ResourceContents::text(text, request.uri.clone()).with_mime_type(JSON_MIME),
+            ResourceContents::text(text, request.uri.clone()).with_mime_type(res.mime()),
             ResourceContents::text(r.markdown, request.uri).with_mime_type(MARKDOWN_MIME),
         ])
         .into())

@@ -117,6 +117,19 @@ fn stream_list() -> Value {
     }}})
 }
 
+fn provided_list() -> Value {
+    json!({"type": "array", "items": {"type": "object",
+        "description": "One app's entry of a kind: its data is a JSON object with a schema.org @type (see context://vocabulary)",
+        "properties": {
+            "app_id": {"type": "string", "description": "The publishing app, as the broker identified it (not a claim)"},
+            "kind": {"type": "string"},
+            "data": {"type": "object"},
+            "updated": {"type": "string", "format": "date-time"}
+        },
+        "required": ["app_id", "kind", "data", "updated"]
+    }})
+}
+
 /// Every tool, as `tools/list` shows it.
 pub fn catalog() -> Vec<Value> {
     let any_obj = json!({"type": "object"});
@@ -133,7 +146,7 @@ pub fn catalog() -> Vec<Value> {
                 "media.capture": stream_list(),
                 "session": any_obj, "power": any_obj, "network": any_obj,
                 "notifications": {"type": "array"},
-                "provided": {"type": "array"},
+                "provided": provided_list(),
                 "sources": {"type": "array"},
                 "withheld": withheld_schema()
             })), &["withheld"]),
@@ -235,6 +248,23 @@ pub fn catalog() -> Vec<Value> {
                 "withheld": withheld_schema()
             })), &["notifications"]),
             "annotations": read_only("Recent notifications"),
+        }),
+        json!({
+            "name": "get_provided_context",
+            "title": "Get what apps publish",
+            "description": "What apps publish about themselves of one kind: document (the open document), selection, task, location, event, person, or an app's own x-NAME. Each entry has the app's id, its data (a JSON object with a schema.org @type; context://vocabulary maps its keys) and when it was updated. Needs the `provided.KIND` grant (provided.document, ...).",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "kind": {"type": "string", "description": "document, selection, task, location, event, person, or x-NAME (lower-case letters, digits, dashes)"}
+                },
+                "required": ["kind"],
+                "additionalProperties": false
+            },
+            "outputSchema": out(obj(json!({
+                "provided": provided_list()
+            })), &["provided"]),
+            "annotations": read_only("App-provided context"),
         }),
         json!({
             "name": "send_notification",
@@ -406,6 +436,7 @@ pub async fn call(
         "get_network" => read(Res::Network, &[]).await,
         "list_windows" => list_windows(broker, subject, args, mode).await,
         "list_notifications" => list_notifications(broker, subject, args, mode).await,
+        "get_provided_context" => provided_context(broker, subject, args, mode).await,
         "send_notification" => send_notification(broker, subject, args, mode).await,
         "get_recent_activity" => recent_activity(broker, subject, args, mode).await,
         "summarize_time" => summarize_time(broker, subject, args, mode).await,
@@ -478,6 +509,28 @@ async fn list_notifications(
     list_paged(broker, subject, args, mode, res, "notifications", render).await
 }
 
+async fn provided_context(
+    broker: &Broker,
+    subject: &Subject,
+    args: Option<Map<String, Value>>,
+    mode: Mode,
+) -> CallToolResult {
+    let res = (|| -> Result<Res, String> {
+        let args = Args::new(args, &["kind"])?;
+        let kind = args
+            .string("kind")?
+            .ok_or_else(|| format!("'kind' is required: {}", resources::kinds_said()))?;
+        Res::provided(kind).ok_or_else(|| resources::kind_error(kind))
+    })();
+    match res {
+        Ok(res) => match resources::read(broker, subject, &res, mode).await {
+            Ok(r) => success(r),
+            Err(e) => refusal(e),
+        },
+        Err(e) => tool_error(e),
+    }
+}
+
 async fn send_notification(
     broker: &Broker,
     subject: &Subject,
@@ -544,7 +597,7 @@ fn history_tools() -> Vec<Value> {
         json!({
             "name": "get_recent_activity",
             "title": "Get recent activity",
-            "description": "What happened in a period, oldest first: focus intervals (app, window title with `windows.titles`), microphone/camera/screen use, playback, locked/idle/sleep, notifications. Needs the `history` grant plus each event's own category; others are left out.",
+            "description": "What happened in a period, oldest first: focus intervals (app, window title with `windows.titles`), microphone/camera/screen use, playback, locked/idle/sleep, notifications, the documents and tasks apps published (by name, with `provided.document` / `provided.task`). Needs the `history` grant plus each event's own category; others are left out.",
             "inputSchema": period_args(json!({
                 "app": {"type": "string", "description": "Only this app id"},
                 "limit": {"type": "integer", "minimum": 1, "maximum": timeline::MAX_EVENTS, "default": timeline::DEFAULT_EVENTS, "description": "At most this many events; `truncated` says when there were more"}
@@ -716,6 +769,16 @@ mod tests {
             urgency: Urgency::Normal,
             time: now,
         });
+        let provided = ProvidedContext {
+            app_id: AppId::new("exe:/usr/bin/docs").unwrap_or_else(|e| panic!("{e}")),
+            kind: "document".into(),
+            data: json!({"@type": "DigitalDocument", "name": "notes.odt"}),
+            updated: now,
+        };
+        snap.provided.insert(
+            (provided.app_id.clone(), provided.kind.clone()),
+            provided.clone(),
+        );
         let all = |_: &Category| true;
         let cases = [
             (
@@ -737,6 +800,10 @@ mod tests {
             (
                 "list_notifications",
                 serde_json::to_value(view::notifications_view(&snap, &all)).unwrap_or_default(),
+            ),
+            (
+                "get_provided_context",
+                json!({"provided": [view::ProvidedView::new(&provided)]}),
             ),
         ];
         let catalog = catalog();
@@ -761,6 +828,15 @@ mod tests {
                             .get(k)
                             .unwrap_or_else(|| panic!("{at}: '{k}' is not in the schema"));
                         check(&format!("{at}.{k}"), p, x);
+                    }
+                    for k in schema
+                        .get("required")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                    {
+                        assert!(m.contains_key(k), "{at}: required '{k}' is not in the view");
                     }
                 }
                 Value::Array(items) => {

@@ -15,9 +15,15 @@ Scenarios:
     denied   the host has no grant: tool errors, -32004, no `updated` leaks;
              then a grant is written and `list_changed` must arrive
     dump     read everything a host can read (every read tool, every
-             resource listed or not, both templates, every prompt, every
+             resource listed or not, every template, every prompt, every
              completion) and report it all; tests/canaries.rs looks for
              planted markers in it
+    provided app-provided context: context://provided/document, the tool
+             get_provided_context, completion of {kind}, the vocabulary,
+             what_am_i_doing; then subscribe (legacy) or listen (2026-07-28)
+             to context://provided/document and write each of --changes to
+             the replay FIFO, waiting for `updated` after each (10 s, or
+             2 s with --no-updates, when none may come) and reading again
 """
 
 import argparse
@@ -61,11 +67,12 @@ class Inbox:
     def methods(self):
         return [m.get("method") for m in self.items if isinstance(m, dict)]
 
-    async def wait_for(self, pred, timeout):
+    async def wait_for(self, pred, timeout, start=0):
+        """The first message from index `start` on that `pred` accepts."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
-            for m in self.items:
+            for m in self.items[start:]:
                 if pred(m):
                     return m
             left = deadline - loop.time()
@@ -129,6 +136,8 @@ async def full(client, args, inbox, report):
             arguments = {"limit": 1}
         if t.name == "send_notification":
             arguments = {"summary": "Hello from the test", "body": "body", "urgency": "low"}
+        if t.name == "get_provided_context":
+            arguments = {"kind": "document"}
         report["tools"][t.name] = await attempt(client.call_tool(t.name, arguments))
     # Pagination: the next page of list_windows.
     first = report["tools"].get("list_windows", {}).get("ok", {})
@@ -245,6 +254,8 @@ async def dump_all(client, args, inbox, report):
             arguments = {"limit": 100}
         if t.name in ("get_recent_activity", "summarize_time"):
             arguments = {"since": since}
+        if t.name == "get_provided_context":
+            arguments = {"kind": "document"}
         out["tool " + t.name] = await attempt(client.call_tool(t.name, arguments))
     listed = await attempt(client.list_resources())
     out["resources/list"] = listed
@@ -255,6 +266,7 @@ async def dump_all(client, args, inbox, report):
         "context://network", "context://notifications", "context://windows/w1",
         "context://windows/past", "context://history",
         "context://history?since=2000-01-01T00%3A00%3A00Z",
+        "context://provided/document", "context://vocabulary",
     }
     for u in sorted(uris):
         out["resource " + u] = await attempt(client.read_resource(u))
@@ -271,8 +283,62 @@ async def dump_all(client, args, inbox, report):
         (types.ResourceTemplateReference(type="ref/resource", uri="context://windows/{id}"), "id"),
         (types.ResourceTemplateReference(type="ref/resource", uri="context://history{?since,until,app}"), "app"),
         (types.PromptReference(type="ref/prompt", name="what_am_i_doing"), "detail"),
+        (types.ResourceTemplateReference(type="ref/resource", uri="context://provided/{kind}"), "kind"),
     ]:
         out[f"complete {arg}"] = await attempt(client.complete(ref, {"name": arg, "value": ""}))
+
+
+async def provided(client, args, inbox, report):
+    legacy = args.mode == "legacy"
+    uri = "context://provided/document"
+    report["resource_list"] = [str(r.uri) for r in (await client.list_resources()).resources]
+    report["templates"] = [dump(t) for t in (await client.list_resource_templates()).resource_templates]
+    report["tool_list"] = [dump(t) for t in (await client.list_tools()).tools]
+    report["vocabulary"] = await attempt(client.read_resource("context://vocabulary"))
+    report["read"] = await attempt(client.read_resource(uri))
+    report["tool"] = await attempt(client.call_tool("get_provided_context", {"kind": "document"}))
+    report["tool_bad_kind"] = await attempt(client.call_tool("get_provided_context", {"kind": "spreadsheet"}))
+    report["tool_no_kind"] = await attempt(client.call_tool("get_provided_context", {}))
+    report["read_bad_kind"] = await attempt(client.read_resource("context://provided/spreadsheet"))
+    report["complete"] = await attempt(
+        client.complete(
+            types.ResourceTemplateReference(type="ref/resource", uri="context://provided/{kind}"),
+            {"name": "kind", "value": ""},
+        )
+    )
+    report["prompt"] = await attempt(client.get_prompt("what_am_i_doing", {"detail": "full"}))
+    report["snapshot"] = await attempt(client.read_resource("context://snapshot"))
+    changes = json.loads(args.changes or "[]")
+    wait = 2 if args.no_updates else 10
+    updates = report["updates"] = []
+    reads = report["reads_after"] = []
+
+    def write(line):
+        with open(args.fifo, "w") as f:
+            f.write(line + "\n")
+
+    if legacy:
+        report["subscribe"] = await attempt(client.subscribe_resource(uri))
+        for line in changes:
+            start = len(inbox.items)
+            write(line)
+            got = await inbox.wait_for(
+                lambda m: isinstance(m, dict) and m.get("method") == "notifications/resources/updated", wait, start
+            )
+            updates.append(got and got["params"]["uri"])
+            reads.append(await attempt(client.read_resource(uri)))
+        report["unsubscribe"] = await attempt(client.unsubscribe_resource(uri))
+    else:
+        async with client.listen(resource_subscriptions=[uri]) as sub:
+            report["honored"] = dump(sub.honored)
+            for line in changes:
+                write(line)
+                try:
+                    event = await asyncio.wait_for(sub.__anext__(), wait)
+                    updates.append(str(getattr(event, "uri", repr(event))))
+                except asyncio.TimeoutError:
+                    updates.append(None)
+                reads.append(await attempt(client.read_resource(uri)))
 
 
 async def main():
@@ -287,6 +353,8 @@ async def main():
     p.add_argument("--fifo")
     p.add_argument("--policy")
     p.add_argument("--grant")
+    p.add_argument("--changes")
+    p.add_argument("--no-updates", action="store_true")
     args = p.parse_args()
     inbox = Inbox()
     report = {}
@@ -297,6 +365,8 @@ async def main():
             await full(client, args, inbox, report)
         elif args.scenario == "dump":
             await dump_all(client, args, inbox, report)
+        elif args.scenario == "provided":
+            await provided(client, args, inbox, report)
         else:
             await denied(client, args, inbox, report)
     report["notifications"] = inbox.methods()
