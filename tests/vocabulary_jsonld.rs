@@ -1,8 +1,10 @@
-//! The shared vocabulary is real JSON-LD: an entry of every seed kind, in
-//! the form the broker serves it (checked by `core::vocabulary`, with its
-//! `@type`), expands with a JSON-LD processor (PyPI pyld, in the venv of
-//! `scripts/deps.sh --python`) and dbus-interfaces/contextd.jsonld as the
-//! `expandContext` to the schema.org IRIs the vocabulary promises.
+//! The shared vocabulary is real JSON-LD: an entry of every seed kind,
+//! published to the broker (org.contextd.Provider1) and read back as it
+//! serves it (Context1.GetProvided's `json`, with the `@type` the broker
+//! sets), expands with a JSON-LD processor (PyPI pyld, in the venv of
+//! `scripts/deps.sh --python`) and the broker's own `Vocabulary` (which is
+//! dbus-interfaces/contextd.jsonld) as the `expandContext` to the
+//! schema.org IRIs the vocabulary promises.
 
 mod common;
 mod mcp_support;
@@ -11,6 +13,9 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use common::*;
+use contextd::client::json::dict_to_json;
+use contextd::client::proxy::{Context1Proxy, Provider1Proxy};
 use contextd::core::vocabulary;
 use serde_json::{Map, Value, json};
 
@@ -66,8 +71,9 @@ fn published() -> Vec<(&'static str, Value)> {
     ]
 }
 
-/// The entries as the broker stores and serves them.
-fn served() -> Map<String, Value> {
+/// The entries as the broker serves them, and its `Vocabulary`: each
+/// published by this process and read back with GetProvided.
+async fn served() -> (Map<String, Value>, String) {
     let entries = published();
     let kinds: Vec<&str> = entries.iter().map(|(k, _)| *k).collect();
     assert_eq!(
@@ -75,19 +81,43 @@ fn served() -> Map<String, Value> {
         vocabulary::seed_kinds().collect::<Vec<_>>(),
         "a seed kind without an example here"
     );
-    entries
-        .into_iter()
-        .map(|(kind, data)| {
-            let served = vocabulary::check_entry(kind, &data.to_string())
-                .unwrap_or_else(|e| panic!("{kind} example is invalid: {e}"));
-            (kind.to_owned(), served)
-        })
-        .collect()
+    let bus = Bus::start();
+    let home = Home::new();
+    let grants: Vec<String> = kinds.iter().map(|k| format!("provided.{k}")).collect();
+    let grants: Vec<&str> = grants.iter().map(String::as_str).collect();
+    home.write_policy(&[(&my_app_id(), &grants)]);
+    let _d = Daemon::start(&bus, &home, &[]).await;
+    let conn = bus.connect().await;
+    let provider = Provider1Proxy::new(&conn).await.expect("Provider1");
+    let ctx = Context1Proxy::new(&conn).await.expect("Context1");
+    let mut out = Map::new();
+    for (kind, data) in entries {
+        provider
+            .publish(kind, &data.to_string())
+            .await
+            .unwrap_or_else(|e| panic!("publish {kind} {data}: {e}"));
+        let records = ctx.get_provided(kind).await.expect("GetProvided");
+        assert_eq!(records.len(), 1, "{kind}: {records:?}");
+        let record = dict_to_json(&records[0]);
+        let text = record["json"].as_str().expect("json is a string");
+        let served: Value = serde_json::from_str(text).expect("json is JSON");
+        // What the broker serves is what its vocabulary checked and typed.
+        let checked = vocabulary::check_entry(kind, &data.to_string()).expect("valid");
+        assert_eq!(served, checked, "{kind}");
+        assert_eq!(served, record["data"], "{kind}: json and data differ");
+        out.insert(kind.to_owned(), served);
+    }
+    let vocabulary = provider.vocabulary().await.expect("Vocabulary");
+    (out, vocabulary)
 }
 
-/// `expand.py`'s answer for `entries`: {kind: expanded}.
-fn expand(entries: &Map<String, Value>) -> Map<String, Value> {
+/// `expand.py`'s answer for `entries` with `context` (a JSON-LD context
+/// document): {kind: expanded}.
+fn expand(entries: &Map<String, Value>, context: &str) -> Map<String, Value> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let context_file = dir.path().join("contextd.jsonld");
+    std::fs::write(&context_file, context).expect("write the context");
     let python = mcp_support::python();
     let (st, _o, e) = common::run_cmd(Command::new(&python).args(["-c", "import pyld"]), 30);
     assert!(
@@ -97,7 +127,7 @@ fn expand(entries: &Map<String, Value>) -> Map<String, Value> {
     );
     let mut child = Command::new(&python)
         .arg(root.join("tests/provider/expand.py"))
-        .arg(root.join("dbus-interfaces/contextd.jsonld"))
+        .arg(&context_file)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -203,10 +233,18 @@ fn assert_nothing_dropped(served: &Map<String, Value>, expanded: &Map<String, Va
     }
 }
 
-#[test]
-fn every_seed_kind_expands_to_schema_org() {
-    let served = served();
-    let expanded = expand(&served);
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_seed_kind_expands_to_schema_org() {
+    let (served, context) = with_timeout(60, served()).await;
+    let installed = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("dbus-interfaces/contextd.jsonld"),
+    )
+    .expect("contextd.jsonld");
+    assert_eq!(
+        context, installed,
+        "the Vocabulary property is not the file"
+    );
+    let expanded = expand(&served, &context);
     for (kind, nodes) in &expanded {
         assert_all_iris(nodes, kind);
     }
