@@ -375,6 +375,39 @@ async fn python_provider_publishes_and_its_crash_removes_the_entry() {
     .await
 }
 
+/// The broker restarts (it knows nothing of the entries of before): the
+/// Python example sees its name get a new owner and publishes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_provider_publishes_again_when_the_broker_restarts() {
+    with_timeout(90, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        let mut d = broker(&bus, &home, None).await;
+        let app = mcp_support::python_app_id();
+        let mut p = python_provider(&bus, &home, &["--name", "notes.txt"]);
+        p.line("published document:").await;
+
+        d.signal(libc::SIGTERM);
+        assert!(d.wait_exit(Duration::from_secs(15)).is_some(), "no exit");
+        p.line("the broker went away").await;
+        let _d = broker(&bus, &home, None).await;
+        let line = p.line("published again document:").await;
+        assert!(line.contains("notes.txt"), "{line}");
+        let conn = bus.connect().await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        let r = wait_entry(
+            &ctx,
+            "document",
+            &app,
+            "published to the new broker",
+            |_| true,
+        )
+        .await;
+        assert_eq!(r["data"]["name"], "notes.txt");
+    })
+    .await
+}
+
 /// The C example, built from a copy of examples/c-provider (out of the
 /// source tree) with its generated proxy: what it publishes is filed under
 /// its own executable, whatever it is called and claims; SIGTERM retracts.
