@@ -228,14 +228,22 @@ async fn run() {
         children.push(c);
     }
     let spawned = t.elapsed();
-    let entries = ctx.get_provided("document").await.expect("GetProvided").len();
+    let entries = ctx
+        .get_provided("document")
+        .await
+        .expect("GetProvided")
+        .len();
     let rss = rss_kib(pid);
     let mut get = Vec::with_capacity(CALLS);
     let mut pings = Vec::with_capacity(CALLS);
     for _ in 0..CALLS {
         pings.push(ping(&reader).await);
         let t = Instant::now();
-        let n = ctx.get_provided("document").await.expect("GetProvided").len();
+        let n = ctx
+            .get_provided("document")
+            .await
+            .expect("GetProvided")
+            .len();
         get.push(t.elapsed());
         assert_eq!(n, entries);
     }

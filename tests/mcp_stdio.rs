@@ -571,6 +571,9 @@ async fn provided_context_reaches_only_a_granted_host_and_its_changes_are_sent()
             prompt.contains("Open document") && prompt.contains("CANARY-DOC-PUBLISHED.odt"),
             "{prompt}"
         );
+        // The app's own kind is not even named to a host that may not see
+        // it (not in the snapshot's withheld, the prompt, completions).
+        assert!(!r.to_string().contains("zebraproject"), "{r}");
         ok(&r["subscribe"], "subscribe");
         assert_eq!(r["updates"], json!([updated, updated]), "{r}");
         let after = &r["reads_after"];

@@ -648,7 +648,11 @@ pub fn snapshot(snap: &Snapshot, can: Can<'_>) -> SnapshotView {
         let cat = Category::Provided(kind.clone());
         if can(&cat) {
             v.provided.push(ProvidedView::new(p));
-        } else if !withheld.contains(&cat.to_string()) {
+        } else if super::vocabulary::schema_type(kind).is_some()
+            && !withheld.contains(&cat.to_string())
+        {
+            // A seed kind is public vocabulary; an app's own x-NAME is
+            // not named to a reader that may not see it.
             withheld.push(cat);
         }
     }
@@ -718,11 +722,15 @@ pub fn change(c: &Change, can: Can<'_>) -> Option<(Category, ChangeView)> {
 
 /// The categories, for `ListCategories`: name, description, and whether
 /// the caller may read each.
+///
+/// The provided kinds listed are the ones published now, but an app's own
+/// `x-NAME` only to a reader that may see it (its name can say a lot).
 pub fn categories(can: Can<'_>, provided_kinds: &[String]) -> Vec<CategoryView> {
     let mut cats: Vec<Category> = Category::fixed().to_vec();
     for k in provided_kinds {
         if let Ok(c) = Category::provided(k)
             && !cats.contains(&c)
+            && (super::vocabulary::schema_type(k).is_some() || can(&c))
         {
             cats.push(c);
         }
@@ -745,6 +753,39 @@ mod tests {
 
     fn text<T: Serialize>(v: &T) -> String {
         serde_json::to_string(v).unwrap_or_default()
+    }
+
+    #[test]
+    fn an_apps_own_kind_is_not_named_to_a_reader_that_may_not_see_it() {
+        use crate::model::{AppId, ProvidedContext};
+        let mut snap = Snapshot::default();
+        for kind in ["document", "x-zebraproject"] {
+            let app = AppId::new("org.example.Zebra").expect("app");
+            snap.provided.insert(
+                (app.clone(), kind.into()),
+                ProvidedContext {
+                    app_id: app,
+                    kind: kind.into(),
+                    data: serde_json::json!({"name": "n"}),
+                    updated: Utc::now(),
+                },
+            );
+        }
+        let none = |_: &Category| false;
+        let v = text(&snapshot(&snap, &none));
+        assert!(
+            v.contains("provided.document"),
+            "seed kinds are public: {v}"
+        );
+        assert!(!v.contains("zebra"), "{v}");
+        let kinds = vec!["document".to_owned(), "x-zebraproject".to_owned()];
+        let c = text(&categories(&none, &kinds));
+        assert!(
+            c.contains("provided.document") && !c.contains("zebra"),
+            "{c}"
+        );
+        let all = |_: &Category| true;
+        assert!(text(&categories(&all, &kinds)).contains("provided.x-zebraproject"));
     }
 
     #[test]

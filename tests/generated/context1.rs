@@ -27,6 +27,12 @@ pub trait Context1 {
         &self,
     ) -> zbus::Result<std::collections::HashMap<String, zbus::OwnedVariant>>;
 
+    /// GetProvided method
+    fn get_provided(
+        &self,
+        kind: &str,
+    ) -> zbus::Result<Vec<std::collections::HashMap<String, zbus::OwnedVariant>>>;
+
     /// ListSources method
     fn list_sources(
         &self,
