@@ -328,3 +328,68 @@ async fn a_refused_app_cannot_publish_and_shows_nothing() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contextctl_publishes_from_a_shell_and_lists_providers() {
+    with_timeout(60, async {
+        let bus = Bus::start();
+        let sys = Bus::start();
+        let polkit = Mock::start(&sys.address, true, "polkitd").await;
+        polkit.set_allowed(&["org.contextd.manage-consent"]).await;
+        let home = Home::new();
+        home.write_policy(&[(my_app_id().as_str(), &["provided.task"])]);
+        let _d = Daemon::start_with(
+            &bus,
+            &home,
+            &[],
+            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
+        )
+        .await;
+        let ctl_id = format!(
+            "exe:{}",
+            std::fs::canonicalize(contextctl_bin())
+                .expect("path")
+                .display()
+        );
+        let mut publisher = std::process::Command::new(contextctl_bin())
+            .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+            .args(["publish", "task", r#"{"name":"Review the draft"}"#])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("contextctl publish");
+        let conn = bus.connect().await;
+        let ctx = Context1Proxy::new(&conn).await.expect("ctx");
+        let got = eventually(10, "the shell's task", || async {
+            let v = provided(&ctx, "task").await;
+            (!v.is_empty()).then_some(v)
+        })
+        .await;
+        assert_eq!(got[0]["app_id"], ctl_id.as_str(), "{got:?}");
+        assert_eq!(got[0]["data"]["@type"], "Action");
+
+        let out = std::process::Command::new(contextctl_bin())
+            .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+            .env("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)
+            .args(["providers"])
+            .output()
+            .expect("contextctl providers");
+        let table = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success()
+                && table.contains(&ctl_id)
+                && table.contains("task")
+                && table.contains("Review the draft")
+                && table.contains("allowed"),
+            "{table}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+
+        // SIGTERM retracts; the entry is gone.
+        // SAFETY: kill(2) on our child.
+        unsafe { libc::kill(publisher.id() as i32, libc::SIGTERM) };
+        let st = publisher.wait().expect("wait");
+        assert!(st.success(), "{st}");
+        assert!(provided(&ctx, "task").await.is_empty());
+    })
+    .await;
+}

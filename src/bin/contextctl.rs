@@ -73,6 +73,17 @@ enum Command {
         #[command(subcommand)]
         command: Option<ProvidersCommand>,
     },
+    /// Publish context as contextctl (org.contextd.Provider1), e.g.
+    /// `contextctl publish document '{"name":"notes.txt"}'`: the entry
+    /// stays while this runs and is retracted on Ctrl-C or SIGTERM. Apps
+    /// publish for themselves; this is for scripts and trying it out.
+    Publish {
+        /// document, selection, task, location, event, person or x-NAME.
+        kind: String,
+        /// A JSON object in the vocabulary of KIND.
+        #[arg(value_name = "JSON")]
+        data: String,
+    },
     /// Who accessed what, and what the broker answered.
     Audit {
         /// Only this app id.
@@ -212,6 +223,7 @@ fn main() -> ExitCode {
             Command::Forget { last, app, all } => {
                 ctl::forget(&conn, last.as_deref(), app.as_deref(), all).await
             }
+            Command::Publish { kind, data } => ctl::publish(&conn, &kind, &data).await,
             Command::Providers { command } => match command.unwrap_or(ProvidersCommand::List) {
                 ProvidersCommand::List => ctl::providers(&conn, out).await,
                 ProvidersCommand::Refuse { app } => ctl::set_publishing(&conn, &app, false).await,

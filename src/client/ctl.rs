@@ -9,7 +9,9 @@ use serde_json::Value;
 use zbus::Connection;
 
 use crate::client::json::{dict_to_json, to_json};
-use crate::client::proxy::{Consent1Proxy, Context1Proxy, History1Proxy, Subscription1Proxy};
+use crate::client::proxy::{
+    Consent1Proxy, Context1Proxy, History1Proxy, Provider1Proxy, Subscription1Proxy,
+};
 
 #[derive(Debug, Clone, Copy)]
 pub struct Output {
@@ -465,6 +467,24 @@ pub async fn providers(conn: &Connection, out: Output) -> Result<()> {
         "{}",
         table(&["APP", "KIND", "NAME", "SINCE", "PUBLISHING"], &rows)
     );
+    Ok(())
+}
+
+/// `contextctl publish KIND JSON`: publish, keep the connection (the
+/// entry lives as long as it does) until Ctrl-C or SIGTERM, then retract.
+pub async fn publish(conn: &Connection, kind: &str, json: &str) -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let p = Provider1Proxy::new(conn).await?;
+    let mut term = signal(SignalKind::terminate())
+        .map_err(|e| CtlError::Call(format!("cannot watch SIGTERM: {e}")))?;
+    p.publish(kind, json).await?;
+    eprintln!("Published your {kind}; it stays while this runs (Ctrl-C retracts it).");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    p.retract(kind).await?;
+    eprintln!("Retracted.");
     Ok(())
 }
 
