@@ -16,6 +16,28 @@ impl Drop for Proc {
     }
 }
 
+/// The daemon as a bench starts it: a clean environment with its
+/// directories under `dir` (config, data, state, run), quiet. The caller
+/// adds the bus addresses and arguments.
+pub fn contextd(dir: &Path) -> Command {
+    use std::os::unix::fs::PermissionsExt;
+    let run = dir.join("run");
+    std::fs::create_dir_all(&run).expect("mkdir run");
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).expect("chmod run");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_contextd"));
+    c.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .env("XDG_RUNTIME_DIR", dir.join("run"))
+        .env("HOME", dir)
+        .env("RUST_LOG", "off")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    c
+}
+
 pub fn start_bus(dir: &Path) -> (Proc, String) {
     let mut child = Command::new("dbus-daemon")
         .args(["--session", "--nofork", "--print-address=1"])

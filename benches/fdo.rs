@@ -99,18 +99,9 @@ async fn run() {
 
     grant_self(&dir.path().join("config"), &["power"]);
     let _daemon = Proc(
-        Command::new(env!("CARGO_BIN_EXE_contextd"))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
+        contextd(dir.path())
             .env("DBUS_SESSION_BUS_ADDRESS", &session)
             .env("DBUS_SYSTEM_BUS_ADDRESS", &system)
-            .env("XDG_CONFIG_HOME", dir.path().join("config"))
-            .env("XDG_DATA_HOME", dir.path().join("data"))
-            .env("XDG_STATE_HOME", dir.path().join("state"))
-            .env("HOME", dir.path())
-            .env("RUST_LOG", "off")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
             .spawn()
             .expect("spawn contextd"),
     );

@@ -92,19 +92,9 @@ async fn run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_bus, address) = start_bus(dir.path());
     grant_self(&dir.path().join("config"), &["provided.*"]);
-    std::fs::create_dir_all(dir.path().join("run")).expect("run");
     let daemon = Proc(
-        Command::new(env!("CARGO_BIN_EXE_contextd"))
-            .env_clear()
+        contextd(dir.path())
             .env("DBUS_SESSION_BUS_ADDRESS", &address)
-            .env("XDG_CONFIG_HOME", dir.path().join("config"))
-            .env("XDG_DATA_HOME", dir.path().join("data"))
-            .env("XDG_STATE_HOME", dir.path().join("state"))
-            .env("XDG_RUNTIME_DIR", dir.path().join("run"))
-            .env("HOME", dir.path())
-            .env("RUST_LOG", "off")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
             .spawn()
             .expect("spawn contextd"),
     );

@@ -23,6 +23,19 @@ fn err(r: zbus::Result<()>) -> (String, String) {
     }
 }
 
+/// A session bus, a system bus with polkit allowing management, a home.
+async fn buses() -> (Bus, Bus, Mock, Home) {
+    let bus = Bus::start();
+    let sys = Bus::start();
+    let polkit = Mock::start(&sys.address, true, "polkitd").await;
+    polkit.set_allowed(&["org.contextd.manage-consent"]).await;
+    (bus, sys, polkit, Home::new())
+}
+
+async fn start(bus: &Bus, sys: &Bus, home: &Home) -> Daemon {
+    Daemon::start_with(bus, home, &[], &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)]).await
+}
+
 async fn provided(ctx: &Context1Proxy<'_>, kind: &str) -> Vec<Value> {
     ctx.get_provided(kind)
         .await
@@ -35,23 +48,13 @@ async fn provided(ctx: &Context1Proxy<'_>, kind: &str) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_publishes_and_allowed_readers_read_until_it_goes() {
     with_timeout(90, async {
-        let bus = Bus::start();
-        let sys = Bus::start();
-        let polkit = Mock::start(&sys.address, true, "polkitd").await;
-        polkit.set_allowed(&["org.contextd.manage-consent"]).await;
-        let home = Home::new();
+        let (bus, sys, _polkit, home) = buses().await;
         let me = my_app_id();
         home.write_policy(&[(
             me.as_str(),
             &["provided.document", "provided.selection", "history"],
         )]);
-        let _d = Daemon::start_with(
-            &bus,
-            &home,
-            &[],
-            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
-        )
-        .await;
+        let _d = start(&bus, &sys, &home).await;
 
         let reader = bus.connect().await;
         let ctx = Context1Proxy::new(&reader).await.expect("ctx");
@@ -248,20 +251,10 @@ async fn an_app_publishes_and_allowed_readers_read_until_it_goes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_app_cannot_publish_and_shows_nothing() {
     with_timeout(60, async {
-        let bus = Bus::start();
-        let sys = Bus::start();
-        let polkit = Mock::start(&sys.address, true, "polkitd").await;
-        polkit.set_allowed(&["org.contextd.manage-consent"]).await;
-        let home = Home::new();
+        let (bus, sys, _polkit, home) = buses().await;
         let me = my_app_id();
         home.write_policy(&[(me.as_str(), &["provided.document"])]);
-        let _d = Daemon::start_with(
-            &bus,
-            &home,
-            &[],
-            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
-        )
-        .await;
+        let _d = start(&bus, &sys, &home).await;
         let conn = bus.connect().await;
         let ctx = Context1Proxy::new(&conn).await.expect("ctx");
         let provider = Provider1Proxy::new(&conn).await.expect("provider");
@@ -301,13 +294,7 @@ async fn a_refused_app_cannot_publish_and_shows_nothing() {
         // The refusal is stored: it holds across a restart.
         drop(_d);
         wait_for_owner(&bus, false).await;
-        let _d = Daemon::start_with(
-            &bus,
-            &home,
-            &[],
-            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
-        )
-        .await;
+        let _d = start(&bus, &sys, &home).await;
         let conn = bus.connect().await;
         let provider = Provider1Proxy::new(&conn).await.expect("provider");
         let (n, _) = err(provider
@@ -332,19 +319,9 @@ async fn a_refused_app_cannot_publish_and_shows_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contextctl_publishes_from_a_shell_and_lists_providers() {
     with_timeout(60, async {
-        let bus = Bus::start();
-        let sys = Bus::start();
-        let polkit = Mock::start(&sys.address, true, "polkitd").await;
-        polkit.set_allowed(&["org.contextd.manage-consent"]).await;
-        let home = Home::new();
+        let (bus, sys, _polkit, home) = buses().await;
         home.write_policy(&[(my_app_id().as_str(), &["provided.task"])]);
-        let _d = Daemon::start_with(
-            &bus,
-            &home,
-            &[],
-            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
-        )
-        .await;
+        let _d = start(&bus, &sys, &home).await;
         let ctl_id = format!(
             "exe:{}",
             std::fs::canonicalize(contextctl_bin())
