@@ -481,3 +481,69 @@ async fn a_cancelled_mcp_request_withdraws_its_prompt() {
     })
     .await
 }
+
+/// A settings panel stays current: `Changed` names what changed (a new
+/// app, a prompt waiting, the audit, a decision), and `ListPending` shows
+/// the prompt the user is being asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panel_hears_what_changed_and_lists_the_pending_prompt() {
+    with_timeout(60, async {
+        let s = setup("[consent]\nundecided = \"ask\"\nprompt_timeout_s = 30\n").await;
+        let _d = start_with_window(&s).await;
+        // The agent answers when the test says, after the panel looked.
+        let agent = TestAgent::new("hold");
+        let panel = register(&s, &agent).await;
+        let consent = Consent1Proxy::new(&panel).await.expect("proxy");
+        let mut changed = consent.receive_changed().await.expect("Changed");
+        let mut heard: Vec<String> = Vec::new();
+        let mut hear = async |want: &str, heard: &mut Vec<String>| {
+            while !heard.iter().any(|p| p == want) {
+                let sig = tokio::time::timeout(Duration::from_secs(10), changed.next())
+                    .await
+                    .unwrap_or_else(|_| panic!("no Changed naming {want}; heard {heard:?}"))
+                    .expect("stream");
+                heard.extend(sig.args().expect("args").parts().iter().cloned());
+            }
+        };
+
+        // An app nobody decided about reads: it becomes known, the read is
+        // audited, and a prompt waits.
+        let app = s.bus.connect().await;
+        let ctx = Context1Proxy::new(&app).await.expect("ctx");
+        assert_eq!(error_name(ctx.get_active_window().await), PENDING);
+        hear("apps", &mut heard).await;
+        hear("audit", &mut heard).await;
+        hear("pending", &mut heard).await;
+        let pending: Vec<serde_json::Value> = consent
+            .list_pending()
+            .await
+            .expect("ListPending")
+            .iter()
+            .map(contextd::client::json::dict_to_json)
+            .collect();
+        assert_eq!(pending.len(), 1, "{pending:?}");
+        assert_eq!(pending[0]["app_id"], my_app_id().as_str());
+        assert_eq!(pending[0]["categories"], serde_json::json!(["windows"]));
+        assert_eq!(pending[0]["channel"], "dbus");
+
+        // The user answers: the prompt is gone, the decision is made.
+        heard.clear();
+        agent.release.notify_one();
+        hear("pending", &mut heard).await;
+        assert!(
+            consent
+                .list_pending()
+                .await
+                .expect("ListPending")
+                .is_empty()
+        );
+        // A decision by the user (a panel's toggle) names the grants.
+        heard.clear();
+        consent
+            .set_grant("org.example.Other", "power", "allow", 0)
+            .await
+            .expect("set grant");
+        hear("grants", &mut heard).await;
+    })
+    .await;
+}

@@ -40,32 +40,50 @@ pub trait Subscription1 {
     fn revoked(&self, category: String, reason: String) -> zbus::Result<()>;
 }
 
-#[proxy(
-    interface = "org.contextd.Consent1",
-    default_service = "org.contextd.Broker1",
-    default_path = "/org/contextd/Broker1"
-)]
-pub trait Consent1 {
-    fn list_apps(&self) -> zbus::Result<Vec<Dict>>;
-    fn list_grants(&self) -> zbus::Result<Vec<Dict>>;
-    fn set_grant(
-        &self,
-        app: &str,
-        category: &str,
-        decision: &str,
-        expires: i64,
-    ) -> zbus::Result<()>;
-    fn revoke(&self, app: &str, category: &str) -> zbus::Result<bool>;
-    fn forget_app(&self, app: &str) -> zbus::Result<u64>;
-    fn list_providers(&self) -> zbus::Result<Vec<Dict>>;
-    fn set_publishing(&self, app: &str, allowed: bool) -> zbus::Result<bool>;
-    fn get_audit(&self, since: i64, until: i64, app: &str, limit: u32) -> zbus::Result<Vec<Dict>>;
-    fn register_agent(&self, agent: &zbus::wire::ObjectPath<'_>) -> zbus::Result<()>;
-    fn unregister_agent(&self, agent: &zbus::wire::ObjectPath<'_>) -> zbus::Result<()>;
-    fn set_paused(&self, paused: bool) -> zbus::Result<()>;
-    #[zbus(property)]
-    fn paused(&self) -> zbus::Result<bool>;
+/// Consent1 in a module of its own: its `Changed` signal would clash with
+/// Subscription1's generated types.
+pub mod consent {
+    use super::Dict;
+    use zbus::proxy;
+
+    #[proxy(
+        interface = "org.contextd.Consent1",
+        default_service = "org.contextd.Broker1",
+        default_path = "/org/contextd/Broker1"
+    )]
+    pub trait Consent1 {
+        fn list_apps(&self) -> zbus::Result<Vec<Dict>>;
+        fn list_grants(&self) -> zbus::Result<Vec<Dict>>;
+        fn set_grant(
+            &self,
+            app: &str,
+            category: &str,
+            decision: &str,
+            expires: i64,
+        ) -> zbus::Result<()>;
+        fn revoke(&self, app: &str, category: &str) -> zbus::Result<bool>;
+        fn forget_app(&self, app: &str) -> zbus::Result<u64>;
+        fn list_providers(&self) -> zbus::Result<Vec<Dict>>;
+        fn set_publishing(&self, app: &str, allowed: bool) -> zbus::Result<bool>;
+        fn get_audit(
+            &self,
+            since: i64,
+            until: i64,
+            app: &str,
+            limit: u32,
+        ) -> zbus::Result<Vec<Dict>>;
+        fn register_agent(&self, agent: &zbus::wire::ObjectPath<'_>) -> zbus::Result<()>;
+        fn unregister_agent(&self, agent: &zbus::wire::ObjectPath<'_>) -> zbus::Result<()>;
+        fn set_paused(&self, paused: bool) -> zbus::Result<()>;
+        fn list_pending(&self) -> zbus::Result<Vec<Dict>>;
+        #[zbus(property)]
+        fn paused(&self) -> zbus::Result<bool>;
+        #[zbus(signal)]
+        fn changed(&self, parts: Vec<String>) -> zbus::Result<()>;
+    }
 }
+
+pub use consent::Consent1Proxy;
 
 #[proxy(
     interface = "org.contextd.Provider1",

@@ -92,6 +92,8 @@ pub struct Gate {
     /// reloaded, a decision changed, a grant expired, pause), so that
     /// publishers re-check live subscriptions at once.
     generation: watch::Sender<u64>,
+    /// What changed, for the user's control surfaces.
+    pub notices: super::notice::Notices,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -132,6 +134,7 @@ impl Gate {
             store,
             clock,
             generation,
+            notices: super::notice::Notices::default(),
         }
     }
 
@@ -168,6 +171,7 @@ impl Gate {
     /// Tell publishers that decisions may have changed.
     pub fn bump(&self) {
         self.generation.send_modify(|g| *g += 1);
+        self.notices.bump(super::notice::Part::Grants);
     }
 
     pub fn watch_generation(&self) -> watch::Receiver<u64> {
@@ -341,6 +345,7 @@ impl Gate {
         allowed: bool,
         reason: &str,
     ) {
+        self.notices.bump(super::notice::Part::Audit);
         if let Some(store) = &self.store {
             store.audit(AuditEntry {
                 time: self.clock.now(),
@@ -438,6 +443,8 @@ impl Gate {
             .unwrap_or_else(|e| e.into_inner())
             .remove(app);
         self.bump();
+        self.notices.bump(super::notice::Part::Apps);
+        self.notices.bump(super::notice::Part::Providers);
         Ok(n)
     }
 
@@ -485,6 +492,8 @@ impl Gate {
                 refused.remove(app);
             }
         }
+        drop(refused);
+        self.notices.bump(super::notice::Part::Providers);
         Ok(true)
     }
 
@@ -510,6 +519,7 @@ impl Gate {
                         last_seen: now,
                     };
                     apps.insert(app.clone(), a.clone());
+                    self.notices.bump(super::notice::Part::Apps);
                     a
                 }
             }

@@ -13,6 +13,7 @@ pub mod gate;
 pub mod history;
 pub mod identity;
 pub mod manage;
+pub mod notice;
 pub mod policy;
 pub mod prompts;
 pub mod provide;

@@ -80,6 +80,9 @@ type Key = (AppId, Vec<Category>);
 /// A prompt on the screen, and who waits for its answer.
 #[derive(Debug, Clone)]
 struct Showing {
+    /// What is asked, and since when (for `Consent1.ListPending`).
+    req: PromptRequest,
+    since: chrono::DateTime<chrono::Utc>,
     rx: watch::Receiver<Option<Outcome>>,
     /// Readers waiting for the answer ([`start_waiting`]).
     waiting: Arc<AtomicUsize>,
@@ -116,6 +119,50 @@ impl Prompts {
     pub fn pending_count(&self) -> usize {
         self.pending.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
+
+    /// The prompts waiting for the user, oldest first.
+    pub fn pending(&self) -> Vec<PendingView> {
+        let mut v: Vec<(chrono::DateTime<chrono::Utc>, PendingView)> = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|s| {
+                (
+                    s.since,
+                    PendingView {
+                        app_id: s.req.app.to_string(),
+                        app_name: s.req.display_name.clone(),
+                        icon: s.req.icon.clone(),
+                        categories: super::view::Names(
+                            s.req.categories.iter().map(ToString::to_string).collect(),
+                        ),
+                        channel: s.req.channel.as_str().to_owned(),
+                        reason: s.req.reason.clone(),
+                        since: super::view::time(&s.since),
+                    },
+                )
+            })
+            .collect();
+        v.sort_by_key(|(since, _)| *since);
+        v.into_iter().map(|(_, p)| p).collect()
+    }
+}
+
+/// A prompt waiting for the user, for `Consent1.ListPending`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PendingView {
+    pub app_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub icon: Option<String>,
+    pub categories: super::view::Names,
+    /// `dbus` or `mcp`.
+    pub channel: String,
+    /// What the app called and why (the MCP host, tool and arguments).
+    pub reason: String,
+    pub since: String,
 }
 
 /// Start a prompt for `req` (or join the one already showing for the same
@@ -171,6 +218,8 @@ fn show(core: &Arc<Core>, mut req: PromptRequest) -> Showing {
     }
     let (tx, rx) = watch::channel(None);
     let showing = Showing {
+        req: req.clone(),
+        since: core.clock.now(),
         rx,
         waiting: Arc::new(AtomicUsize::new(0)),
         keep: Arc::new(AtomicBool::new(false)),
@@ -178,6 +227,7 @@ fn show(core: &Arc<Core>, mut req: PromptRequest) -> Showing {
     };
     pending.insert(key.clone(), showing.clone());
     drop(pending);
+    core.gate.notices.bump(super::notice::Part::Pending);
     let withdraw = showing.withdraw.clone();
     let task_core = core.clone();
     core.tasks.spawn(async move {
@@ -213,6 +263,7 @@ fn show(core: &Arc<Core>, mut req: PromptRequest) -> Showing {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&key);
+        core.gate.notices.bump(super::notice::Part::Pending);
         let _ = tx.send(Some(outcome));
     });
     showing

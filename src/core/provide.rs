@@ -190,7 +190,10 @@ impl Core {
             }
             let since = match inner.remove(&key) {
                 Some(e) => e.since,
-                None => stamp,
+                None => {
+                    self.gate.notices.bump(super::notice::Part::Providers);
+                    stamp
+                }
             };
             inner.bytes += bytes;
             inner
@@ -227,6 +230,7 @@ impl Core {
         let key: Key = (who.app_id.clone(), kind.to_owned());
         let mut inner = self.providers.lock();
         if inner.remove(&key).is_some() {
+            self.gate.notices.bump(super::notice::Part::Providers);
             self.state.apply(SourceEvent::ProvidedRemoved {
                 app_id: key.0,
                 kind: key.1,
@@ -251,6 +255,7 @@ impl Core {
             });
         }
         inner.prune(Instant::now());
+        self.gate.notices.bump(super::notice::Part::Providers);
     }
 
     /// Let `app` publish, or refuse its publications (its entries go at

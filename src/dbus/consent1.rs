@@ -3,6 +3,7 @@
 //! is authorised with polkit (`org.contextd.manage-consent`).
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
 use tokio_util::sync::CancellationToken;
@@ -16,6 +17,7 @@ use super::agent::Agent;
 use super::error::{Error, Result};
 use super::variant::{self, Dict};
 use crate::core::consent::{AuditQuery, Origin, Verdict};
+use crate::core::notice::{self, Part};
 use crate::model::{AppId, Category};
 
 pub struct Consent1 {
@@ -223,10 +225,66 @@ impl Consent1 {
     fn paused(&self) -> bool {
         self.shared.core.gate.paused()
     }
+
+    /// The consent prompts waiting for the user, oldest first.
+    #[zbus(out_args("prompts"))]
+    async fn list_pending(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
+        self.shared.authorize_manage(&hdr).await?;
+        Ok(variant::dicts(&self.shared.core.prompts.pending())?)
+    }
+
+    /// What changed, so that a panel re-reads only that: `grants`,
+    /// `apps`, `audit`, `pending`, `providers`.
+    #[zbus(signal)]
+    async fn changed(emitter: &SignalEmitter<'_>, parts: &[&str]) -> zbus::Result<()>;
 }
 
-/// Nothing to watch yet beyond SetPaused; kept as the place where a pause
-/// from another path (a future tray) would be announced.
-pub async fn watch_paused(_shared: Arc<Shared>, cancel: CancellationToken) {
-    cancel.cancelled().await;
+/// How long a burst of changes is gathered into one `Changed`.
+const COALESCE: Duration = Duration::from_millis(100);
+/// The audit part is announced at most this often: accesses can come by
+/// the thousand a second.
+const AUDIT_EVERY: Duration = Duration::from_secs(1);
+
+/// Announce what changed (`Changed`), gathered over [`COALESCE`], the
+/// audit at most every [`AUDIT_EVERY`].
+pub async fn watch_changes(shared: Arc<Shared>, cancel: CancellationToken) {
+    let mut rx = shared.core.gate.notices.subscribe();
+    let mut seen = *rx.borrow_and_update();
+    let mut audit_at: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            r = rx.changed() => if r.is_err() { break },
+        }
+        let mut wait = COALESCE;
+        if notice::moved(&seen, &rx.borrow()).contains(&Part::Audit)
+            && let Some(at) = audit_at
+        {
+            wait = wait.max(AUDIT_EVERY.saturating_sub(at.elapsed()));
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        let now = *rx.borrow_and_update();
+        let parts = notice::moved(&seen, &now);
+        seen = now;
+        if parts.contains(&Part::Audit) {
+            audit_at = Some(Instant::now());
+        }
+        let names: Vec<&str> = parts.iter().map(|p| p.as_str()).collect();
+        if names.is_empty() {
+            continue;
+        }
+        let emitter = match SignalEmitter::new(&shared.conn, super::PATH) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot announce consent changes");
+                continue;
+            }
+        };
+        if let Err(e) = Consent1::changed(&emitter, &names).await {
+            tracing::debug!(error = %e, "cannot send Consent1.Changed");
+        }
+    }
 }

@@ -184,7 +184,7 @@ pub async fn serve(
             },
         )
         .await?;
-    level.spawn(consent1::watch_paused(shared.clone(), level.token()));
+    level.spawn(consent1::watch_changes(shared.clone(), level.token()));
     level.spawn(subscription::dispatch(
         conn.clone(),
         core,

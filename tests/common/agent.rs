@@ -20,7 +20,7 @@ pub struct Asked {
 
 #[derive(Debug, Clone)]
 pub struct Behaviour {
-    /// once, always, duration, deny, cancel
+    /// once, always, duration, deny, cancel, hold (`once` when released)
     pub answer: String,
     pub duration_s: u32,
     /// Wait this long before answering (longer than the broker's prompt
@@ -37,6 +37,8 @@ pub struct TestAgent {
     /// The (app id, categories) of every `Cancel`.
     pub cancelled: Arc<Mutex<Vec<Cancelled>>>,
     pub behaviour: Arc<Mutex<Behaviour>>,
+    /// For the answer `hold`: answers `once` when released.
+    pub release: Arc<tokio::sync::Notify>,
 }
 
 impl TestAgent {
@@ -49,6 +51,7 @@ impl TestAgent {
                 duration_s: 0,
                 delay: Duration::ZERO,
             })),
+            release: Arc::new(tokio::sync::Notify::new()),
         }
     }
 
@@ -87,8 +90,12 @@ impl TestAgent {
             channel,
             reason,
         });
-        let b = self.behaviour.lock().expect("lock").clone();
+        let mut b = self.behaviour.lock().expect("lock").clone();
         tokio::time::sleep(b.delay).await;
+        if b.answer == "hold" {
+            self.release.notified().await;
+            b.answer = "once".into();
+        }
         let mut opts = HashMap::new();
         if b.answer == "duration" {
             opts.insert(
