@@ -34,6 +34,11 @@ pub const PUBLISH_BURST: f64 = 10.0;
 /// full-size entries each.
 pub const MAX_TOTAL_BYTES: usize = 16 * 1024 * 1024;
 
+/// Rate buckets kept before idle ones are dropped on a publish (they are
+/// also dropped when an app retracts or goes): apps that only ever fail
+/// to publish leave no more than this behind.
+const PRUNE_BUCKETS_AT: usize = 1024;
+
 type Key = (AppId, String);
 
 /// One live entry: who owns it, since when, how big it is.
@@ -160,6 +165,9 @@ impl Core {
         let now = Instant::now();
         {
             let mut inner = self.providers.lock();
+            if inner.buckets.len() >= PRUNE_BUCKETS_AT {
+                inner.prune(now);
+            }
             let bucket = inner.buckets.entry(app.clone()).or_insert(Bucket {
                 tokens: PUBLISH_BURST,
                 at: now,
