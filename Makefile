@@ -4,7 +4,8 @@
 #   make build     cargo build --release
 #   make run       build, then run the broker in the foreground: in your desktop
 #                  session if there is one, else in a private headless session
-#                  (scripts/session.sh) that is stopped again on exit
+#                  with mocked system services (scripts/session.sh --mocks)
+#                  that is stopped again on exit
 #   make test      fmt check, clippy, all tests (what CI runs, via .ci/run)
 #   make lint      fmt check and clippy only
 #   make bench     build and run the benchmark
@@ -48,7 +49,8 @@ build:
 
 # Run the broker in the foreground. With a desktop session (a session bus that
 # answers and WAYLAND_DISPLAY), in it; else in a private headless session with
-# a policy that grants contextctl and busctl everything.
+# a private system bus of python-dbusmock services (every source available,
+# polkit says yes) and a policy that grants contextctl and busctl everything.
 run: deps build
 	@if [ -n "$${DBUS_SESSION_BUS_ADDRESS:-}" ] && [ -n "$${WAYLAND_DISPLAY:-}" ] && \
 	    timeout 5 dbus-send --session --print-reply --dest=org.freedesktop.DBus \
@@ -60,7 +62,7 @@ run: deps build
 	scripts/session.sh stop "$(RUN_SESSION)" 2>/dev/null || true; \
 	trap 'echo; echo "make run: stopping the private session"; scripts/session.sh stop "$(RUN_SESSION)"' EXIT; \
 	trap 'exit 130' INT; trap 'exit 143' TERM; \
-	scripts/session.sh start "$(RUN_SESSION)"; \
+	scripts/session.sh start "$(RUN_SESSION)" --mocks; \
 	. "$(RUN_SESSION)/env"; \
 	mkdir -p "$(RUN_DIR)/config/contextd" "$(RUN_DIR)/data" "$(RUN_DIR)/state"; \
 	{ \
@@ -74,11 +76,31 @@ run: deps build
 	    echo 'categories = ["*"]'; \
 	} > "$(RUN_DIR)/config/contextd/policy.toml"; \
 	echo; \
-	echo "contextd runs below in a private session (headless sway with two windows,"; \
-	echo "PipeWire with a null sink and source). To look, in another terminal:"; \
+	echo "contextd runs below in a private session in $(RUN_SESSION):"; \
+	echo "  session bus  $$DBUS_SESSION_BUS_ADDRESS"; \
+	echo "               with a notification daemon and a screen saver (python-dbusmock)"; \
+	echo "  system bus   $$DBUS_SYSTEM_BUS_ADDRESS"; \
+	echo "               with python-dbusmock's logind (your session c1), UPower (on battery,"; \
+	echo "               73 %), NetworkManager (Wi-Fi \"contextd demo Wi-Fi\") and polkitd (says yes)"; \
+	echo "  sway         headless, two foot windows (WAYLAND_DISPLAY=$$WAYLAND_DISPLAY)"; \
+	echo "  PipeWire     with WirePlumber, a null sink and a null source"; \
+	echo "  (scripts/session.sh status $(RUN_SESSION): the processes; their logs are there too)"; \
+	echo; \
+	echo "To use it from another terminal, export the session's variables:"; \
 	echo; \
 	echo "  cd $(CURDIR) && . $(RUN_SESSION)/env"; \
+	echo "  # that is:"; \
+	sed -n 's/^export /  export /p' "$(RUN_SESSION)/env"; \
+	echo; \
+	echo "then:"; \
+	echo; \
+	echo "  $(RELEASE)/contextctl sources     # every source available"; \
 	echo "  $(RELEASE)/contextctl status"; \
+	echo "  $(RELEASE)/contextctl consent grant exe:/usr/bin/true windows   # polkit (mocked) allows it"; \
+	echo "  notify-send Hello 'from make run'   # a notification the broker reports"; \
+	echo "  gdbus call --session --dest org.contextd.Broker1 --object-path /org/contextd/Broker1 \\"; \
+	echo "      --method org.contextd.Context1.GetActiveWindow   # ungranted: a consent prompt,"; \
+	echo "  tail $(RUN_SESSION)/mock-notifications.log   # which is this Notify call"; \
 	echo "  busctl --user introspect org.contextd.Broker1 /org/contextd/Broker1"; \
 	echo "  scripts/session.sh open-window $(RUN_SESSION) org.example.Editor 'Some title'"; \
 	echo "  pw-play SOME.wav     # a stream the broker reports"; \
@@ -108,10 +130,11 @@ test:
 	@# feature (never in a release build); this builds that feature for it.
 	$(CARGO) test --quiet $(LOCKED) --features conformance --test mcp_conformance
 
-# The shell tests on their own (the Rust tests call them too).
-test-scripts:
+# The shell tests on their own (the Rust tests call them too), the session's
+# with the release binaries.
+test-scripts: build
 	tests/integration-files.sh
-	tests/session-smoke.sh
+	CONTEXTD_BIN="$(RELEASE)/contextd" CONTEXTCTL_BIN="$(RELEASE)/contextctl" tests/session-smoke.sh
 
 lint: fmt clippy
 

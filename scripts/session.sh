@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # A self-contained, throw-away desktop session for `make run` and the tests:
 # a private session bus, headless sway 1.7 with demo windows, and PipeWire
-# with WirePlumber and two null audio devices. Nothing of the user's own
-# session is touched; everything lives in one directory.
+# with WirePlumber and two null audio devices; with --mocks also a private
+# system bus with python-dbusmock's logind, UPower, NetworkManager and polkitd,
+# and a notification daemon and a screen saver on the session bus. Nothing of
+# the user's own session is touched; everything lives in one directory.
 #
 # Usage:
 #   scripts/session.sh start DIR [--no-bus] [--no-sway] [--no-pipewire]
-#                                [--no-windows] [--system-bus] [--timeout SECS]
+#                                [--no-windows] [--system-bus] [--mocks]
+#                                [--timeout SECS]
 #   scripts/session.sh stop DIR                 stop everything start started
 #   scripts/session.sh status DIR               list the parts; exit 1 if one died
 #   scripts/session.sh kill-sway DIR [SIGNAL]   kill sway (and its windows)
@@ -25,7 +28,8 @@
 #   CONTEXTD_SESSION_DIR      DIR (absolute)
 #   XDG_RUNTIME_DIR           DIR/runtime (0700, owned by the caller)
 #   DBUS_SESSION_BUS_ADDRESS  unix:path=DIR/runtime/bus      (unset with --no-bus)
-#   DBUS_SYSTEM_BUS_ADDRESS   unix:path=DIR/system_bus       (only with --system-bus)
+#   DBUS_SYSTEM_BUS_ADDRESS   unix:path=DIR/runtime/system_bus
+#                             (only with --system-bus or --mocks)
 #   WAYLAND_DISPLAY           wayland-1, a symlink in DIR/runtime to sway's socket
 #   SWAYSOCK                  DIR/sway-ipc.sock, a symlink to sway's IPC socket
 #   PIPEWIRE_RUNTIME_DIR      DIR/runtime (PipeWire's socket is pipewire-0 there)
@@ -34,13 +38,15 @@
 #
 # The same switches as environment variables (1 = on):
 #   CONTEXTD_SESSION_NO_BUS, CONTEXTD_SESSION_NO_SWAY, CONTEXTD_SESSION_NO_PIPEWIRE,
-#   CONTEXTD_SESSION_NO_WINDOWS, CONTEXTD_SESSION_SYSTEM_BUS,
+#   CONTEXTD_SESSION_NO_WINDOWS, CONTEXTD_SESSION_SYSTEM_BUS, CONTEXTD_SESSION_MOCKS,
 #   CONTEXTD_SESSION_TIMEOUT (seconds each part may take to be ready; default 20),
 #   CONTEXTD_TEST_USER (who runs sway when we are root; default contextd-test).
 #
 # Logs: DIR/dbus.log, DIR/system-dbus.log, DIR/pipewire-dbus.log (a bus only
 # for WirePlumber, with --no-bus), DIR/sway.log, DIR/pipewire.log,
-# DIR/wireplumber.log, DIR/window-APP_ID.log. Pid files: DIR/pids/NAME.pid
+# DIR/wireplumber.log, DIR/window-APP_ID.log, DIR/mock-NAME.log (each mock's
+# method calls: DIR/mock-notifications.log shows every notification, consent
+# prompts included). Pid files: DIR/pids/NAME.pid
 # ("PID STARTTIME", so a reused PID is never killed).
 #
 # What runs:
@@ -57,6 +63,16 @@
 # - pipewire + wireplumber, as the caller, with null devices
 #   "contextd-null-sink" (Audio/Sink, the default sink) and
 #   "contextd-null-source" (Audio/Source/Virtual, the default source).
+# - with --mocks (implies --system-bus), python-dbusmock (Debian's
+#   python3-dbusmock), as the caller. On the system bus: logind with an
+#   active session "c1" on seat0 for the caller (the caller's User.Display,
+#   so a broker finds it without XDG_SESSION_ID); UPower on battery, its
+#   display device a battery at 73 %, discharging; NetworkManager with full
+#   connectivity and one connected Wi-Fi "contextd demo Wi-Fi" as the primary
+#   connection; polkitd authorising every action (this bus has only the
+#   caller on it). On the session bus, unless a test put its own there: the
+#   notification_daemon template and an org.freedesktop.ScreenSaver that is
+#   off.
 # stop also kills any process that still carries CONTEXTD_SESSION_MARK=DIR in
 # its environment (everything started here does), and nothing else.
 set -euo pipefail
@@ -197,19 +213,20 @@ wait_ready() { # NAME LOG WHAT CHECK...
 # Settings of this session, written by start, read by the other commands.
 save_conf() {
     {
-        printf 'WANT_BUS=%s\nWANT_SYSTEM_BUS=%s\nWANT_SWAY=%s\nWANT_PIPEWIRE=%s\nWANT_WINDOWS=%s\n' \
-            "$WANT_BUS" "$WANT_SYSTEM_BUS" "$WANT_SWAY" "$WANT_PIPEWIRE" "$WANT_WINDOWS"
+        printf 'WANT_BUS=%s\nWANT_SYSTEM_BUS=%s\nWANT_SWAY=%s\nWANT_PIPEWIRE=%s\nWANT_WINDOWS=%s\nWANT_MOCKS=%s\n' \
+            "$WANT_BUS" "$WANT_SYSTEM_BUS" "$WANT_SWAY" "$WANT_PIPEWIRE" "$WANT_WINDOWS" "$WANT_MOCKS"
     } >"$DIR/session.conf"
 }
 
 load_conf() {
     [ -r "$DIR/session.conf" ] || die "$DIR is not a session directory (no session.conf); run: $SCRIPT start $DIR"
     local line key value
+    WANT_MOCKS=0
     while IFS= read -r line; do
         key=${line%%=*}
         value=${line#*=}
         case "$key" in
-            WANT_BUS|WANT_SYSTEM_BUS|WANT_SWAY|WANT_PIPEWIRE|WANT_WINDOWS) printf -v "$key" '%s' "$value" ;;
+            WANT_BUS|WANT_SYSTEM_BUS|WANT_SWAY|WANT_PIPEWIRE|WANT_WINDOWS|WANT_MOCKS) printf -v "$key" '%s' "$value" ;;
         esac
     done <"$DIR/session.conf"
 }
@@ -221,7 +238,7 @@ set_dir() { # DIR [create]
     DIR=$(cd "$1" && pwd -P)
     RUNTIME=$DIR/runtime
     BUS_SOCKET=$RUNTIME/bus
-    SYSTEM_BUS_SOCKET=$DIR/system_bus
+    SYSTEM_BUS_SOCKET=$RUNTIME/system_bus
     # Sockets live in RUNTIME; their paths must fit in sun_path (108 bytes).
     if [ $((${#RUNTIME} + 20)) -gt 107 ]; then
         die "DIR is too long for Unix socket paths (${#RUNTIME} + 20 > 107 bytes): $DIR"
@@ -314,6 +331,121 @@ EOF
     done < <(env_lines)
     launch "$name" "$log" "${env_cmd[@]}" dbus-daemon --nofork --nopidfile --nosyslog --config-file="$conf"
     wait_ready "$name" "$log" "answer on unix:path=$socket" bus_answers "unix:path=$socket"
+}
+
+# ---------------------------------------------------------------- mocks
+
+MOCK_IFACE=org.freedesktop.DBus.Mock
+# Every mock start_mocks may start (pid files DIR/pids/mock-NAME.pid).
+MOCKS=(logind upower networkmanager polkitd notifications screensaver)
+
+# Does NAME have an owner on the bus at ADDRESS?
+has_owner() { # ADDRESS NAME
+    local reply
+    reply=$(timeout 2 dbus-send --bus="$1" --print-reply=literal --dest=org.freedesktop.DBus \
+        /org/freedesktop/DBus org.freedesktop.DBus.NameHasOwner "string:$2") || return 1
+    [[ $reply == *true* ]]
+}
+
+# busctl on the bus at ADDRESS; the first string or object path of the reply
+# (if any) on stdout.
+mock_busctl() { # ADDRESS BUSCTL-ARGS...
+    local address=$1 out
+    shift
+    out=$(timeout 10 busctl --address="$address" "$@") ||
+        die "busctl $* failed (see the mock-*.log files in $DIR)"
+    if [[ $out == *\"* ]]; then
+        out=${out#*\"}
+        printf '%s\n' "${out%%\"*}"
+    fi
+}
+
+# python3 -m dbusmock ARGS..., as the caller, until it owns BUS_NAME.
+start_mock() { # NAME BUS_NAME ADDRESS DBUSMOCK-ARGS...
+    local name=$1 bus_name=$2 address=$3
+    shift 3
+    local -a env_cmd
+    mapfile -t env_cmd < <(base_env)
+    env_cmd+=("HOME=$DIR/home" "PYTHONUNBUFFERED=1"
+        "DBUS_SYSTEM_BUS_ADDRESS=unix:path=$SYSTEM_BUS_SOCKET")
+    if [ "$WANT_BUS" = 1 ]; then env_cmd+=("DBUS_SESSION_BUS_ADDRESS=unix:path=$BUS_SOCKET"); fi
+    launch "mock-$name" "$DIR/mock-$name.log" "${env_cmd[@]}" "$PY" -m dbusmock "$@"
+    wait_ready "mock-$name" "$DIR/mock-$name.log" "$bus_name on the bus" has_owner "$address" "$bus_name"
+}
+
+# The system services of a desktop, and a notification daemon and a screen
+# saver on the session bus (see "What runs" above).
+start_mocks() {
+    local sys=unix:path=$SYSTEM_BUS_SOCKET ses=unix:path=$BUS_SOCKET
+    local uid user
+    uid=$(id -u)
+    user=$(id -un)
+    "$PY" -c 'import dbusmock' 2>/dev/null ||
+        die "$PY cannot import dbusmock: install python3-dbusmock (make deps)"
+
+    local login=org.freedesktop.login1 lpath=/org/freedesktop/login1
+    start_mock logind "$login" "$sys" --system --template logind
+    mock_busctl "$sys" call "$login" "$lpath" "$MOCK_IFACE" AddSession ssusb \
+        c1 seat0 "$uid" "$user" true >/dev/null
+    # python-dbusmock's logind has no GetSessionByPID and fails GetUser: the
+    # broker finds the session as the user's display session.
+    mock_busctl "$sys" set-property "$login" "$lpath/user/$uid" org.freedesktop.login1.User \
+        Display '(so)' c1 "$lpath/session/c1"
+
+    local up=org.freedesktop.UPower upath=/org/freedesktop/UPower
+    start_mock upower "$up" "$sys" --system --template upower -p '{"OnBattery": true}'
+    mock_busctl "$sys" call "$up" "$upath" "$MOCK_IFACE" AddDischargingBattery ssdx \
+        BAT0 "contextd demo battery" 73.0 6900 >/dev/null
+    # type battery, state discharging, 73 %, energy, full, rate, 1 h 55 min
+    # to empty, present, warning level none
+    mock_busctl "$sys" call "$up" "$upath" "$MOCK_IFACE" SetupDisplayDevice uuddddxxbsu \
+        2 2 73.0 36.5 50.0 9.5 6900 0 true battery-good-symbolic 1
+
+    local nm=org.freedesktop.NetworkManager npath=/org/freedesktop/NetworkManager
+    local ssid="contextd demo Wi-Fi" dev ap conn active
+    start_mock networkmanager "$nm" "$sys" --system --template networkmanager
+    # state 100: activated
+    dev=$(mock_busctl "$sys" call "$nm" "$npath" "$MOCK_IFACE" AddWiFiDevice ssi wlan0 wlan0 100)
+    # infrastructure mode, 2437 MHz, 54 Mbit/s, strength 82, WPA2-PSK
+    ap=$(mock_busctl "$sys" call "$nm" "$npath" "$MOCK_IFACE" AddAccessPoint ssssuuuyu \
+        "$dev" ap1 "$ssid" 00:11:22:33:44:55 2 2437 54000 82 256)
+    conn=$(mock_busctl "$sys" call "$nm" "$npath" "$MOCK_IFACE" AddWiFiConnection ssss \
+        "$dev" conn1 "$ssid" wpa-psk)
+    # state 2: activated
+    active=$(mock_busctl "$sys" call "$nm" "$npath" "$MOCK_IFACE" AddActiveConnection assssu \
+        1 "$dev" "$conn" "$ap" ac1 2)
+    # The template lacks these manager properties. Metered 4: guess-no.
+    mock_busctl "$sys" call "$nm" "$npath" "$MOCK_IFACE" AddProperty ssv \
+        "$nm" PrimaryConnection o "$active"
+    mock_busctl "$sys" call "$nm" "$npath" "$MOCK_IFACE" AddProperty ssv "$nm" Metered u 4
+
+    # Only the caller is on this bus: authorise every action, the broker's
+    # own (contextctl consent grant/revoke) by name.
+    local pk=org.freedesktop.PolicyKit1 ppath=/org/freedesktop/PolicyKit1/Authority
+    start_mock polkitd "$pk" "$sys" --system --template polkitd
+    mock_busctl "$sys" call "$pk" "$ppath" "$MOCK_IFACE" SetAllowed as 1 org.contextd.manage-consent
+    mock_busctl "$sys" call "$pk" "$ppath" "$MOCK_IFACE" AllowUnknown b true
+
+    [ "$WANT_BUS" = 1 ] || return 0
+    if has_owner "$ses" org.freedesktop.Notifications; then
+        note "org.freedesktop.Notifications already runs on the session bus; not mocking it"
+    else
+        start_mock notifications org.freedesktop.Notifications "$ses" --session \
+            --template notification_daemon
+    fi
+    local ss=org.freedesktop.ScreenSaver spath=/org/freedesktop/ScreenSaver
+    if has_owner "$ses" "$ss"; then
+        note "$ss already runs on the session bus; not mocking it"
+    else
+        start_mock screensaver "$ss" "$ses" --session "$ss" "$spath" "$ss"
+        mock_busctl "$ses" call "$ss" "$spath" "$MOCK_IFACE" AddMethod sssss \
+            '' GetActive '' b 'ret = False'
+    fi
+}
+
+stop_mocks() {
+    local m
+    for m in "${MOCKS[@]}"; do stop_proc "mock-$m"; done
 }
 
 # ---------------------------------------------------------------- sway
@@ -579,6 +711,7 @@ stop_all() {
     stop_proc wireplumber
     stop_proc pipewire
     stop_proc sway
+    stop_mocks
     stop_proc dbus
     stop_proc system-dbus
     stop_proc pipewire-dbus
@@ -607,6 +740,7 @@ cmd_start() {
     WANT_PIPEWIRE=$((1 - ${CONTEXTD_SESSION_NO_PIPEWIRE:-0}))
     WANT_WINDOWS=$((1 - ${CONTEXTD_SESSION_NO_WINDOWS:-0}))
     WANT_SYSTEM_BUS=${CONTEXTD_SESSION_SYSTEM_BUS:-0}
+    WANT_MOCKS=${CONTEXTD_SESSION_MOCKS:-0}
     while [ $# -gt 0 ]; do
         arg=$1
         shift
@@ -616,6 +750,7 @@ cmd_start() {
             --no-pipewire) WANT_PIPEWIRE=0 ;;
             --no-windows) WANT_WINDOWS=0 ;;
             --system-bus) WANT_SYSTEM_BUS=1 ;;
+            --mocks) WANT_MOCKS=1 ;;
             --timeout) TIMEOUT=${1:?--timeout needs seconds}; shift ;;
             --timeout=*) TIMEOUT=${arg#*=} ;;
             -*) die "unknown option for start: $arg" ;;
@@ -623,10 +758,11 @@ cmd_start() {
         esac
     done
     [ "$WANT_SWAY" = 1 ] || WANT_WINDOWS=0
+    if [ "$WANT_MOCKS" = 1 ]; then WANT_SYSTEM_BUS=1; fi
     set_dir "$dir" create
     mkdir -p "$DIR/pids" "$DIR/home"
     local name
-    for name in dbus system-dbus pipewire-dbus sway pipewire wireplumber; do
+    for name in dbus system-dbus pipewire-dbus sway pipewire wireplumber "${MOCKS[@]/#/mock-}"; do
         if running "$name"; then
             die "a session is already running in $DIR ($name, pid $(recorded_pid "$name")); run: $SCRIPT stop $DIR"
         fi
@@ -638,6 +774,7 @@ cmd_start() {
     trap 'stop_all; note "start failed; logs are in $DIR"' EXIT
     if [ "$WANT_BUS" = 1 ]; then start_bus dbus "$BUS_SOCKET" session; fi
     if [ "$WANT_SYSTEM_BUS" = 1 ]; then start_bus system-dbus "$SYSTEM_BUS_SOCKET" system; fi
+    if [ "$WANT_MOCKS" = 1 ]; then start_mocks; fi
     if [ "$WANT_SWAY" = 1 ]; then start_sway; fi
     if [ "$WANT_PIPEWIRE" = 1 ]; then start_pipewire; fi
     if [ "$WANT_WINDOWS" = 1 ]; then open_demo_windows; fi
@@ -655,7 +792,7 @@ cmd_status() {
     [ "$WANT_SWAY" = 1 ] && names+=(sway)
     [ "$WANT_PIPEWIRE" = 1 ] && [ "$WANT_BUS" = 0 ] && names+=(pipewire-dbus)
     [ "$WANT_PIPEWIRE" = 1 ] && names+=(pipewire wireplumber)
-    for f in "$DIR"/pids/window-*.pid; do
+    for f in "$DIR"/pids/mock-*.pid "$DIR"/pids/window-*.pid; do
         [ -e "$f" ] && names+=("$(basename "$f" .pid)")
     done
     for name in "${names[@]}"; do

@@ -1,6 +1,6 @@
 //! The shell tests: integration files (systemd unit, activation file,
 //! polkit policy, make install) and the self-contained session used by
-//! `make run` and the source tests.
+//! `make run` and the source tests, with the broker running in it.
 
 mod common;
 
@@ -15,7 +15,10 @@ fn script(name: &str, secs: u64) {
             .arg(&path)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .env_remove("MAKEFLAGS")
-            .env_remove("MAKELEVEL"),
+            .env_remove("MAKELEVEL")
+            // session-smoke.sh runs the broker in the session.
+            .env("CONTEXTD_BIN", env!("CARGO_BIN_EXE_contextd"))
+            .env("CONTEXTCTL_BIN", env!("CARGO_BIN_EXE_contextctl")),
         secs,
     );
     assert!(st.success(), "{name} failed:\n{out}\n{err}");
@@ -37,5 +40,5 @@ fn integration_files_are_valid_and_install() {
 
 #[test]
 fn self_contained_session_starts_and_stops() {
-    script("session-smoke.sh", 120);
+    script("session-smoke.sh", 150);
 }

@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
-# Smoke test of scripts/session.sh: start a whole session, see the two demo
-# windows in sway's tree, retitle one, make a real PipeWire stream with
-# pw-play, kill and restart sway and PipeWire, stop, and check that nothing
-# the session started is left running. The checks run under `timeout 60`; the
-# session is stopped whatever happens. The last line is "N passed, N failed";
-# the exit status is non-zero when a check failed.
+# Smoke test of scripts/session.sh: start a whole session as `make run` does
+# (--mocks), see the two demo windows in sway's tree, run contextd in it and
+# see every source available and `contextctl consent grant` pass polkit,
+# retitle a window, make a real PipeWire stream with pw-play, kill and restart
+# sway and PipeWire, stop, and check that nothing the session started is left
+# running. The checks run under `timeout 90`; the session is stopped whatever
+# happens. The last line is "N passed, N failed"; the exit status is non-zero
+# when a check failed.
 #
 #   tests/session-smoke.sh              run it
 #   KEEP=1 tests/session-smoke.sh       keep the session directory (logs)
+#
+# CONTEXTD_BIN and CONTEXTCTL_BIN name the binaries (tests/scripts.rs passes
+# cargo's); default target/debug/contextd and target/debug/contextctl.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SESSION=$ROOT/scripts/session.sh
 PY=/usr/bin/python3
-HARD_TIMEOUT=${SMOKE_TIMEOUT:-60}
+HARD_TIMEOUT=${SMOKE_TIMEOUT:-90}
+CONTEXTD=${CONTEXTD_BIN:-$ROOT/target/debug/contextd}
+CONTEXTCTL=${CONTEXTCTL_BIN:-$ROOT/target/debug/contextctl}
+# Every source the broker runs (src/sources/: NAME, SCREENSAVER; `policy` is
+# the broker's policy file).
+SOURCES=(login1 mpris networkmanager notifications pipewire policy screensaver upower wayland)
 
 # ---------------------------------------------------------------- reporting
 
@@ -79,7 +89,7 @@ demo_windows_shown() {
 
 env_file_complete() {
     local v
-    for v in DBUS_SESSION_BUS_ADDRESS XDG_RUNTIME_DIR WAYLAND_DISPLAY SWAYSOCK PIPEWIRE_RUNTIME_DIR; do
+    for v in DBUS_SESSION_BUS_ADDRESS DBUS_SYSTEM_BUS_ADDRESS XDG_RUNTIME_DIR WAYLAND_DISPLAY SWAYSOCK PIPEWIRE_RUNTIME_DIR; do
         [ -n "${!v:-}" ] || fail "$v is not set by $DIR/env"
     done
     [ -S "$XDG_RUNTIME_DIR/$WAYLAND_DISPLAY" ] || fail "$XDG_RUNTIME_DIR/$WAYLAND_DISPLAY is no socket"
@@ -87,8 +97,93 @@ env_file_complete() {
     [ "$(stat -c %u "$XDG_RUNTIME_DIR")" = "$(id -u)" ] || fail "XDG_RUNTIME_DIR is not ours"
     timeout 5 dbus-send --session --print-reply --dest=org.freedesktop.DBus \
         /org/freedesktop/DBus org.freedesktop.DBus.GetId >/dev/null || fail "session bus does not answer"
+    timeout 5 dbus-send --system --print-reply --dest=org.freedesktop.DBus \
+        /org/freedesktop/DBus org.freedesktop.DBus.GetId >/dev/null || fail "system bus does not answer"
     timeout 5 swaymsg -t get_version >/dev/null || fail "swaymsg -t get_version failed"
     timeout 5 pw-cli info 0 >/dev/null || fail "pw-cli info 0 failed"
+}
+
+# ---------------------------------------------------------------- contextd
+
+ctl() { timeout 10 "$CONTEXTCTL" "$@"; }
+
+daemon_log() { printf '%s\n' "--- last lines of $DIR/contextd.log:"; tail -n 20 "$DIR/contextd.log"; }
+
+# contextd in the session as `make run` runs it: its own config, data and
+# state under DIR, contextctl granted everything, nothing of our environment
+# but the session's (and the session's mark, so that stop finds it).
+start_contextd() {
+    [ -x "$CONTEXTD" ] || fail "no $CONTEXTD (build it, or set CONTEXTD_BIN)"
+    [ -x "$CONTEXTCTL" ] || fail "no $CONTEXTCTL (build it, or set CONTEXTCTL_BIN)"
+    mkdir -p "$DIR/contextd/config/contextd" "$DIR/contextd/data" "$DIR/contextd/state"
+    printf '[[grant]]\napp = "exe:%s"\ncategories = ["*"]\n' "$(readlink -f "$CONTEXTCTL")" \
+        >"$DIR/contextd/config/contextd/policy.toml"
+    local -a vars=()
+    local l
+    while IFS= read -r l; do
+        if [ -n "${l#*=}" ]; then vars+=("$l"); fi
+    done <"$DIR/env.list"
+    (
+        exec env -i "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin" "LANG=C.UTF-8" \
+            "HOME=$DIR/home" "CONTEXTD_SESSION_MARK=$DIR" "${vars[@]}" \
+            "XDG_CONFIG_HOME=$DIR/contextd/config" "XDG_DATA_HOME=$DIR/contextd/data" \
+            "XDG_STATE_HOME=$DIR/contextd/state" \
+            "$CONTEXTD" -v </dev/null >>"$DIR/contextd.log" 2>&1
+    ) &
+    echo "$!" >"$DIR/contextd.pid"
+    poll 20 ctl sources || fail "contextctl sources did not answer within 20 s" "$(daemon_log)"
+}
+
+# Every source in SOURCES is listed and available, and none is not.
+all_sources_available() {
+    local out name
+    out=$(ctl sources) || return 1
+    for name in "${SOURCES[@]}"; do
+        grep -qE "^$name +available( |\$)" <<<"$out" || return 1
+    done
+    ! grep -q unavailable <<<"$out"
+}
+
+every_source_available() {
+    poll 20 all_sources_available || fail "not every source is available within 20 s:" "$(ctl sources)"
+    ctl sources
+}
+
+status_shows_mocks() {
+    local want
+    for want in "Session:        active, unlocked" "Power:          on battery, 73 %" \
+        'wifi "contextd demo Wi-Fi"'; do
+        # shellcheck disable=SC2016 # expanded by sh
+        poll 10 sh -c '"$1" status | grep -qF "$2"' sh "$CONTEXTCTL" "$want" ||
+            fail "no '$want' in contextctl status:" "$(ctl status)"
+    done
+}
+
+consent_grant_passes_polkit() {
+    ctl consent grant exe:/usr/bin/true windows || fail "contextctl consent grant failed" "$(daemon_log)"
+}
+
+consent_list_shows_grant() {
+    local out
+    out=$(ctl consent list) || fail "contextctl consent list failed"
+    grep -qE '^exe:/usr/bin/true +windows +allow ' <<<"$out" || fail "no grant in:" "$out"
+    echo "$out"
+}
+
+# Gone, or a zombie (contextd's parent was a check's subshell: init reaps it).
+exited() { # PID
+    local state
+    state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 0
+    case "$state" in '' | Z | X) return 0 ;; *) return 1 ;; esac
+}
+
+# SIGTERM; gone within 10 s.
+stop_contextd() {
+    local pid
+    pid=$(cat "$DIR/contextd.pid")
+    ! exited "$pid" || fail "contextd (pid $pid) was not running" "$(daemon_log)"
+    kill -TERM "$pid"
+    poll 10 exited "$pid" || fail "contextd (pid $pid) still runs 10 s after SIGTERM"
 }
 
 retitle() {
@@ -168,7 +263,7 @@ pipewire_restarts() {
 inner() {
     DIR=$1
     RESULTS=$DIR/results
-    check "session.sh start" timeout 40 "$SESSION" start "$DIR"
+    check "session.sh start --mocks" timeout 60 "$SESSION" start "$DIR" --mocks
     if [ ! -r "$DIR/env" ]; then
         echo "no $DIR/env; skipping the rest" >&2
         return 0
@@ -177,6 +272,12 @@ inner() {
     . "$DIR/env"
     check "DIR/env names a working bus, sway and PipeWire" env_file_complete
     check "two foot windows with their app ids in swaymsg -t get_tree" demo_windows_shown
+    check "contextd starts in the session" start_contextd
+    check "contextctl sources: every source available (${SOURCES[*]})" every_source_available
+    check "contextctl status shows the mocked logind, UPower and NetworkManager" status_shows_mocks
+    check "contextctl consent grant exe:/usr/bin/true windows passes polkit" consent_grant_passes_polkit
+    check "contextctl consent list shows the grant" consent_list_shows_grant
+    check "contextd stops on SIGTERM" stop_contextd
     check "set-title changes a window's title" retitle
     check "pw-play makes a running stream node with its pid" pw_play_makes_stream
     check "kill-sway, start-sway: sway and windows come back" sway_restarts
@@ -216,7 +317,7 @@ outer() {
 
     local -a pids=()
     local f pid _st
-    for f in "$DIR"/pids/*.pid; do
+    for f in "$DIR"/pids/*.pid "$DIR/contextd.pid"; do
         [ -e "$f" ] || continue
         read -r pid _st <"$f"
         pids+=("$pid")
