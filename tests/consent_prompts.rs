@@ -495,6 +495,7 @@ async fn a_panel_hears_what_changed_and_lists_the_pending_prompt() {
         let panel = register(&s, &agent).await;
         let consent = Consent1Proxy::new(&panel).await.expect("proxy");
         let mut changed = consent.receive_changed().await.expect("Changed");
+        consent.watch_changes().await.expect("WatchChanges");
         let mut heard: Vec<String> = Vec::new();
         let mut hear = async |want: &str, heard: &mut Vec<String>| {
             while !heard.iter().any(|p| p == want) {

@@ -76,6 +76,7 @@ pub mod consent {
         fn unregister_agent(&self, agent: &zbus::wire::ObjectPath<'_>) -> zbus::Result<()>;
         fn set_paused(&self, paused: bool) -> zbus::Result<()>;
         fn list_pending(&self) -> zbus::Result<Vec<Dict>>;
+        fn watch_changes(&self) -> zbus::Result<()>;
         #[zbus(property)]
         fn paused(&self) -> zbus::Result<bool>;
         #[zbus(signal)]

@@ -226,6 +226,21 @@ impl Consent1 {
         self.shared.core.gate.paused()
     }
 
+    /// Send the caller `Changed` (only to it) until it leaves the bus.
+    async fn watch_changes(&self, #[zbus(header)] hdr: Header<'_>) -> Result<()> {
+        self.shared.authorize_manage(&hdr).await?;
+        let owner = hdr
+            .sender()
+            .map(|s| s.as_str().to_owned())
+            .ok_or_else(|| Error::Failed("message has no sender".into()))?;
+        self.shared
+            .consent_watchers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(owner);
+        Ok(())
+    }
+
     /// The consent prompts waiting for the user, oldest first.
     #[zbus(out_args("prompts"))]
     async fn list_pending(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
@@ -276,15 +291,27 @@ pub async fn watch_changes(shared: Arc<Shared>, cancel: CancellationToken) {
         if names.is_empty() {
             continue;
         }
-        let emitter = match SignalEmitter::new(&shared.conn, super::PATH) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot announce consent changes");
+        let watchers: Vec<String> = shared
+            .consent_watchers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect();
+        for w in watchers {
+            let Ok(dest) = zbus::names::BusName::try_from(w.as_str()) else {
                 continue;
+            };
+            let emitter = match SignalEmitter::new(&shared.conn, super::PATH) {
+                Ok(e) => e.set_destination(dest),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot announce consent changes");
+                    break;
+                }
+            };
+            if let Err(e) = Consent1::changed(&emitter, &names).await {
+                tracing::debug!(error = %e, watcher = %w, "cannot send Consent1.Changed");
             }
-        };
-        if let Err(e) = Consent1::changed(&emitter, &names).await {
-            tracing::debug!(error = %e, "cannot send Consent1.Changed");
         }
     }
 }

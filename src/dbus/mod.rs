@@ -38,6 +38,9 @@ pub struct Shared {
     pub callers: callers::Callers,
     pub subs: Arc<subscription::Subscriptions>,
     pub agents: Arc<agent::Agents>,
+    /// Unique names of the panels that asked for `Consent1.Changed`
+    /// (`WatchChanges`): the signal goes to each, never to the bus.
+    pub consent_watchers: std::sync::Mutex<std::collections::BTreeSet<String>>,
     pub polkit: polkit::Polkit,
     /// The publishers' tracker: tasks that outlive a call (a request's
     /// answer) are spawned here, so that shutdown joins them.
@@ -120,6 +123,7 @@ pub async fn serve(
         callers: callers::Callers::new(dbus.clone()),
         subs: Arc::new(subscription::Subscriptions::default()),
         agents,
+        consent_watchers: std::sync::Mutex::new(std::collections::BTreeSet::new()),
         polkit: polkit::Polkit::default(),
         tasks: level.tracker(),
         next_request: AtomicU64::new(0),
@@ -143,6 +147,11 @@ pub async fn serve(
                             shared.callers.forget(name);
                             shared.agents.drop_owner(name);
                             shared.core.provider_gone(name);
+                            shared
+                                .consent_watchers
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .remove(name);
                             subscription::drop_owner(&shared.conn, &shared.subs, name).await;
                         }
                     }
