@@ -546,7 +546,7 @@ mod tests {
         let p = |kind: &str, data: serde_json::Value| ProvidedContext {
             app_id: AppId::new("org.gnome.TextEditor").expect("app"),
             kind: kind.into(),
-            data,
+            data: data.into(),
             updated: Utc::now(),
         };
         let change = |k: ChangeKind, c: ProvidedContext| Change::Provided {

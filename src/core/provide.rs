@@ -223,7 +223,7 @@ impl Core {
                 context: ProvidedContext {
                     app_id: app.clone(),
                     kind: kind.to_owned(),
-                    data,
+                    data: std::sync::Arc::new(data),
                     updated: stamp,
                 },
             });

@@ -267,7 +267,7 @@ impl NotificationView {
 pub struct ProvidedView {
     pub app_id: String,
     pub kind: String,
-    pub data: serde_json::Value,
+    pub data: std::sync::Arc<serde_json::Value>,
     pub updated: String,
 }
 
@@ -766,7 +766,7 @@ mod tests {
                 ProvidedContext {
                     app_id: app,
                     kind: kind.into(),
-                    data: serde_json::json!({"name": "n"}),
+                    data: serde_json::json!({"name": "n"}).into(),
                     updated: Utc::now(),
                 },
             );

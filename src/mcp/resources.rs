@@ -919,7 +919,7 @@ mod tests {
         let context = crate::model::ProvidedContext {
             app_id: crate::model::AppId::new("exe:/usr/bin/docs").unwrap_or_else(|e| panic!("{e}")),
             kind: "document".into(),
-            data: json!({}),
+            data: json!({}).into(),
             updated: chrono::Utc::now(),
         };
         let uris = affected(

@@ -772,7 +772,7 @@ mod tests {
         let provided = ProvidedContext {
             app_id: AppId::new("exe:/usr/bin/docs").unwrap_or_else(|e| panic!("{e}")),
             kind: "document".into(),
-            data: json!({"@type": "DigitalDocument", "name": "notes.odt"}),
+            data: json!({"@type": "DigitalDocument", "name": "notes.odt"}).into(),
             updated: now,
         };
         snap.provided.insert(

@@ -224,7 +224,9 @@ pub struct Notification {
 pub struct ProvidedContext {
     pub app_id: AppId,
     pub kind: String,
-    pub data: serde_json::Value,
+    /// Shared, not copied: the state, the change broadcast and every
+    /// reader's view point at the one entry (an entry can be 64 KiB).
+    pub data: std::sync::Arc<serde_json::Value>,
     #[serde(default = "Utc::now")]
     pub updated: DateTime<Utc>,
 }
