@@ -60,6 +60,9 @@ PACKAGES=(
     # GLib's headers and gdbus-codegen: the generated C clients of the tests
     # (tests/codegen) and the C provider example (examples/c-provider)
     libglib2.0-dev libglib2.0-dev-bin
+    # the toolkit clients of tests/toolkits.rs: Qt 5 (qdbusxml2cpp, moc,
+    # QtDBus headers; g++ builds them) and GJS (PyGObject is python3-gi above)
+    g++ qtbase5-dev qtbase5-dev-tools gjs
     # file checks: polkit's DTD (polkitd ships it), xmllint, portal interfaces
     polkitd libxml2-utils xdg-desktop-portal
     # tools the tests and scripts use
@@ -92,7 +95,8 @@ missing_packages() {
     status=$(dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' "$@" 2>/dev/null || true)
     local p
     for p in "$@"; do
-        if ! grep -qE "^${p}(:[a-z0-9]+)? ii" <<<"$status"; then
+        # Compared as strings: package names may hold regex characters (g++).
+        if ! awk -v p="$p" '($1 == p || index($1, p ":") == 1) && $2 == "ii" { f = 1 } END { exit !f }' <<<"$status"; then
             printf '%s\n' "$p"
         fi
     done
