@@ -61,8 +61,9 @@ PACKAGES=(
     # (tests/codegen) and the C provider example (examples/c-provider)
     libglib2.0-dev libglib2.0-dev-bin
     # the toolkit clients of tests/toolkits.rs: Qt 5 (qdbusxml2cpp, moc,
-    # QtDBus headers; g++ builds them) and GJS (PyGObject is python3-gi above)
-    g++ qtbase5-dev qtbase5-dev-tools gjs
+    # QtDBus headers; g++ builds them), Qt 6's qdbusxml2cpp (run on every
+    # XML) and GJS (PyGObject is python3-gi above)
+    g++ qtbase5-dev qtbase5-dev-tools qt6-base-dev-tools gjs
     # file checks: polkit's DTD (polkitd ships it), xmllint, portal interfaces
     polkitd libxml2-utils xdg-desktop-portal
     # tools the tests and scripts use

@@ -295,7 +295,18 @@ fn qdbusxml2cpp_accepts_every_interface() {
         st.success(),
         "no Qt 5 (qtbase5-dev): run scripts/deps.sh: {e}"
     );
-    let tool = PathBuf::from(bins.trim()).join("qdbusxml2cpp");
+    // Qt 5's generator, and Qt 6's (Debian's qt6-base-dev-tools).
+    let qt6 = PathBuf::from("/usr/lib/qt6/bin/qdbusxml2cpp");
+    assert!(
+        qt6.exists(),
+        "no Qt 6 qdbusxml2cpp (qt6-base-dev-tools): run scripts/deps.sh"
+    );
+    for tool in [PathBuf::from(bins.trim()).join("qdbusxml2cpp"), qt6] {
+        generates_every_interface(&tool);
+    }
+}
+
+fn generates_every_interface(tool: &Path) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut n = 0;
     for entry in std::fs::read_dir(interfaces()).expect("dbus-interfaces") {
@@ -306,7 +317,7 @@ fn qdbusxml2cpp_accepts_every_interface() {
         n += 1;
         for mode in ["-p", "-a"] {
             let (st, _o, e) = run_cmd(
-                Command::new(&tool)
+                Command::new(tool)
                     .current_dir(dir.path())
                     .arg(mode)
                     .arg("out.h:out.cpp")
@@ -315,7 +326,8 @@ fn qdbusxml2cpp_accepts_every_interface() {
             );
             assert!(
                 st.success() && e.is_empty(),
-                "qdbusxml2cpp {mode} {}: {e}",
+                "{} {mode} {}: {e}",
+                tool.display(),
                 xml.display()
             );
         }
