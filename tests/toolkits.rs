@@ -13,6 +13,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::dbusmock::Mock;
 use common::*;
 use contextd::client::proxy::Context1Proxy;
 
@@ -162,6 +163,9 @@ impl Drop for Client {
 /// after a focus change prints the `Changed` signal and exits.
 async fn check_client(app_id: &str, cmd: &mut Command) {
     let bus = Bus::start();
+    // Consent1 is authorised by polkit: a mock that allows managing.
+    let sys = Bus::start();
+    let _polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
     let home = Home::new();
     let me = my_app_id();
     home.write_policy(&[(&me, &["windows"]), (app_id, &["windows"])]);
@@ -173,7 +177,13 @@ async fn check_client(app_id: &str, cmd: &mut Command) {
         true,
     ));
     replay.send(&window_line("w2", "org.mozilla.firefox", "News", false));
-    let _d = Daemon::start(&bus, &home, &["--replay", &replay.arg()]).await;
+    let _d = Daemon::start_with(
+        &bus,
+        &home,
+        &["--replay", &replay.arg()],
+        &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
+    )
+    .await;
     let conn = bus.connect().await;
     let ctx = Context1Proxy::new(&conn).await.expect("proxy");
     eventually(10, "windows replayed", || async {
@@ -186,6 +196,9 @@ async fn check_client(app_id: &str, cmd: &mut Command) {
     assert_eq!(app, "app_id=org.gnome.TextEditor", "{}", client.output());
     let version = client.line("version=", 10).await;
     assert_eq!(version, "version=2", "{}", client.output());
+    // policy.toml's two grants, read through Consent1.ListGrants (aa{sv}).
+    let grants = client.line("grants=", 10).await;
+    assert_eq!(grants, "grants=2 first=windows", "{}", client.output());
     client.line("subscribed path=", 10).await;
 
     replay.send(r#"{"type":"focus","id":"w2"}"#);
@@ -228,6 +241,7 @@ fn build_qt_client(dir: &Path) -> PathBuf {
     }
     let mut sources = vec![repo().join("tests/toolkits/qt/main.cpp")];
     for (base, iface) in [
+        ("consent1", "org.contextd.Consent1"),
         ("context1", "org.contextd.Context1"),
         ("subscription1", "org.contextd.Subscription1"),
     ] {

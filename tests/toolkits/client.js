@@ -3,6 +3,7 @@
 //
 // A GJS client of the broker: proxies from Gio.DBusProxy.makeProxyWrapper
 // built from the interface XML files. Prints the active window's app id,
+// the number of grants (Consent1.ListGrants),
 // subscribes to `windows`, prints every Changed signal and exits after the
 // first focus change.
 //
@@ -21,6 +22,7 @@ function xml(name) {
 
 const Context1Proxy = Gio.DBusProxy.makeProxyWrapper(xml('org.contextd.Context1'));
 const Subscription1Proxy = Gio.DBusProxy.makeProxyWrapper(xml('org.contextd.Subscription1'));
+const Consent1Proxy = Gio.DBusProxy.makeProxyWrapper(xml('org.contextd.Consent1'));
 
 function fail(e) {
     printerr(e.message);
@@ -33,6 +35,9 @@ try {
     const [window] = ctx.GetActiveWindowSync();
     print(`app_id=${window.app_id.deepUnpack()}`);
     print(`version=${ctx.Version}`);
+    const consent = new Consent1Proxy(Gio.DBus.session, BUS_NAME, PATH);
+    const [grants] = consent.ListGrantsSync();
+    print(`grants=${grants.length} first=${grants.length ? grants[0].category.deepUnpack() : ''}`);
     [path] = ctx.SubscribeSync(['windows']);
 } catch (e) {
     fail(e);

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """A Python (PyGObject) client of the broker: Gio.DBusProxy objects with the
 interface info from the XML files (Gio.DBusNodeInfo.new_for_xml). Prints the
-active window's app id, subscribes to `windows`, prints every Changed signal
+active window's app id, the number of grants (Consent1.ListGrants), subscribes to `windows`, prints every Changed signal
 and exits after the first focus change.
 
     python3 client.py DBUS_INTERFACES_DIR
@@ -39,6 +39,9 @@ def main():
         (window,) = call(ctx, "GetActiveWindow")
         print(f"app_id={window['app_id']}", flush=True)
         print(f"version={ctx.get_cached_property('Version').unpack()}", flush=True)
+        consent = proxy(bus, PATH, "org.contextd.Consent1")
+        (grants,) = call(consent, "ListGrants")
+        print(f"grants={len(grants)} first={grants[0]['category'] if grants else ''}", flush=True)
         (path,) = call(ctx, "Subscribe", GLib.Variant("(as)", (["windows"],)))
     except GLib.Error as e:
         print(e.message, file=sys.stderr)

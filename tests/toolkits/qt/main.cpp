@@ -3,12 +3,14 @@
 //
 // A Qt 5 client of the broker through the proxies qdbusxml2cpp generates
 // from dbus-interfaces/ (context1.h, subscription1.h; tests/toolkits.rs
-// generates and builds them). It prints the active window's app id,
+// generates and builds them). It prints the active window's app id, the
+// number of grants (Consent1.ListGrants),
 // subscribes to `windows`, prints every Changed signal and exits after the
 // first focus change.
 
 #include <QCoreApplication>
 #include <QDBusArgument>
+#include <QDBusMetaType>
 #include <QDBusConnection>
 #include <QDBusObjectPath>
 #include <QDBusPendingReply>
@@ -17,6 +19,7 @@
 
 #include <cstdio>
 
+#include "consent1.h"
 #include "context1.h"
 #include "subscription1.h"
 
@@ -51,6 +54,18 @@ int main(int argc, char **argv)
         return fail(window.error());
     std::printf("app_id=%s\n", qPrintable(window.value().value(QStringLiteral("app_id")).toString()));
     std::printf("version=%u\n", ctx.version());
+
+    // aa{sv} is QList<QVariantMap> (the XML's Qt annotation); QtDBus
+    // demarshals it once the type is registered.
+    qDBusRegisterMetaType<QList<QVariantMap>>();
+    org::contextd::Consent1 consent(name, QStringLiteral("/org/contextd/Broker1"), bus);
+    QDBusPendingReply<QList<QVariantMap>> grants = consent.ListGrants();
+    grants.waitForFinished();
+    if (grants.isError())
+        return fail(grants.error());
+    const QList<QVariantMap> g = grants.value();
+    std::printf("grants=%d first=%s\n", int(g.size()),
+                g.isEmpty() ? "" : qPrintable(g.first().value(QStringLiteral("category")).toString()));
 
     QDBusPendingReply<QDBusObjectPath> path = ctx.Subscribe(QStringList{QStringLiteral("windows")});
     path.waitForFinished();
