@@ -7,8 +7,10 @@
 mod common;
 mod mcp_support;
 
+use std::path::Path;
+
 use common::*;
-use contextd::client::proxy::{Context1Proxy, Provider1Proxy};
+use contextd::client::proxy::Context1Proxy;
 use mcp_support::*;
 use serde_json::{Value, json};
 
@@ -439,8 +441,9 @@ fn text_of<'a>(r: &'a Value, what: &str) -> &'a str {
 /// snapshot and what_am_i_doing, hears of each change and of its removal
 /// (resources/subscribe and subscriptions/listen), and is offered the kinds
 /// it may see; a host without the grant gets refusals and nothing of it.
-/// One entry is published over Provider1 by this test (the broker types
-/// it), the other replayed, so that the host's run can change it.
+/// One entry is published over Provider1 by the Python example provider
+/// (the broker types it), the other replayed, so that the host's run can
+/// change it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provided_context_reaches_only_a_granted_host_and_its_changes_are_sent() {
     with_timeout(300, async {
@@ -459,12 +462,25 @@ async fn provided_context_reaches_only_a_granted_host_and_its_changes_are_sent()
         wait_socket(&home);
         let conn = bus.connect().await;
         let ctx = Context1Proxy::new(&conn).await.expect("Context1");
-        let provider = Provider1Proxy::new(&conn).await.expect("Provider1");
-        provider
-            .publish("document", r#"{"name": "CANARY-DOC-PUBLISHED.odt"}"#)
-            .await
-            .expect("Publish");
-        let me = my_app_id();
+        // The publisher: the Python example provider (PyGObject, as a GTK
+        // app writes it), alive for the whole test.
+        let mut provider = std::process::Command::new(python())
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/provider.py"))
+            .args(["--name", "CANARY-DOC-PUBLISHED.odt", "--ignore-stdin"])
+            .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("examples/provider.py");
+        {
+            use std::io::BufRead;
+            let mut line = String::new();
+            std::io::BufReader::new(provider.stdout.as_mut().expect("stdout"))
+                .read_line(&mut line)
+                .expect("the provider's first line");
+            assert!(line.starts_with("published document"), "{line}");
+        }
+        let me = python_app_id();
         let seeds = json!([
             "document",
             "selection",
@@ -610,6 +626,8 @@ async fn provided_context_reaches_only_a_granted_host_and_its_changes_are_sent()
         let back = of(&entries(&r["reads_after"][0]), DOCS);
         assert_eq!(back["data"]["name"], "CANARY-DOC-4.odt", "{back}");
         assert_eq!(back["data"]["@type"], "DigitalDocument");
+        let _ = provider.kill();
+        let _ = provider.wait();
     })
     .await;
 }
