@@ -53,6 +53,19 @@ pub fn start_bus(dir: &Path) -> (Proc, String) {
     (Proc(child), line.trim().to_owned())
 }
 
+/// A process's resident memory (VmRSS), in KiB; 0 when unknown.
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 /// Percentile of sorted durations.
 pub fn pct(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {

@@ -35,18 +35,6 @@ fn main() {
     rt.block_on(run());
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 async fn ping(conn: &zbus::Connection) -> Duration {
     let t = Instant::now();
     conn.call_method(

@@ -160,18 +160,7 @@ fn bare_client(env: &[(String, String)]) -> std_mpsc::Receiver<(Instant, String)
 }
 
 // ---------------------------------------------------------------- RSS
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
+// (rss_kib is in common.rs)
 
 fn wl_toplevels_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("exe");
