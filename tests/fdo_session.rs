@@ -247,3 +247,65 @@ async fn without_logind_the_screensaver_stands_in() {
     })
     .await
 }
+
+/// A graphical login after the broker started (the broker came up with
+/// the user's manager, before the desktop): logind's `SessionNew` makes
+/// the broker look again, and the session it did not find is followed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_appears_later_is_picked_up() {
+    with_timeout(90, async {
+        let buses = Buses::start();
+        let logind = Mock::template(&buses.system.address, true, "logind", LOGIN1).await;
+        let sys = buses.system.connect().await;
+        let home = Home::new();
+        home.write_policy(&[(&my_app_id(), &["session"])]);
+        let _d = buses.daemon(&home, &[]).await;
+        let conn = buses.session.connect().await;
+        let down = until_source(&conn, "login1", false).await;
+        assert!(
+            down["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("no graphical session")),
+            "{down}"
+        );
+
+        // SAFETY: getuid(2) cannot fail.
+        let uid = unsafe { libc::getuid() };
+        logind
+            .call(
+                &sys,
+                MANAGER,
+                MOCK_IFACE,
+                "AddSession",
+                &("c9", "seat0", uid, "me", true),
+            )
+            .await;
+        let session = ObjectPath::try_from("/org/freedesktop/login1/session/c9").expect("path");
+        logind
+            .set(
+                &sys,
+                &format!("/org/freedesktop/login1/user/{uid}"),
+                "org.freedesktop.login1.User",
+                "Display",
+                Variant::from(("c9", session.clone())),
+            )
+            .await;
+        // dbusmock's AddSession does not announce it; logind does.
+        logind
+            .emit(
+                &sys,
+                MANAGER,
+                MANAGER_IFACE,
+                "SessionNew",
+                "so",
+                vec![Variant::from("c9"), Variant::from(session)],
+            )
+            .await;
+        until_source(&conn, "login1", true).await;
+        until_snapshot(&conn, "the new session, active", |s| {
+            s["session"]["active"] == true
+        })
+        .await;
+    })
+    .await
+}

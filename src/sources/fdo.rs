@@ -659,6 +659,33 @@ pub trait Service: Send {
 
     /// Drop everything `attach` set up.
     fn detach(&mut self);
+
+    /// Signals of the service (interface, member) after which an attach
+    /// that failed is worth trying again at once rather than after the
+    /// backoff: logind's `SessionNew`, when no session was found.
+    const RETRY_ON: &'static [(&'static str, &'static str)] = &[];
+}
+
+/// The signals of `S::RETRY_ON` from `owner`, merged; `None` when there
+/// are none (or the match rules cannot be added: the backoff still runs).
+async fn retry_signals<S: Service>(
+    conn: &Connection,
+    owner: &str,
+) -> Option<futures_util::stream::SelectAll<MessageStream>> {
+    if S::RETRY_ON.is_empty() {
+        return None;
+    }
+    let mut streams = Vec::new();
+    for (iface, member) in S::RETRY_ON {
+        match signal_stream(conn, owner, None, iface, member).await {
+            Ok(s) => streams.push(s),
+            Err(e) => {
+                tracing::debug!(source = S::SOURCE, error = %e, "cannot watch {iface}.{member}");
+                return None;
+            }
+        }
+    }
+    Some(futures_util::stream::select_all(streams))
 }
 
 /// How following a service ended.
@@ -757,10 +784,23 @@ async fn follow<S: Service>(
                 failures.log(S::SOURCE, &format!("{why}; retrying"));
                 let _ = out.send(svc.gone()).await;
                 ctx.status(S::SOURCE, false, Some(why)).await;
+                let mut retry = retry_signals::<S>(conn, &owner).await;
+                let retry_now = async {
+                    match retry.as_mut() {
+                        Some(r) => {
+                            r.next().await;
+                        }
+                        None => std::future::pending::<()>().await,
+                    }
+                };
                 tokio::select! {
                     _ = ctx.cancel.cancelled() => return Flow::Cancelled,
                     o = names.next() => if o.is_none() { return Flow::Lost(FdoError::Closed) },
                     _ = tokio::time::sleep(backoff.next_delay()) => {}
+                    _ = retry_now => {
+                        tracing::debug!(source = S::SOURCE, "trying again at once: the service announced a change");
+                        backoff.reset();
+                    }
                 }
                 continue;
             }

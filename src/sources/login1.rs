@@ -230,6 +230,10 @@ impl Service for Login1 {
     const SOURCE: &'static str = NAME;
     const BUS_NAME: &'static str = BUS_NAME;
     const BUS: BusKind = BusKind::System;
+    /// A login (a new session, a new user) may be the graphical session
+    /// that was not there yet.
+    const RETRY_ON: &'static [(&'static str, &'static str)] =
+        &[(MANAGER_IFACE, "SessionNew"), (MANAGER_IFACE, "UserNew")];
 
     fn gone(&self) -> SourceEvent {
         SourceEvent::Session { session: None }
