@@ -116,10 +116,6 @@ impl Prompts {
         self.timeout
     }
 
-    pub fn pending_count(&self) -> usize {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
     /// The prompts waiting for the user, oldest first.
     pub fn pending(&self) -> Vec<PendingView> {
         let mut v: Vec<(chrono::DateTime<chrono::Utc>, PendingView)> = self

@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::error::{Error, Result};
 use super::event::SourceEvent;
 use super::read::Subject;
-use super::view::{Names, time};
+use super::view::time;
 use super::{Core, vocabulary};
 use crate::model::{AppId, ProvidedContext};
 
@@ -237,15 +237,28 @@ impl Core {
         vocabulary::check_kind(kind)?;
         let key: Key = (who.app_id.clone(), kind.to_owned());
         let mut inner = self.providers.lock();
-        if inner.remove(&key).is_some() {
+        self.remove_entries(&mut inner, vec![key]);
+        Ok(())
+    }
+
+    /// Remove `keys` (those that are live), tell the state and the user's
+    /// panels, and forget idle rate buckets. Called with the lock held, so
+    /// that removals and publishes reach the state in order.
+    fn remove_entries(&self, inner: &mut Inner, keys: Vec<Key>) {
+        let mut removed = false;
+        for key in keys {
+            if inner.remove(&key).is_some() {
+                removed = true;
+                self.state.apply(SourceEvent::ProvidedRemoved {
+                    app_id: key.0,
+                    kind: key.1,
+                });
+            }
+        }
+        if removed {
             self.gate.notices.bump(super::notice::Part::Providers);
-            self.state.apply(SourceEvent::ProvidedRemoved {
-                app_id: key.0,
-                kind: key.1,
-            });
         }
         inner.prune(Instant::now());
-        Ok(())
     }
 
     /// The publisher `owner` is gone (its bus connection closed): its
@@ -255,15 +268,7 @@ impl Core {
         let Some(keys) = inner.by_owner.get(owner).cloned() else {
             return;
         };
-        for key in keys {
-            inner.remove(&key);
-            self.state.apply(SourceEvent::ProvidedRemoved {
-                app_id: key.0,
-                kind: key.1,
-            });
-        }
-        inner.prune(Instant::now());
-        self.gate.notices.bump(super::notice::Part::Providers);
+        self.remove_entries(&mut inner, keys.into_iter().collect());
     }
 
     /// Let `app` publish, or refuse its publications (its entries go at
@@ -278,13 +283,7 @@ impl Core {
                 .filter(|(a, _)| a == app)
                 .cloned()
                 .collect();
-            for key in keys {
-                inner.remove(&key);
-                self.state.apply(SourceEvent::ProvidedRemoved {
-                    app_id: key.0,
-                    kind: key.1,
-                });
-            }
+            self.remove_entries(&mut inner, keys);
         }
         Ok(changed)
     }
@@ -334,19 +333,6 @@ impl Core {
                 kinds,
             })
             .collect()
-    }
-
-    /// The kinds `app` publishes now.
-    pub fn published_by(&self, app: &AppId) -> Names {
-        let inner = self.providers.lock();
-        let mut kinds: Vec<String> = inner
-            .entries
-            .keys()
-            .filter(|(a, _)| a == app)
-            .map(|(_, k)| k.clone())
-            .collect();
-        kinds.sort();
-        Names(kinds)
     }
 }
 
