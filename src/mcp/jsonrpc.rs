@@ -125,27 +125,44 @@ fn known(method: &str, params: Option<&Value>) -> bool {
         && !(REMOVED_IN_2026_07_28.contains(&method) && stateless_era(params))
 }
 
-/// Why `params` do not fit `method`, in serde's words where we can say.
-fn param_error(method: &str, params: Option<Value>) -> String {
+/// Whether `params` fit the type rmcp parses `method`'s params into, in
+/// serde's words when they do not; `None` for a method this does not know
+/// the shape of. Absent params are `null`, as rmcp sees them.
+fn fit_params(method: &str, params: Option<&Value>) -> Option<Result<(), String>> {
     use rmcp::model::{
         CallToolRequestParams, CompleteRequestParams, GetPromptRequestParams,
-        InitializeRequestParams, ReadResourceRequestParams, SubscribeRequestParams,
+        InitializeRequestParams, PaginatedRequestParams, ReadResourceRequestParams,
+        SubscribeRequestParams,
     };
-    fn why<T: serde::de::DeserializeOwned>(p: Option<Value>) -> Option<String> {
-        serde_json::from_value::<T>(p.unwrap_or(Value::Null))
-            .err()
-            .map(|e| e.to_string())
+    use serde::Deserialize;
+    static NULL: Value = Value::Null;
+    fn fit<'a, T: Deserialize<'a>>(p: Option<&'a Value>) -> Result<(), String> {
+        T::deserialize(p.unwrap_or(&NULL))
+            .map(drop)
+            .map_err(|e| e.to_string())
     }
-    let detail = match method {
-        "resources/read" => why::<ReadResourceRequestParams>(params),
-        "resources/subscribe" | "resources/unsubscribe" => why::<SubscribeRequestParams>(params),
-        "tools/call" => why::<CallToolRequestParams>(params),
-        "prompts/get" => why::<GetPromptRequestParams>(params),
-        "completion/complete" => why::<CompleteRequestParams>(params),
-        "initialize" => why::<InitializeRequestParams>(params),
-        _ => None,
-    };
-    detail.unwrap_or_else(|| "the params do not match the method".into())
+    fn fit_opt<'a, T: Deserialize<'a>>(p: Option<&'a Value>) -> Result<(), String> {
+        p.map_or(Ok(()), |p| fit::<T>(Some(p)))
+    }
+    Some(match method {
+        "tools/call" => fit::<CallToolRequestParams>(params),
+        "resources/read" => fit::<ReadResourceRequestParams>(params),
+        "prompts/get" => fit::<GetPromptRequestParams>(params),
+        "completion/complete" => fit::<CompleteRequestParams>(params),
+        "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
+            fit_opt::<PaginatedRequestParams>(params)
+        }
+        "resources/subscribe" | "resources/unsubscribe" => fit::<SubscribeRequestParams>(params),
+        "initialize" => fit::<InitializeRequestParams>(params),
+        _ => return None,
+    })
+}
+
+/// Why `params` do not fit `method`, in serde's words where we can say.
+fn param_error(method: &str, params: Option<&Value>) -> String {
+    fit_params(method, params)
+        .and_then(Result::err)
+        .unwrap_or_else(|| "the params do not match the method".into())
 }
 
 fn request_id(v: &Value) -> Option<RequestId> {
@@ -164,53 +181,43 @@ pub enum Checked {
     Ignore(String),
 }
 
-/// Methods whose params [`check`] tries against their type directly: the
+/// Methods whose params [`check`] fits against their type directly: the
 /// ones hosts send all the time. Building rmcp's whole message (a flattened,
 /// buffered deserializer) cost a sixth of the daemon's time under load, and
-/// rmcp builds it again on `/mcp`.
-fn params_fit(method: &str, params: Option<&Value>) -> Option<Result<(), String>> {
-    use rmcp::model::{
-        CallToolRequestParams, CompleteRequestParams, GetPromptRequestParams,
-        PaginatedRequestParams, ReadResourceRequestParams,
-    };
-    use serde::Deserialize;
-    fn fit<'a, T: Deserialize<'a>>(p: Option<&'a Value>) -> Result<(), String> {
-        match p {
-            Some(p) => T::deserialize(p).map(drop).map_err(|e| e.to_string()),
-            None => Err("missing params".into()),
-        }
-    }
-    fn fit_opt<'a, T: Deserialize<'a>>(p: Option<&'a Value>) -> Result<(), String> {
-        p.map_or(Ok(()), |p| fit::<T>(Some(p)))
-    }
-    Some(match method {
-        "tools/call" => fit::<CallToolRequestParams>(params),
-        "resources/read" => fit::<ReadResourceRequestParams>(params),
-        "prompts/get" => fit::<GetPromptRequestParams>(params),
-        "completion/complete" => fit::<CompleteRequestParams>(params),
-        "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
-            fit_opt::<PaginatedRequestParams>(params)
-        }
-        _ => return None,
+/// rmcp builds it again on `/mcp`. The others (and the methods 2026-07-28
+/// removed, which need [`screen_value`]'s care) go through the full screen.
+const FITTED_DIRECTLY: &[&str] = &[
+    "tools/call",
+    "resources/read",
+    "prompts/get",
+    "completion/complete",
+    "tools/list",
+    "resources/list",
+    "resources/templates/list",
+    "prompts/list",
+];
+
+/// Parse one message's bytes (a UTF-8 byte-order mark is allowed).
+fn parse(bytes: &[u8]) -> Result<Value, Rejection> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    serde_json::from_slice(bytes).map_err(|e| {
+        Rejection::new(
+            None,
+            ErrorCode::PARSE_ERROR,
+            format!("parse error: not valid JSON ({e})"),
+        )
     })
 }
 
 /// Check one message as [`screen`] does, without building rmcp's message
-/// when its method is one that [`params_fit`] knows: for `/mcp`, where rmcp
+/// when its method is one of [`FITTED_DIRECTLY`]: for `/mcp`, where rmcp
 /// parses the body itself. What `check` passes, `screen` passes too; a
 /// list request whose cursor is not a string `check` refuses (-32602) where
 /// rmcp ignores it.
 pub fn check(bytes: &[u8]) -> Checked {
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let v: Value = match serde_json::from_slice(bytes) {
+    let v = match parse(bytes) {
         Ok(v) => v,
-        Err(e) => {
-            return Checked::Reject(Rejection::new(
-                None,
-                ErrorCode::PARSE_ERROR,
-                format!("parse error: not valid JSON ({e})"),
-            ));
-        }
+        Err(r) => return Checked::Reject(r),
     };
     if let Err(answer) = envelope(&v) {
         return answer.into();
@@ -218,7 +225,8 @@ pub fn check(bytes: &[u8]) -> Checked {
     let method = v.get("method").and_then(Value::as_str);
     let is_request = v.get("id").is_some();
     if let (Some(m), true) = (method, is_request)
-        && let Some(fit) = params_fit(m, v.get("params"))
+        && FITTED_DIRECTLY.contains(&m)
+        && let Some(fit) = fit_params(m, v.get("params"))
     {
         return match fit {
             Ok(()) => Checked::Pass,
@@ -244,18 +252,10 @@ impl From<Screened> for Checked {
 
 /// Screen the bytes of one message.
 pub fn screen(bytes: &[u8]) -> Screened {
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let v: Value = match serde_json::from_slice(bytes) {
-        Ok(v) => v,
-        Err(e) => {
-            return Screened::Reject(Rejection::new(
-                None,
-                ErrorCode::PARSE_ERROR,
-                format!("parse error: not valid JSON ({e})"),
-            ));
-        }
-    };
-    screen_value(v)
+    match parse(bytes) {
+        Ok(v) => screen_value(v),
+        Err(r) => Screened::Reject(r),
+    }
 }
 
 /// The JSON-RPC envelope of one message: an object, `"jsonrpc": "2.0"`, a
@@ -344,7 +344,10 @@ pub fn screen_value(v: Value) -> Screened {
             Screened::Reject(Rejection::new(
                 Some(r.id),
                 ErrorCode::INVALID_PARAMS,
-                format!("invalid params for {m}: {}", param_error(&m, params)),
+                format!(
+                    "invalid params for {m}: {}",
+                    param_error(&m, params.as_ref())
+                ),
             ))
         }
         Ok(msg) => Screened::Pass(Box::new(msg)),
