@@ -40,12 +40,7 @@ async fn time_calls(conn: &zbus::Connection, iface: &str, member: &str, n: usize
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(run());
+    block_on(1, run());
 }
 
 async fn run() {

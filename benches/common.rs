@@ -16,23 +16,42 @@ impl Drop for Proc {
     }
 }
 
-/// The daemon as a bench starts it: a clean environment with its
-/// directories under `dir` (config, data, state, run), quiet. The caller
-/// adds the bus addresses and arguments.
-pub fn contextd(dir: &Path) -> Command {
+/// Run a bench's `main` future on a runtime of `workers` threads.
+pub fn block_on(workers: usize, f: impl std::future::Future<Output = ()>) {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(f);
+}
+
+/// The environment of a broker (and of its contextctl) whose directories
+/// are under `dir` (config, data, state, run; run is made, 0700), quiet.
+/// The caller adds the bus addresses.
+pub fn envs(dir: &Path) -> Vec<(String, String)> {
     use std::os::unix::fs::PermissionsExt;
     let run = dir.join("run");
     std::fs::create_dir_all(&run).expect("mkdir run");
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).expect("chmod run");
+    let path = |p: &Path| p.display().to_string();
+    vec![
+        ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
+        ("XDG_CONFIG_HOME".into(), path(&dir.join("config"))),
+        ("XDG_DATA_HOME".into(), path(&dir.join("data"))),
+        ("XDG_STATE_HOME".into(), path(&dir.join("state"))),
+        ("XDG_RUNTIME_DIR".into(), path(&run)),
+        ("HOME".into(), path(dir)),
+        ("RUST_LOG".into(), "off".into()),
+    ]
+}
+
+/// The daemon as a bench starts it: a clean environment ([`envs`]), quiet.
+/// The caller adds the bus addresses and arguments.
+pub fn contextd(dir: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_contextd"));
     c.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("XDG_DATA_HOME", dir.join("data"))
-        .env("XDG_STATE_HOME", dir.join("state"))
-        .env("XDG_RUNTIME_DIR", dir.join("run"))
-        .env("HOME", dir)
-        .env("RUST_LOG", "off")
+        .envs(envs(dir))
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     c

@@ -30,12 +30,7 @@ const DISPLAY: &str = "/org/freedesktop/UPower/devices/DisplayDevice";
 const DEVICE_IFACE: &str = "org.freedesktop.UPower.Device";
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(run());
+    block_on(2, run());
 }
 
 async fn connect(address: &str) -> Connection {

@@ -370,12 +370,7 @@ async fn throughput_for(
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(run());
+    block_on(2, run());
 }
 
 fn node() -> PathBuf {
@@ -419,33 +414,14 @@ impl Daemon {
         )
         .expect("replay");
         let p = dir.path();
-        let env: Vec<(String, String)> = vec![
-            ("DBUS_SESSION_BUS_ADDRESS".into(), address.clone()),
-            ("HOME".into(), p.display().to_string()),
-            (
-                "XDG_CONFIG_HOME".into(),
-                p.join("config").display().to_string(),
-            ),
-            ("XDG_DATA_HOME".into(), p.join("data").display().to_string()),
-            (
-                "XDG_STATE_HOME".into(),
-                p.join("state").display().to_string(),
-            ),
-            (
-                "XDG_RUNTIME_DIR".into(),
-                p.join("run").display().to_string(),
-            ),
-            ("RUST_LOG".into(), "off".into()),
-        ];
+        let mut env = envs(p);
+        env.push(("DBUS_SESSION_BUS_ADDRESS".into(), address.clone()));
         let proc = Proc(
-            Command::new(env!("CARGO_BIN_EXE_contextd"))
+            contextd(p)
                 .arg("--replay")
                 .arg(&replay)
                 .args(["--http", "127.0.0.1:0"])
-                .env_clear()
-                .envs(env.iter().cloned())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .env("DBUS_SESSION_BUS_ADDRESS", &address)
                 .spawn()
                 .expect("spawn contextd"),
         );

@@ -105,12 +105,7 @@ fn cpu_ticks(pid: u32) -> u64 {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(run());
+    block_on(1, run());
 }
 
 fn data_of(sig: &contextd::client::proxy::Changed) -> Value {

@@ -27,12 +27,7 @@ const PUBLISH_SAMPLES: usize = 300;
 const CALLS: usize = 500;
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(run());
+    block_on(2, run());
 }
 
 async fn ping(conn: &zbus::Connection) -> Duration {

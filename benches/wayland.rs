@@ -182,12 +182,7 @@ fn wl_toplevels_bin() -> PathBuf {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(run());
+    block_on(1, run());
 }
 
 async fn run() {
