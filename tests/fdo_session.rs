@@ -124,34 +124,41 @@ async fn session_follows_lock_idle_and_sleep() {
     .await
 }
 
+/// Add an active session `id` for this user to the mock logind and make
+/// it the user's display session; its object path.
+async fn display_session(logind: &Mock, sys: &zbus::Connection, id: &str) -> ObjectPath<'static> {
+    // SAFETY: getuid(2) cannot fail.
+    let uid = unsafe { libc::getuid() };
+    logind
+        .call(
+            sys,
+            MANAGER,
+            MOCK_IFACE,
+            "AddSession",
+            &(id, "seat0", uid, "me", true),
+        )
+        .await;
+    let session =
+        ObjectPath::try_from(format!("/org/freedesktop/login1/session/{id}")).expect("path");
+    logind
+        .set(
+            sys,
+            &format!("/org/freedesktop/login1/user/{uid}"),
+            "org.freedesktop.login1.User",
+            "Display",
+            Variant::from((id, session.clone())),
+        )
+        .await;
+    session
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_xdg_session_id_the_users_display_session_is_used() {
     with_timeout(90, async {
         let buses = Buses::start();
         let logind = Mock::template(&buses.system.address, true, "logind", LOGIN1).await;
         let sys = buses.system.connect().await;
-        // SAFETY: getuid(2) cannot fail.
-        let uid = unsafe { libc::getuid() };
-        logind
-            .call(
-                &sys,
-                MANAGER,
-                MOCK_IFACE,
-                "AddSession",
-                &("c7", "seat0", uid, "me", true),
-            )
-            .await;
-        let user = format!("/org/freedesktop/login1/user/{uid}");
-        let session = ObjectPath::try_from("/org/freedesktop/login1/session/c7").expect("path");
-        logind
-            .set(
-                &sys,
-                &user,
-                "org.freedesktop.login1.User",
-                "Display",
-                Variant::from(("c7", session)),
-            )
-            .await;
+        display_session(&logind, &sys, "c7").await;
         logind
             .set(
                 &sys,
@@ -269,27 +276,7 @@ async fn a_session_that_appears_later_is_picked_up() {
             "{down}"
         );
 
-        // SAFETY: getuid(2) cannot fail.
-        let uid = unsafe { libc::getuid() };
-        logind
-            .call(
-                &sys,
-                MANAGER,
-                MOCK_IFACE,
-                "AddSession",
-                &("c9", "seat0", uid, "me", true),
-            )
-            .await;
-        let session = ObjectPath::try_from("/org/freedesktop/login1/session/c9").expect("path");
-        logind
-            .set(
-                &sys,
-                &format!("/org/freedesktop/login1/user/{uid}"),
-                "org.freedesktop.login1.User",
-                "Display",
-                Variant::from(("c9", session.clone())),
-            )
-            .await;
+        let session = display_session(&logind, &sys, "c9").await;
         // dbusmock's AddSession does not announce it; logind does.
         logind
             .emit(
