@@ -244,6 +244,21 @@ pub struct SourcesConfig {
     /// Sources not to start, by name (`wayland`, `pipewire`, ...).
     #[serde(default)]
     pub disabled: Vec<String>,
+    /// `[sources.shells]`: the shells that report windows.
+    #[serde(default)]
+    pub shells: ShellsConfig,
+}
+
+/// `[sources.shells]`: one more executable to trust as each window-reporting
+/// shell, besides `/usr/bin/gnome-shell` and `/usr/bin/kwin_wayland` (a
+/// shell installed elsewhere).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShellsConfig {
+    #[serde(default)]
+    pub gnome_shell: Option<PathBuf>,
+    #[serde(default)]
+    pub kwin: Option<PathBuf>,
 }
 
 impl ConfigFile {

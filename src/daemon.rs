@@ -277,6 +277,19 @@ async fn serve(
             .collect(),
     };
     sources::spawn_all(&ctx);
+    // Windows the shells report (org.contextd.WindowReports1): the core
+    // checks the reporter and hands the reports to their source.
+    let shells = &config.file.sources.shells;
+    let extra: Vec<(&'static str, &Path)> = [
+        (crate::core::reports::GNOME_SHELL, &shells.gnome_shell),
+        (crate::core::reports::KWIN, &shells.kwin),
+    ]
+    .into_iter()
+    .filter_map(|(s, p)| p.as_deref().map(|p| (s, p)))
+    .collect();
+    let (reporters, reports) = crate::core::reports::Reporters::new(&extra);
+    core.set_window_reports(reporters);
+    sources::shells::spawn(&ctx, reports);
     drop(ctx);
     drop(tx);
 

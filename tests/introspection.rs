@@ -128,6 +128,10 @@ async fn live_introspection_matches_the_xml_files() {
             live(&conn, PATH, "org.contextd.Provider1").await,
             from_file("org.contextd.Provider1")
         );
+        assert_eq!(
+            live(&conn, PATH, "org.contextd.WindowReports1").await,
+            from_file("org.contextd.WindowReports1")
+        );
 
         // A request stays alive while its prompt waits: a notification
         // server that never answers keeps it waiting.
@@ -206,6 +210,7 @@ async fn live_introspection_matches_the_xml_files() {
                     "org.contextd.Provider1.xml",
                     "org.contextd.Request1.xml",
                     "org.contextd.Subscription1.xml",
+                    "org.contextd.WindowReports1.xml",
                 ]
                 .contains(&name.as_str()),
                 "{name} is not checked against a live object yet: add it here"

@@ -29,6 +29,10 @@ pub enum Error {
         "the user refused what {app} publishes; they can allow it with `contextctl providers allow {app}`"
     )]
     PublishRefused { app: AppId },
+    /// A caller that is not the desktop shell reported windows
+    /// (org.contextd.WindowReports1).
+    #[error("{app} is not the desktop shell: only gnome-shell and kwin_wayland report windows")]
+    NotAReporter { app: AppId },
     #[error("{0}")]
     Unavailable(String),
     #[error("{0}")]

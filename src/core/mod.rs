@@ -18,6 +18,7 @@ pub mod policy;
 pub mod prompts;
 pub mod provide;
 pub mod read;
+pub mod reports;
 pub mod state;
 pub mod tokens;
 pub mod view;
@@ -47,6 +48,8 @@ pub struct Core {
     pub clock: Arc<dyn Clock>,
     /// The timeline's read side, set once the daemon opened the store.
     history: std::sync::OnceLock<Arc<dyn history::HistoryStore>>,
+    /// Who may report windows (the desktop shell), set by the daemon.
+    reporters: std::sync::OnceLock<reports::Reporters>,
     /// Where the core's own tasks (a prompt) are spawned: the publishers'
     /// level of the shutdown tree, since prompts are asked for them, so
     /// that a stop ends and joins a prompt that is still showing.
@@ -68,6 +71,7 @@ impl Core {
             providers: provide::Providers::default(),
             clock,
             history: std::sync::OnceLock::new(),
+            reporters: std::sync::OnceLock::new(),
             tasks,
         })
     }

@@ -25,9 +25,9 @@ impl From<core::Error> for Error {
     fn from(e: core::Error) -> Self {
         let msg = e.to_string();
         match e {
-            core::Error::NotAllowed { .. } | core::Error::PublishRefused { .. } => {
-                Error::NotAllowed(msg)
-            }
+            core::Error::NotAllowed { .. }
+            | core::Error::PublishRefused { .. }
+            | core::Error::NotAReporter { .. } => Error::NotAllowed(msg),
             core::Error::Pending { .. } => Error::Pending(msg),
             core::Error::NotFound(_) => Error::NotFound(msg),
             core::Error::InvalidArgs(_) => Error::InvalidArgs(msg),

@@ -13,6 +13,7 @@ pub mod provider1;
 pub mod request;
 pub mod subscription;
 pub mod variant;
+pub mod window_reports1;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -189,6 +190,14 @@ pub async fn serve(
         .at(
             PATH,
             consent1::Consent1 {
+                shared: shared.clone(),
+            },
+        )
+        .await?;
+    conn.object_server()
+        .at(
+            PATH,
+            window_reports1::WindowReports1 {
                 shared: shared.clone(),
             },
         )

@@ -16,6 +16,7 @@ pub mod networkmanager;
 pub mod notifications;
 pub mod pipewire;
 pub mod replay;
+pub mod shells;
 pub mod upower;
 pub mod wayland;
 
