@@ -9,8 +9,9 @@
 #   make test      fmt check, clippy, all tests (what CI runs, via .ci/run)
 #   make lint      fmt check and clippy only
 #   make bench     build and run the benchmark
-#   make install   binaries, user unit, D-Bus activation file, polkit policy
-#                  and interface XML under $(DESTDIR)$(PREFIX)
+#   make install   binaries, user unit, D-Bus activation file, polkit policy,
+#                  interface XML and the GNOME Shell extension (not enabled:
+#                  a user enables it) under $(DESTDIR)$(PREFIX)
 #   make clean     cargo clean and remove .run/
 
 SHELL := /bin/bash
@@ -26,6 +27,11 @@ SYSTEMD_USER_UNIT_DIR ?= $(PREFIX)/lib/systemd/user
 DBUS_SERVICES_DIR ?= $(DATADIR)/dbus-1/services
 DBUS_INTERFACES_DIR ?= $(DATADIR)/dbus-1/interfaces
 POLKIT_ACTIONS_DIR ?= $(DATADIR)/polkit-1/actions
+GNOME_SHELL_EXTENSIONS_DIR ?= $(DATADIR)/gnome-shell/extensions
+# The GNOME Shell extension's format: `legacy` (GNOME 43, 44) or `esm` (45
+# and later); by default the one the installed gnome-shell takes, else esm.
+GNOME_SHELL_EXTENSION ?= $(shell v=$$(gnome-shell --version 2>/dev/null | sed -n 's/^GNOME Shell \([0-9]*\).*/\1/p' || true); \
+	if [ -n "$$v" ] && [ "$$v" -lt 45 ]; then echo legacy; else echo esm; fi)
 
 # --locked once there is a lock file to hold the build to.
 LOCKED := $(if $(wildcard Cargo.lock),--locked,)
@@ -174,6 +180,14 @@ install-data:
 	    echo "install -m 0644 $${xml[*]} $(DESTDIR)$(DBUS_INTERFACES_DIR)/"; \
 	    install -m 0644 "$${xml[@]}" "$(DESTDIR)$(DBUS_INTERFACES_DIR)/"; \
 	fi
+	@case "$(GNOME_SHELL_EXTENSION)" in \
+	    legacy) src=data/gnome-shell ;; esm) src=data/gnome-shell-45 ;; \
+	    *) echo "GNOME_SHELL_EXTENSION must be legacy or esm" >&2; exit 1 ;; \
+	esac; \
+	ext="$(DESTDIR)$(GNOME_SHELL_EXTENSIONS_DIR)/contextd@contextd.org"; \
+	echo "install -m 0644 $$src/contextd@contextd.org/{extension.js,metadata.json} $$ext/"; \
+	install -d "$$ext"; \
+	install -m 0644 "$$src/contextd@contextd.org/extension.js" "$$src/contextd@contextd.org/metadata.json" "$$ext/"
 
 uninstall:
 	rm -f $(addprefix "$(DESTDIR)$(BINDIR)/,$(addsuffix ",$(BINARIES))) \
@@ -181,6 +195,7 @@ uninstall:
 	    "$(DESTDIR)$(DBUS_SERVICES_DIR)/org.contextd.Broker1.service" \
 	    "$(DESTDIR)$(POLKIT_ACTIONS_DIR)/org.contextd.policy" \
 	    "$(DESTDIR)$(DBUS_INTERFACES_DIR)"/org.contextd.*.xml
+	rm -rf "$(DESTDIR)$(GNOME_SHELL_EXTENSIONS_DIR)/contextd@contextd.org"
 
 clean:
 	-scripts/session.sh stop "$(RUN_SESSION)" 2>/dev/null

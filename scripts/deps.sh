@@ -66,6 +66,9 @@ PACKAGES=(
     g++ qtbase5-dev qtbase5-dev-tools qt6-base-dev-tools gjs
     # file checks: polkit's DTD (polkitd ships it), xmllint, portal interfaces
     polkitd libxml2-utils xdg-desktop-portal
+    # the shells that report windows (tests/shells_*.rs): GNOME Shell 43
+    # (Mesa's software renderer) with GTK 3 test windows, and KWin 5.27
+    gnome-shell libgl1-mesa-dri gir1.2-gtk-3.0 kwin-wayland
     # tools the tests and scripts use
     sqlite3 procps psmisc util-linux coreutils python3-venv ca-certificates shellcheck
 )

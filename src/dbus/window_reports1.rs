@@ -6,6 +6,7 @@
 //! credentials) and hands the report on. A window's properties come as
 //! `a{sv}` so that a KWin script's `callDBus` (which sends a JavaScript
 //! object as `a{sv}` and an array as `av`) and GJS can both call it.
+//! Calls are handled one after the other, in the order they arrive.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -141,7 +142,17 @@ fn check_id(id: &str) -> Result<()> {
     Ok(())
 }
 
-#[interface(name = "org.contextd.WindowReports1", introspection_docs = false)]
+// `spawn = false`: zbus would handle each call in a task of its own, and
+// two reports of one shell (a window, then its new app id) could reach the
+// source in either order. Handled in the object server's loop, they keep
+// the order the shell sent them in; each call is short (the caller's
+// identity is cached after its first call, the queue to the source is
+// drained at once).
+#[interface(
+    name = "org.contextd.WindowReports1",
+    introspection_docs = false,
+    spawn = false
+)]
 impl WindowReports1 {
     /// Every window of the shell and the focused one.
     async fn report_windows(

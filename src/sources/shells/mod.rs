@@ -11,7 +11,8 @@
 //!   gone and the source is unavailable;
 //! - follows `org.gnome.Shell` on the bus, so that `ListSources` says when
 //!   GNOME Shell runs but the extension does not report (and how a user
-//!   enables it: the broker never does);
+//!   enables it: the broker never does); a source whose shell never ran
+//!   since the broker started is not listed at all (on sway, neither is);
 //! - follows `org.kde.KWin`, loads the script into each KWin that appears
 //!   ([`kwin`]) and unloads it at shutdown.
 
@@ -67,6 +68,9 @@ struct Shell {
     running: bool,
     /// Why the KWin script is not running, when loading it failed.
     script_error: Option<String>,
+    /// The shell ran or reported since the broker started: until then the
+    /// source is not listed (a desktop without it has nothing to say).
+    seen: bool,
     /// The status last told.
     told: Option<(bool, Option<String>)>,
 }
@@ -81,6 +85,7 @@ impl Shell {
             reporter: None,
             running: false,
             script_error: None,
+            seen: false,
             told: None,
         }
     }
@@ -105,7 +110,8 @@ impl Shell {
     }
 
     async fn tell_status(&mut self, ctx: &SourceContext) {
-        if !self.enabled {
+        self.seen |= self.running || self.tracker.owner().is_some();
+        if !self.enabled || !self.seen {
             return;
         }
         let now = self.status();

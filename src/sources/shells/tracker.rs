@@ -73,6 +73,9 @@ pub struct Tracker {
     /// Closed while focused: told to the core once the focus moved (or
     /// the wait ended). Broker ids.
     held_closes: BTreeSet<String>,
+    /// A focus reported for a window not reported yet: taken when it is,
+    /// within the wait for a null focus.
+    awaited: Option<String>,
     resolver: Resolver,
 }
 
@@ -97,6 +100,7 @@ impl Tracker {
             focus: None,
             pending_none: None,
             held_closes: BTreeSet::new(),
+            awaited: None,
             resolver,
         }
     }
@@ -125,6 +129,7 @@ impl Tracker {
         self.owner = None;
         self.pending_none = None;
         self.focus = None;
+        self.awaited = None;
         for id in std::mem::take(&mut self.held_closes) {
             out.push(SourceEvent::WindowClosed { id });
         }
@@ -185,6 +190,7 @@ impl Tracker {
         let mut out = Vec::new();
         if self.pending_none.is_some_and(|d| d <= now) {
             self.pending_none = None;
+            self.awaited = None;
             let was = self.focus.take();
             let held = std::mem::take(&mut self.held_closes);
             for id in &held {
@@ -205,6 +211,9 @@ impl Tracker {
     }
 
     fn set_focus(&mut self, id: Option<String>, now: Instant, out: &mut Vec<SourceEvent>) {
+        // A window the shell has not reported yet (its report may follow
+        // the focus): wait for it like for a real focus after a null one.
+        self.awaited = id.clone().filter(|i| !self.windows.contains_key(i));
         let id = id.filter(|i| self.windows.contains_key(i));
         match id {
             Some(id) => {
@@ -304,8 +313,11 @@ impl Tracker {
         if self.windows.get(&key) == Some(&window) {
             return;
         }
-        self.windows.insert(key, window.clone());
+        self.windows.insert(key.clone(), window.clone());
         out.push(SourceEvent::Window { window });
+        if self.awaited.as_deref() == Some(key.as_str()) {
+            self.set_focus(Some(key), Instant::now(), out);
+        }
     }
 }
 
@@ -464,6 +476,26 @@ mod tests {
         assert!(focuses(&state, ev).is_empty());
         assert_eq!(focuses(&state, t.tick(t0 + NULL_FOCUS_DELAY)), vec![None]);
         assert!(state.read(|s| s.windows.is_empty()));
+    }
+
+    #[test]
+    fn a_focus_reported_before_its_window_is_taken_when_it_comes() {
+        let state = State::new(Arc::new(SystemClock));
+        let mut t = tracker();
+        let t0 = Instant::now();
+        let all = Report::Windows {
+            windows: vec![("a".into(), w("a", "A"))],
+            focus: Some("a".into()),
+        };
+        let mut seen = focuses(&state, t.report(":1", all, t0).0);
+        seen.extend(focuses(&state, t.report(":1", focus(Some("b")), t0).0));
+        let b = Report::Window {
+            id: "b".into(),
+            window: w("b", "B"),
+        };
+        seen.extend(focuses(&state, t.report(":1", b, t0).0));
+        seen.extend(focuses(&state, t.tick(t0 + NULL_FOCUS_DELAY)));
+        assert_eq!(seen, vec![Some("kwin-1-a".into()), Some("kwin-1-b".into())]);
     }
 
     #[test]

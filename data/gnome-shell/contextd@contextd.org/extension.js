@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//
+// contextd GNOME Shell extension, for GNOME Shell 43 and 44 (the legacy
+// extension format; data/gnome-shell-45 holds the same reporter as an ES
+// module for 45 and later). It reports the shell's windows (app id, title,
+// states) and the focus to the contextd broker over the session bus, the
+// only way a broker learns them on GNOME: Mutter offers no window list to
+// ordinary clients. The broker accepts the reports only from gnome-shell's
+// own process, and shows them only to apps the user allowed.
+'use strict';
+
+const {Gio, GLib, Meta} = imports.gi;
+
+// --- reporter: identical in data/gnome-shell and data/gnome-shell-45 ---
+const BUS_NAME = 'org.contextd.Broker1';
+const OBJECT_PATH = '/org/contextd/Broker1';
+const INTERFACE = 'org.contextd.WindowReports1';
+
+// The kinds of window a user sees as one: what a taskbar would show.
+const WANTED_TYPES = [
+    Meta.WindowType.NORMAL,
+    Meta.WindowType.DIALOG,
+    Meta.WindowType.MODAL_DIALOG,
+];
+
+const WINDOW_SIGNALS = [
+    'notify::title',
+    'notify::wm-class',
+    'notify::gtk-application-id',
+    'notify::minimized',
+    'notify::maximized-horizontally',
+    'notify::maximized-vertically',
+    'notify::fullscreen',
+];
+
+// Reports the shell's windows and focus to the contextd broker
+// (org.contextd.WindowReports1). Sends nothing anywhere else; a missing
+// broker is not an error: the full list is sent again when it appears.
+class Reporter {
+    enable() {
+        this._windows = new Map();
+        this._displaySignals = [
+            global.display.connect('window-created', (_display, win) => this._add(win, true)),
+            global.display.connect('notify::focus-window', () => this._sendFocus()),
+        ];
+        // Every window the shell manages, also those not shown yet.
+        for (const win of global.display.list_all_windows())
+            this._add(win, false);
+        // Called at once when the broker runs, and whenever it (re)starts.
+        this._watch = Gio.bus_watch_name(Gio.BusType.SESSION, BUS_NAME,
+            Gio.BusNameWatcherFlags.NONE, () => this._sendAll(), null);
+    }
+
+    disable() {
+        if (this._watch) {
+            Gio.bus_unwatch_name(this._watch);
+            this._watch = 0;
+        }
+        for (const id of this._displaySignals || [])
+            global.display.disconnect(id);
+        this._displaySignals = [];
+        for (const [win, ids] of this._windows || new Map()) {
+            for (const id of ids)
+                win.disconnect(id);
+        }
+        this._windows = new Map();
+        this._call('ReportStopped', null);
+    }
+
+    _wanted(win) {
+        return win && !win.is_override_redirect() &&
+            WANTED_TYPES.includes(win.get_window_type());
+    }
+
+    _id(win) {
+        return String(win.get_id());
+    }
+
+    _add(win, report) {
+        if (!win || this._windows.has(win))
+            return;
+        const ids = WINDOW_SIGNALS.map(s => win.connect(s, () => this._sendWindow(win)));
+        ids.push(win.connect('unmanaged', () => this._remove(win)));
+        this._windows.set(win, ids);
+        if (report)
+            this._sendWindow(win);
+    }
+
+    _remove(win) {
+        const ids = this._windows.get(win);
+        if (!ids)
+            return;
+        for (const id of ids)
+            win.disconnect(id);
+        this._windows.delete(win);
+        this._call('ReportClosed', new GLib.Variant('(s)', [this._id(win)]));
+    }
+
+    _props(win) {
+        const states = [];
+        if (win.minimized)
+            states.push('minimized');
+        if (win.is_fullscreen())
+            states.push('fullscreen');
+        if (win.get_maximized() === Meta.MaximizeFlags.BOTH)
+            states.push('maximized');
+        const props = {
+            app_id: new GLib.Variant('s',
+                win.get_gtk_application_id() || win.get_wm_class() || ''),
+            title: new GLib.Variant('s', win.get_title() || ''),
+            states: new GLib.Variant('as', states),
+        };
+        const parent = win.get_transient_for();
+        if (parent)
+            props.parent = new GLib.Variant('s', this._id(parent));
+        return props;
+    }
+
+    _sendWindow(win) {
+        if (!this._wanted(win))
+            return;
+        // A Wayland window has neither until its first commit: wait for
+        // the notify that brings one, so that no nameless window shows.
+        const props = this._props(win);
+        if (!props.app_id.unpack() && !props.title.unpack())
+            return;
+        this._call('ReportWindow',
+            new GLib.Variant('(sa{sv})', [this._id(win), props]));
+    }
+
+    _focusId() {
+        const win = global.display.focus_window;
+        return this._wanted(win) ? this._id(win) : '';
+    }
+
+    _sendFocus() {
+        this._call('ReportFocus', new GLib.Variant('(s)', [this._focusId()]));
+    }
+
+    _sendAll() {
+        const all = {};
+        for (const win of this._windows.keys()) {
+            if (this._wanted(win))
+                all[this._id(win)] = new GLib.Variant('a{sv}', this._props(win));
+        }
+        this._call('ReportWindows',
+            new GLib.Variant('(a{sv}s)', [all, this._focusId()]));
+    }
+
+    _call(method, params) {
+        // Never starts the broker; an absent one is not an error.
+        Gio.DBus.session.call(BUS_NAME, OBJECT_PATH, INTERFACE, method, params,
+            null, Gio.DBusCallFlags.NO_AUTO_START, -1, null, (conn, res) => {
+                try {
+                    conn.call_finish(res);
+                } catch (e) {
+                    if (!e.matches(Gio.DBusError, Gio.DBusError.SERVICE_UNKNOWN) &&
+                        !e.matches(Gio.DBusError, Gio.DBusError.NAME_HAS_NO_OWNER))
+                        log(`contextd: ${method}: ${e.message}`);
+                }
+            });
+    }
+}
+// --- end of reporter ---
+
+let reporter = null;
+
+function init() {
+}
+
+function enable() {
+    reporter = new Reporter();
+    reporter.enable();
+}
+
+function disable() {
+    if (reporter) {
+        reporter.disable();
+        reporter = null;
+    }
+}

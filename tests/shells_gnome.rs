@@ -1,0 +1,395 @@
+//! The `gnome-shell` source against real GNOME Shell 43 (headless, with a
+//! virtual monitor, in a private session bus that also plays the system
+//! bus) running the extension of data/gnome-shell, and real GTK windows:
+//! the extension not enabled is said in ListSources with the command that
+//! enables it; enabled, two windows are listed with their app ids (titles
+//! only with `windows.titles`), focus and title changes reach
+//! GetActiveWindow and a subscriber, a client that is not gnome-shell is
+//! refused, and the shell exiting takes the windows with it until it is
+//! back.
+
+mod common;
+#[path = "shells/mod.rs"]
+mod shells;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
+use shells::*;
+
+const UUID: &str = "contextd@contextd.org";
+const ONE: &str = "org.example.One";
+const TWO: &str = "org.example.Two";
+const DISPLAY: &str = "gnome-test-0";
+
+/// A headless GNOME Shell in its own runtime directory.
+struct GnomeShell {
+    child: Child,
+    runtime_dir: tempfile::TempDir,
+    log: PathBuf,
+}
+
+impl GnomeShell {
+    /// Start it on `bus` in session mode `mode` (a file of `data_dir`),
+    /// and wait until its extension system answers on the bus.
+    async fn start(bus: &Bus, data_dir: &Path, home: &Path, mode: &str) -> GnomeShell {
+        let runtime_dir = tempfile::tempdir().expect("tempdir");
+        let log = home.join(format!("gnome-shell-{mode}.log"));
+        let child = Command::new("gnome-shell")
+            .args([
+                "--headless",
+                "--wayland",
+                "--no-x11",
+                "--virtual-monitor",
+                "1280x800",
+                &format!("--wayland-display={DISPLAY}"),
+                &format!("--mode={mode}"),
+            ])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("LANG", "C.UTF-8")
+            .env("HOME", home)
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env("XDG_DATA_HOME", home.join("data"))
+            .env("XDG_CACHE_HOME", home.join("cache"))
+            .env(
+                "XDG_DATA_DIRS",
+                format!("{}:/usr/local/share:/usr/share", data_dir.display()),
+            )
+            .env("XDG_RUNTIME_DIR", runtime_dir.path())
+            .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+            // Without a system bus the shell dies looking for logind.
+            .env("DBUS_SYSTEM_BUS_ADDRESS", &bus.address)
+            // Settings in memory: `EnableExtension` writes the shell's own
+            // settings, which is all it needs, and nothing touches dconf.
+            .env("GSETTINGS_BACKEND", "memory")
+            .env("NO_AT_BRIDGE", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("gnome-shell (apt-get install gnome-shell: scripts/deps.sh)");
+        let shell = GnomeShell {
+            child,
+            runtime_dir,
+            log,
+        };
+        let conn = bus.connect().await;
+        eventually(20, "GNOME Shell's extension system answers", || async {
+            conn.call_method(
+                Some("org.gnome.Shell"),
+                "/org/gnome/Shell",
+                Some("org.gnome.Shell.Extensions"),
+                "ListExtensions",
+                &(),
+            )
+            .await
+            .ok()
+        })
+        .await;
+        shell
+    }
+
+    fn window(&self, bus: &Bus, app_id: &str, title: &str) -> GtkWindow {
+        GtkWindow::open(
+            self.runtime_dir.path(),
+            DISPLAY,
+            &bus.address,
+            app_id,
+            title,
+        )
+    }
+
+    fn stop(&mut self) {
+        stop(&mut self.child, Duration::from_secs(5));
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for GnomeShell {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- gnome-shell log ---\n{}", self.log());
+        }
+        self.stop();
+    }
+}
+
+/// `XDG_DATA_DIRS` entry with the extension (as `make install` puts it)
+/// and two session modes: `contextd-test` (the user's mode, no overview,
+/// which would keep the focus from new windows) and `contextd-test-on`
+/// (the same with the extension enabled by the mode).
+fn data_dir(root: &Path) -> PathBuf {
+    let data = root.join("share");
+    let ext = data.join("gnome-shell/extensions").join(UUID);
+    std::fs::create_dir_all(&ext).expect("mkdir");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("data/gnome-shell")
+        .join(UUID);
+    for f in ["extension.js", "metadata.json"] {
+        std::fs::copy(src.join(f), ext.join(f)).expect("copy the extension");
+    }
+    let modes = data.join("gnome-shell/modes");
+    std::fs::create_dir_all(&modes).expect("mkdir");
+    std::fs::write(
+        modes.join("contextd-test.json"),
+        r#"{"parentMode": "user", "hasOverview": false}"#,
+    )
+    .expect("mode");
+    std::fs::write(
+        modes.join("contextd-test-on.json"),
+        format!(
+            r#"{{"parentMode": "user", "hasOverview": false, "enabledExtensions": ["{UUID}"]}}"#
+        ),
+    )
+    .expect("mode");
+    data
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
+    with_timeout(180, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        home.write_policy(&[
+            (&my_app_id(), &["windows", "windows.titles"]),
+            ("exe:/usr/bin/gdbus", &["windows"]),
+        ]);
+        let shell_home = tempfile::tempdir().expect("tempdir");
+        let data = data_dir(shell_home.path());
+        let _d = Daemon::start(&bus, &home, &[]).await;
+        let conn = bus.connect().await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+
+        // No GNOME Shell yet: the source is not listed.
+        assert_eq!(source(&ctx, "gnome-shell").await, None);
+
+        // GNOME Shell runs, the extension is installed but not enabled:
+        // ListSources says so, with the command; the broker enables nothing.
+        let mut shell = GnomeShell::start(&bus, &data, shell_home.path(), "contextd-test").await;
+        let src = eventually(10, "the extension is said to be off", || async {
+            let s = source(&ctx, "gnome-shell").await?;
+            s["last_error"]
+                .as_str()?
+                .contains(&format!("gnome-extensions enable {UUID}"))
+                .then_some(s)
+        })
+        .await;
+        assert_eq!(src["available"], false, "{src}");
+        let one = shell.window(&bus, ONE, "Window one");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(
+            windows(&ctx).await.is_empty(),
+            "nothing without the extension"
+        );
+
+        // The user enables it (what `gnome-extensions enable` asks the
+        // shell): the window already open is reported.
+        let reply = conn
+            .call_method(
+                Some("org.gnome.Shell"),
+                "/org/gnome/Shell",
+                Some("org.gnome.Shell.Extensions"),
+                "EnableExtension",
+                &(UUID,),
+            )
+            .await
+            .expect("EnableExtension");
+        assert!(reply.body().deserialize::<bool>().expect("bool"), "enabled");
+        let ws = eventually(10, "the open window is reported", || async {
+            let ws = windows(&ctx).await;
+            find(&ws, ONE).is_some().then_some(ws)
+        })
+        .await;
+        let w1 = find(&ws, ONE).expect("one").clone();
+        assert_eq!(w1["title"], "Window one", "{w1}");
+        let id1 = w1["id"].as_str().expect("id").to_owned();
+        assert!(id1.starts_with("gnome-shell-1-"), "{id1}");
+        let src = source(&ctx, "gnome-shell").await.expect("source");
+        assert_eq!(src["available"], true, "{src}");
+        eventually(5, "window one is active", || async {
+            (active(&ctx).await["app_id"] == ONE).then_some(())
+        })
+        .await;
+
+        // A subscriber follows focus and titles.
+        let path = ctx.subscribe(&["windows"]).await.expect("subscribe");
+        let sub = Subscription1Proxy::builder(&conn)
+            .path(path)
+            .build()
+            .await
+            .expect("sub");
+        let mut changes = Changes::new(sub.receive_changed().await.expect("changed"));
+
+        // A second window takes the focus.
+        let two = shell.window(&bus, TWO, "Window two");
+        changes
+            .until(10, "focus on two", |d| is_focus_on(d, TWO))
+            .await;
+        let a = active(&ctx).await;
+        assert_eq!(a["app_id"], TWO, "{a}");
+        assert_eq!(a["title"], "Window two", "{a}");
+        let ws = windows(&ctx).await;
+        assert_eq!(ws.len(), 2, "{ws:?}");
+        assert_ne!(
+            find(&ws, ONE).expect("one")["id"],
+            find(&ws, TWO).expect("two")["id"]
+        );
+
+        // Titles only with windows.titles: gdbus has `windows` only.
+        let (st, out, err) = run_cmd(
+            Command::new("gdbus")
+                .args([
+                    "call",
+                    "--session",
+                    "-d",
+                    "org.contextd.Broker1",
+                    "-o",
+                    "/org/contextd/Broker1",
+                    "-m",
+                    "org.contextd.Context1.ListWindows",
+                ])
+                .env("DBUS_SESSION_BUS_ADDRESS", &bus.address),
+            10,
+        );
+        assert!(st.success(), "gdbus: {err}");
+        assert!(out.contains(ONE) && out.contains(TWO), "{out}");
+        assert!(
+            !out.contains("Window one") && !out.contains("Window two"),
+            "title leaked: {out}"
+        );
+
+        // A title change.
+        let mut one = one;
+        one.set_title("Renamed one");
+        let d = changes
+            .until(5, "title change", |d| {
+                d["event"] == "changed" && d["window"]["title"] == "Renamed one"
+            })
+            .await;
+        assert_eq!(d["window"]["id"], id1.as_str(), "the id stays: {d}");
+
+        // Closing the focused window gives the focus back to the other.
+        two.close();
+        changes
+            .until(10, "focus back on one", |d| is_focus_on(d, ONE))
+            .await;
+        changes
+            .until(5, "two closed", |d| {
+                d["event"] == "closed" && d["window"]["app_id"] == TWO
+            })
+            .await;
+        assert_eq!(active(&ctx).await["app_id"], ONE);
+        assert_eq!(windows(&ctx).await.len(), 1);
+        assert!(
+            !changes.focuses().contains(&None),
+            "a moment without focus: {:?}",
+            changes.focuses()
+        );
+
+        // A client that is not gnome-shell: refused, nothing changes.
+        let reports = |method: &'static str, arg: String| {
+            let conn = conn.clone();
+            async move {
+                conn.call_method(
+                    Some("org.contextd.Broker1"),
+                    "/org/contextd/Broker1",
+                    Some("org.contextd.WindowReports1"),
+                    method,
+                    &(arg,),
+                )
+                .await
+            }
+        };
+        for (method, arg) in [
+            ("ReportFocus", "x".to_owned()),
+            ("ReportClosed", id1.clone()),
+        ] {
+            let r = reports(method, arg).await;
+            assert_eq!(error_name(r), "org.contextd.Error.NotAllowed", "{method}");
+        }
+        let fake: std::collections::HashMap<&str, zbus::wire::Variant<'_>> =
+            [("app_id", zbus::wire::Variant::from("org.evil.Fake"))].into();
+        let r = conn
+            .call_method(
+                Some("org.contextd.Broker1"),
+                "/org/contextd/Broker1",
+                Some("org.contextd.WindowReports1"),
+                "ReportWindow",
+                &("evil", fake),
+            )
+            .await;
+        assert_eq!(error_name(r), "org.contextd.Error.NotAllowed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let ws = windows(&ctx).await;
+        assert_eq!(ws.len(), 1, "{ws:?}");
+        assert_eq!(active(&ctx).await["app_id"], ONE);
+
+        // The shell exits: its windows go, the source is unavailable.
+        shell.stop();
+        drop(one);
+        eventually(10, "windows gone with the shell", || async {
+            windows(&ctx).await.is_empty().then_some(())
+        })
+        .await;
+        let src = eventually(10, "source unavailable", || async {
+            let s = source(&ctx, "gnome-shell").await?;
+            (s["available"] == false).then_some(s)
+        })
+        .await;
+        assert_eq!(src["last_error"], "GNOME Shell is not running", "{src}");
+        assert!(active(&ctx).await["app_id"].is_null(), "no active window");
+
+        // Back (the extension enabled by the session mode this time): the
+        // new shell's windows, with new ids.
+        let shell = GnomeShell::start(&bus, &data, shell_home.path(), "contextd-test-on").await;
+        let _again = shell.window(&bus, ONE, "Window one again");
+        let ws = eventually(15, "windows back with the shell", || async {
+            let ws = windows(&ctx).await;
+            find(&ws, ONE).is_some().then_some(ws)
+        })
+        .await;
+        let id = find(&ws, ONE).expect("one")["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+        assert!(id.starts_with("gnome-shell-2-"), "{id}");
+        let src = source(&ctx, "gnome-shell").await.expect("source");
+        assert_eq!(src["available"], true, "{src}");
+    })
+    .await
+}
+
+/// The reporter is the same code in the legacy extension (GNOME 43, 44)
+/// and the ES module (45 and later).
+#[test]
+fn both_extension_formats_carry_the_same_reporter() {
+    let part = |dir: &str| -> String {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("data")
+            .join(dir)
+            .join(UUID)
+            .join("extension.js");
+        let text = std::fs::read_to_string(&p).expect("extension.js");
+        let start = text.find("// --- reporter").expect("start marker");
+        let end = text.find("// --- end of reporter ---").expect("end marker");
+        text[start..end].to_owned()
+    };
+    assert_eq!(part("gnome-shell"), part("gnome-shell-45"));
+    for dir in ["gnome-shell", "gnome-shell-45"] {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("data")
+            .join(dir)
+            .join(UUID)
+            .join("metadata.json");
+        let m: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(p).expect("metadata")).expect("json");
+        assert_eq!(m["uuid"], UUID);
+    }
+}
