@@ -137,6 +137,16 @@ impl Shell {
 
     async fn report(&mut self, ctx: &SourceContext, conn: &Connection, r: Reported) -> bool {
         let stopped = matches!(r.report, Report::Stopped);
+        // The kind only: titles stay out of the logs.
+        let kind = match &r.report {
+            Report::Windows { windows, .. } => format!("{} windows", windows.len()),
+            Report::Window { .. } => "window".into(),
+            Report::Closed { .. } => "closed".into(),
+            Report::Focus { id: None } => "focus none".into(),
+            Report::Focus { id: Some(_) } => "focus".into(),
+            Report::Stopped => "stopped".into(),
+        };
+        tracing::trace!(source = self.source, owner = r.owner, kind, "report");
         let (mut events, new_owner) = self.tracker.report(&r.owner, r.report, Instant::now());
         if new_owner && !stopped {
             // Follow the new reporter; one already gone takes its

@@ -1,0 +1,340 @@
+//! The `kwin` source against real KWin 5.27 (`kwin_wayland --virtual` in a
+//! private session bus) and real GTK windows: the broker loads its script
+//! into KWin, two windows are listed with their app ids (titles only with
+//! `windows.titles`), focus moved by KWin (its WindowsRunner, what KRunner
+//! uses) reaches GetActiveWindow and a subscriber, whose `Changed` never
+//! shows the null activation KWin sends before each real one; a client that
+//! is not KWin is refused; KWin exiting takes the windows with it until it
+//! is back; the broker unloads its script when it stops.
+//!
+//! `/usr/bin/kwin_wayland` carries the file capability `cap_sys_resource`,
+//! which a container without that capability cannot exec: the test runs a
+//! copy without it, and names the copy in `[sources.shells] kwin`.
+
+mod common;
+#[path = "shells/mod.rs"]
+mod shells;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
+use shells::*;
+
+const ONE: &str = "org.example.One";
+const TWO: &str = "org.example.Two";
+const SOCKET: &str = "kwin-test-0";
+
+/// `kwin_wayland` without its file capability, its name unchanged.
+fn kwin_copy(dir: &Path) -> PathBuf {
+    let exe = dir.join("kwin_wayland");
+    std::fs::copy("/usr/bin/kwin_wayland", &exe)
+        .expect("kwin_wayland (apt-get install kwin-wayland: scripts/deps.sh)");
+    exe
+}
+
+struct Kwin {
+    child: Child,
+    runtime_dir: tempfile::TempDir,
+    log: PathBuf,
+}
+
+impl Kwin {
+    /// Start KWin and wait until its scripting answers on the bus.
+    async fn start(bus: &Bus, exe: &Path, home: &Path, n: u32) -> Kwin {
+        let runtime_dir = tempfile::tempdir().expect("tempdir");
+        let log = home.join(format!("kwin-{n}.log"));
+        let child = Command::new(exe)
+            .args([
+                "--virtual",
+                "--width",
+                "1280",
+                "--height",
+                "800",
+                "--socket",
+                SOCKET,
+                "--no-lockscreen",
+                "--no-global-shortcuts",
+                "--no-kactivities",
+            ])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("LANG", "C.UTF-8")
+            .env("HOME", home)
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env("XDG_DATA_HOME", home.join("data"))
+            .env("XDG_CACHE_HOME", home.join("cache"))
+            .env("XDG_RUNTIME_DIR", runtime_dir.path())
+            .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+            .env("QT_QPA_PLATFORM", "wayland")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("spawn kwin_wayland");
+        let kwin = Kwin {
+            child,
+            runtime_dir,
+            log,
+        };
+        let conn = bus.connect().await;
+        eventually(20, "KWin's scripting answers", || async {
+            conn.call_method(
+                Some("org.kde.KWin"),
+                "/Scripting",
+                Some("org.kde.kwin.Scripting"),
+                "isScriptLoaded",
+                &("nothing",),
+            )
+            .await
+            .ok()
+        })
+        .await;
+        kwin
+    }
+
+    fn window(&self, bus: &Bus, app_id: &str, title: &str) -> GtkWindow {
+        GtkWindow::open(self.runtime_dir.path(), SOCKET, &bus.address, app_id, title)
+    }
+
+    fn stop(&mut self) {
+        stop(&mut self.child, Duration::from_secs(5));
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Kwin {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- kwin_wayland log ---\n{}", self.log());
+        }
+        self.stop();
+    }
+}
+
+/// Activate the window titled `title` the way KRunner does: KWin's
+/// WindowsRunner matches it, and running the match activates it.
+async fn activate(conn: &zbus::Connection, title: &str) {
+    type Match = (
+        String,
+        String,
+        String,
+        i32,
+        f64,
+        std::collections::HashMap<String, zbus::wire::OwnedVariant>,
+    );
+    let reply = conn
+        .call_method(
+            Some("org.kde.KWin"),
+            "/WindowsRunner",
+            Some("org.kde.krunner1"),
+            "Match",
+            &(title,),
+        )
+        .await
+        .expect("WindowsRunner.Match");
+    let matches: Vec<Match> = reply.body().deserialize().expect("matches");
+    let m = matches
+        .iter()
+        .find(|m| m.1 == title)
+        .unwrap_or_else(|| panic!("no match for {title}: {matches:?}"));
+    conn.call_method(
+        Some("org.kde.KWin"),
+        "/WindowsRunner",
+        Some("org.kde.krunner1"),
+        "Run",
+        &(m.0.as_str(), ""),
+    )
+    .await
+    .expect("WindowsRunner.Run");
+}
+
+async fn script_loaded(conn: &zbus::Connection) -> bool {
+    conn.call_method(
+        Some("org.kde.KWin"),
+        "/Scripting",
+        Some("org.kde.kwin.Scripting"),
+        "isScriptLoaded",
+        &("contextd",),
+    )
+    .await
+    .ok()
+    .and_then(|m| m.body().deserialize::<bool>().ok())
+    .unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kwin_reports_windows_and_focus_through_the_script() {
+    with_timeout(180, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        let kwin_home = tempfile::tempdir().expect("tempdir");
+        let exe = kwin_copy(kwin_home.path());
+        home.write_policy(&[
+            (&my_app_id(), &["windows", "windows.titles"]),
+            ("exe:/usr/bin/gdbus", &["windows"]),
+        ]);
+        home.write_config(&format!("[sources.shells]\nkwin = \"{}\"\n", exe.display()));
+        let mut daemon = Daemon::start(&bus, &home, &[]).await;
+        let conn = bus.connect().await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        assert_eq!(source(&ctx, "kwin").await, None, "no KWin, no source");
+
+        // KWin starts: the broker loads its script, which reports.
+        let mut kwin = Kwin::start(&bus, &exe, kwin_home.path(), 1).await;
+        eventually(10, "the kwin source available", || async {
+            let s = source(&ctx, "kwin").await?;
+            (s["available"] == true).then_some(())
+        })
+        .await;
+        assert!(script_loaded(&conn).await);
+
+        let path = ctx.subscribe(&["windows"]).await.expect("subscribe");
+        let sub = Subscription1Proxy::builder(&conn)
+            .path(path)
+            .build()
+            .await
+            .expect("sub");
+        let mut changes = Changes::new(sub.receive_changed().await.expect("changed"));
+
+        let _one = kwin.window(&bus, ONE, "Window one");
+        changes
+            .until(10, "focus on one", |d| is_focus_on(d, ONE))
+            .await;
+        let two = kwin.window(&bus, TWO, "Window two");
+        changes
+            .until(10, "focus on two", |d| is_focus_on(d, TWO))
+            .await;
+        let ws = windows(&ctx).await;
+        assert_eq!(ws.len(), 2, "{ws:?}");
+        let w1 = find(&ws, ONE).expect("one");
+        assert_eq!(w1["title"], "Window one", "{w1}");
+        let id1 = w1["id"].as_str().expect("id").to_owned();
+        assert!(id1.starts_with("kwin-1-"), "{id1}");
+        assert_eq!(active(&ctx).await["app_id"], TWO);
+
+        // Titles only with windows.titles: gdbus has `windows` only.
+        let (st, out, err) = run_cmd(
+            Command::new("gdbus")
+                .args([
+                    "call",
+                    "--session",
+                    "-d",
+                    "org.contextd.Broker1",
+                    "-o",
+                    "/org/contextd/Broker1",
+                    "-m",
+                    "org.contextd.Context1.ListWindows",
+                ])
+                .env("DBUS_SESSION_BUS_ADDRESS", &bus.address),
+            10,
+        );
+        assert!(st.success(), "gdbus: {err}");
+        assert!(out.contains(ONE) && out.contains(TWO), "{out}");
+        assert!(!out.contains("Window one"), "title leaked: {out}");
+
+        // KWin moves the focus back and forth: each activation comes after
+        // a null one, which the subscriber never sees.
+        for (title, app) in [
+            ("Window one", ONE),
+            ("Window two", TWO),
+            ("Window one", ONE),
+        ] {
+            activate(&conn, title).await;
+            changes
+                .until(10, &format!("focus on {app}"), |d| is_focus_on(d, app))
+                .await;
+            assert_eq!(active(&ctx).await["app_id"], app);
+        }
+        // Past the wait for a null focus, nothing more came.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(active(&ctx).await["app_id"], ONE);
+        let focuses = changes.focuses();
+        assert!(
+            !focuses.contains(&None),
+            "a moment without focus: {focuses:?}"
+        );
+        assert_eq!(
+            focuses,
+            [ONE, TWO, ONE, TWO, ONE].map(|a| Some(a.to_owned())),
+            "{:#?}",
+            changes.seen
+        );
+
+        // A caption change.
+        let mut two = two;
+        two.set_title("Renamed two");
+        changes
+            .until(5, "caption change", |d| {
+                d["event"] == "changed" && d["window"]["title"] == "Renamed two"
+            })
+            .await;
+
+        // A client that is not KWin: refused, nothing changes.
+        let r = conn
+            .call_method(
+                Some("org.contextd.Broker1"),
+                "/org/contextd/Broker1",
+                Some("org.contextd.WindowReports1"),
+                "ReportFocus",
+                &("x",),
+            )
+            .await;
+        assert_eq!(error_name(r), "org.contextd.Error.NotAllowed");
+        let r = conn
+            .call_method(
+                Some("org.contextd.Broker1"),
+                "/org/contextd/Broker1",
+                Some("org.contextd.WindowReports1"),
+                "ReportStopped",
+                &(),
+            )
+            .await;
+        assert_eq!(error_name(r), "org.contextd.Error.NotAllowed");
+        assert_eq!(windows(&ctx).await.len(), 2);
+        assert_eq!(active(&ctx).await["app_id"], ONE);
+
+        // KWin exits: its windows go, the source is unavailable.
+        kwin.stop();
+        drop(two);
+        eventually(10, "windows gone with KWin", || async {
+            windows(&ctx).await.is_empty().then_some(())
+        })
+        .await;
+        let src = eventually(10, "source unavailable", || async {
+            let s = source(&ctx, "kwin").await?;
+            (s["available"] == false).then_some(s)
+        })
+        .await;
+        assert_eq!(src["last_error"], "KWin is not running", "{src}");
+        assert!(active(&ctx).await["app_id"].is_null());
+
+        // Back: the script is loaded again, the new KWin's windows listed.
+        let kwin = Kwin::start(&bus, &exe, kwin_home.path(), 2).await;
+        let _again = kwin.window(&bus, ONE, "Window one again");
+        let ws = eventually(15, "windows back with KWin", || async {
+            let ws = windows(&ctx).await;
+            find(&ws, ONE).is_some().then_some(ws)
+        })
+        .await;
+        let id = find(&ws, ONE).expect("one")["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+        assert!(id.starts_with("kwin-2-"), "{id}");
+
+        // The broker stops: its script is unloaded from KWin.
+        assert!(script_loaded(&conn).await);
+        daemon.signal(libc::SIGTERM);
+        daemon
+            .wait_exit(Duration::from_secs(10))
+            .expect("broker exits");
+        assert!(!script_loaded(&conn).await, "the script stays loaded");
+    })
+    .await
+}
