@@ -182,6 +182,17 @@ async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
         })
         .await;
         assert_eq!(src["available"], false, "{src}");
+        let (st, out, err) = run_cmd(
+            Command::new(contextctl_bin())
+                .arg("sources")
+                .env("DBUS_SESSION_BUS_ADDRESS", &bus.address),
+            20,
+        );
+        assert!(st.success(), "contextctl sources: {err}");
+        assert!(
+            out.contains(&format!("gnome-extensions enable {UUID}")),
+            "{out}"
+        );
         let one = shell.window(&bus, ONE, "Window one");
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(

@@ -147,7 +147,7 @@ impl Core {
 
     /// A shell's report, from the connection `owner`: refused unless `who`
     /// is a shell, then handed to the source in order.
-    pub async fn window_report(&self, who: &Subject, owner: &str, report: Report) -> Result<()> {
+    pub fn window_report(&self, who: &Subject, owner: &str, report: Report) -> Result<()> {
         let reporters = self.reporters()?;
         let source = reporters.source_of(who)?;
         if let Report::Windows { windows, .. } = &report
@@ -158,15 +158,24 @@ impl Core {
                 windows.len()
             )));
         }
+        // Never waits: the D-Bus publisher handles reports one after the
+        // other, and a full queue (a shell flooding, a source that does
+        // not drain) must not hold the calls of anybody else.
         reporters
             .tx
-            .send(Reported {
+            .try_send(Reported {
                 source,
                 owner: owner.to_owned(),
                 report,
             })
-            .await
-            .map_err(|_| Error::Unavailable("the broker is stopping".into()))
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => {
+                    Error::LimitExceeded(format!("more than {QUEUE} window reports waiting"))
+                }
+                mpsc::error::TrySendError::Closed(_) => {
+                    Error::Unavailable("window reports are not taken (the source is off)".into())
+                }
+            })
     }
 }
 

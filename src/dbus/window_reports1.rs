@@ -38,7 +38,7 @@ impl WindowReports1 {
             .sender()
             .map(|s| s.to_string())
             .ok_or_else(|| Error::Failed("a call without a sender".into()))?;
-        Ok(self.shared.core.window_report(&who, &owner, report).await?)
+        Ok(self.shared.core.window_report(&who, &owner, report)?)
     }
 }
 
@@ -146,8 +146,8 @@ fn check_id(id: &str) -> Result<()> {
 // two reports of one shell (a window, then its new app id) could reach the
 // source in either order. Handled in the object server's loop, they keep
 // the order the shell sent them in; each call is short (the caller's
-// identity is cached after its first call, the queue to the source is
-// drained at once).
+// identity is cached after its first call, the queue to the source never
+// waits).
 #[interface(
     name = "org.contextd.WindowReports1",
     introspection_docs = false,

@@ -234,29 +234,43 @@ fn script_dir(ctx: &SourceContext) -> PathBuf {
         .unwrap_or_else(|| ctx.config.paths.state_dir.clone())
 }
 
-async fn load_script(ctx: &SourceContext, conn: &Connection, kwin: &mut Shell) {
-    // KWin takes its name before it serves /Scripting: a few quick tries.
-    let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
-    let mut last = None;
-    for _ in 0..6 {
-        match kwin::load(conn, &script_dir(ctx)).await {
-            Ok(()) => {
-                kwin.script_error = None;
+/// Load the script into the KWin that just appeared, off the source's
+/// loop (KWin may be slow to serve /Scripting, and reports must not wait):
+/// the result comes back on `done` with `generation`, so that the result
+/// for a KWin that has gone since is ignored.
+fn start_loading(
+    ctx: &SourceContext,
+    conn: &Connection,
+    generation: u64,
+    done: &mpsc::Sender<(u64, Result<(), String>)>,
+) {
+    let (ctx2, conn, done) = (ctx.clone(), conn.clone(), done.clone());
+    ctx.tasks.spawn(async move {
+        let ctx = ctx2;
+        // KWin takes its name before it serves /Scripting: a few quick tries.
+        let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
+        let mut result = Err(String::new());
+        let dir = script_dir(&ctx);
+        for _ in 0..6 {
+            result = tokio::select! {
+                _ = ctx.cancel.cancelled() => return,
+                r = kwin::load(&conn, &dir) => r,
+            };
+            match &result {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::debug!(source = KWIN, error = %e, "loading the KWin script failed")
+                }
+            }
+            if !ctx.sleep(backoff.next_delay()).await {
                 return;
             }
-            Err(e) => {
-                tracing::debug!(source = KWIN, error = %e, "loading the KWin script failed");
-                last = Some(e);
-            }
         }
-        if !ctx.sleep(backoff.next_delay()).await {
-            return;
+        if let Err(e) = &result {
+            tracing::warn!(source = KWIN, "cannot load the KWin script: {e}");
         }
-    }
-    if let Some(e) = &last {
-        tracing::warn!(source = KWIN, "cannot load the KWin script: {e}");
-    }
-    kwin.script_error = last;
+        let _ = done.send((generation, result)).await;
+    });
 }
 
 async fn run(ctx: SourceContext, mut rx: mpsc::Receiver<Reported>, gnome_on: bool, kwin_on: bool) {
@@ -284,11 +298,13 @@ async fn run(ctx: SourceContext, mut rx: mpsc::Receiver<Reported>, gnome_on: boo
     gnome.running = gnome_name.as_ref().is_some_and(|w| w.owner.is_some());
     kwin.running = kwin_name.as_ref().is_some_and(|w| w.owner.is_some());
     gnome.tell_status(&ctx).await;
-    if kwin.running {
-        load_script(&ctx, &conn, &mut kwin).await;
-    }
     kwin.tell_status(&ctx).await;
-    let mut script_loaded = kwin.running && kwin.script_error.is_none();
+    // Each KWin that appears is a generation; a load is for one.
+    let (loaded_tx, mut loaded_rx) = mpsc::channel(4);
+    let mut kwin_generation: u64 = 0;
+    if kwin.running {
+        start_loading(&ctx, &conn, kwin_generation, &loaded_tx);
+    }
 
     loop {
         let deadline = [gnome.tracker.deadline(), kwin.tracker.deadline()]
@@ -323,12 +339,18 @@ async fn run(ctx: SourceContext, mut rx: mpsc::Receiver<Reported>, gnome_on: boo
             Some(owner) = owner_change(&mut kwin_name) => {
                 kwin.running = owner.is_some();
                 kwin.script_error = None;
-                script_loaded = false;
+                kwin_generation += 1;
                 if kwin.running {
-                    load_script(&ctx, &conn, &mut kwin).await;
-                    script_loaded = kwin.script_error.is_none();
+                    start_loading(&ctx, &conn, kwin_generation, &loaded_tx);
                 }
                 kwin.tell_status(&ctx).await;
+                true
+            }
+            Some((generation, result)) = loaded_rx.recv() => {
+                if generation == kwin_generation {
+                    kwin.script_error = result.err();
+                    kwin.tell_status(&ctx).await;
+                }
                 true
             }
             _ = sleep_until(deadline) => {
@@ -343,7 +365,9 @@ async fn run(ctx: SourceContext, mut rx: mpsc::Receiver<Reported>, gnome_on: boo
             break;
         }
     }
-    if script_loaded {
+    // Whether or not a load finished: unloading what is not loaded does
+    // nothing, and a load still under way was sent before this.
+    if kwin.running {
         match tokio::time::timeout(UNLOAD_TIMEOUT, kwin::unload(&conn)).await {
             Ok(Ok(())) => tracing::debug!(source = KWIN, "unloaded the KWin script"),
             Ok(Err(e)) => {
