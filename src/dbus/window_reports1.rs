@@ -204,3 +204,72 @@ impl WindowReports1 {
         self.report(&hdr, Report::Stopped).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zbus::wire::{Array, Dict};
+
+    fn map(entries: Vec<(&str, Variant<'static>)>) -> HashMap<String, OwnedVariant> {
+        entries
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), OwnedVariant::try_from(v).expect("owned")))
+            .collect()
+    }
+
+    #[test]
+    fn windows_from_gjs_and_from_a_kwin_script() {
+        // GJS: `as`; a KWin script's JavaScript array: `av` of strings.
+        let gjs = map(vec![
+            ("app_id", Variant::from("org.x.A")),
+            ("title", Variant::from("T")),
+            (
+                "states",
+                Variant::from(vec!["maximized", "activated", "odd"]),
+            ),
+            ("unknown", Variant::from(7u32)),
+        ]);
+        let w = window_of_map(&gjs).expect("gjs window");
+        assert_eq!(w.app_id, "org.x.A");
+        assert!(
+            w.states.maximized && !w.states.activated,
+            "activated is ignored"
+        );
+        let av: Array<'static> =
+            vec![Variant::Variant(Box::new(Variant::from("fullscreen")))].into();
+        let kwin = map(vec![
+            ("states", Variant::Array(av)),
+            ("outputs", Variant::from(vec!["Virtual-1"])),
+            ("parent", Variant::from("")),
+        ]);
+        let w = window_of_map(&kwin).expect("kwin window");
+        assert!(w.states.fullscreen);
+        assert_eq!(w.outputs, vec!["Virtual-1"]);
+        assert_eq!(w.parent, None);
+    }
+
+    #[test]
+    fn wrong_types_are_invalid_args() {
+        for bad in [
+            map(vec![("title", Variant::from(3i32))]),
+            map(vec![("app_id", Variant::from(vec!["a"]))]),
+            map(vec![("states", Variant::from("maximized"))]),
+            map(vec![("outputs", Variant::from(vec![1u32, 2]))]),
+        ] {
+            assert!(
+                matches!(window_of_map(&bad), Err(Error::InvalidArgs(_))),
+                "{bad:?}"
+            );
+        }
+        // A `windows` entry that is not a dictionary.
+        assert!(matches!(
+            window_of_variant("a", &Variant::from("x")),
+            Err(Error::InvalidArgs(_))
+        ));
+        let d: Dict<'static, 'static> = HashMap::from([(1u32, Variant::from("x"))]).into();
+        assert!(matches!(
+            window_of_variant("a", &Variant::Dict(d)),
+            Err(Error::InvalidArgs(_))
+        ));
+    }
+}

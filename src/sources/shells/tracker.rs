@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 use crate::core::SourceEvent;
-use crate::core::reports::{Report, ReportedWindow};
+use crate::core::reports::{MAX_WINDOWS, Report, ReportedWindow};
 use crate::core::state::truncate_text;
 use crate::desktop_entry::AppInfo;
 use crate::model::Window;
@@ -264,6 +264,13 @@ impl Tracker {
 
     fn upsert(&mut self, id: &str, r: ReportedWindow, out: &mut Vec<SourceEvent>) {
         let key = sanitize(id);
+        if !self.windows.contains_key(&key) && self.windows.len() >= MAX_WINDOWS {
+            tracing::debug!(
+                source = self.source,
+                "more than {MAX_WINDOWS} windows reported; ignored"
+            );
+            return;
+        }
         let broker_id = self.broker_id(&key);
         let parent = r
             .parent
