@@ -163,7 +163,7 @@ async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
         ]);
         let shell_home = tempfile::tempdir().expect("tempdir");
         let data = data_dir(shell_home.path());
-        let _d = Daemon::start(&bus, &home, &[]).await;
+        let mut daemon = Daemon::start(&bus, &home, &[]).await;
         let conn = bus.connect().await;
         let ctx = Context1Proxy::new(&conn).await.expect("proxy");
 
@@ -342,6 +342,28 @@ async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
         assert_eq!(ws.len(), 1, "{ws:?}");
         assert_eq!(active(&ctx).await["app_id"], ONE);
 
+        // The user disables the extension: its windows go, and the source
+        // says how to enable it again; enabled, they are back.
+        for (method, listed) in [("DisableExtension", 0), ("EnableExtension", 1)] {
+            conn.call_method(
+                Some("org.gnome.Shell"),
+                "/org/gnome/Shell",
+                Some("org.gnome.Shell.Extensions"),
+                method,
+                &(UUID,),
+            )
+            .await
+            .expect(method);
+            eventually(10, method, || async {
+                (windows(&ctx).await.len() == listed).then_some(())
+            })
+            .await;
+            let src = source(&ctx, "gnome-shell").await.expect("source");
+            assert_eq!(src["available"], listed == 1, "{method}: {src}");
+        }
+        let src = source(&ctx, "gnome-shell").await.expect("source");
+        assert!(src["last_error"].is_null(), "{src}");
+
         // The shell exits: its windows go, the source is unavailable.
         shell.stop();
         drop(one);
@@ -370,9 +392,24 @@ async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
             .as_str()
             .expect("id")
             .to_owned();
-        assert!(id.starts_with("gnome-shell-2-"), "{id}");
+        // A new reporter: new ids (each reporting session counts).
+        assert!(id.starts_with("gnome-shell-") && id != id1, "{id}");
         let src = source(&ctx, "gnome-shell").await.expect("source");
         assert_eq!(src["available"], true, "{src}");
+
+        // The broker restarts: the extension sees org.contextd.Broker1
+        // appear and sends its windows again.
+        daemon.signal(libc::SIGTERM);
+        daemon
+            .wait_exit(Duration::from_secs(10))
+            .expect("broker exits");
+        let _daemon = Daemon::start(&bus, &home, &[]).await;
+        eventually(10, "windows reported to the new broker", || async {
+            let ws = windows(&ctx).await;
+            (find(&ws, ONE)?["title"] == "Window one again").then_some(())
+        })
+        .await;
+        assert_eq!(active(&ctx).await["app_id"], ONE);
     })
     .await
 }

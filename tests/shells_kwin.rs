@@ -335,6 +335,16 @@ async fn kwin_reports_windows_and_focus_through_the_script() {
             .wait_exit(Duration::from_secs(10))
             .expect("broker exits");
         assert!(!script_loaded(&conn).await, "the script stays loaded");
+
+        // A new broker loads it again and gets the windows.
+        let _daemon = Daemon::start(&bus, &home, &[]).await;
+        eventually(10, "windows reported to the new broker", || async {
+            let ws = windows(&ctx).await;
+            (find(&ws, ONE)?["title"] == "Window one again").then_some(())
+        })
+        .await;
+        assert_eq!(active(&ctx).await["app_id"], ONE);
+        assert!(script_loaded(&conn).await);
     })
     .await
 }

@@ -3,8 +3,9 @@
 //!
 //! - Ids: the broker's id of a window is `SOURCE-N-ID`, where `ID` is the
 //!   shell's (sanitised like the Wayland source's identifiers) and `N`
-//!   counts the reporter connections of this source, so that the windows
-//!   of a restarted shell never take the ids of the old one's.
+//!   counts the reporting sessions of this source (a new connection, or
+//!   reports again after a stop), so that the windows of a restarted shell
+//!   never take the ids of the old one's.
 //! - Focus: the core's active window is one of ours only through
 //!   [`Tracker`]'s `focus`; every window event carries `activated` as
 //!   that says, so that a change of a title never moves the focus.
@@ -61,7 +62,7 @@ fn bounded(mut s: String, max: usize) -> String {
 
 pub struct Tracker {
     source: &'static str,
-    /// Reporter connections seen, the `N` of the ids.
+    /// Reporting sessions seen, the `N` of the ids.
     generation: u64,
     owner: Option<String>,
     /// The shell's ids (sanitised) to what the core was told.
