@@ -298,6 +298,15 @@ async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
             .await;
         assert_eq!(active(&ctx).await["app_id"], ONE);
         assert_eq!(windows(&ctx).await.len(), 1);
+        // No window opened nameless and renamed after.
+        for d in changes.seen.iter().filter(|d| d["event"] == "opened") {
+            assert!(
+                d["window"]["app_id"]
+                    .as_str()
+                    .is_some_and(|a| !a.is_empty()),
+                "opened without an app id: {d}"
+            );
+        }
         assert!(
             !changes.focuses().contains(&None),
             "a moment without focus: {:?}",
@@ -354,12 +363,21 @@ async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
             )
             .await
             .expect(method);
-            eventually(10, method, || async {
-                (windows(&ctx).await.len() == listed).then_some(())
+            let src = eventually(10, method, || async {
+                let src = source(&ctx, "gnome-shell").await?;
+                (windows(&ctx).await.len() == listed && src["available"] == (listed == 1))
+                    .then_some(src)
             })
             .await;
-            let src = source(&ctx, "gnome-shell").await.expect("source");
-            assert_eq!(src["available"], listed == 1, "{method}: {src}");
+            if listed == 0 {
+                let hint = format!("gnome-extensions enable {UUID}");
+                assert!(
+                    src["last_error"]
+                        .as_str()
+                        .is_some_and(|e| e.contains(&hint)),
+                    "{src}"
+                );
+            }
         }
         let src = source(&ctx, "gnome-shell").await.expect("source");
         assert!(src["last_error"].is_null(), "{src}");

@@ -266,6 +266,15 @@ async fn kwin_reports_windows_and_focus_through_the_script() {
             changes.seen
         );
 
+        // No window opened nameless and renamed after.
+        for d in changes.seen.iter().filter(|d| d["event"] == "opened") {
+            assert!(
+                d["window"]["app_id"]
+                    .as_str()
+                    .is_some_and(|a| !a.is_empty()),
+                "opened without an app id: {d}"
+            );
+        }
         // A caption change.
         let mut two = two;
         two.set_title("Renamed two");

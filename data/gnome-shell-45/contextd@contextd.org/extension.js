@@ -42,13 +42,20 @@ const WINDOW_SIGNALS = [
 class Reporter {
     enable() {
         this._windows = new Map();
+        // Windows mapped at least once: a Wayland window has no app id
+        // until its first commit; it is reported once it has one or has
+        // been shown, so that no window shows up nameless and then renamed.
+        this._shown = new Set();
         this._displaySignals = [
             global.display.connect('window-created', (_display, win) => this._add(win, true)),
             global.display.connect('notify::focus-window', () => this._sendFocus()),
         ];
         // Every window the shell manages, also those not shown yet.
-        for (const win of global.display.list_all_windows())
+        for (const win of global.display.list_all_windows()) {
+            if (win.get_compositor_private())
+                this._shown.add(win);
             this._add(win, false);
+        }
         // Called at once when the broker runs, and whenever it (re)starts.
         this._watch = Gio.bus_watch_name(Gio.BusType.SESSION, BUS_NAME,
             Gio.BusNameWatcherFlags.NONE, () => this._sendAll(), null);
@@ -67,12 +74,21 @@ class Reporter {
                 win.disconnect(id);
         }
         this._windows = new Map();
+        this._shown = new Set();
         this._call('ReportStopped', null);
     }
 
     _wanted(win) {
         return win && !win.is_override_redirect() &&
             WANTED_TYPES.includes(win.get_window_type());
+    }
+
+    _ready(win) {
+        return this._shown.has(win) || !!this._appId(win);
+    }
+
+    _appId(win) {
+        return win.get_gtk_application_id() || win.get_wm_class() || '';
     }
 
     _id(win) {
@@ -83,6 +99,10 @@ class Reporter {
         if (!win || this._windows.has(win))
             return;
         const ids = WINDOW_SIGNALS.map(s => win.connect(s, () => this._sendWindow(win)));
+        ids.push(win.connect('shown', () => {
+            this._shown.add(win);
+            this._sendWindow(win);
+        }));
         ids.push(win.connect('unmanaged', () => this._remove(win)));
         this._windows.set(win, ids);
         if (report)
@@ -96,6 +116,7 @@ class Reporter {
         for (const id of ids)
             win.disconnect(id);
         this._windows.delete(win);
+        this._shown.delete(win);
         this._call('ReportClosed', new GLib.Variant('(s)', [this._id(win)]));
     }
 
@@ -108,8 +129,7 @@ class Reporter {
         if (win.get_maximized() === Meta.MaximizeFlags.BOTH)
             states.push('maximized');
         const props = {
-            app_id: new GLib.Variant('s',
-                win.get_gtk_application_id() || win.get_wm_class() || ''),
+            app_id: new GLib.Variant('s', this._appId(win)),
             title: new GLib.Variant('s', win.get_title() || ''),
             states: new GLib.Variant('as', states),
         };
@@ -120,19 +140,15 @@ class Reporter {
     }
 
     _sendWindow(win) {
-        if (!this._wanted(win))
-            return;
-        // A Wayland window has neither until its first commit: wait for
-        // the notify that brings one, so that no nameless window shows.
-        const props = this._props(win);
-        if (!props.app_id.unpack() && !props.title.unpack())
+        if (!this._wanted(win) || !this._ready(win))
             return;
         this._call('ReportWindow',
-            new GLib.Variant('(sa{sv})', [this._id(win), props]));
+            new GLib.Variant('(sa{sv})', [this._id(win), this._props(win)]));
     }
 
     _focusId() {
         const win = global.display.focus_window;
+        // Also a window not reported yet: the broker waits for it.
         return this._wanted(win) ? this._id(win) : '';
     }
 
@@ -143,7 +159,7 @@ class Reporter {
     _sendAll() {
         const all = {};
         for (const win of this._windows.keys()) {
-            if (this._wanted(win))
+            if (this._wanted(win) && this._ready(win))
                 all[this._id(win)] = new GLib.Variant('a{sv}', this._props(win));
         }
         this._call('ReportWindows',

@@ -121,8 +121,13 @@ impl Shell {
         }
     }
 
-    /// Send what the tracker made; `false` when the core is gone.
+    /// Send what the tracker made; `false` when the core is gone. A source
+    /// that becomes available says so before its windows come, one that
+    /// becomes unavailable after they went.
     async fn send(&mut self, ctx: &SourceContext, events: Vec<SourceEvent>) -> bool {
+        if self.tracker.owner().is_some() {
+            self.tell_status(ctx).await;
+        }
         for ev in events {
             if !ctx.send(ev).await {
                 return false;
@@ -175,6 +180,22 @@ impl Shell {
             );
         }
         self.send(ctx, events).await
+    }
+}
+
+/// A report to its shell (of a disabled one: dropped); `false` when the
+/// core is gone.
+async fn dispatch(
+    ctx: &SourceContext,
+    conn: &Connection,
+    gnome: &mut Shell,
+    kwin: &mut Shell,
+    r: Reported,
+) -> bool {
+    match r.source {
+        GNOME_SHELL if gnome.enabled => gnome.report(ctx, conn, r).await,
+        KWIN if kwin.enabled => kwin.report(ctx, conn, r).await,
+        _ => true,
     }
 }
 
@@ -299,14 +320,25 @@ async fn run(ctx: SourceContext, mut rx: mpsc::Receiver<Reported>, gnome_on: boo
     kwin.running = kwin_name.as_ref().is_some_and(|w| w.owner.is_some());
     gnome.tell_status(&ctx).await;
     kwin.tell_status(&ctx).await;
-    // Each KWin that appears is a generation; a load is for one.
+    // Each KWin that appears is a generation; a load is for one. The
+    // script reports as soon as it runs, so it is loaded only once the
+    // broker owns its name (the sources start before it asks for it).
     let (loaded_tx, mut loaded_rx) = mpsc::channel(4);
     let mut kwin_generation: u64 = 0;
-    if kwin.running {
-        start_loading(&ctx, &conn, kwin_generation, &loaded_tx);
-    }
+    let mut loading_for: Option<u64> = None;
+    let mut broker_name = watch(&conn, crate::names::BUS_NAME, kwin_on).await;
+    let ours = |owner: &Option<String>| {
+        owner
+            .as_deref()
+            .is_some_and(|o| ctx.own_names.iter().any(|n| n == o))
+    };
+    let mut named = broker_name.as_ref().is_some_and(|w| ours(&w.owner));
 
     loop {
+        if kwin.running && named && loading_for != Some(kwin_generation) {
+            loading_for = Some(kwin_generation);
+            start_loading(&ctx, &conn, kwin_generation, &loaded_tx);
+        }
         let deadline = [gnome.tracker.deadline(), kwin.tracker.deadline()]
             .into_iter()
             .flatten()
@@ -315,11 +347,7 @@ async fn run(ctx: SourceContext, mut rx: mpsc::Receiver<Reported>, gnome_on: boo
             _ = ctx.cancel.cancelled() => break,
             r = rx.recv() => match r {
                 None => break,
-                Some(r) => match r.source {
-                    GNOME_SHELL if gnome.enabled => gnome.report(&ctx, &conn, r).await,
-                    KWIN if kwin.enabled => kwin.report(&ctx, &conn, r).await,
-                    _ => true,
-                },
+                Some(r) => dispatch(&ctx, &conn, &mut gnome, &mut kwin, r).await,
             },
             _ = reporter_gone(&mut gnome.reporter) => {
                 tracing::info!(source = GNOME_SHELL, "the reporting shell left");
@@ -340,10 +368,11 @@ async fn run(ctx: SourceContext, mut rx: mpsc::Receiver<Reported>, gnome_on: boo
                 kwin.running = owner.is_some();
                 kwin.script_error = None;
                 kwin_generation += 1;
-                if kwin.running {
-                    start_loading(&ctx, &conn, kwin_generation, &loaded_tx);
-                }
                 kwin.tell_status(&ctx).await;
+                true
+            }
+            Some(owner) = owner_change(&mut broker_name) => {
+                named = ours(&owner);
                 true
             }
             Some((generation, result)) = loaded_rx.recv() => {
@@ -354,9 +383,16 @@ async fn run(ctx: SourceContext, mut rx: mpsc::Receiver<Reported>, gnome_on: boo
                 true
             }
             _ = sleep_until(deadline) => {
+                // Reports already waiting come first: the real focus that
+                // follows a null one may be among them (a loop slowed
+                // down must not show the null).
+                let mut ok = true;
+                while let Ok(r) = rx.try_recv() {
+                    ok &= dispatch(&ctx, &conn, &mut gnome, &mut kwin, r).await;
+                }
                 let now = Instant::now();
                 let ev = gnome.tracker.tick(now);
-                let ok = gnome.send(&ctx, ev).await;
+                let ok = ok && gnome.send(&ctx, ev).await;
                 let ev = kwin.tracker.tick(now);
                 ok && kwin.send(&ctx, ev).await
             }

@@ -74,8 +74,8 @@ pub struct Tracker {
     /// Closed while focused: told to the core once the focus moved (or
     /// the wait ended). Broker ids.
     held_closes: BTreeSet<String>,
-    /// A focus reported for a window not reported yet: taken when it is,
-    /// within the wait for a null focus.
+    /// A focus reported for a window not reported yet: taken when it is
+    /// (unless another focus was reported since).
     awaited: Option<String>,
     resolver: Resolver,
 }
@@ -191,7 +191,8 @@ impl Tracker {
         let mut out = Vec::new();
         if self.pending_none.is_some_and(|d| d <= now) {
             self.pending_none = None;
-            self.awaited = None;
+            // `awaited` stays: the shell said that window has the focus,
+            // and nothing since said otherwise.
             let was = self.focus.take();
             let held = std::mem::take(&mut self.held_closes);
             for id in &held {
