@@ -68,7 +68,9 @@ function props(w) {
         states.push("maximized");
     }
     var outputs = [];
-    if (w.output && w.output.name) {
+    // Plasma 6 only: 5.27 has the property but cannot hand it to scripts
+    // (and logs a warning each time it is read).
+    if (plasma6 && w.output && w.output.name) {
         outputs.push(text(w.output.name));
     }
     var p = {
