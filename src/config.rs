@@ -129,6 +129,31 @@ pub struct ConfigFile {
     pub history: crate::core::history::HistorySettings,
     #[serde(default)]
     pub mcp: McpConfig,
+    /// `[dashboard]`: the local privacy dashboard.
+    #[serde(default)]
+    pub dashboard: DashboardConfig,
+}
+
+/// `[dashboard]`: the privacy dashboard the daemon serves on loopback
+/// (`contextctl dashboard` opens it).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DashboardConfig {
+    /// Serve it at all.
+    pub enabled: bool,
+    /// A loopback address (`127.0.0.1:PORT` or `[::1]:PORT`; port 0, the
+    /// default, picks a free one). Anything else is refused: the
+    /// dashboard changes who may see your context.
+    pub listen: std::net::SocketAddr,
+}
+
+impl Default for DashboardConfig {
+    fn default() -> Self {
+        DashboardConfig {
+            enabled: true,
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        }
+    }
 }
 
 /// `[consent]`: how undecided access is handled.
