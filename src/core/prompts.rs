@@ -103,6 +103,19 @@ pub struct Prompts {
     pending: Mutex<HashMap<Key, Showing>>,
     timeout: Duration,
     next_id: std::sync::atomic::AtomicU64,
+    /// Open surfaces that answer prompts besides the prompter's UI (the
+    /// dashboard while a page of it is open).
+    surfaces: Arc<AtomicUsize>,
+}
+
+/// A surface that answers prompts is open while this lives.
+#[derive(Debug)]
+pub struct Surface(Arc<AtomicUsize>);
+
+impl Drop for Surface {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Prompts {
@@ -112,6 +125,7 @@ impl Prompts {
             pending: Mutex::new(HashMap::new()),
             timeout,
             next_id: std::sync::atomic::AtomicU64::new(1),
+            surfaces: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -121,6 +135,14 @@ impl Prompts {
 
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// A surface that answers prompts ([`Prompts::answer`]) is open: while
+    /// one is, a prompt that has no other UI (no agent, no notification
+    /// daemon) waits for it instead of failing.
+    pub fn surface(&self) -> Surface {
+        self.surfaces.fetch_add(1, Ordering::SeqCst);
+        Surface(self.surfaces.clone())
     }
 
     /// Answer the waiting prompt `id` from elsewhere than its UI (a
@@ -238,7 +260,7 @@ fn show(core: &Arc<Core>, mut req: PromptRequest) -> Showing {
         return s.clone();
     }
     let (tx, rx) = watch::channel(None);
-    let (answer_tx, answer_rx) = tokio::sync::oneshot::channel();
+    let (answer_tx, mut answer_rx) = tokio::sync::oneshot::channel();
     let showing = Showing {
         req: req.clone(),
         since: core.clock.now(),
@@ -264,6 +286,8 @@ fn show(core: &Arc<Core>, mut req: PromptRequest) -> Showing {
             .clone();
         let timeout = core.prompts.timeout;
         let stop = core.tasks.token();
+        let surfaces = core.prompts.surfaces.clone();
+        let open = move || surfaces.load(Ordering::SeqCst) > 0;
         let result = match prompter {
             None => Err(PromptError::NoUi("no prompt UI is available".into())),
             Some(p) => {
@@ -277,7 +301,7 @@ fn show(core: &Arc<Core>, mut req: PromptRequest) -> Showing {
                     // stored), and every waiter hears so at once.
                     _ = stop.cancelled() => Err(PromptError::Failed("the broker is stopping".into())),
                     r = &mut ask => r.unwrap_or(Err(PromptError::Timeout)),
-                    Ok(a) = answer_rx => {
+                    Ok(a) = &mut answer_rx => {
                         // Answered elsewhere: let the prompter take its
                         // question off the screen (briefly; its answer,
                         // if any, is not the one that counts).
@@ -287,6 +311,19 @@ fn show(core: &Arc<Core>, mut req: PromptRequest) -> Showing {
                     }
                 }
             }
+        };
+        // No UI of the prompter's, but the dashboard is open: it asks.
+        let result = match result {
+            Err(PromptError::NoUi(_)) if open() => tokio::select! {
+                _ = stop.cancelled() => Err(PromptError::Failed("the broker is stopping".into())),
+                _ = withdraw.cancelled() => Err(PromptError::Withdrawn),
+                r = tokio::time::timeout(timeout, &mut answer_rx) => match r {
+                    Ok(Ok(a)) => Ok(a),
+                    Ok(Err(_)) => Err(PromptError::Failed("the prompt was dropped".into())),
+                    Err(_) => Err(PromptError::Timeout),
+                },
+            },
+            r => r,
         };
         let outcome = match result {
             Ok(a) => Outcome::Answered(a),

@@ -413,6 +413,9 @@ async fn events(State(dash): State<Arc<Dash>>) -> Response {
     let cancel = dash.cancel.child_token();
     let core = dash.core.clone();
     dash.tasks.spawn(async move {
+        // While a page listens, the dashboard answers prompts that have
+        // no other UI.
+        let _surface = core.prompts.surface();
         let mut listener = notice::Listener::new(&core.gate.notices);
         let mut changes = core.state.subscribe();
         loop {

@@ -288,7 +288,7 @@ pub fn now(core: &Core, csrf: &str) -> Markup {
                                         input type="hidden" name="csrf" value=(csrf);
                                         input type="hidden" name="back" value="/now";
                                         input type="hidden" name="id" value=(r.id);
-                                        button type="submit" aria-label=(format!("End {} ({})", r.app_id, r.transport)) { "End" }
+                                        button type="submit" aria-label=(format!("End reader {}: {} ({})", r.id, r.app_id, r.transport)) { "End" }
                                     }
                                 }
                             }
