@@ -261,6 +261,10 @@ fn main() -> ExitCode {
             Command::Mcp | Command::Token { .. } => Ok(()),
         }
     });
+    // `contextctl mcp` reads stdin on a blocking thread whose read cannot
+    // be cancelled: waiting for it would keep the bridge alive after the
+    // daemon closed the session (the host would never learn it ended).
+    rt.shutdown_background();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
