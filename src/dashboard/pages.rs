@@ -123,7 +123,21 @@ fn select(name: &str, label: &str, options: &[(&str, &str)], chosen: &str) -> Ma
 /// decision in each cell; a row or a column at once; forget an app.
 pub fn apps(core: &Core, csrf: &str) -> Markup {
     let cols = columns(core);
-    let apps = core.apps();
+    let mut apps = core.apps();
+    // Apps decided about before they ever asked (from a panel, the CLI,
+    // this grid) have rows too; policy.toml's are shown where they asked.
+    for g in core.grants() {
+        if g.origin != "policy" && !apps.iter().any(|a| a.app_id == g.app_id) {
+            apps.push(crate::core::manage::AppView {
+                app_id: g.app_id.clone(),
+                identity_source: "decided before it asked",
+                first_seen: String::new(),
+                last_seen: String::new(),
+                name: None,
+                icon: None,
+            });
+        }
+    }
     // (app, category) → (decision, origin, expires)
     let mut cells: BTreeMap<(String, String), (String, String, Option<String>)> = BTreeMap::new();
     for g in core.grants() {
@@ -173,7 +187,11 @@ pub fn apps(core: &Core, csrf: &str) -> Markup {
                             tr {
                                 th scope="row" {
                                     (app_label(a.name.as_deref(), &a.app_id))
-                                    span.seen { "identified by " (a.identity_source) }
+                                    @if a.first_seen.is_empty() {
+                                        span.seen { (a.identity_source) }
+                                    } @else {
+                                        span.seen { "identified by " (a.identity_source) }
+                                    }
                                     form.row method="post" action="/decide" data-fetch {
                                         input type="hidden" name="csrf" value=(csrf);
                                         input type="hidden" name="app" value=(a.app_id);

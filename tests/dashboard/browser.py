@@ -17,6 +17,10 @@ Commands ({"op": ...}):
     cookies                   the session's cookies (HttpOnly too)
     axe                       serious and critical axe-core violations
     requests                  every URL the pages requested (DevTools log)
+    paint URL                 navigate; the page's first contentful paint
+                              and DOMContentLoaded (ms from navigation
+                              start) and how many grid cells it shows
+                              (benches/dashboard.rs)
     quit
 """
 
@@ -119,6 +123,16 @@ def main():
             elif op == "requests":
                 drain_log()
                 out["urls"] = requested
+            elif op == "paint":
+                d.get(c["url"])
+                out["fcp"] = d.execute_script(
+                    "const p = performance.getEntriesByName('first-contentful-paint')[0];"
+                    " return p ? p.startTime : null"
+                )
+                out["dcl"] = d.execute_script(
+                    "return performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd"
+                )
+                out["cells"] = d.execute_script("return document.querySelectorAll('select[data-cell]').length")
             elif op == "quit":
                 break
             else:
