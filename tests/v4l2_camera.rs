@@ -5,14 +5,19 @@
 //! watched (a character device made with `mknod` when the test runs as
 //! root, else a regular file); two openers are two streams; without
 //! `media.capture` a reader sees none of it; a directory that cannot be
-//! watched makes the source unavailable until it appears.
+//! watched makes the source unavailable until it appears. An app that
+//! captures a PipeWire camera and holds a video node at once (this test
+//! process, with a real PipeWire) shows both streams live and makes one
+//! capture session and one timeline interval.
 
 mod common;
+mod pipewire_client;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
+use common::session::Session;
 use common::*;
 use contextd::client::json::dict_to_json;
 use contextd::client::proxy::{Context1Proxy, History1Proxy};
@@ -84,13 +89,28 @@ impl Drop for Opener {
     }
 }
 
-fn config(dir: &Path) -> String {
+/// config.toml: undecided access denied, the sources in `disabled` off,
+/// the video nodes in `dir`.
+fn config_with(dir: &Path, disabled: &[&str]) -> String {
     format!(
-        "[consent]\nundecided = \"deny\"\n\n[sources]\n\
-         disabled = [\"pipewire\", \"wayland\", \"login1\", \"upower\", \"networkmanager\", \"notifications\", \"mpris\"]\n\n\
+        "[consent]\nundecided = \"deny\"\n\n[sources]\ndisabled = {disabled:?}\n\n\
          [sources.v4l2]\ndir = {:?}\n",
         dir.display().to_string()
     )
+}
+
+/// [`config_with`] with only the V4L2 source on.
+fn config(dir: &Path) -> String {
+    let others = [
+        "pipewire",
+        "wayland",
+        "login1",
+        "upower",
+        "networkmanager",
+        "notifications",
+        "mpris",
+    ];
+    config_with(dir, &others)
 }
 
 async fn media(ctx: &Context1Proxy<'_>) -> Option<Value> {
@@ -297,6 +317,105 @@ async fn a_directory_that_cannot_be_watched_is_unavailable_until_it_appears() {
             capture(&ctx, a.pid(), "video0").await
         })
         .await;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_app_through_pipewire_and_a_video_node_is_one_capture_session() {
+    with_timeout(90, async {
+        let session = Session::start(&["--no-sway"]);
+        let home = Home::new();
+        let cams = tempfile::tempdir().expect("tempdir");
+        std::fs::write(cams.path().join("video0"), b"").expect("video0");
+        home.write_config(&config_with(cams.path(), &["wayland"]));
+        home.write_policy(&[(&my_app_id(), &["media.capture", "history"])]);
+        let since = chrono::Utc::now().timestamp() - 1;
+        let _d = Daemon::start_in_session(&session, &home, &[]).await;
+        let conn = connect_to(session.get("DBUS_SESSION_BUS_ADDRESS").expect("bus")).await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        eventually(10, "v4l2 available", || async {
+            source(&ctx).await.filter(|s| s["available"] == true)
+        })
+        .await;
+        let socket = pipewire_client::socket_of(session.get("PIPEWIRE_RUNTIME_DIR").expect("pw"));
+        let me = std::process::id();
+        let app = my_app_id();
+
+        // This process: a PipeWire camera capture, then the node itself.
+        let (cam, (_, node)) = pipewire_client::video_capture(
+            &socket,
+            &[("node.name", "contextd-test-camera")],
+            &[("application.name", "VideoCall")],
+        );
+        let pw_id = eventually(20, "PipeWire camera capture", || async {
+            media(&ctx).await?["media.capture"]
+                .as_array()?
+                .iter()
+                .find(|s| {
+                    s["active"] == true
+                        && s["id"]
+                            .as_str()
+                            .is_some_and(|i| i.ends_with(&format!("-{node}")))
+                })
+                .map(|s| s["id"].as_str().unwrap_or_default().to_owned())
+        })
+        .await;
+        let file = std::fs::File::open(cams.path().join("video0")).expect("open video0");
+        let v4l2 = eventually(10, "V4L2 camera capture", || async {
+            capture(&ctx, me, "video0").await
+        })
+        .await;
+        assert_eq!(v4l2["app_id"], app, "{v4l2}");
+
+        // Both streams live; one camera session of the app.
+        let m = media(&ctx).await.expect("media");
+        let mine = |m: &Value| -> Vec<Value> {
+            m["capture_sessions"]
+                .as_array()
+                .map(|a| a.iter().filter(|c| c["app_id"] == app).cloned().collect())
+                .unwrap_or_default()
+        };
+        assert!(m["media.capture"].to_string().contains(&pw_id), "{m}");
+        let sessions = mine(&m);
+        assert_eq!(sessions.len(), 1, "{m}");
+        assert_eq!(sessions[0]["stream_id"], pw_id, "{m}");
+        assert_eq!(sessions[0]["kind"], "camera", "{m}");
+
+        // PipeWire's stream ends: the session goes on while the node is held.
+        drop(cam);
+        let m = eventually(10, "PipeWire capture gone", || async {
+            let m = media(&ctx).await?;
+            (!m["media.capture"].to_string().contains(&pw_id)).then_some(m)
+        })
+        .await;
+        let sessions = mine(&m);
+        assert_eq!(sessions.len(), 1, "{m}");
+        assert_eq!(sessions[0]["active"], true, "{m}");
+
+        drop(file);
+        let m = eventually(10, "session ended", || async {
+            let m = media(&ctx).await?;
+            (mine(&m).first()?["active"] == false).then_some(m)
+        })
+        .await;
+        assert_eq!(mine(&m).len(), 1, "{m}");
+
+        // One interval in the timeline, ended.
+        let h = History1Proxy::new(&conn).await.expect("proxy");
+        let rows = eventually(10, "timeline row ended", || async {
+            let (events, _) = h.query(since, 0, &[], &[], 100, "").await.ok()?;
+            let rows: Vec<Value> = events
+                .iter()
+                .map(dict_to_json)
+                .filter(|e| e["kind"] == "capture")
+                .collect();
+            (!rows.is_empty() && rows.iter().all(|e| e.get("end").is_some())).then_some(rows)
+        })
+        .await;
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0]["app_id"], app, "{rows:?}");
+        assert_eq!(rows[0]["detail"]["device"], "camera", "{rows:?}");
     })
     .await
 }
