@@ -22,7 +22,10 @@
 //!   the same inode for anything else). Only the processes the broker may
 //!   read show up: the user's own (as root, every one). The kernel reports
 //!   an open just before the descriptor is in the opener's table, so after
-//!   an open the source looks once more [`SETTLE`] later.
+//!   an open the source looks once more [`SETTLE`] later. inotify reports
+//!   a close only when the last descriptor of an open file goes, so the
+//!   source also follows each opener's exit with a pidfd (a child that
+//!   inherited the descriptor exits while its parent keeps it).
 //! - **Identity** comes from the opener's PID through
 //!   `core::identity::resolve_pid`, the resolver PipeWire's streams and
 //!   D-Bus callers use; its `comm` is kept as a claim (`claimed_name`). The
@@ -46,6 +49,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -204,12 +208,20 @@ fn scan(dir: &Path, names: Vec<String>, known: BTreeMap<Opener, u64>) -> Scan {
             Some((n, node_key(&m)))
         })
         .collect();
-    let found = openers(Path::new(PROC), &nodes);
-    let new = found
-        .iter()
-        .filter(|(k, start)| known.get(*k) != Some(*start))
-        .map(|(k, _)| (k.clone(), who(k.1)))
-        .collect();
+    let mut found = openers(Path::new(PROC), &nodes);
+    let mut new = HashMap::new();
+    for (k, start) in &found {
+        if known.get(k) != Some(start) {
+            new.insert(k.clone(), who(k.1));
+        }
+    }
+    // A process that exited while we looked (a short-lived child that
+    // inherited the descriptor) holds nothing any more.
+    found.retain(|(_, pid), start| {
+        !new.keys().any(|(_, p)| p == pid)
+            || start_time(&Path::new(PROC).join(pid.to_string())) == Some(*start)
+    });
+    new.retain(|k, _| found.contains_key(k));
     Scan { found, new }
 }
 
@@ -264,6 +276,92 @@ impl Reported {
             out.push(SourceEvent::Stream { stream });
         }
         out
+    }
+}
+
+/// A pidfd of `pid`: readable once that process has exited.
+fn pidfd_open(pid: u32) -> std::io::Result<OwnedFd> {
+    let pid = libc::pid_t::try_from(pid)
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: pidfd_open(2) takes a PID and flags and returns a new file
+    // descriptor or -1; it touches no memory of ours.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let fd =
+        RawFd::try_from(fd).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidData))?;
+    // SAFETY: the kernel just gave us this descriptor; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Tells the watch loop when an opener exits.
+///
+/// inotify reports a close only when the last descriptor of an open file
+/// goes: a child that inherited the camera's descriptor from its parent (or
+/// got it over a socket) exits without any inotify event while the parent
+/// still holds it. A pidfd per opener, readable when the process exits,
+/// says so at once (an event too, not a poll).
+struct Exits {
+    tx: tokio::sync::mpsc::Sender<()>,
+    rx: tokio::sync::mpsc::Receiver<()>,
+    /// Opener PID → its start time and what stops its task.
+    watched: HashMap<u32, (u64, tokio_util::sync::DropGuard)>,
+}
+
+impl Exits {
+    fn new() -> Exits {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        Exits {
+            tx,
+            rx,
+            watched: HashMap::new(),
+        }
+    }
+
+    /// Watch exactly the processes of `streams`.
+    fn follow(&mut self, ctx: &SourceContext, streams: &BTreeMap<Opener, u64>) {
+        let pids: HashMap<u32, u64> = streams.iter().map(|((_, pid), s)| (*pid, *s)).collect();
+        self.watched
+            .retain(|pid, (start, _)| pids.get(pid) == Some(start));
+        for (pid, start) in pids {
+            if self.watched.contains_key(&pid) {
+                continue;
+            }
+            let fd = match pidfd_open(pid) {
+                // The PID is still the opener's (not reused since we looked).
+                Ok(fd) if start_time(&Path::new(PROC).join(pid.to_string())) == Some(start) => fd,
+                Ok(_) | Err(_) => {
+                    // Gone already: look again.
+                    let _ = self.tx.try_send(());
+                    continue;
+                }
+            };
+            // SAFETY: an OwnedFd stays open and is the same descriptor for
+            // as long as the AsyncFd owns it.
+            let registered = unsafe {
+                tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+            };
+            let fd = match registered {
+                Ok(fd) => fd,
+                Err(e) => {
+                    tracing::debug!(source = NAME, pid, error = %e, "cannot follow an opener's exit");
+                    continue;
+                }
+            };
+            let stop = ctx.cancel.child_token();
+            let tx = self.tx.clone();
+            let cancelled = stop.clone();
+            ctx.tasks.spawn(async move {
+                tokio::select! {
+                    _ = cancelled.cancelled() => {}
+                    _ = fd.readable() => {
+                        let _ = tx.try_send(());
+                    }
+                }
+            });
+            self.watched.insert(pid, (start, stop.drop_guard()));
+        }
     }
 }
 
@@ -443,6 +541,7 @@ async fn watch(ctx: &SourceContext, dir: &Path, prefix: &str, backoff: &mut Back
         settle: false,
     };
     let mut settle: Option<tokio::time::Instant> = None;
+    let mut exits = Exits::new();
     loop {
         if look.now {
             if look.settle {
@@ -465,6 +564,7 @@ async fn watch(ctx: &SourceContext, dir: &Path, prefix: &str, backoff: &mut Back
                     return End::Cancelled;
                 }
             }
+            exits.follow(ctx, &reported.streams);
         }
         let deadline = settle.unwrap_or_else(tokio::time::Instant::now);
         tokio::select! {
@@ -473,6 +573,7 @@ async fn watch(ctx: &SourceContext, dir: &Path, prefix: &str, backoff: &mut Back
                 settle = None;
                 look.now = true;
             }
+            Some(()) = exits.rx.recv() => look.now = true,
             ev = w.events.next() => {
                 let mut next = ev;
                 // Take the whole batch, then look once.
