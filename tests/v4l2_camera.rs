@@ -8,7 +8,9 @@
 //! watched makes the source unavailable until it appears. An app that
 //! captures a PipeWire camera and holds a video node at once (this test
 //! process, with a real PipeWire) shows both streams live and makes one
-//! capture session and one timeline interval.
+//! capture session and one timeline interval. A child that inherited the
+//! node's descriptor and exits (no inotify event: its parent still holds
+//! the open file) ends its stream too.
 
 mod common;
 mod pipewire_client;
@@ -416,6 +418,78 @@ async fn one_app_through_pipewire_and_a_video_node_is_one_capture_session() {
         assert_eq!(rows.len(), 1, "{rows:?}");
         assert_eq!(rows[0]["app_id"], app, "{rows:?}");
         assert_eq!(rows[0]["detail"]["device"], "camera", "{rows:?}");
+    })
+    .await
+}
+
+/// Kills a process we started (a shell's background child) on drop.
+struct Killed(u32);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.0) {
+            // SAFETY: kill(2) on a process this test started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_inherited_the_node_and_exits_ends_its_stream() {
+    with_timeout(60, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        let cams = tempfile::tempdir().expect("tempdir");
+        std::fs::write(cams.path().join("video0"), b"").expect("video0");
+        home.write_config(&config(cams.path()));
+        home.write_policy(&[(&my_app_id(), &["media.capture"])]);
+        let _d = Daemon::start(&bus, &home, &[]).await;
+        let conn = bus.connect().await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        eventually(10, "v4l2 available", || async {
+            source(&ctx).await.filter(|s| s["available"] == true)
+        })
+        .await;
+
+        // A shell opens the node and starts a child that inherits it.
+        let mut sh = Command::new("/bin/sh")
+            .args(["-c", "exec 3<video0; sleep 300 & echo $!; exec sleep 301"])
+            .current_dir(cams.path())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("sh");
+        let _sh = Killed(sh.id());
+        let mut line = String::new();
+        BufReader::new(sh.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("child pid");
+        let child: u32 = line.trim().parse().expect("a PID");
+        let _child = Killed(child);
+        // Another open (and close) makes the source look: both are seen.
+        let mut a = Opener::start(cams.path());
+        a.tell("open", "video0");
+        a.tell("close", "video0");
+        eventually(10, "shell and child", || async {
+            let sh = capture(&ctx, sh.id(), "video0").await?;
+            let ch = capture(&ctx, child, "video0").await?;
+            Some((sh, ch))
+        })
+        .await;
+
+        // The child dies; the shell still holds the open file. (The pause
+        // lets the source's second look after an open (30 ms) pass, so that
+        // only the child's exit can make it look again; nothing here depends
+        // on how long anything takes.)
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        drop(_child);
+        eventually(10, "the child's stream ended", || async {
+            capture(&ctx, child, "video0").await.is_none().then_some(())
+        })
+        .await;
+        let m = media(&ctx).await.expect("media");
+        assert!(capture(&ctx, sh.id(), "video0").await.is_some(), "{m}");
+        let _ = sh.kill();
+        let _ = sh.wait();
     })
     .await
 }
