@@ -29,7 +29,9 @@
 //! - **Identity** comes from the opener's PID through
 //!   `core::identity::resolve_pid`, the resolver PipeWire's streams and
 //!   D-Bus callers use; its `comm` is kept as a claim (`claimed_name`). The
-//!   stream's `media_name` is the node's path.
+//!   stream's `media_name` is the node's path. It is resolved once per
+//!   opener: a process that executes another program while it holds the
+//!   node keeps the identity it had (no event says it changed).
 //! - **Streams.** One per process and node, `v4l2-N-videoK-PID` (`N`
 //!   counts this source's watches, so that a new one never reuses an id),
 //!   running while the process holds the node; it ends when its last
@@ -404,10 +406,11 @@ impl Watcher {
         Ok(())
     }
 
-    /// Watch node `name`, if it is not watched yet.
-    fn watch(&mut self, name: &str) {
+    /// Watch node `name`, if it is not watched yet; `true` when it is now
+    /// and was not before.
+    fn watch(&mut self, name: &str) -> bool {
         if matches!(self.nodes.get(name), Some(Some(_))) {
-            return;
+            return false;
         }
         let path = self.dir.join(name);
         let wd = match self.events.watches().add(&path, node_mask()) {
@@ -417,7 +420,9 @@ impl Watcher {
                 None
             }
         };
+        let added = wd.is_some();
         self.nodes.insert(name.to_owned(), wd);
+        added
     }
 
     fn forget(&mut self, name: &str) {
@@ -457,10 +462,15 @@ impl Watcher {
                 .intersects(EventMask::DELETE | EventMask::MOVED_FROM)
             {
                 self.forget(name);
+                look.now = true;
+            } else if ev.mask.contains(EventMask::ATTRIB) {
+                // Only news when the node just became ours to watch (udev
+                // gave us access to it).
+                look.now |= self.watch(name);
             } else {
                 self.watch(name);
+                look.now = true;
             }
-            look.now = true;
             return Ok(());
         }
         if ev.mask.contains(EventMask::IGNORED) {
