@@ -269,6 +269,50 @@ pub struct SourcesConfig {
     /// Sources not to start, by name (`wayland`, `pipewire`, ...).
     #[serde(default)]
     pub disabled: Vec<String>,
+    /// `[sources.v4l2]`: the camera source that needs no PipeWire.
+    #[serde(default)]
+    pub v4l2: V4l2Config,
+}
+
+/// `[sources.v4l2]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct V4l2Config {
+    /// The directory of the V4L2 device nodes (`video0`, `video1`, ...);
+    /// an absolute path, `/dev` unless set.
+    #[serde(
+        default = "V4l2Config::default_dir",
+        deserialize_with = "absolute_path"
+    )]
+    pub dir: PathBuf,
+}
+
+impl V4l2Config {
+    fn default_dir() -> PathBuf {
+        PathBuf::from("/dev")
+    }
+}
+
+impl Default for V4l2Config {
+    fn default() -> Self {
+        V4l2Config {
+            dir: V4l2Config::default_dir(),
+        }
+    }
+}
+
+/// A path that must be absolute (a relative one would depend on where the
+/// daemon happens to be started).
+fn absolute_path<'de, D: serde::Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+    let p = PathBuf::deserialize(d)?;
+    if p.is_absolute() {
+        Ok(p)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "{} is not an absolute path",
+            p.display()
+        )))
+    }
 }
 
 impl ConfigFile {
@@ -361,6 +405,27 @@ mod tests {
             None,
             "another user's"
         );
+    }
+
+    #[test]
+    fn v4l2_dir_defaults_to_dev_and_must_be_absolute() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("config.toml");
+        std::fs::write(&f, "").expect("write");
+        let c = ConfigFile::load(&f).expect("ok");
+        assert_eq!(c.sources.v4l2.dir, Path::new("/dev"));
+        std::fs::write(&f, "[sources.v4l2]\ndir = \"/tmp/cams\"\n").expect("write");
+        let c = ConfigFile::load(&f).expect("ok");
+        assert_eq!(c.sources.v4l2.dir, Path::new("/tmp/cams"));
+        std::fs::write(&f, "[sources.v4l2]\ndir = \"cams\"\n").expect("write");
+        let e = ConfigFile::load(&f).expect_err("relative");
+        assert!(
+            matches!(&e, ConfigError::Syntax { line: 2, message, .. } if message.contains("absolute")),
+            "{e}"
+        );
+        std::fs::write(&f, "[sources.v4l2]\ndirectory = \"/dev\"\n").expect("write");
+        let e = ConfigFile::load(&f).expect_err("unknown key");
+        assert!(matches!(e, ConfigError::Syntax { line: 2, .. }), "{e}");
     }
 
     #[test]

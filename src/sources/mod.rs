@@ -17,6 +17,7 @@ pub mod notifications;
 pub mod pipewire;
 pub mod replay;
 pub mod upower;
+pub mod v4l2;
 pub mod wayland;
 
 use std::sync::Arc;
@@ -153,6 +154,9 @@ pub fn spawn_all(ctx: &SourceContext) {
     }
     if enabled(wayland::NAME) {
         tasks.spawn(wayland::run(ctx.clone()));
+    }
+    if enabled(v4l2::NAME) {
+        tasks.spawn(v4l2::run(ctx.clone()));
     }
 }
 
