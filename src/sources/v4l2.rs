@@ -42,8 +42,9 @@
 //!   this one; an app seen by both at once makes one capture session and
 //!   one timeline interval (the merge is in `core::captures` and
 //!   `core::history`, by app identity and kind). PipeWire's own camera
-//!   plugin opens the node in the PipeWire daemon, which is reported as
-//!   the process it is.
+//!   plugin opens the node in the PipeWire daemon, and WirePlumber probes
+//!   nodes: neither is reported (`MEDIA_SERVERS`), since the app behind
+//!   them is the PipeWire source's.
 //!
 //! A directory that cannot be watched (missing, not a directory, no
 //! permission) makes the source unavailable with the reason; it tries
@@ -193,6 +194,20 @@ fn who(pid: u32) -> Who {
     Who { app_id, comm }
 }
 
+/// The media server's own programs: PipeWire holds a camera's node while
+/// it streams it to an app (which the PipeWire source reports, with the
+/// app's identity) and WirePlumber opens nodes briefly to probe them.
+/// Neither is an app using the camera.
+const MEDIA_SERVERS: [&str; 2] = ["pipewire", "wireplumber"];
+
+fn is_media_server(w: &Who) -> bool {
+    w.app_id
+        .as_ref()
+        .and_then(|a| a.as_str().strip_prefix("exe:"))
+        .and_then(|p| Path::new(p).file_name())
+        .is_some_and(|n| MEDIA_SERVERS.iter().any(|m| n == *m))
+}
+
 /// One look at the openers: all of them, and who the new ones are.
 #[derive(Debug, Default)]
 struct Scan {
@@ -224,6 +239,15 @@ fn scan(dir: &Path, names: Vec<String>, known: BTreeMap<Opener, u64>) -> Scan {
             || start_time(&Path::new(PROC).join(pid.to_string())) == Some(*start)
     });
     new.retain(|k, _| found.contains_key(k));
+    let servers: Vec<Opener> = new
+        .iter()
+        .filter(|(_, w)| is_media_server(w))
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in servers {
+        new.remove(&k);
+        found.remove(&k);
+    }
     Scan { found, new }
 }
 
@@ -666,6 +690,21 @@ mod tests {
         drop(f);
         let s = scan(dir.path(), names, BTreeMap::new());
         assert!(!s.found.contains_key(&me), "{s:?}");
+    }
+
+    #[test]
+    fn the_media_server_is_not_a_camera_user() {
+        let w = |exe: &str| Who {
+            app_id: AppId::from_exe(exe).ok(),
+            comm: None,
+        };
+        assert!(is_media_server(&w("/usr/bin/pipewire")));
+        assert!(is_media_server(&w("/usr/bin/wireplumber")));
+        assert!(!is_media_server(&w("/usr/bin/cheese")));
+        assert!(!is_media_server(&Who {
+            app_id: None,
+            comm: Some("pipewire".into()),
+        }));
     }
 
     #[test]
