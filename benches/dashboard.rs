@@ -123,7 +123,7 @@ fn main() {
         std::fs::create_dir_all(&sysdir).expect("mkdir");
         let (_sys, sys_address) = start_bus(&sysdir);
         let _polkit = Proc(
-            Command::new("python3")
+            Command::new("/usr/bin/python3")
                 .args(["-m", "dbusmock", "--system", "--template", "polkitd"])
                 .env("DBUS_SYSTEM_BUS_ADDRESS", &sys_address)
                 .stdout(Stdio::null())
@@ -160,12 +160,18 @@ fn main() {
             .build()
             .await
             .expect("bus");
+        let mut tries = 0;
         let consent = loop {
-            if let Ok(p) = Consent1Proxy::new(&conn).await
-                && p.list_apps().await.is_ok()
-            {
-                break p;
+            match Consent1Proxy::new(&conn).await {
+                Ok(p) => match p.list_apps().await {
+                    Ok(_) => break p,
+                    Err(e) if tries > 200 => panic!("Consent1 never answered: {e}"),
+                    Err(_) => {}
+                },
+                Err(e) if tries > 200 => panic!("no Consent1: {e}"),
+                Err(_) => {}
             }
+            tries += 1;
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
         // 200 apps with a decision in each of the seed categories' columns.
