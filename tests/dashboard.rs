@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
-use common::dbusmock::Mock;
 use common::*;
 use contextd::client::json::dict_to_json;
 use contextd::client::proxy::{Consent1Proxy, Context1Proxy};
@@ -154,25 +153,8 @@ fn mcp_call(bus: &Bus, home: &Home, tool: &str) -> Command {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_dashboard_in_a_real_browser() {
     with_timeout(240, async {
-        let bus = Bus::start();
-        let sys = Bus::start();
-        let _polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
-        let home = Home::new();
-        home.write_config("[consent]\nprompt_timeout_s = 60\n");
-        let replay = home.dir.path().join("replay.jsonl");
-        std::fs::write(
-            &replay,
-            window_line("w1", "org.gnome.TextEditor", "notes.txt", true),
-        )
-        .expect("replay");
-        let _d = Daemon::start_with(
-            &bus,
-            &home,
-            &["--replay", &replay.display().to_string()],
-            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
-        )
-        .await;
-        mcp_support::wait_socket(&home);
+        let m = Managed::start("[consent]\nprompt_timeout_s = 60\n").await;
+        let (bus, home) = (&m.bus, &m.home);
 
         // This test program is an app with two live subscriptions.
         let me = my_app_id();
@@ -211,7 +193,7 @@ async fn the_dashboard_in_a_real_browser() {
 
         // The one-time link, as the user gets it.
         let (ok, out, err) = tokio::task::block_in_place(|| {
-            mcp_support::contextctl(&bus, &home, &["dashboard", "--no-open"])
+            mcp_support::contextctl(bus, home, &["dashboard", "--no-open"])
         });
         assert!(ok, "contextctl dashboard: {err}");
         let url = out.trim().to_owned();
@@ -353,7 +335,7 @@ async fn the_dashboard_in_a_real_browser() {
         b.wait_text("Who read what", 10);
         b.cmd(json!({"op": "mark"}));
         let report = tokio::task::block_in_place(|| {
-            mcp_support::client_report(mcp_call(&bus, &home, "get_active_window"))
+            mcp_support::client_report(mcp_call(bus, home, "get_active_window"))
         });
         assert!(report["call"]["ok"].is_object(), "{report}");
         b.wait_text("tools/call get_active_window", 10);
@@ -369,7 +351,7 @@ async fn the_dashboard_in_a_real_browser() {
         b.get(&format!("{base}/now"));
         b.wait_text("Waiting for your answer", 10);
         let waiting = {
-            let cmd = mcp_call(&bus, &home, "get_power");
+            let cmd = mcp_call(bus, home, "get_power");
             std::thread::spawn(move || mcp_support::client_report(cmd))
         };
         eventually(20, "the host's prompt in ListPending", || async {

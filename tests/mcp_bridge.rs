@@ -366,36 +366,15 @@ async fn the_bridge_starts_the_daemon_through_dbus_activation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_user_ends_an_mcp_session() {
     with_timeout(60, async {
-        let bus = Bus::start();
-        let sys = Bus::start();
-        let _polkit = common::dbusmock::Mock::polkit_allowing(
-            &sys.address,
-            &["org.contextd.manage-consent"],
-        )
-        .await;
-        let home = Home::new();
-        home.deny_undecided();
-        home.write_policy(&[(&my_app_id(), &["windows"])]);
-        let replay = home.dir.path().join("replay.jsonl");
-        std::fs::write(
-            &replay,
-            window_line("w1", "org.gnome.TextEditor", "notes.txt", true),
-        )
-        .expect("replay");
-        let _d = Daemon::start_with(
-            &bus,
-            &home,
-            &["--replay", &replay.display().to_string()],
-            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
-        )
-        .await;
-        wait_socket(&home);
+        let m = Managed::start("[consent]\nundecided = \"deny\"\n").await;
+        m.home.write_policy(&[(&my_app_id(), &["windows"])]);
+        let (bus, home) = (&m.bus, &m.home);
         let conn = bus.connect().await;
         let consent = contextd::client::proxy::Consent1Proxy::new(&conn)
             .await
             .expect("proxy");
 
-        let mut host = Bridge::spawn(home.envs(&bus));
+        let mut host = Bridge::spawn(home.envs(bus));
         host.send(INIT);
         host.answer(1);
         let reader = eventually(10, "the session in ListReaders", || async {
@@ -430,7 +409,7 @@ async fn the_user_ends_an_mcp_session() {
         .await;
 
         // Nothing was decided: a new session works.
-        let mut again = Bridge::spawn(home.envs(&bus));
+        let mut again = Bridge::spawn(home.envs(bus));
         again.send(INIT);
         again.answer(1);
         again.send(br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_active_window"}}"#);
