@@ -490,7 +490,7 @@ fn expiry(core: &Core, s: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// Decide for one app and category, a row (an app, every category) or a
-/// column (a category, every known app): `allow`, `deny`, `ask`, or
+/// column (a category, every app of the grid): `allow`, `deny`, `ask`, or
 /// `clear` (back to undecided).
 async fn decide(State(dash): State<Arc<Dash>>, req: Request) -> Response {
     let form = form_of(&req);
@@ -507,8 +507,7 @@ async fn decide(State(dash): State<Arc<Dash>>, req: Request) -> Response {
         },
     };
     let apps: Vec<AppId> = match form.get("app") {
-        "" => core
-            .apps()
+        "" => pages::rows(core)
             .iter()
             .filter_map(|a| AppId::new(&a.app_id).ok())
             .collect(),

@@ -35,6 +35,26 @@ pub fn columns(core: &Core) -> Vec<Category> {
     v
 }
 
+/// The grid's rows: every app that asked, and the apps decided about
+/// before they ever asked (from a panel, the CLI, this grid);
+/// policy.toml's are shown where they asked.
+pub fn rows(core: &Core) -> Vec<crate::core::manage::AppView> {
+    let mut apps = core.apps();
+    for g in core.grants() {
+        if g.origin != "policy" && !apps.iter().any(|a| a.app_id == g.app_id) {
+            apps.push(crate::core::manage::AppView {
+                app_id: g.app_id.clone(),
+                identity_source: "decided before it asked",
+                first_seen: String::new(),
+                last_seen: String::new(),
+                name: None,
+                icon: None,
+            });
+        }
+    }
+    apps
+}
+
 fn layout(title: &str, here: &str, csrf: &str, paused: bool, body: Markup) -> Markup {
     let nav = [("/", "Apps"), ("/now", "Now"), ("/timeline", "Timeline")];
     html! {
@@ -123,21 +143,7 @@ fn select(name: &str, label: &str, options: &[(&str, &str)], chosen: &str) -> Ma
 /// decision in each cell; a row or a column at once; forget an app.
 pub fn apps(core: &Core, csrf: &str) -> Markup {
     let cols = columns(core);
-    let mut apps = core.apps();
-    // Apps decided about before they ever asked (from a panel, the CLI,
-    // this grid) have rows too; policy.toml's are shown where they asked.
-    for g in core.grants() {
-        if g.origin != "policy" && !apps.iter().any(|a| a.app_id == g.app_id) {
-            apps.push(crate::core::manage::AppView {
-                app_id: g.app_id.clone(),
-                identity_source: "decided before it asked",
-                first_seen: String::new(),
-                last_seen: String::new(),
-                name: None,
-                icon: None,
-            });
-        }
-    }
+    let apps = rows(core);
     // (app, category) → (decision, origin, expires)
     let mut cells: BTreeMap<(String, String), (String, String, Option<String>)> = BTreeMap::new();
     for g in core.grants() {
