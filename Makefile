@@ -53,6 +53,18 @@ deps:
 build:
 	$(CARGO) build --release $(LOCKED)
 
+# Once the broker answers, print a one-time link to its dashboard (in the
+# background: the broker runs in the foreground).
+define print_dashboard_url
+{ ( for _ in $$(seq 1 150); do \
+      if url=$$("$(RELEASE)/contextctl" dashboard --no-open 2>/dev/null); then \
+          printf '\nmake run: the dashboard: %s\n  (the link works once; `contextctl dashboard` gives another)\n\n' "$$url"; \
+          exit 0; \
+      fi; \
+      sleep 0.2; \
+  done; echo "make run: no dashboard link (see the broker's log)" ) & }
+endef
+
 # Run the broker in the foreground. With a desktop session (a session bus that
 # answers and WAYLAND_DISPLAY), in it; else in a private headless session with
 # a private system bus of python-dbusmock services (every source available,
@@ -62,6 +74,7 @@ run: deps build
 	    timeout 5 dbus-send --session --print-reply --dest=org.freedesktop.DBus \
 	        /org/freedesktop/DBus org.freedesktop.DBus.GetId >/dev/null 2>&1; then \
 	    echo "make run: using your desktop session (WAYLAND_DISPLAY=$$WAYLAND_DISPLAY)"; \
+	    $(call print_dashboard_url); \
 	    exec "$(RELEASE)/contextd" -v; \
 	fi; \
 	echo "make run: no desktop session here; starting a private one in $(RUN_SESSION)"; \
@@ -102,6 +115,7 @@ run: deps build
 	echo; \
 	echo "  $(RELEASE)/contextctl sources     # every source available"; \
 	echo "  $(RELEASE)/contextctl status"; \
+	echo "  $(RELEASE)/contextctl dashboard   # a one-time link to the privacy dashboard"; \
 	echo "  $(RELEASE)/contextctl consent grant exe:/usr/bin/true windows   # polkit (mocked) allows it"; \
 	echo "  notify-send Hello 'from make run'   # a notification the broker reports"; \
 	echo "  gdbus call --session --dest org.contextd.Broker1 --object-path /org/contextd/Broker1 \\"; \
@@ -114,6 +128,7 @@ run: deps build
 	echo "contextctl and busctl are granted everything ($(RUN_DIR)/config/contextd/policy.toml)."; \
 	echo "Ctrl-C stops the broker and the session."; \
 	echo; \
+	$(call print_dashboard_url); \
 	XDG_CONFIG_HOME="$(RUN_DIR)/config" XDG_DATA_HOME="$(RUN_DIR)/data" \
 	    XDG_STATE_HOME="$(RUN_DIR)/state" "$(RELEASE)/contextd" -v
 
@@ -156,7 +171,7 @@ bench: export CONTEXTD_NODE := $(CURDIR)/.tools/node22/bin/node
 bench: deps
 	@scripts/deps.sh --node
 	$(CARGO) build --release $(LOCKED) --example wl_toplevels
-	$(CARGO) bench $(LOCKED) --bench broker --bench pipewire --bench fdo --bench wayland --bench mcp --bench history --bench provider
+	$(CARGO) bench $(LOCKED) --bench broker --bench pipewire --bench fdo --bench wayland --bench mcp --bench history --bench provider --bench dashboard
 
 install: install-bin install-data
 

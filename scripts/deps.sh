@@ -4,7 +4,8 @@
 #   scripts/deps.sh            Debian packages + the `contextd-test` user
 #   scripts/deps.sh --node     also Node 22 in .tools/node22, the MCP conformance suite in
 #                              .tools/conformance, the TypeScript MCP SDK in .tools/ts-sdk
-#                              and the MCP Inspector in .tools/inspector
+#                              the MCP Inspector in .tools/inspector and axe-core in
+#                              .tools/axe
 #                              (the MCP tests and the `make bench` anchor)
 #   scripts/deps.sh --python   also the PyPI `mcp` and `pyld` packages in .tools/venv
 #   scripts/deps.sh --check    only report what is missing; exit 1 if anything is
@@ -41,6 +42,9 @@ CONFORMANCE_VERSION=0.2.0-alpha.12
 CONFORMANCE_2025_VERSION=0.1.16
 TS_SDK_VERSION=1.32.2
 INSPECTOR_VERSION=2.12.0
+# axe-core, injected into the dashboard's pages by tests/dashboard.rs to
+# check their accessibility.
+AXE_VERSION=4.10.3
 
 # Every Debian package a build, a test or `make run` needs.
 PACKAGES=(
@@ -69,6 +73,9 @@ PACKAGES=(
     # the shells that report windows (tests/shells_*.rs): GNOME Shell 43
     # (Mesa's software renderer) with GTK 3 test windows, and KWin 5.27
     gnome-shell libgl1-mesa-dri gir1.2-gtk-3.0 kwin-wayland
+    # the dashboard's browser test (tests/dashboard.rs): Debian's Chromium
+    # driven by Selenium through chromedriver; nothing downloads a browser
+    chromium chromium-driver python3-selenium
     # tools the tests and scripts use
     sqlite3 procps psmisc util-linux coreutils python3-venv ca-certificates shellcheck
 )
@@ -257,6 +264,7 @@ if [ "$WANT_NODE" = 1 ]; then
     install_npm_package "$TOOLS/conformance-2025" @modelcontextprotocol/conformance "$CONFORMANCE_2025_VERSION"
     install_npm_package "$TOOLS/ts-sdk" @modelcontextprotocol/sdk "$TS_SDK_VERSION"
     install_npm_package "$TOOLS/inspector" @modelcontextprotocol/inspector "$INSPECTOR_VERSION"
+    install_npm_package "$TOOLS/axe" axe-core "$AXE_VERSION"
 fi
 if [ "$FAILED" = 1 ]; then
     die "something is missing (see above); run scripts/deps.sh to install it"

@@ -129,6 +129,31 @@ pub struct ConfigFile {
     pub history: crate::core::history::HistorySettings,
     #[serde(default)]
     pub mcp: McpConfig,
+    /// `[dashboard]`: the local privacy dashboard.
+    #[serde(default)]
+    pub dashboard: DashboardConfig,
+}
+
+/// `[dashboard]`: the privacy dashboard the daemon serves on loopback
+/// (`contextctl dashboard` opens it).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DashboardConfig {
+    /// Serve it at all.
+    pub enabled: bool,
+    /// A loopback address (`127.0.0.1:PORT` or `[::1]:PORT`; port 0, the
+    /// default, picks a free one). Anything else is refused: the
+    /// dashboard changes who may see your context.
+    pub listen: std::net::SocketAddr,
+}
+
+impl Default for DashboardConfig {
+    fn default() -> Self {
+        DashboardConfig {
+            enabled: true,
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        }
+    }
 }
 
 /// `[consent]`: how undecided access is handled.
@@ -247,6 +272,9 @@ pub struct SourcesConfig {
     /// `[sources.shells]`: the shells that report windows.
     #[serde(default)]
     pub shells: ShellsConfig,
+    /// `[sources.v4l2]`: the camera source that needs no PipeWire.
+    #[serde(default)]
+    pub v4l2: V4l2Config,
 }
 
 /// `[sources.shells]`: one more executable to trust as each window-reporting
@@ -259,6 +287,47 @@ pub struct ShellsConfig {
     pub gnome_shell: Option<PathBuf>,
     #[serde(default)]
     pub kwin: Option<PathBuf>,
+}
+
+/// `[sources.v4l2]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct V4l2Config {
+    /// The directory of the V4L2 device nodes (`video0`, `video1`, ...);
+    /// an absolute path, `/dev` unless set.
+    #[serde(
+        default = "V4l2Config::default_dir",
+        deserialize_with = "absolute_path"
+    )]
+    pub dir: PathBuf,
+}
+
+impl V4l2Config {
+    fn default_dir() -> PathBuf {
+        PathBuf::from("/dev")
+    }
+}
+
+impl Default for V4l2Config {
+    fn default() -> Self {
+        V4l2Config {
+            dir: V4l2Config::default_dir(),
+        }
+    }
+}
+
+/// A path that must be absolute (a relative one would depend on where the
+/// daemon happens to be started).
+fn absolute_path<'de, D: serde::Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+    let p = PathBuf::deserialize(d)?;
+    if p.is_absolute() {
+        Ok(p)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "{} is not an absolute path",
+            p.display()
+        )))
+    }
 }
 
 impl ConfigFile {
@@ -351,6 +420,27 @@ mod tests {
             None,
             "another user's"
         );
+    }
+
+    #[test]
+    fn v4l2_dir_defaults_to_dev_and_must_be_absolute() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("config.toml");
+        std::fs::write(&f, "").expect("write");
+        let c = ConfigFile::load(&f).expect("ok");
+        assert_eq!(c.sources.v4l2.dir, Path::new("/dev"));
+        std::fs::write(&f, "[sources.v4l2]\ndir = \"/tmp/cams\"\n").expect("write");
+        let c = ConfigFile::load(&f).expect("ok");
+        assert_eq!(c.sources.v4l2.dir, Path::new("/tmp/cams"));
+        std::fs::write(&f, "[sources.v4l2]\ndir = \"cams\"\n").expect("write");
+        let e = ConfigFile::load(&f).expect_err("relative");
+        assert!(
+            matches!(&e, ConfigError::Syntax { line: 2, message, .. } if message.contains("absolute")),
+            "{e}"
+        );
+        std::fs::write(&f, "[sources.v4l2]\ndirectory = \"/dev\"\n").expect("write");
+        let e = ConfigFile::load(&f).expect_err("unknown key");
+        assert!(matches!(e, ConfigError::Syntax { line: 2, .. }), "{e}");
     }
 
     #[test]

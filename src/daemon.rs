@@ -51,6 +51,8 @@ pub enum DaemonError {
     Tokens(#[from] crate::core::tokens::TokenError),
     #[error("{0}")]
     Mcp(#[from] crate::mcp::McpError),
+    #[error(transparent)]
+    Dashboard(#[from] crate::dashboard::DashboardError),
 }
 
 /// How the daemon ended.
@@ -85,6 +87,7 @@ pub async fn run_on(
     // A bad [mcp.http] (a non-loopback address without allow_remote) stops
     // the start before anything else happens.
     crate::mcp::preflight(&config)?;
+    crate::dashboard::check(&config.file.dashboard)?;
     let tree = Tree::new();
     let result = serve(&conn, &config, &tree, shutdown).await;
     teardown(&conn, &tree).await;
@@ -211,8 +214,12 @@ async fn serve(
     }
     let tokens: Arc<dyn crate::core::tokens::TokenStore> =
         Arc::new(store::tokens::DbTokenStore::open(db.pool().clone()).await?);
-    tree.writers
-        .spawn(db_tasks.run(db, audit_keep, tree.writers.token()));
+    tree.writers.spawn(db_tasks.run(
+        db,
+        audit_keep,
+        core.gate.notices.clone(),
+        tree.writers.token(),
+    ));
 
     // Events from every source go through one channel to the state. The
     // task that applies them also switches recording off and on with the
@@ -321,6 +328,7 @@ async fn serve(
     // MCP after the name is ours: a second instance must not take the
     // first one's socket. Clients that activated us wait for the socket.
     crate::mcp::serve(config, core.clone(), conn.clone(), tokens, &tree.publishers).await?;
+    crate::dashboard::serve(&config.file.dashboard, core.clone(), &tree.publishers).await?;
 
     tokio::pin!(shutdown);
     let exit = loop {

@@ -38,26 +38,40 @@ fn imports(dir: &str, modules: &[&str]) -> Vec<String> {
 
 #[test]
 fn dbus_imports_neither_the_store_nor_mcp() {
-    let found = imports("src/dbus", &["store", "mcp"]);
+    let found = imports("src/dbus", &["store", "mcp", "dashboard"]);
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
 #[test]
 fn mcp_imports_neither_the_store_nor_dbus() {
-    let found = imports("src/mcp", &["store", "dbus"]);
+    let found = imports("src/mcp", &["store", "dbus", "dashboard"]);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn dashboard_imports_neither_the_store_nor_another_publisher() {
+    let found = imports("src/dashboard", &["store", "dbus", "mcp"]);
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
 #[test]
 fn store_and_core_import_no_publisher() {
-    let mut found = imports("src/store", &["mcp", "dbus"]);
-    found.extend(imports("src/core", &["mcp", "dbus"]));
+    let mut found = imports("src/store", &["mcp", "dbus", "dashboard"]);
+    found.extend(imports("src/core", &["mcp", "dbus", "dashboard"]));
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
 #[test]
 fn core_uses_no_wire_or_storage_library() {
-    let libs = ["zbus", "sqlx", "rmcp", "axum", "wayland_client", "pipewire"];
+    let libs = [
+        "zbus",
+        "sqlx",
+        "rmcp",
+        "axum",
+        "maud",
+        "wayland_client",
+        "pipewire",
+    ];
     let found = lines_matching("src/core", |l| {
         libs.iter()
             .any(|lib| l.contains(&format!("use {lib}")) || l.contains(&format!("{lib}::")))

@@ -359,3 +359,62 @@ async fn the_bridge_starts_the_daemon_through_dbus_activation() {
     })
     .await;
 }
+
+/// An MCP session is listed in `Consent1.ListReaders` with the host's
+/// `clientInfo`, and `EndReader` closes it: the bridge sees its socket
+/// close and exits; a new session may start (nothing was decided).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_user_ends_an_mcp_session() {
+    with_timeout(60, async {
+        let m = Managed::start("[consent]\nundecided = \"deny\"\n").await;
+        m.home.write_policy(&[(&my_app_id(), &["windows"])]);
+        let (bus, home) = (&m.bus, &m.home);
+        let conn = bus.connect().await;
+        let consent = contextd::client::proxy::Consent1Proxy::new(&conn)
+            .await
+            .expect("proxy");
+
+        let mut host = Bridge::spawn(home.envs(bus));
+        host.send(INIT);
+        host.answer(1);
+        let reader = eventually(10, "the session in ListReaders", || async {
+            consent
+                .list_readers()
+                .await
+                .ok()?
+                .iter()
+                .map(contextd::client::json::dict_to_json)
+                .find(|r| r["channel"] == "mcp-stdio")
+        })
+        .await;
+        assert_eq!(reader["app_id"], my_app_id(), "{reader}");
+        assert_eq!(reader["client"], "raw 1", "{reader}");
+        assert_eq!(reader["transport"], "stdio", "{reader}");
+        let id = reader["id"].as_u64().expect("id");
+        assert!(consent.end_reader(id).await.expect("EndReader"));
+        let st = tokio::task::block_in_place(|| {
+            for _ in 0..1000 {
+                if let Ok(Some(st)) = host.child.try_wait() {
+                    return st;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            panic!("the bridge did not exit when its session was ended");
+        });
+        let _ = st;
+        assert!(!consent.end_reader(id).await.expect("EndReader"), "gone");
+        eventually(10, "no reader left", || async {
+            consent.list_readers().await.ok()?.is_empty().then_some(())
+        })
+        .await;
+
+        // Nothing was decided: a new session works.
+        let mut again = Bridge::spawn(home.envs(bus));
+        again.send(INIT);
+        again.answer(1);
+        again.send(br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_active_window"}}"#);
+        let m = again.answer(2);
+        assert_eq!(m["result"]["structuredContent"]["window"]["id"], "w1", "{m}");
+    })
+    .await;
+}

@@ -23,7 +23,7 @@ CONTEXTD=${CONTEXTD_BIN:-$ROOT/target/debug/contextd}
 CONTEXTCTL=${CONTEXTCTL_BIN:-$ROOT/target/debug/contextctl}
 # Every source the broker runs (src/sources/: NAME, SCREENSAVER; `policy` is
 # the broker's policy file).
-SOURCES=(login1 mpris networkmanager notifications pipewire policy screensaver upower wayland)
+SOURCES=(login1 mpris networkmanager notifications pipewire policy screensaver upower v4l2 wayland)
 
 # ---------------------------------------------------------------- reporting
 
@@ -163,6 +163,31 @@ consent_grant_passes_polkit() {
     ctl consent grant exe:/usr/bin/true windows || fail "contextctl consent grant failed" "$(daemon_log)"
 }
 
+# The dashboard's one-time link opens (a session cookie) once.
+dashboard_link_opens_once() {
+    local url code
+    url=$(ctl dashboard --no-open) || fail "contextctl dashboard failed" "$(daemon_log)"
+    case "$url" in http://127.0.0.1:*/open\?ticket=*) ;; *) fail "odd link: $url" ;; esac
+    code=$("$PY" - "$url" <<'PYEOF'
+import sys, urllib.request, urllib.error
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *a, **k):
+        return None
+opener = urllib.request.build_opener(NoRedirect)
+codes = []
+for _ in range(2):
+    try:
+        r = opener.open(sys.argv[1])
+        codes.append(str(r.status) + ("+cookie" if r.headers.get("Set-Cookie") else ""))
+    except urllib.error.HTTPError as e:
+        codes.append(str(e.code) + ("+cookie" if e.headers.get("Set-Cookie") else ""))
+print(" ".join(codes))
+PYEOF
+    ) || fail "cannot fetch $url"
+    [ "$code" = "303+cookie 403" ] || fail "the link answered '$code' (want '303+cookie 403')"
+    echo "$url: $code"
+}
+
 consent_list_shows_grant() {
     local out
     out=$(ctl consent list) || fail "contextctl consent list failed"
@@ -277,6 +302,7 @@ inner() {
     check "contextctl status shows the mocked logind, UPower and NetworkManager" status_shows_mocks
     check "contextctl consent grant exe:/usr/bin/true windows passes polkit" consent_grant_passes_polkit
     check "contextctl consent list shows the grant" consent_list_shows_grant
+    check "contextctl dashboard: a link that opens once" dashboard_link_opens_once
     check "contextd stops on SIGTERM" stop_contextd
     check "set-title changes a window's title" retitle
     check "pw-play makes a running stream node with its pid" pw_play_makes_stream

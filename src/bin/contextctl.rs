@@ -84,6 +84,19 @@ enum Command {
         #[arg(value_name = "JSON")]
         data: String,
     },
+    /// Open the privacy dashboard: prints a one-time link (and opens it in
+    /// your browser when there is a desktop).
+    Dashboard {
+        /// Only print the link.
+        #[arg(long)]
+        no_open: bool,
+    },
+    /// Who is reading now: live D-Bus subscriptions and MCP sessions; end
+    /// one (needs polkit authorisation).
+    Readers {
+        #[command(subcommand)]
+        command: Option<ReadersCommand>,
+    },
     /// Who accessed what, and what the broker answered.
     Audit {
         /// Only this app id.
@@ -140,6 +153,14 @@ enum ProvidersCommand {
     Refuse { app: String },
     /// Let APP publish again.
     Allow { app: String },
+}
+
+#[derive(Debug, Subcommand)]
+enum ReadersCommand {
+    /// Who reads now (the default).
+    List,
+    /// End reader ID (from the list) now, without changing any decision.
+    End { id: u64 },
 }
 
 #[derive(Debug, Subcommand)]
@@ -229,12 +250,21 @@ fn main() -> ExitCode {
                 ProvidersCommand::Refuse { app } => ctl::set_publishing(&conn, &app, false).await,
                 ProvidersCommand::Allow { app } => ctl::set_publishing(&conn, &app, true).await,
             },
+            Command::Dashboard { no_open } => ctl::dashboard(&conn, no_open).await,
+            Command::Readers { command } => match command.unwrap_or(ReadersCommand::List) {
+                ReadersCommand::List => ctl::readers(&conn, out).await,
+                ReadersCommand::End { id } => ctl::end_reader(&conn, id).await,
+            },
             Command::Audit { app, since, limit } => {
                 ctl::audit(&conn, out, app.as_deref(), &since, limit).await
             }
             Command::Mcp | Command::Token { .. } => Ok(()),
         }
     });
+    // `contextctl mcp` reads stdin on a blocking thread whose read cannot
+    // be cancelled: waiting for it would keep the bridge alive after the
+    // daemon closed the session (the host would never learn it ended).
+    rt.shutdown_background();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

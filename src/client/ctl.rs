@@ -470,6 +470,78 @@ pub async fn providers(conn: &Connection, out: Output) -> Result<()> {
     Ok(())
 }
 
+/// `contextctl readers`: live subscriptions and MCP sessions.
+pub async fn readers(conn: &Connection, out: Output) -> Result<()> {
+    let p = Consent1Proxy::new(conn).await?;
+    let v: Vec<Value> = p.list_readers().await?.iter().map(dict_to_json).collect();
+    if printed_plainly(out, &v, "Nobody follows your context right now.") {
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = v
+        .iter()
+        .map(|r| {
+            let app = match (s(r, "name"), s(r, "client")) {
+                ("", "") => s(r, "app_id").to_owned(),
+                ("", c) => format!("{} ({c})", s(r, "app_id")),
+                (n, _) => format!("{n} ({})", s(r, "app_id")),
+            };
+            let cats = array(r, "categories")
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(",");
+            vec![
+                r.get("id").map(ToString::to_string).unwrap_or_default(),
+                app,
+                format!("{} ({})", s(r, "channel"), s(r, "transport")),
+                if cats.is_empty() { "-".into() } else { cats },
+                short_time(s(r, "since")),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table(&["ID", "APP", "THROUGH", "FOLLOWS", "SINCE"], &rows)
+    );
+    Ok(())
+}
+
+/// `contextctl readers end ID`.
+pub async fn end_reader(conn: &Connection, id: u64) -> Result<()> {
+    if Consent1Proxy::new(conn).await?.end_reader(id).await? {
+        println!(
+            "Ended reader {id}. Its app may start again while it is allowed: change the decision to stop that."
+        );
+    } else {
+        println!("There is no reader {id} (it may have ended already).");
+    }
+    Ok(())
+}
+
+/// `contextctl dashboard`: a one-time link to the dashboard, printed and
+/// opened in the desktop's browser (unless `no_open`, or there is no
+/// desktop).
+pub async fn dashboard(conn: &Connection, no_open: bool) -> Result<()> {
+    let url = Consent1Proxy::new(conn).await?.open_dashboard().await?;
+    println!("{url}");
+    eprintln!("The link works once, within two minutes.");
+    let desktop =
+        std::env::var_os("WAYLAND_DISPLAY").is_some() || std::env::var_os("DISPLAY").is_some();
+    if !no_open && desktop {
+        match std::process::Command::new("xdg-open")
+            .arg(&url)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+        {
+            Ok(_) => eprintln!("Opening it in your browser."),
+            Err(e) => eprintln!("Cannot open a browser ({e}); open the link yourself."),
+        }
+    }
+    Ok(())
+}
+
 /// `contextctl publish KIND JSON`: publish, keep the connection (the
 /// entry lives as long as it does) until Ctrl-C or SIGTERM, then retract.
 pub async fn publish(conn: &Connection, kind: &str, json: &str) -> Result<()> {

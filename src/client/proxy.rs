@@ -76,6 +76,10 @@ pub mod consent {
         fn unregister_agent(&self, agent: &zbus::wire::ObjectPath<'_>) -> zbus::Result<()>;
         fn set_paused(&self, paused: bool) -> zbus::Result<()>;
         fn list_pending(&self) -> zbus::Result<Vec<Dict>>;
+        fn answer_pending(&self, id: u64, answer: &str, duration_s: u32) -> zbus::Result<bool>;
+        fn list_readers(&self) -> zbus::Result<Vec<Dict>>;
+        fn end_reader(&self, id: u64) -> zbus::Result<bool>;
+        fn open_dashboard(&self) -> zbus::Result<String>;
         fn watch_changes(&self) -> zbus::Result<()>;
         #[zbus(property)]
         fn paused(&self) -> zbus::Result<bool>;

@@ -15,10 +15,23 @@
 //! does not survive a restart; the timeline (`core::history`) keeps
 //! capture intervals for as long as the user chose.
 //!
+//! **One app, one device, one session.** An app can be seen capturing the
+//! same kind of device by two sources at once: a camera through PipeWire
+//! (`pw-…`) and the device node it holds open itself (`v4l2-…`). A stream
+//! that starts running while another stream of the same app (its kernel
+//! identity, never a claimed name) and the same kind has a session open
+//! joins that session instead of opening a second one; the session ends
+//! when the last of its streams stops. So the day's list says "this app
+//! used the camera from … to …" once, as the user asks it, while the live
+//! stream list still shows each stream (each says something the other does
+//! not: the PipeWire node, the device node). A stream joins only when it
+//! starts running: one whose identity arrives later stays in its own
+//! session.
+//!
 //! Time comes from the state's [`Clock`](super::clock::Clock), so tests move
 //! time instead of sleeping.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
@@ -52,6 +65,9 @@ pub struct CaptureSession {
 #[derive(Debug, Clone, Default)]
 pub struct CaptureLog {
     sessions: VecDeque<CaptureSession>,
+    /// Every running capture stream → the `stream_id` of the open session
+    /// it belongs to (its own, or the one it joined).
+    running: HashMap<String, String>,
 }
 
 fn capturing(s: &MediaStream) -> bool {
@@ -67,35 +83,66 @@ impl CaptureLog {
         for c in changes {
             if let Change::Stream { kind, stream } = c {
                 let running = *kind != ChangeKind::Closed && capturing(stream);
-                let open = self
-                    .sessions
-                    .iter_mut()
-                    .rev()
-                    .find(|s| s.end.is_none() && s.stream_id == stream.id);
-                match (open, running) {
-                    (Some(s), true) => {
+                match (self.running.get(&stream.id).cloned(), running) {
+                    (Some(key), true) => {
                         // Identity can arrive after the stream (the client's
-                        // info comes later): keep the session up to date.
-                        s.app_id.clone_from(&stream.app_id);
-                        s.pid = stream.pid;
-                        s.claimed_name.clone_from(&stream.claimed_name);
-                        s.kind = stream.kind;
+                        // info comes later): keep the session up to date,
+                        // from the stream that opened it.
+                        if key == stream.id
+                            && let Some(s) = self.open_session(&key)
+                        {
+                            s.app_id.clone_from(&stream.app_id);
+                            s.pid = stream.pid;
+                            s.claimed_name.clone_from(&stream.claimed_name);
+                            s.kind = stream.kind;
+                        }
                     }
-                    (Some(s), false) => s.end = Some(now),
-                    (None, true) => self.sessions.push_back(CaptureSession {
-                        stream_id: stream.id.clone(),
-                        kind: stream.kind,
-                        app_id: stream.app_id.clone(),
-                        pid: stream.pid,
-                        claimed_name: stream.claimed_name.clone(),
-                        start: now,
-                        end: None,
-                    }),
+                    (Some(key), false) => {
+                        self.running.remove(&stream.id);
+                        if !self.running.values().any(|k| *k == key)
+                            && let Some(s) = self.open_session(&key)
+                        {
+                            s.end = Some(now);
+                        }
+                    }
+                    (None, true) => {
+                        let same_app = stream.app_id.as_ref().and_then(|app| {
+                            self.sessions.iter().rev().find(|s| {
+                                s.end.is_none()
+                                    && s.kind == stream.kind
+                                    && s.app_id.as_ref() == Some(app)
+                            })
+                        });
+                        let key = match same_app {
+                            Some(s) => s.stream_id.clone(),
+                            None => {
+                                self.sessions.push_back(CaptureSession {
+                                    stream_id: stream.id.clone(),
+                                    kind: stream.kind,
+                                    app_id: stream.app_id.clone(),
+                                    pid: stream.pid,
+                                    claimed_name: stream.claimed_name.clone(),
+                                    start: now,
+                                    end: None,
+                                });
+                                stream.id.clone()
+                            }
+                        };
+                        self.running.insert(stream.id.clone(), key);
+                    }
                     (None, false) => {}
                 }
             }
         }
         self.prune(now);
+    }
+
+    /// The open session of the stream `key`.
+    fn open_session(&mut self, key: &str) -> Option<&mut CaptureSession> {
+        self.sessions
+            .iter_mut()
+            .rev()
+            .find(|s| s.end.is_none() && s.stream_id == key)
     }
 
     /// Drop what is older than [`RETENTION`] and keep at most
@@ -211,6 +258,58 @@ mod tests {
     }
 
     #[test]
+    fn two_streams_of_one_app_and_kind_are_one_session() {
+        let clock = ManualClock::new(at(0));
+        let st = State::new(clock.clone());
+        let cam = |id: &str, exe: &str| {
+            let mut s = mic(id, StreamState::Running);
+            s.kind = MediaKind::Camera;
+            s.app_id = AppId::from_exe(exe).ok();
+            s
+        };
+        // The app through PipeWire, then its own open device node.
+        st.apply(SourceEvent::Stream {
+            stream: cam("pw-1-7", "/usr/bin/call"),
+        });
+        clock.advance(Duration::minutes(1));
+        st.apply(SourceEvent::Stream {
+            stream: cam("v4l2-1-video0-42", "/usr/bin/call"),
+        });
+        // Another app, and the same app's microphone: sessions of their own.
+        st.apply(SourceEvent::Stream {
+            stream: cam("v4l2-1-video0-43", "/usr/bin/other"),
+        });
+        let mut m = mic("pw-1-8", StreamState::Running);
+        m.app_id = AppId::from_exe("/usr/bin/call").ok();
+        st.apply(SourceEvent::Stream { stream: m });
+        let open = |st: &State| -> Vec<String> {
+            st.read(|s| {
+                s.captures
+                    .recent(at(1))
+                    .filter(|c| c.end.is_none())
+                    .map(|c| c.stream_id.clone())
+                    .collect()
+            })
+        };
+        assert_eq!(open(&st), ["pw-1-7", "v4l2-1-video0-43", "pw-1-8"]);
+        // The stream that opened the session stops: the other keeps it open.
+        clock.advance(Duration::minutes(1));
+        st.apply(SourceEvent::StreamRemoved {
+            id: "pw-1-7".into(),
+        });
+        assert_eq!(open(&st), ["pw-1-7", "v4l2-1-video0-43", "pw-1-8"]);
+        clock.advance(Duration::minutes(1));
+        st.apply(SourceEvent::StreamsReset {
+            id_prefix: "v4l2-1-".into(),
+        });
+        assert_eq!(open(&st), ["pw-1-8"]);
+        let v: Vec<CaptureSession> = st.read(|s| s.captures.recent(at(1)).cloned().collect());
+        assert_eq!(v.len(), 3, "{v:?}");
+        assert_eq!(v[0].start, at(0));
+        assert_eq!(v[0].end, Some(at(0) + Duration::minutes(3)));
+    }
+
+    #[test]
     fn old_sessions_expire_and_the_log_is_bounded() {
         let clock = ManualClock::new(at(0));
         let st = State::new(clock.clone());
@@ -231,9 +330,10 @@ mod tests {
         clock.advance(Duration::hours(30));
         for i in 0..(MAX_SESSIONS + 50) {
             let id = format!("pw-1-flap{i}");
-            st.apply(SourceEvent::Stream {
-                stream: mic(&id, StreamState::Running),
-            });
+            // Of no known app: one of pw-1-2's app would join its session.
+            let mut flap = mic(&id, StreamState::Running);
+            flap.app_id = None;
+            st.apply(SourceEvent::Stream { stream: flap });
             st.apply(SourceEvent::StreamRemoved { id });
         }
         st.read(|s| {

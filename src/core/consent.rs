@@ -140,6 +140,31 @@ pub enum Answer {
     Deny,
 }
 
+/// The longest `duration` answer: ten years.
+const MAX_ANSWER_SECS: i64 = 10 * 365 * 24 * 3600;
+
+impl Answer {
+    /// An answer as agents, panels and the dashboard send it: `once`,
+    /// `always`, `deny`, or `duration` with `duration_s` seconds. `cancel`
+    /// and the empty string are no answer (`Ok(None)`).
+    pub fn parse(answer: &str, duration_s: Option<i64>) -> Result<Option<Answer>, String> {
+        match answer {
+            "once" => Ok(Some(Answer::Once)),
+            "always" => Ok(Some(Answer::Always)),
+            "deny" => Ok(Some(Answer::Deny)),
+            "duration" => duration_s
+                .filter(|s| *s > 0 && *s <= MAX_ANSWER_SECS)
+                .map(|s| Some(Answer::For(chrono::Duration::seconds(s))))
+                .ok_or_else(|| "answer 'duration' needs a positive duration_s".to_owned()),
+            "cancel" | "" => Ok(None),
+            other => Err(format!(
+                "unknown answer '{}' (want once, always, duration or deny)",
+                other.chars().take(40).collect::<String>()
+            )),
+        }
+    }
+}
+
 /// An app that asked, as the broker knows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AppInfo {

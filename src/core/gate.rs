@@ -345,7 +345,8 @@ impl Gate {
         allowed: bool,
         reason: &str,
     ) {
-        self.notices.bump(super::notice::Part::Audit);
+        // The store tells the control surfaces once the entry is written
+        // (`notice::Part::Audit`): what they re-read is there then.
         if let Some(store) = &self.store {
             store.audit(AuditEntry {
                 time: self.clock.now(),

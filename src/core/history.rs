@@ -249,13 +249,25 @@ impl HistorySettings {
     }
 }
 
+/// A stream's open interval, and the app and device it shares with the
+/// other capture streams of that app (`None`: shared with none).
+#[derive(Debug)]
+struct OpenStream {
+    id: i64,
+    shared_as: Option<(crate::model::AppId, MediaKind)>,
+}
+
 /// Open intervals, keyed by what closes them.
 #[derive(Debug, Default)]
 pub struct Recorder {
     settings: HistorySettings,
     next_id: i64,
     focus: Option<i64>,
-    streams: HashMap<String, i64>,
+    /// Open stream intervals by stream id. Capture streams of one app (its
+    /// kernel identity) and one device share one interval, as in
+    /// `core::captures`: a camera seen through PipeWire and as an open
+    /// device node at once is one use of the camera, not two.
+    streams: HashMap<String, OpenStream>,
     session: HashMap<HistoryKind, i64>,
     /// The document or task each app published, and its name.
     provided: HashMap<(String, HistoryKind), (i64, Option<String>)>,
@@ -292,7 +304,10 @@ impl Recorder {
     pub fn close_all(&mut self, now: DateTime<Utc>) -> Vec<HistoryOp> {
         let mut out = Vec::new();
         Self::close(self.focus.take(), now, &mut out);
-        for (_, id) in self.streams.drain() {
+        let mut ids: Vec<i64> = self.streams.drain().map(|(_, o)| o.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        for id in ids {
             out.push(HistoryOp::Close { id, end: now });
         }
         for (_, id) in self.session.drain() {
@@ -363,8 +378,23 @@ impl Recorder {
                     HistoryKind::Capture
                 };
                 let running = *kind != ChangeKind::Closed && stream.state == StreamState::Running;
-                let open = self.streams.get(&stream.id).copied();
+                let open = self.streams.get(&stream.id).map(|o| o.id);
+                let shared_as = (hk == HistoryKind::Capture)
+                    .then(|| stream.app_id.clone().map(|a| (a, stream.kind)))
+                    .flatten();
+                let joined = shared_as.as_ref().and_then(|key| {
+                    self.streams
+                        .values()
+                        .find(|o| o.shared_as.as_ref() == Some(key))
+                        .map(|o| o.id)
+                });
                 match (open, running) {
+                    (None, true) if joined.is_some() => {
+                        if let Some(id) = joined {
+                            self.streams
+                                .insert(stream.id.clone(), OpenStream { id, shared_as });
+                        }
+                    }
                     (None, true) => {
                         let app = stream
                             .app_id
@@ -398,11 +428,14 @@ impl Recorder {
                             },
                             &mut out,
                         );
-                        self.streams.insert(stream.id.clone(), id);
+                        self.streams
+                            .insert(stream.id.clone(), OpenStream { id, shared_as });
                     }
                     (Some(id), false) => {
                         self.streams.remove(&stream.id);
-                        out.push(HistoryOp::Close { id, end: now });
+                        if !self.streams.values().any(|o| o.id == id) {
+                            out.push(HistoryOp::Close { id, end: now });
+                        }
                     }
                     _ => {}
                 }
@@ -658,5 +691,47 @@ mod tests {
             )
             .is_empty()
         );
+    }
+
+    #[test]
+    fn capture_of_one_app_and_device_is_one_interval() {
+        use crate::model::{AppId, MediaStream};
+        let cam = |id: &str, exe: &str| MediaStream {
+            id: id.into(),
+            kind: MediaKind::Camera,
+            app_id: AppId::from_exe(exe).ok(),
+            pid: Some(42),
+            claimed_name: None,
+            claimed_binary: None,
+            media_name: None,
+            media_role: None,
+            state: StreamState::Running,
+            since: Utc::now(),
+            player: None,
+        };
+        let ch = |k: ChangeKind, s: MediaStream| Change::Stream { kind: k, stream: s };
+        let mut r = Recorder::new(HistorySettings::default(), 1);
+        let t0 = Utc::now();
+        let opened = |ops: &[HistoryOp]| {
+            ops.iter()
+                .filter(|o| matches!(o, HistoryOp::Open(_)))
+                .count()
+        };
+        let ops = r.observe(&ch(ChangeKind::Opened, cam("pw-1-7", "/usr/bin/call")), t0);
+        assert_eq!(opened(&ops), 1, "{ops:?}");
+        let a = cam("v4l2-1-video0-42", "/usr/bin/call");
+        assert!(r.observe(&ch(ChangeKind::Opened, a.clone()), t0).is_empty());
+        let b = cam("v4l2-1-video0-43", "/usr/bin/other");
+        assert_eq!(opened(&r.observe(&ch(ChangeKind::Opened, b), t0)), 1);
+        // One of the app's two streams ends: its interval goes on.
+        let gone = cam("pw-1-7", "/usr/bin/call");
+        assert!(r.observe(&ch(ChangeKind::Closed, gone), t0).is_empty());
+        let ops = r.observe(&ch(ChangeKind::Closed, a), t0);
+        assert!(
+            matches!(&ops[..], [HistoryOp::Close { id: 1, .. }]),
+            "{ops:?}"
+        );
+        // Shutdown closes the other app's interval once.
+        assert_eq!(r.close_all(t0).len(), 1);
     }
 }

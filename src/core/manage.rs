@@ -54,6 +54,37 @@ pub struct AuditView {
 }
 
 impl Core {
+    /// The user's own view of who uses the microphone, camera or screen
+    /// since `since` (the dashboard): every app, no consent (it is the
+    /// user asking), from the timeline when there is one.
+    pub async fn owner_captures(
+        &self,
+        since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<super::read::CapturesView> {
+        self.capture_sessions(since, self.clock.now(), true).await
+    }
+
+    /// The user's own view of what plays and records now.
+    pub fn owner_media(&self) -> super::view::MediaView {
+        let now = self.clock.now();
+        self.state
+            .read(|s| super::view::media(s, &|_: &Category| true, now))
+    }
+
+    /// The user's own time per app in `[since, until)`.
+    pub async fn owner_summary(
+        &self,
+        since: chrono::DateTime<chrono::Utc>,
+        until: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<super::view::AppTotalsView>> {
+        let history = self.history()?;
+        let totals = history.summary(since, until, self.clock.now()).await?;
+        Ok(totals
+            .iter()
+            .filter_map(|t| super::view::AppTotalsView::new(t, &|_: &Category| true))
+            .collect())
+    }
+
     /// Every app that asked.
     pub fn apps(&self) -> Vec<AppView> {
         self.gate

@@ -18,8 +18,10 @@ pub mod policy;
 pub mod prompts;
 pub mod provide;
 pub mod read;
+pub mod readers;
 pub mod reports;
 pub mod state;
+pub mod tickets;
 pub mod tokens;
 pub mod view;
 pub mod vocabulary;
@@ -45,6 +47,10 @@ pub struct Core {
     /// Who publishes what (org.contextd.Provider1), beside the entries in
     /// the state.
     providers: provide::Providers,
+    /// Who is reading now (`Consent1.ListReaders`).
+    pub readers: readers::Readers,
+    /// One-time tickets that open the dashboard.
+    pub tickets: tickets::Tickets,
     pub clock: Arc<dyn Clock>,
     /// The timeline's read side, set once the daemon opened the store.
     history: std::sync::OnceLock<Arc<dyn history::HistoryStore>>,
@@ -63,12 +69,15 @@ impl Core {
         prompt_timeout: std::time::Duration,
         tasks: crate::shutdown::Level,
     ) -> Arc<Self> {
+        let readers = readers::Readers::new(gate.notices.clone());
         Arc::new_cyclic(|me| Core {
             me: me.clone(),
             state: State::new(clock.clone()),
             gate,
             prompts: prompts::Prompts::new(prompt_timeout),
             providers: provide::Providers::default(),
+            readers,
+            tickets: tickets::Tickets::default(),
             clock,
             history: std::sync::OnceLock::new(),
             reporters: std::sync::OnceLock::new(),

@@ -21,15 +21,18 @@ pub enum Part {
     Pending,
     /// Who publishes what, and who is refused.
     Providers,
+    /// Who is reading now (live subscriptions and MCP sessions).
+    Readers,
 }
 
 impl Part {
-    pub const ALL: [Part; 5] = [
+    pub const ALL: [Part; 6] = [
         Part::Grants,
         Part::Apps,
         Part::Audit,
         Part::Pending,
         Part::Providers,
+        Part::Readers,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -39,6 +42,7 @@ impl Part {
             Part::Audit => "audit",
             Part::Pending => "pending",
             Part::Providers => "providers",
+            Part::Readers => "readers",
         }
     }
 
@@ -50,15 +54,17 @@ impl Part {
 /// The counters of every part.
 pub type Counters = [u64; Part::ALL.len()];
 
-#[derive(Debug)]
+/// The counters; clones share them (the gate and the readers' registry
+/// bump the same ones).
+#[derive(Debug, Clone)]
 pub struct Notices {
-    tx: watch::Sender<Counters>,
+    tx: std::sync::Arc<watch::Sender<Counters>>,
 }
 
 impl Default for Notices {
     fn default() -> Self {
         Notices {
-            tx: watch::channel([0; Part::ALL.len()]).0,
+            tx: std::sync::Arc::new(watch::channel([0; Part::ALL.len()]).0),
         }
     }
 }
@@ -72,6 +78,68 @@ impl Notices {
 
     pub fn subscribe(&self) -> watch::Receiver<Counters> {
         self.tx.subscribe()
+    }
+}
+
+/// How long a burst of changes is gathered into one announcement.
+pub const COALESCE: std::time::Duration = std::time::Duration::from_millis(100);
+/// The audit part is announced at most this often: accesses can come by
+/// the thousand a second.
+pub const AUDIT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// One control surface's view of the counters (a D-Bus panel's
+/// `Changed`, the dashboard's event stream): each [`Listener::next`]
+/// gives the parts that moved, gathered over [`COALESCE`], the audit at
+/// most every [`AUDIT_EVERY`].
+#[derive(Debug)]
+pub struct Listener {
+    rx: watch::Receiver<Counters>,
+    seen: Counters,
+    audit_at: Option<tokio::time::Instant>,
+}
+
+impl Listener {
+    pub fn new(notices: &Notices) -> Self {
+        let mut rx = notices.subscribe();
+        let seen = *rx.borrow_and_update();
+        Listener {
+            rx,
+            seen,
+            audit_at: None,
+        }
+    }
+
+    /// The next parts that moved (never empty), or `None` when `cancel`
+    /// fires or the counters are gone.
+    pub async fn next(
+        &mut self,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Option<Vec<Part>> {
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return None,
+                r = self.rx.changed() => if r.is_err() { return None },
+            }
+            let mut wait = COALESCE;
+            if moved(&self.seen, &self.rx.borrow()).contains(&Part::Audit)
+                && let Some(at) = self.audit_at
+            {
+                wait = wait.max(AUDIT_EVERY.saturating_sub(at.elapsed()));
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return None,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            let now = *self.rx.borrow_and_update();
+            let parts = moved(&self.seen, &now);
+            self.seen = now;
+            if parts.contains(&Part::Audit) {
+                self.audit_at = Some(tokio::time::Instant::now());
+            }
+            if !parts.is_empty() {
+                return Some(parts);
+            }
+        }
     }
 }
 

@@ -90,6 +90,11 @@ struct Showing {
     /// `RequestAccess`): the question stays until the user answers.
     keep: Arc<AtomicBool>,
     withdraw: CancellationToken,
+    /// What `Prompts::answer` takes (`Consent1.AnswerPending`, the
+    /// dashboard).
+    id: u64,
+    /// An answer given elsewhere than the prompter's UI; taken once.
+    answer: Arc<Mutex<Option<tokio::sync::oneshot::Sender<Answer>>>>,
 }
 
 #[derive(Debug)]
@@ -97,6 +102,20 @@ pub struct Prompts {
     prompter: RwLock<Option<Arc<dyn Prompter>>>,
     pending: Mutex<HashMap<Key, Showing>>,
     timeout: Duration,
+    next_id: std::sync::atomic::AtomicU64,
+    /// Open surfaces that answer prompts besides the prompter's UI (the
+    /// dashboard while a page of it is open).
+    surfaces: Arc<AtomicUsize>,
+}
+
+/// A surface that answers prompts is open while this lives.
+#[derive(Debug)]
+pub struct Surface(Arc<AtomicUsize>);
+
+impl Drop for Surface {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Prompts {
@@ -105,6 +124,8 @@ impl Prompts {
             prompter: RwLock::new(None),
             pending: Mutex::new(HashMap::new()),
             timeout,
+            next_id: std::sync::atomic::AtomicU64::new(1),
+            surfaces: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -114,6 +135,29 @@ impl Prompts {
 
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// A surface that answers prompts ([`Prompts::answer`]) is open: while
+    /// one is, a prompt that has no other UI (no agent, no notification
+    /// daemon) waits for it instead of failing.
+    pub fn surface(&self) -> Surface {
+        self.surfaces.fetch_add(1, Ordering::SeqCst);
+        Surface(self.surfaces.clone())
+    }
+
+    /// Answer the waiting prompt `id` from elsewhere than its UI (a
+    /// settings panel, the dashboard): the prompter takes its question
+    /// off the screen and the answer is applied as the user's. False when
+    /// it is no longer waiting.
+    pub fn answer(&self, id: u64, answer: Answer) -> bool {
+        let tx = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .find(|s| s.id == id)
+            .and_then(|s| s.answer.lock().unwrap_or_else(|e| e.into_inner()).take());
+        tx.is_some_and(|tx| tx.send(answer).is_ok())
     }
 
     /// The prompts waiting for the user, oldest first.
@@ -127,6 +171,7 @@ impl Prompts {
                 (
                     s.since,
                     PendingView {
+                        id: s.id,
                         app_id: s.req.app.to_string(),
                         app_name: s.req.display_name.clone(),
                         icon: s.req.icon.clone(),
@@ -148,6 +193,8 @@ impl Prompts {
 /// A prompt waiting for the user, for `Consent1.ListPending`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PendingView {
+    /// What [`Prompts::answer`] takes.
+    pub id: u64,
     pub app_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub app_name: Option<String>,
@@ -213,6 +260,7 @@ fn show(core: &Arc<Core>, mut req: PromptRequest) -> Showing {
         return s.clone();
     }
     let (tx, rx) = watch::channel(None);
+    let (answer_tx, mut answer_rx) = tokio::sync::oneshot::channel();
     let showing = Showing {
         req: req.clone(),
         since: core.clock.now(),
@@ -220,6 +268,8 @@ fn show(core: &Arc<Core>, mut req: PromptRequest) -> Showing {
         waiting: Arc::new(AtomicUsize::new(0)),
         keep: Arc::new(AtomicBool::new(false)),
         withdraw: CancellationToken::new(),
+        id: core.prompts.next_id.fetch_add(1, Ordering::Relaxed),
+        answer: Arc::new(Mutex::new(Some(answer_tx))),
     };
     pending.insert(key.clone(), showing.clone());
     drop(pending);
@@ -236,17 +286,44 @@ fn show(core: &Arc<Core>, mut req: PromptRequest) -> Showing {
             .clone();
         let timeout = core.prompts.timeout;
         let stop = core.tasks.token();
+        let surfaces = core.prompts.surfaces.clone();
+        let open = move || surfaces.load(Ordering::SeqCst) > 0;
         let result = match prompter {
             None => Err(PromptError::NoUi("no prompt UI is available".into())),
-            Some(p) => tokio::select! {
-                // Stopping ends the prompt without an answer (nothing is
-                // stored), and every waiter hears so at once.
-                _ = stop.cancelled() => Err(PromptError::Failed("the broker is stopping".into())),
-                r = tokio::time::timeout(
+            Some(p) => {
+                let ask = tokio::time::timeout(
                     timeout + Duration::from_secs(1),
-                    p.ask(req.clone(), timeout, withdraw),
-                ) => r.unwrap_or(Err(PromptError::Timeout)),
+                    p.ask(req.clone(), timeout, withdraw.clone()),
+                );
+                tokio::pin!(ask);
+                tokio::select! {
+                    // Stopping ends the prompt without an answer (nothing is
+                    // stored), and every waiter hears so at once.
+                    _ = stop.cancelled() => Err(PromptError::Failed("the broker is stopping".into())),
+                    r = &mut ask => r.unwrap_or(Err(PromptError::Timeout)),
+                    Ok(a) = &mut answer_rx => {
+                        // Answered elsewhere: let the prompter take its
+                        // question off the screen (briefly; its answer,
+                        // if any, is not the one that counts).
+                        withdraw.cancel();
+                        let _ = tokio::time::timeout(Duration::from_secs(2), ask).await;
+                        Ok(a)
+                    }
+                }
+            }
+        };
+        // No UI of the prompter's, but the dashboard is open: it asks.
+        let result = match result {
+            Err(PromptError::NoUi(_)) if open() => tokio::select! {
+                _ = stop.cancelled() => Err(PromptError::Failed("the broker is stopping".into())),
+                _ = withdraw.cancelled() => Err(PromptError::Withdrawn),
+                r = tokio::time::timeout(timeout, &mut answer_rx) => match r {
+                    Ok(Ok(a)) => Ok(a),
+                    Ok(Err(_)) => Err(PromptError::Failed("the prompt was dropped".into())),
+                    Err(_) => Err(PromptError::Timeout),
+                },
             },
+            r => r,
         };
         let outcome = match result {
             Ok(a) => Outcome::Answered(a),

@@ -222,7 +222,7 @@ impl Core {
         let _ = self.history.set(h);
     }
 
-    fn history(&self) -> Result<&Arc<dyn HistoryStore>> {
+    pub(super) fn history(&self) -> Result<&Arc<dyn HistoryStore>> {
         self.history
             .get()
             .ok_or_else(|| Error::Unavailable("the timeline is not available".into()))
@@ -393,6 +393,17 @@ impl Core {
         } else {
             self.allows(who, &Category::History)
         };
+        self.capture_sessions(since, now, timeline).await
+    }
+
+    /// Capture sessions since `since`: from the timeline when `timeline`
+    /// and there is one, else those the broker saw since it started.
+    pub(super) async fn capture_sessions(
+        &self,
+        since: DateTime<Utc>,
+        now: DateTime<Utc>,
+        timeline: bool,
+    ) -> Result<CapturesView> {
         if let (true, Ok(history)) = (timeline, self.history()) {
             let q = Query {
                 since,

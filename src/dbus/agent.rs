@@ -67,32 +67,16 @@ fn parse_answer(
     answer: &str,
     options: &HashMap<String, OwnedVariant>,
 ) -> Result<Answer, PromptError> {
-    match answer {
-        "once" => Ok(Answer::Once),
-        "always" => Ok(Answer::Always),
-        "deny" => Ok(Answer::Deny),
-        "duration" => {
-            let secs = options
-                .get("duration_s")
-                .and_then(|v| match &**v {
-                    Variant::U32(n) => Some(i64::from(*n)),
-                    Variant::I32(n) => Some(i64::from(*n)),
-                    Variant::U64(n) => i64::try_from(*n).ok(),
-                    Variant::I64(n) => Some(*n),
-                    _ => None,
-                })
-                .filter(|s| *s > 0 && *s <= 10 * 365 * 24 * 3600)
-                .ok_or_else(|| {
-                    PromptError::Failed("answer 'duration' needs a positive duration_s".into())
-                })?;
-            Ok(Answer::For(chrono::Duration::seconds(secs)))
-        }
-        "cancel" | "" => Err(PromptError::Dismissed),
-        other => Err(PromptError::Failed(format!(
-            "unknown answer '{}' (want once, always, duration or deny)",
-            other.chars().take(40).collect::<String>()
-        ))),
-    }
+    let secs = options.get("duration_s").and_then(|v| match &**v {
+        Variant::U32(n) => Some(i64::from(*n)),
+        Variant::I32(n) => Some(i64::from(*n)),
+        Variant::U64(n) => i64::try_from(*n).ok(),
+        Variant::I64(n) => Some(*n),
+        _ => None,
+    });
+    Answer::parse(answer, secs)
+        .map_err(PromptError::Failed)?
+        .ok_or(PromptError::Dismissed)
 }
 
 /// Who asks, as `Ask` and `Cancel` describe the app.

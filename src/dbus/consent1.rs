@@ -3,7 +3,6 @@
 //! is authorised with polkit (`org.contextd.manage-consent`).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
 use tokio_util::sync::CancellationToken;
@@ -16,8 +15,8 @@ use super::Shared;
 use super::agent::Agent;
 use super::error::{Error, Result};
 use super::variant::{self, Dict};
-use crate::core::consent::{AuditQuery, Origin, Verdict};
-use crate::core::notice::{self, Part};
+use crate::core::consent::{Answer, AuditQuery, Origin, Verdict};
+use crate::core::notice;
 use crate::model::{AppId, Category};
 
 pub struct Consent1 {
@@ -248,49 +247,66 @@ impl Consent1 {
         Ok(variant::dicts(&self.shared.core.prompts.pending())?)
     }
 
+    /// Answer the waiting prompt `id` (from `ListPending`).
+    #[zbus(out_args("answered"))]
+    async fn answer_pending(
+        &self,
+        id: u64,
+        answer: String,
+        duration_s: u32,
+        #[zbus(header)] hdr: Header<'_>,
+    ) -> Result<bool> {
+        let parsed = Answer::parse(&answer, Some(i64::from(duration_s)))
+            .map_err(Error::InvalidArgs)?
+            .ok_or_else(|| {
+                Error::InvalidArgs("answer with once, always, duration or deny".into())
+            })?;
+        let who = self.shared.authorize_manage(&hdr).await?;
+        let answered = self.shared.core.prompts.answer(id, parsed);
+        tracing::info!(by = %who.app_id, id, answer, answered, "prompt answered from a panel");
+        Ok(answered)
+    }
+
+    /// A URL that opens the privacy dashboard, with a one-time ticket.
+    #[zbus(out_args("url"))]
+    async fn open_dashboard(&self, #[zbus(header)] hdr: Header<'_>) -> Result<String> {
+        let who = self.shared.authorize_manage(&hdr).await?;
+        let url = self.shared.core.dashboard_url()?;
+        tracing::info!(by = %who.app_id, "dashboard link issued");
+        Ok(url)
+    }
+
+    /// Who is reading now: live subscriptions and MCP sessions.
+    #[zbus(out_args("readers"))]
+    async fn list_readers(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
+        self.shared.authorize_manage(&hdr).await?;
+        Ok(variant::dicts(&self.shared.core.readers())?)
+    }
+
+    /// End the reader `id` (from `ListReaders`) now: a subscription gets
+    /// `Revoked`, an MCP session is closed. False when it is gone already.
+    #[zbus(out_args("ended"))]
+    async fn end_reader(&self, id: u64, #[zbus(header)] hdr: Header<'_>) -> Result<bool> {
+        let who = self.shared.authorize_manage(&hdr).await?;
+        let ended = self.shared.core.readers.end(id);
+        if ended {
+            tracing::info!(by = %who.app_id, id, "reader ended by the user");
+        }
+        Ok(ended)
+    }
+
     /// What changed, so that a panel re-reads only that: `grants`,
-    /// `apps`, `audit`, `pending`, `providers`.
+    /// `apps`, `audit`, `pending`, `providers`, `readers`.
     #[zbus(signal)]
     async fn changed(emitter: &SignalEmitter<'_>, parts: &[&str]) -> zbus::Result<()>;
 }
 
-/// How long a burst of changes is gathered into one `Changed`.
-const COALESCE: Duration = Duration::from_millis(100);
-/// The audit part is announced at most this often: accesses can come by
-/// the thousand a second.
-const AUDIT_EVERY: Duration = Duration::from_secs(1);
-
-/// Announce what changed (`Changed`), gathered over [`COALESCE`], the
-/// audit at most every [`AUDIT_EVERY`].
+/// Announce what changed (`Changed`) to the panels that asked, gathered
+/// as `core::notice::Listener` gathers it.
 pub async fn watch_changes(shared: Arc<Shared>, cancel: CancellationToken) {
-    let mut rx = shared.core.gate.notices.subscribe();
-    let mut seen = *rx.borrow_and_update();
-    let mut audit_at: Option<Instant> = None;
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => break,
-            r = rx.changed() => if r.is_err() { break },
-        }
-        let mut wait = COALESCE;
-        if notice::moved(&seen, &rx.borrow()).contains(&Part::Audit)
-            && let Some(at) = audit_at
-        {
-            wait = wait.max(AUDIT_EVERY.saturating_sub(at.elapsed()));
-        }
-        tokio::select! {
-            _ = cancel.cancelled() => break,
-            _ = tokio::time::sleep(wait) => {}
-        }
-        let now = *rx.borrow_and_update();
-        let parts = notice::moved(&seen, &now);
-        seen = now;
-        if parts.contains(&Part::Audit) {
-            audit_at = Some(Instant::now());
-        }
+    let mut listener = notice::Listener::new(&shared.core.gate.notices);
+    while let Some(parts) = listener.next(&cancel).await {
         let names: Vec<&str> = parts.iter().map(|p| p.as_str()).collect();
-        if names.is_empty() {
-            continue;
-        }
         let watchers: Vec<String> = shared
             .consent_watchers
             .lock()

@@ -157,8 +157,15 @@ impl Context1 {
             .sender()
             .map(|s| s.as_str().to_owned())
             .ok_or_else(|| Error::Failed("message has no sender".into()))?;
-        let path =
-            subscription::create(conn, &self.shared.subs, &owner, who.app_id.clone(), cats).await?;
+        let path = subscription::create(
+            conn,
+            &self.shared.core,
+            &self.shared.subs,
+            &owner,
+            (who.app_id.clone(), who.source),
+            cats,
+        )
+        .await?;
         tracing::debug!(app = %who.app_id, %path, "subscribed");
         Ok(path)
     }

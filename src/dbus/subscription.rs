@@ -17,7 +17,8 @@ use zbus::{Connection, interface};
 use super::error::{Error, Result};
 use super::variant;
 use crate::core::Core;
-use crate::model::{AppId, Category};
+use crate::core::readers::{ReaderInfo, Registration};
+use crate::model::{AppId, Category, IdentitySource};
 
 pub const INTERFACE: &str = "org.contextd.Subscription1";
 
@@ -27,6 +28,9 @@ struct Entry {
     app: AppId,
     categories: Vec<Category>,
     path: OwnedObjectPath,
+    /// Listed in `Consent1.ListReaders` while this entry lives; the user
+    /// ending it cancels its token.
+    reader: Arc<Registration>,
 }
 
 /// Every live subscription, by id.
@@ -109,12 +113,26 @@ impl Subscription {
 /// Create a subscription object for `owner` and return its path.
 pub async fn create(
     conn: &Connection,
+    core: &Core,
     subs: &Arc<Subscriptions>,
     owner: &str,
-    app: AppId,
+    app: (AppId, IdentitySource),
     categories: Vec<Category>,
 ) -> Result<OwnedObjectPath> {
+    let (app, identity_source) = app;
     let id = subs.allocate();
+    let reader = core.readers.start(
+        ReaderInfo {
+            app: app.clone(),
+            identity_source,
+            channel: crate::core::Channel::DBus,
+            transport: "subscription",
+            client: None,
+            categories: categories.clone(),
+        },
+        core.clock.now(),
+        tokio_util::sync::CancellationToken::new(),
+    );
     let path = OwnedObjectPath::try_from(format!("/org/contextd/Broker1/subscription/{id}"))
         .map_err(|e| Error::Failed(e.to_string()))?;
     let obj = Subscription {
@@ -130,6 +148,7 @@ pub async fn create(
             app,
             categories,
             path: path.clone(),
+            reader: Arc::new(reader),
         },
     );
     conn.object_server().at(&path, obj).await?;
@@ -174,31 +193,40 @@ fn emitter_for<'a>(conn: &Connection, e: &'a Entry) -> Option<SignalEmitter<'a>>
     Some(em.set_destination(dest))
 }
 
-/// Re-check every subscription against the gate; end those whose consent
-/// is gone with a `Revoked` signal, at once.
+/// Re-check every subscription against the gate, and whether the user
+/// ended it; end those with a `Revoked` signal, at once.
 async fn enforce(conn: &Connection, core: &Core, subs: &Subscriptions) {
-    let revoked: Vec<(Entry, Category)> = {
+    let revoked: Vec<(Entry, Category, String)> = {
         let mut m = subs.lock();
         let mut out = Vec::new();
-        m.retain(|_, e| match core.withdrawn(&e.app, &e.categories) {
-            Some(c) => {
-                out.push((e.clone(), c));
-                false
+        m.retain(|_, e| {
+            if e.reader.ended().is_cancelled() {
+                let Some(c) = e.categories.first().cloned() else {
+                    return false;
+                };
+                out.push((e.clone(), c, "the user ended this subscription".to_owned()));
+                return false;
             }
-            None => true,
+            match core.withdrawn(&e.app, &e.categories) {
+                Some(c) => {
+                    let reason = format!("consent for '{c}' was withdrawn");
+                    out.push((e.clone(), c, reason));
+                    false
+                }
+                None => true,
+            }
         });
         out
     };
-    for (e, c) in &revoked {
-        if let Some(em) = emitter_for(conn, e) {
-            let reason = format!("consent for '{c}' was withdrawn");
-            if let Err(err) = Subscription::revoked(&em, &c.to_string(), &reason).await {
-                tracing::debug!(error = %err, "cannot send Revoked");
-            }
+    for (e, c, reason) in &revoked {
+        if let Some(em) = emitter_for(conn, e)
+            && let Err(err) = Subscription::revoked(&em, &c.to_string(), reason).await
+        {
+            tracing::debug!(error = %err, "cannot send Revoked");
         }
         tracing::info!(app = %e.app, category = %c, "subscription revoked");
     }
-    remove_paths(conn, revoked.into_iter().map(|(e, _)| e.path).collect()).await;
+    remove_paths(conn, revoked.into_iter().map(|(e, _, _)| e.path).collect()).await;
 }
 
 /// Fan changes out to subscribers until `cancel`. Each change is rendered
@@ -212,10 +240,15 @@ pub async fn dispatch(
 ) {
     let mut rx = core.state.subscribe();
     let mut generation = core.gate.watch_generation();
+    let mut ended = core.readers.watch_ended();
     loop {
         tokio::select! {
             _ = cancel.cancelled() => break,
             r = generation.changed() => {
+                if r.is_err() { break; }
+                enforce(&conn, &core, &subs).await;
+            }
+            r = ended.changed() => {
                 if r.is_err() { break; }
                 enforce(&conn, &core, &subs).await;
             }

@@ -28,14 +28,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http::{HeaderValue, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::Broker;
@@ -49,7 +46,6 @@ use crate::model::{AppId, IdentitySource};
 
 /// Where clients find the server (port 0 picks one).
 pub const URL_FILE: &str = "mcp-http.url";
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_CONNECTIONS: usize = 256;
 const MAX_INDEXED_SESSIONS: usize = 4096;
@@ -398,7 +394,14 @@ fn router(
             .with_sse_keep_alive(Some(Duration::from_secs(15)))
             .with_cancellation_token(cancel.child_token());
         StreamableHttpService::new(
-            move || Ok(ContextServer::new(broker.clone(), Origin::PerRequest)),
+            move || {
+                Ok(ContextServer::new(
+                    broker.clone(),
+                    Origin::PerRequest,
+                    "http",
+                    None,
+                ))
+            },
             sessions,
             config,
         )
@@ -436,51 +439,15 @@ pub async fn serve(bound: Bound, broker: Arc<Broker>, tokens: Tokens, cancel: Ca
         index,
         cancel.clone(),
     ));
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let permit = tokio::select! {
-            _ = cancel.cancelled() => break,
-            p = slots.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-        };
-        let (stream, _) = tokio::select! {
-            _ = cancel.cancelled() => break,
-            a = bound.listener.accept() => match a {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept on the MCP HTTP port failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
-        let cancel = cancel.clone();
-        tasks.spawn(async move {
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .keep_alive(true);
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => {
-                    if let Err(e) = r {
-                        tracing::debug!(error = %e, "HTTP connection ended");
-                    }
-                }
-                _ = cancel.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(Duration::from_millis(300), conn).await;
-                }
-            }
-            drop(permit);
-        });
-    }
+    crate::httpd::serve(
+        &bound.listener,
+        app,
+        MAX_CONNECTIONS,
+        &tasks,
+        &cancel,
+        "MCP HTTP",
+    )
+    .await;
     if let Some(f) = &bound.url_file {
         let _ = std::fs::remove_file(f);
     }

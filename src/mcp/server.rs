@@ -33,6 +33,8 @@ use super::consent::{self, Subject};
 use super::error::{Error, PERMISSION_DENIED, wire};
 use super::resources::{self, MARKDOWN_MIME, Res};
 use super::{prompts, tools, watch};
+use crate::core::readers::{ReaderInfo, Registration};
+use crate::model::Category;
 
 /// Where the handler learns its host's identity.
 #[derive(Debug, Clone)]
@@ -53,6 +55,9 @@ struct Session {
     /// warnings and worse are sent.
     log_level: Mutex<Option<LoggingLevel>>,
     watching: OnceLock<()>,
+    /// Listed in `Consent1.ListReaders` while the session's notification
+    /// loop runs.
+    reader: OnceLock<Registration>,
 }
 
 pub struct ContextServer {
@@ -63,10 +68,24 @@ pub struct ContextServer {
     /// stops the session's notification loop.
     cancel: CancellationToken,
     _guard: DropGuard,
+    /// `stdio`, `sse` or `http`, for the list of readers.
+    transport: &'static str,
+    /// What the user ending this session cancels: the connection's token
+    /// where cancelling it closes the connection (stdio, SSE), else the
+    /// session's own (Streamable HTTP: its notifications stop and
+    /// [`ContextServer::subject`] refuses what follows).
+    end: CancellationToken,
 }
 
 impl ContextServer {
-    pub fn new(broker: Arc<Broker>, origin: Origin) -> Self {
+    /// A session over `transport`; `connection` is the token that closes
+    /// the connection, where there is one to close.
+    pub fn new(
+        broker: Arc<Broker>,
+        origin: Origin,
+        transport: &'static str,
+        connection: Option<CancellationToken>,
+    ) -> Self {
         let cancel = broker.cancel.child_token();
         let session = Session::default();
         if let Origin::Fixed(s) = &origin {
@@ -77,13 +96,22 @@ impl ContextServer {
             origin,
             session,
             _guard: cancel.clone().drop_guard(),
+            end: connection.unwrap_or_else(|| cancel.clone()),
             cancel,
+            transport,
         }
     }
 
     /// The subject of a request: the session's, or the request's token
     /// (which must be the one the session started with).
     fn subject(&self, ext: &rmcp::model::Extensions) -> Result<Subject, ErrorData> {
+        if self.end.is_cancelled() {
+            return Err(ErrorData::new(
+                PERMISSION_DENIED,
+                "the user ended this MCP session; start a new one",
+                None,
+            ));
+        }
         let from_request = match &self.origin {
             Origin::Fixed(s) => return Ok(s.clone()),
             Origin::PerRequest => ext
@@ -142,6 +170,23 @@ impl ContextServer {
         if self.session.watching.set(()).is_err() {
             return;
         }
+        let client = peer
+            .peer_info()
+            .map(|i| format!("{} {}", i.client_info.name, i.client_info.version));
+        let subscribed: Vec<Category> = self
+            .session
+            .subscribed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(|u| Res::parse(u))
+            .flat_map(|r| r.categories())
+            .collect();
+        let _ = self.session.reader.set(self.broker.core.readers.start(
+            reader_info(&subject, self.transport, client, subscribed),
+            self.broker.core.clock.now(),
+            self.end.clone(),
+        ));
         let out = watch::Out::Session {
             peer,
             subscribed: self.session.subscribed.clone(),
@@ -152,6 +197,22 @@ impl ContextServer {
             out,
             self.cancel.clone(),
         ));
+    }
+}
+
+fn reader_info(
+    subject: &Subject,
+    transport: &'static str,
+    client: Option<String>,
+    categories: Vec<Category>,
+) -> ReaderInfo {
+    ReaderInfo {
+        app: subject.app_id.clone(),
+        identity_source: subject.source,
+        channel: subject.channel,
+        transport,
+        client,
+        categories,
     }
 }
 
@@ -357,6 +418,9 @@ impl ServerHandler for ContextServer {
             .insert(res.uri());
         // Sessions that skipped `initialize` (none today) still get events.
         self.start_watch(subject, ctx.peer.clone());
+        if let Some(r) = self.session.reader.get() {
+            res.categories().into_iter().for_each(|c| r.add_category(c));
+        }
         Ok(())
     }
 
@@ -394,6 +458,25 @@ impl ServerHandler for ContextServer {
     async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {
         let subject = self.subject(&ctx.request_context().extensions)?;
         let cancel = ctx.request_context().ct.clone();
+        let client = ctx
+            .request_context()
+            .peer
+            .peer_info()
+            .map(|i| format!("{} {}", i.client_info.name, i.client_info.version));
+        let categories = ctx
+            .accepted()
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter_map(|u| Res::parse(u))
+            .flat_map(|r| r.categories())
+            .collect();
+        // Ending it ends this stream (its request), and the session too.
+        let _reader = self.broker.core.readers.start(
+            reader_info(&subject, self.transport, client, categories),
+            self.broker.core.clock.now(),
+            cancel.clone(),
+        );
         watch::run(
             self.broker.clone(),
             subject,

@@ -125,7 +125,12 @@ pub async fn open(State(legacy): State<Legacy>, req: Request) -> Response {
         );
     }
     let stop = legacy.cancel.child_token();
-    let server = ContextServer::new(legacy.broker.clone(), Origin::Fixed(subject.clone()));
+    let server = ContextServer::new(
+        legacy.broker.clone(),
+        Origin::Fixed(subject.clone()),
+        "sse",
+        Some(stop.clone()),
+    );
     {
         let stop = stop.clone();
         legacy.broker.tasks.spawn(async move {

@@ -246,7 +246,12 @@ async fn connection(
     tracing::debug!(app = %subject.app_id, "MCP host connected over the socket");
     let (r, w) = stream.into_split();
     let transport = ChannelTransport::spawn_lines(r, w, cancel.clone(), &broker.tasks);
-    let server = ContextServer::new(broker, Origin::Fixed(subject.clone()));
+    let server = ContextServer::new(
+        broker,
+        Origin::Fixed(subject.clone()),
+        "stdio",
+        Some(cancel.clone()),
+    );
     match server.serve_with_ct(transport, cancel.clone()).await {
         Ok(running) => {
             let reason = running.waiting().await;

@@ -18,6 +18,7 @@ pub mod pipewire;
 pub mod replay;
 pub mod shells;
 pub mod upower;
+pub mod v4l2;
 pub mod wayland;
 
 use std::sync::Arc;
@@ -154,6 +155,9 @@ pub fn spawn_all(ctx: &SourceContext) {
     }
     if enabled(wayland::NAME) {
         tasks.spawn(wayland::run(ctx.clone()));
+    }
+    if enabled(v4l2::NAME) {
+        tasks.spawn(v4l2::run(ctx.clone()));
     }
 }
 

@@ -341,8 +341,16 @@ impl DbTasks {
     /// Write audit entries in batches until cancelled (then flush the rest),
     /// and purge old ones at start and once a day. The pool stays open: the
     /// history writer may still be writing its last batch, and the daemon
-    /// closes the pool after both.
-    pub async fn run(mut self, db: Db, audit_keep: chrono::Duration, cancel: CancellationToken) {
+    /// closes the pool after both. The control surfaces hear of the audit
+    /// (`notices`) when a batch is written, so that what they re-read is
+    /// there.
+    pub async fn run(
+        mut self,
+        db: Db,
+        audit_keep: chrono::Duration,
+        notices: crate::core::notice::Notices,
+        cancel: CancellationToken,
+    ) {
         let purge = |db: Db| async move {
             match db.purge_audit(Utc::now(), audit_keep).await {
                 Ok(0) => {}
@@ -364,9 +372,7 @@ impl DbTasks {
                     Some(e) => {
                         batch.push(e);
                         if batch.len() >= AUDIT_BATCH {
-                            if let Err(e) = write_audit(&db.pool, &mut batch).await {
-                                tracing::warn!(error = %e, "cannot write the audit log");
-                            }
+                            flush_audit(&db.pool, &mut batch, &notices).await;
                             deadline = None;
                         } else if deadline.is_none() {
                             deadline = Some(tokio::time::Instant::now() + AUDIT_FLUSH);
@@ -381,9 +387,7 @@ impl DbTasks {
                     }
                 } => {
                     deadline = None;
-                    if let Err(e) = write_audit(&db.pool, &mut batch).await {
-                        tracing::warn!(error = %e, "cannot write the audit log");
-                    }
+                    flush_audit(&db.pool, &mut batch, &notices).await;
                 }
                 _ = daily.tick() => purge(db.clone()).await,
             }
@@ -391,9 +395,22 @@ impl DbTasks {
         while let Ok(e) = self.audit_rx.try_recv() {
             batch.push(e);
         }
-        if let Err(e) = write_audit(&db.pool, &mut batch).await {
-            tracing::warn!(error = %e, "cannot write the last audit entries");
-        }
+        flush_audit(&db.pool, &mut batch, &notices).await;
+    }
+}
+
+/// Write what `batch` holds, then tell the control surfaces.
+async fn flush_audit(
+    pool: &SqlitePool,
+    batch: &mut Vec<AuditEntry>,
+    notices: &crate::core::notice::Notices,
+) {
+    if batch.is_empty() {
+        return;
+    }
+    match write_audit(pool, batch).await {
+        Ok(()) => notices.bump(crate::core::notice::Part::Audit),
+        Err(e) => tracing::warn!(error = %e, "cannot write the audit log"),
     }
 }
 

@@ -224,6 +224,59 @@ pub fn contextctl_bin() -> &'static str {
     env!("CARGO_BIN_EXE_contextctl")
 }
 
+/// A broker the user manages: its session bus, a system bus whose polkitd
+/// (python-dbusmock) authorises `org.contextd.manage-consent`, the focused
+/// window `w1` (org.gnome.TextEditor, "notes.txt") replayed, `config`
+/// written, and the MCP socket ready.
+pub struct Managed {
+    pub bus: Bus,
+    pub sys: Bus,
+    pub home: Home,
+    pub polkit: dbusmock::Mock,
+    pub daemon: Daemon,
+}
+
+impl Managed {
+    pub async fn start(config: &str) -> Managed {
+        let bus = Bus::start();
+        let sys = Bus::start();
+        let polkit =
+            dbusmock::Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
+        let home = Home::new();
+        home.write_config(config);
+        let replay = home.dir.path().join("replay.jsonl");
+        std::fs::write(
+            &replay,
+            window_line("w1", "org.gnome.TextEditor", "notes.txt", true),
+        )
+        .expect("replay");
+        let daemon = Daemon::start_with(
+            &bus,
+            &home,
+            &["--replay", &replay.display().to_string()],
+            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
+        )
+        .await;
+        let sock = home.dir.path().join("run/contextd/mcp.sock");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !sock.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "no {} within 10 s",
+                sock.display()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Managed {
+            bus,
+            sys,
+            home,
+            polkit,
+            daemon,
+        }
+    }
+}
+
 /// A running `contextd` process.
 pub struct Daemon {
     pub child: Child,

@@ -18,6 +18,9 @@ Scenarios:
              resource listed or not, every template, every prompt, every
              completion) and report it all; tests/canaries.rs looks for
              planted markers in it
+    call     call one tool (--tool NAME, no arguments) and report it as
+             `call` (tests/dashboard.rs: a read on the timeline, a prompt
+             answered in the dashboard)
     provided app-provided context: context://provided/document, the tool
              get_provided_context, completion of {kind}, the vocabulary,
              what_am_i_doing; then subscribe (legacy) or listen (2026-07-28)
@@ -355,6 +358,7 @@ async def main():
     p.add_argument("--grant")
     p.add_argument("--changes")
     p.add_argument("--no-updates", action="store_true")
+    p.add_argument("--tool")
     args = p.parse_args()
     inbox = Inbox()
     report = {}
@@ -365,6 +369,8 @@ async def main():
             await full(client, args, inbox, report)
         elif args.scenario == "dump":
             await dump_all(client, args, inbox, report)
+        elif args.scenario == "call":
+            report["call"] = await attempt(client.call_tool(args.tool, {}))
         elif args.scenario == "provided":
             await provided(client, args, inbox, report)
         else:

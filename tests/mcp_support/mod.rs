@@ -102,8 +102,8 @@ pub fn token(bus: &Bus, home: &Home, name: &str) -> String {
     t
 }
 
-/// Run the Python SDK driver and return its report.
-pub fn run_client(bus: &Bus, home: &Home, args: &[&str]) -> Value {
+/// The Python SDK driver's command line, in the broker's environment.
+pub fn client_command(bus: &Bus, home: &Home, args: &[&str]) -> Command {
     let mut env: serde_json::Map<String, Value> = home
         .envs(bus)
         .into_iter()
@@ -114,22 +114,30 @@ pub fn run_client(bus: &Bus, home: &Home, args: &[&str]) -> Value {
         Value::String(std::env::var("PATH").unwrap_or_default()),
     );
     let env = Value::Object(env).to_string();
-    let (st, out, err) = run_cmd(
-        Command::new(python())
-            .arg(client_script())
-            .args(args)
-            .arg("--contextctl")
-            .arg(contextctl_bin())
-            .arg("--env")
-            .arg(&env),
-        120,
-    );
+    let mut cmd = Command::new(python());
+    cmd.arg(client_script())
+        .args(args)
+        .arg("--contextctl")
+        .arg(contextctl_bin())
+        .arg("--env")
+        .arg(&env);
+    cmd
+}
+
+/// Run `cmd` (from [`client_command`]) and return its report.
+pub fn client_report(mut cmd: Command) -> Value {
+    let (st, out, err) = run_cmd(&mut cmd, 120);
     assert!(
         st.success(),
         "the Python MCP client failed ({st}):\n{err}\n{out}"
     );
     serde_json::from_str(out.trim())
         .unwrap_or_else(|e| panic!("report is not JSON ({e}):\n{out}\n{err}"))
+}
+
+/// Run the Python SDK driver and return its report.
+pub fn run_client(bus: &Bus, home: &Home, args: &[&str]) -> Value {
+    client_report(client_command(bus, home, args))
 }
 
 /// One HTTP/1.1 exchange on a fresh connection: (status, headers, body).

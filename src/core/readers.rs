@@ -1,0 +1,252 @@
+//! Who is reading right now: live D-Bus subscriptions and MCP sessions,
+//! for `Consent1.ListReaders` and the dashboard's "Now" page, with a way
+//! for the user to end one.
+//!
+//! A publisher registers a reader when it starts (a `Subscribe` call, an
+//! MCP `initialize`) and keeps the [`Registration`]; dropping it is the
+//! reader going away. Ending a reader cancels the token the publisher gave
+//! at registration, which the publisher already watches to close the
+//! stream (the subscription's object, the MCP connection), so the core
+//! never needs to know how a transport is closed.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use super::Core;
+use super::consent::Channel;
+use super::notice::{Notices, Part};
+use crate::model::{AppId, Category, IdentitySource};
+
+/// What a publisher knows of a reader when it starts.
+#[derive(Debug, Clone)]
+pub struct ReaderInfo {
+    pub app: AppId,
+    pub identity_source: IdentitySource,
+    pub channel: Channel,
+    /// How it reads: `subscription` (D-Bus), `stdio`, `http`, `sse` (MCP).
+    pub transport: &'static str,
+    /// The MCP host's `clientInfo` (name and version), if it gave one.
+    pub client: Option<String>,
+    /// What it follows (a subscription's categories; an MCP session's
+    /// subscribed resources' categories, which grow as it subscribes).
+    pub categories: Vec<Category>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    info: ReaderInfo,
+    since: DateTime<Utc>,
+    end: CancellationToken,
+}
+
+#[derive(Debug)]
+struct Inner {
+    map: Mutex<BTreeMap<u64, Entry>>,
+    next: AtomicU64,
+    notices: Notices,
+    /// Bumped when the user ends a reader, for publishers that check
+    /// their readers in one loop rather than a task each.
+    ended: tokio::sync::watch::Sender<u64>,
+}
+
+impl Inner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Entry>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn changed(&self) {
+        self.notices.bump(Part::Readers);
+    }
+}
+
+/// The registry of live readers.
+#[derive(Debug, Clone)]
+pub struct Readers(Arc<Inner>);
+
+impl Readers {
+    pub fn new(notices: Notices) -> Self {
+        Readers(Arc::new(Inner {
+            map: Mutex::new(BTreeMap::new()),
+            next: AtomicU64::new(1),
+            notices,
+            ended: tokio::sync::watch::channel(0).0,
+        }))
+    }
+
+    /// Register a reader; `end` is what ending it cancels. The reader is
+    /// listed until the returned registration is dropped.
+    pub fn start(
+        &self,
+        info: ReaderInfo,
+        now: DateTime<Utc>,
+        end: CancellationToken,
+    ) -> Registration {
+        let id = self.0.next.fetch_add(1, Ordering::Relaxed);
+        self.0.lock().insert(
+            id,
+            Entry {
+                info,
+                since: now,
+                end: end.clone(),
+            },
+        );
+        self.0.changed();
+        Registration {
+            id,
+            end,
+            readers: Arc::downgrade(&self.0),
+        }
+    }
+
+    /// End the reader `id` (the user asked). False when there is none.
+    pub fn end(&self, id: u64) -> bool {
+        let end = self.0.lock().get(&id).map(|e| e.end.clone());
+        match end {
+            Some(t) => {
+                t.cancel();
+                self.0.ended.send_modify(|n| *n = n.wrapping_add(1));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// End every reader of `app` (its consent was withdrawn entirely:
+    /// forgetting an app ends what it has open).
+    pub fn end_app(&self, app: &AppId) -> usize {
+        let ends: Vec<CancellationToken> = self
+            .0
+            .lock()
+            .values()
+            .filter(|e| &e.info.app == app)
+            .map(|e| e.end.clone())
+            .collect();
+        ends.iter().for_each(CancellationToken::cancel);
+        if !ends.is_empty() {
+            self.0.ended.send_modify(|n| *n = n.wrapping_add(1));
+        }
+        ends.len()
+    }
+
+    /// Changes whenever the user ends a reader.
+    pub fn watch_ended(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.0.ended.subscribe()
+    }
+
+    fn list(&self) -> Vec<(u64, ReaderInfo, DateTime<Utc>)> {
+        self.0
+            .lock()
+            .iter()
+            .filter(|(_, e)| !e.end.is_cancelled())
+            .map(|(id, e)| (*id, e.info.clone(), e.since))
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A live reader; dropping it takes the reader off the list.
+#[derive(Debug)]
+pub struct Registration {
+    id: u64,
+    end: CancellationToken,
+    readers: Weak<Inner>,
+}
+
+impl Registration {
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Cancelled when the user ends this reader.
+    pub fn ended(&self) -> &CancellationToken {
+        &self.end
+    }
+
+    /// The reader now follows `category` too.
+    pub fn add_category(&self, category: Category) {
+        let Some(inner) = self.readers.upgrade() else {
+            return;
+        };
+        let added = match inner.lock().get_mut(&self.id) {
+            Some(e) if !e.info.categories.contains(&category) => {
+                e.info.categories.push(category);
+                true
+            }
+            _ => false,
+        };
+        if added {
+            inner.changed();
+        }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        if let Some(inner) = self.readers.upgrade()
+            && inner.lock().remove(&self.id).is_some()
+        {
+            inner.changed();
+        }
+    }
+}
+
+/// A live reader, for `Consent1.ListReaders` and the dashboard.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReaderView {
+    /// What `Consent1.EndReader` takes.
+    pub id: u64,
+    pub app_id: String,
+    pub identity_source: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub icon: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    pub channel: &'static str,
+    pub transport: &'static str,
+    pub since: String,
+    pub categories: super::view::Names,
+}
+
+impl Core {
+    /// Every live reader, oldest first, with the app's desktop name and
+    /// icon when the broker knows them.
+    pub fn readers(&self) -> Vec<ReaderView> {
+        let apps = self.gate.apps();
+        self.readers
+            .list()
+            .into_iter()
+            .map(|(id, info, since)| {
+                let app = apps.iter().find(|a| a.app_id == info.app);
+                let mut categories: Vec<String> =
+                    info.categories.iter().map(ToString::to_string).collect();
+                categories.sort();
+                ReaderView {
+                    id,
+                    app_id: info.app.to_string(),
+                    identity_source: info.identity_source.as_str(),
+                    name: app.and_then(|a| a.display_name.clone()),
+                    icon: app.and_then(|a| a.icon.clone()),
+                    client: info.client,
+                    channel: info.channel.as_str(),
+                    transport: info.transport,
+                    since: super::view::time(&since),
+                    categories: super::view::Names(categories),
+                }
+            })
+            .collect()
+    }
+}

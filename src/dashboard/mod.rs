@@ -1,0 +1,627 @@
+//! The privacy dashboard: a publisher for the user's own eyes, served on
+//! loopback only (`contextctl dashboard` opens it).
+//!
+//! Like every publisher it converts and formats; the core decides. It
+//! reads the user's management views (`core::manage`, `core::readers`,
+//! `core::prompts`) and changes decisions through the gate, as
+//! `Consent1` does for settings panels.
+//!
+//! Who may use it: whoever holds a one-time ticket, which only
+//! `Consent1.OpenDashboard` hands out (polkit-checked, like every
+//! `Consent1` call). The ticket becomes a session cookie (`HttpOnly`,
+//! `SameSite=Strict`) and the link is useless after that. Every request
+//! must carry a loopback `Host` of our port (no DNS rebinding); every
+//! change must come from our own `Origin` and carry the session's CSRF
+//! token. Pages are served with a strict Content-Security-Policy: scripts
+//! and styles only from the dashboard itself, which embeds them in the
+//! binary, so nothing is fetched from anywhere else.
+
+mod pages;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::DashboardConfig;
+use crate::core::Core;
+use crate::core::consent::{Answer, Origin as DecisionOrigin, Verdict};
+use crate::core::notice;
+use crate::model::{AppId, Category};
+use crate::shutdown::Level;
+
+/// The session cookie's name.
+pub const COOKIE: &str = "contextd_dashboard";
+/// Every response's Content-Security-Policy: nothing but the dashboard
+/// itself, no inline script or style, no framing, forms only to itself.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+     connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+/// Browser sessions at most (a new one pushes out the least recently used).
+const MAX_SESSIONS: usize = 16;
+/// A session unused this long is forgotten.
+const SESSION_IDLE: Duration = Duration::from_secs(12 * 3600);
+const MAX_CONNECTIONS: usize = 64;
+/// The largest form accepted.
+const MAX_FORM: usize = 16 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DashboardError {
+    #[error(
+        "refusing to serve the dashboard on {0}: it is not a loopback address. The dashboard changes who may see your context; \
+         it listens on 127.0.0.1 or [::1] only ([dashboard] listen in config.toml)"
+    )]
+    NotLoopback(SocketAddr),
+    #[error("cannot listen on {addr} for the dashboard: {error}")]
+    Bind {
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
+}
+
+/// Check `[dashboard]` before the daemon takes its bus name.
+pub fn check(cfg: &DashboardConfig) -> Result<(), DashboardError> {
+    if cfg.enabled && !cfg.listen.ip().is_loopback() {
+        return Err(DashboardError::NotLoopback(cfg.listen));
+    }
+    Ok(())
+}
+
+/// Bind, serve until the level stops, and tell the core where (for the
+/// tickets' URL). Nothing when `[dashboard] enabled = false`.
+pub async fn serve(
+    cfg: &DashboardConfig,
+    core: Arc<Core>,
+    level: &Level,
+) -> Result<(), DashboardError> {
+    if !cfg.enabled {
+        return Ok(());
+    }
+    check(cfg)?;
+    let listener = TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|error| DashboardError::Bind {
+            addr: cfg.listen,
+            error,
+        })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|error| DashboardError::Bind {
+            addr: cfg.listen,
+            error,
+        })?;
+    core.tickets.set_base(format!("http://{addr}"));
+    tracing::info!(%addr, "dashboard ready (contextctl dashboard)");
+    let dash = Arc::new(Dash {
+        core,
+        addr,
+        sessions: Mutex::new(HashMap::new()),
+        cancel: level.child_token(),
+        tasks: level.tracker(),
+    });
+    let app = router(dash.clone());
+    level.spawn(async move {
+        crate::httpd::serve(
+            &listener,
+            app,
+            MAX_CONNECTIONS,
+            &dash.tasks,
+            &dash.cancel,
+            "dashboard",
+        )
+        .await;
+    });
+    Ok(())
+}
+
+#[derive(Debug, Clone)]
+struct Session {
+    csrf: String,
+    used: Instant,
+}
+
+#[derive(Debug)]
+struct Dash {
+    core: Arc<Core>,
+    addr: SocketAddr,
+    sessions: Mutex<HashMap<String, Session>>,
+    cancel: CancellationToken,
+    tasks: tokio_util::task::TaskTracker,
+}
+
+impl Dash {
+    /// The `Host` values that are us: the loopback names of our port.
+    fn is_our_host(&self, host: &str) -> bool {
+        let port = self.addr.port();
+        let ours = if self.addr.is_ipv4() {
+            [format!("127.0.0.1:{port}"), format!("localhost:{port}")]
+        } else {
+            [format!("[::1]:{port}"), format!("localhost:{port}")]
+        };
+        ours.iter().any(|h| h.eq_ignore_ascii_case(host))
+    }
+
+    fn session(&self, headers: &HeaderMap) -> Option<Session> {
+        let sid = cookie(headers, COOKIE)?;
+        let mut m = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        m.retain(|_, s| s.used.elapsed() < SESSION_IDLE);
+        let s = m.get_mut(sid)?;
+        s.used = Instant::now();
+        Some(s.clone())
+    }
+
+    fn new_session(&self) -> crate::core::Result<(String, Session)> {
+        let sid = crate::core::tickets::random_token()?;
+        let s = Session {
+            csrf: crate::core::tickets::random_token()?,
+            used: Instant::now(),
+        };
+        let mut m = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        m.retain(|_, s| s.used.elapsed() < SESSION_IDLE);
+        if m.len() >= MAX_SESSIONS
+            && let Some(oldest) = m.iter().min_by_key(|(_, s)| s.used).map(|(k, _)| k.clone())
+        {
+            m.remove(&oldest);
+        }
+        m.insert(sid.clone(), s.clone());
+        Ok((sid, s))
+    }
+}
+
+/// The value of cookie `name` in the request's `Cookie` headers.
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+fn router(dash: Arc<Dash>) -> Router {
+    Router::new()
+        .route("/open", get(open))
+        .route("/", get(apps_page))
+        .route("/now", get(now_page))
+        .route("/timeline", get(timeline_page))
+        .route("/events", get(events))
+        .route("/assets/dashboard.css", get(css))
+        .route("/assets/dashboard.js", get(js))
+        .route("/decide", post(decide))
+        .route("/pause", post(pause))
+        .route("/forget", post(forget))
+        .route("/end-reader", post(end_reader))
+        .route("/answer", post(answer))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(dash.clone(), guard))
+        .with_state(dash)
+}
+
+/// What a refused request gets: a short page saying why, and the way in.
+fn refuse(status: StatusCode, why: &str) -> Response {
+    (status, pages::refused(why)).into_response()
+}
+
+/// Every request: our `Host`; a session (but to open one); for a change,
+/// our `Origin` and the session's CSRF token (the form is read here, once,
+/// and handed on). Every response: the security headers.
+async fn guard(State(dash): State<Arc<Dash>>, req: Request, next: Next) -> Response {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let mut resp = if !dash.is_our_host(&host) {
+        refuse(
+            StatusCode::FORBIDDEN,
+            "This address is not the dashboard's. Open it with `contextctl dashboard`.",
+        )
+    } else if req.uri().path() == "/open" || req.uri().path().starts_with("/assets/") {
+        next.run(req).await
+    } else {
+        match dash.session(req.headers()) {
+            None => refuse(
+                StatusCode::FORBIDDEN,
+                "There is no dashboard session in this browser. Open it with `contextctl dashboard`.",
+            ),
+            Some(session) => checked(req, next, session, &host).await,
+        }
+    };
+    let h = resp.headers_mut();
+    for (k, v) in [
+        ("content-security-policy", CSP),
+        ("x-content-type-options", "nosniff"),
+        ("referrer-policy", "no-referrer"),
+        ("x-frame-options", "DENY"),
+        ("cross-origin-opener-policy", "same-origin"),
+        ("cross-origin-resource-policy", "same-origin"),
+        ("cache-control", "no-store"),
+    ] {
+        h.insert(k, HeaderValue::from_static(v));
+    }
+    resp
+}
+
+/// The form of a change, its CSRF token checked.
+#[derive(Debug, Clone, Default)]
+struct Form(HashMap<String, String>);
+
+impl Form {
+    fn get(&self, k: &str) -> &str {
+        self.0.get(k).map(String::as_str).unwrap_or_default()
+    }
+}
+
+async fn checked(mut req: Request, next: Next, session: Session, host: &str) -> Response {
+    if req.method() == Method::GET || req.method() == Method::HEAD {
+        req.extensions_mut().insert(session);
+        return next.run(req).await;
+    }
+    let origin = req
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|o| o.to_str().ok())
+        .unwrap_or_default();
+    if origin != format!("http://{host}") {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "A change must come from the dashboard's own page (its Origin).",
+        );
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_FORM).await {
+        Ok(b) => b,
+        Err(_) => return refuse(StatusCode::PAYLOAD_TOO_LARGE, "The form is too large."),
+    };
+    let form: HashMap<String, String> = match form_pairs(&bytes) {
+        Some(f) => f,
+        None => return refuse(StatusCode::BAD_REQUEST, "The form is malformed."),
+    };
+    let token = form.get("csrf").map(String::as_str).unwrap_or_default();
+    // Both are ours and random; comparing them may stop early.
+    if token.is_empty() || token != session.csrf {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "The form's CSRF token is missing or stale: reload the page.",
+        );
+    }
+    let mut req = Request::from_parts(parts, Body::empty());
+    req.extensions_mut().insert(session);
+    req.extensions_mut().insert(Form(form));
+    next.run(req).await
+}
+
+/// `application/x-www-form-urlencoded` into a map (the last of a repeated
+/// key wins); `None` when it is not UTF-8.
+fn form_pairs(bytes: &[u8]) -> Option<HashMap<String, String>> {
+    std::str::from_utf8(bytes).ok()?;
+    Some(
+        url_pairs(bytes)
+            .into_iter()
+            .collect::<HashMap<String, String>>(),
+    )
+}
+
+fn url_pairs(bytes: &[u8]) -> Vec<(String, String)> {
+    bytes
+        .split(|b| *b == b'&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = match p.iter().position(|b| *b == b'=') {
+                Some(i) => (&p[..i], &p[i + 1..]),
+                None => (p, &[][..]),
+            };
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+fn decode(s: &[u8]) -> String {
+    let plus: Vec<u8> = s
+        .iter()
+        .map(|b| if *b == b'+' { b' ' } else { *b })
+        .collect();
+    percent_encoding::percent_decode(&plus)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+async fn open(State(dash): State<Arc<Dash>>, Query(q): Query<HashMap<String, String>>) -> Response {
+    let ticket = q.get("ticket").map(String::as_str).unwrap_or_default();
+    if !dash.core.tickets.redeem(ticket) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "This link was used already or has expired. Run `contextctl dashboard` again for a new one.",
+        );
+    }
+    let (sid, _) = match dash.new_session() {
+        Ok(s) => s,
+        Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    };
+    let cookie = format!("{COOKIE}={sid}; HttpOnly; SameSite=Strict; Path=/");
+    let mut resp = StatusCode::SEE_OTHER.into_response();
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        resp.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    resp.headers_mut()
+        .insert(header::LOCATION, HeaderValue::from_static("/"));
+    resp
+}
+
+async fn not_found() -> Response {
+    refuse(StatusCode::NOT_FOUND, "There is no such page.")
+}
+
+fn session_of(req: &axum::http::Extensions) -> Session {
+    req.get::<Session>().cloned().unwrap_or(Session {
+        csrf: String::new(),
+        used: Instant::now(),
+    })
+}
+
+async fn apps_page(State(dash): State<Arc<Dash>>, req: Request) -> Response {
+    let s = session_of(req.extensions());
+    pages::apps(&dash.core, &s.csrf).into_response()
+}
+
+async fn now_page(State(dash): State<Arc<Dash>>, req: Request) -> Response {
+    let s = session_of(req.extensions());
+    pages::now(&dash.core, &s.csrf).into_response()
+}
+
+async fn timeline_page(State(dash): State<Arc<Dash>>, req: Request) -> Response {
+    let s = session_of(req.extensions());
+    pages::timeline(&dash.core, &s.csrf).await.into_response()
+}
+
+async fn css() -> Response {
+    asset(
+        "text/css; charset=utf-8",
+        include_str!("../../data/dashboard/dashboard.css"),
+    )
+}
+
+async fn js() -> Response {
+    asset(
+        "text/javascript; charset=utf-8",
+        include_str!("../../data/dashboard/dashboard.js"),
+    )
+}
+
+fn asset(mime: &'static str, body: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, mime)], body).into_response()
+}
+
+/// Server-sent events: `changed` with the parts that moved (`grants`,
+/// `apps`, `audit`, `pending`, `providers`, `readers`) and `media` when
+/// what plays or records changed, so the open page re-reads itself.
+async fn events(State(dash): State<Arc<Dash>>) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Event>(16);
+    let cancel = dash.cancel.child_token();
+    let core = dash.core.clone();
+    dash.tasks.spawn(async move {
+        // While a page listens, the dashboard answers prompts that have
+        // no other UI.
+        let _surface = core.prompts.surface();
+        let mut listener = notice::Listener::new(&core.gate.notices);
+        let mut changes = core.state.subscribe();
+        loop {
+            let event = tokio::select! {
+                _ = tx.closed() => break,
+                parts = listener.next(&cancel) => match parts {
+                    Some(p) => Event::default()
+                        .event("changed")
+                        .data(p.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(",")),
+                    None => break,
+                },
+                c = changes.recv() => match c {
+                    Ok(c) if matches!(c.category(), Some(Category::MediaPlayback | Category::MediaCapture)) => {
+                        Event::default().event("changed").data("media")
+                    }
+                    Ok(_) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        Event::default().event("changed").data("media")
+                    }
+                    Err(_) => break,
+                },
+            };
+            // A reader that does not read is cut off, not buffered for.
+            if tx.try_send(event).is_err() {
+                break;
+            }
+        }
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|e| (Ok::<_, std::convert::Infallible>(e), rx))
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+/// What a change answers: 204 to the page's script, which re-reads the
+/// page; a redirect back to a plain form's page.
+fn done(headers: &HeaderMap, form: &Form) -> Response {
+    if headers.get("x-dashboard").is_some() {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    let back = match form.get("back") {
+        "/now" => "/now",
+        "/timeline" => "/timeline",
+        _ => "/",
+    };
+    (StatusCode::SEE_OTHER, [(header::LOCATION, back)]).into_response()
+}
+
+fn bad(why: impl std::fmt::Display) -> Response {
+    refuse(StatusCode::BAD_REQUEST, &why.to_string())
+}
+
+fn form_of(req: &Request) -> Form {
+    req.extensions().get::<Form>().cloned().unwrap_or_default()
+}
+
+/// How long a decision lasts: `""` forever, else `1h`, `1d`, `7d`, `30d`.
+fn expiry(core: &Core, s: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>, String> {
+    let d = match s {
+        "" | "forever" => return Ok(None),
+        "1h" => chrono::Duration::hours(1),
+        "1d" => chrono::Duration::days(1),
+        "7d" => chrono::Duration::days(7),
+        "30d" => chrono::Duration::days(30),
+        other => return Err(format!("'{other}' is not a duration the dashboard offers")),
+    };
+    Ok(Some(core.clock.now() + d))
+}
+
+/// Decide for one app and category, a row (an app, every category) or a
+/// column (a category, every app of the grid): `allow`, `deny`, `ask`, or
+/// `clear` (back to undecided).
+async fn decide(State(dash): State<Arc<Dash>>, req: Request) -> Response {
+    let form = form_of(&req);
+    let core = &dash.core;
+    let expires = match expiry(core, form.get("for")) {
+        Ok(e) => e,
+        Err(e) => return bad(e),
+    };
+    let verdict = match form.get("decision") {
+        "clear" => None,
+        d => match d.parse::<Verdict>() {
+            Ok(v) => Some(v),
+            Err(e) => return bad(e),
+        },
+    };
+    let apps: Vec<AppId> = match form.get("app") {
+        "" => pages::rows(core)
+            .iter()
+            .filter_map(|a| AppId::new(&a.app_id).ok())
+            .collect(),
+        a => match AppId::new(a) {
+            Ok(a) => vec![a],
+            Err(e) => return bad(format!("app: {e}")),
+        },
+    };
+    let categories: Vec<Category> = match form.get("category") {
+        "" if form.get("app").is_empty() => return bad("name an app, a category or both"),
+        "" => pages::columns(core),
+        c => match c.parse::<Category>() {
+            Ok(c) => vec![c],
+            Err(e) => return bad(e),
+        },
+    };
+    for app in &apps {
+        for c in &categories {
+            let r = match verdict {
+                Some(v) => core
+                    .gate
+                    .record(app, c, v, expires, DecisionOrigin::Manage)
+                    .await
+                    .map(|_| ()),
+                None => core.gate.revoke(app, c).await.map(|_| ()),
+            };
+            if let Err(e) = r {
+                return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
+            }
+        }
+    }
+    tracing::info!(
+        apps = apps.len(),
+        categories = categories.len(),
+        decision = form.get("decision"),
+        "decision set from the dashboard"
+    );
+    done(req.headers(), &form)
+}
+
+async fn pause(State(dash): State<Arc<Dash>>, req: Request) -> Response {
+    let form = form_of(&req);
+    let paused = form.get("paused") == "true";
+    if dash.core.gate.set_paused(paused) {
+        tracing::info!(paused, "sharing paused from the dashboard");
+    }
+    done(req.headers(), &form)
+}
+
+async fn forget(State(dash): State<Arc<Dash>>, req: Request) -> Response {
+    let form = form_of(&req);
+    let app = match AppId::new(form.get("app")) {
+        Ok(a) => a,
+        Err(e) => return bad(format!("app: {e}")),
+    };
+    if let Err(e) = dash.core.gate.forget_app(&app).await {
+        return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
+    }
+    dash.core.readers.end_app(&app);
+    done(req.headers(), &form)
+}
+
+async fn end_reader(State(dash): State<Arc<Dash>>, req: Request) -> Response {
+    let form = form_of(&req);
+    let Ok(id) = form.get("id").parse::<u64>() else {
+        return bad("id: not a reader's id");
+    };
+    dash.core.readers.end(id);
+    done(req.headers(), &form)
+}
+
+async fn answer(State(dash): State<Arc<Dash>>, req: Request) -> Response {
+    let form = form_of(&req);
+    let Ok(id) = form.get("id").parse::<u64>() else {
+        return bad("id: not a prompt's id");
+    };
+    let secs = form.get("duration_s").parse::<i64>().ok();
+    let a = match Answer::parse(form.get("answer"), secs) {
+        Ok(Some(a)) => a,
+        Ok(None) => return bad("answer with once, always, duration or deny"),
+        Err(e) => return bad(e),
+    };
+    dash.core.prompts.answer(id, a);
+    done(req.headers(), &form)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_and_cookies_are_parsed() {
+        let f =
+            form_pairs(b"app=exe%3A%2Fusr%2Fbin%2Fx&decision=allow&x+y=a+b&flag").expect("utf-8");
+        assert_eq!(f["app"], "exe:/usr/bin/x");
+        assert_eq!(f["x y"], "a b");
+        assert_eq!(f["flag"], "");
+        assert!(form_pairs(b"\xff").is_none());
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; contextd_dashboard=abc"),
+        );
+        assert_eq!(cookie(&h, COOKIE), Some("abc"));
+        assert_eq!(cookie(&h, "b"), None);
+    }
+
+    #[test]
+    fn only_loopback() {
+        let mut c = DashboardConfig::default();
+        assert!(check(&c).is_ok());
+        c.listen = "0.0.0.0:0".parse().expect("addr");
+        assert!(matches!(check(&c), Err(DashboardError::NotLoopback(_))));
+        c.enabled = false;
+        assert!(check(&c).is_ok());
+    }
+}
