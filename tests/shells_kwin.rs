@@ -176,7 +176,7 @@ async fn kwin_reports_windows_and_focus_through_the_script() {
         let kwin_home = tempfile::tempdir().expect("tempdir");
         let exe = kwin_copy(kwin_home.path());
         home.write_policy(&[
-            (&my_app_id(), &["windows", "windows.titles"]),
+            (&my_app_id(), &["windows", "windows.titles", "history"]),
             ("exe:/usr/bin/gdbus", &["windows"]),
         ]);
         home.write_config(&format!("[sources.shells]\nkwin = \"{}\"\n", exe.display()));
@@ -275,6 +275,23 @@ async fn kwin_reports_windows_and_focus_through_the_script() {
                 "opened without an app id: {d}"
             );
         }
+        // The timeline has the focus intervals, as for any window source.
+        let history = contextd::client::proxy::History1Proxy::new(&conn)
+            .await
+            .expect("history");
+        let apps = eventually(10, "focus intervals in the timeline", || async {
+            let (events, _) = history.query(0, 0, &["windows"], &[], 100, "").await.ok()?;
+            let apps: Vec<String> = events
+                .iter()
+                .map(contextd::client::json::dict_to_json)
+                .filter(|e| e["kind"] == "focus")
+                .filter_map(|e| e["app_id"].as_str().map(str::to_owned))
+                .collect();
+            (apps.len() >= 5).then_some(apps)
+        })
+        .await;
+        assert_eq!(apps[..5], [ONE, TWO, ONE, TWO, ONE], "{apps:?}");
+
         // A caption change.
         let mut two = two;
         two.set_title("Renamed two");
