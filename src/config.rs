@@ -129,6 +129,9 @@ pub struct ConfigFile {
     pub history: crate::core::history::HistorySettings,
     #[serde(default)]
     pub mcp: McpConfig,
+    /// `[recent_documents]`: paths never shown, how many files.
+    #[serde(default)]
+    pub recent_documents: crate::sources::recent::Settings,
 }
 
 /// `[consent]`: how undecided access is handled.

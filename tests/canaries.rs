@@ -102,6 +102,16 @@ const MARKERS: &[Marker] = &[
         needs: &[&["provided.document"]],
         signalled: true,
     },
+    Marker {
+        text: "CANARY-RECENT",
+        needs: &[&["documents.recent"]],
+        signalled: true,
+    },
+    Marker {
+        text: "CANARY-PAST-RECENT",
+        needs: &[&["history", "documents.recent"]],
+        signalled: false,
+    },
 ];
 
 /// Every category a grant set can name.
@@ -117,6 +127,7 @@ const ALL: &[&str] = &[
     "notifications",
     "notifications.content",
     "provided.document",
+    "documents.recent",
     "history",
     "actions.notify",
 ];
@@ -130,6 +141,7 @@ const SIGNALLED: &[&str] = &[
     "network",
     "notifications",
     "provided.document",
+    "documents.recent",
 ];
 
 /// A grant set with what it implies (a detail implies its base).
@@ -167,6 +179,7 @@ fn table() -> Vec<Vec<&'static str>> {
         vec!["history", "media.capture"],
         vec!["history", "media.playback"],
         vec!["history", "notifications"],
+        vec!["history", "documents.recent"],
         ALL.to_vec(),
         vec![],
     ]);
@@ -201,7 +214,18 @@ fn changes(n: u32) -> Vec<String> {
         json!({"type": "notification", "notification": {"id": format!("n{n}"), "app_name": "Mail", "summary": "CANARY-NOTE", "body": "CANARY-BODY"}}).to_string(),
         json!({"type": "provided", "context": {"app_id": "exe:/usr/bin/docs", "kind": "document", "data": {"@type": "DigitalDocument", "name": "CANARY-DOC", "n": n}}}).to_string(),
         json!({"type": "session", "session": {"active": true, "locked": false, "idle": n % 2 == 1}}).to_string(),
+        recent_line("CANARY-RECENT.txt", n),
     ]
+}
+
+/// The recently used files: one file, used at second `n`.
+fn recent_line(name: &str, n: u32) -> String {
+    json!({"type": "recent-documents", "documents": [{
+        "uri": format!("file:///home/u/{name}"), "path": format!("/home/u/{name}"), "name": name,
+        "mime_type": "text/plain", "app": "gedit",
+        "visited": format!("2026-11-23T00:{:02}:{:02}Z", n / 60 % 60, n % 60)
+    }]})
+    .to_string()
 }
 
 /// Everything the D-Bus app can read, as one text.
@@ -225,6 +249,10 @@ async fn dbus_reads(ctx: &Context1Proxy<'_>, hist: &History1Proxy<'_>) -> String
         ctx.get_active_window().await.map(|d| dict_to_json(&d)),
     );
     put("GetMedia", ctx.get_media().await.map(|d| dict_to_json(&d)));
+    put(
+        "ListRecentDocuments",
+        ctx.list_recent_documents().await.map(list),
+    );
     put("ListCategories", ctx.list_categories().await.map(list));
     put("ListSources", ctx.list_sources().await.map(list));
     let mut cursor = String::new();
@@ -342,6 +370,10 @@ async fn every_marker_shows_exactly_where_it_is_granted() {
         // Focused long enough to be a row (focus flapping under a
         // millisecond is not recorded).
         replay.send(r#"{"sleep_ms": 50}"#);
+        // A file used earlier: in the first list read (not recorded), then
+        // used again (a timeline row), then gone from the list.
+        replay.send(&recent_line("CANARY-PAST-RECENT.txt", 0));
+        replay.send(&recent_line("CANARY-PAST-RECENT.txt", 1));
         for l in changes(0) {
             replay.send(&l);
         }
@@ -356,7 +388,10 @@ async fn every_marker_shows_exactly_where_it_is_granted() {
         eventually(15, "the closed window in the timeline", || async {
             let (events, _) = hist.query(0, 0, &[], &[], 1000, "").await.ok()?;
             let text = Value::Array(events.iter().map(dict_to_json).collect()).to_string();
-            (text.contains("CANARY-PAST-TITLE") && text.contains("CANARY-CAPAPP")).then_some(())
+            (text.contains("CANARY-PAST-TITLE")
+                && text.contains("CANARY-CAPAPP")
+                && text.contains("CANARY-PAST-RECENT"))
+            .then_some(())
         })
         .await;
 

@@ -1,7 +1,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    AppId, MediaStream, Network, Notification, Power, ProvidedContext, SessionState, Window,
+    AppId, MediaStream, Network, Notification, Power, ProvidedContext, RecentDocument,
+    SessionState, Window,
 };
 
 /// What a source tells the core. Sources produce these and nothing else;
@@ -59,6 +60,11 @@ pub enum SourceEvent {
     },
     Provided {
         context: ProvidedContext,
+    },
+    /// The recently used files, newest first, already without the paths
+    /// the user excluded; `None` while unknown.
+    RecentDocuments {
+        documents: Option<Vec<RecentDocument>>,
     },
     ProvidedRemoved {
         app_id: AppId,

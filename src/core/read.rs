@@ -27,8 +27,8 @@ use super::prompts::{self, Outcome, PromptRequest};
 use super::state::Change;
 use super::view::{
     self, AppTotalsView, CaptureSessionView, CategoryView, ChangeView, HistoryEventView,
-    HistoryPage, MediaView, NetworkView, NotificationsView, ProvidedView, SnapshotView, SourceView,
-    StateView, WindowOneView, WindowsView,
+    HistoryPage, MediaView, NetworkView, NotificationsView, ProvidedView, RecentDocumentsView,
+    SnapshotView, SourceView, StateView, WindowOneView, WindowsView,
 };
 use crate::model::{AppId, Category, IdentitySource, MediaKind, Power, SessionState};
 
@@ -116,6 +116,8 @@ pub enum What {
     Power,
     Network,
     Notifications,
+    /// The recently used files (`documents.recent`).
+    RecentDocuments,
     /// The context apps published of one kind (`provided.KIND`).
     Provided(String),
     /// Every category and whether the reader may read it (looks only).
@@ -153,6 +155,7 @@ pub enum View {
     Power(StateView<Power>),
     Network(StateView<NetworkView>),
     Notifications(NotificationsView),
+    RecentDocuments(RecentDocumentsView),
     Provided(Vec<ProvidedView>),
     Categories(Vec<CategoryView>),
     Sources(Vec<SourceView>),
@@ -202,7 +205,7 @@ impl Allowed {
 const HISTORY_APPS_DAYS: i64 = 400;
 
 /// The categories a timeline reader may need besides `history`.
-fn history_details() -> [Category; 9] {
+fn history_details() -> [Category; 10] {
     [
         Category::Windows,
         Category::WindowsTitles,
@@ -211,6 +214,7 @@ fn history_details() -> [Category; 9] {
         Category::Session,
         Category::Notifications,
         Category::NotificationsContent,
+        Category::DocumentsRecent,
         Category::Provided("document".into()),
         Category::Provided("task".into()),
     ]
@@ -300,6 +304,11 @@ impl Core {
                     self.state
                         .read(|s| view::notifications_view(s, &|c: &Category| allowed.can(c))),
                 )
+            }
+            What::RecentDocuments => {
+                self.authorize(who, &[Category::DocumentsRecent], mode)
+                    .await?;
+                View::RecentDocuments(self.state.read(view::recent_documents))
             }
             What::Provided(kind) => {
                 let cat = Category::provided(&kind)?;

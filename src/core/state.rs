@@ -13,8 +13,8 @@ pub use super::change::{Change, ChangeKind};
 use super::clock::Clock;
 use super::event::SourceEvent;
 use crate::model::{
-    AppId, MediaStream, Network, Notification, Power, ProvidedContext, SessionState, SourceStatus,
-    Window,
+    AppId, MediaStream, Network, Notification, Power, ProvidedContext, RecentDocument,
+    SessionState, SourceStatus, Window,
 };
 
 /// How many focus changes the core remembers.
@@ -50,6 +50,8 @@ pub struct Snapshot {
     pub network: Option<Network>,
     pub notifications: VecDeque<Notification>,
     pub provided: BTreeMap<(AppId, String), ProvidedContext>,
+    /// The recently used files, newest first (`None` while unknown).
+    pub recent_documents: Option<Vec<RecentDocument>>,
     pub sources: BTreeMap<String, SourceStatus>,
     /// Capture sessions of the last 24 hours (see `core::captures`).
     pub captures: CaptureLog,
@@ -380,6 +382,21 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
             };
             snap.provided.insert(key, context.clone());
             out.push(Change::Provided { kind, context });
+        }
+        SourceEvent::RecentDocuments { documents } => {
+            if snap.recent_documents != documents {
+                let old = snap.recent_documents.take();
+                let new = match (&old, &documents) {
+                    (Some(old), Some(docs)) => docs
+                        .iter()
+                        .filter(|d| !old.iter().any(|o| o.uri == d.uri && o.used() >= d.used()))
+                        .cloned()
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                snap.recent_documents = documents.clone();
+                out.push(Change::RecentDocuments { documents, new });
+            }
         }
         SourceEvent::Clock { .. } => {}
         SourceEvent::ProvidedRemoved { app_id, kind } => {

@@ -33,6 +33,10 @@
 //!   `windows`, its title with `windows.titles`, a notification's body with
 //!   `notifications.content`, …).
 //!
+//! - the recently used files (`documents.recent`) only with their category;
+//!   the paths the user excluded never reach the state at all
+//!   (`sources::recent`);
+//!
 //! Times are RFC 3339 strings with milliseconds in UTC, on both wires.
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -43,7 +47,7 @@ use super::history::{AppTotals, HistoryEvent, HistoryKind};
 use super::state::{Change, Snapshot};
 use crate::model::{
     Category, MediaKind, MediaStream, Network, Notification, Player, Power, ProvidedContext,
-    SessionState, SourceStatus, StreamState, Urgency, Window,
+    RecentDocument, SessionState, SourceStatus, StreamState, Urgency, Window,
 };
 
 /// The caller's permissions, as a predicate over categories.
@@ -282,6 +286,60 @@ impl ProvidedView {
     }
 }
 
+/// A recently used file (its category `documents.recent` is needed).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecentDocumentView {
+    pub uri: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// The app that registered it, as it claims to be called.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modified: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub visited: Option<String>,
+}
+
+impl RecentDocumentView {
+    pub fn new(d: &RecentDocument) -> Self {
+        RecentDocumentView {
+            uri: d.uri.clone(),
+            path: d.path.clone(),
+            name: d.name.clone(),
+            mime_type: d.mime_type.clone(),
+            app: d.app.clone(),
+            modified: d.modified.as_ref().map(time),
+            visited: d.visited.as_ref().map(time),
+        }
+    }
+}
+
+/// The recently used files, newest first; `available` is false while the
+/// source does not know them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RecentDocumentsView {
+    pub available: bool,
+    pub documents: Vec<RecentDocumentView>,
+}
+
+pub fn recent_documents(snap: &Snapshot) -> RecentDocumentsView {
+    RecentDocumentsView {
+        available: snap.recent_documents.is_some(),
+        documents: recent_list(snap.recent_documents.as_deref()),
+    }
+}
+
+fn recent_list(docs: Option<&[RecentDocument]>) -> Vec<RecentDocumentView> {
+    docs.unwrap_or_default()
+        .iter()
+        .map(RecentDocumentView::new)
+        .collect()
+}
+
 /// The health of a source (needs no consent).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SourceView {
@@ -334,6 +392,8 @@ pub struct SnapshotView {
     pub network: Option<NetworkView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notifications: Option<Vec<NotificationView>>,
+    #[serde(rename = "documents.recent", skip_serializing_if = "Option::is_none")]
+    pub recent_documents: Option<Vec<RecentDocumentView>>,
     pub provided: Vec<ProvidedView>,
     pub sources: Vec<SourceView>,
     pub withheld: Names,
@@ -497,6 +557,8 @@ pub struct ChangeView {
     pub notification: Option<NotificationView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<ProvidedView>,
+    #[serde(rename = "documents.recent", skip_serializing_if = "Option::is_none")]
+    pub recent_documents: Option<Vec<RecentDocumentView>>,
 }
 
 pub fn windows(snap: &Snapshot, can: Can<'_>) -> Vec<WindowView> {
@@ -644,6 +706,9 @@ pub fn snapshot(snap: &Snapshot, can: Can<'_>) -> SnapshotView {
             withheld.push(Category::NotificationsContent);
         }
     }
+    if section(Category::DocumentsRecent, &mut withheld) {
+        v.recent_documents = Some(recent_list(snap.recent_documents.as_deref()));
+    }
     for ((_, kind), p) in &snap.provided {
         let cat = Category::Provided(kind.clone());
         if can(&cat) {
@@ -713,6 +778,11 @@ pub fn change(c: &Change, can: Can<'_>) -> Option<(Category, ChangeView)> {
         Change::Provided { kind, context } => ChangeView {
             event: kind.as_str(),
             context: Some(ProvidedView::new(context)),
+            ..Default::default()
+        },
+        Change::RecentDocuments { documents, .. } => ChangeView {
+            event: "changed",
+            recent_documents: Some(recent_list(documents.as_deref())),
             ..Default::default()
         },
         Change::Source(_) => return None,

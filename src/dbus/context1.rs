@@ -18,7 +18,7 @@ use crate::core::{Mode, View, What, prompts, view};
 use crate::model::Category;
 
 /// The interface version, bumped when methods are added.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 pub struct Context1 {
     pub(crate) shared: Arc<Shared>,
@@ -122,6 +122,17 @@ impl Context1 {
             d.insert("json".into(), variant::string(p.data.to_string())?);
         }
         Ok(out)
+    }
+
+    /// The files the user opened recently, newest first. Needs
+    /// `documents.recent`.
+    #[zbus(out_args("documents"))]
+    async fn list_recent_documents(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
+        let v = self
+            .shared
+            .read(&hdr, What::RecentDocuments, super::access(&hdr))
+            .await?;
+        Ok(variant::dicts(&expect_view!(v, RecentDocuments).documents)?)
     }
 
     /// The health of every source. Needs no consent: it says nothing about

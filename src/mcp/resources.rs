@@ -32,6 +32,8 @@ pub enum Res {
     Power,
     Network,
     Notifications,
+    /// The recently used files (`context://documents/recent`).
+    RecentDocuments,
     /// A period of the timeline (`context://history{?since,until,app}`).
     History(HistoryParams),
     /// The shared vocabulary of what apps publish: the JSON-LD `@context`
@@ -110,7 +112,7 @@ impl HistoryParams {
 }
 
 /// The fixed resources, in listing order.
-pub const FIXED: [Res; 9] = [
+pub const FIXED: [Res; 10] = [
     Res::Snapshot,
     Res::Windows,
     Res::ActiveWindow,
@@ -119,6 +121,7 @@ pub const FIXED: [Res; 9] = [
     Res::Power,
     Res::Network,
     Res::Notifications,
+    Res::RecentDocuments,
     Res::Vocabulary,
 ];
 
@@ -164,6 +167,7 @@ impl Res {
             "power" => Res::Power,
             "network" => Res::Network,
             "notifications" => Res::Notifications,
+            "documents/recent" => Res::RecentDocuments,
             "vocabulary" => Res::Vocabulary,
             p if p.starts_with("history") => Res::History(HistoryParams::parse(p)?),
             p if p.starts_with("provided/") => Res::provided(p.strip_prefix("provided/")?)?,
@@ -193,6 +197,7 @@ impl Res {
             Res::Power => "context://power".into(),
             Res::Network => "context://network".into(),
             Res::Notifications => "context://notifications".into(),
+            Res::RecentDocuments => "context://documents/recent".into(),
             Res::History(p) => p.uri(),
             Res::Vocabulary => "context://vocabulary".into(),
             Res::Provided(kind) => format!("{PROVIDED_PREFIX}{kind}"),
@@ -223,6 +228,7 @@ impl Res {
             Res::Power => vec![Category::Power],
             Res::Network => vec![Category::Network],
             Res::Notifications => vec![Category::Notifications],
+            Res::RecentDocuments => vec![Category::DocumentsRecent],
             Res::History(_) => vec![Category::History],
         }
     }
@@ -238,6 +244,7 @@ impl Res {
             Res::Power => "Power",
             Res::Network => "Network",
             Res::Notifications => "Recent notifications",
+            Res::RecentDocuments => "Recent documents",
             Res::History(_) => "Timeline",
             Res::Vocabulary => "Vocabulary of app-provided context",
             Res::Provided(_) => "What apps publish",
@@ -259,6 +266,9 @@ impl Res {
             Res::Network => "Connectivity, metered state and the network's name".into(),
             Res::Notifications => {
                 "Notifications apps sent, newest first; bodies only with notifications.content".into()
+            }
+            Res::RecentDocuments => {
+                "The files the user opened recently, newest first: path, type, the app and when (paths the user excluded never show)".into()
             }
             Res::History(_) => HISTORY_DESCRIPTION.into(),
             Res::Vocabulary => VOCABULARY_DESCRIPTION.into(),
@@ -371,6 +381,7 @@ pub async fn read(
         Res::Power => What::Power,
         Res::Network => What::Network,
         Res::Notifications => What::Notifications,
+        Res::RecentDocuments => What::RecentDocuments,
         Res::Provided(kind) => What::Provided(kind.clone()),
         Res::Vocabulary => return vocabulary_rendered(),
         Res::History(p) => {
@@ -414,6 +425,7 @@ pub async fn read(
         View::Power(v) => state_rendered("power", v)?,
         View::Network(v) => state_rendered("network", v)?,
         View::Notifications(v) => notifications_rendered(to_json(&v)?, None),
+        View::RecentDocuments(v) => recent_documents_rendered(to_json(&v)?),
         View::Provided(v) => {
             let kind = match res {
                 Res::Provided(k) => k.as_str(),
@@ -455,6 +467,43 @@ Apps publish context about themselves by kind. Each entry is a JSON object whose
 Read a kind with context://provided/{kind} or the tool get_provided_context; each kind needs consent for provided.KIND.
 ");
     Ok(Rendered { json, markdown: md })
+}
+
+/// The JSON (a `RecentDocumentsView`) and Markdown of the recent files.
+fn recent_documents_rendered(json: Value) -> Rendered {
+    let empty = Vec::new();
+    let docs = json
+        .get("documents")
+        .and_then(Value::as_array)
+        .unwrap_or(&empty);
+    let mut md = format!("# Recent documents ({})\n\n", docs.len());
+    if json.get("available") == Some(&Value::Bool(false)) {
+        md.push_str("Unknown: no list of recently used files was read.\n");
+    } else if docs.is_empty() {
+        md.push_str("No recent documents.\n");
+    }
+    for d in docs {
+        let place = d
+            .get("path")
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| str_of(d, "uri"));
+        md.push_str(&format!("- {place}"));
+        if let Some(m) = d.get("mime_type").and_then(Value::as_str) {
+            md.push_str(&format!(" ({m})"));
+        }
+        if let Some(a) = d.get("app").and_then(Value::as_str) {
+            md.push_str(&format!(", by {a}"));
+        }
+        let when = d
+            .get("modified")
+            .or_else(|| d.get("visited"))
+            .and_then(Value::as_str);
+        if let Some(t) = when {
+            md.push_str(&format!(", {t}"));
+        }
+        md.push('\n');
+    }
+    Rendered { json, markdown: md }
 }
 
 /// The JSON (`{"provided": [ProvidedView]}`) and Markdown of what apps
@@ -760,6 +809,14 @@ pub fn snapshot_markdown(snap: &Value) -> String {
     if let Some(n) = snap.get("notifications").and_then(Value::as_array) {
         md.push_str(&format!("Recent notifications: {}\n", n.len()));
     }
+    if let Some(d) = snap.get("documents.recent").and_then(Value::as_array) {
+        let names: Vec<&str> = d.iter().take(5).map(|d| str_of(d, "name")).collect();
+        md.push_str(&format!(
+            "Recent documents: {} ({})\n",
+            d.len(),
+            names.join(", ")
+        ));
+    }
     // What apps publish (only the kinds the host may see are in the
     // snapshot), the kinds that say what the user works on first.
     if let Some(p) = snap.get("provided").and_then(Value::as_array)
@@ -820,6 +877,7 @@ pub fn affected(change: &Change, active: Option<&str>) -> Vec<String> {
         Change::Network(_) => v.push(Res::Network.uri()),
         Change::Notification { .. } => v.push(Res::Notifications.uri()),
         Change::Provided { context, .. } => v.push(Res::Provided(context.kind.clone()).uri()),
+        Change::RecentDocuments { .. } => v.push(Res::RecentDocuments.uri()),
         Change::Source(_) => {}
     }
     v

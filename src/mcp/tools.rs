@@ -130,6 +130,18 @@ fn provided_list() -> Value {
     }})
 }
 
+fn recent_list() -> Value {
+    json!({"type": "array", "items": {"type": "object", "properties": {
+        "uri": {"type": "string"},
+        "path": {"type": "string", "description": "The local path of a file:// URI"},
+        "name": {"type": "string"},
+        "mime_type": {"type": "string"},
+        "app": {"type": "string", "description": "The app that opened it, as it claims to be called"},
+        "modified": {"type": "string", "format": "date-time"},
+        "visited": {"type": "string", "format": "date-time"}
+    }, "required": ["uri", "name"]}})
+}
+
 /// Every tool, as `tools/list` shows it.
 pub fn catalog() -> Vec<Value> {
     let any_obj = json!({"type": "object"});
@@ -146,6 +158,7 @@ pub fn catalog() -> Vec<Value> {
                 "media.capture": stream_list(),
                 "session": any_obj, "power": any_obj, "network": any_obj,
                 "notifications": {"type": "array"},
+                "documents.recent": recent_list(),
                 "provided": provided_list(),
                 "sources": {"type": "array"},
                 "withheld": withheld_schema()
@@ -248,6 +261,17 @@ pub fn catalog() -> Vec<Value> {
                 "withheld": withheld_schema()
             })), &["notifications"]),
             "annotations": read_only("Recent notifications"),
+        }),
+        json!({
+            "name": "list_recent_documents",
+            "title": "List recently used files",
+            "description": "The files the user opened recently (from the desktop's recently-used list), newest first: URI, local path, name, MIME type, the app that opened it and when. Paths the user excluded (~/.ssh, password stores, ...) never show. Needs the `documents.recent` grant.",
+            "inputSchema": no_args(),
+            "outputSchema": out(obj(json!({
+                "available": {"type": "boolean"},
+                "documents": recent_list()
+            })), &["available", "documents"]),
+            "annotations": read_only("Recent documents"),
         }),
         json!({
             "name": "get_provided_context",
@@ -434,6 +458,7 @@ pub async fn call(
         "get_session_state" => read(Res::Session, &[]).await,
         "get_power" => read(Res::Power, &[]).await,
         "get_network" => read(Res::Network, &[]).await,
+        "list_recent_documents" => read(Res::RecentDocuments, &[]).await,
         "list_windows" => list_windows(broker, subject, args, mode).await,
         "list_notifications" => list_notifications(broker, subject, args, mode).await,
         "get_provided_context" => provided_context(broker, subject, args, mode).await,

@@ -27,6 +27,8 @@ pub enum Category {
     NetworkName,
     Notifications,
     NotificationsContent,
+    /// The files the user opened recently (`recently-used.xbel`).
+    DocumentsRecent,
     /// Context an app publishes itself, by kind (`provided.document`,
     /// `provided.selection`, `provided.task`, ...).
     Provided(String),
@@ -45,7 +47,7 @@ pub enum CategoryError {
 }
 
 /// Every fixed category, in the order users see them.
-const FIXED: [Category; 12] = [
+const FIXED: [Category; 13] = [
     Category::Windows,
     Category::WindowsTitles,
     Category::MediaPlayback,
@@ -56,6 +58,7 @@ const FIXED: [Category; 12] = [
     Category::NetworkName,
     Category::Notifications,
     Category::NotificationsContent,
+    Category::DocumentsRecent,
     Category::History,
     Category::ActionsNotify,
 ];
@@ -91,6 +94,7 @@ impl Category {
             Category::NetworkName => "network.name",
             Category::Notifications => "notifications",
             Category::NotificationsContent => "notifications.content",
+            Category::DocumentsRecent => "documents.recent",
             Category::Provided(_) => "provided",
             Category::History => "history",
             Category::ActionsNotify => "actions.notify",
@@ -128,6 +132,9 @@ impl Category {
                 "Which apps sent you notifications, with their summaries".into()
             }
             Category::NotificationsContent => "The full text of your notifications".into(),
+            Category::DocumentsRecent => {
+                "The files you opened recently, with which app and when".into()
+            }
             Category::Provided(kind) => {
                 format!("What apps publish about their {kind} (e.g. the open document)")
             }
@@ -148,6 +155,7 @@ impl Category {
                 | Category::NotificationsContent
                 | Category::History
                 | Category::NetworkName
+                | Category::DocumentsRecent
         )
     }
 }

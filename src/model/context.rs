@@ -231,6 +231,38 @@ pub struct ProvidedContext {
     pub updated: DateTime<Utc>,
 }
 
+/// A file in the user's recently used list (`recently-used.xbel`, the
+/// freedesktop desktop-bookmark spec that GTK and KDE apps write). The
+/// app is what the writing app put there: a claim.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecentDocument {
+    /// The bookmark's `href` (`file:///...`, or another scheme).
+    pub uri: String,
+    /// The local path of a `file://` URI, percent-decoded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The last part of the path (or of the URI).
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// The application that registered it last (`bookmark:application`
+    /// `name`), as it claims to be called.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visited: Option<DateTime<Utc>>,
+}
+
+impl RecentDocument {
+    /// When it was last used: the latest of its times.
+    pub fn used(&self) -> Option<DateTime<Utc>> {
+        self.modified.max(self.visited)
+    }
+}
+
 /// Health of one source, shown by `ListSources` (needs no consent).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SourceStatus {

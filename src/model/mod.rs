@@ -14,5 +14,5 @@ pub use app::{AppId, AppIdError, IdentitySource};
 pub use category::{Category, CategoryError};
 pub use context::{
     MediaKind, MediaStream, Network, Notification, PlaybackStatus, Player, Power, ProvidedContext,
-    SessionState, SourceStatus, StreamState, Urgency, Window, WindowStates,
+    RecentDocument, SessionState, SourceStatus, StreamState, Urgency, Window, WindowStates,
 };

@@ -15,6 +15,7 @@ pub mod mpris;
 pub mod networkmanager;
 pub mod notifications;
 pub mod pipewire;
+pub mod recent;
 pub mod replay;
 pub mod upower;
 pub mod wayland;
@@ -153,6 +154,9 @@ pub fn spawn_all(ctx: &SourceContext) {
     }
     if enabled(wayland::NAME) {
         tasks.spawn(wayland::run(ctx.clone()));
+    }
+    if enabled(recent::NAME) {
+        tasks.spawn(recent::run(ctx.clone()));
     }
 }
 
