@@ -132,6 +132,9 @@ pub struct ConfigFile {
     /// `[recent_documents]`: paths never shown, how many files.
     #[serde(default)]
     pub recent_documents: crate::sources::recent::Settings,
+    /// `[location]`: how precisely the broker asks GeoClue.
+    #[serde(default)]
+    pub location: crate::sources::geoclue::Settings,
 }
 
 /// `[consent]`: how undecided access is handled.

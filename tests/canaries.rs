@@ -107,6 +107,23 @@ const MARKERS: &[Marker] = &[
         needs: &[&["documents.recent"]],
         signalled: true,
     },
+    // The time of the fix: what a city-level reader sees that is text.
+    Marker {
+        text: "2031-07-04T12:34:56.789Z",
+        needs: &[&["location"]],
+        signalled: true,
+    },
+    Marker {
+        text: "CANARY-PLACE",
+        needs: &[&["location.precise"]],
+        signalled: true,
+    },
+    // The exact latitude (a city-level reader sees 12.3).
+    Marker {
+        text: "12.3456789",
+        needs: &[&["location.precise"]],
+        signalled: true,
+    },
     Marker {
         text: "CANARY-PAST-RECENT",
         needs: &[&["history", "documents.recent"]],
@@ -128,6 +145,8 @@ const ALL: &[&str] = &[
     "notifications.content",
     "provided.document",
     "documents.recent",
+    "location",
+    "location.precise",
     "history",
     "actions.notify",
 ];
@@ -142,6 +161,7 @@ const SIGNALLED: &[&str] = &[
     "notifications",
     "provided.document",
     "documents.recent",
+    "location",
 ];
 
 /// A grant set with what it implies (a detail implies its base).
@@ -172,6 +192,7 @@ fn table() -> Vec<Vec<&'static str>> {
     t.extend([
         vec!["windows", "windows.titles"],
         vec!["network", "network.name"],
+        vec!["location", "location.precise"],
         vec!["notifications", "notifications.content"],
         vec!["media.playback", "media.capture"],
         vec!["history", "windows"],
@@ -215,6 +236,12 @@ fn changes(n: u32) -> Vec<String> {
         json!({"type": "provided", "context": {"app_id": "exe:/usr/bin/docs", "kind": "document", "data": {"@type": "DigitalDocument", "name": "CANARY-DOC", "n": n}}}).to_string(),
         json!({"type": "session", "session": {"active": true, "locked": false, "idle": n % 2 == 1}}).to_string(),
         recent_line("CANARY-RECENT.txt", n),
+        json!({"type": "location", "location": {
+            "latitude": 12.3456789, "longitude": 98.7654321 + f64::from(n) * 1e-7,
+            "accuracy": 12.0, "description": "CANARY-PLACE",
+            "timestamp": "2031-07-04T12:34:56.789Z"
+        }})
+        .to_string(),
     ]
 }
 
@@ -249,6 +276,10 @@ async fn dbus_reads(ctx: &Context1Proxy<'_>, hist: &History1Proxy<'_>) -> String
         ctx.get_active_window().await.map(|d| dict_to_json(&d)),
     );
     put("GetMedia", ctx.get_media().await.map(|d| dict_to_json(&d)));
+    put(
+        "GetLocation",
+        ctx.get_location().await.map(|d| dict_to_json(&d)),
+    );
     put(
         "ListRecentDocuments",
         ctx.list_recent_documents().await.map(list),

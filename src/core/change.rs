@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::model::{
-    Category, MediaStream, Network, Notification, Power, ProvidedContext, RecentDocument,
+    Category, Location, MediaStream, Network, Notification, Power, ProvidedContext, RecentDocument,
     SessionState, SourceStatus, Window,
 };
 
@@ -53,6 +53,7 @@ pub enum Change {
         kind: ChangeKind,
         context: ProvidedContext,
     },
+    Location(Option<Location>),
     /// The recently used files changed: the whole list (`None`: unknown),
     /// and the entries used since the previous list (for the timeline;
     /// empty for the first list the source reads).
@@ -77,6 +78,7 @@ impl Change {
             Change::Notification { .. } => Category::Notifications,
             Change::Provided { context, .. } => Category::Provided(context.kind.clone()),
             Change::RecentDocuments { .. } => Category::DocumentsRecent,
+            Change::Location(_) => Category::Location,
             Change::Source(_) => return None,
         })
     }

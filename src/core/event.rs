@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    AppId, MediaStream, Network, Notification, Power, ProvidedContext, RecentDocument,
+    AppId, Location, MediaStream, Network, Notification, Power, ProvidedContext, RecentDocument,
     SessionState, Window,
 };
 
@@ -60,6 +60,10 @@ pub enum SourceEvent {
     },
     Provided {
         context: ProvidedContext,
+    },
+    /// Where the machine is (`None`: unknown).
+    Location {
+        location: Option<Location>,
     },
     /// The recently used files, newest first, already without the paths
     /// the user excluded; `None` while unknown.

@@ -27,8 +27,8 @@ use super::prompts::{self, Outcome, PromptRequest};
 use super::state::Change;
 use super::view::{
     self, AppTotalsView, CaptureSessionView, CategoryView, ChangeView, HistoryEventView,
-    HistoryPage, MediaView, NetworkView, NotificationsView, ProvidedView, RecentDocumentsView,
-    SnapshotView, SourceView, StateView, WindowOneView, WindowsView,
+    HistoryPage, MediaView, NetworkView, NotificationsView, PlaceView, ProvidedView,
+    RecentDocumentsView, SnapshotView, SourceView, StateView, WindowOneView, WindowsView,
 };
 use crate::model::{AppId, Category, IdentitySource, MediaKind, Power, SessionState};
 
@@ -118,6 +118,9 @@ pub enum What {
     Notifications,
     /// The recently used files (`documents.recent`).
     RecentDocuments,
+    /// Where the machine is (`location`, precisely with
+    /// `location.precise`).
+    Location,
     /// The context apps published of one kind (`provided.KIND`).
     Provided(String),
     /// Every category and whether the reader may read it (looks only).
@@ -156,6 +159,7 @@ pub enum View {
     Network(StateView<NetworkView>),
     Notifications(NotificationsView),
     RecentDocuments(RecentDocumentsView),
+    Location(StateView<PlaceView>),
     Provided(Vec<ProvidedView>),
     Categories(Vec<CategoryView>),
     Sources(Vec<SourceView>),
@@ -304,6 +308,21 @@ impl Core {
                     self.state
                         .read(|s| view::notifications_view(s, &|c: &Category| allowed.can(c))),
                 )
+            }
+            What::Location => {
+                let allowed = self
+                    .access_with_details(
+                        who,
+                        Category::Location,
+                        &[Category::LocationPrecise],
+                        mode,
+                    )
+                    .await?;
+                let precise = allowed.can(&Category::LocationPrecise);
+                View::Location(state_view(
+                    self.state
+                        .read(|s| s.location.as_ref().map(|l| PlaceView::new(l, precise))),
+                ))
             }
             What::RecentDocuments => {
                 self.authorize(who, &[Category::DocumentsRecent], mode)

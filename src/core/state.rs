@@ -13,7 +13,7 @@ pub use super::change::{Change, ChangeKind};
 use super::clock::Clock;
 use super::event::SourceEvent;
 use crate::model::{
-    AppId, MediaStream, Network, Notification, Power, ProvidedContext, RecentDocument,
+    AppId, Location, MediaStream, Network, Notification, Power, ProvidedContext, RecentDocument,
     SessionState, SourceStatus, Window,
 };
 
@@ -50,6 +50,8 @@ pub struct Snapshot {
     pub network: Option<Network>,
     pub notifications: VecDeque<Notification>,
     pub provided: BTreeMap<(AppId, String), ProvidedContext>,
+    /// Where the machine is (`None` while unknown).
+    pub location: Option<Location>,
     /// The recently used files, newest first (`None` while unknown).
     pub recent_documents: Option<Vec<RecentDocument>>,
     pub sources: BTreeMap<String, SourceStatus>,
@@ -382,6 +384,15 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
             };
             snap.provided.insert(key, context.clone());
             out.push(Change::Provided { kind, context });
+        }
+        SourceEvent::Location { mut location } => {
+            if let Some(d) = location.as_mut().and_then(|l| l.description.as_mut()) {
+                truncate_text(d);
+            }
+            if snap.location != location {
+                snap.location = location.clone();
+                out.push(Change::Location(location));
+            }
         }
         SourceEvent::RecentDocuments { documents } => {
             if snap.recent_documents != documents {

@@ -33,6 +33,11 @@
 //!   `windows`, its title with `windows.titles`, a notification's body with
 //!   `notifications.content`, …).
 //!
+//! - the location (`location`) as a schema.org `Place` at about the level
+//!   of a city: coordinates rounded to 0.1° (about 11 km) and an accuracy of
+//!   at least 10 km, no description, no altitude; the coordinates as the
+//!   service gave them, its description and the altitude only with
+//!   `location.precise`;
 //! - the recently used files (`documents.recent`) only with their category;
 //!   the paths the user excluded never reach the state at all
 //!   (`sources::recent`);
@@ -46,8 +51,8 @@ use super::captures::CaptureSession;
 use super::history::{AppTotals, HistoryEvent, HistoryKind};
 use super::state::{Change, Snapshot};
 use crate::model::{
-    Category, MediaKind, MediaStream, Network, Notification, Player, Power, ProvidedContext,
-    RecentDocument, SessionState, SourceStatus, StreamState, Urgency, Window,
+    Category, Location, MediaKind, MediaStream, Network, Notification, Player, Power,
+    ProvidedContext, RecentDocument, SessionState, SourceStatus, StreamState, Urgency, Window,
 };
 
 /// The caller's permissions, as a predicate over categories.
@@ -286,6 +291,74 @@ impl ProvidedView {
     }
 }
 
+/// How far a city-level place's coordinates are rounded, in degrees
+/// (0.1° of latitude is about 11 km).
+pub const COARSE_DEGREES: f64 = 0.1;
+/// The accuracy a city-level place claims at least, in metres.
+pub const COARSE_ACCURACY_M: f64 = 10_000.0;
+
+/// Coordinates, as schema.org's `GeoCoordinates`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GeoView {
+    pub latitude: f64,
+    pub longitude: f64,
+    /// Only with `location.precise`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub elevation: Option<f64>,
+}
+
+/// Where the machine is, as a schema.org `Place` (the shape of the
+/// vocabulary's `location` kind): at about the level of a city, or as
+/// precisely as the service knows with `location.precise`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlaceView {
+    #[serde(rename = "@type")]
+    pub schema_type: &'static str,
+    pub geo: GeoView,
+    /// Radius of the uncertainty, in metres.
+    pub accuracy: f64,
+    /// The service's description; only with `location.precise`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// When the service determined it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updated: Option<String>,
+}
+
+impl PlaceView {
+    pub fn new(l: &Location, precise: bool) -> Self {
+        let round = |x: f64| (x / COARSE_DEGREES).round() * COARSE_DEGREES;
+        // One decimal, written as such (0.30000000000000004 → 0.3).
+        let tidy = |x: f64| (x * 10.0).round() / 10.0;
+        let updated = l.timestamp.as_ref().map(time);
+        if precise {
+            PlaceView {
+                schema_type: "Place",
+                geo: GeoView {
+                    latitude: l.latitude,
+                    longitude: l.longitude,
+                    elevation: l.altitude,
+                },
+                accuracy: l.accuracy,
+                name: l.description.clone(),
+                updated,
+            }
+        } else {
+            PlaceView {
+                schema_type: "Place",
+                geo: GeoView {
+                    latitude: tidy(round(l.latitude)),
+                    longitude: tidy(round(l.longitude)),
+                    elevation: None,
+                },
+                accuracy: l.accuracy.max(COARSE_ACCURACY_M),
+                name: None,
+                updated,
+            }
+        }
+    }
+}
+
 /// A recently used file (its category `documents.recent` is needed).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RecentDocumentView {
@@ -394,6 +467,8 @@ pub struct SnapshotView {
     pub notifications: Option<Vec<NotificationView>>,
     #[serde(rename = "documents.recent", skip_serializing_if = "Option::is_none")]
     pub recent_documents: Option<Vec<RecentDocumentView>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<PlaceView>,
     pub provided: Vec<ProvidedView>,
     pub sources: Vec<SourceView>,
     pub withheld: Names,
@@ -559,6 +634,8 @@ pub struct ChangeView {
     pub context: Option<ProvidedView>,
     #[serde(rename = "documents.recent", skip_serializing_if = "Option::is_none")]
     pub recent_documents: Option<Vec<RecentDocumentView>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<PlaceView>,
 }
 
 pub fn windows(snap: &Snapshot, can: Can<'_>) -> Vec<WindowView> {
@@ -709,6 +786,13 @@ pub fn snapshot(snap: &Snapshot, can: Can<'_>) -> SnapshotView {
     if section(Category::DocumentsRecent, &mut withheld) {
         v.recent_documents = Some(recent_list(snap.recent_documents.as_deref()));
     }
+    if section(Category::Location, &mut withheld) {
+        let precise = can(&Category::LocationPrecise);
+        v.location = snap.location.as_ref().map(|l| PlaceView::new(l, precise));
+        if !precise {
+            withheld.push(Category::LocationPrecise);
+        }
+    }
     for ((_, kind), p) in &snap.provided {
         let cat = Category::Provided(kind.clone());
         if can(&cat) {
@@ -783,6 +867,13 @@ pub fn change(c: &Change, can: Can<'_>) -> Option<(Category, ChangeView)> {
         Change::RecentDocuments { documents, .. } => ChangeView {
             event: "changed",
             recent_documents: Some(recent_list(documents.as_deref())),
+            ..Default::default()
+        },
+        Change::Location(l) => ChangeView {
+            event: "changed",
+            location: l
+                .as_ref()
+                .map(|l| PlaceView::new(l, can(&Category::LocationPrecise))),
             ..Default::default()
         },
         Change::Source(_) => return None,

@@ -124,6 +124,22 @@ impl Context1 {
         Ok(out)
     }
 
+    /// Where the machine is, as a schema.org Place. Needs `location`;
+    /// exact coordinates need `location.precise`.
+    #[zbus(out_args("place"))]
+    async fn get_location(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
+        let v = self
+            .shared
+            .read(&hdr, What::Location, super::access(&hdr))
+            .await?;
+        match expect_view!(v, Location).value {
+            Some(p) => Ok(variant::dict(&p)?),
+            None => Err(Error::Unavailable(
+                "the location is not known (see ListSources: geoclue)".into(),
+            )),
+        }
+    }
+
     /// The files the user opened recently, newest first. Needs
     /// `documents.recent`.
     #[zbus(out_args("documents"))]

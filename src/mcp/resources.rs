@@ -34,6 +34,8 @@ pub enum Res {
     Notifications,
     /// The recently used files (`context://documents/recent`).
     RecentDocuments,
+    /// Where the machine is (`context://location`).
+    Location,
     /// A period of the timeline (`context://history{?since,until,app}`).
     History(HistoryParams),
     /// The shared vocabulary of what apps publish: the JSON-LD `@context`
@@ -112,7 +114,7 @@ impl HistoryParams {
 }
 
 /// The fixed resources, in listing order.
-pub const FIXED: [Res; 10] = [
+pub const FIXED: [Res; 11] = [
     Res::Snapshot,
     Res::Windows,
     Res::ActiveWindow,
@@ -122,6 +124,7 @@ pub const FIXED: [Res; 10] = [
     Res::Network,
     Res::Notifications,
     Res::RecentDocuments,
+    Res::Location,
     Res::Vocabulary,
 ];
 
@@ -168,6 +171,7 @@ impl Res {
             "network" => Res::Network,
             "notifications" => Res::Notifications,
             "documents/recent" => Res::RecentDocuments,
+            "location" => Res::Location,
             "vocabulary" => Res::Vocabulary,
             p if p.starts_with("history") => Res::History(HistoryParams::parse(p)?),
             p if p.starts_with("provided/") => Res::provided(p.strip_prefix("provided/")?)?,
@@ -198,6 +202,7 @@ impl Res {
             Res::Network => "context://network".into(),
             Res::Notifications => "context://notifications".into(),
             Res::RecentDocuments => "context://documents/recent".into(),
+            Res::Location => "context://location".into(),
             Res::History(p) => p.uri(),
             Res::Vocabulary => "context://vocabulary".into(),
             Res::Provided(kind) => format!("{PROVIDED_PREFIX}{kind}"),
@@ -229,6 +234,7 @@ impl Res {
             Res::Network => vec![Category::Network],
             Res::Notifications => vec![Category::Notifications],
             Res::RecentDocuments => vec![Category::DocumentsRecent],
+            Res::Location => vec![Category::Location],
             Res::History(_) => vec![Category::History],
         }
     }
@@ -245,6 +251,7 @@ impl Res {
             Res::Network => "Network",
             Res::Notifications => "Recent notifications",
             Res::RecentDocuments => "Recent documents",
+            Res::Location => "Location",
             Res::History(_) => "Timeline",
             Res::Vocabulary => "Vocabulary of app-provided context",
             Res::Provided(_) => "What apps publish",
@@ -269,6 +276,9 @@ impl Res {
             }
             Res::RecentDocuments => {
                 "The files the user opened recently, newest first: path, type, the app and when (paths the user excluded never show)".into()
+            }
+            Res::Location => {
+                "Where the user is, as a schema.org Place: about a city (coordinates rounded to 0.1°), exact with location.precise".into()
             }
             Res::History(_) => HISTORY_DESCRIPTION.into(),
             Res::Vocabulary => VOCABULARY_DESCRIPTION.into(),
@@ -382,6 +392,7 @@ pub async fn read(
         Res::Network => What::Network,
         Res::Notifications => What::Notifications,
         Res::RecentDocuments => What::RecentDocuments,
+        Res::Location => What::Location,
         Res::Provided(kind) => What::Provided(kind.clone()),
         Res::Vocabulary => return vocabulary_rendered(),
         Res::History(p) => {
@@ -426,6 +437,7 @@ pub async fn read(
         View::Network(v) => state_rendered("network", v)?,
         View::Notifications(v) => notifications_rendered(to_json(&v)?, None),
         View::RecentDocuments(v) => recent_documents_rendered(to_json(&v)?),
+        View::Location(v) => state_rendered("location", v)?,
         View::Provided(v) => {
             let kind = match res {
                 Res::Provided(k) => k.as_str(),
@@ -797,7 +809,7 @@ pub fn snapshot_markdown(snap: &Value) -> String {
             md.push_str(&format!("{label}: {}\n", stream_summary(a)));
         }
     }
-    for key in ["session", "power", "network"] {
+    for key in ["session", "power", "network", "location"] {
         if let Some(v) = snap.get(key) {
             md.push_str(&format!(
                 "{}: {}\n",
@@ -878,6 +890,7 @@ pub fn affected(change: &Change, active: Option<&str>) -> Vec<String> {
         Change::Notification { .. } => v.push(Res::Notifications.uri()),
         Change::Provided { context, .. } => v.push(Res::Provided(context.kind.clone()).uri()),
         Change::RecentDocuments { .. } => v.push(Res::RecentDocuments.uri()),
+        Change::Location(_) => v.push(Res::Location.uri()),
         Change::Source(_) => {}
     }
     v

@@ -130,6 +130,19 @@ fn provided_list() -> Value {
     }})
 }
 
+fn place_schema() -> Value {
+    json!({"type": "object", "description": "A schema.org Place", "properties": {
+        "@type": {"type": "string"},
+        "geo": {"type": "object", "properties": {
+            "latitude": {"type": "number"}, "longitude": {"type": "number"},
+            "elevation": {"type": "number", "description": "Metres; only with location.precise"}
+        }},
+        "accuracy": {"type": "number", "description": "Metres"},
+        "name": {"type": "string", "description": "The location service's description; only with location.precise"},
+        "updated": {"type": "string", "format": "date-time"}
+    }, "required": ["@type", "geo", "accuracy"]})
+}
+
 fn recent_list() -> Value {
     json!({"type": "array", "items": {"type": "object", "properties": {
         "uri": {"type": "string"},
@@ -159,6 +172,7 @@ pub fn catalog() -> Vec<Value> {
                 "session": any_obj, "power": any_obj, "network": any_obj,
                 "notifications": {"type": "array"},
                 "documents.recent": recent_list(),
+                "location": place_schema(),
                 "provided": provided_list(),
                 "sources": {"type": "array"},
                 "withheld": withheld_schema()
@@ -261,6 +275,17 @@ pub fn catalog() -> Vec<Value> {
                 "withheld": withheld_schema()
             })), &["notifications"]),
             "annotations": read_only("Recent notifications"),
+        }),
+        json!({
+            "name": "get_location",
+            "title": "Get the user's location",
+            "description": "Where the user is, as a schema.org Place (geo.latitude, geo.longitude, accuracy in metres, name, updated): at about the level of a city (coordinates rounded to 0.1°, accuracy at least 10 km) with the `location` grant; exact, with the location service's description, with `location.precise`. Null while the location service does not know it.",
+            "inputSchema": no_args(),
+            "outputSchema": out(obj(json!({
+                "available": {"type": "boolean"},
+                "location": nullable(place_schema())
+            })), &["available", "location"]),
+            "annotations": read_only("Location"),
         }),
         json!({
             "name": "list_recent_documents",
@@ -459,6 +484,7 @@ pub async fn call(
         "get_power" => read(Res::Power, &[]).await,
         "get_network" => read(Res::Network, &[]).await,
         "list_recent_documents" => read(Res::RecentDocuments, &[]).await,
+        "get_location" => read(Res::Location, &[]).await,
         "list_windows" => list_windows(broker, subject, args, mode).await,
         "list_notifications" => list_notifications(broker, subject, args, mode).await,
         "get_provided_context" => provided_context(broker, subject, args, mode).await,

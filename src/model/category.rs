@@ -29,6 +29,11 @@ pub enum Category {
     NotificationsContent,
     /// The files the user opened recently (`recently-used.xbel`).
     DocumentsRecent,
+    /// Where the machine is, at about the level of a city.
+    Location,
+    /// Where the machine is, as precisely as the location service knows:
+    /// a detail of `location`.
+    LocationPrecise,
     /// Context an app publishes itself, by kind (`provided.document`,
     /// `provided.selection`, `provided.task`, ...).
     Provided(String),
@@ -47,7 +52,7 @@ pub enum CategoryError {
 }
 
 /// Every fixed category, in the order users see them.
-const FIXED: [Category; 13] = [
+const FIXED: [Category; 15] = [
     Category::Windows,
     Category::WindowsTitles,
     Category::MediaPlayback,
@@ -59,6 +64,8 @@ const FIXED: [Category; 13] = [
     Category::Notifications,
     Category::NotificationsContent,
     Category::DocumentsRecent,
+    Category::Location,
+    Category::LocationPrecise,
     Category::History,
     Category::ActionsNotify,
 ];
@@ -95,6 +102,8 @@ impl Category {
             Category::Notifications => "notifications",
             Category::NotificationsContent => "notifications.content",
             Category::DocumentsRecent => "documents.recent",
+            Category::Location => "location",
+            Category::LocationPrecise => "location.precise",
             Category::Provided(_) => "provided",
             Category::History => "history",
             Category::ActionsNotify => "actions.notify",
@@ -107,6 +116,7 @@ impl Category {
             Category::WindowsTitles => Some(Category::Windows),
             Category::NotificationsContent => Some(Category::Notifications),
             Category::NetworkName => Some(Category::Network),
+            Category::LocationPrecise => Some(Category::Location),
             _ => None,
         }
     }
@@ -135,6 +145,10 @@ impl Category {
             Category::DocumentsRecent => {
                 "The files you opened recently, with which app and when".into()
             }
+            Category::Location => "Where you are, at about the level of a city".into(),
+            Category::LocationPrecise => {
+                "Where you are exactly (coordinates finer than a city)".into()
+            }
             Category::Provided(kind) => {
                 format!("What apps publish about their {kind} (e.g. the open document)")
             }
@@ -156,6 +170,8 @@ impl Category {
                 | Category::History
                 | Category::NetworkName
                 | Category::DocumentsRecent
+                | Category::Location
+                | Category::LocationPrecise
         )
     }
 }
@@ -240,6 +256,7 @@ mod tests {
             Some(Category::Notifications)
         );
         assert_eq!(Category::NetworkName.base(), Some(Category::Network));
+        assert_eq!(Category::LocationPrecise.base(), Some(Category::Location));
         assert_eq!(Category::Windows.base(), None);
     }
 }

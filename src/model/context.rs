@@ -231,6 +231,26 @@ pub struct ProvidedContext {
     pub updated: DateTime<Utc>,
 }
 
+/// Where the machine is, as the location service (GeoClue) says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Location {
+    /// Degrees, -90..=90.
+    pub latitude: f64,
+    /// Degrees, -180..=180.
+    pub longitude: f64,
+    /// Radius of the uncertainty, in metres.
+    pub accuracy: f64,
+    /// Metres above sea level, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub altitude: Option<f64>,
+    /// The service's description of the location, when it gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// When the location was determined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<DateTime<Utc>>,
+}
+
 /// A file in the user's recently used list (`recently-used.xbel`, the
 /// freedesktop desktop-bookmark spec that GTK and KDE apps write). The
 /// app is what the writing app put there: a claim.

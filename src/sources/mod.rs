@@ -10,6 +10,7 @@
 //! waits for all of it.
 
 pub mod fdo;
+pub mod geoclue;
 pub mod login1;
 pub mod mpris;
 pub mod networkmanager;
@@ -154,6 +155,9 @@ pub fn spawn_all(ctx: &SourceContext) {
     }
     if enabled(wayland::NAME) {
         tasks.spawn(wayland::run(ctx.clone()));
+    }
+    if enabled(geoclue::NAME) {
+        tasks.spawn(geoclue::run(ctx.clone()));
     }
     if enabled(recent::NAME) {
         tasks.spawn(recent::run(ctx.clone()));
