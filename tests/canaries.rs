@@ -124,6 +124,12 @@ const MARKERS: &[Marker] = &[
         needs: &[&["location.precise"]],
         signalled: true,
     },
+    // Read on request only: never in a signal.
+    Marker {
+        text: "CANARY-SELECTION",
+        needs: &[&["selection"]],
+        signalled: false,
+    },
     Marker {
         text: "CANARY-PAST-RECENT",
         needs: &[&["history", "documents.recent"]],
@@ -147,6 +153,7 @@ const ALL: &[&str] = &[
     "documents.recent",
     "location",
     "location.precise",
+    "selection",
     "history",
     "actions.notify",
 ];
@@ -216,7 +223,9 @@ fn stream(id: &str, kind: &str, app: &str, name: &str, role: u32) -> String {
 }
 
 /// Lines that change every marked thing (with a counter in a field that is
-/// no marker, so that each one is a real change).
+/// no marker, so that each one is a real change; the window and the
+/// network have no such field, so they go to the other state and back, and
+/// a round that sent nothing cannot leave them unchanged).
 fn changes(n: u32) -> Vec<String> {
     let mut w: Value = serde_json::from_str(&window_line(
         "w1",
@@ -225,13 +234,19 @@ fn changes(n: u32) -> Vec<String> {
         true,
     ))
     .expect("window line");
-    w["window"]["states"]["maximized"] = json!(n % 2 == 1);
+    let mut flipped = w.clone();
+    flipped["window"]["states"]["maximized"] = json!(true);
+    let network = |connectivity: &str| {
+        json!({"type": "network", "network": {"connectivity": connectivity, "metered": false, "primary_type": "CANARY-NETTYPE", "ssid": "CANARY-SSID"}}).to_string()
+    };
     vec![
+        flipped.to_string(),
         w.to_string(),
         stream("pw-9-1", "playback", "CANARY-PLAYAPP", "CANARY-PLAYBACK", n),
         stream("pw-9-2", "microphone", "CANARY-CAPAPP", "CANARY-CAPTURE", n),
         json!({"type": "power", "power": {"on_battery": true, "percentage": f64::from(n % 90), "state": "CANARY-POWER"}}).to_string(),
-        json!({"type": "network", "network": {"connectivity": if n.is_multiple_of(2) { "full" } else { "limited" }, "metered": false, "primary_type": "CANARY-NETTYPE", "ssid": "CANARY-SSID"}}).to_string(),
+        network("limited"),
+        network("full"),
         json!({"type": "notification", "notification": {"id": format!("n{n}"), "app_name": "Mail", "summary": "CANARY-NOTE", "body": "CANARY-BODY"}}).to_string(),
         json!({"type": "provided", "context": {"app_id": "exe:/usr/bin/docs", "kind": "document", "data": {"@type": "DigitalDocument", "name": "CANARY-DOC", "n": n}}}).to_string(),
         json!({"type": "session", "session": {"active": true, "locked": false, "idle": n % 2 == 1}}).to_string(),
@@ -276,6 +291,10 @@ async fn dbus_reads(ctx: &Context1Proxy<'_>, hist: &History1Proxy<'_>) -> String
         ctx.get_active_window().await.map(|d| dict_to_json(&d)),
     );
     put("GetMedia", ctx.get_media().await.map(|d| dict_to_json(&d)));
+    put(
+        "GetSelection",
+        ctx.get_selection().await.map(|d| dict_to_json(&d)),
+    );
     put(
         "GetLocation",
         ctx.get_location().await.map(|d| dict_to_json(&d)),
@@ -403,6 +422,12 @@ async fn every_marker_shows_exactly_where_it_is_granted() {
         replay.send(r#"{"sleep_ms": 50}"#);
         // A file used earlier: in the first list read (not recorded), then
         // used again (a timeline row), then gone from the list.
+        replay.send(
+            &json!({"type": "selection", "selection": {
+                "text": "CANARY-SELECTION", "mime_type": "text/plain;charset=utf-8"
+            }})
+            .to_string(),
+        );
         replay.send(&recent_line("CANARY-PAST-RECENT.txt", 0));
         replay.send(&recent_line("CANARY-PAST-RECENT.txt", 1));
         for l in changes(0) {

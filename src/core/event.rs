@@ -2,7 +2,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{
     AppId, Location, MediaStream, Network, Notification, Power, ProvidedContext, RecentDocument,
-    SessionState, Window,
+    Selection, SessionState, Window,
 };
 
 /// What a source tells the core. Sources produce these and nothing else;
@@ -60,6 +60,12 @@ pub enum SourceEvent {
     },
     Provided {
         context: ProvidedContext,
+    },
+    /// The primary selection now (`None`: nothing, or no text). Only the
+    /// current value is kept, and it changes nothing that is broadcast or
+    /// recorded.
+    Selection {
+        selection: Option<Selection>,
     },
     /// Where the machine is (`None`: unknown).
     Location {

@@ -28,7 +28,8 @@ use super::state::Change;
 use super::view::{
     self, AppTotalsView, CaptureSessionView, CategoryView, ChangeView, HistoryEventView,
     HistoryPage, MediaView, NetworkView, NotificationsView, PlaceView, ProvidedView,
-    RecentDocumentsView, SnapshotView, SourceView, StateView, WindowOneView, WindowsView,
+    RecentDocumentsView, SelectionView, SnapshotView, SourceView, StateView, WindowOneView,
+    WindowsView,
 };
 use crate::model::{AppId, Category, IdentitySource, MediaKind, Power, SessionState};
 
@@ -118,6 +119,8 @@ pub enum What {
     Notifications,
     /// The recently used files (`documents.recent`).
     RecentDocuments,
+    /// The primary selection (`selection`): read on request only.
+    Selection,
     /// Where the machine is (`location`, precisely with
     /// `location.precise`).
     Location,
@@ -160,6 +163,7 @@ pub enum View {
     Notifications(NotificationsView),
     RecentDocuments(RecentDocumentsView),
     Location(StateView<PlaceView>),
+    Selection(StateView<SelectionView>),
     Provided(Vec<ProvidedView>),
     Categories(Vec<CategoryView>),
     Sources(Vec<SourceView>),
@@ -308,6 +312,10 @@ impl Core {
                     self.state
                         .read(|s| view::notifications_view(s, &|c: &Category| allowed.can(c))),
                 )
+            }
+            What::Selection => {
+                self.authorize(who, &[Category::Selection], mode).await?;
+                View::Selection(self.state.read(view::selection_view))
             }
             What::Location => {
                 let allowed = self

@@ -14,7 +14,7 @@ use super::clock::Clock;
 use super::event::SourceEvent;
 use crate::model::{
     AppId, Location, MediaStream, Network, Notification, Power, ProvidedContext, RecentDocument,
-    SessionState, SourceStatus, Window,
+    Selection, SessionState, SourceStatus, Window,
 };
 
 /// How many focus changes the core remembers.
@@ -52,6 +52,9 @@ pub struct Snapshot {
     pub provided: BTreeMap<(AppId, String), ProvidedContext>,
     /// Where the machine is (`None` while unknown).
     pub location: Option<Location>,
+    /// The primary selection: only its current value, read on request
+    /// (see `SourceEvent::Selection`).
+    pub selection: Option<Selection>,
     /// The recently used files, newest first (`None` while unknown).
     pub recent_documents: Option<Vec<RecentDocument>>,
     pub sources: BTreeMap<String, SourceStatus>,
@@ -384,6 +387,21 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
             };
             snap.provided.insert(key, context.clone());
             out.push(Change::Provided { kind, context });
+        }
+        SourceEvent::Selection { mut selection } => {
+            // Replaced, never broadcast: no `Change`, so no signal, no MCP
+            // notification and no timeline row ever carries it.
+            if let Some(s) = selection.as_mut()
+                && s.text.len() > Selection::MAX_BYTES
+            {
+                let mut end = Selection::MAX_BYTES;
+                while !s.text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                s.text.truncate(end);
+                s.truncated = true;
+            }
+            snap.selection = selection;
         }
         SourceEvent::Location { mut location } => {
             if let Some(d) = location.as_mut().and_then(|l| l.description.as_mut()) {

@@ -38,6 +38,8 @@
 //!   at least 10 km, no description, no altitude; the coordinates as the
 //!   service gave them, its description and the altitude only with
 //!   `location.precise`;
+//! - the selection (`selection`) only through its own read
+//!   ([`selection_view`]): it is in no snapshot and no change;
 //! - the recently used files (`documents.recent`) only with their category;
 //!   the paths the user excluded never reach the state at all
 //!   (`sources::recent`);
@@ -52,7 +54,8 @@ use super::history::{AppTotals, HistoryEvent, HistoryKind};
 use super::state::{Change, Snapshot};
 use crate::model::{
     Category, Location, MediaKind, MediaStream, Network, Notification, Player, Power,
-    ProvidedContext, RecentDocument, SessionState, SourceStatus, StreamState, Urgency, Window,
+    ProvidedContext, RecentDocument, Selection, SessionState, SourceStatus, StreamState, Urgency,
+    Window,
 };
 
 /// The caller's permissions, as a predicate over categories.
@@ -288,6 +291,42 @@ impl ProvidedView {
             data: p.data.clone(),
             updated: time(&p.updated),
         }
+    }
+}
+
+/// The selected text, as a schema.org `Quotation` (the shape of the
+/// vocabulary's `selection` kind).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SelectionView {
+    #[serde(rename = "@type")]
+    pub schema_type: &'static str,
+    pub text: String,
+    /// In characters.
+    pub length: u64,
+    pub mime_type: String,
+    /// Cut at 64 KiB.
+    pub truncated: bool,
+    pub updated: String,
+}
+
+impl SelectionView {
+    pub fn new(s: &Selection) -> Self {
+        SelectionView {
+            schema_type: "Quotation",
+            text: s.text.clone(),
+            length: s.text.chars().count() as u64,
+            mime_type: s.mime_type.clone(),
+            truncated: s.truncated,
+            updated: time(&s.since),
+        }
+    }
+}
+
+pub fn selection_view(snap: &Snapshot) -> StateView<SelectionView> {
+    StateView {
+        available: snap.sources.get("selection").is_some_and(|s| s.available)
+            || snap.selection.is_some(),
+        value: snap.selection.as_ref().map(SelectionView::new),
     }
 }
 

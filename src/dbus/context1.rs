@@ -124,6 +124,24 @@ impl Context1 {
         Ok(out)
     }
 
+    /// The text selected last (the primary selection). Needs `selection`.
+    /// Read on request only: no signal ever carries it.
+    #[zbus(out_args("selection"))]
+    async fn get_selection(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
+        let v = self
+            .shared
+            .read(&hdr, What::Selection, super::access(&hdr))
+            .await?;
+        let v = expect_view!(v, Selection);
+        match v.value {
+            Some(s) => Ok(variant::dict(&s)?),
+            None if v.available => Err(Error::NotFound("no text is selected".into())),
+            None => Err(Error::Unavailable(
+                "the selection is not known (see ListSources: selection)".into(),
+            )),
+        }
+    }
+
     /// Where the machine is, as a schema.org Place. Needs `location`;
     /// exact coordinates need `location.precise`.
     #[zbus(out_args("place"))]

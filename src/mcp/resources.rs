@@ -36,6 +36,9 @@ pub enum Res {
     RecentDocuments,
     /// Where the machine is (`context://location`).
     Location,
+    /// The primary selection (`context://selection`): read on request
+    /// only, so no change ever notifies it.
+    Selection,
     /// A period of the timeline (`context://history{?since,until,app}`).
     History(HistoryParams),
     /// The shared vocabulary of what apps publish: the JSON-LD `@context`
@@ -114,7 +117,7 @@ impl HistoryParams {
 }
 
 /// The fixed resources, in listing order.
-pub const FIXED: [Res; 11] = [
+pub const FIXED: [Res; 12] = [
     Res::Snapshot,
     Res::Windows,
     Res::ActiveWindow,
@@ -125,6 +128,7 @@ pub const FIXED: [Res; 11] = [
     Res::Notifications,
     Res::RecentDocuments,
     Res::Location,
+    Res::Selection,
     Res::Vocabulary,
 ];
 
@@ -172,6 +176,7 @@ impl Res {
             "notifications" => Res::Notifications,
             "documents/recent" => Res::RecentDocuments,
             "location" => Res::Location,
+            "selection" => Res::Selection,
             "vocabulary" => Res::Vocabulary,
             p if p.starts_with("history") => Res::History(HistoryParams::parse(p)?),
             p if p.starts_with("provided/") => Res::provided(p.strip_prefix("provided/")?)?,
@@ -203,6 +208,7 @@ impl Res {
             Res::Notifications => "context://notifications".into(),
             Res::RecentDocuments => "context://documents/recent".into(),
             Res::Location => "context://location".into(),
+            Res::Selection => "context://selection".into(),
             Res::History(p) => p.uri(),
             Res::Vocabulary => "context://vocabulary".into(),
             Res::Provided(kind) => format!("{PROVIDED_PREFIX}{kind}"),
@@ -235,6 +241,7 @@ impl Res {
             Res::Notifications => vec![Category::Notifications],
             Res::RecentDocuments => vec![Category::DocumentsRecent],
             Res::Location => vec![Category::Location],
+            Res::Selection => vec![Category::Selection],
             Res::History(_) => vec![Category::History],
         }
     }
@@ -252,6 +259,7 @@ impl Res {
             Res::Notifications => "Recent notifications",
             Res::RecentDocuments => "Recent documents",
             Res::Location => "Location",
+            Res::Selection => "Selected text",
             Res::History(_) => "Timeline",
             Res::Vocabulary => "Vocabulary of app-provided context",
             Res::Provided(_) => "What apps publish",
@@ -279,6 +287,9 @@ impl Res {
             }
             Res::Location => {
                 "Where the user is, as a schema.org Place: about a city (coordinates rounded to 0.1°), exact with location.precise".into()
+            }
+            Res::Selection => {
+                "The text the user selected last (the primary selection; text only, at most 64 KiB), read when asked: never sent as a change".into()
             }
             Res::History(_) => HISTORY_DESCRIPTION.into(),
             Res::Vocabulary => VOCABULARY_DESCRIPTION.into(),
@@ -393,6 +404,7 @@ pub async fn read(
         Res::Notifications => What::Notifications,
         Res::RecentDocuments => What::RecentDocuments,
         Res::Location => What::Location,
+        Res::Selection => What::Selection,
         Res::Provided(kind) => What::Provided(kind.clone()),
         Res::Vocabulary => return vocabulary_rendered(),
         Res::History(p) => {
@@ -438,6 +450,7 @@ pub async fn read(
         View::Notifications(v) => notifications_rendered(to_json(&v)?, None),
         View::RecentDocuments(v) => recent_documents_rendered(to_json(&v)?),
         View::Location(v) => state_rendered("location", v)?,
+        View::Selection(v) => selection_rendered(v)?,
         View::Provided(v) => {
             let kind = match res {
                 Res::Provided(k) => k.as_str(),
@@ -479,6 +492,30 @@ Apps publish context about themselves by kind. Each entry is a JSON object whose
 Read a kind with context://provided/{kind} or the tool get_provided_context; each kind needs consent for provided.KIND.
 ");
     Ok(Rendered { json, markdown: md })
+}
+
+/// The selection: `available` and `selection`, and the text as a quote.
+fn selection_rendered(
+    v: crate::core::view::StateView<crate::core::view::SelectionView>,
+) -> Result<Rendered, Error> {
+    let markdown = match &v.value {
+        Some(s) => {
+            let quoted: Vec<String> = s.text.lines().map(|l| format!("> {l}")).collect();
+            let cut = if s.truncated { " (cut at 64 KiB)" } else { "" };
+            format!(
+                "# Selected text\n\n{}\n\n({} characters, {}{cut})\n",
+                quoted.join("\n"),
+                s.length,
+                s.mime_type
+            )
+        }
+        None if v.available => "# Selected text\n\nNo text is selected.\n".into(),
+        None => "# Selected text\n\nUnknown: the compositor does not offer the selection (see the sources).\n".into(),
+    };
+    Ok(Rendered {
+        json: json!({"available": v.available, "selection": to_json(&v.value)?}),
+        markdown,
+    })
 }
 
 /// The JSON (a `RecentDocumentsView`) and Markdown of the recent files.

@@ -288,6 +288,24 @@ pub fn catalog() -> Vec<Value> {
             "annotations": read_only("Location"),
         }),
         json!({
+            "name": "get_selection",
+            "title": "Get the selected text",
+            "description": "The text the user selected last (the primary selection of a wlroots compositor), as a schema.org Quotation: text (at most 64 KiB; `truncated` says when it was cut), length in characters, its MIME type and when it was selected. Null when nothing is selected. Read only when asked: never sent as a change. Needs the `selection` grant.",
+            "inputSchema": no_args(),
+            "outputSchema": out(obj(json!({
+                "available": {"type": "boolean"},
+                "selection": nullable(json!({"type": "object", "properties": {
+                    "@type": {"type": "string"},
+                    "text": {"type": "string"},
+                    "length": {"type": "integer"},
+                    "mime_type": {"type": "string"},
+                    "truncated": {"type": "boolean"},
+                    "updated": {"type": "string", "format": "date-time"}
+                }, "required": ["text", "length"]}))
+            })), &["available", "selection"]),
+            "annotations": read_only("Selected text"),
+        }),
+        json!({
             "name": "list_recent_documents",
             "title": "List recently used files",
             "description": "The files the user opened recently (from the desktop's recently-used list), newest first: URI, local path, name, MIME type, the app that opened it and when. Paths the user excluded (~/.ssh, password stores, ...) never show. Needs the `documents.recent` grant.",
@@ -485,6 +503,7 @@ pub async fn call(
         "get_network" => read(Res::Network, &[]).await,
         "list_recent_documents" => read(Res::RecentDocuments, &[]).await,
         "get_location" => read(Res::Location, &[]).await,
+        "get_selection" => read(Res::Selection, &[]).await,
         "list_windows" => list_windows(broker, subject, args, mode).await,
         "list_notifications" => list_notifications(broker, subject, args, mode).await,
         "get_provided_context" => provided_context(broker, subject, args, mode).await,

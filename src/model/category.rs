@@ -34,6 +34,9 @@ pub enum Category {
     /// Where the machine is, as precisely as the location service knows:
     /// a detail of `location`.
     LocationPrecise,
+    /// The text selected last (the primary selection): read on request
+    /// only, never in a signal or the timeline.
+    Selection,
     /// Context an app publishes itself, by kind (`provided.document`,
     /// `provided.selection`, `provided.task`, ...).
     Provided(String),
@@ -52,7 +55,7 @@ pub enum CategoryError {
 }
 
 /// Every fixed category, in the order users see them.
-const FIXED: [Category; 15] = [
+const FIXED: [Category; 16] = [
     Category::Windows,
     Category::WindowsTitles,
     Category::MediaPlayback,
@@ -66,6 +69,7 @@ const FIXED: [Category; 15] = [
     Category::DocumentsRecent,
     Category::Location,
     Category::LocationPrecise,
+    Category::Selection,
     Category::History,
     Category::ActionsNotify,
 ];
@@ -104,6 +108,7 @@ impl Category {
             Category::DocumentsRecent => "documents.recent",
             Category::Location => "location",
             Category::LocationPrecise => "location.precise",
+            Category::Selection => "selection",
             Category::Provided(_) => "provided",
             Category::History => "history",
             Category::ActionsNotify => "actions.notify",
@@ -149,6 +154,7 @@ impl Category {
             Category::LocationPrecise => {
                 "Where you are exactly (coordinates finer than a city)".into()
             }
+            Category::Selection => "The text you selected last, when the app asks for it".into(),
             Category::Provided(kind) => {
                 format!("What apps publish about their {kind} (e.g. the open document)")
             }
@@ -172,6 +178,7 @@ impl Category {
                 | Category::DocumentsRecent
                 | Category::Location
                 | Category::LocationPrecise
+                | Category::Selection
         )
     }
 }

@@ -231,6 +231,27 @@ pub struct ProvidedContext {
     pub updated: DateTime<Utc>,
 }
 
+/// The text the user selected last (the primary selection), as the
+/// compositor's data-control protocol gives it: text only, at most
+/// [`Selection::MAX_BYTES`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Selection {
+    pub text: String,
+    /// The type it was read as (`text/plain;charset=utf-8`, …).
+    pub mime_type: String,
+    /// Longer than [`Selection::MAX_BYTES`], and cut there.
+    #[serde(default)]
+    pub truncated: bool,
+    /// When it was selected (read).
+    #[serde(default = "Utc::now")]
+    pub since: DateTime<Utc>,
+}
+
+impl Selection {
+    /// The most of a selection the broker reads (64 KiB).
+    pub const MAX_BYTES: usize = 64 * 1024;
+}
+
 /// Where the machine is, as the location service (GeoClue) says.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Location {

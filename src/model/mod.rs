@@ -14,6 +14,6 @@ pub use app::{AppId, AppIdError, IdentitySource};
 pub use category::{Category, CategoryError};
 pub use context::{
     Location, MediaKind, MediaStream, Network, Notification, PlaybackStatus, Player, Power,
-    ProvidedContext, RecentDocument, SessionState, SourceStatus, StreamState, Urgency, Window,
-    WindowStates,
+    ProvidedContext, RecentDocument, Selection, SessionState, SourceStatus, StreamState, Urgency,
+    Window, WindowStates,
 };

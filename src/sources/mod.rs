@@ -156,6 +156,9 @@ pub fn spawn_all(ctx: &SourceContext) {
     if enabled(wayland::NAME) {
         tasks.spawn(wayland::run(ctx.clone()));
     }
+    if enabled(wayland::selection::NAME) {
+        tasks.spawn(wayland::selection::run(ctx.clone()));
+    }
     if enabled(geoclue::NAME) {
         tasks.spawn(geoclue::run(ctx.clone()));
     }
