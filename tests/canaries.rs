@@ -227,7 +227,7 @@ fn stream(id: &str, kind: &str, app: &str, name: &str, role: u32) -> String {
 /// network have no such field, so they go to the other state and back, and
 /// a round that sent nothing cannot leave them unchanged).
 fn changes(n: u32) -> Vec<String> {
-    let mut w: Value = serde_json::from_str(&window_line(
+    let w: Value = serde_json::from_str(&window_line(
         "w1",
         "org.example.CanaryWinApp",
         "CANARY-TITLE",

@@ -139,11 +139,13 @@ async fn get_selection_with_the_grant_only_and_never_in_signals_or_history() {
             "the broker did not stop"
         );
         let db = open_db(&home).await;
-        let rows: Vec<(String, Option<String>, Option<String>, Option<String>)> =
-            sqlx::query_as("SELECT kind, app_id, title, detail FROM history")
-                .fetch_all(db.pool())
-                .await
-                .expect("history rows");
+        let rows: Vec<String> = sqlx::query_scalar(
+            "SELECT kind || ' ' || coalesce(app_id, '') || ' ' || coalesce(title, '') || ' '
+                 || coalesce(detail, '') FROM history",
+        )
+        .fetch_all(db.pool())
+        .await
+        .expect("history rows");
         db.pool().close().await;
         assert!(!rows.is_empty(), "the timeline recorded nothing at all");
         let text = format!("{rows:?}");

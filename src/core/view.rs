@@ -506,8 +506,9 @@ pub struct SnapshotView {
     pub notifications: Option<Vec<NotificationView>>,
     #[serde(rename = "documents.recent", skip_serializing_if = "Option::is_none")]
     pub recent_documents: Option<Vec<RecentDocumentView>>,
+    /// Boxed: the snapshot is the largest of the views already.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub location: Option<PlaceView>,
+    pub location: Option<Box<PlaceView>>,
     pub provided: Vec<ProvidedView>,
     pub sources: Vec<SourceView>,
     pub withheld: Names,
@@ -827,7 +828,10 @@ pub fn snapshot(snap: &Snapshot, can: Can<'_>) -> SnapshotView {
     }
     if section(Category::Location, &mut withheld) {
         let precise = can(&Category::LocationPrecise);
-        v.location = snap.location.as_ref().map(|l| PlaceView::new(l, precise));
+        v.location = snap
+            .location
+            .as_ref()
+            .map(|l| Box::new(PlaceView::new(l, precise)));
         if !precise {
             withheld.push(Category::LocationPrecise);
         }
