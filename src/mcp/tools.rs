@@ -849,7 +849,34 @@ mod tests {
             (provided.app_id.clone(), provided.kind.clone()),
             provided.clone(),
         );
+        snap.location = Some(Location {
+            latitude: 47.376954,
+            longitude: 8.541694,
+            accuracy: 25.0,
+            altitude: Some(408.0),
+            description: Some("Kaserne".into()),
+            timestamp: Some(now),
+        });
+        snap.recent_documents = Some(vec![RecentDocument {
+            uri: "file:///h/a.txt".into(),
+            path: Some("/h/a.txt".into()),
+            name: "a.txt".into(),
+            mime_type: Some("text/plain".into()),
+            app: Some("gedit".into()),
+            modified: Some(now),
+            visited: Some(now),
+        }]);
+        snap.selection = Some(Selection {
+            text: "selected".into(),
+            mime_type: "text/plain".into(),
+            truncated: false,
+            since: now,
+        });
         let all = |_: &Category| true;
+        let location = snap
+            .location
+            .as_ref()
+            .map(|l| view::PlaceView::new(l, true));
         let cases = [
             (
                 "get_snapshot",
@@ -874,6 +901,18 @@ mod tests {
             (
                 "get_provided_context",
                 json!({"provided": [view::ProvidedView::new(&provided)]}),
+            ),
+            (
+                "list_recent_documents",
+                serde_json::to_value(view::recent_documents(&snap)).unwrap_or_default(),
+            ),
+            (
+                "get_location",
+                json!({"available": true, "location": location}),
+            ),
+            (
+                "get_selection",
+                json!({"available": true, "selection": view::selection_view(&snap).value}),
             ),
         ];
         let catalog = catalog();
