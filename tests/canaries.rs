@@ -107,9 +107,9 @@ const MARKERS: &[Marker] = &[
         needs: &[&["documents.recent"]],
         signalled: true,
     },
-    // The time of the fix: what a city-level reader sees that is text.
+    // The city-level latitude (-71.2), which the exact one starts with.
     Marker {
-        text: "2031-07-04T12:34:56.789Z",
+        text: "-71.2",
         needs: &[&["location"]],
         signalled: true,
     },
@@ -118,9 +118,14 @@ const MARKERS: &[Marker] = &[
         needs: &[&["location.precise"]],
         signalled: true,
     },
-    // The exact latitude (a city-level reader sees 12.3).
     Marker {
-        text: "12.3456789",
+        text: "-71.2345678",
+        needs: &[&["location.precise"]],
+        signalled: true,
+    },
+    // The time of the fix.
+    Marker {
+        text: "2031-07-04T12:34:56.789Z",
         needs: &[&["location.precise"]],
         signalled: true,
     },
@@ -251,8 +256,16 @@ fn changes(n: u32) -> Vec<String> {
         json!({"type": "provided", "context": {"app_id": "exe:/usr/bin/docs", "kind": "document", "data": {"@type": "DigitalDocument", "name": "CANARY-DOC", "n": n}}}).to_string(),
         json!({"type": "session", "session": {"active": true, "locked": false, "idle": n % 2 == 1}}).to_string(),
         recent_line("CANARY-RECENT.txt", n),
+        // Another city (by its longitude) and back: a change for a
+        // city-level reader too; both carry every marker.
         json!({"type": "location", "location": {
-            "latitude": 12.3456789, "longitude": 98.7654321 + f64::from(n) * 1e-7,
+            "latitude": -71.2345678, "longitude": 97.0,
+            "accuracy": 12.0, "description": "CANARY-PLACE",
+            "timestamp": "2031-07-04T12:34:56.789Z"
+        }})
+        .to_string(),
+        json!({"type": "location", "location": {
+            "latitude": -71.2345678, "longitude": 98.7654321 + f64::from(n) * 1e-7,
             "accuracy": 12.0, "description": "CANARY-PLACE",
             "timestamp": "2031-07-04T12:34:56.789Z"
         }})

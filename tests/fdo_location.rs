@@ -69,6 +69,10 @@ async fn a_city_level_place_and_coordinates_only_with_location_precise() {
         assert_eq!(place["geo"]["latitude"], 47.4, "{place}");
         assert_eq!(place["geo"]["longitude"], 8.5, "{place}");
         assert!(place["accuracy"].as_f64() >= Some(10_000.0), "{place}");
+        assert!(
+            place.get("updated").is_none(),
+            "no time of the fix: {place}"
+        );
         let text = place.to_string();
         assert!(
             !text.contains("47.37") && !text.contains("Kaserne"),
@@ -84,14 +88,14 @@ async fn a_city_level_place_and_coordinates_only_with_location_precise() {
             "{snap}"
         );
 
-        // A move: a Changed signal, still city-level.
+        // A move within the city is no change at this level; a move to
+        // another city is a Changed signal, still city-level (the first
+        // one received, so the first move sent none).
         let mut changes = Changes::subscribe(&conn, &["location"]).await;
+        set_location(&geoclue, &sys, 47.3771, 8.5418, "Kasernenareal, Zürich").await;
         set_location(&geoclue, &sys, 46.948, 7.4474, "Bundesplatz, Bern").await;
-        let (data, _) = changes
-            .until(10, "the move", |c, d| {
-                c == "location" && d["location"]["geo"]["latitude"] == 46.9
-            })
-            .await;
+        let (data, _) = changes.until(10, "the move", |c, _| c == "location").await;
+        assert_eq!(data["location"]["geo"]["latitude"], 46.9, "{data}");
         assert!(!data.to_string().contains("Bundesplatz"), "{data}");
 
         // With `location.precise`: the coordinates and the description.

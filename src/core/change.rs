@@ -53,7 +53,12 @@ pub enum Change {
         kind: ChangeKind,
         context: ProvidedContext,
     },
-    Location(Option<Location>),
+    /// The location moved (`None`: unknown); `coarse_changed` when the
+    /// city-level place a reader without `location.precise` sees moved too.
+    Location {
+        location: Option<Location>,
+        coarse_changed: bool,
+    },
     /// The recently used files changed: the whole list (`None`: unknown),
     /// and the entries used since the previous list (for the timeline;
     /// empty for the first list the source reads).
@@ -78,7 +83,7 @@ impl Change {
             Change::Notification { .. } => Category::Notifications,
             Change::Provided { context, .. } => Category::Provided(context.kind.clone()),
             Change::RecentDocuments { .. } => Category::DocumentsRecent,
-            Change::Location(_) => Category::Location,
+            Change::Location { .. } => Category::Location,
             Change::Source(_) => return None,
         })
     }

@@ -408,8 +408,13 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
                 truncate_text(d);
             }
             if snap.location != location {
+                let coarse = |l: &Option<Location>| l.as_ref().map(Location::coarse);
+                let coarse_changed = coarse(&snap.location) != coarse(&location);
                 snap.location = location.clone();
-                out.push(Change::Location(location));
+                out.push(Change::Location {
+                    location,
+                    coarse_changed,
+                });
             }
         }
         SourceEvent::RecentDocuments { documents } => {

@@ -35,9 +35,11 @@
 //!
 //! - the location (`location`) as a schema.org `Place` at about the level
 //!   of a city: coordinates rounded to 0.1° (about 11 km) and an accuracy of
-//!   at least 10 km, no description, no altitude; the coordinates as the
-//!   service gave them, its description and the altitude only with
-//!   `location.precise`;
+//!   at least 10 km, no description, no altitude, no time of the fix; the
+//!   coordinates as the service gave them, its description, the altitude
+//!   and the time only with `location.precise`. A move that leaves the
+//!   city-level place as it was is no change for a reader without
+//!   `location.precise` (it would tell when the user moves);
 //! - the selection (`selection`) only through its own read
 //!   ([`selection_view`]): it is in no snapshot and no change;
 //! - the recently used files (`documents.recent`) only with their category;
@@ -330,12 +332,6 @@ pub fn selection_view(snap: &Snapshot) -> StateView<SelectionView> {
     }
 }
 
-/// How far a city-level place's coordinates are rounded, in degrees
-/// (0.1° of latitude is about 11 km).
-pub const COARSE_DEGREES: f64 = 0.1;
-/// The accuracy a city-level place claims at least, in metres.
-pub const COARSE_ACCURACY_M: f64 = 10_000.0;
-
 /// Coordinates, as schema.org's `GeoCoordinates`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GeoView {
@@ -359,17 +355,13 @@ pub struct PlaceView {
     /// The service's description; only with `location.precise`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// When the service determined it.
+    /// When the service determined it; only with `location.precise`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub updated: Option<String>,
 }
 
 impl PlaceView {
     pub fn new(l: &Location, precise: bool) -> Self {
-        let round = |x: f64| (x / COARSE_DEGREES).round() * COARSE_DEGREES;
-        // One decimal, written as such (0.30000000000000004 → 0.3).
-        let tidy = |x: f64| (x * 10.0).round() / 10.0;
-        let updated = l.timestamp.as_ref().map(time);
         if precise {
             PlaceView {
                 schema_type: "Place",
@@ -380,19 +372,20 @@ impl PlaceView {
                 },
                 accuracy: l.accuracy,
                 name: l.description.clone(),
-                updated,
+                updated: l.timestamp.as_ref().map(time),
             }
         } else {
+            let (latitude, longitude, accuracy) = l.coarse();
             PlaceView {
                 schema_type: "Place",
                 geo: GeoView {
-                    latitude: tidy(round(l.latitude)),
-                    longitude: tidy(round(l.longitude)),
+                    latitude,
+                    longitude,
                     elevation: None,
                 },
-                accuracy: l.accuracy.max(COARSE_ACCURACY_M),
+                accuracy,
                 name: None,
-                updated,
+                updated: None,
             }
         }
     }
@@ -912,13 +905,20 @@ pub fn change(c: &Change, can: Can<'_>) -> Option<(Category, ChangeView)> {
             recent_documents: Some(recent_list(documents.as_deref())),
             ..Default::default()
         },
-        Change::Location(l) => ChangeView {
-            event: "changed",
-            location: l
-                .as_ref()
-                .map(|l| PlaceView::new(l, can(&Category::LocationPrecise))),
-            ..Default::default()
-        },
+        Change::Location {
+            location,
+            coarse_changed,
+        } => {
+            let precise = can(&Category::LocationPrecise);
+            if !precise && !coarse_changed {
+                return None;
+            }
+            ChangeView {
+                event: "changed",
+                location: location.as_ref().map(|l| PlaceView::new(l, precise)),
+                ..Default::default()
+            }
+        }
         Change::Source(_) => return None,
     };
     Some((cat, v))
@@ -1123,6 +1123,51 @@ mod tests {
         // Gone: no null on the wire.
         let (_, d) = change(&Change::Network(None), &with_name).expect("allowed");
         assert!(!text(&d).contains("network"));
+    }
+
+    #[test]
+    fn a_city_level_place_without_location_precise() {
+        use crate::model::Location;
+        let at = |latitude: f64| Location {
+            latitude,
+            longitude: 8.541694,
+            accuracy: 25.0,
+            altitude: Some(408.0),
+            description: Some("Kaserne".into()),
+            timestamp: Some(Utc::now()),
+        };
+        let snap = Snapshot {
+            location: Some(at(47.376954)),
+            ..Snapshot::default()
+        };
+        let city = |c: &Category| *c == Category::Location;
+        let v = serde_json::to_value(snapshot(&snap, &city)).unwrap_or_default();
+        assert_eq!(v["location"]["geo"]["latitude"], 47.4, "{v}");
+        assert_eq!(v["location"]["accuracy"], 10_000.0, "{v}");
+        let t = v.to_string();
+        assert!(
+            !t.contains("Kaserne") && !t.contains("408") && !t.contains("updated"),
+            "{t}"
+        );
+        assert!(
+            v["withheld"].to_string().contains("location.precise"),
+            "{v}"
+        );
+        // A move within the city is no change without the detail.
+        let small = Change::Location {
+            location: Some(at(47.377)),
+            coarse_changed: false,
+        };
+        assert!(change(&small, &city).is_none());
+        let precise = |c: &Category| matches!(c, Category::Location | Category::LocationPrecise);
+        let (_, d) = change(&small, &precise).expect("a precise reader sees it");
+        assert_eq!(d.location.map(|p| p.geo.latitude), Some(47.377));
+        let big = Change::Location {
+            location: Some(at(46.948)),
+            coarse_changed: true,
+        };
+        let (_, d) = change(&big, &city).expect("a new city");
+        assert_eq!(d.location.map(|p| p.geo.latitude), Some(46.9));
     }
 
     #[test]

@@ -927,7 +927,7 @@ pub fn affected(change: &Change, active: Option<&str>) -> Vec<String> {
         Change::Notification { .. } => v.push(Res::Notifications.uri()),
         Change::Provided { context, .. } => v.push(Res::Provided(context.kind.clone()).uri()),
         Change::RecentDocuments { .. } => v.push(Res::RecentDocuments.uri()),
-        Change::Location(_) => v.push(Res::Location.uri()),
+        Change::Location { .. } => v.push(Res::Location.uri()),
         Change::Source(_) => {}
     }
     v

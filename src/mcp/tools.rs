@@ -139,7 +139,7 @@ fn place_schema() -> Value {
         }},
         "accuracy": {"type": "number", "description": "Metres"},
         "name": {"type": "string", "description": "The location service's description; only with location.precise"},
-        "updated": {"type": "string", "format": "date-time"}
+        "updated": {"type": "string", "format": "date-time", "description": "When the location service determined it; only with location.precise"}
     }, "required": ["@type", "geo", "accuracy"]})
 }
 
@@ -279,7 +279,7 @@ pub fn catalog() -> Vec<Value> {
         json!({
             "name": "get_location",
             "title": "Get the user's location",
-            "description": "Where the user is, as a schema.org Place (geo.latitude, geo.longitude, accuracy in metres, name, updated): at about the level of a city (coordinates rounded to 0.1°, accuracy at least 10 km) with the `location` grant; exact, with the location service's description, with `location.precise`. Null while the location service does not know it.",
+            "description": "Where the user is, as a schema.org Place (geo.latitude, geo.longitude, accuracy in metres): at about the level of a city (coordinates rounded to 0.1°, accuracy at least 10 km) with the `location` grant; exact, with the location service's description (name), the altitude and the time of the fix (updated), with `location.precise`. Null while the location service does not know it.",
             "inputSchema": no_args(),
             "outputSchema": out(obj(json!({
                 "available": {"type": "boolean"},

@@ -272,6 +272,29 @@ pub struct Location {
     pub timestamp: Option<DateTime<Utc>>,
 }
 
+impl Location {
+    /// How far a city-level place's coordinates are rounded, in degrees
+    /// (0.1° of latitude is about 11 km).
+    pub const COARSE_DEGREES: f64 = 0.1;
+    /// The accuracy a city-level place claims at least, in metres.
+    pub const COARSE_ACCURACY_M: f64 = 10_000.0;
+
+    /// About a city (what a reader without `location.precise` may know):
+    /// latitude and longitude rounded to [`Self::COARSE_DEGREES`], and the
+    /// accuracy, at least [`Self::COARSE_ACCURACY_M`].
+    pub fn coarse(&self) -> (f64, f64, f64) {
+        // Rounded, then written with one decimal (0.30000000000000004 → 0.3).
+        let round = |x: f64| {
+            ((x / Self::COARSE_DEGREES).round() * Self::COARSE_DEGREES * 10.0).round() / 10.0
+        };
+        (
+            round(self.latitude),
+            round(self.longitude),
+            self.accuracy.max(Self::COARSE_ACCURACY_M),
+        )
+    }
+}
+
 /// A file in the user's recently used list (`recently-used.xbel`, the
 /// freedesktop desktop-bookmark spec that GTK and KDE apps write). The
 /// app is what the writing app put there: a claim.
