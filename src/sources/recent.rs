@@ -377,6 +377,12 @@ pub async fn run(ctx: SourceContext) {
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from);
+    if home.is_none() && settings.exclude.iter().any(|p| p.starts_with('~')) {
+        tracing::warn!(
+            source = NAME,
+            "HOME is not set: the [recent_documents] exclusions that start with ~ match nothing"
+        );
+    }
     let excl = Exclusions::new(&settings.exclude, home.as_deref());
     run_in(ctx, dir, excl, settings.limit).await
 }
