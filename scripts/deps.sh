@@ -55,6 +55,8 @@ PACKAGES=(
     dbus dbus-daemon dbus-bin systemd
     # headless Wayland session with real windows
     sway foot fonts-dejavu-core
+    # the primary selection in the Wayland tests (wl-copy --primary)
+    wl-clipboard
     # audio: real streams in a private PipeWire
     pipewire pipewire-bin wireplumber
     # mocked system services and notifications

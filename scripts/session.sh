@@ -70,7 +70,8 @@
 #   display device a battery at 73 %, discharging; NetworkManager with full
 #   connectivity and one connected Wi-Fi "contextd demo Wi-Fi" as the primary
 #   connection; polkitd authorising every action (this bus has only the
-#   caller on it). On the session bus, unless a test put its own there: the
+#   caller on it); GeoClue2 (tests/fdo/geoclue2.py) that knows a place in
+#   Zürich and lets every app know it. On the session bus, unless a test put its own there: the
 #   notification_daemon template and an org.freedesktop.ScreenSaver that is
 #   off.
 # stop also kills any process that still carries CONTEXTD_SESSION_MARK=DIR in
@@ -337,7 +338,7 @@ EOF
 
 MOCK_IFACE=org.freedesktop.DBus.Mock
 # Every mock start_mocks may start (pid files DIR/pids/mock-NAME.pid).
-MOCKS=(logind upower networkmanager polkitd notifications screensaver)
+MOCKS=(logind upower networkmanager polkitd geoclue notifications screensaver)
 
 # Does NAME have an owner on the bus at ADDRESS?
 has_owner() { # ADDRESS NAME
@@ -425,6 +426,12 @@ start_mocks() {
     start_mock polkitd "$pk" "$sys" --system --template polkitd
     mock_busctl "$sys" call "$pk" "$ppath" "$MOCK_IFACE" SetAllowed as 1 org.contextd.manage-consent
     mock_busctl "$sys" call "$pk" "$ppath" "$MOCK_IFACE" AllowUnknown b true
+
+    local gc=org.freedesktop.GeoClue2 gpath=/org/freedesktop/GeoClue2/Manager
+    start_mock geoclue "$gc" "$sys" --system \
+        --template "$(dirname "$(readlink -f "$0")")/../tests/fdo/geoclue2.py"
+    mock_busctl "$sys" call "$gc" "$gpath" "$MOCK_IFACE" SetLocation ddds \
+        47.376954 8.541694 25 "contextd demo place" >/dev/null
 
     [ "$WANT_BUS" = 1 ] || return 0
     if has_owner "$ses" org.freedesktop.Notifications; then

@@ -132,6 +132,12 @@ pub struct ConfigFile {
     /// `[dashboard]`: the local privacy dashboard.
     #[serde(default)]
     pub dashboard: DashboardConfig,
+    /// `[recent_documents]`: paths never shown, how many files.
+    #[serde(default)]
+    pub recent_documents: crate::sources::recent::Settings,
+    /// `[location]`: how precisely the broker asks GeoClue.
+    #[serde(default)]
+    pub location: crate::sources::geoclue::Settings,
 }
 
 /// `[dashboard]`: the privacy dashboard the daemon serves on loopback

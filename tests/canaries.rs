@@ -102,6 +102,44 @@ const MARKERS: &[Marker] = &[
         needs: &[&["provided.document"]],
         signalled: true,
     },
+    Marker {
+        text: "CANARY-RECENT",
+        needs: &[&["documents.recent"]],
+        signalled: true,
+    },
+    // The city-level latitude (-71.2), which the exact one starts with.
+    Marker {
+        text: "-71.2",
+        needs: &[&["location"]],
+        signalled: true,
+    },
+    Marker {
+        text: "CANARY-PLACE",
+        needs: &[&["location.precise"]],
+        signalled: true,
+    },
+    Marker {
+        text: "-71.2345678",
+        needs: &[&["location.precise"]],
+        signalled: true,
+    },
+    // The time of the fix.
+    Marker {
+        text: "2031-07-04T12:34:56.789Z",
+        needs: &[&["location.precise"]],
+        signalled: true,
+    },
+    // Read on request only: never in a signal.
+    Marker {
+        text: "CANARY-SELECTION",
+        needs: &[&["selection"]],
+        signalled: false,
+    },
+    Marker {
+        text: "CANARY-PAST-RECENT",
+        needs: &[&["history", "documents.recent"]],
+        signalled: false,
+    },
 ];
 
 /// Every category a grant set can name.
@@ -117,6 +155,10 @@ const ALL: &[&str] = &[
     "notifications",
     "notifications.content",
     "provided.document",
+    "documents.recent",
+    "location",
+    "location.precise",
+    "selection",
     "history",
     "actions.notify",
 ];
@@ -130,6 +172,8 @@ const SIGNALLED: &[&str] = &[
     "network",
     "notifications",
     "provided.document",
+    "documents.recent",
+    "location",
 ];
 
 /// A grant set with what it implies (a detail implies its base).
@@ -160,6 +204,7 @@ fn table() -> Vec<Vec<&'static str>> {
     t.extend([
         vec!["windows", "windows.titles"],
         vec!["network", "network.name"],
+        vec!["location", "location.precise"],
         vec!["notifications", "notifications.content"],
         vec!["media.playback", "media.capture"],
         vec!["history", "windows"],
@@ -167,6 +212,7 @@ fn table() -> Vec<Vec<&'static str>> {
         vec!["history", "media.capture"],
         vec!["history", "media.playback"],
         vec!["history", "notifications"],
+        vec!["history", "documents.recent"],
         ALL.to_vec(),
         vec![],
     ]);
@@ -182,26 +228,59 @@ fn stream(id: &str, kind: &str, app: &str, name: &str, role: u32) -> String {
 }
 
 /// Lines that change every marked thing (with a counter in a field that is
-/// no marker, so that each one is a real change).
+/// no marker, so that each one is a real change; the window and the
+/// network have no such field, so they go to the other state and back, and
+/// a round that sent nothing cannot leave them unchanged).
 fn changes(n: u32) -> Vec<String> {
-    let mut w: Value = serde_json::from_str(&window_line(
+    let w: Value = serde_json::from_str(&window_line(
         "w1",
         "org.example.CanaryWinApp",
         "CANARY-TITLE",
         true,
     ))
     .expect("window line");
-    w["window"]["states"]["maximized"] = json!(n % 2 == 1);
+    let mut flipped = w.clone();
+    flipped["window"]["states"]["maximized"] = json!(true);
+    let network = |connectivity: &str| {
+        json!({"type": "network", "network": {"connectivity": connectivity, "metered": false, "primary_type": "CANARY-NETTYPE", "ssid": "CANARY-SSID"}}).to_string()
+    };
     vec![
+        flipped.to_string(),
         w.to_string(),
         stream("pw-9-1", "playback", "CANARY-PLAYAPP", "CANARY-PLAYBACK", n),
         stream("pw-9-2", "microphone", "CANARY-CAPAPP", "CANARY-CAPTURE", n),
         json!({"type": "power", "power": {"on_battery": true, "percentage": f64::from(n % 90), "state": "CANARY-POWER"}}).to_string(),
-        json!({"type": "network", "network": {"connectivity": if n.is_multiple_of(2) { "full" } else { "limited" }, "metered": false, "primary_type": "CANARY-NETTYPE", "ssid": "CANARY-SSID"}}).to_string(),
+        network("limited"),
+        network("full"),
         json!({"type": "notification", "notification": {"id": format!("n{n}"), "app_name": "Mail", "summary": "CANARY-NOTE", "body": "CANARY-BODY"}}).to_string(),
         json!({"type": "provided", "context": {"app_id": "exe:/usr/bin/docs", "kind": "document", "data": {"@type": "DigitalDocument", "name": "CANARY-DOC", "n": n}}}).to_string(),
         json!({"type": "session", "session": {"active": true, "locked": false, "idle": n % 2 == 1}}).to_string(),
+        recent_line("CANARY-RECENT.txt", n),
+        // Another city (by its longitude) and back: a change for a
+        // city-level reader too; both carry every marker.
+        json!({"type": "location", "location": {
+            "latitude": -71.2345678, "longitude": 97.0,
+            "accuracy": 12.0, "description": "CANARY-PLACE",
+            "timestamp": "2031-07-04T12:34:56.789Z"
+        }})
+        .to_string(),
+        json!({"type": "location", "location": {
+            "latitude": -71.2345678, "longitude": 98.7654321 + f64::from(n) * 1e-7,
+            "accuracy": 12.0, "description": "CANARY-PLACE",
+            "timestamp": "2031-07-04T12:34:56.789Z"
+        }})
+        .to_string(),
     ]
+}
+
+/// The recently used files: one file, used at second `n`.
+fn recent_line(name: &str, n: u32) -> String {
+    json!({"type": "recent-documents", "documents": [{
+        "uri": format!("file:///home/u/{name}"), "path": format!("/home/u/{name}"), "name": name,
+        "mime_type": "text/plain", "app": "gedit",
+        "visited": format!("2026-11-23T00:{:02}:{:02}Z", n / 60 % 60, n % 60)
+    }]})
+    .to_string()
 }
 
 /// Everything the D-Bus app can read, as one text.
@@ -225,6 +304,18 @@ async fn dbus_reads(ctx: &Context1Proxy<'_>, hist: &History1Proxy<'_>) -> String
         ctx.get_active_window().await.map(|d| dict_to_json(&d)),
     );
     put("GetMedia", ctx.get_media().await.map(|d| dict_to_json(&d)));
+    put(
+        "GetSelection",
+        ctx.get_selection().await.map(|d| dict_to_json(&d)),
+    );
+    put(
+        "GetLocation",
+        ctx.get_location().await.map(|d| dict_to_json(&d)),
+    );
+    put(
+        "ListRecentDocuments",
+        ctx.list_recent_documents().await.map(list),
+    );
     put("ListCategories", ctx.list_categories().await.map(list));
     put("ListSources", ctx.list_sources().await.map(list));
     let mut cursor = String::new();
@@ -342,6 +433,16 @@ async fn every_marker_shows_exactly_where_it_is_granted() {
         // Focused long enough to be a row (focus flapping under a
         // millisecond is not recorded).
         replay.send(r#"{"sleep_ms": 50}"#);
+        // A file used earlier: in the first list read (not recorded), then
+        // used again (a timeline row), then gone from the list.
+        replay.send(
+            &json!({"type": "selection", "selection": {
+                "text": "CANARY-SELECTION", "mime_type": "text/plain;charset=utf-8"
+            }})
+            .to_string(),
+        );
+        replay.send(&recent_line("CANARY-PAST-RECENT.txt", 0));
+        replay.send(&recent_line("CANARY-PAST-RECENT.txt", 1));
         for l in changes(0) {
             replay.send(&l);
         }
@@ -356,7 +457,10 @@ async fn every_marker_shows_exactly_where_it_is_granted() {
         eventually(15, "the closed window in the timeline", || async {
             let (events, _) = hist.query(0, 0, &[], &[], 1000, "").await.ok()?;
             let text = Value::Array(events.iter().map(dict_to_json).collect()).to_string();
-            (text.contains("CANARY-PAST-TITLE") && text.contains("CANARY-CAPAPP")).then_some(())
+            (text.contains("CANARY-PAST-TITLE")
+                && text.contains("CANARY-CAPAPP")
+                && text.contains("CANARY-PAST-RECENT"))
+            .then_some(())
         })
         .await;
 

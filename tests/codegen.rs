@@ -80,7 +80,8 @@ async fn gdbus_codegen_c_client_calls_get_active_window() {
             (st.success() && out.contains("app_id=org.gnome.TextEditor")).then_some(out)
         })
         .await;
-        assert!(out.contains("version=2"), "{out}");
+        let version = format!("version={}", contextd::dbus::context1::VERSION);
+        assert!(out.contains(&version), "{out}");
 
         // Without a grant, the generated client gets the typed error.
         home.write_policy(&[]);
@@ -118,7 +119,10 @@ async fn zbus_xmlgen_proxy_calls_get_active_window() {
         .await;
         let app = w.get("app_id").map(|v| contextd::client::json::to_json(v));
         assert_eq!(app, Some(serde_json::json!("org.gnome.TextEditor")));
-        assert_eq!(p.version().await.expect("version"), 2);
+        assert_eq!(
+            p.version().await.expect("version"),
+            contextd::dbus::context1::VERSION
+        );
     })
     .await
 }

@@ -54,16 +54,23 @@ async fn full_over(transport: &'static str, mode: &'static str) {
         assert_ne!(res["isError"], Value::Bool(true), "{name}: {res}");
         assert!(res["structuredContent"].is_object(), "{name}");
     }
-    // The ten context tools and the two timeline tools.
-    assert_eq!(r["tools"].as_object().map(|t| t.len()), Some(12));
+    // Every tool of the catalog (the context tools, the timeline tools,
+    // send_notification) was listed and called.
+    assert_eq!(
+        r["tools"].as_object().map(|t| t.len()),
+        Some(contextd::mcp::tools::catalog().len())
+    );
     assert!(r["tools"]["summarize_time"]["ok"]["structuredContent"]["apps"].is_array());
     let active = &r["tools"]["get_active_window"]["ok"]["structuredContent"]["window"];
     assert_eq!(active["id"], "w1", "{active}");
     for (uri, res) in r["resources"].as_object().expect("resources") {
         assert!(res["ok"]["contents"][0]["text"].is_string(), "{uri}: {res}");
     }
-    // The eight context resources and the vocabulary.
-    assert_eq!(r["resources"].as_object().map(|t| t.len()), Some(9));
+    // Every fixed resource: the context resources and the vocabulary.
+    assert_eq!(
+        r["resources"].as_object().map(|t| t.len()),
+        Some(contextd::mcp::resources::FIXED.len())
+    );
     assert!(
         r["updated"]["uri"] == "context://windows/active"
             || r["updated"]["params"]["uri"] == "context://windows/active",

@@ -64,6 +64,9 @@ const TOOLS: &[&str] = &[
     "get_recent_activity",
     "summarize_time",
     "get_provided_context",
+    "list_recent_documents",
+    "get_location",
+    "get_selection",
 ];
 
 const RESOURCES: &[&str] = &[
@@ -75,6 +78,9 @@ const RESOURCES: &[&str] = &[
     "context://power",
     "context://network",
     "context://notifications",
+    "context://documents/recent",
+    "context://location",
+    "context://selection",
     "context://vocabulary",
 ];
 

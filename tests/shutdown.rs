@@ -85,20 +85,6 @@ fn hold_stream(addr: SocketAddr, token: &str, sid: &str) {
     }
 }
 
-/// The daemon's database, opened with its key file.
-async fn open_db(home: &Home) -> contextd::store::Db {
-    let key_file = home.dir.path().join("state/contextd/db.key");
-    let key = contextd::store::DbKey::parse(&std::fs::read(&key_file).expect("key")).expect("key");
-    let (db, _tasks) = contextd::store::Db::open(
-        &home.db_path(),
-        &key,
-        &contextd::store::KeySource::KeyFile(key_file),
-    )
-    .await
-    .expect("the database opens after the stop");
-    db
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_under_load_joins_every_level_and_keeps_the_last_second() {
     with_timeout(120, async {

@@ -20,6 +20,9 @@ pub trait Context1 {
     fn list_sources(&self) -> zbus::Result<Vec<Dict>>;
     fn list_categories(&self) -> zbus::Result<Vec<Dict>>;
     fn get_provided(&self, kind: &str) -> zbus::Result<Vec<Dict>>;
+    fn list_recent_documents(&self) -> zbus::Result<Vec<Dict>>;
+    fn get_location(&self) -> zbus::Result<Dict>;
+    fn get_selection(&self) -> zbus::Result<Dict>;
     fn subscribe(&self, categories: &[&str]) -> zbus::Result<OwnedObjectPath>;
     fn request_access(&self, categories: &[&str], reason: &str) -> zbus::Result<OwnedObjectPath>;
     #[zbus(property)]

@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use crate::model::{
-    Category, MediaStream, Network, Notification, Power, ProvidedContext, SessionState,
-    SourceStatus, Window,
+    Category, Location, MediaStream, Network, Notification, Power, ProvidedContext, RecentDocument,
+    SessionState, SourceStatus, Window,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -53,6 +53,19 @@ pub enum Change {
         kind: ChangeKind,
         context: ProvidedContext,
     },
+    /// The location moved (`None`: unknown); `coarse_changed` when the
+    /// city-level place a reader without `location.precise` sees moved too.
+    Location {
+        location: Option<Location>,
+        coarse_changed: bool,
+    },
+    /// The recently used files changed: the whole list (`None`: unknown),
+    /// and the entries used since the previous list (for the timeline;
+    /// empty for the first list the source reads).
+    RecentDocuments {
+        documents: Option<Vec<RecentDocument>>,
+        new: Vec<RecentDocument>,
+    },
     Source(SourceStatus),
 }
 
@@ -69,6 +82,8 @@ impl Change {
             Change::Network(_) => Category::Network,
             Change::Notification { .. } => Category::Notifications,
             Change::Provided { context, .. } => Category::Provided(context.kind.clone()),
+            Change::RecentDocuments { .. } => Category::DocumentsRecent,
+            Change::Location { .. } => Category::Location,
             Change::Source(_) => return None,
         })
     }

@@ -1,7 +1,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    AppId, MediaStream, Network, Notification, Power, ProvidedContext, SessionState, Window,
+    AppId, Location, MediaStream, Network, Notification, Power, ProvidedContext, RecentDocument,
+    Selection, SessionState, Window,
 };
 
 /// What a source tells the core. Sources produce these and nothing else;
@@ -59,6 +60,21 @@ pub enum SourceEvent {
     },
     Provided {
         context: ProvidedContext,
+    },
+    /// The primary selection now (`None`: nothing, or no text). Only the
+    /// current value is kept, and it changes nothing that is broadcast or
+    /// recorded.
+    Selection {
+        selection: Option<Selection>,
+    },
+    /// Where the machine is (`None`: unknown).
+    Location {
+        location: Option<Location>,
+    },
+    /// The recently used files, newest first, already without the paths
+    /// the user excluded; `None` while unknown.
+    RecentDocuments {
+        documents: Option<Vec<RecentDocument>>,
     },
     ProvidedRemoved {
         app_id: AppId,

@@ -28,10 +28,13 @@ pub enum HistoryKind {
     Document,
     /// The task an app said is current.
     Task,
+    /// A file the user opened (a point: `recently-used.xbel` got it).
+    #[serde(rename = "recent-document")]
+    RecentDocument,
 }
 
 impl HistoryKind {
-    pub const ALL: [HistoryKind; 9] = [
+    pub const ALL: [HistoryKind; 10] = [
         HistoryKind::Focus,
         HistoryKind::Capture,
         HistoryKind::Playback,
@@ -41,6 +44,7 @@ impl HistoryKind {
         HistoryKind::Notification,
         HistoryKind::Document,
         HistoryKind::Task,
+        HistoryKind::RecentDocument,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -54,6 +58,7 @@ impl HistoryKind {
             HistoryKind::Notification => "notification",
             HistoryKind::Document => "document",
             HistoryKind::Task => "task",
+            HistoryKind::RecentDocument => "recent-document",
         }
     }
 
@@ -71,6 +76,7 @@ impl HistoryKind {
             HistoryKind::Notification => Category::Notifications,
             HistoryKind::Document => Category::Provided("document".into()),
             HistoryKind::Task => Category::Provided("task".into()),
+            HistoryKind::RecentDocument => Category::DocumentsRecent,
         }
     }
 }
@@ -173,7 +179,8 @@ pub struct HistorySettings {
     /// Record at all.
     pub enabled: bool,
     /// Kinds to record (`focus`, `capture`, `playback`, `locked`, `idle`,
-    /// `sleep`, `notification`, `document`, `task`); all by default.
+    /// `sleep`, `notification`, `document`, `task`, `recent-document`);
+    /// all by default.
     pub record: Vec<String>,
     /// Record window titles with focus intervals.
     pub titles: bool,
@@ -485,6 +492,40 @@ impl Recorder {
                     &mut out,
                 );
                 self.provided.insert(key, (id, Some(name)));
+            }
+            Change::RecentDocuments { new, .. } => {
+                // A point per file used since the last list: by name (a
+                // title, as a document's), its URI and type as detail.
+                // Excluded paths never reach the state, so never here.
+                if !self.settings.records(HistoryKind::RecentDocument) {
+                    return out;
+                }
+                for d in new {
+                    if d.app
+                        .as_deref()
+                        .is_some_and(|a| self.settings.excluded_app(a))
+                        || self.settings.excluded_title(&d.name)
+                    {
+                        continue;
+                    }
+                    let mut detail = serde_json::json!({ "uri": d.uri });
+                    if let Some(m) = &d.mime_type {
+                        detail["mime_type"] = serde_json::json!(m);
+                    }
+                    let id = self.open(
+                        HistoryEvent {
+                            id: 0,
+                            kind: HistoryKind::RecentDocument,
+                            app_id: d.app.clone(),
+                            title: self.settings.titles.then(|| d.name.clone()),
+                            detail: Some(detail),
+                            start: now,
+                            end: None,
+                        },
+                        &mut out,
+                    );
+                    out.push(HistoryOp::Close { id, end: now });
+                }
             }
             Change::Session(s) => {
                 let s = s.clone().unwrap_or_default();

@@ -27,8 +27,9 @@ use super::prompts::{self, Outcome, PromptRequest};
 use super::state::Change;
 use super::view::{
     self, AppTotalsView, CaptureSessionView, CategoryView, ChangeView, HistoryEventView,
-    HistoryPage, MediaView, NetworkView, NotificationsView, ProvidedView, SnapshotView, SourceView,
-    StateView, WindowOneView, WindowsView,
+    HistoryPage, MediaView, NetworkView, NotificationsView, PlaceView, ProvidedView,
+    RecentDocumentsView, SelectionView, SnapshotView, SourceView, StateView, WindowOneView,
+    WindowsView,
 };
 use crate::model::{AppId, Category, IdentitySource, MediaKind, Power, SessionState};
 
@@ -116,6 +117,13 @@ pub enum What {
     Power,
     Network,
     Notifications,
+    /// The recently used files (`documents.recent`).
+    RecentDocuments,
+    /// The primary selection (`selection`): read on request only.
+    Selection,
+    /// Where the machine is (`location`, precisely with
+    /// `location.precise`).
+    Location,
     /// The context apps published of one kind (`provided.KIND`).
     Provided(String),
     /// Every category and whether the reader may read it (looks only).
@@ -153,6 +161,9 @@ pub enum View {
     Power(StateView<Power>),
     Network(StateView<NetworkView>),
     Notifications(NotificationsView),
+    RecentDocuments(RecentDocumentsView),
+    Location(StateView<PlaceView>),
+    Selection(StateView<SelectionView>),
     Provided(Vec<ProvidedView>),
     Categories(Vec<CategoryView>),
     Sources(Vec<SourceView>),
@@ -202,7 +213,7 @@ impl Allowed {
 const HISTORY_APPS_DAYS: i64 = 400;
 
 /// The categories a timeline reader may need besides `history`.
-fn history_details() -> [Category; 9] {
+fn history_details() -> [Category; 10] {
     [
         Category::Windows,
         Category::WindowsTitles,
@@ -211,6 +222,7 @@ fn history_details() -> [Category; 9] {
         Category::Session,
         Category::Notifications,
         Category::NotificationsContent,
+        Category::DocumentsRecent,
         Category::Provided("document".into()),
         Category::Provided("task".into()),
     ]
@@ -300,6 +312,30 @@ impl Core {
                     self.state
                         .read(|s| view::notifications_view(s, &|c: &Category| allowed.can(c))),
                 )
+            }
+            What::Selection => {
+                self.authorize(who, &[Category::Selection], mode).await?;
+                View::Selection(self.state.read(view::selection_view))
+            }
+            What::Location => {
+                let allowed = self
+                    .access_with_details(
+                        who,
+                        Category::Location,
+                        &[Category::LocationPrecise],
+                        mode,
+                    )
+                    .await?;
+                let precise = allowed.can(&Category::LocationPrecise);
+                View::Location(state_view(
+                    self.state
+                        .read(|s| s.location.as_ref().map(|l| PlaceView::new(l, precise))),
+                ))
+            }
+            What::RecentDocuments => {
+                self.authorize(who, &[Category::DocumentsRecent], mode)
+                    .await?;
+                View::RecentDocuments(self.state.read(view::recent_documents))
             }
             What::Provided(kind) => {
                 let cat = Category::provided(&kind)?;

@@ -13,8 +13,8 @@ pub use super::change::{Change, ChangeKind};
 use super::clock::Clock;
 use super::event::SourceEvent;
 use crate::model::{
-    AppId, MediaStream, Network, Notification, Power, ProvidedContext, SessionState, SourceStatus,
-    Window,
+    AppId, Location, MediaStream, Network, Notification, Power, ProvidedContext, RecentDocument,
+    Selection, SessionState, SourceStatus, Window,
 };
 
 /// How many focus changes the core remembers.
@@ -50,6 +50,13 @@ pub struct Snapshot {
     pub network: Option<Network>,
     pub notifications: VecDeque<Notification>,
     pub provided: BTreeMap<(AppId, String), ProvidedContext>,
+    /// Where the machine is (`None` while unknown).
+    pub location: Option<Location>,
+    /// The primary selection: only its current value, read on request
+    /// (see `SourceEvent::Selection`).
+    pub selection: Option<Selection>,
+    /// The recently used files, newest first (`None` while unknown).
+    pub recent_documents: Option<Vec<RecentDocument>>,
     pub sources: BTreeMap<String, SourceStatus>,
     /// Capture sessions of the last 24 hours (see `core::captures`).
     pub captures: CaptureLog,
@@ -380,6 +387,50 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
             };
             snap.provided.insert(key, context.clone());
             out.push(Change::Provided { kind, context });
+        }
+        SourceEvent::Selection { mut selection } => {
+            // Replaced, never broadcast: no `Change`, so no signal, no MCP
+            // notification and no timeline row ever carries it.
+            if let Some(s) = selection.as_mut()
+                && s.text.len() > Selection::MAX_BYTES
+            {
+                let mut end = Selection::MAX_BYTES;
+                while !s.text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                s.text.truncate(end);
+                s.truncated = true;
+            }
+            snap.selection = selection;
+        }
+        SourceEvent::Location { mut location } => {
+            if let Some(d) = location.as_mut().and_then(|l| l.description.as_mut()) {
+                truncate_text(d);
+            }
+            if snap.location != location {
+                let coarse = |l: &Option<Location>| l.as_ref().map(Location::coarse);
+                let coarse_changed = coarse(&snap.location) != coarse(&location);
+                snap.location = location.clone();
+                out.push(Change::Location {
+                    location,
+                    coarse_changed,
+                });
+            }
+        }
+        SourceEvent::RecentDocuments { documents } => {
+            if snap.recent_documents != documents {
+                let old = snap.recent_documents.take();
+                let new = match (&old, &documents) {
+                    (Some(old), Some(docs)) => docs
+                        .iter()
+                        .filter(|d| !old.iter().any(|o| o.uri == d.uri && o.used() >= d.used()))
+                        .cloned()
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                snap.recent_documents = documents.clone();
+                out.push(Change::RecentDocuments { documents, new });
+            }
         }
         SourceEvent::Clock { .. } => {}
         SourceEvent::ProvidedRemoved { app_id, kind } => {

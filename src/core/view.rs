@@ -33,6 +33,19 @@
 //!   `windows`, its title with `windows.titles`, a notification's body with
 //!   `notifications.content`, …).
 //!
+//! - the location (`location`) as a schema.org `Place` at about the level
+//!   of a city: coordinates rounded to 0.1° (about 11 km) and an accuracy of
+//!   at least 10 km, no description, no altitude, no time of the fix; the
+//!   coordinates as the service gave them, its description, the altitude
+//!   and the time only with `location.precise`. A move that leaves the
+//!   city-level place as it was is no change for a reader without
+//!   `location.precise` (it would tell when the user moves);
+//! - the selection (`selection`) only through its own read
+//!   ([`selection_view`]): it is in no snapshot and no change;
+//! - the recently used files (`documents.recent`) only with their category;
+//!   the paths the user excluded never reach the state at all
+//!   (`sources::recent`);
+//!
 //! Times are RFC 3339 strings with milliseconds in UTC, on both wires.
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -42,8 +55,9 @@ use super::captures::CaptureSession;
 use super::history::{AppTotals, HistoryEvent, HistoryKind};
 use super::state::{Change, Snapshot};
 use crate::model::{
-    Category, MediaKind, MediaStream, Network, Notification, Player, Power, ProvidedContext,
-    SessionState, SourceStatus, StreamState, Urgency, Window,
+    Category, Location, MediaKind, MediaStream, Network, Notification, Player, Power,
+    ProvidedContext, RecentDocument, Selection, SessionState, SourceStatus, StreamState, Urgency,
+    Window,
 };
 
 /// The caller's permissions, as a predicate over categories.
@@ -282,6 +296,155 @@ impl ProvidedView {
     }
 }
 
+/// The selected text, as a schema.org `Quotation` (the shape of the
+/// vocabulary's `selection` kind).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SelectionView {
+    #[serde(rename = "@type")]
+    pub schema_type: &'static str,
+    pub text: String,
+    /// In characters.
+    pub length: u64,
+    pub mime_type: String,
+    /// Cut at 64 KiB.
+    pub truncated: bool,
+    pub updated: String,
+}
+
+impl SelectionView {
+    pub fn new(s: &Selection) -> Self {
+        SelectionView {
+            schema_type: "Quotation",
+            text: s.text.clone(),
+            length: s.text.chars().count() as u64,
+            mime_type: s.mime_type.clone(),
+            truncated: s.truncated,
+            updated: time(&s.since),
+        }
+    }
+}
+
+pub fn selection_view(snap: &Snapshot) -> StateView<SelectionView> {
+    StateView {
+        available: snap.sources.get("selection").is_some_and(|s| s.available)
+            || snap.selection.is_some(),
+        value: snap.selection.as_ref().map(SelectionView::new),
+    }
+}
+
+/// Coordinates, as schema.org's `GeoCoordinates`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GeoView {
+    pub latitude: f64,
+    pub longitude: f64,
+    /// Only with `location.precise`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub elevation: Option<f64>,
+}
+
+/// Where the machine is, as a schema.org `Place` (the shape of the
+/// vocabulary's `location` kind): at about the level of a city, or as
+/// precisely as the service knows with `location.precise`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlaceView {
+    #[serde(rename = "@type")]
+    pub schema_type: &'static str,
+    pub geo: GeoView,
+    /// Radius of the uncertainty, in metres.
+    pub accuracy: f64,
+    /// The service's description; only with `location.precise`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// When the service determined it; only with `location.precise`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updated: Option<String>,
+}
+
+impl PlaceView {
+    pub fn new(l: &Location, precise: bool) -> Self {
+        if precise {
+            PlaceView {
+                schema_type: "Place",
+                geo: GeoView {
+                    latitude: l.latitude,
+                    longitude: l.longitude,
+                    elevation: l.altitude,
+                },
+                accuracy: l.accuracy,
+                name: l.description.clone(),
+                updated: l.timestamp.as_ref().map(time),
+            }
+        } else {
+            let (latitude, longitude, accuracy) = l.coarse();
+            PlaceView {
+                schema_type: "Place",
+                geo: GeoView {
+                    latitude,
+                    longitude,
+                    elevation: None,
+                },
+                accuracy,
+                name: None,
+                updated: None,
+            }
+        }
+    }
+}
+
+/// A recently used file (its category `documents.recent` is needed).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecentDocumentView {
+    pub uri: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// The app that registered it, as it claims to be called.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modified: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub visited: Option<String>,
+}
+
+impl RecentDocumentView {
+    pub fn new(d: &RecentDocument) -> Self {
+        RecentDocumentView {
+            uri: d.uri.clone(),
+            path: d.path.clone(),
+            name: d.name.clone(),
+            mime_type: d.mime_type.clone(),
+            app: d.app.clone(),
+            modified: d.modified.as_ref().map(time),
+            visited: d.visited.as_ref().map(time),
+        }
+    }
+}
+
+/// The recently used files, newest first; `available` is false while the
+/// source does not know them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RecentDocumentsView {
+    pub available: bool,
+    pub documents: Vec<RecentDocumentView>,
+}
+
+pub fn recent_documents(snap: &Snapshot) -> RecentDocumentsView {
+    RecentDocumentsView {
+        available: snap.recent_documents.is_some(),
+        documents: recent_list(snap.recent_documents.as_deref()),
+    }
+}
+
+fn recent_list(docs: Option<&[RecentDocument]>) -> Vec<RecentDocumentView> {
+    docs.unwrap_or_default()
+        .iter()
+        .map(RecentDocumentView::new)
+        .collect()
+}
+
 /// The health of a source (needs no consent).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SourceView {
@@ -334,6 +497,11 @@ pub struct SnapshotView {
     pub network: Option<NetworkView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notifications: Option<Vec<NotificationView>>,
+    #[serde(rename = "documents.recent", skip_serializing_if = "Option::is_none")]
+    pub recent_documents: Option<Vec<RecentDocumentView>>,
+    /// Boxed: the snapshot is the largest of the views already.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<Box<PlaceView>>,
     pub provided: Vec<ProvidedView>,
     pub sources: Vec<SourceView>,
     pub withheld: Names,
@@ -497,6 +665,10 @@ pub struct ChangeView {
     pub notification: Option<NotificationView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<ProvidedView>,
+    #[serde(rename = "documents.recent", skip_serializing_if = "Option::is_none")]
+    pub recent_documents: Option<Vec<RecentDocumentView>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<PlaceView>,
 }
 
 pub fn windows(snap: &Snapshot, can: Can<'_>) -> Vec<WindowView> {
@@ -644,6 +816,19 @@ pub fn snapshot(snap: &Snapshot, can: Can<'_>) -> SnapshotView {
             withheld.push(Category::NotificationsContent);
         }
     }
+    if section(Category::DocumentsRecent, &mut withheld) {
+        v.recent_documents = Some(recent_list(snap.recent_documents.as_deref()));
+    }
+    if section(Category::Location, &mut withheld) {
+        let precise = can(&Category::LocationPrecise);
+        v.location = snap
+            .location
+            .as_ref()
+            .map(|l| Box::new(PlaceView::new(l, precise)));
+        if !precise {
+            withheld.push(Category::LocationPrecise);
+        }
+    }
     for ((_, kind), p) in &snap.provided {
         let cat = Category::Provided(kind.clone());
         if can(&cat) {
@@ -715,6 +900,25 @@ pub fn change(c: &Change, can: Can<'_>) -> Option<(Category, ChangeView)> {
             context: Some(ProvidedView::new(context)),
             ..Default::default()
         },
+        Change::RecentDocuments { documents, .. } => ChangeView {
+            event: "changed",
+            recent_documents: Some(recent_list(documents.as_deref())),
+            ..Default::default()
+        },
+        Change::Location {
+            location,
+            coarse_changed,
+        } => {
+            let precise = can(&Category::LocationPrecise);
+            if !precise && !coarse_changed {
+                return None;
+            }
+            ChangeView {
+                event: "changed",
+                location: location.as_ref().map(|l| PlaceView::new(l, precise)),
+                ..Default::default()
+            }
+        }
         Change::Source(_) => return None,
     };
     Some((cat, v))
@@ -919,6 +1123,51 @@ mod tests {
         // Gone: no null on the wire.
         let (_, d) = change(&Change::Network(None), &with_name).expect("allowed");
         assert!(!text(&d).contains("network"));
+    }
+
+    #[test]
+    fn a_city_level_place_without_location_precise() {
+        use crate::model::Location;
+        let at = |latitude: f64| Location {
+            latitude,
+            longitude: 8.541694,
+            accuracy: 25.0,
+            altitude: Some(408.0),
+            description: Some("Kaserne".into()),
+            timestamp: Some(Utc::now()),
+        };
+        let snap = Snapshot {
+            location: Some(at(47.376954)),
+            ..Snapshot::default()
+        };
+        let city = |c: &Category| *c == Category::Location;
+        let v = serde_json::to_value(snapshot(&snap, &city)).unwrap_or_default();
+        assert_eq!(v["location"]["geo"]["latitude"], 47.4, "{v}");
+        assert_eq!(v["location"]["accuracy"], 10_000.0, "{v}");
+        let t = v.to_string();
+        assert!(
+            !t.contains("Kaserne") && !t.contains("408") && !t.contains("updated"),
+            "{t}"
+        );
+        assert!(
+            v["withheld"].to_string().contains("location.precise"),
+            "{v}"
+        );
+        // A move within the city is no change without the detail.
+        let small = Change::Location {
+            location: Some(at(47.377)),
+            coarse_changed: false,
+        };
+        assert!(change(&small, &city).is_none());
+        let precise = |c: &Category| matches!(c, Category::Location | Category::LocationPrecise);
+        let (_, d) = change(&small, &precise).expect("a precise reader sees it");
+        assert_eq!(d.location.map(|p| p.geo.latitude), Some(47.377));
+        let big = Change::Location {
+            location: Some(at(46.948)),
+            coarse_changed: true,
+        };
+        let (_, d) = change(&big, &city).expect("a new city");
+        assert_eq!(d.location.map(|p| p.geo.latitude), Some(46.9));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::core::{Mode, View, What, prompts, view};
 use crate::model::Category;
 
 /// The interface version, bumped when methods are added.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 pub struct Context1 {
     pub(crate) shared: Arc<Shared>,
@@ -122,6 +122,51 @@ impl Context1 {
             d.insert("json".into(), variant::string(p.data.to_string())?);
         }
         Ok(out)
+    }
+
+    /// The text selected last (the primary selection). Needs `selection`.
+    /// Read on request only: no signal ever carries it.
+    #[zbus(out_args("selection"))]
+    async fn get_selection(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
+        let v = self
+            .shared
+            .read(&hdr, What::Selection, super::access(&hdr))
+            .await?;
+        let v = expect_view!(v, Selection);
+        match v.value {
+            Some(s) => Ok(variant::dict(&s)?),
+            None if v.available => Err(Error::NotFound("no text is selected".into())),
+            None => Err(Error::Unavailable(
+                "the selection is not known (see ListSources: selection)".into(),
+            )),
+        }
+    }
+
+    /// Where the machine is, as a schema.org Place. Needs `location`;
+    /// exact coordinates need `location.precise`.
+    #[zbus(out_args("place"))]
+    async fn get_location(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
+        let v = self
+            .shared
+            .read(&hdr, What::Location, super::access(&hdr))
+            .await?;
+        match expect_view!(v, Location).value {
+            Some(p) => Ok(variant::dict(&p)?),
+            None => Err(Error::Unavailable(
+                "the location is not known (see ListSources: geoclue)".into(),
+            )),
+        }
+    }
+
+    /// The files the user opened recently, newest first. Needs
+    /// `documents.recent`.
+    #[zbus(out_args("documents"))]
+    async fn list_recent_documents(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
+        let v = self
+            .shared
+            .read(&hdr, What::RecentDocuments, super::access(&hdr))
+            .await?;
+        Ok(variant::dicts(&expect_view!(v, RecentDocuments).documents)?)
     }
 
     /// The health of every source. Needs no consent: it says nothing about

@@ -32,6 +32,13 @@ pub enum Res {
     Power,
     Network,
     Notifications,
+    /// The recently used files (`context://documents/recent`).
+    RecentDocuments,
+    /// Where the machine is (`context://location`).
+    Location,
+    /// The primary selection (`context://selection`): read on request
+    /// only, so no change ever notifies it.
+    Selection,
     /// A period of the timeline (`context://history{?since,until,app}`).
     History(HistoryParams),
     /// The shared vocabulary of what apps publish: the JSON-LD `@context`
@@ -110,7 +117,7 @@ impl HistoryParams {
 }
 
 /// The fixed resources, in listing order.
-pub const FIXED: [Res; 9] = [
+pub const FIXED: [Res; 12] = [
     Res::Snapshot,
     Res::Windows,
     Res::ActiveWindow,
@@ -119,6 +126,9 @@ pub const FIXED: [Res; 9] = [
     Res::Power,
     Res::Network,
     Res::Notifications,
+    Res::RecentDocuments,
+    Res::Location,
+    Res::Selection,
     Res::Vocabulary,
 ];
 
@@ -164,6 +174,9 @@ impl Res {
             "power" => Res::Power,
             "network" => Res::Network,
             "notifications" => Res::Notifications,
+            "documents/recent" => Res::RecentDocuments,
+            "location" => Res::Location,
+            "selection" => Res::Selection,
             "vocabulary" => Res::Vocabulary,
             p if p.starts_with("history") => Res::History(HistoryParams::parse(p)?),
             p if p.starts_with("provided/") => Res::provided(p.strip_prefix("provided/")?)?,
@@ -193,6 +206,9 @@ impl Res {
             Res::Power => "context://power".into(),
             Res::Network => "context://network".into(),
             Res::Notifications => "context://notifications".into(),
+            Res::RecentDocuments => "context://documents/recent".into(),
+            Res::Location => "context://location".into(),
+            Res::Selection => "context://selection".into(),
             Res::History(p) => p.uri(),
             Res::Vocabulary => "context://vocabulary".into(),
             Res::Provided(kind) => format!("{PROVIDED_PREFIX}{kind}"),
@@ -223,6 +239,9 @@ impl Res {
             Res::Power => vec![Category::Power],
             Res::Network => vec![Category::Network],
             Res::Notifications => vec![Category::Notifications],
+            Res::RecentDocuments => vec![Category::DocumentsRecent],
+            Res::Location => vec![Category::Location],
+            Res::Selection => vec![Category::Selection],
             Res::History(_) => vec![Category::History],
         }
     }
@@ -238,6 +257,9 @@ impl Res {
             Res::Power => "Power",
             Res::Network => "Network",
             Res::Notifications => "Recent notifications",
+            Res::RecentDocuments => "Recent documents",
+            Res::Location => "Location",
+            Res::Selection => "Selected text",
             Res::History(_) => "Timeline",
             Res::Vocabulary => "Vocabulary of app-provided context",
             Res::Provided(_) => "What apps publish",
@@ -259,6 +281,15 @@ impl Res {
             Res::Network => "Connectivity, metered state and the network's name".into(),
             Res::Notifications => {
                 "Notifications apps sent, newest first; bodies only with notifications.content".into()
+            }
+            Res::RecentDocuments => {
+                "The files the user opened recently, newest first: path, type, the app and when (paths the user excluded never show)".into()
+            }
+            Res::Location => {
+                "Where the user is, as a schema.org Place: about a city (coordinates rounded to 0.1°), exact with location.precise".into()
+            }
+            Res::Selection => {
+                "The text the user selected last (the primary selection; text only, at most 64 KiB), read when asked: never sent as a change".into()
             }
             Res::History(_) => HISTORY_DESCRIPTION.into(),
             Res::Vocabulary => VOCABULARY_DESCRIPTION.into(),
@@ -371,6 +402,9 @@ pub async fn read(
         Res::Power => What::Power,
         Res::Network => What::Network,
         Res::Notifications => What::Notifications,
+        Res::RecentDocuments => What::RecentDocuments,
+        Res::Location => What::Location,
+        Res::Selection => What::Selection,
         Res::Provided(kind) => What::Provided(kind.clone()),
         Res::Vocabulary => return vocabulary_rendered(),
         Res::History(p) => {
@@ -414,6 +448,9 @@ pub async fn read(
         View::Power(v) => state_rendered("power", v)?,
         View::Network(v) => state_rendered("network", v)?,
         View::Notifications(v) => notifications_rendered(to_json(&v)?, None),
+        View::RecentDocuments(v) => recent_documents_rendered(to_json(&v)?),
+        View::Location(v) => state_rendered("location", v)?,
+        View::Selection(v) => selection_rendered(v)?,
         View::Provided(v) => {
             let kind = match res {
                 Res::Provided(k) => k.as_str(),
@@ -455,6 +492,67 @@ Apps publish context about themselves by kind. Each entry is a JSON object whose
 Read a kind with context://provided/{kind} or the tool get_provided_context; each kind needs consent for provided.KIND.
 ");
     Ok(Rendered { json, markdown: md })
+}
+
+/// The selection: `available` and `selection`, and the text as a quote.
+fn selection_rendered(
+    v: crate::core::view::StateView<crate::core::view::SelectionView>,
+) -> Result<Rendered, Error> {
+    let markdown = match &v.value {
+        Some(s) => {
+            let quoted: Vec<String> = s.text.lines().map(|l| format!("> {l}")).collect();
+            let cut = if s.truncated { " (cut at 64 KiB)" } else { "" };
+            format!(
+                "# Selected text\n\n{}\n\n({} characters, {}{cut})\n",
+                quoted.join("\n"),
+                s.length,
+                s.mime_type
+            )
+        }
+        None if v.available => "# Selected text\n\nNo text is selected.\n".into(),
+        None => "# Selected text\n\nUnknown: the compositor does not offer the selection (see the sources).\n".into(),
+    };
+    Ok(Rendered {
+        json: json!({"available": v.available, "selection": to_json(&v.value)?}),
+        markdown,
+    })
+}
+
+/// The JSON (a `RecentDocumentsView`) and Markdown of the recent files.
+fn recent_documents_rendered(json: Value) -> Rendered {
+    let empty = Vec::new();
+    let docs = json
+        .get("documents")
+        .and_then(Value::as_array)
+        .unwrap_or(&empty);
+    let mut md = format!("# Recent documents ({})\n\n", docs.len());
+    if json.get("available") == Some(&Value::Bool(false)) {
+        md.push_str("Unknown: no list of recently used files was read.\n");
+    } else if docs.is_empty() {
+        md.push_str("No recent documents.\n");
+    }
+    for d in docs {
+        let place = d
+            .get("path")
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| str_of(d, "uri"));
+        md.push_str(&format!("- {place}"));
+        if let Some(m) = d.get("mime_type").and_then(Value::as_str) {
+            md.push_str(&format!(" ({m})"));
+        }
+        if let Some(a) = d.get("app").and_then(Value::as_str) {
+            md.push_str(&format!(", by {a}"));
+        }
+        let when = d
+            .get("modified")
+            .or_else(|| d.get("visited"))
+            .and_then(Value::as_str);
+        if let Some(t) = when {
+            md.push_str(&format!(", {t}"));
+        }
+        md.push('\n');
+    }
+    Rendered { json, markdown: md }
 }
 
 /// The JSON (`{"provided": [ProvidedView]}`) and Markdown of what apps
@@ -748,7 +846,7 @@ pub fn snapshot_markdown(snap: &Value) -> String {
             md.push_str(&format!("{label}: {}\n", stream_summary(a)));
         }
     }
-    for key in ["session", "power", "network"] {
+    for key in ["session", "power", "network", "location"] {
         if let Some(v) = snap.get(key) {
             md.push_str(&format!(
                 "{}: {}\n",
@@ -759,6 +857,14 @@ pub fn snapshot_markdown(snap: &Value) -> String {
     }
     if let Some(n) = snap.get("notifications").and_then(Value::as_array) {
         md.push_str(&format!("Recent notifications: {}\n", n.len()));
+    }
+    if let Some(d) = snap.get("documents.recent").and_then(Value::as_array) {
+        let names: Vec<&str> = d.iter().take(5).map(|d| str_of(d, "name")).collect();
+        md.push_str(&format!(
+            "Recent documents: {} ({})\n",
+            d.len(),
+            names.join(", ")
+        ));
     }
     // What apps publish (only the kinds the host may see are in the
     // snapshot), the kinds that say what the user works on first.
@@ -820,6 +926,8 @@ pub fn affected(change: &Change, active: Option<&str>) -> Vec<String> {
         Change::Network(_) => v.push(Res::Network.uri()),
         Change::Notification { .. } => v.push(Res::Notifications.uri()),
         Change::Provided { context, .. } => v.push(Res::Provided(context.kind.clone()).uri()),
+        Change::RecentDocuments { .. } => v.push(Res::RecentDocuments.uri()),
+        Change::Location { .. } => v.push(Res::Location.uri()),
         Change::Source(_) => {}
     }
     v

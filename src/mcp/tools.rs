@@ -130,6 +130,31 @@ fn provided_list() -> Value {
     }})
 }
 
+fn place_schema() -> Value {
+    json!({"type": "object", "description": "A schema.org Place", "properties": {
+        "@type": {"type": "string"},
+        "geo": {"type": "object", "properties": {
+            "latitude": {"type": "number"}, "longitude": {"type": "number"},
+            "elevation": {"type": "number", "description": "Metres; only with location.precise"}
+        }},
+        "accuracy": {"type": "number", "description": "Metres"},
+        "name": {"type": "string", "description": "The location service's description; only with location.precise"},
+        "updated": {"type": "string", "format": "date-time", "description": "When the location service determined it; only with location.precise"}
+    }, "required": ["@type", "geo", "accuracy"]})
+}
+
+fn recent_list() -> Value {
+    json!({"type": "array", "items": {"type": "object", "properties": {
+        "uri": {"type": "string"},
+        "path": {"type": "string", "description": "The local path of a file:// URI"},
+        "name": {"type": "string"},
+        "mime_type": {"type": "string"},
+        "app": {"type": "string", "description": "The app that opened it, as it claims to be called"},
+        "modified": {"type": "string", "format": "date-time"},
+        "visited": {"type": "string", "format": "date-time"}
+    }, "required": ["uri", "name"]}})
+}
+
 /// Every tool, as `tools/list` shows it.
 pub fn catalog() -> Vec<Value> {
     let any_obj = json!({"type": "object"});
@@ -146,6 +171,8 @@ pub fn catalog() -> Vec<Value> {
                 "media.capture": stream_list(),
                 "session": any_obj, "power": any_obj, "network": any_obj,
                 "notifications": {"type": "array"},
+                "documents.recent": recent_list(),
+                "location": place_schema(),
                 "provided": provided_list(),
                 "sources": {"type": "array"},
                 "withheld": withheld_schema()
@@ -248,6 +275,46 @@ pub fn catalog() -> Vec<Value> {
                 "withheld": withheld_schema()
             })), &["notifications"]),
             "annotations": read_only("Recent notifications"),
+        }),
+        json!({
+            "name": "get_location",
+            "title": "Get the user's location",
+            "description": "Where the user is, as a schema.org Place (geo.latitude, geo.longitude, accuracy in metres): at about the level of a city (coordinates rounded to 0.1°, accuracy at least 10 km) with the `location` grant; exact, with the location service's description (name), the altitude and the time of the fix (updated), with `location.precise`. Null while the location service does not know it.",
+            "inputSchema": no_args(),
+            "outputSchema": out(obj(json!({
+                "available": {"type": "boolean"},
+                "location": nullable(place_schema())
+            })), &["available", "location"]),
+            "annotations": read_only("Location"),
+        }),
+        json!({
+            "name": "get_selection",
+            "title": "Get the selected text",
+            "description": "The text the user selected last (the primary selection of a wlroots compositor), as a schema.org Quotation: text (at most 64 KiB; `truncated` says when it was cut), length in characters, its MIME type and when it was selected. Null when nothing is selected. Read only when asked: never sent as a change. Needs the `selection` grant.",
+            "inputSchema": no_args(),
+            "outputSchema": out(obj(json!({
+                "available": {"type": "boolean"},
+                "selection": nullable(json!({"type": "object", "properties": {
+                    "@type": {"type": "string"},
+                    "text": {"type": "string"},
+                    "length": {"type": "integer"},
+                    "mime_type": {"type": "string"},
+                    "truncated": {"type": "boolean"},
+                    "updated": {"type": "string", "format": "date-time"}
+                }, "required": ["text", "length"]}))
+            })), &["available", "selection"]),
+            "annotations": read_only("Selected text"),
+        }),
+        json!({
+            "name": "list_recent_documents",
+            "title": "List recently used files",
+            "description": "The files the user opened recently (from the desktop's recently-used list), newest first: URI, local path, name, MIME type, the app that opened it and when. Paths the user excluded (~/.ssh, password stores, ...) never show. Needs the `documents.recent` grant.",
+            "inputSchema": no_args(),
+            "outputSchema": out(obj(json!({
+                "available": {"type": "boolean"},
+                "documents": recent_list()
+            })), &["available", "documents"]),
+            "annotations": read_only("Recent documents"),
         }),
         json!({
             "name": "get_provided_context",
@@ -434,6 +501,9 @@ pub async fn call(
         "get_session_state" => read(Res::Session, &[]).await,
         "get_power" => read(Res::Power, &[]).await,
         "get_network" => read(Res::Network, &[]).await,
+        "list_recent_documents" => read(Res::RecentDocuments, &[]).await,
+        "get_location" => read(Res::Location, &[]).await,
+        "get_selection" => read(Res::Selection, &[]).await,
         "list_windows" => list_windows(broker, subject, args, mode).await,
         "list_notifications" => list_notifications(broker, subject, args, mode).await,
         "get_provided_context" => provided_context(broker, subject, args, mode).await,
@@ -779,7 +849,34 @@ mod tests {
             (provided.app_id.clone(), provided.kind.clone()),
             provided.clone(),
         );
+        snap.location = Some(Location {
+            latitude: 47.376954,
+            longitude: 8.541694,
+            accuracy: 25.0,
+            altitude: Some(408.0),
+            description: Some("Kaserne".into()),
+            timestamp: Some(now),
+        });
+        snap.recent_documents = Some(vec![RecentDocument {
+            uri: "file:///h/a.txt".into(),
+            path: Some("/h/a.txt".into()),
+            name: "a.txt".into(),
+            mime_type: Some("text/plain".into()),
+            app: Some("gedit".into()),
+            modified: Some(now),
+            visited: Some(now),
+        }]);
+        snap.selection = Some(Selection {
+            text: "selected".into(),
+            mime_type: "text/plain".into(),
+            truncated: false,
+            since: now,
+        });
         let all = |_: &Category| true;
+        let location = snap
+            .location
+            .as_ref()
+            .map(|l| view::PlaceView::new(l, true));
         let cases = [
             (
                 "get_snapshot",
@@ -804,6 +901,18 @@ mod tests {
             (
                 "get_provided_context",
                 json!({"provided": [view::ProvidedView::new(&provided)]}),
+            ),
+            (
+                "list_recent_documents",
+                serde_json::to_value(view::recent_documents(&snap)).unwrap_or_default(),
+            ),
+            (
+                "get_location",
+                json!({"available": true, "location": location}),
+            ),
+            (
+                "get_selection",
+                json!({"available": true, "selection": view::selection_view(&snap).value}),
             ),
         ];
         let catalog = catalog();

@@ -149,9 +149,12 @@ pub async fn run(broker: Arc<Broker>, subject: Subject, out: Out, cancel: Cancel
                 let uris: Vec<String> = match msg {
                     Ok(change) => {
                         // Source health needs no consent; everything else
-                        // only while the host may see the change's category.
-                        if let Some(cat) = change.category()
-                            && !core.allows(&subject, &cat)
+                        // only when the host may see the change (its
+                        // category, and a change it can tell at all: a
+                        // move within the same city is none without
+                        // location.precise).
+                        if change.category().is_some()
+                            && core.change_for(&subject.app_id, &change).is_none()
                         {
                             continue;
                         }

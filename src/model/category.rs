@@ -27,6 +27,16 @@ pub enum Category {
     NetworkName,
     Notifications,
     NotificationsContent,
+    /// The files the user opened recently (`recently-used.xbel`).
+    DocumentsRecent,
+    /// Where the machine is, at about the level of a city.
+    Location,
+    /// Where the machine is, as precisely as the location service knows:
+    /// a detail of `location`.
+    LocationPrecise,
+    /// The text selected last (the primary selection): read on request
+    /// only, never in a signal or the timeline.
+    Selection,
     /// Context an app publishes itself, by kind (`provided.document`,
     /// `provided.selection`, `provided.task`, ...).
     Provided(String),
@@ -45,7 +55,7 @@ pub enum CategoryError {
 }
 
 /// Every fixed category, in the order users see them.
-const FIXED: [Category; 12] = [
+const FIXED: [Category; 16] = [
     Category::Windows,
     Category::WindowsTitles,
     Category::MediaPlayback,
@@ -56,6 +66,10 @@ const FIXED: [Category; 12] = [
     Category::NetworkName,
     Category::Notifications,
     Category::NotificationsContent,
+    Category::DocumentsRecent,
+    Category::Location,
+    Category::LocationPrecise,
+    Category::Selection,
     Category::History,
     Category::ActionsNotify,
 ];
@@ -91,6 +105,10 @@ impl Category {
             Category::NetworkName => "network.name",
             Category::Notifications => "notifications",
             Category::NotificationsContent => "notifications.content",
+            Category::DocumentsRecent => "documents.recent",
+            Category::Location => "location",
+            Category::LocationPrecise => "location.precise",
+            Category::Selection => "selection",
             Category::Provided(_) => "provided",
             Category::History => "history",
             Category::ActionsNotify => "actions.notify",
@@ -103,6 +121,7 @@ impl Category {
             Category::WindowsTitles => Some(Category::Windows),
             Category::NotificationsContent => Some(Category::Notifications),
             Category::NetworkName => Some(Category::Network),
+            Category::LocationPrecise => Some(Category::Location),
             _ => None,
         }
     }
@@ -128,6 +147,14 @@ impl Category {
                 "Which apps sent you notifications, with their summaries".into()
             }
             Category::NotificationsContent => "The full text of your notifications".into(),
+            Category::DocumentsRecent => {
+                "The files you opened recently, with which app and when".into()
+            }
+            Category::Location => "Where you are, at about the level of a city".into(),
+            Category::LocationPrecise => {
+                "Where you are exactly (coordinates finer than a city)".into()
+            }
+            Category::Selection => "The text you selected last, when the app asks for it".into(),
             Category::Provided(kind) => {
                 format!("What apps publish about their {kind} (e.g. the open document)")
             }
@@ -148,6 +175,10 @@ impl Category {
                 | Category::NotificationsContent
                 | Category::History
                 | Category::NetworkName
+                | Category::DocumentsRecent
+                | Category::Location
+                | Category::LocationPrecise
+                | Category::Selection
         )
     }
 }
@@ -232,6 +263,7 @@ mod tests {
             Some(Category::Notifications)
         );
         assert_eq!(Category::NetworkName.base(), Some(Category::Network));
+        assert_eq!(Category::LocationPrecise.base(), Some(Category::Location));
         assert_eq!(Category::Windows.base(), None);
     }
 }

@@ -231,6 +231,102 @@ pub struct ProvidedContext {
     pub updated: DateTime<Utc>,
 }
 
+/// The text the user selected last (the primary selection), as the
+/// compositor's data-control protocol gives it: text only, at most
+/// [`Selection::MAX_BYTES`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Selection {
+    pub text: String,
+    /// The type it was read as (`text/plain;charset=utf-8`, …).
+    pub mime_type: String,
+    /// Longer than [`Selection::MAX_BYTES`], and cut there.
+    #[serde(default)]
+    pub truncated: bool,
+    /// When it was selected (read).
+    #[serde(default = "Utc::now")]
+    pub since: DateTime<Utc>,
+}
+
+impl Selection {
+    /// The most of a selection the broker reads (64 KiB).
+    pub const MAX_BYTES: usize = 64 * 1024;
+}
+
+/// Where the machine is, as the location service (GeoClue) says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Location {
+    /// Degrees, -90..=90.
+    pub latitude: f64,
+    /// Degrees, -180..=180.
+    pub longitude: f64,
+    /// Radius of the uncertainty, in metres.
+    pub accuracy: f64,
+    /// Metres above sea level, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub altitude: Option<f64>,
+    /// The service's description of the location, when it gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// When the location was determined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<DateTime<Utc>>,
+}
+
+impl Location {
+    /// How far a city-level place's coordinates are rounded, in degrees
+    /// (0.1° of latitude is about 11 km).
+    pub const COARSE_DEGREES: f64 = 0.1;
+    /// The accuracy a city-level place claims at least, in metres.
+    pub const COARSE_ACCURACY_M: f64 = 10_000.0;
+
+    /// About a city (what a reader without `location.precise` may know):
+    /// latitude and longitude rounded to [`Self::COARSE_DEGREES`], and the
+    /// accuracy, at least [`Self::COARSE_ACCURACY_M`].
+    pub fn coarse(&self) -> (f64, f64, f64) {
+        // Rounded, then written with one decimal (0.30000000000000004 → 0.3).
+        let round = |x: f64| {
+            ((x / Self::COARSE_DEGREES).round() * Self::COARSE_DEGREES * 10.0).round() / 10.0
+        };
+        (
+            round(self.latitude),
+            round(self.longitude),
+            self.accuracy.max(Self::COARSE_ACCURACY_M),
+        )
+    }
+}
+
+/// A file in the user's recently used list (`recently-used.xbel`, the
+/// freedesktop desktop-bookmark spec that GTK and KDE apps write). The
+/// app is what the writing app put there: a claim.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecentDocument {
+    /// The bookmark's `href` (`file:///...`, or another scheme).
+    pub uri: String,
+    /// The local path of a `file://` URI, percent-decoded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The last part of the path (or of the URI).
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// The application that registered it last (`bookmark:application`
+    /// `name`), as it claims to be called.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visited: Option<DateTime<Utc>>,
+}
+
+impl RecentDocument {
+    /// When it was last used: the latest of its times.
+    pub fn used(&self) -> Option<DateTime<Utc>> {
+        self.modified.max(self.visited)
+    }
+}
+
 /// Health of one source, shown by `ListSources` (needs no consent).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SourceStatus {

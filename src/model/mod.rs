@@ -13,6 +13,7 @@ mod context;
 pub use app::{AppId, AppIdError, IdentitySource};
 pub use category::{Category, CategoryError};
 pub use context::{
-    MediaKind, MediaStream, Network, Notification, PlaybackStatus, Player, Power, ProvidedContext,
-    SessionState, SourceStatus, StreamState, Urgency, Window, WindowStates,
+    Location, MediaKind, MediaStream, Network, Notification, PlaybackStatus, Player, Power,
+    ProvidedContext, RecentDocument, Selection, SessionState, SourceStatus, StreamState, Urgency,
+    Window, WindowStates,
 };

@@ -10,11 +10,13 @@
 //! waits for all of it.
 
 pub mod fdo;
+pub mod geoclue;
 pub mod login1;
 pub mod mpris;
 pub mod networkmanager;
 pub mod notifications;
 pub mod pipewire;
+pub mod recent;
 pub mod replay;
 pub mod shells;
 pub mod upower;
@@ -158,6 +160,15 @@ pub fn spawn_all(ctx: &SourceContext) {
     }
     if enabled(v4l2::NAME) {
         tasks.spawn(v4l2::run(ctx.clone()));
+    }
+    if enabled(wayland::selection::NAME) {
+        tasks.spawn(wayland::selection::run(ctx.clone()));
+    }
+    if enabled(geoclue::NAME) {
+        tasks.spawn(geoclue::run(ctx.clone()));
+    }
+    if enabled(recent::NAME) {
+        tasks.spawn(recent::run(ctx.clone()));
     }
 }
 

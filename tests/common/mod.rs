@@ -537,3 +537,17 @@ pub fn run_cmd(cmd: &mut Command, secs: u64) -> (ExitStatus, String, String) {
         }
     }
 }
+
+/// The daemon's database, opened with its key file.
+pub async fn open_db(home: &Home) -> contextd::store::Db {
+    let key_file = home.dir.path().join("state/contextd/db.key");
+    let key = contextd::store::DbKey::parse(&std::fs::read(&key_file).expect("key")).expect("key");
+    let (db, _tasks) = contextd::store::Db::open(
+        &home.db_path(),
+        &key,
+        &contextd::store::KeySource::KeyFile(key_file),
+    )
+    .await
+    .expect("the database opens after the stop");
+    db
+}

@@ -18,6 +18,8 @@ use crate::common::*;
 pub const MPRIS_TEST_PLAYER: &str = "org.mpris.MediaPlayer2.contextdtest";
 pub const MPRIS_PATH: &str = "/org/mpris/MediaPlayer2";
 pub const MPRIS_PLAYER_IFACE: &str = "org.mpris.MediaPlayer2.Player";
+pub const GEOCLUE: &str = "org.freedesktop.GeoClue2";
+pub const GEOCLUE_MANAGER: &str = "/org/freedesktop/GeoClue2/Manager";
 
 /// A private session bus and a private system bus.
 pub struct Buses {
@@ -146,6 +148,12 @@ impl Mock {
     pub async fn mpris_player(bus: &str, params: &str) -> Mock {
         let template = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fdo/mpris_player.py");
         Mock::template_with(bus, false, template, MPRIS_TEST_PLAYER, params).await
+    }
+
+    /// GeoClue2 of `tests/fdo/geoclue2.py` on the system bus at `bus`.
+    pub async fn geoclue(bus: &str, params: &str) -> Mock {
+        let template = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fdo/geoclue2.py");
+        Mock::template_with(bus, true, template, GEOCLUE, params).await
     }
 }
 

@@ -270,6 +270,7 @@ async def dump_all(client, args, inbox, report):
         "context://windows/past", "context://history",
         "context://history?since=2000-01-01T00%3A00%3A00Z",
         "context://provided/document", "context://vocabulary",
+        "context://documents/recent", "context://location", "context://selection",
     }
     for u in sorted(uris):
         out["resource " + u] = await attempt(client.read_resource(u))

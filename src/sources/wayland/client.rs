@@ -64,6 +64,17 @@ impl Connection {
         tx: mpsc::Sender<SourceEvent>,
         resolver: Resolver,
     ) -> std::io::Result<Connection> {
+        Connection::spawn("wayland", move |stop| {
+            run(stream, generation, &tx, resolver, stop)
+        })
+    }
+
+    /// Start a thread named `name` that runs `body` with the eventfd that
+    /// [`Connection::stop`] writes (the selection's thread uses it too).
+    pub fn spawn(
+        name: &str,
+        body: impl FnOnce(&OwnedFd) -> Ended + Send + 'static,
+    ) -> std::io::Result<Connection> {
         // SAFETY: eventfd(2) with valid flags; the result is checked.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if fd < 0 {
@@ -74,9 +85,9 @@ impl Connection {
         let (done_tx, ended) = oneshot::channel();
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
-            .name("wayland".into())
+            .name(name.into())
             .spawn(move || {
-                let end = run(stream, generation, &tx, resolver, &stop2);
+                let end = body(&stop2);
                 tracing::debug!(source = NAME, ?end, "connection thread ends");
                 let _ = done_tx.send(end);
             })?;

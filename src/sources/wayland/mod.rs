@@ -25,6 +25,7 @@
 //! session for that reason).
 
 pub mod client;
+pub mod selection;
 pub mod toplevels;
 
 use std::os::unix::net::UnixStream;
@@ -81,7 +82,7 @@ pub async fn run(ctx: SourceContext) {
     }
 }
 
-fn connect(path: &Path) -> Result<UnixStream, String> {
+pub(crate) fn connect(path: &Path) -> Result<UnixStream, String> {
     UnixStream::connect(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => format!("no compositor socket at {}", path.display()),
         std::io::ErrorKind::ConnectionRefused => {
