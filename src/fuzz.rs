@@ -276,6 +276,7 @@ const TARGETS: &[Target] = &[
     ("http_head", targets::http_head),
     ("stdio_framing", targets::stdio_framing),
     ("mcp_params", targets::mcp_params),
+    ("mcp_tool_args", targets::mcp_tool_args),
     ("dbus_args", targets::dbus_args),
     ("jsonrpc_message", targets::jsonrpc_message),
     ("resource_uri", targets::resource_uri),
@@ -721,7 +722,7 @@ mod targets {
             .boxed()
     }
 
-    fn screen_all(bytes: &[u8]) {
+    pub(super) fn screen_all(bytes: &[u8]) {
         let checked = jsonrpc::check(bytes);
         let screened = jsonrpc::screen(bytes);
         match &checked {
@@ -758,6 +759,66 @@ mod targets {
                     "jsonrpc": "2.0", "id": 1, "method": method, "params": params,
                 });
                 screen_all(msg.to_string().as_bytes());
+            },
+        )
+    }
+
+    /// The argument lists of the tools.
+    const TOOL_ARGS: &[&[&str]] = &[
+        &[],
+        &["cursor", "limit"],
+        &["kind"],
+        &["summary", "body", "urgency"],
+        &["since", "until", "app", "limit"],
+        &["since", "until"],
+    ];
+
+    pub(super) fn mcp_tool_args(s: &Settings) -> Outcome {
+        use crate::mcp::tools::{Args, decode_cursor, encode_cursor, page};
+        let kind = proptest::sample::select(&["windows", "notifications", "x"][..]);
+        let cursor = prop_oneof![
+            (kind.clone(), any::<usize>()).prop_map(|(k, n)| encode_cursor(k, n)),
+            (kind.clone(), 0..300usize).prop_map(|(k, n)| encode_cursor(k, n)),
+            ".{0,24}",
+        ]
+        .prop_map(Value::from);
+        let args = (json(RPC_WORDS), prop::option::of(cursor)).prop_map(|(v, c)| {
+            let mut m = match v {
+                Value::Object(m) => m,
+                other => serde_json::Map::from_iter([("limit".to_owned(), other)]),
+            };
+            if let Some(c) = c {
+                m.insert("cursor".into(), c);
+            }
+            m
+        });
+        drive(
+            "mcp_tool_args",
+            s,
+            (
+                proptest::sample::select(TOOL_ARGS),
+                prop::option::of(args),
+                kind,
+                0..300usize,
+                ".{0,24}",
+            ),
+            |(allowed, args, kind, n, raw)| {
+                let _ = decode_cursor(kind, &raw);
+                let Ok(args) = Args::new(args, allowed) else {
+                    return;
+                };
+                for k in [
+                    "since", "until", "app", "kind", "summary", "body", "urgency",
+                ] {
+                    let _ = args.string(k);
+                }
+                let _ = args.limit();
+                if let Ok((items, next)) = page(vec![(); n], kind, &args) {
+                    assert!(items.len() <= crate::mcp::tools::MAX_PAGE);
+                    if let Some(next) = next {
+                        assert!(decode_cursor(kind, &next).is_ok_and(|o| o < n));
+                    }
+                }
             },
         )
     }
@@ -812,7 +873,7 @@ mod targets {
 
     /// Feed `data` to the stdio socket's line reader; what it passed and
     /// what it answered.
-    fn frame(data: Vec<u8>, chunks: Vec<usize>) -> (usize, Vec<jsonrpc::Rejection>) {
+    pub(super) fn frame(data: Vec<u8>, chunks: Vec<usize>) -> (usize, Vec<jsonrpc::Rejection>) {
         RUNTIME.with(|rt| {
             rt.block_on(async move {
                 let (tx, mut rx) = tokio::sync::mpsc::channel(8);
@@ -1009,6 +1070,8 @@ mod targets {
         "exe:/usr/bin/foot",
         "token:",
         "org.gnome.TextEditor",
+        "1700000000000:5",
+        "-9223372036854775808:9223372036854775807",
     ];
 
     const TIMES: &[i64] = &[
@@ -1070,6 +1133,7 @@ mod targets {
                 let now = chrono::Utc::now();
                 let _ = history1::period_args((a, b), now - chrono::Duration::hours(1), now);
                 let _ = history1::kinds_for(&list);
+                let _ = crate::core::history::parse_cursor(&w);
                 let _ = context1::parse_categories(&list);
                 let mut options = HashMap::new();
                 if let Some(d) = d.variant() {
@@ -1667,4 +1731,55 @@ mod targets {
 // ---------------------------------------------------------------------------
 // Inputs the fuzzer found, kept.
 
-mod regressions {}
+mod regressions {
+    use super::targets::{frame, screen_all};
+    use crate::mcp::jsonrpc::MAX_MESSAGE_BYTES;
+
+    /// A cursor of offset `usize::MAX` overflowed `offset + limit` in
+    /// `tools::page` (a panic in a debug build, a wrapped next cursor in
+    /// release).
+    #[test]
+    fn page_cursor_at_the_end_of_usize() {
+        use crate::mcp::tools::{Args, encode_cursor, page};
+        let cursor = encode_cursor("windows", usize::MAX);
+        let args = serde_json::json!({ "cursor": cursor });
+        let args = Args::new(args.as_object().cloned(), &["cursor", "limit"]).expect("args");
+        let (items, next) = page(vec![1, 2, 3], "windows", &args).expect("a page");
+        assert!(items.is_empty());
+        assert_eq!(next, None);
+    }
+
+    /// `check` passed array params that `screen` refused (fixed in
+    /// `jsonrpc::check`).
+    #[test]
+    fn array_params_are_screened_alike() {
+        screen_all(
+            br#"{"jsonrpc":"2.0","id":1,"method":"prompts/list","params":[null,"jsonrpc"]}"#,
+        );
+        screen_all(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["x"]}"#);
+    }
+
+    /// The stdio limit is the message's bytes, the newline aside: a line
+    /// of exactly [`MAX_MESSAGE_BYTES`] is read (and refused as no JSON), a
+    /// byte more is refused as too large; the lines around it pass.
+    #[test]
+    fn stdio_line_limit() {
+        let ping = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n";
+        for (extra, too_large) in [(0, false), (1, true)] {
+            let mut data = ping.to_vec();
+            data.extend(std::iter::repeat_n(b'x', MAX_MESSAGE_BYTES + extra));
+            data.push(b'\n');
+            data.extend_from_slice(ping);
+            for chunks in [vec![4096], vec![1 << 20, 1], vec![0, 65536]] {
+                let (passed, rejected) = frame(data.clone(), chunks);
+                assert_eq!(passed, 2);
+                assert_eq!(rejected.len(), 1, "{rejected:?}");
+                assert_eq!(
+                    rejected[0].error.message.contains("larger than"),
+                    too_large,
+                    "{rejected:?}"
+                );
+            }
+        }
+    }
+}
