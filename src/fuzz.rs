@@ -380,6 +380,28 @@ fn slice() {
     run_all(SLICE_CASES, 1, env_seed(), SLICE_INPUT_LIMIT);
 }
 
+/// The driver fails a slow input, a greedy one and a panicking one.
+#[test]
+fn the_driver_catches_slow_greedy_and_panicking_inputs() {
+    let settings = Settings {
+        cases: 4,
+        seed: DEFAULT_SEED,
+        limit: Duration::from_millis(50),
+    };
+    let failure = |check: fn(u8)| {
+        drive("driver", &settings, any::<u8>(), check)
+            .failure
+            .unwrap_or_default()
+    };
+    assert!(failure(|_| ()).is_empty());
+    let slow = failure(|_| std::thread::sleep(Duration::from_millis(100)));
+    assert!(slow.contains("took"), "{slow}");
+    let greedy = failure(|_| drop(std::hint::black_box(vec![1u8; ALLOC_LIMIT + 1])));
+    assert!(greedy.contains("held"), "{greedy}");
+    let panics = failure(|_| panic!("a panic"));
+    assert!(panics.contains("a panic"), "{panics}");
+}
+
 /// `make fuzz`: at least `CONTEXTD_FUZZ_CASES` inputs in all.
 #[test]
 #[ignore = "long: `make fuzz` runs it"]
