@@ -9,7 +9,6 @@
 #   make test      fmt check, clippy, all tests (what CI runs, via .ci/run)
 #   make lint      fmt check and clippy only
 #   make bench     build and run the benchmark
-#   make fuzz      fuzz every parser of outside input (src/fuzz.rs)
 #   make install   binaries, user unit, D-Bus activation file, polkit policy
 #                  and interface XML under $(DESTDIR)$(PREFIX)
 #   make clean     cargo clean and remove .run/
