@@ -42,7 +42,7 @@ BINARIES := contextd contextctl
 RUN_DIR := $(CURDIR)/.run
 RUN_SESSION := $(RUN_DIR)/session
 
-.PHONY: all deps build run test test-scripts lint fmt clippy bench \
+.PHONY: all deps build run test test-scripts lint fmt clippy bench fuzz \
 	install install-bin install-data uninstall clean
 
 all: build
@@ -172,6 +172,15 @@ bench: deps
 	@scripts/deps.sh --node
 	$(CARGO) build --release $(LOCKED) --example wl_toplevels
 	$(CARGO) bench $(LOCKED) --bench broker --bench pipewire --bench fdo --bench wayland --bench mcp --bench history --bench provider --bench dashboard --bench v4l2
+
+# The fuzz targets of src/fuzz.rs (`make test` runs a short slice):
+# CONTEXTD_FUZZ_CASES inputs in all (default 1000000) on
+# CONTEXTD_FUZZ_THREADS threads (default 2), seed CONTEXTD_FUZZ_SEED (fixed;
+# `random` picks one and prints it), CONTEXTD_FUZZ_TARGETS=a,b for some.
+# Prints inputs/s per target; fails on a panic, an input over 1 s or one
+# holding over 64 MiB.
+fuzz:
+	$(CARGO) test $(LOCKED) --lib fuzz::full -- --ignored --exact --nocapture
 
 install: install-bin install-data
 

@@ -349,7 +349,12 @@ impl ConfigFile {
             path: shown.clone(),
             offset: e.utf8_error().valid_up_to(),
         })?;
-        toml::from_str(&text).map_err(|e| {
+        ConfigFile::parse(&text, shown)
+    }
+
+    /// Parse `config.toml`'s text; `shown` only labels errors.
+    pub fn parse(text: &str, shown: String) -> Result<ConfigFile, ConfigError> {
+        toml::from_str(text).map_err(|e| {
             let offset = e.span().map_or(0, |s| s.start).min(text.len());
             let before = &text[..offset];
             let line = before.matches('\n').count() + 1;

@@ -52,7 +52,7 @@ pub struct AppInfo {
 }
 
 #[derive(Debug, Clone)]
-struct Entry {
+pub(crate) struct Entry {
     info: AppInfo,
     wm_class: Option<String>,
 }
@@ -137,7 +137,7 @@ fn cut(mut s: String) -> String {
 }
 
 /// Parse the `[Desktop Entry]` group of a desktop file.
-fn parse(desktop_id: &str, text: &str) -> Option<Entry> {
+pub(crate) fn parse(desktop_id: &str, text: &str) -> Option<Entry> {
     let mut in_group = false;
     let (mut name, mut icon, mut wm_class, mut kind) = (None, None, None, None);
     let mut hidden = false;

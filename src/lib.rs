@@ -10,6 +10,8 @@ pub mod daemon;
 pub mod dashboard;
 pub mod dbus;
 pub mod desktop_entry;
+#[cfg(test)]
+mod fuzz;
 pub mod httpd;
 pub mod logging;
 pub mod mcp;

@@ -179,7 +179,7 @@ impl Dash {
 }
 
 /// The value of cookie `name` in the request's `Cookie` headers.
-fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -306,7 +306,7 @@ async fn checked(mut req: Request, next: Next, session: Session, host: &str) -> 
 
 /// `application/x-www-form-urlencoded` into a map (the last of a repeated
 /// key wins); `None` when it is not UTF-8.
-fn form_pairs(bytes: &[u8]) -> Option<HashMap<String, String>> {
+pub(crate) fn form_pairs(bytes: &[u8]) -> Option<HashMap<String, String>> {
     std::str::from_utf8(bytes).ok()?;
     Some(
         url_pairs(bytes)

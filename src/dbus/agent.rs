@@ -63,7 +63,7 @@ pub struct DBusPrompter {
     pub agents: Arc<Agents>,
 }
 
-fn parse_answer(
+pub(crate) fn parse_answer(
     answer: &str,
     options: &HashMap<String, OwnedVariant>,
 ) -> Result<Answer, PromptError> {

@@ -23,16 +23,16 @@ pub struct Consent1 {
     pub(crate) shared: Arc<Shared>,
 }
 
-fn app_arg(s: &str) -> Result<AppId> {
+pub(crate) fn app_arg(s: &str) -> Result<AppId> {
     AppId::new(s).map_err(|e| Error::InvalidArgs(format!("app: {e}")))
 }
 
-fn category_arg(s: &str) -> Result<Category> {
+pub(crate) fn category_arg(s: &str) -> Result<Category> {
     s.parse::<Category>()
         .map_err(|e| Error::InvalidArgs(e.to_string()))
 }
 
-fn time_arg(name: &str, secs: i64) -> Result<Option<chrono::DateTime<Utc>>> {
+pub(crate) fn time_arg(name: &str, secs: i64) -> Result<Option<chrono::DateTime<Utc>>> {
     if secs == 0 {
         return Ok(None);
     }

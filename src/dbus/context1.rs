@@ -24,7 +24,7 @@ pub struct Context1 {
     pub(crate) shared: Arc<Shared>,
 }
 
-fn parse_categories(categories: &[String]) -> Result<Vec<Category>> {
+pub(crate) fn parse_categories(categories: &[String]) -> Result<Vec<Category>> {
     if categories.is_empty() {
         return Err(Error::InvalidArgs(
             "no categories given; pass at least one (see ListCategories)".into(),

@@ -22,7 +22,7 @@ pub struct History1 {
 
 /// `[since, until)` from Unix seconds (0: `since_default`/`until_default`);
 /// an empty or inverted period is an error, not an empty answer.
-fn period_args(
+pub(crate) fn period_args(
     (since, until): (i64, i64),
     since_default: DateTime<Utc>,
     until_default: DateTime<Utc>,
@@ -46,7 +46,7 @@ fn time_arg(name: &str, secs: i64, default: DateTime<Utc>) -> Result<DateTime<Ut
 
 /// The kinds of the timeline that hold `wanted` (category names; empty:
 /// every kind). A name that is not a category is an error.
-fn kinds_for(wanted: &[String]) -> Result<Vec<HistoryKind>> {
+pub(crate) fn kinds_for(wanted: &[String]) -> Result<Vec<HistoryKind>> {
     let mut cats: Vec<Category> = Vec::new();
     for w in wanted {
         let c: Category = w.parse().map_err(crate::core::Error::from)?;

@@ -125,7 +125,7 @@ pub struct Guard {
 }
 
 impl Guard {
-    fn new(tokens: Tokens, addr: SocketAddr, cfg: &McpHttpConfig) -> Guard {
+    pub(crate) fn new(tokens: Tokens, addr: SocketAddr, cfg: &McpHttpConfig) -> Guard {
         let port = addr.port();
         let mut hosts: Vec<String> = Vec::new();
         let mut origins: Vec<String> = Vec::new();
@@ -225,43 +225,66 @@ fn unauthorized(challenge: &'static str, message: &str) -> Response {
     r
 }
 
+impl Guard {
+    /// The checks of a request's head, before its body is read: `Host`,
+    /// `Origin`, the credentials, a declared length. The subject of the
+    /// credentials, or the answer.
+    pub(crate) fn head(&self, req: &Request) -> Result<Subject, Box<Response>> {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_owned)
+            .or_else(|| req.uri().authority().map(|a| a.to_string()));
+        match host {
+            None => {
+                return Err(Box::new(plain(
+                    StatusCode::BAD_REQUEST,
+                    "missing Host header",
+                )));
+            }
+            Some(h) if !self.host_ok(&h) => {
+                tracing::debug!(host = %h, "refused Host");
+                return Err(Box::new(plain(
+                    StatusCode::FORBIDDEN,
+                    "Host header is not allowed",
+                )));
+            }
+            Some(_) => {}
+        }
+        if let Some(o) = req.headers().get(header::ORIGIN) {
+            let ok = o.to_str().is_ok_and(|o| self.origin_ok(o));
+            if !ok {
+                tracing::debug!(origin = ?o, "refused Origin");
+                return Err(Box::new(plain(
+                    StatusCode::FORBIDDEN,
+                    "Origin is not allowed",
+                )));
+            }
+        }
+        let subject = self.authenticate(req)?;
+        if req.method() == http::Method::POST {
+            let declared = req
+                .headers()
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            if declared.is_some_and(|n| n > MAX_MESSAGE_BYTES as u64) {
+                return Err(Box::new(too_large()));
+            }
+        }
+        Ok(subject)
+    }
+}
+
 /// The layer in front of every route (see the module docs).
 pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
-    let host = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_owned)
-        .or_else(|| req.uri().authority().map(|a| a.to_string()));
-    match host {
-        None => return plain(StatusCode::BAD_REQUEST, "missing Host header"),
-        Some(h) if !g.host_ok(&h) => {
-            tracing::debug!(host = %h, "refused Host");
-            return plain(StatusCode::FORBIDDEN, "Host header is not allowed");
-        }
-        Some(_) => {}
-    }
-    if let Some(o) = req.headers().get(header::ORIGIN) {
-        let ok = o.to_str().is_ok_and(|o| g.origin_ok(o));
-        if !ok {
-            tracing::debug!(origin = ?o, "refused Origin");
-            return plain(StatusCode::FORBIDDEN, "Origin is not allowed");
-        }
-    }
-    let subject = match g.authenticate(&req) {
+    let subject = match g.head(&req) {
         Ok(s) => s,
         Err(r) => return *r,
     };
     req.extensions_mut().insert(subject);
     if req.method() == http::Method::POST {
-        let declared = req
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > MAX_MESSAGE_BYTES as u64) {
-            return too_large();
-        }
         let (mut parts, body) = req.into_parts();
         let collected = tokio::time::timeout(
             BODY_TIMEOUT,

@@ -128,7 +128,7 @@ fn known(method: &str, params: Option<&Value>) -> bool {
 /// Whether `params` fit the type rmcp parses `method`'s params into, in
 /// serde's words when they do not; `None` for a method this does not know
 /// the shape of. Absent params are `null`, as rmcp sees them.
-fn fit_params(method: &str, params: Option<&Value>) -> Option<Result<(), String>> {
+pub(crate) fn fit_params(method: &str, params: Option<&Value>) -> Option<Result<(), String>> {
     use rmcp::model::{
         CallToolRequestParams, CompleteRequestParams, GetPromptRequestParams,
         InitializeRequestParams, PaginatedRequestParams, ReadResourceRequestParams,
@@ -224,7 +224,11 @@ pub fn check(bytes: &[u8]) -> Checked {
     }
     let method = v.get("method").and_then(Value::as_str);
     let is_request = v.get("id").is_some();
-    if let (Some(m), true) = (method, is_request)
+    // Params that are not an object (JSON-RPC allows an array; MCP's
+    // methods take objects) go through the full screen: serde would fit
+    // an array to a struct field by field where rmcp refuses it.
+    let params_object = v.get("params").is_none_or(Value::is_object);
+    if let (Some(m), true, true) = (method, is_request, params_object)
         && FITTED_DIRECTLY.contains(&m)
         && let Some(fit) = fit_params(m, v.get("params"))
     {
@@ -446,6 +450,12 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":5}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"resources/templates/list","params":{}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            // Found by the fuzzer (src/fuzz.rs): array params, which serde
+            // fits to a struct field by field and rmcp refuses.
+            r#"{"jsonrpc":"2.0","id":1,"method":"prompts/list","params":[null,"jsonrpc"]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["x",{}]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":["context://snapshot"]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":[]}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#,
             r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"no/such"}"#,

@@ -360,7 +360,7 @@ impl Transport<RoleServer> for ChannelTransport {
 /// them, because the reader holds the end of input back until they are
 /// answered (for at most [`DRAIN_TIMEOUT`]).
 #[derive(Debug, Clone, Default)]
-struct Pending(Arc<std::sync::Mutex<std::collections::HashSet<rmcp::model::RequestId>>>);
+pub(crate) struct Pending(Arc<std::sync::Mutex<std::collections::HashSet<rmcp::model::RequestId>>>);
 
 const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -380,7 +380,7 @@ impl Pending {
 /// Read lines of at most [`MAX_MESSAGE_BYTES`], screen them, pass the good
 /// ones on and queue answers for the bad ones. An oversized line is
 /// answered and skipped to its end, without ever being held in memory.
-async fn read_lines<R: AsyncRead + Unpin>(
+pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
     read: R,
     tx: mpsc::Sender<ClientJsonRpcMessage>,
     errors: mpsc::Sender<Rejection>,

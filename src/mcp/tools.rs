@@ -398,10 +398,10 @@ fn refusal(e: Error) -> CallToolResult {
 }
 
 /// The arguments of a call, checked against `additionalProperties: false`.
-struct Args(Map<String, Value>);
+pub(crate) struct Args(Map<String, Value>);
 
 impl Args {
-    fn new(args: Option<Map<String, Value>>, allowed: &[&str]) -> Result<Args, String> {
+    pub(crate) fn new(args: Option<Map<String, Value>>, allowed: &[&str]) -> Result<Args, String> {
         let m = args.unwrap_or_default();
         if let Some(k) = m.keys().find(|k| !allowed.contains(&k.as_str())) {
             let k: String = k.chars().take(64).collect();
@@ -417,7 +417,7 @@ impl Args {
         Ok(Args(m))
     }
 
-    fn string(&self, k: &str) -> Result<Option<&str>, String> {
+    pub(crate) fn string(&self, k: &str) -> Result<Option<&str>, String> {
         match self.0.get(k) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
@@ -425,7 +425,7 @@ impl Args {
         }
     }
 
-    fn limit(&self) -> Result<usize, String> {
+    pub(crate) fn limit(&self) -> Result<usize, String> {
         match self.0.get("limit") {
             None | Some(Value::Null) => Ok(DEFAULT_PAGE),
             Some(v) => v
@@ -460,7 +460,11 @@ pub fn decode_cursor(kind: &str, cursor: &str) -> Result<usize, String> {
     n.parse().map_err(|_| bad())
 }
 
-fn page<T>(items: Vec<T>, kind: &str, args: &Args) -> Result<(Vec<T>, Option<String>), String> {
+pub(crate) fn page<T>(
+    items: Vec<T>,
+    kind: &str,
+    args: &Args,
+) -> Result<(Vec<T>, Option<String>), String> {
     let offset = match args.string("cursor")? {
         Some(c) => decode_cursor(kind, c)?,
         None => 0,
@@ -468,7 +472,11 @@ fn page<T>(items: Vec<T>, kind: &str, args: &Args) -> Result<(Vec<T>, Option<Str
     let limit = args.limit()?;
     let total = items.len();
     let page: Vec<T> = items.into_iter().skip(offset).take(limit).collect();
-    let next = (offset + limit < total).then(|| encode_cursor(kind, offset + limit));
+    // A cursor is the host's to send: its offset may be any number.
+    let next = offset
+        .checked_add(limit)
+        .filter(|end| *end < total)
+        .map(|end| encode_cursor(kind, end));
     Ok((page, next))
 }
 

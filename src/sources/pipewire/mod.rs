@@ -27,9 +27,9 @@
 //! PipeWire's socket appears (inotify on its directory). It never ends
 //! before the daemon does.
 
-mod classify;
+pub(crate) mod classify;
 mod thread;
-mod tracker;
+pub(crate) mod tracker;
 
 use std::ffi::OsString;
 use std::path::Path;
