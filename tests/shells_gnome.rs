@@ -44,7 +44,8 @@ async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
 
         // GNOME Shell runs, the extension is installed but not enabled:
         // ListSources says so, with the command; the broker enables nothing.
-        let mut shell = GnomeShell::start(&bus.address, &data, shell_home.path(), "contextd-test").await;
+        let mut shell =
+            GnomeShell::start(&bus.address, &data, shell_home.path(), "contextd-test").await;
         let src = eventually(10, "the extension is said to be off", || async {
             let s = source(&ctx, "gnome-shell").await?;
             s["last_error"]
@@ -271,7 +272,8 @@ async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
 
         // Back (the extension enabled by the session mode this time): the
         // new shell's windows, with new ids.
-        let shell = GnomeShell::start(&bus.address, &data, shell_home.path(), "contextd-test-on").await;
+        let shell =
+            GnomeShell::start(&bus.address, &data, shell_home.path(), "contextd-test-on").await;
         let _again = shell.window(&bus.address, ONE, "Window one again");
         let ws = eventually(15, "windows back with the shell", || async {
             let ws = windows(&ctx).await;
