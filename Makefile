@@ -171,7 +171,7 @@ bench: export CONTEXTD_NODE := $(CURDIR)/.tools/node22/bin/node
 bench: deps
 	@scripts/deps.sh --node
 	$(CARGO) build --release $(LOCKED) --example wl_toplevels
-	$(CARGO) bench $(LOCKED) --bench broker --bench pipewire --bench fdo --bench wayland --bench mcp --bench history --bench provider --bench dashboard --bench shells
+	$(CARGO) bench $(LOCKED) --bench broker --bench pipewire --bench fdo --bench wayland --bench mcp --bench history --bench provider --bench dashboard --bench v4l2 --bench shells
 
 install: install-bin install-data
 

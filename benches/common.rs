@@ -119,3 +119,18 @@ pub fn grant_self(config_home: &Path, categories: &[&str]) {
     )
     .expect("policy");
 }
+
+/// A process's CPU time so far (utime + stime from /proc/PID/stat), in
+/// clock ticks.
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // After the comm: state is field 3, utime 14, stime 15.
+    let n = |i: usize| {
+        f.get(i - 3)
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    n(14) + n(15)
+}
