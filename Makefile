@@ -171,7 +171,7 @@ bench: export CONTEXTD_NODE := $(CURDIR)/.tools/node22/bin/node
 bench: deps
 	@scripts/deps.sh --node
 	$(CARGO) build --release $(LOCKED) --example wl_toplevels
-	$(CARGO) bench $(LOCKED) --bench broker --bench pipewire --bench fdo --bench wayland --bench mcp --bench history --bench provider --bench dashboard --bench v4l2
+	$(CARGO) bench $(LOCKED) --bench broker --bench pipewire --bench fdo --bench wayland --bench mcp --bench history --bench provider --bench dashboard --bench v4l2 --bench shells
 
 # The fuzz targets of src/fuzz.rs (`make test` runs a short slice):
 # CONTEXTD_FUZZ_CASES inputs in all (default 1000000) on

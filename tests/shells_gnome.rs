@@ -12,145 +12,17 @@ mod common;
 #[path = "shells/mod.rs"]
 mod shells;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use common::*;
 use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
+use shells::gnome::{GnomeShell, UUID, data_dir};
 use shells::*;
 
-const UUID: &str = "contextd@contextd.org";
 const ONE: &str = "org.example.One";
 const TWO: &str = "org.example.Two";
-const DISPLAY: &str = "gnome-test-0";
-
-/// A headless GNOME Shell in its own runtime directory.
-struct GnomeShell {
-    child: Child,
-    runtime_dir: tempfile::TempDir,
-    log: PathBuf,
-}
-
-impl GnomeShell {
-    /// Start it on `bus` in session mode `mode` (a file of `data_dir`),
-    /// and wait until its extension system answers on the bus.
-    async fn start(bus: &Bus, data_dir: &Path, home: &Path, mode: &str) -> GnomeShell {
-        let runtime_dir = tempfile::tempdir().expect("tempdir");
-        let log = home.join(format!("gnome-shell-{mode}.log"));
-        let child = Command::new("gnome-shell")
-            .args([
-                "--headless",
-                "--wayland",
-                "--no-x11",
-                "--virtual-monitor",
-                "1280x800",
-                &format!("--wayland-display={DISPLAY}"),
-                &format!("--mode={mode}"),
-            ])
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("LANG", "C.UTF-8")
-            .env("HOME", home)
-            .env("XDG_CONFIG_HOME", home.join("config"))
-            .env("XDG_DATA_HOME", home.join("data"))
-            .env("XDG_CACHE_HOME", home.join("cache"))
-            .env(
-                "XDG_DATA_DIRS",
-                format!("{}:/usr/local/share:/usr/share", data_dir.display()),
-            )
-            .env("XDG_RUNTIME_DIR", runtime_dir.path())
-            .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
-            // Without a system bus the shell dies looking for logind.
-            .env("DBUS_SYSTEM_BUS_ADDRESS", &bus.address)
-            // Settings in memory: `EnableExtension` writes the shell's own
-            // settings, which is all it needs, and nothing touches dconf.
-            .env("GSETTINGS_BACKEND", "memory")
-            .env("NO_AT_BRIDGE", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log"))
-            .spawn()
-            .expect("gnome-shell (apt-get install gnome-shell: scripts/deps.sh)");
-        let shell = GnomeShell {
-            child,
-            runtime_dir,
-            log,
-        };
-        let conn = bus.connect().await;
-        eventually(20, "GNOME Shell's extension system answers", || async {
-            conn.call_method(
-                Some("org.gnome.Shell"),
-                "/org/gnome/Shell",
-                Some("org.gnome.Shell.Extensions"),
-                "ListExtensions",
-                &(),
-            )
-            .await
-            .ok()
-        })
-        .await;
-        shell
-    }
-
-    fn window(&self, bus: &Bus, app_id: &str, title: &str) -> GtkWindow {
-        GtkWindow::open(
-            self.runtime_dir.path(),
-            DISPLAY,
-            &bus.address,
-            app_id,
-            title,
-        )
-    }
-
-    fn stop(&mut self) {
-        stop(&mut self.child, Duration::from_secs(5));
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for GnomeShell {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("--- gnome-shell log ---\n{}", self.log());
-        }
-        self.stop();
-    }
-}
-
-/// `XDG_DATA_DIRS` entry with the extension (as `make install` puts it)
-/// and two session modes: `contextd-test` (the user's mode, no overview,
-/// which would keep the focus from new windows) and `contextd-test-on`
-/// (the same with the extension enabled by the mode).
-fn data_dir(root: &Path) -> PathBuf {
-    let data = root.join("share");
-    let ext = data.join("gnome-shell/extensions").join(UUID);
-    std::fs::create_dir_all(&ext).expect("mkdir");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("data/gnome-shell")
-        .join(UUID);
-    for f in ["extension.js", "metadata.json"] {
-        std::fs::copy(src.join(f), ext.join(f)).expect("copy the extension");
-    }
-    let modes = data.join("gnome-shell/modes");
-    std::fs::create_dir_all(&modes).expect("mkdir");
-    std::fs::write(
-        modes.join("contextd-test.json"),
-        r#"{"parentMode": "user", "hasOverview": false}"#,
-    )
-    .expect("mode");
-    std::fs::write(
-        modes.join("contextd-test-on.json"),
-        format!(
-            r#"{{"parentMode": "user", "hasOverview": false, "enabledExtensions": ["{UUID}"]}}"#
-        ),
-    )
-    .expect("mode");
-    data
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
@@ -172,7 +44,8 @@ async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
 
         // GNOME Shell runs, the extension is installed but not enabled:
         // ListSources says so, with the command; the broker enables nothing.
-        let mut shell = GnomeShell::start(&bus, &data, shell_home.path(), "contextd-test").await;
+        let mut shell =
+            GnomeShell::start(&bus.address, &data, shell_home.path(), "contextd-test").await;
         let src = eventually(10, "the extension is said to be off", || async {
             let s = source(&ctx, "gnome-shell").await?;
             s["last_error"]
@@ -193,7 +66,7 @@ async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
             out.contains(&format!("gnome-extensions enable {UUID}")),
             "{out}"
         );
-        let one = shell.window(&bus, ONE, "Window one");
+        let one = shell.window(&bus.address, ONE, "Window one");
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(
             windows(&ctx).await.is_empty(),
@@ -239,7 +112,7 @@ async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
         let mut changes = Changes::new(sub.receive_changed().await.expect("changed"));
 
         // A second window takes the focus.
-        let two = shell.window(&bus, TWO, "Window two");
+        let two = shell.window(&bus.address, TWO, "Window two");
         changes
             .until(10, "focus on two", |d| is_focus_on(d, TWO))
             .await;
@@ -399,8 +272,9 @@ async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
 
         // Back (the extension enabled by the session mode this time): the
         // new shell's windows, with new ids.
-        let shell = GnomeShell::start(&bus, &data, shell_home.path(), "contextd-test-on").await;
-        let _again = shell.window(&bus, ONE, "Window one again");
+        let shell =
+            GnomeShell::start(&bus.address, &data, shell_home.path(), "contextd-test-on").await;
+        let _again = shell.window(&bus.address, ONE, "Window one again");
         let ws = eventually(15, "windows back with the shell", || async {
             let ws = windows(&ctx).await;
             find(&ws, ONE).is_some().then_some(ws)

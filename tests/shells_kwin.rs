@@ -7,166 +7,23 @@
 //! is not KWin is refused; KWin exiting takes the windows with it until it
 //! is back; the broker unloads its script when it stops.
 //!
-//! `/usr/bin/kwin_wayland` carries the file capability `cap_sys_resource`,
-//! which a container without that capability cannot exec: the test runs a
-//! copy without it, and names the copy in `[sources.shells] kwin`.
+//! KWin runs as a copy without its file capability (tests/shells/kwin.rs),
+//! named in `[sources.shells] kwin`.
 
 mod common;
 #[path = "shells/mod.rs"]
 mod shells;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use common::*;
 use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
+use shells::kwin::{Kwin, activate, kwin_copy, script_loaded};
 use shells::*;
 
 const ONE: &str = "org.example.One";
 const TWO: &str = "org.example.Two";
-const SOCKET: &str = "kwin-test-0";
-
-/// `kwin_wayland` without its file capability, its name unchanged.
-fn kwin_copy(dir: &Path) -> PathBuf {
-    let exe = dir.join("kwin_wayland");
-    std::fs::copy("/usr/bin/kwin_wayland", &exe)
-        .expect("kwin_wayland (apt-get install kwin-wayland: scripts/deps.sh)");
-    exe
-}
-
-struct Kwin {
-    child: Child,
-    runtime_dir: tempfile::TempDir,
-    log: PathBuf,
-}
-
-impl Kwin {
-    /// Start KWin and wait until its scripting answers on the bus.
-    async fn start(bus: &Bus, exe: &Path, home: &Path, n: u32) -> Kwin {
-        let runtime_dir = tempfile::tempdir().expect("tempdir");
-        let log = home.join(format!("kwin-{n}.log"));
-        let child = Command::new(exe)
-            .args([
-                "--virtual",
-                "--width",
-                "1280",
-                "--height",
-                "800",
-                "--socket",
-                SOCKET,
-                "--no-lockscreen",
-                "--no-global-shortcuts",
-                "--no-kactivities",
-            ])
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("LANG", "C.UTF-8")
-            .env("HOME", home)
-            .env("XDG_CONFIG_HOME", home.join("config"))
-            .env("XDG_DATA_HOME", home.join("data"))
-            .env("XDG_CACHE_HOME", home.join("cache"))
-            .env("XDG_RUNTIME_DIR", runtime_dir.path())
-            .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
-            .env("QT_QPA_PLATFORM", "wayland")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log"))
-            .spawn()
-            .expect("spawn kwin_wayland");
-        let kwin = Kwin {
-            child,
-            runtime_dir,
-            log,
-        };
-        let conn = bus.connect().await;
-        eventually(20, "KWin's scripting answers", || async {
-            conn.call_method(
-                Some("org.kde.KWin"),
-                "/Scripting",
-                Some("org.kde.kwin.Scripting"),
-                "isScriptLoaded",
-                &("nothing",),
-            )
-            .await
-            .ok()
-        })
-        .await;
-        kwin
-    }
-
-    fn window(&self, bus: &Bus, app_id: &str, title: &str) -> GtkWindow {
-        GtkWindow::open(self.runtime_dir.path(), SOCKET, &bus.address, app_id, title)
-    }
-
-    fn stop(&mut self) {
-        stop(&mut self.child, Duration::from_secs(5));
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Kwin {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("--- kwin_wayland log ---\n{}", self.log());
-        }
-        self.stop();
-    }
-}
-
-/// Activate the window titled `title` the way KRunner does: KWin's
-/// WindowsRunner matches it, and running the match activates it.
-async fn activate(conn: &zbus::Connection, title: &str) {
-    type Match = (
-        String,
-        String,
-        String,
-        i32,
-        f64,
-        std::collections::HashMap<String, zbus::wire::OwnedVariant>,
-    );
-    let reply = conn
-        .call_method(
-            Some("org.kde.KWin"),
-            "/WindowsRunner",
-            Some("org.kde.krunner1"),
-            "Match",
-            &(title,),
-        )
-        .await
-        .expect("WindowsRunner.Match");
-    let matches: Vec<Match> = reply.body().deserialize().expect("matches");
-    let m = matches
-        .iter()
-        .find(|m| m.1 == title)
-        .unwrap_or_else(|| panic!("no match for {title}: {matches:?}"));
-    conn.call_method(
-        Some("org.kde.KWin"),
-        "/WindowsRunner",
-        Some("org.kde.krunner1"),
-        "Run",
-        &(m.0.as_str(), ""),
-    )
-    .await
-    .expect("WindowsRunner.Run");
-}
-
-async fn script_loaded(conn: &zbus::Connection) -> bool {
-    conn.call_method(
-        Some("org.kde.KWin"),
-        "/Scripting",
-        Some("org.kde.kwin.Scripting"),
-        "isScriptLoaded",
-        &("contextd",),
-    )
-    .await
-    .ok()
-    .and_then(|m| m.body().deserialize::<bool>().ok())
-    .unwrap_or(false)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kwin_reports_windows_and_focus_through_the_script() {
@@ -186,7 +43,7 @@ async fn kwin_reports_windows_and_focus_through_the_script() {
         assert_eq!(source(&ctx, "kwin").await, None, "no KWin, no source");
 
         // KWin starts: the broker loads its script, which reports.
-        let mut kwin = Kwin::start(&bus, &exe, kwin_home.path(), 1).await;
+        let mut kwin = Kwin::start(&bus.address, &exe, kwin_home.path(), 1).await;
         eventually(10, "the kwin source available", || async {
             let s = source(&ctx, "kwin").await?;
             (s["available"] == true).then_some(())
@@ -202,11 +59,11 @@ async fn kwin_reports_windows_and_focus_through_the_script() {
             .expect("sub");
         let mut changes = Changes::new(sub.receive_changed().await.expect("changed"));
 
-        let _one = kwin.window(&bus, ONE, "Window one");
+        let _one = kwin.window(&bus.address, ONE, "Window one");
         changes
             .until(10, "focus on one", |d| is_focus_on(d, ONE))
             .await;
-        let two = kwin.window(&bus, TWO, "Window two");
+        let two = kwin.window(&bus.address, TWO, "Window two");
         changes
             .until(10, "focus on two", |d| is_focus_on(d, TWO))
             .await;
@@ -341,8 +198,8 @@ async fn kwin_reports_windows_and_focus_through_the_script() {
         assert!(active(&ctx).await["app_id"].is_null());
 
         // Back: the script is loaded again, the new KWin's windows listed.
-        let kwin = Kwin::start(&bus, &exe, kwin_home.path(), 2).await;
-        let _again = kwin.window(&bus, ONE, "Window one again");
+        let kwin = Kwin::start(&bus.address, &exe, kwin_home.path(), 2).await;
+        let _again = kwin.window(&bus.address, ONE, "Window one again");
         let ws = eventually(15, "windows back with KWin", || async {
             let ws = windows(&ctx).await;
             find(&ws, ONE).is_some().then_some(ws)

@@ -1,9 +1,13 @@
 //! What the tests of the shell sources share (tests/shells_gnome.rs,
 //! tests/shells_kwin.rs): real GTK windows (tests/shells/gtk_window.py on
 //! the system's python3 with PyGObject), reading what the broker says,
-//! following a subscription's `Changed`.
+//! following a subscription's `Changed`; the shells themselves
+//! ([`gnome`], [`kwin`]), which benches/shells.rs runs too.
 
 #![allow(dead_code)]
+
+pub mod gnome;
+pub mod kwin;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -107,6 +111,22 @@ pub fn stop(child: &mut Child, grace: Duration) {
     let _ = child.wait();
 }
 
+/// Poll `f` until it returns `Some`, up to `secs`.
+pub async fn poll<T, Fut: std::future::Future<Output = Option<T>>>(
+    secs: u64,
+    what: &str,
+    mut f: impl FnMut() -> Fut,
+) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 pub async fn windows(ctx: &Context1Proxy<'_>) -> Vec<Value> {
     ctx.list_windows()
         .await
@@ -150,6 +170,16 @@ impl Changes {
 
     /// Wait for a change that matches `pred` (keeping every one seen).
     pub async fn until(&mut self, secs: u64, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        self.until_at(secs, what, pred).await.1
+    }
+
+    /// [`Changes::until`], with when the matching change arrived.
+    pub async fn until_at(
+        &mut self,
+        secs: u64,
+        what: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> (Instant, Value) {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -159,6 +189,7 @@ impl Changes {
                     panic!("no Changed for {what} within {secs} s: {:#?}", self.seen)
                 })
                 .expect("stream open");
+            let at = Instant::now();
             let args = sig.args().expect("args");
             let data = Value::Object(
                 args.data()
@@ -168,7 +199,7 @@ impl Changes {
             );
             self.seen.push(data.clone());
             if pred(&data) {
-                return data;
+                return (at, data);
             }
         }
     }
