@@ -153,7 +153,7 @@ fn mcp_call(bus: &Bus, home: &Home, tool: &str) -> Command {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_dashboard_in_a_real_browser() {
     with_timeout(240, async {
-        let m = Managed::start("[consent]\nprompt_timeout_s = 60\n").await;
+        let m = Managed::start("[consent]\nprompt_timeout_s = 60\n", &[]).await;
         let (bus, home) = (&m.bus, &m.home);
 
         // This test program is an app with two live subscriptions.

@@ -366,8 +366,10 @@ async fn the_bridge_starts_the_daemon_through_dbus_activation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_user_ends_an_mcp_session() {
     with_timeout(60, async {
-        let m = Managed::start("[consent]\nundecided = \"deny\"\n").await;
-        m.home.write_policy(&[(&my_app_id(), &["windows"])]);
+        // Granted before the start: a policy written later is reloaded
+        // when its change is seen, which a first call could beat.
+        let me = my_app_id();
+        let m = Managed::start("[consent]\nundecided = \"deny\"\n", &[(&me, &["windows"])]).await;
         let (bus, home) = (&m.bus, &m.home);
         let conn = bus.connect().await;
         let consent = contextd::client::proxy::Consent1Proxy::new(&conn)

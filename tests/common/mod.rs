@@ -226,8 +226,9 @@ pub fn contextctl_bin() -> &'static str {
 
 /// A broker the user manages: its session bus, a system bus whose polkitd
 /// (python-dbusmock) authorises `org.contextd.manage-consent`, the focused
-/// window `w1` (org.gnome.TextEditor, "notes.txt") replayed, `config`
-/// written, and the MCP socket ready.
+/// window `w1` (org.gnome.TextEditor, "notes.txt") replayed, `config` and
+/// policy.toml's `grants` written before it starts, and the MCP socket
+/// ready.
 pub struct Managed {
     pub bus: Bus,
     pub sys: Bus,
@@ -237,13 +238,16 @@ pub struct Managed {
 }
 
 impl Managed {
-    pub async fn start(config: &str) -> Managed {
+    pub async fn start(config: &str, grants: &[(&str, &[&str])]) -> Managed {
         let bus = Bus::start();
         let sys = Bus::start();
         let polkit =
             dbusmock::Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
         let home = Home::new();
         home.write_config(config);
+        if !grants.is_empty() {
+            home.write_policy(grants);
+        }
         let replay = home.dir.path().join("replay.jsonl");
         std::fs::write(
             &replay,
