@@ -174,6 +174,60 @@ fn status(tx: &mpsc::Sender<SourceEvent>, available: bool, error: Option<String>
     )
 }
 
+/// Flush what we sent, then wait for the compositor or `stop` and read what
+/// came (dispatched by the caller's next round). `Some` when the thread
+/// must end: stopped, the core gone, or the connection lost.
+pub(super) fn wait_and_read<S>(
+    conn: &WlConnection,
+    queue: &EventQueue<S>,
+    stop: &OwnedFd,
+    tx: &mpsc::Sender<SourceEvent>,
+) -> Option<Ended> {
+    if let Err(e) = conn.flush()
+        && !matches!(&e, WaylandError::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock)
+    {
+        return Some(Ended::Lost(describe(&e, conn)));
+    }
+    // Events are queued already: the caller dispatches them first.
+    let guard = queue.prepare_read()?;
+    let mut fds = [
+        libc::pollfd {
+            fd: guard.connection_fd().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: stop.as_fd().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    loop {
+        // SAFETY: poll(2) on two valid descriptors we hold.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        if r >= 0 {
+            break;
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Some(Ended::Lost(format!("poll failed: {err}")));
+        }
+    }
+    if fds[1].revents != 0 {
+        return Some(Ended::Stopped);
+    }
+    if tx.is_closed() {
+        return Some(Ended::CoreGone);
+    }
+    match guard.read() {
+        Ok(_) => None,
+        Err(WaylandError::Io(io)) if io.kind() == std::io::ErrorKind::WouldBlock => None,
+        Err(e) => Some(Ended::Lost(describe(&e, conn))),
+    }
+}
+
+/// A lost connection in words: the compositor's protocol error when it
+/// sent one.
 fn describe(e: &WaylandError, conn: &WlConnection) -> String {
     match conn.protocol_error() {
         Some(p) => format!(
@@ -254,47 +308,8 @@ fn run(
                 }
             }
         }
-        if let Err(e) = conn.flush()
-            && !matches!(&e, WaylandError::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock)
-        {
-            return Ended::Lost(describe(&e, &conn));
-        }
-        let Some(guard) = queue.prepare_read() else {
-            continue;
-        };
-        let mut fds = [
-            libc::pollfd {
-                fd: guard.connection_fd().as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: stop.as_fd().as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        loop {
-            // SAFETY: poll(2) on two valid descriptors we hold.
-            let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
-            if r >= 0 {
-                break;
-            }
-            let err = std::io::Error::last_os_error();
-            if err.kind() != std::io::ErrorKind::Interrupted {
-                return Ended::Lost(format!("poll failed: {err}"));
-            }
-        }
-        if fds[1].revents != 0 {
-            return Ended::Stopped;
-        }
-        if tx.is_closed() {
-            return Ended::CoreGone;
-        }
-        match guard.read() {
-            Ok(_) => {}
-            Err(WaylandError::Io(io)) if io.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Ended::Lost(describe(&e, &conn)),
+        if let Some(end) = wait_and_read(&conn, &queue, stop, tx) {
+            return end;
         }
     }
 }

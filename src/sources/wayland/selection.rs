@@ -26,7 +26,7 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
-use wayland_client::backend::{ObjectId, WaylandError};
+use wayland_client::backend::ObjectId;
 use wayland_client::protocol::{wl_callback, wl_registry, wl_seat};
 use wayland_client::{
     Connection as WlConnection, Dispatch, EventQueue, Proxy, QueueHandle, event_created_child,
@@ -40,7 +40,7 @@ use wayland_protocols_wlr::data_control::v1::client::{
     zwlr_data_control_offer_v1 as wlr_offer,
 };
 
-use super::client::{Connection, Ended};
+use super::client::{Connection, Ended, wait_and_read};
 use crate::core::SourceEvent;
 use crate::model::Selection;
 use crate::sources::{Backoff, SourceContext};
@@ -301,16 +301,6 @@ fn selection_of(conn: &WlConnection, state: &State, id: &ObjectId) -> Option<Sel
     })
 }
 
-fn describe(e: &WaylandError, conn: &WlConnection) -> String {
-    match conn.protocol_error() {
-        Some(p) => format!(
-            "compositor reported a protocol error: {} on {}@{}: {}",
-            p.code, p.object_interface, p.object_id, p.message
-        ),
-        None => format!("compositor connection lost: {e}"),
-    }
-}
-
 fn thread(stream: UnixStream, tx: &mpsc::Sender<SourceEvent>, stop: &OwnedFd) -> Ended {
     let conn = match WlConnection::from_socket(stream) {
         Ok(c) => c,
@@ -381,47 +371,8 @@ fn thread(stream: UnixStream, tx: &mpsc::Sender<SourceEvent>, stop: &OwnedFd) ->
                 }
             }
         }
-        if let Err(e) = conn.flush()
-            && !matches!(&e, WaylandError::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock)
-        {
-            return Ended::Lost(describe(&e, &conn));
-        }
-        let Some(guard) = queue.prepare_read() else {
-            continue;
-        };
-        let mut fds = [
-            libc::pollfd {
-                fd: guard.connection_fd().as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: stop.as_fd().as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        loop {
-            // SAFETY: poll(2) on two valid descriptors we hold.
-            let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
-            if r >= 0 {
-                break;
-            }
-            let err = std::io::Error::last_os_error();
-            if err.kind() != std::io::ErrorKind::Interrupted {
-                return Ended::Lost(format!("poll failed: {err}"));
-            }
-        }
-        if fds[1].revents != 0 {
-            return Ended::Stopped;
-        }
-        if tx.is_closed() {
-            return Ended::CoreGone;
-        }
-        match guard.read() {
-            Ok(_) => {}
-            Err(WaylandError::Io(io)) if io.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Ended::Lost(describe(&e, &conn)),
+        if let Some(end) = wait_and_read(&conn, &queue, stop, tx) {
+            return end;
         }
     }
 }
