@@ -77,7 +77,7 @@ impl Rejection {
 
 /// Methods whose parameters rmcp parses into a fixed shape: a message with
 /// one of these methods that rmcp cannot parse has invalid params.
-const KNOWN_REQUESTS: &[&str] = &[
+pub(crate) const KNOWN_REQUESTS: &[&str] = &[
     "initialize",
     "ping",
     "server/discover",
