@@ -374,17 +374,56 @@ fn session_of(req: &axum::http::Extensions) -> Session {
 
 async fn apps_page(State(dash): State<Arc<Dash>>, req: Request) -> Response {
     let s = session_of(req.extensions());
-    pages::apps(&dash.core, &s.csrf).into_response()
+    page(pages::apps(&dash.core, &s.csrf))
 }
 
 async fn now_page(State(dash): State<Arc<Dash>>, req: Request) -> Response {
     let s = session_of(req.extensions());
-    pages::now(&dash.core, &s.csrf).into_response()
+    page(pages::now(&dash.core, &s.csrf))
 }
 
 async fn timeline_page(State(dash): State<Arc<Dash>>, req: Request) -> Response {
     let s = session_of(req.extensions());
-    pages::timeline(&dash.core, &s.csrf).await.into_response()
+    page(pages::timeline(&dash.core, &s.csrf).await)
+}
+
+/// A page larger than this gives its memory back to the system once sent.
+const TRIM_AFTER: usize = 256 * 1024;
+
+/// Gives the heap's free memory back to the system when dropped.
+struct Trim;
+
+impl Drop for Trim {
+    fn drop(&mut self) {
+        // SAFETY: malloc_trim(3) only releases free memory of glibc's
+        // heaps; it has no preconditions.
+        #[cfg(target_env = "gnu")]
+        unsafe {
+            libc::malloc_trim(0);
+        }
+    }
+}
+
+/// A rendered page. The grid of 200 apps is over a megabyte of HTML;
+/// glibc keeps such freed blocks for the process, and the broker lives all
+/// session long on a 20 MB budget, so once a large page is sent (its body
+/// dropped) the memory goes back.
+fn page(markup: maud::Markup) -> Response {
+    let html = markup.into_string();
+    if html.len() < TRIM_AFTER {
+        return ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response();
+    }
+    let body = futures_util::stream::unfold(
+        (Some(bytes::Bytes::from(html)), Trim),
+        |(chunk, trim)| async move {
+            chunk.map(|c| (Ok::<_, std::convert::Infallible>(c), (None, trim)))
+        },
+    );
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        Body::from_stream(body),
+    )
+        .into_response()
 }
 
 async fn css() -> Response {
