@@ -159,15 +159,22 @@ impl State {
     }
 }
 
-fn send(tx: &mpsc::Sender<SourceEvent>, ev: SourceEvent) -> bool {
+/// Send from a Wayland thread; false when the core is gone.
+pub(super) fn send(tx: &mpsc::Sender<SourceEvent>, ev: SourceEvent) -> bool {
     tx.blocking_send(ev).is_ok()
 }
 
-fn status(tx: &mpsc::Sender<SourceEvent>, available: bool, error: Option<String>) -> bool {
+/// `source`'s status, from a Wayland thread.
+pub(super) fn status(
+    tx: &mpsc::Sender<SourceEvent>,
+    source: &str,
+    available: bool,
+    error: Option<String>,
+) -> bool {
     send(
         tx,
         SourceEvent::SourceStatus {
-            source: NAME.into(),
+            source: source.into(),
             available,
             error,
         },
@@ -281,6 +288,7 @@ fn run(
                     );
                     status(
                         tx,
+                        NAME,
                         false,
                         Some(format!(
                             "the compositor offers neither {WLR_MANAGER} nor {EXT_LIST}"
@@ -294,7 +302,7 @@ fn run(
                         ext = e.as_ref().map(|e| e.version()),
                         "bound the toplevel protocols"
                     );
-                    status(tx, true, None)
+                    status(tx, NAME, true, None)
                 }
             };
             if !ok {

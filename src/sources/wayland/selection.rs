@@ -40,7 +40,7 @@ use wayland_protocols_wlr::data_control::v1::client::{
     zwlr_data_control_offer_v1 as wlr_offer,
 };
 
-use super::client::{Connection, Ended, wait_and_read};
+use super::client::{Connection, Ended, send, status, wait_and_read};
 use crate::core::SourceEvent;
 use crate::model::Selection;
 use crate::sources::{Backoff, SourceContext};
@@ -209,21 +209,6 @@ impl State {
     }
 }
 
-fn send(tx: &mpsc::Sender<SourceEvent>, ev: SourceEvent) -> bool {
-    tx.blocking_send(ev).is_ok()
-}
-
-fn status(tx: &mpsc::Sender<SourceEvent>, available: bool, error: Option<String>) -> bool {
-    send(
-        tx,
-        SourceEvent::SourceStatus {
-            source: NAME.into(),
-            available,
-            error,
-        },
-    )
-}
-
 /// Read what the app that owns `offer` writes as `mime`: at most
 /// [`Selection::MAX_BYTES`] kept, `None` when it does not answer in time.
 fn read_offer(conn: &WlConnection, offer: &Offer, mime: &str) -> Option<(Vec<u8>, bool)> {
@@ -345,7 +330,7 @@ fn thread(stream: UnixStream, tx: &mpsc::Sender<SourceEvent>, stop: &OwnedFd) ->
                         source = NAME,
                         "following the primary selection through {which}"
                     );
-                    status(tx, true, None)
+                    status(tx, NAME, true, None)
                 }
                 Err(why) => {
                     tracing::info!(source = NAME, "{why}");
