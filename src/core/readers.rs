@@ -105,26 +105,24 @@ impl Readers {
 
     /// End the reader `id` (the user asked). False when there is none.
     pub fn end(&self, id: u64) -> bool {
-        let end = self.0.lock().get(&id).map(|e| e.end.clone());
-        match end {
-            Some(t) => {
-                t.cancel();
-                self.0.ended.send_modify(|n| *n = n.wrapping_add(1));
-                true
-            }
-            None => false,
-        }
+        self.end_where(|rid, _| rid == id) > 0
     }
 
-    /// End every reader of `app` (its consent was withdrawn entirely:
-    /// forgetting an app ends what it has open).
+    /// End every reader of `app` (forgetting an app ends what it has
+    /// open).
     pub fn end_app(&self, app: &AppId) -> usize {
+        self.end_where(|_, info| &info.app == app)
+    }
+
+    /// Cancel the readers `which` picks and tell the loops that watch
+    /// [`Readers::watch_ended`]; how many.
+    fn end_where(&self, which: impl Fn(u64, &ReaderInfo) -> bool) -> usize {
         let ends: Vec<CancellationToken> = self
             .0
             .lock()
-            .values()
-            .filter(|e| &e.info.app == app)
-            .map(|e| e.end.clone())
+            .iter()
+            .filter(|(id, e)| which(**id, &e.info))
+            .map(|(_, e)| e.end.clone())
             .collect();
         ends.iter().for_each(CancellationToken::cancel);
         if !ends.is_empty() {
@@ -146,14 +144,6 @@ impl Readers {
             .map(|(id, e)| (*id, e.info.clone(), e.since))
             .collect()
     }
-
-    pub fn len(&self) -> usize {
-        self.0.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// A live reader; dropping it takes the reader off the list.
@@ -165,10 +155,6 @@ pub struct Registration {
 }
 
 impl Registration {
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
     /// Cancelled when the user ends this reader.
     pub fn ended(&self) -> &CancellationToken {
         &self.end
@@ -222,6 +208,14 @@ pub struct ReaderView {
 }
 
 impl Core {
+    /// Forget everything about `app` (its decisions, its entry, its audit)
+    /// and end what it has open: for every control surface alike.
+    pub async fn forget_app(&self, app: &AppId) -> super::Result<u64> {
+        let removed = self.gate.forget_app(app).await?;
+        self.readers.end_app(app);
+        Ok(removed)
+    }
+
     /// Every live reader, oldest first, with the app's desktop name and
     /// icon when the broker knows them.
     pub fn readers(&self) -> Vec<ReaderView> {

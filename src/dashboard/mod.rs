@@ -602,10 +602,9 @@ async fn forget(State(dash): State<Arc<Dash>>, req: Request) -> Response {
         Ok(a) => a,
         Err(e) => return bad(format!("app: {e}")),
     };
-    if let Err(e) = dash.core.gate.forget_app(&app).await {
+    if let Err(e) = dash.core.forget_app(&app).await {
         return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
     }
-    dash.core.readers.end_app(&app);
     done(req.headers(), &form)
 }
 

@@ -102,12 +102,13 @@ impl Consent1 {
         Ok(self.shared.core.gate.revoke(&app, &category).await?)
     }
 
-    /// Forget everything about `app`: decisions, its entry, its audit.
+    /// Forget everything about `app`: decisions, its entry, its audit;
+    /// what it has open (subscriptions, MCP sessions) ends.
     #[zbus(out_args("removed"))]
     async fn forget_app(&self, app: String, #[zbus(header)] hdr: Header<'_>) -> Result<u64> {
         let app = app_arg(&app)?;
         self.shared.authorize_manage(&hdr).await?;
-        Ok(self.shared.core.gate.forget_app(&app).await?)
+        Ok(self.shared.core.forget_app(&app).await?)
     }
 
     /// Who publishes what now (kinds and since when, never the data), and
