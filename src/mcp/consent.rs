@@ -13,6 +13,13 @@ use rmcp::service::{RequestContext, RoleServer};
 
 pub use crate::core::{Channel, Mode, Subject};
 
+/// The host's `clientInfo` as people read it, "name version", when it
+/// gave one in `initialize` (a claim, shown beside the kernel's identity).
+pub fn client(peer: &rmcp::service::Peer<RoleServer>) -> Option<String> {
+    peer.peer_info()
+        .map(|i| format!("{} {}", i.client_info.name, i.client_info.version))
+}
+
 /// The mode of a request the host made itself: it may ask the user and
 /// wait, reporting progress, until the host cancels it. `request` is the
 /// method and its tool, resource or prompt, for the audit; `what` is what the
@@ -20,11 +27,7 @@ pub use crate::core::{Channel, Mode, Subject};
 /// the name and version the host gave in `initialize` (its `clientInfo`, a
 /// claim: the app the user decides about is the one the kernel names).
 pub fn ask(ctx: &RequestContext<RoleServer>, request: &str, what: &str) -> Mode {
-    let host = ctx
-        .peer
-        .peer_info()
-        .map(|i| format!("{} {}", i.client_info.name, i.client_info.version))
-        .unwrap_or_else(|| "An MCP host".to_owned());
+    let host = client(&ctx.peer).unwrap_or_else(|| "An MCP host".to_owned());
     let reason = format!("{host} (MCP) asks for {what}");
     let progress = ctx.meta.get_progress_token().map(|token| {
         let peer = ctx.peer.clone();

@@ -170,9 +170,7 @@ impl ContextServer {
         if self.session.watching.set(()).is_err() {
             return;
         }
-        let client = peer
-            .peer_info()
-            .map(|i| format!("{} {}", i.client_info.name, i.client_info.version));
+        let client = consent::client(&peer);
         let subscribed: Vec<Category> = self
             .session
             .subscribed
@@ -458,11 +456,7 @@ impl ServerHandler for ContextServer {
     async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {
         let subject = self.subject(&ctx.request_context().extensions)?;
         let cancel = ctx.request_context().ct.clone();
-        let client = ctx
-            .request_context()
-            .peer
-            .peer_info()
-            .map(|i| format!("{} {}", i.client_info.name, i.client_info.version));
+        let client = consent::client(&ctx.request_context().peer);
         let categories = ctx
             .accepted()
             .resource_subscriptions
