@@ -24,6 +24,8 @@
 //!
 //! Prints figures; asserts nothing.
 
+#[path = "../tests/common/bus.rs"]
+mod bus;
 #[path = "common.rs"]
 mod common;
 #[path = "../tests/shells/mod.rs"]
@@ -31,7 +33,6 @@ mod shells;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -74,40 +75,8 @@ enum Shell {
 /// A private bus with no activatable services (the default session
 /// configuration would let GNOME Shell activate the real ones).
 fn private_bus(dir: &Path) -> (Proc, String) {
-    let config = dir.join("bus.conf");
-    std::fs::write(
-        &config,
-        format!(
-            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path={}/bus</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>"#,
-            dir.display()
-        ),
-    )
-    .expect("bus config");
-    let mut child = Command::new("dbus-daemon")
-        .arg(format!("--config-file={}", config.display()))
-        .args(["--nofork", "--print-address=1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("dbus-daemon");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
-        &mut line,
-    )
-    .expect("address");
-    (Proc(child), line.trim().to_owned())
+    let (child, address) = bus::spawn(dir);
+    (Proc(child), address)
 }
 
 async fn connect(address: &str) -> zbus::Connection {

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::future::Future;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use zbus::Connection;
 
 pub mod agent;
+pub mod bus;
 pub mod dbusmock;
 pub mod session;
 
@@ -48,41 +49,7 @@ pub struct Bus {
 impl Bus {
     pub fn start() -> Bus {
         let dir = tempfile::tempdir().expect("tempdir");
-        let config = dir.path().join("bus.conf");
-        std::fs::write(
-            &config,
-            format!(
-                r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path={}/bus</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>"#,
-                dir.path().display()
-            ),
-        )
-        .expect("write bus config");
-        let mut child = Command::new("dbus-daemon")
-            .arg(format!("--config-file={}", config.display()))
-            .arg("--nofork")
-            .arg("--print-address=1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("dbus-daemon must be installed (make deps)");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("bus address");
-        let address = line.trim().to_owned();
-        assert!(!address.is_empty(), "dbus-daemon printed no address");
+        let (child, address) = bus::spawn(dir.path());
         Bus {
             child,
             address,
