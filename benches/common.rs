@@ -134,3 +134,58 @@ pub fn cpu_ticks(pid: u32) -> u64 {
     };
     n(14) + n(15)
 }
+
+/// `perf record` of one process while `f` runs; the top entries of its
+/// profile, or why there are none.
+pub async fn profiled<T>(pid: u32, f: impl std::future::Future<Output = T>) -> (T, Vec<String>) {
+    let data = tempfile::NamedTempFile::new().expect("tempfile");
+    let rec = Command::new("perf")
+        .args(["record", "-q", "-e", "cpu-clock", "-F", "999", "-p"])
+        .arg(pid.to_string())
+        .arg("-o")
+        .arg(data.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    let out = f.await;
+    let Ok(rec) = rec else {
+        return (out, vec!["(perf not installed: no profile)".into()]);
+    };
+    // SIGINT ends the recording and writes the file.
+    // SAFETY: kill(2) on the pid of our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let _ = Proc(rec).0.wait();
+    let report = |sort: &str, n: usize| -> Vec<String> {
+        let out = Command::new("perf")
+            .args([
+                "report",
+                "--stdio",
+                "--no-children",
+                "-q",
+                "--sort",
+                sort,
+                "-i",
+            ])
+            .arg(data.path())
+            .stderr(Stdio::null())
+            .output();
+        out.map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+                .take(n)
+                .map(|l| {
+                    let l = l.trim();
+                    l.chars().take(110).collect()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    let mut lines = report("dso", 4);
+    lines.extend(report("sym", 12));
+    if lines.is_empty() {
+        lines.push("(perf recorded nothing: perf_event_paranoid?)".into());
+    }
+    (out, lines)
+}

@@ -9,7 +9,6 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::{Row, SqliteConnection};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::key::{DbKey, KeySource};
@@ -25,6 +24,78 @@ use crate::model::{AppId, Category, IdentitySource};
 const AUDIT_FLUSH: Duration = Duration::from_secs(1);
 /// A batch is written early when it has this many rows.
 const AUDIT_BATCH: usize = 2000;
+/// Rows waiting beyond this are dropped (and counted in the log): the
+/// writer is gone or far behind, and memory stays bounded.
+const AUDIT_CAP: usize = 100_000;
+/// How many of the newest waiting rows an entry is folded into.
+const AUDIT_FOLD: usize = 8;
+
+/// Audit entries waiting for the writer. Every audited read adds one, so
+/// this is on the hot path: an entry is folded into an identical one of
+/// the same second (`count`) when it can, and the writer is woken only
+/// when the first entry arrives (it then waits `AUDIT_FLUSH`) or the batch
+/// is full, not once per entry as a channel would.
+#[derive(Debug, Default)]
+struct AuditQueue {
+    waiting: std::sync::Mutex<AuditWaiting>,
+    wake: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct AuditWaiting {
+    rows: Vec<AuditEntry>,
+    dropped: u64,
+}
+
+/// `e` stands for the same decision as `o`, in the same second.
+fn same_row(o: &AuditEntry, e: &AuditEntry) -> bool {
+    o.time.timestamp() == e.time.timestamp()
+        && o.allowed == e.allowed
+        && o.channel == e.channel
+        && o.app == e.app
+        && o.category == e.category
+        && o.request == e.request
+        && o.reason == e.reason
+}
+
+impl AuditQueue {
+    fn push(&self, e: AuditEntry) {
+        let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        let n = w.rows.len();
+        if let Some(o) = w.rows[n.saturating_sub(AUDIT_FOLD)..]
+            .iter_mut()
+            .rev()
+            .find(|o| same_row(o, &e))
+        {
+            o.count += e.count;
+            return;
+        }
+        if n >= AUDIT_CAP {
+            w.dropped += e.count;
+            return;
+        }
+        w.rows.push(e);
+        if n == 0 || n + 1 == AUDIT_BATCH {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Everything waiting, and how many entries were dropped since the
+    /// last take.
+    fn take(&self) -> (Vec<AuditEntry>, u64) {
+        let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        let dropped = std::mem::take(&mut w.dropped);
+        (std::mem::take(&mut w.rows), dropped)
+    }
+
+    fn len(&self) -> usize {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .rows
+            .len()
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
@@ -49,12 +120,12 @@ fn failed(e: sqlx::Error) -> Error {
 pub struct Db {
     pool: SqlitePool,
     path: PathBuf,
-    audit_tx: mpsc::UnboundedSender<AuditEntry>,
+    audit: std::sync::Arc<AuditQueue>,
 }
 
 /// What runs beside the database: the audit writer and the daily purge.
 pub struct DbTasks {
-    audit_rx: mpsc::UnboundedReceiver<AuditEntry>,
+    audit: std::sync::Arc<AuditQueue>,
 }
 
 fn is_not_a_database(e: &sqlx::Error) -> bool {
@@ -164,14 +235,14 @@ impl Db {
                 path: shown.clone(),
                 error: e.to_string(),
             })?;
-        let (audit_tx, audit_rx) = mpsc::unbounded_channel();
+        let audit = std::sync::Arc::new(AuditQueue::default());
         Ok((
             Db {
                 pool,
                 path: path.to_owned(),
-                audit_tx,
+                audit: audit.clone(),
             },
-            DbTasks { audit_rx },
+            DbTasks { audit },
         ))
     }
 
@@ -345,7 +416,7 @@ impl DbTasks {
     /// (`notices`) when a batch is written, so that what they re-read is
     /// there.
     pub async fn run(
-        mut self,
+        self,
         db: Db,
         audit_keep: chrono::Duration,
         notices: crate::core::notice::Notices,
@@ -364,22 +435,17 @@ impl DbTasks {
         // The flush timer runs only while entries wait: an idle broker
         // wakes for nothing.
         let mut deadline: Option<tokio::time::Instant> = None;
-        let mut batch: Vec<AuditEntry> = Vec::new();
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => break,
-                e = self.audit_rx.recv() => match e {
-                    Some(e) => {
-                        batch.push(e);
-                        if batch.len() >= AUDIT_BATCH {
-                            flush_audit(&db.pool, &mut batch, &notices).await;
-                            deadline = None;
-                        } else if deadline.is_none() {
-                            deadline = Some(tokio::time::Instant::now() + AUDIT_FLUSH);
-                        }
+                _ = self.audit.wake.notified() => {
+                    if self.audit.len() >= AUDIT_BATCH {
+                        flush_audit(&db.pool, &self.audit, &notices).await;
+                        deadline = None;
+                    } else if deadline.is_none() {
+                        deadline = Some(tokio::time::Instant::now() + AUDIT_FLUSH);
                     }
-                    None => break,
-                },
+                }
                 _ = async {
                     match deadline {
                         Some(d) => tokio::time::sleep_until(d).await,
@@ -387,28 +453,32 @@ impl DbTasks {
                     }
                 } => {
                     deadline = None;
-                    flush_audit(&db.pool, &mut batch, &notices).await;
+                    flush_audit(&db.pool, &self.audit, &notices).await;
                 }
                 _ = daily.tick() => purge(db.clone()).await,
             }
         }
-        while let Ok(e) = self.audit_rx.try_recv() {
-            batch.push(e);
-        }
-        flush_audit(&db.pool, &mut batch, &notices).await;
+        flush_audit(&db.pool, &self.audit, &notices).await;
     }
 }
 
 /// Write what `batch` holds, then tell the control surfaces.
 async fn flush_audit(
     pool: &SqlitePool,
-    batch: &mut Vec<AuditEntry>,
+    queue: &AuditQueue,
     notices: &crate::core::notice::Notices,
 ) {
+    let (mut batch, dropped) = queue.take();
+    if dropped > 0 {
+        tracing::warn!(
+            entries = dropped,
+            "audit entries dropped: the writer fell {AUDIT_CAP} rows behind"
+        );
+    }
     if batch.is_empty() {
         return;
     }
-    match write_audit(pool, batch).await {
+    match write_audit(pool, &mut batch).await {
         Ok(()) => notices.bump(crate::core::notice::Part::Audit),
         Err(e) => tracing::warn!(error = %e, "cannot write the audit log"),
     }
@@ -511,8 +581,7 @@ impl ConsentStore for Db {
     }
 
     fn audit(&self, e: AuditEntry) {
-        // The writer is gone only at shutdown; losing an entry then is fine.
-        let _ = self.audit_tx.send(e);
+        self.audit.push(e);
     }
 
     fn query_audit(&self, q: AuditQuery) -> BoxFut<'_, Result<Vec<AuditEntry>, Error>> {
@@ -561,5 +630,68 @@ impl ConsentStore for Db {
             }
             Ok(out)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(app: &str, second: i64, allowed: bool) -> AuditEntry {
+        AuditEntry {
+            time: DateTime::from_timestamp(second, 0).unwrap_or_default(),
+            app: AppId::new(app).expect("app id"),
+            category: Category::Windows,
+            channel: Channel::DBus,
+            request: "Context1.GetActiveWindow".into(),
+            allowed,
+            reason: "policy".into(),
+            count: 1,
+        }
+    }
+
+    #[test]
+    fn the_queue_folds_identical_entries_of_a_second_and_wakes_once() {
+        let q = AuditQueue::default();
+        for _ in 0..1000 {
+            q.push(entry("org.example.A", 10, true));
+            q.push(entry("org.example.B", 10, true));
+        }
+        q.push(entry("org.example.A", 10, false));
+        q.push(entry("org.example.A", 11, true));
+        let (rows, dropped) = q.take();
+        assert_eq!(dropped, 0);
+        let counts: Vec<(String, i64, bool, u64)> = rows
+            .iter()
+            .map(|e| (e.app.to_string(), e.time.timestamp(), e.allowed, e.count))
+            .collect();
+        assert_eq!(
+            counts,
+            vec![
+                ("org.example.A".into(), 10, true, 1000),
+                ("org.example.B".into(), 10, true, 1000),
+                ("org.example.A".into(), 10, false, 1),
+                ("org.example.A".into(), 11, true, 1),
+            ]
+        );
+        // One permit for the first entry, none per entry after it.
+        let waker = futures_util::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut first = std::pin::pin!(q.wake.notified());
+        assert!(first.as_mut().poll(&mut cx).is_ready());
+        let mut second = std::pin::pin!(q.wake.notified());
+        assert!(second.as_mut().poll(&mut cx).is_pending());
+        assert!(q.take().0.is_empty());
+    }
+
+    #[test]
+    fn the_queue_is_bounded_and_counts_what_it_drops() {
+        let q = AuditQueue::default();
+        for i in 0..(AUDIT_CAP as i64 + 5) {
+            q.push(entry("org.example.A", i, true));
+        }
+        let (rows, dropped) = q.take();
+        assert_eq!(rows.len(), AUDIT_CAP);
+        assert_eq!(dropped, 5);
     }
 }
