@@ -265,14 +265,23 @@ async fn run() {
     // Audit throughput: every GetActiveWindow is audited. 16 clients in
     // parallel, in blocks of 0.5 s alternating with Ping under the same
     // load (the floor), three repetitions.
+    // The daemon's own CPU time per call (utime + stime over all its
+    // threads), which the rest of the machine does not share.
     let mut loads = Vec::new();
+    let (mut ping_cpu, mut gaw_cpu) = ((0u64, 0usize), (0u64, 0usize));
     for _ in 0..REPS {
         let (mut p, mut g) = ((0.0, Vec::new()), (0.0, Vec::new()));
         for _ in 0..4 {
+            let t = cpu_ticks(daemon_pid);
             let (n, l) = load(&address, "org.freedesktop.DBus.Peer", "Ping", BLOCK).await;
+            ping_cpu.0 += cpu_ticks(daemon_pid) - t;
+            ping_cpu.1 += l.len();
             p.0 += n / 4.0;
             p.1.extend(l);
+            let t = cpu_ticks(daemon_pid);
             let (n, l) = load(&address, "org.contextd.Context1", "GetActiveWindow", BLOCK).await;
+            gaw_cpu.0 += cpu_ticks(daemon_pid) - t;
+            gaw_cpu.1 += l.len();
             g.0 += n / 4.0;
             g.1.extend(l);
         }
@@ -365,6 +374,13 @@ async fn run() {
         "  audited calls/s vs Ping calls/s: {} (target >= 0.8x: {})",
         spread(ratios),
         verdict(m >= 0.8)
+    );
+    // Clock ticks are 10 ms (USER_HZ 100).
+    let per_call = |(ticks, calls): (u64, usize)| ticks as f64 * 10_000.0 / calls.max(1) as f64;
+    let (pc, gc) = (per_call(ping_cpu), per_call(gaw_cpu));
+    println!(
+        "  daemon CPU per call under that load: Ping {pc:.1} µs, audited GetActiveWindow {gc:.1} µs ({:.2}x)",
+        gc / pc
     );
     println!("  where the daemon's time goes under the audited load (perf, cpu-clock, self time):");
     for l in &profile {

@@ -501,6 +501,17 @@ impl Gate {
     /// Note that an app asked (for `ListApps`). Cheap when already known.
     pub async fn seen(&self, app: &AppId, source: IdentitySource) {
         let now = self.clock.now();
+        // Every access passes here: a shared lock answers the usual case
+        // (seen within the minute) without serialising the callers.
+        if self
+            .apps
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(app)
+            .is_some_and(|a| now - a.last_seen < chrono::Duration::minutes(1))
+        {
+            return;
+        }
         let info = {
             let mut apps = self.apps.write().unwrap_or_else(|e| e.into_inner());
             match apps.get_mut(app) {

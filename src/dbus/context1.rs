@@ -22,6 +22,9 @@ pub const VERSION: u32 = 3;
 
 pub struct Context1 {
     pub(crate) shared: Arc<Shared>,
+    /// `GetActiveWindow` is the hottest read; between focus changes it
+    /// answers the same view.
+    pub(crate) active: variant::DictCache<view::WindowView>,
 }
 
 pub(crate) fn parse_categories(categories: &[String]) -> Result<Vec<Category>> {
@@ -79,13 +82,13 @@ impl Context1 {
 
     /// The window that has focus (needs `windows`).
     #[zbus(out_args("window"))]
-    async fn get_active_window(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
+    async fn get_active_window(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Arc<Dict>> {
         let v = self
             .shared
             .read(&hdr, What::ActiveWindow, super::access(&hdr))
             .await?;
         match expect_view!(v, Window).window {
-            Some(w) => Ok(variant::dict(&w)?),
+            Some(w) => Ok(self.active.dict(w)?),
             None => Err(Error::NotFound("no window has focus".into())),
         }
     }

@@ -166,6 +166,7 @@ pub async fn serve(
             PATH,
             context1::Context1 {
                 shared: shared.clone(),
+                active: Default::default(),
             },
         )
         .await?;
