@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -12,6 +14,7 @@ use sqlx::{Row, SqliteConnection};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::health::{Health, Lost, is_write_fault};
 use super::key::{DbKey, KeySource};
 use super::{from_ms, ms};
 use crate::core::Error;
@@ -25,6 +28,10 @@ use crate::model::{AppId, Category, IdentitySource};
 const AUDIT_FLUSH: Duration = Duration::from_secs(1);
 /// A batch is written early when it has this many rows.
 const AUDIT_BATCH: usize = 2000;
+/// Audit entries waiting for the writer, at most: past this (the writer
+/// stuck behind a busy or failing disk) new entries are dropped and
+/// counted rather than held in memory without end.
+const AUDIT_QUEUE: usize = 4 * AUDIT_BATCH;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
@@ -36,8 +43,58 @@ pub enum DbError {
     Open { path: String, error: String },
     #[error("{path}: migrating the schema failed: {error}")]
     Migrate { path: String, error: String },
-    #[error("{path}: integrity check failed: {detail}")]
+    #[error(
+        "{path} is damaged: {detail}. It was not changed, and no new database was made in its place. Restore it from a backup, or move it away to start afresh (the grants, history and audit it holds are then lost)"
+    )]
     Corrupt { path: String, detail: String },
+    #[error(
+        "{path} is a plain SQLite database, not contextd's encrypted one: another program's file, or one copied there by hand. It was not changed. Move it away (contextd then starts a new database), or put contextd's own file back"
+    )]
+    Foreign { path: String },
+}
+
+/// The first bytes of an unencrypted SQLite database. SQLCipher encrypts
+/// page 1 too (its first 16 bytes are the salt), so a file that starts
+/// with them is not ours.
+const PLAIN_SQLITE: &[u8; 16] = b"SQLite format 3\0";
+/// SQLCipher's page size (its default; contextd never changes it): an
+/// encrypted file is a whole number of pages.
+const PAGE: u64 = 4096;
+
+/// What can be told of the file at `path` before decrypting it: another
+/// program's plain SQLite database, or a file cut short (not a whole
+/// number of pages). An empty file is a database not written yet (a
+/// first start stopped before its first write), which SQLite fills.
+fn inspect(path: &Path, shown: &str) -> Result<(), DbError> {
+    use std::io::Read;
+    let open_error = |e: std::io::Error| DbError::Open {
+        path: shown.to_owned(),
+        error: e.to_string(),
+    };
+    let mut f = std::fs::File::open(path).map_err(open_error)?;
+    let len = f.metadata().map_err(open_error)?.len();
+    let mut head = [0u8; 16];
+    let mut got = 0;
+    while got < head.len() {
+        match f.read(&mut head[got..]).map_err(open_error)? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    if got == head.len() && &head == PLAIN_SQLITE {
+        return Err(DbError::Foreign {
+            path: shown.to_owned(),
+        });
+    }
+    if len % PAGE != 0 {
+        return Err(DbError::Corrupt {
+            path: shown.to_owned(),
+            detail: format!(
+                "it is {len} bytes long, not a whole number of {PAGE}-byte pages (cut short?)"
+            ),
+        });
+    }
+    Ok(())
 }
 
 fn failed(e: sqlx::Error) -> Error {
@@ -49,12 +106,30 @@ fn failed(e: sqlx::Error) -> Error {
 pub struct Db {
     pool: SqlitePool,
     path: PathBuf,
-    audit_tx: mpsc::UnboundedSender<AuditEntry>,
+    audit_tx: mpsc::Sender<AuditEntry>,
+    /// Audit entries dropped because the writer's queue was full.
+    audit_dropped: Arc<AtomicU64>,
+    health: Health,
 }
 
 /// What runs beside the database: the audit writer and the daily purge.
 pub struct DbTasks {
-    audit_rx: mpsc::UnboundedReceiver<AuditEntry>,
+    audit_rx: mpsc::Receiver<AuditEntry>,
+    audit_dropped: Arc<AtomicU64>,
+}
+
+/// `SQLITE_CORRUPT` (11, and its extended codes): "database disk image
+/// is malformed".
+fn is_corrupt(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(d) => {
+            d.code()
+                .and_then(|c| c.parse::<i64>().ok())
+                .is_some_and(|c| c & 0xff == 11)
+                || d.message().contains("malformed")
+        }
+        _ => false,
+    }
 }
 
 fn is_not_a_database(e: &sqlx::Error) -> bool {
@@ -63,6 +138,16 @@ fn is_not_a_database(e: &sqlx::Error) -> bool {
 }
 
 impl Db {
+    /// What can be told of an existing file at `path` without its key
+    /// (another program's plain SQLite database, a file cut short), so
+    /// that the daemon says that rather than "no key" or "wrong key".
+    pub fn inspect(path: &Path) -> Result<(), DbError> {
+        if !path.exists() {
+            return Ok(());
+        }
+        inspect(path, &path.display().to_string())
+    }
+
     /// Open (or create) the database at `path` with `key`. A wrong key is
     /// reported at once and the file is left as it was.
     pub async fn open(
@@ -90,17 +175,30 @@ impl Db {
         // with a wrong key, `journal_mode = WAL` or a migration would fail
         // half-way, and the file must stay untouched.
         if path.exists() {
+            inspect(path, &shown)?;
             use sqlx::ConnectOptions;
             // Statement logging would print the key.
+            // Without a write-ahead log (a clean stop) the file is the whole
+            // database: open it immutable, so that a refused file stays
+            // byte for byte as it was (a read-only connection to a WAL
+            // database would leave `-shm` and `-wal` files beside it).
+            let mut wal = path.as_os_str().to_owned();
+            wal.push("-wal");
             let probe = SqliteConnectOptions::new()
                 .filename(path)
                 .create_if_missing(false)
                 .read_only(true)
+                .immutable(!Path::new(&wal).exists())
                 .pragma("key", format!("\"x'{}'\"", key.hex()))
                 .disable_statement_logging();
             let mut conn: SqliteConnection = probe.connect().await.map_err(|e| {
                 if is_not_a_database(&e) {
                     wrong_key()
+                } else if is_corrupt(&e) {
+                    DbError::Corrupt {
+                        path: shown.clone(),
+                        detail: format!("its first pages cannot be read ({e})"),
+                    }
                 } else {
                     DbError::Open {
                         path: shown.clone(),
@@ -111,17 +209,53 @@ impl Db {
             let check = sqlx::query("SELECT count(*) FROM sqlite_master")
                 .fetch_one(&mut conn)
                 .await;
+            // The key opens page 1; now every page, before anything writes
+            // to the file: a damaged page found later would be written
+            // around (or over) while the user is told nothing. A quick
+            // check reads each page once (about a second per few hundred
+            // megabytes, most of it decryption).
+            let quick = match check {
+                Ok(_) => Some(
+                    sqlx::query_scalar::<_, String>("PRAGMA quick_check(1)")
+                        .fetch_one(&mut conn)
+                        .await,
+                ),
+                Err(_) => None,
+            };
             use sqlx::Connection;
             let _ = conn.close().await;
             if let Err(e) = check {
                 return Err(if is_not_a_database(&e) {
                     wrong_key()
+                } else if is_corrupt(&e) {
+                    DbError::Corrupt {
+                        path: shown.clone(),
+                        detail: format!("its first pages cannot be read ({e})"),
+                    }
                 } else {
                     DbError::Open {
                         path: shown.clone(),
                         error: e.to_string(),
                     }
                 });
+            }
+            match quick {
+                Some(Ok(v)) if v == "ok" => {}
+                Some(Ok(v)) => {
+                    return Err(DbError::Corrupt {
+                        path: shown.clone(),
+                        detail: format!("the integrity check says: {v}"),
+                    });
+                }
+                // The key opened page 1, so a page that does not decrypt
+                // further on ("not a database") is damage, not a wrong key.
+                Some(Err(e)) => {
+                    return Err(DbError::Corrupt {
+                        path: shown.clone(),
+                        detail: format!("a page cannot be read ({e})"),
+                    });
+                }
+                None => {}
             }
         }
         let opts = SqliteConnectOptions::new()
@@ -164,15 +298,26 @@ impl Db {
                 path: shown.clone(),
                 error: e.to_string(),
             })?;
-        let (audit_tx, audit_rx) = mpsc::unbounded_channel();
+        let (audit_tx, audit_rx) = mpsc::channel(AUDIT_QUEUE);
+        let audit_dropped = Arc::new(AtomicU64::new(0));
         Ok((
             Db {
                 pool,
                 path: path.to_owned(),
                 audit_tx,
+                audit_dropped: audit_dropped.clone(),
+                health: Health::new(path),
             },
-            DbTasks { audit_rx },
+            DbTasks {
+                audit_rx,
+                audit_dropped,
+            },
         ))
+    }
+
+    /// Whether the database takes writes; shared with the history writer.
+    pub fn health(&self) -> &Health {
+        &self.health
     }
 
     pub fn pool(&self) -> &SqlitePool {
@@ -286,7 +431,7 @@ impl Db {
             .bind(ms(now - keep))
             .execute(&self.pool)
             .await
-            .map_err(failed)?;
+            .map_err(|e| self.health.error("the audit purge", e))?;
         Ok(r.rows_affected())
     }
 }
@@ -372,7 +517,7 @@ impl DbTasks {
                     Some(e) => {
                         batch.push(e);
                         if batch.len() >= AUDIT_BATCH {
-                            flush_audit(&db.pool, &mut batch, &notices).await;
+                            flush_audit(&db, &mut batch, &self.audit_dropped, &notices).await;
                             deadline = None;
                         } else if deadline.is_none() {
                             deadline = Some(tokio::time::Instant::now() + AUDIT_FLUSH);
@@ -387,7 +532,7 @@ impl DbTasks {
                     }
                 } => {
                     deadline = None;
-                    flush_audit(&db.pool, &mut batch, &notices).await;
+                    flush_audit(&db, &mut batch, &self.audit_dropped, &notices).await;
                 }
                 _ = daily.tick() => purge(db.clone()).await,
             }
@@ -395,23 +540,39 @@ impl DbTasks {
         while let Ok(e) = self.audit_rx.try_recv() {
             batch.push(e);
         }
-        flush_audit(&db.pool, &mut batch, &notices).await;
+        flush_audit(&db, &mut batch, &self.audit_dropped, &notices).await;
     }
 }
 
-/// Write what `batch` holds, then tell the control surfaces.
+/// Write what `batch` holds, then tell the control surfaces. A batch that
+/// cannot be written (a full disk) is dropped and counted in the
+/// database's health, not kept: the next one is tried a second later.
 async fn flush_audit(
-    pool: &SqlitePool,
+    db: &Db,
     batch: &mut Vec<AuditEntry>,
+    dropped: &AtomicU64,
     notices: &crate::core::notice::Notices,
 ) {
+    let n = dropped.swap(0, Ordering::Relaxed);
+    if n > 0 {
+        tracing::warn!(
+            dropped = n,
+            "the audit writer is behind: {n} audit entries were not recorded"
+        );
+    }
     if batch.is_empty() {
         return;
     }
-    match write_audit(pool, batch).await {
-        Ok(()) => notices.bump(crate::core::notice::Part::Audit),
+    let count = batch.iter().map(|e| e.count).sum::<u64>();
+    match write_audit(&db.pool, batch).await {
+        Ok(()) => {
+            db.health.wrote();
+            notices.bump(crate::core::notice::Part::Audit);
+        }
+        Err(e) if is_write_fault(&e) => db.health.failed(&e, Lost::Audit(count)),
         Err(e) => tracing::warn!(error = %e, "cannot write the audit log"),
     }
+    batch.clear();
 }
 
 impl ConsentStore for Db {
@@ -430,7 +591,8 @@ impl ConsentStore for Db {
             .bind(ms(d.created))
             .execute(&self.pool)
             .await
-            .map_err(failed)?;
+            .map_err(|e| self.health.error("the decision", e))?;
+            self.health.wrote();
             Ok(())
         })
     }
@@ -451,7 +613,10 @@ impl ConsentStore for Db {
                 None => sqlx::query("DELETE FROM refused_publishers WHERE app_id = ?")
                     .bind(app.as_str().to_owned()),
             };
-            q.execute(&self.pool).await.map_err(failed)?;
+            q.execute(&self.pool)
+                .await
+                .map_err(|e| self.health.error("the refusal of the publisher", e))?;
+            self.health.wrote();
             Ok(())
         })
     }
@@ -463,14 +628,19 @@ impl ConsentStore for Db {
                 .bind(category.to_string())
                 .execute(&self.pool)
                 .await
-                .map_err(failed)?;
+                .map_err(|e| self.health.error("the revocation", e))?;
+            self.health.wrote();
             Ok(r.rows_affected() > 0)
         })
     }
 
     fn forget_app(&self, app: AppId) -> BoxFut<'_, Result<u64, Error>> {
         Box::pin(async move {
-            let mut tx = self.pool.begin().await.map_err(failed)?;
+            let mut tx = self
+                .pool
+                .begin()
+                .await
+                .map_err(|e| self.health.error("forgetting the app", e))?;
             let mut n = 0;
             for q in [
                 "DELETE FROM decisions WHERE app_id = ?",
@@ -482,10 +652,13 @@ impl ConsentStore for Db {
                     .bind(app.as_str())
                     .execute(&mut *tx)
                     .await
-                    .map_err(failed)?
+                    .map_err(|e| self.health.error("forgetting the app", e))?
                     .rows_affected();
             }
-            tx.commit().await.map_err(failed)?;
+            tx.commit()
+                .await
+                .map_err(|e| self.health.error("forgetting the app", e))?;
+            self.health.wrote();
             Ok(n)
         })
     }
@@ -505,14 +678,24 @@ impl ConsentStore for Db {
             .bind(ms(a.last_seen))
             .execute(&self.pool)
             .await
-            .map_err(failed)?;
+            .map_err(|e| self.health.error("the app", e))?;
+            self.health.wrote();
             Ok(())
         })
     }
 
     fn audit(&self, e: AuditEntry) {
-        // The writer is gone only at shutdown; losing an entry then is fine.
-        let _ = self.audit_tx.send(e);
+        match self.audit_tx.try_send(e) {
+            Ok(()) => {}
+            // The writer is behind by a whole queue: drop and count (it
+            // warns with the count) rather than grow without end.
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.audit_dropped.fetch_add(1, Ordering::Relaxed);
+            }
+            // The writer is gone only at shutdown; losing an entry then is
+            // fine.
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
     }
 
     fn query_audit(&self, q: AuditQuery) -> BoxFut<'_, Result<Vec<AuditEntry>, Error>> {
