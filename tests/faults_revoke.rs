@@ -9,8 +9,8 @@
 mod common;
 mod mcp_support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::BufRead;
+use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -19,47 +19,6 @@ use common::*;
 use contextd::client::proxy::Consent1Proxy;
 use mcp_support::*;
 use serde_json::json;
-
-/// Send a raw HTTP request; returns the response head (lower-cased
-/// header names) and the reader positioned at the body.
-fn request(addr: SocketAddr, text: &str) -> (String, BufReader<TcpStream>) {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(20)))
-        .expect("timeout");
-    s.write_all(text.as_bytes()).expect("write");
-    let mut r = BufReader::new(s);
-    let mut head = String::new();
-    loop {
-        let mut line = String::new();
-        assert!(
-            r.read_line(&mut line).expect("read") > 0,
-            "no response: {head}"
-        );
-        if line == "\r\n" {
-            break;
-        }
-        head.push_str(&line.to_ascii_lowercase());
-    }
-    (head, r)
-}
-
-fn post_mcp(
-    addr: SocketAddr,
-    tok: &str,
-    session: Option<&str>,
-    body: &str,
-) -> (String, BufReader<TcpStream>) {
-    let session = session
-        .map(|s| format!("Mcp-Session-Id: {s}\r\nMCP-Protocol-Version: 2025-06-18\r\n"))
-        .unwrap_or_default();
-    request(
-        addr,
-        &format!(
-            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {tok}\r\n{session}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        ),
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoking_a_token_ends_its_streamable_http_stream() {
@@ -70,39 +29,9 @@ async fn revoking_a_token_ends_its_streamable_http_stream() {
         let _d = daemon_with_windows(&bus, &home, &mut replay, &["--http", "127.0.0.1:0"]).await;
         let addr = http_addr(&home);
         let tok = token(&bus, &home, "streamer");
-        let (head, mut body) = post_mcp(
-            addr,
-            &tok,
-            None,
-            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"revoke","version":"1"}}}"#,
-        );
-        assert!(head.starts_with("http/1.1 200"), "{head}");
-        let session = head
-            .lines()
-            .find_map(|l| l.strip_prefix("mcp-session-id:"))
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_else(|| panic!("no session id: {head}"));
-        let mut answer = String::new();
-        while !answer.contains(r#""id":1"#) {
-            assert!(body.read_line(&mut answer).expect("read") > 0, "{answer}");
-        }
-        drop(body);
-        let (head, _) = post_mcp(
-            addr,
-            &tok,
-            Some(&session),
-            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-        );
-        assert!(head.starts_with("http/1.1 202"), "{head}");
+        let session = http_session(addr, &tok);
         // The session's GET stream, for what the server sends unasked.
-        let (head, mut stream) = request(
-            addr,
-            &format!(
-                "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {tok}\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-06-18\r\nAccept: text/event-stream\r\n\r\n"
-            ),
-        );
-        assert!(head.starts_with("http/1.1 200"), "{head}");
-        assert!(head.contains("text/event-stream"), "{head}");
+        let mut stream = streamable_get(addr, &tok, &session, None);
 
         let (ok, _, err) = contextctl(&bus, &home, &["token", "revoke", "streamer"]);
         assert!(ok, "{err}");
@@ -123,29 +52,26 @@ async fn revoking_a_token_ends_its_streamable_http_stream() {
         let r = tokio::task::spawn_blocking(move || ended.join().expect("reader"))
             .await
             .expect("join");
-        assert!(r.is_ok(), "the stream of a revoked token stayed open: {r:?}");
+        assert!(
+            r.is_ok(),
+            "the stream of a revoked token stayed open: {r:?}"
+        );
         // And the session is gone.
-        let (head, _) = post_mcp(
+        let (code, body) = http_call(
             addr,
             &tok,
-            Some(&session),
-            r#"{"jsonrpc":"2.0","id":2,"method":"resources/list"}"#,
+            &session,
+            br#"{"jsonrpc":"2.0","id":2,"method":"resources/list"}"#,
         );
-        assert!(head.starts_with("http/1.1 401"), "{head}");
+        assert_eq!(code, 401, "{body:?}");
     })
     .await
 }
 
-/// Open a legacy SSE session for `tok`, initialize it, and send the
-/// stream's lines to a channel from a thread; returns the message path.
+/// Open a legacy SSE session for `tok` and send the stream's lines to a
+/// channel from a thread; returns the message path.
 fn legacy(addr: SocketAddr, tok: &str) -> (String, mpsc::Receiver<String>) {
-    let (head, mut r) = request(
-        addr,
-        &format!(
-            "GET /sse HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {tok}\r\nAccept: text/event-stream\r\n\r\n"
-        ),
-    );
-    assert!(head.starts_with("http/1.1 200"), "{head}");
+    let (mut r, path) = legacy_open(addr, tok, None);
     r.get_ref().set_read_timeout(None).expect("timeout");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -157,26 +83,7 @@ fn legacy(addr: SocketAddr, tok: &str) -> (String, mpsc::Receiver<String>) {
             line.clear();
         }
     });
-    let path = loop {
-        let l = rx.recv_timeout(Duration::from_secs(20)).expect("endpoint");
-        if let Some(p) = l.trim().strip_prefix("data: ") {
-            break p.to_owned();
-        }
-    };
     (path, rx)
-}
-
-fn post_legacy(addr: SocketAddr, tok: &str, path: &str, body: &str) {
-    let (head, mut r) = request(
-        addr,
-        &format!(
-            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {tok}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        ),
-    );
-    let mut rest = String::new();
-    let _ = r.read_to_string(&mut rest);
-    assert!(head.starts_with("http/1.1 202"), "{path}: {head}{rest}");
 }
 
 /// The next line of the stream with `needle`, within 20 s.
@@ -220,16 +127,16 @@ async fn revoking_a_grant_ends_an_mcp_resource_subscription() {
             .expect("grant");
 
         let (path, rx) = legacy(addr, &tok);
-        post_legacy(
+        legacy_post(
             addr,
             &tok,
             &path,
             &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "revoke", "version": "1"}}}).to_string(),
         );
         next_with(&rx, r#""id":1"#);
-        post_legacy(addr, &tok, &path, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        legacy_post(addr, &tok, &path, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
         for (id, uri) in [(2, "context://windows/active"), (3, "context://snapshot")] {
-            post_legacy(
+            legacy_post(
                 addr,
                 &tok,
                 &path,

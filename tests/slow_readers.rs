@@ -1,7 +1,8 @@
 //! Readers that stop reading are not buffered without end: a D-Bus
 //! subscriber whose process is stopped (it never reads its socket again)
-//! and an MCP host that opened a legacy SSE stream, subscribed, and never
-//! reads it, while thousands of changes happen. The broker's memory stays
+//! and MCP hosts that subscribed and never read their stream (a legacy SSE
+//! stream, a Streamable HTTP session's GET stream), while thousands of
+//! changes happen. The broker's memory stays
 //! within a bound, and a subscriber and a host that do read keep getting
 //! their events.
 //!
@@ -23,7 +24,7 @@
 mod common;
 mod mcp_support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -118,84 +119,42 @@ os.kill(os.getpid(), signal.SIGSTOP)
     proc
 }
 
-/// POST one JSON-RPC message to a legacy session.
-fn post(addr: SocketAddr, tok: &str, path: &str, body: &str) {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {tok}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .expect("write");
-    let mut answer = String::new();
-    let _ = s.read_to_string(&mut answer);
-    assert!(answer.starts_with("HTTP/1.1 202"), "{path}: {answer}");
-}
+const SUBSCRIBE: &str = r#"{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"context://windows/active"}}"#;
 
 /// Open a legacy SSE session, initialize it and subscribe to the active
-/// window; returns the stream (read up to the endpoint event) and the
-/// session's message path.
-fn legacy_session(
-    addr: SocketAddr,
-    tok: &str,
-    small_buffer: bool,
-) -> (BufReader<TcpStream>, String) {
-    let s = TcpStream::connect(addr).expect("connect");
-    if small_buffer {
-        // The smallest receive buffer: the server's send side fills first.
-        use std::os::fd::AsRawFd;
-        let size: libc::c_int = 4096;
-        // SAFETY: setsockopt on our own socket with a valid int.
-        let r = unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUF,
-                (&size as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        assert_eq!(r, 0, "SO_RCVBUF");
-    }
-    let mut w = s.try_clone().expect("clone");
-    write!(
-        w,
-        "GET /sse HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {tok}\r\nAccept: text/event-stream\r\n\r\n"
-    )
-    .expect("write");
-    s.set_read_timeout(Some(Duration::from_secs(30)))
+/// window; returns the stream (read up to the endpoint event). With
+/// `small_buffer`, the socket's receive buffer is the smallest, so that
+/// the server's side fills first.
+fn legacy_session(addr: SocketAddr, tok: &str, small_buffer: bool) -> BufReader<TcpStream> {
+    let (r, path) = legacy_open(addr, tok, small_buffer.then_some(4096));
+    r.get_ref()
+        .set_read_timeout(Some(Duration::from_secs(30)))
         .expect("timeout");
-    let mut r = BufReader::new(s);
-    let mut path = None;
-    while path.is_none() {
-        let mut line = String::new();
-        assert!(r.read_line(&mut line).expect("read") > 0, "stream ended");
-        if let Some(p) = line.trim().strip_prefix("data: /messages") {
-            path = Some(format!("/messages{p}"));
-        }
-    }
-    let path = path.expect("endpoint");
-    post(
+    legacy_post(
         addr,
         tok,
         &path,
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"slow-readers","version":"1"}}}"#,
     );
-    post(
+    legacy_post(
         addr,
         tok,
         &path,
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
     );
-    post(
-        addr,
-        tok,
-        &path,
-        r#"{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"context://windows/active"}}"#,
-    );
-    (r, path)
+    legacy_post(addr, tok, &path, SUBSCRIBE);
+    r
+}
+
+/// A Streamable HTTP session subscribed to the active window whose GET
+/// stream (where its notifications go) has the smallest receive buffer
+/// and is never read.
+fn unread_streamable(addr: SocketAddr, tok: &str) -> BufReader<TcpStream> {
+    let session = http_session(addr, tok);
+    let stream = streamable_get(addr, tok, &session, Some(4096));
+    let (code, body) = http_call(addr, tok, &session, SUBSCRIBE.as_bytes());
+    assert_eq!(code, 200, "{body:?}");
+    stream
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -226,7 +185,8 @@ async fn slow_readers_are_not_buffered_without_end() {
 
         // The slow readers.
         let _stopped = stopped_subscriber(&bus);
-        let (slow_stream, _) = legacy_session(addr, &slow_tok, true);
+        let slow_stream = legacy_session(addr, &slow_tok, true);
+        let slow_get = unread_streamable(addr, &slow_tok);
 
         // The readers that read: a D-Bus subscriber and an SSE host.
         let conn = bus.connect().await;
@@ -237,7 +197,7 @@ async fn slow_readers_are_not_buffered_without_end() {
             .await
             .expect("subscription");
         let mut changed = sub.receive_changed().await.expect("Changed");
-        let (mut fast_stream, _) = legacy_session(addr, &fast_tok, false);
+        let mut fast_stream = legacy_session(addr, &fast_tok, false);
         let updates = Arc::new(AtomicUsize::new(0));
         let subscribed = Arc::new(AtomicUsize::new(0));
         {
@@ -364,6 +324,7 @@ async fn slow_readers_are_not_buffered_without_end() {
             .await
             .expect("a read after the flood");
         drop(slow_stream);
+        drop(slow_get);
     })
     .await
 }
