@@ -98,11 +98,16 @@ fn refused(bus: &Bus, home: &Home) -> String {
     assert_eq!(st.code(), Some(1), "the broker did not refuse: {err}");
     let path = home.db_path().display().to_string();
     assert!(err.contains(&path), "the error does not name {path}: {err}");
+    // One line says it all: the file, what is wrong, that it is unchanged.
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("contextd: ") && l.contains(&path))
+        .unwrap_or_else(|| panic!("no error line naming {path}: {err}"));
     assert!(
-        err.contains("was not changed"),
+        line.contains("was not changed"),
         "the error does not say the file is unchanged: {err}"
     );
-    err
+    line.to_owned()
 }
 
 /// The files are as they were: the same names and the same bytes.

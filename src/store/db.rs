@@ -242,9 +242,16 @@ impl Db {
             match quick {
                 Some(Ok(v)) if v == "ok" => {}
                 Some(Ok(v)) => {
+                    // One line: SQLite's report has a heading line and one
+                    // line per problem (at most one asked for).
+                    let said: Vec<&str> = v
+                        .lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty() && !l.starts_with("***"))
+                        .collect();
                     return Err(DbError::Corrupt {
                         path: shown.clone(),
-                        detail: format!("the integrity check says: {v}"),
+                        detail: format!("the integrity check says: {}", said.join("; ")),
                     });
                 }
                 // The key opened page 1, so a page that does not decrypt
