@@ -138,6 +138,9 @@ async fn serve(
     // anything is served.
     let consent = &config.file.consent;
     let db_path = config.paths.database();
+    // Another program's file or a truncated one is said as such, before
+    // the key is looked for (a missing key would be the wrong complaint).
+    store::Db::inspect(&db_path)?;
     let (key, key_source) = store::key::load(&config.paths.state_dir, &db_path, Some(conn)).await?;
     let (db, db_tasks) = store::Db::open(&db_path, &key, &key_source).await?;
     drop(key);
@@ -176,11 +179,25 @@ async fn serve(
         Duration::from_secs(consent.prompt_timeout_s.max(1)),
         tree.publishers.clone(),
     );
+    // A database that stops taking writes (a full disk) is the `database`
+    // entry of ListSources until it takes them again (store::health).
+    {
+        let core = Arc::downgrade(&core);
+        db.health().on_change(move |problem| {
+            if let Some(core) = core.upgrade() {
+                core.state.apply(SourceEvent::SourceStatus {
+                    source: "database".into(),
+                    available: problem.is_none(),
+                    error: problem,
+                });
+            }
+        });
+    }
     let audit_keep = chrono::Duration::days(i64::from(consent.audit_days.max(1)));
     // The timeline: recorded from every change, in order, as it is
     // applied; written by its own task in batches.
     let (history, history_writer, next_id) =
-        store::history::History::open(db.pool().clone()).await?;
+        store::history::History::open_reporting(db.pool().clone(), db.health().clone()).await?;
     core.set_history(Arc::new(history.clone()));
     let history_settings = config.file.history.clone();
     core.state.set_observer(Box::new(HistoryObserver {

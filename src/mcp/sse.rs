@@ -145,9 +145,11 @@ pub async fn open(State(legacy): State<Legacy>, req: Request) -> Response {
             }
         });
     }
-    // End the stream when the token is revoked.
+    // End the stream when the token is revoked (when revocations came
+    // faster than the channel holds, when it is no longer in the store).
     {
         let stop = stop.clone();
+        let tokens = legacy.tokens.clone();
         let mut revoked = legacy.tokens.revocations();
         let token = subject
             .app_id
@@ -160,7 +162,15 @@ pub async fn open(State(legacy): State<Legacy>, req: Request) -> Response {
                     _ = stop.cancelled() => break,
                     n = revoked.recv() => match n {
                         Ok(n) if Some(&n) == token.as_ref() => { stop.cancel(); break; }
-                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Ok(_) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                            if let Some(t) = &token
+                                && !tokens.store.list().iter().any(|i| &i.name == t)
+                            {
+                                stop.cancel();
+                                break;
+                            }
+                        }
                         Err(_) => break,
                     },
                 }

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -11,6 +12,7 @@ use sqlx::sqlite::{
 use sqlx::{Row, SqliteConnection};
 use tokio_util::sync::CancellationToken;
 
+use super::health::{Health, Lost, is_write_fault};
 use super::key::{DbKey, KeySource};
 use super::{from_ms, ms};
 use crate::core::Error;
@@ -24,9 +26,10 @@ use crate::model::{AppId, Category, IdentitySource};
 const AUDIT_FLUSH: Duration = Duration::from_secs(1);
 /// A batch is written early when it has this many rows.
 const AUDIT_BATCH: usize = 2000;
-/// Rows waiting beyond this are dropped (and counted in the log): the
-/// writer is gone or far behind, and memory stays bounded.
-const AUDIT_CAP: usize = 100_000;
+/// Audit entries waiting for the writer, at most: past this (the writer
+/// stuck behind a busy or failing disk) new entries are dropped and
+/// counted rather than held in memory without end.
+const AUDIT_QUEUE: usize = 4 * AUDIT_BATCH;
 /// How many of the newest waiting rows an entry is folded into.
 const AUDIT_FOLD: usize = 8;
 
@@ -70,7 +73,7 @@ impl AuditQueue {
             o.count += e.count;
             return;
         }
-        if n >= AUDIT_CAP {
+        if n >= AUDIT_QUEUE {
             w.dropped += e.count;
             return;
         }
@@ -107,8 +110,58 @@ pub enum DbError {
     Open { path: String, error: String },
     #[error("{path}: migrating the schema failed: {error}")]
     Migrate { path: String, error: String },
-    #[error("{path}: integrity check failed: {detail}")]
+    #[error(
+        "{path} is damaged: {detail}. It was not changed, and no new database was made in its place. Restore it from a backup, or move it away to start afresh (the grants, history and audit it holds are then lost)"
+    )]
     Corrupt { path: String, detail: String },
+    #[error(
+        "{path} is a plain SQLite database, not contextd's encrypted one: another program's file, or one copied there by hand. It was not changed. Move it away (contextd then starts a new database), or put contextd's own file back"
+    )]
+    Foreign { path: String },
+}
+
+/// The first bytes of an unencrypted SQLite database. SQLCipher encrypts
+/// page 1 too (its first 16 bytes are the salt), so a file that starts
+/// with them is not ours.
+const PLAIN_SQLITE: &[u8; 16] = b"SQLite format 3\0";
+/// SQLCipher's page size (its default; contextd never changes it): an
+/// encrypted file is a whole number of pages.
+const PAGE: u64 = 4096;
+
+/// What can be told of the file at `path` before decrypting it: another
+/// program's plain SQLite database, or a file cut short (not a whole
+/// number of pages). An empty file is a database not written yet (a
+/// first start stopped before its first write), which SQLite fills.
+fn inspect(path: &Path, shown: &str) -> Result<(), DbError> {
+    use std::io::Read;
+    let open_error = |e: std::io::Error| DbError::Open {
+        path: shown.to_owned(),
+        error: e.to_string(),
+    };
+    let mut f = std::fs::File::open(path).map_err(open_error)?;
+    let len = f.metadata().map_err(open_error)?.len();
+    let mut head = [0u8; 16];
+    let mut got = 0;
+    while got < head.len() {
+        match f.read(&mut head[got..]).map_err(open_error)? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    if got == head.len() && &head == PLAIN_SQLITE {
+        return Err(DbError::Foreign {
+            path: shown.to_owned(),
+        });
+    }
+    if len % PAGE != 0 {
+        return Err(DbError::Corrupt {
+            path: shown.to_owned(),
+            detail: format!(
+                "it is {len} bytes long, not a whole number of {PAGE}-byte pages (cut short?)"
+            ),
+        });
+    }
+    Ok(())
 }
 
 fn failed(e: sqlx::Error) -> Error {
@@ -120,12 +173,27 @@ fn failed(e: sqlx::Error) -> Error {
 pub struct Db {
     pool: SqlitePool,
     path: PathBuf,
-    audit: std::sync::Arc<AuditQueue>,
+    audit: Arc<AuditQueue>,
+    health: Health,
 }
 
 /// What runs beside the database: the audit writer and the daily purge.
 pub struct DbTasks {
-    audit: std::sync::Arc<AuditQueue>,
+    audit: Arc<AuditQueue>,
+}
+
+/// `SQLITE_CORRUPT` (11, and its extended codes): "database disk image
+/// is malformed".
+fn is_corrupt(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(d) => {
+            d.code()
+                .and_then(|c| c.parse::<i64>().ok())
+                .is_some_and(|c| c & 0xff == 11)
+                || d.message().contains("malformed")
+        }
+        _ => false,
+    }
 }
 
 fn is_not_a_database(e: &sqlx::Error) -> bool {
@@ -134,6 +202,16 @@ fn is_not_a_database(e: &sqlx::Error) -> bool {
 }
 
 impl Db {
+    /// What can be told of an existing file at `path` without its key
+    /// (another program's plain SQLite database, a file cut short), so
+    /// that the daemon says that rather than "no key" or "wrong key".
+    pub fn inspect(path: &Path) -> Result<(), DbError> {
+        if !path.exists() {
+            return Ok(());
+        }
+        inspect(path, &path.display().to_string())
+    }
+
     /// Open (or create) the database at `path` with `key`. A wrong key is
     /// reported at once and the file is left as it was.
     pub async fn open(
@@ -161,17 +239,30 @@ impl Db {
         // with a wrong key, `journal_mode = WAL` or a migration would fail
         // half-way, and the file must stay untouched.
         if path.exists() {
+            inspect(path, &shown)?;
             use sqlx::ConnectOptions;
             // Statement logging would print the key.
+            // Without a write-ahead log (a clean stop) the file is the whole
+            // database: open it immutable, so that a refused file stays
+            // byte for byte as it was (a read-only connection to a WAL
+            // database would leave `-shm` and `-wal` files beside it).
+            let mut wal = path.as_os_str().to_owned();
+            wal.push("-wal");
             let probe = SqliteConnectOptions::new()
                 .filename(path)
                 .create_if_missing(false)
                 .read_only(true)
+                .immutable(!Path::new(&wal).exists())
                 .pragma("key", format!("\"x'{}'\"", key.hex()))
                 .disable_statement_logging();
             let mut conn: SqliteConnection = probe.connect().await.map_err(|e| {
                 if is_not_a_database(&e) {
                     wrong_key()
+                } else if is_corrupt(&e) {
+                    DbError::Corrupt {
+                        path: shown.clone(),
+                        detail: format!("its first pages cannot be read ({e})"),
+                    }
                 } else {
                     DbError::Open {
                         path: shown.clone(),
@@ -182,17 +273,60 @@ impl Db {
             let check = sqlx::query("SELECT count(*) FROM sqlite_master")
                 .fetch_one(&mut conn)
                 .await;
+            // The key opens page 1; now every page, before anything writes
+            // to the file: a damaged page found later would be written
+            // around (or over) while the user is told nothing. A quick
+            // check reads each page once (about a second per few hundred
+            // megabytes, most of it decryption).
+            let quick = match check {
+                Ok(_) => Some(
+                    sqlx::query_scalar::<_, String>("PRAGMA quick_check(1)")
+                        .fetch_one(&mut conn)
+                        .await,
+                ),
+                Err(_) => None,
+            };
             use sqlx::Connection;
             let _ = conn.close().await;
             if let Err(e) = check {
                 return Err(if is_not_a_database(&e) {
                     wrong_key()
+                } else if is_corrupt(&e) {
+                    DbError::Corrupt {
+                        path: shown.clone(),
+                        detail: format!("its first pages cannot be read ({e})"),
+                    }
                 } else {
                     DbError::Open {
                         path: shown.clone(),
                         error: e.to_string(),
                     }
                 });
+            }
+            match quick {
+                Some(Ok(v)) if v == "ok" => {}
+                Some(Ok(v)) => {
+                    // One line: SQLite's report has a heading line and one
+                    // line per problem (at most one asked for).
+                    let said: Vec<&str> = v
+                        .lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty() && !l.starts_with("***"))
+                        .collect();
+                    return Err(DbError::Corrupt {
+                        path: shown.clone(),
+                        detail: format!("the integrity check says: {}", said.join("; ")),
+                    });
+                }
+                // The key opened page 1, so a page that does not decrypt
+                // further on ("not a database") is damage, not a wrong key.
+                Some(Err(e)) => {
+                    return Err(DbError::Corrupt {
+                        path: shown.clone(),
+                        detail: format!("a page cannot be read ({e})"),
+                    });
+                }
+                None => {}
             }
         }
         let opts = SqliteConnectOptions::new()
@@ -235,15 +369,21 @@ impl Db {
                 path: shown.clone(),
                 error: e.to_string(),
             })?;
-        let audit = std::sync::Arc::new(AuditQueue::default());
+        let audit = Arc::new(AuditQueue::default());
         Ok((
             Db {
                 pool,
                 path: path.to_owned(),
                 audit: audit.clone(),
+                health: Health::new(path),
             },
             DbTasks { audit },
         ))
+    }
+
+    /// Whether the database takes writes; shared with the history writer.
+    pub fn health(&self) -> &Health {
+        &self.health
     }
 
     pub fn pool(&self) -> &SqlitePool {
@@ -357,7 +497,7 @@ impl Db {
             .bind(ms(now - keep))
             .execute(&self.pool)
             .await
-            .map_err(failed)?;
+            .map_err(|e| self.health.error("the audit purge", e))?;
         Ok(r.rows_affected())
     }
 }
@@ -440,7 +580,7 @@ impl DbTasks {
                 _ = cancel.cancelled() => break,
                 _ = self.audit.wake.notified() => {
                     if self.audit.len() >= AUDIT_BATCH {
-                        flush_audit(&db.pool, &self.audit, &notices).await;
+                        flush_audit(&db, &self.audit, &notices).await;
                         deadline = None;
                     } else if deadline.is_none() {
                         deadline = Some(tokio::time::Instant::now() + AUDIT_FLUSH);
@@ -453,33 +593,36 @@ impl DbTasks {
                     }
                 } => {
                     deadline = None;
-                    flush_audit(&db.pool, &self.audit, &notices).await;
+                    flush_audit(&db, &self.audit, &notices).await;
                 }
                 _ = daily.tick() => purge(db.clone()).await,
             }
         }
-        flush_audit(&db.pool, &self.audit, &notices).await;
+        flush_audit(&db, &self.audit, &notices).await;
     }
 }
 
-/// Write what `batch` holds, then tell the control surfaces.
-async fn flush_audit(
-    pool: &SqlitePool,
-    queue: &AuditQueue,
-    notices: &crate::core::notice::Notices,
-) {
-    let (mut batch, dropped) = queue.take();
-    if dropped > 0 {
+/// Write what `batch` holds, then tell the control surfaces. A batch that
+/// cannot be written (a full disk) is dropped and counted in the
+/// database's health, not kept: the next one is tried a second later.
+async fn flush_audit(db: &Db, queue: &AuditQueue, notices: &crate::core::notice::Notices) {
+    let (mut batch, n) = queue.take();
+    if n > 0 {
         tracing::warn!(
-            entries = dropped,
-            "audit entries dropped: the writer fell {AUDIT_CAP} rows behind"
+            dropped = n,
+            "the audit writer is behind: {n} audit entries were not recorded"
         );
     }
     if batch.is_empty() {
         return;
     }
-    match write_audit(pool, &mut batch).await {
-        Ok(()) => notices.bump(crate::core::notice::Part::Audit),
+    let count = batch.iter().map(|e| e.count).sum::<u64>();
+    match write_audit(&db.pool, &mut batch).await {
+        Ok(()) => {
+            db.health.wrote();
+            notices.bump(crate::core::notice::Part::Audit);
+        }
+        Err(e) if is_write_fault(&e) => db.health.failed(&e, Lost::Audit(count)),
         Err(e) => tracing::warn!(error = %e, "cannot write the audit log"),
     }
 }
@@ -500,7 +643,8 @@ impl ConsentStore for Db {
             .bind(ms(d.created))
             .execute(&self.pool)
             .await
-            .map_err(failed)?;
+            .map_err(|e| self.health.error("the decision", e))?;
+            self.health.wrote();
             Ok(())
         })
     }
@@ -521,7 +665,10 @@ impl ConsentStore for Db {
                 None => sqlx::query("DELETE FROM refused_publishers WHERE app_id = ?")
                     .bind(app.as_str().to_owned()),
             };
-            q.execute(&self.pool).await.map_err(failed)?;
+            q.execute(&self.pool)
+                .await
+                .map_err(|e| self.health.error("the refusal of the publisher", e))?;
+            self.health.wrote();
             Ok(())
         })
     }
@@ -533,14 +680,19 @@ impl ConsentStore for Db {
                 .bind(category.to_string())
                 .execute(&self.pool)
                 .await
-                .map_err(failed)?;
+                .map_err(|e| self.health.error("the revocation", e))?;
+            self.health.wrote();
             Ok(r.rows_affected() > 0)
         })
     }
 
     fn forget_app(&self, app: AppId) -> BoxFut<'_, Result<u64, Error>> {
         Box::pin(async move {
-            let mut tx = self.pool.begin().await.map_err(failed)?;
+            let mut tx = self
+                .pool
+                .begin()
+                .await
+                .map_err(|e| self.health.error("forgetting the app", e))?;
             let mut n = 0;
             for q in [
                 "DELETE FROM decisions WHERE app_id = ?",
@@ -552,10 +704,13 @@ impl ConsentStore for Db {
                     .bind(app.as_str())
                     .execute(&mut *tx)
                     .await
-                    .map_err(failed)?
+                    .map_err(|e| self.health.error("forgetting the app", e))?
                     .rows_affected();
             }
-            tx.commit().await.map_err(failed)?;
+            tx.commit()
+                .await
+                .map_err(|e| self.health.error("forgetting the app", e))?;
+            self.health.wrote();
             Ok(n)
         })
     }
@@ -575,12 +730,15 @@ impl ConsentStore for Db {
             .bind(ms(a.last_seen))
             .execute(&self.pool)
             .await
-            .map_err(failed)?;
+            .map_err(|e| self.health.error("the app", e))?;
+            self.health.wrote();
             Ok(())
         })
     }
 
     fn audit(&self, e: AuditEntry) {
+        // Past `AUDIT_QUEUE` waiting rows (the writer stuck behind a busy
+        // or full disk) the queue drops and counts; the writer warns.
         self.audit.push(e);
     }
 
@@ -687,11 +845,11 @@ mod tests {
     #[test]
     fn the_queue_is_bounded_and_counts_what_it_drops() {
         let q = AuditQueue::default();
-        for i in 0..(AUDIT_CAP as i64 + 5) {
+        for i in 0..(AUDIT_QUEUE as i64 + 5) {
             q.push(entry("org.example.A", i, true));
         }
         let (rows, dropped) = q.take();
-        assert_eq!(rows.len(), AUDIT_CAP);
+        assert_eq!(rows.len(), AUDIT_QUEUE);
         assert_eq!(dropped, 5);
     }
 }

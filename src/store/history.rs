@@ -16,6 +16,7 @@ use sqlx::sqlite::{SqliteConnection, SqlitePool, SqliteRow};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::health::{Health, Lost, is_write_fault};
 use super::{from_ms, ms};
 use crate::core::Error;
 pub use crate::core::history::AppTotals;
@@ -56,6 +57,8 @@ pub struct History {
 pub struct HistoryWriter {
     pool: SqlitePool,
     handed: Arc<Handed>,
+    /// Told of every batch written or not (a full disk).
+    health: Health,
 }
 
 /// Between `submit` and the writer. The lock is held to push a change's
@@ -297,6 +300,15 @@ impl History {
     /// Prepare the store: intervals a crash left open end at the last
     /// moment the recorder was known alive. Returns the next free id.
     pub async fn open(pool: SqlitePool) -> Result<(History, HistoryWriter, i64), Error> {
+        History::open_reporting(pool, Health::new(std::path::Path::new("the database"))).await
+    }
+
+    /// [`History::open`], the writer reporting to the database's `health`
+    /// (the daemon's; a full disk shows in `ListSources`).
+    pub async fn open_reporting(
+        pool: SqlitePool,
+        health: Health,
+    ) -> Result<(History, HistoryWriter, i64), Error> {
         let mut tx = pool.begin().await.map_err(failed)?;
         let alive: Option<i64> =
             sqlx::query_scalar("SELECT value FROM history_meta WHERE key = 'alive_ms'")
@@ -331,7 +343,11 @@ impl History {
                 pool: pool.clone(),
                 handed: handed.clone(),
             },
-            HistoryWriter { pool, handed },
+            HistoryWriter {
+                pool,
+                handed,
+                health,
+            },
             next,
         ))
     }
@@ -674,8 +690,14 @@ impl HistoryWriter {
             );
         }
         let mut ops = batch.ops;
-        if let Err(e) = write(&self.pool, &mut ops, Utc::now()).await {
-            tracing::warn!(error = %e, "cannot write the history");
+        let n = ops.len() as u64;
+        // A batch that cannot be written is dropped (and counted in the
+        // database's health), not put back: the pending operations stay
+        // bounded, and the next batch tries again.
+        match write(&self.pool, &mut ops, Utc::now()).await {
+            Ok(()) => self.health.wrote(),
+            Err(e) if is_write_fault(&e) => self.health.failed(&e, Lost::History(n)),
+            Err(e) => tracing::warn!(error = %e, "cannot write the history"),
         }
     }
 }

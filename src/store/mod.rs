@@ -7,6 +7,7 @@
 //! else `$XDG_STATE_HOME/contextd/db.key` (0600 in a 0700 directory).
 
 pub mod db;
+pub mod health;
 pub mod history;
 mod history_read;
 pub mod key;

@@ -10,6 +10,12 @@ use std::process::{Child, Command, Stdio};
 /// Start a dbus-daemon listening at `DIR/bus` (its config written to
 /// `DIR/bus.conf`): the daemon and its address.
 pub fn spawn(dir: &Path) -> (Child, String) {
+    spawn_with(dir, "")
+}
+
+/// [`spawn`] with more configuration (`<limit>` elements, say) inside
+/// `<busconfig>`.
+pub fn spawn_with(dir: &Path, extra: &str) -> (Child, String) {
     let config = dir.join("bus.conf");
     std::fs::write(
         &config,
@@ -25,8 +31,10 @@ pub fn spawn(dir: &Path) -> (Child, String) {
     <allow eavesdrop="true"/>
     <allow own="*"/>
   </policy>
+  {}
 </busconfig>"#,
-            dir.display()
+            dir.display(),
+            extra
         ),
     )
     .expect("write bus config");

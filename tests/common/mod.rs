@@ -48,8 +48,14 @@ pub struct Bus {
 
 impl Bus {
     pub fn start() -> Bus {
+        Bus::start_with("")
+    }
+
+    /// A private session bus with more configuration (see
+    /// [`bus::spawn_with`]).
+    pub fn start_with(extra: &str) -> Bus {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (child, address) = bus::spawn(dir.path());
+        let (child, address) = bus::spawn_with(dir.path(), extra);
         Bus {
             child,
             address,

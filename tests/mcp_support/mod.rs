@@ -360,3 +360,108 @@ pub async fn daemon_with_windows(
     wait_socket(home);
     d
 }
+
+/// Send a raw HTTP request (`text`, head and body) on a fresh connection
+/// and read the response head; returns the head (header names lower-cased)
+/// and the connection at the body, for a stream read as it comes (or, for
+/// a slow reader, not read). `rcvbuf` sets the socket's receive buffer.
+pub fn open_stream(
+    addr: SocketAddr,
+    text: &str,
+    rcvbuf: Option<i32>,
+) -> (String, BufReader<TcpStream>) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    if let Some(size) = rcvbuf {
+        use std::os::fd::AsRawFd;
+        let size: libc::c_int = size;
+        // SAFETY: setsockopt on our own socket with a valid int.
+        let r = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                (&size as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(r, 0, "SO_RCVBUF");
+    }
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    s.write_all(text.as_bytes()).expect("write");
+    let mut r = BufReader::new(s);
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            r.read_line(&mut line).expect("read") > 0,
+            "no response: {head}"
+        );
+        if line == "\r\n" {
+            break;
+        }
+        head.push_str(&line.to_ascii_lowercase());
+    }
+    (head, r)
+}
+
+/// Open a legacy SSE stream for `token` (`GET /sse`), read up to its
+/// endpoint event; returns the stream and the session's message path.
+pub fn legacy_open(
+    addr: SocketAddr,
+    token: &str,
+    rcvbuf: Option<i32>,
+) -> (BufReader<TcpStream>, String) {
+    let (head, mut r) = open_stream(
+        addr,
+        &format!(
+            "GET /sse HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n"
+        ),
+        rcvbuf,
+    );
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    loop {
+        let mut line = String::new();
+        assert!(r.read_line(&mut line).expect("read") > 0, "stream ended");
+        if let Some(p) = line.trim().strip_prefix("data: /messages") {
+            return (r, format!("/messages{p}"));
+        }
+    }
+}
+
+/// POST one message to a legacy SSE session (`path` from its endpoint
+/// event); expects 202 (the answer comes on the stream).
+pub fn legacy_post(addr: SocketAddr, token: &str, path: &str, body: &str) {
+    let auth = format!("Bearer {token}");
+    let (code, _, answer) = http(
+        addr,
+        "POST",
+        path,
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        body.as_bytes(),
+    );
+    assert_eq!(code, 202, "{path}: {answer}");
+}
+
+/// The GET stream of a Streamable HTTP session (what the server sends
+/// unasked), at its body.
+pub fn streamable_get(
+    addr: SocketAddr,
+    tok: &str,
+    session: &str,
+    rcvbuf: Option<i32>,
+) -> BufReader<TcpStream> {
+    let (head, r) = open_stream(
+        addr,
+        &format!(
+            "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {tok}\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-06-18\r\nAccept: text/event-stream\r\n\r\n"
+        ),
+        rcvbuf,
+    );
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains("text/event-stream"), "{head}");
+    r
+}
