@@ -18,6 +18,8 @@
 #   scripts/session.sh kill-pipewire DIR [SIGNAL]   kill WirePlumber and PipeWire
 #   scripts/session.sh start-pipewire DIR
 #   scripts/session.sh restart-pipewire DIR
+#   scripts/session.sh kill-mock DIR NAME [SIGNAL]    stop one mock (see --mocks)
+#   scripts/session.sh start-mock DIR NAME            start it again, set up as at start
 #   scripts/session.sh open-window DIR APP_ID TITLE   open a foot window, wait for it
 #   scripts/session.sh set-title DIR APP_ID TITLE     retitle it (OSC 2), wait for sway
 #   scripts/session.sh close-window DIR APP_ID        close it, wait until gone
@@ -374,17 +376,16 @@ start_mock() { # NAME BUS_NAME ADDRESS DBUSMOCK-ARGS...
     wait_ready "mock-$name" "$DIR/mock-$name.log" "$bus_name on the bus" has_owner "$address" "$bus_name"
 }
 
-# The system services of a desktop, and a notification daemon and a screen
-# saver on the session bus (see "What runs" above).
-start_mocks() {
-    local sys=unix:path=$SYSTEM_BUS_SOCKET ses=unix:path=$BUS_SOCKET
-    local uid user
+# One mock and its setup (see "What runs" above): logind, upower,
+# networkmanager, polkitd, geoclue (system bus); notifications, screensaver
+# (session bus). start-mock and `start --mocks` use these.
+sys_addr() { printf 'unix:path=%s\n' "$SYSTEM_BUS_SOCKET"; }
+
+start_mock_logind() {
+    local sys uid user login=org.freedesktop.login1 lpath=/org/freedesktop/login1
+    sys=$(sys_addr)
     uid=$(id -u)
     user=$(id -un)
-    "$PY" -c 'import dbusmock' 2>/dev/null ||
-        die "$PY cannot import dbusmock: install python3-dbusmock (make deps)"
-
-    local login=org.freedesktop.login1 lpath=/org/freedesktop/login1
     start_mock logind "$login" "$sys" --system --template logind
     mock_busctl "$sys" call "$login" "$lpath" "$MOCK_IFACE" AddSession ssusb \
         c1 seat0 "$uid" "$user" true >/dev/null
@@ -392,8 +393,11 @@ start_mocks() {
     # broker finds the session as the user's display session.
     mock_busctl "$sys" set-property "$login" "$lpath/user/$uid" org.freedesktop.login1.User \
         Display '(so)' c1 "$lpath/session/c1"
+}
 
-    local up=org.freedesktop.UPower upath=/org/freedesktop/UPower
+start_mock_upower() {
+    local sys up=org.freedesktop.UPower upath=/org/freedesktop/UPower
+    sys=$(sys_addr)
     start_mock upower "$up" "$sys" --system --template upower -p '{"OnBattery": true}'
     mock_busctl "$sys" call "$up" "$upath" "$MOCK_IFACE" AddDischargingBattery ssdx \
         BAT0 "contextd demo battery" 73.0 6900 >/dev/null
@@ -401,9 +405,12 @@ start_mocks() {
     # to empty, present, warning level none
     mock_busctl "$sys" call "$up" "$upath" "$MOCK_IFACE" SetupDisplayDevice uuddddxxbsu \
         2 2 73.0 36.5 50.0 9.5 6900 0 true battery-good-symbolic 1
+}
 
-    local nm=org.freedesktop.NetworkManager npath=/org/freedesktop/NetworkManager
+start_mock_networkmanager() {
+    local sys nm=org.freedesktop.NetworkManager npath=/org/freedesktop/NetworkManager
     local ssid="contextd demo Wi-Fi" dev ap conn active
+    sys=$(sys_addr)
     start_mock networkmanager "$nm" "$sys" --system --template networkmanager
     # state 100: activated
     dev=$(mock_busctl "$sys" call "$nm" "$npath" "$MOCK_IFACE" AddWiFiDevice ssi wlan0 wlan0 100)
@@ -419,35 +426,69 @@ start_mocks() {
     mock_busctl "$sys" call "$nm" "$npath" "$MOCK_IFACE" AddProperty ssv \
         "$nm" PrimaryConnection o "$active"
     mock_busctl "$sys" call "$nm" "$npath" "$MOCK_IFACE" AddProperty ssv "$nm" Metered u 4
+}
 
-    # Only the caller is on this bus: authorise every action, the broker's
-    # own (contextctl consent grant/revoke) by name.
-    local pk=org.freedesktop.PolicyKit1 ppath=/org/freedesktop/PolicyKit1/Authority
+# Only the caller is on this bus: authorise every action, the broker's
+# own (contextctl consent grant/revoke) by name.
+start_mock_polkitd() {
+    local sys pk=org.freedesktop.PolicyKit1 ppath=/org/freedesktop/PolicyKit1/Authority
+    sys=$(sys_addr)
     start_mock polkitd "$pk" "$sys" --system --template polkitd
     mock_busctl "$sys" call "$pk" "$ppath" "$MOCK_IFACE" SetAllowed as 1 org.contextd.manage-consent
     mock_busctl "$sys" call "$pk" "$ppath" "$MOCK_IFACE" AllowUnknown b true
+}
 
-    local gc=org.freedesktop.GeoClue2 gpath=/org/freedesktop/GeoClue2/Manager
+start_mock_geoclue() {
+    local sys gc=org.freedesktop.GeoClue2 gpath=/org/freedesktop/GeoClue2/Manager
+    sys=$(sys_addr)
     start_mock geoclue "$gc" "$sys" --system \
         --template "$(dirname "$(readlink -f "$0")")/../tests/fdo/geoclue2.py"
     mock_busctl "$sys" call "$gc" "$gpath" "$MOCK_IFACE" SetLocation ddds \
         47.376954 8.541694 25 "contextd demo place" >/dev/null
+}
+
+start_mock_notifications() {
+    start_mock notifications org.freedesktop.Notifications "unix:path=$BUS_SOCKET" --session \
+        --template notification_daemon
+}
+
+start_mock_screensaver() {
+    local ses=unix:path=$BUS_SOCKET ss=org.freedesktop.ScreenSaver spath=/org/freedesktop/ScreenSaver
+    start_mock screensaver "$ss" "$ses" --session "$ss" "$spath" "$ss"
+    mock_busctl "$ses" call "$ss" "$spath" "$MOCK_IFACE" AddMethod sssss \
+        '' GetActive '' b 'ret = False'
+}
+
+# The system services of a desktop, and a notification daemon and a screen
+# saver on the session bus (see "What runs" above).
+start_mocks() {
+    local ses=unix:path=$BUS_SOCKET
+    "$PY" -c 'import dbusmock' 2>/dev/null ||
+        die "$PY cannot import dbusmock: install python3-dbusmock (make deps)"
+    start_mock_logind
+    start_mock_upower
+    start_mock_networkmanager
+    start_mock_polkitd
+    start_mock_geoclue
 
     [ "$WANT_BUS" = 1 ] || return 0
     if has_owner "$ses" org.freedesktop.Notifications; then
         note "org.freedesktop.Notifications already runs on the session bus; not mocking it"
     else
-        start_mock notifications org.freedesktop.Notifications "$ses" --session \
-            --template notification_daemon
+        start_mock_notifications
     fi
-    local ss=org.freedesktop.ScreenSaver spath=/org/freedesktop/ScreenSaver
-    if has_owner "$ses" "$ss"; then
-        note "$ss already runs on the session bus; not mocking it"
+    if has_owner "$ses" org.freedesktop.ScreenSaver; then
+        note "org.freedesktop.ScreenSaver already runs on the session bus; not mocking it"
     else
-        start_mock screensaver "$ss" "$ses" --session "$ss" "$spath" "$ss"
-        mock_busctl "$ses" call "$ss" "$spath" "$MOCK_IFACE" AddMethod sssss \
-            '' GetActive '' b 'ret = False'
+        start_mock_screensaver
     fi
+}
+
+# kill-mock/start-mock: NAME must be one of MOCKS.
+valid_mock() { # NAME
+    local m
+    for m in "${MOCKS[@]}"; do [ "$m" = "$1" ] && return 0; done
+    die "unknown mock: $1 (one of: ${MOCKS[*]})"
 }
 
 stop_mocks() {
@@ -840,6 +881,17 @@ main() {
             if [ "$WANT_WINDOWS" = 1 ]; then open_demo_windows; fi
             ;;
         kill-pipewire) set_dir "${1:-}"; load_conf; kill_pipewire "${2:-TERM}" ;;
+        kill-mock)
+            [ $# -ge 2 ] || die "usage: $SCRIPT kill-mock DIR NAME [SIGNAL]"
+            set_dir "$1"; load_conf; valid_mock "$2"; stop_proc "mock-$2" "${3:-TERM}"
+            ;;
+        start-mock)
+            [ $# -eq 2 ] || die "usage: $SCRIPT start-mock DIR NAME"
+            set_dir "$1"; load_conf; valid_mock "$2"
+            [ "$WANT_MOCKS" = 1 ] || die "this session was started without --mocks"
+            running "mock-$2" && die "mock $2 is already running (pid $(recorded_pid "mock-$2"))"
+            "start_mock_$2"
+            ;;
         start-pipewire) set_dir "${1:-}"; load_conf; start_pipewire ;;
         restart-pipewire) set_dir "${1:-}"; load_conf; kill_pipewire TERM; start_pipewire ;;
         open-window)

@@ -18,7 +18,7 @@ use crate::config::{Config, UndecidedMode};
 use crate::core::consent::{ConsentStore, Verdict};
 use crate::core::{Core, Gate, GateSettings, SourceEvent, SystemClock};
 use crate::dbus::{self, BUS_NAME};
-use crate::shutdown::{Bounds, Tree};
+use crate::shutdown::{Bounds, Lane, Tree};
 use crate::sources;
 use crate::store;
 
@@ -89,8 +89,13 @@ pub async fn run_on(
     crate::mcp::preflight(&config)?;
     crate::dashboard::check(&config.file.dashboard)?;
     let tree = Tree::new();
-    let result = serve(&conn, &config, &tree, shutdown).await;
-    teardown(&conn, &tree).await;
+    // Two workers, as many as the main runtime has (src/bin/contextd.rs).
+    let mcp_lane = Lane::start("mcp", 2).map_err(|error| DaemonError::Io {
+        path: "the MCP thread".into(),
+        error,
+    })?;
+    let result = serve(&conn, &config, &tree, &mcp_lane, shutdown).await;
+    teardown(&conn, &tree, &mcp_lane).await;
     result
 }
 
@@ -98,7 +103,7 @@ pub async fn run_on(
 /// (publishers, sources, writers, database), each joined within its bound,
 /// so that the last audit and history batches are on disk before the
 /// database closes.
-async fn teardown(conn: &Connection, tree: &Tree) {
+async fn teardown(conn: &Connection, tree: &Tree, mcp_lane: &Lane) {
     // First, so that a new instance can start while this one stops. When
     // the name is not ours (lost, taken, never asked for) the bus says so
     // and nothing happens; a bus that does not answer costs a bound.
@@ -114,6 +119,8 @@ async fn teardown(conn: &Connection, tree: &Tree) {
         Err(_) => tracing::debug!("the bus did not answer the release of the name"),
     }
     tree.stop(&Bounds::default()).await;
+    // Its tasks (publishers) are joined: the thread has nothing left.
+    mcp_lane.stop(Duration::from_millis(150)).await;
 }
 
 /// Start everything into `tree`, serve until `shutdown` or the loss of the
@@ -122,6 +129,7 @@ async fn serve(
     conn: &Connection,
     config: &Config,
     tree: &Tree,
+    mcp_lane: &Lane,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Exit, DaemonError> {
     // A scripted clock only for replays that ask for one (timeline tests).
@@ -344,7 +352,27 @@ async fn serve(
 
     // MCP after the name is ours: a second instance must not take the
     // first one's socket. Clients that activated us wait for the socket.
-    crate::mcp::serve(config, core.clone(), conn.clone(), tokens, &tree.publishers).await?;
+    // On its own threads (`mcp_lane`): what MCP's hosts ask must not queue
+    // ahead of D-Bus callers on the main runtime (`make soak` measures a
+    // `Peer.Ping` under 200 busy HTTP hosts). Everything it spawns runs
+    // there, in the publishers level.
+    let mcp = {
+        let (config, core, conn) = (config.clone(), core.clone(), conn.clone());
+        let level = tree.publishers.clone();
+        tree.publishers.tracker().spawn_on(
+            async move { crate::mcp::serve(&config, core, conn, tokens, &level).await },
+            mcp_lane.handle(),
+        )
+    };
+    match mcp.await {
+        Ok(started) => started?,
+        Err(e) => {
+            return Err(DaemonError::Io {
+                path: "the MCP thread".into(),
+                error: std::io::Error::other(e.to_string()),
+            });
+        }
+    }
     crate::dashboard::serve(&config.file.dashboard, core.clone(), &tree.publishers).await?;
 
     tokio::pin!(shutdown);

@@ -182,6 +182,75 @@ impl Default for Bounds {
     }
 }
 
+/// A runtime of its own on its own OS threads, for a publisher whose load must
+/// not queue ahead of the others: MCP's HTTP sessions and stdio hosts run
+/// on one, so that hundreds of busy hosts do not make a D-Bus call (even
+/// `Peer.Ping`) wait its turn behind their tasks on the main runtime's
+/// workers; the kernel shares the CPU between the threads instead.
+///
+/// Its tasks still belong to a [`Level`] (spawn them with
+/// `level.tracker().spawn_on(task, lane.handle())`, or from a task already
+/// on the lane), which stops and joins them; [`Lane::stop`] then ends the
+/// thread, after the levels whose tasks run here.
+#[derive(Debug)]
+pub struct Lane {
+    name: &'static str,
+    handle: tokio::runtime::Handle,
+    stop: CancellationToken,
+    thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Lane {
+    /// A lane of `workers` threads (and one that owns the runtime), all
+    /// named `contextd-NAME`.
+    pub fn start(name: &'static str, workers: usize) -> std::io::Result<Lane> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers.max(1))
+            .thread_name(format!("contextd-{name}"))
+            .enable_all()
+            .build()?;
+        let handle = rt.handle().clone();
+        let stop = CancellationToken::new();
+        let until = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("contextd-{name}"))
+            .spawn(move || {
+                rt.block_on(until.cancelled());
+                // Whatever a level left behind (it logged that) is dropped;
+                // a blocking task gets a moment to end.
+                rt.shutdown_timeout(Duration::from_millis(100));
+            })?;
+        Ok(Lane {
+            name,
+            handle,
+            stop,
+            thread: std::sync::Mutex::new(Some(thread)),
+        })
+    }
+
+    pub fn handle(&self) -> &tokio::runtime::Handle {
+        &self.handle
+    }
+
+    /// End the thread (its runtime drops what is left on it) and join it
+    /// within `bound`.
+    pub async fn stop(&self, bound: Duration) -> bool {
+        self.stop.cancel();
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match thread {
+            Some(t) => join_thread(t, self.name, bound).await,
+            None => true,
+        }
+    }
+}
+
+impl Drop for Lane {
+    /// A lane never outlives its owner: the thread ends by itself.
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
 /// Join an OS thread (a Wayland or PipeWire loop) that has been told to
 /// stop, waiting at most `bound`; `false` if it is still running then (it
 /// is left to end by itself). Polls instead of blocking a runtime thread in
@@ -242,6 +311,28 @@ mod tests {
         let level = Level::detached("stuck");
         level.spawn(std::future::pending::<()>());
         assert!(!level.stop(Duration::from_millis(20)).await);
+    }
+
+    #[tokio::test]
+    async fn a_lane_runs_its_level_s_tasks_on_its_own_thread_and_stops() {
+        let lane = Lane::start("test", 1).expect("lane");
+        let level = Level::detached("on the lane");
+        let token = level.token();
+        let on = level.tracker().spawn_on(
+            async move {
+                let name = std::thread::current().name().map(str::to_owned);
+                token.cancelled().await;
+                name
+            },
+            lane.handle(),
+        );
+        assert!(level.stop(Duration::from_secs(5)).await);
+        assert_eq!(
+            on.await.ok().flatten().as_deref(),
+            Some("contextd-test"),
+            "the task ran on the lane's threads"
+        );
+        assert!(lane.stop(Duration::from_secs(5)).await);
     }
 
     #[tokio::test]
