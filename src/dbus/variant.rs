@@ -432,8 +432,11 @@ pub fn dict<T: Serialize + ?Sized>(v: &T) -> Result<Dict, VariantError> {
 /// be answered.
 #[derive(Debug)]
 pub struct DictCache<T> {
-    slots: std::sync::Mutex<[Option<(T, Arc<Dict>)>; 2]>,
+    slots: std::sync::Mutex<[Slot<T>; 2]>,
 }
+
+/// A view and the dict built for it.
+type Slot<T> = Option<(T, Arc<Dict>)>;
 
 impl<T> Default for DictCache<T> {
     fn default() -> Self {
