@@ -234,3 +234,42 @@ pub fn rss_parts(pid: u32) -> String {
         anon as f64 / 1024.0
     )
 }
+
+/// `examples/wl_toplevels` of the release build, built if missing: a
+/// Wayland client that maps toplevels on demand.
+pub fn wl_toplevels_bin() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("exe");
+    let bin = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .map(|d| d.join("examples/wl_toplevels"))
+        .expect("target dir");
+    if !bin.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args(["build", "--release", "--quiet", "--example", "wl_toplevels"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo build");
+        assert!(st.success(), "building wl_toplevels failed");
+    }
+    bin
+}
+
+/// A new MCP bearer token named `name`, made by `contextctl token create`
+/// with the broker's environment.
+pub fn create_token(name: &str, env: Vec<(String, String)>) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_contextctl"))
+        .args(["token", "create", name])
+        .env_clear()
+        .envs(env)
+        .output()
+        .expect("contextctl token create");
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(
+        token.starts_with("ctxd_"),
+        "no token: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    token
+}

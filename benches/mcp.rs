@@ -23,7 +23,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -438,18 +438,7 @@ impl Daemon {
             .trim_start_matches("http://")
             .trim_end_matches("/mcp")
             .to_owned();
-        let out = Command::new(env!("CARGO_BIN_EXE_contextctl"))
-            .args(["token", "create", "bench"])
-            .env_clear()
-            .envs(env.iter().cloned())
-            .output()
-            .expect("contextctl token create");
-        let token = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        assert!(
-            token.starts_with("ctxd_"),
-            "no token: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let token = create_token("bench", env.clone());
         Daemon {
             _dir: dir,
             _bus: bus,

@@ -842,25 +842,6 @@ fn focus_driver(sock_path: PathBuf, rate: u64, focus: Arc<Focus>) -> std::thread
     })
 }
 
-fn wl_toplevels_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("exe");
-    let bin = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .map(|d| d.join("examples/wl_toplevels"))
-        .expect("target dir");
-    if !bin.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .args(["build", "--release", "--quiet", "--example", "wl_toplevels"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("cargo build");
-        assert!(st.success(), "building wl_toplevels failed");
-    }
-    bin
-}
-
 /// `WINDOWS` toplevels org.soak.App1…; returns once sway mapped them.
 fn open_windows(s: &Session) -> Result<Proc, String> {
     let mut c = s.command(wl_toplevels_bin());
@@ -1062,18 +1043,7 @@ async fn run() -> bool {
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")
         .to_owned();
-    let out = Command::new(env!("CARGO_BIN_EXE_contextctl"))
-        .args(["token", "create", "soak"])
-        .env_clear()
-        .envs(home.envs(&session))
-        .output()
-        .expect("contextctl token create");
-    let token = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    assert!(
-        token.starts_with("ctxd_"),
-        "no token: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let token = create_token("soak", home.envs(&session));
     let auth = format!("Bearer {token}");
     let ops = {
         let mut h = HttpHost::connect(&addr, &auth).await.expect("MCP host");

@@ -160,26 +160,7 @@ fn bare_client(env: &[(String, String)]) -> std_mpsc::Receiver<(Instant, String)
 }
 
 // ---------------------------------------------------------------- RSS
-// (rss_kib is in common.rs)
-
-fn wl_toplevels_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("exe");
-    let bin = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .map(|d| d.join("examples/wl_toplevels"))
-        .expect("target dir");
-    if !bin.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .args(["build", "--release", "--quiet", "--example", "wl_toplevels"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("cargo build");
-        assert!(st.success(), "building wl_toplevels failed");
-    }
-    bin
-}
+// (rss_kib and wl_toplevels_bin are in common.rs)
 
 fn main() {
     block_on(1, run());
