@@ -86,6 +86,41 @@ impl Tokens {
     pub fn revocations(&self) -> tokio::sync::broadcast::Receiver<String> {
         self.revoked.subscribe()
     }
+
+    /// The next revocation `rx` hears of; `None` once the store is gone.
+    /// A listener that fell behind (more revocations at once than the
+    /// channel holds) missed names, so it gets every token no longer
+    /// stored instead: a missed name must not leave its streams open.
+    pub async fn next_revoked(
+        &self,
+        rx: &mut tokio::sync::broadcast::Receiver<String>,
+    ) -> Option<Revoked> {
+        match rx.recv().await {
+            Ok(name) => Some(Revoked::One(name)),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Some(Revoked::AllBut(
+                self.store.list().into_iter().map(|t| t.name).collect(),
+            )),
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => None,
+        }
+    }
+}
+
+/// Which tokens a revocation ends ([`Tokens::next_revoked`]).
+#[derive(Debug)]
+pub enum Revoked {
+    One(String),
+    /// Every token but these, the ones still stored.
+    AllBut(std::collections::HashSet<String>),
+}
+
+impl Revoked {
+    /// Whether the token `name` is revoked.
+    pub fn covers(&self, name: &str) -> bool {
+        match self {
+            Revoked::One(n) => n == name,
+            Revoked::AllBut(live) => !live.contains(name),
+        }
+    }
 }
 
 pub fn valid_name(name: &str) -> Result<(), TokenError> {

@@ -484,25 +484,16 @@ async fn end_revoked_sessions(
 ) {
     let mut rx = tokens.revocations();
     loop {
-        // The tokens whose sessions end: the one revoked, or, when more
-        // revocations came at once than the channel holds, every token
-        // that is no longer in the store (a missed name must not leave its
-        // streams open).
-        let gone_token: Box<dyn Fn(&str) -> bool + Send> = tokio::select! {
+        let revoked = tokio::select! {
             _ = cancel.cancelled() => break,
-            n = rx.recv() => match n {
-                Ok(n) => Box::new(move |t: &str| t == n),
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                    let live: std::collections::HashSet<String> =
-                        tokens.store.list().into_iter().map(|t| t.name).collect();
-                    Box::new(move |t: &str| !live.contains(t))
-                }
-                Err(_) => break,
+            r = tokens.next_revoked(&mut rx) => match r {
+                Some(r) => r,
+                None => break,
             },
         };
         let ids: Vec<String> = {
             let mut v = index.0.lock().unwrap_or_else(|e| e.into_inner());
-            let (gone, keep): (Vec<_>, Vec<_>) = v.drain(..).partition(|(t, _)| gone_token(t));
+            let (gone, keep): (Vec<_>, Vec<_>) = v.drain(..).partition(|(t, _)| revoked.covers(t));
             *v = keep;
             gone.into_iter().map(|(_, id)| id).collect()
         };

@@ -145,8 +145,7 @@ pub async fn open(State(legacy): State<Legacy>, req: Request) -> Response {
             }
         });
     }
-    // End the stream when the token is revoked (when revocations came
-    // faster than the channel holds, when it is no longer in the store).
+    // End the stream when the token is revoked (`Tokens::next_revoked`).
     {
         let stop = stop.clone();
         let tokens = legacy.tokens.clone();
@@ -160,18 +159,13 @@ pub async fn open(State(legacy): State<Legacy>, req: Request) -> Response {
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => break,
-                    n = revoked.recv() => match n {
-                        Ok(n) if Some(&n) == token.as_ref() => { stop.cancel(); break; }
-                        Ok(_) => {}
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                            if let Some(t) = &token
-                                && !tokens.store.list().iter().any(|i| &i.name == t)
-                            {
-                                stop.cancel();
-                                break;
-                            }
+                    r = tokens.next_revoked(&mut revoked) => match r {
+                        Some(r) if token.as_deref().is_some_and(|t| r.covers(t)) => {
+                            stop.cancel();
+                            break;
                         }
-                        Err(_) => break,
+                        Some(_) => {}
+                        None => break,
                     },
                 }
             }
