@@ -12,7 +12,7 @@ use sqlx::sqlite::{
 use sqlx::{Row, SqliteConnection};
 use tokio_util::sync::CancellationToken;
 
-use super::health::{Health, Lost, is_write_fault};
+use super::health::{Health, Lost, is_write_fault, primary_code};
 use super::key::{DbKey, KeySource};
 use super::{from_ms, ms};
 use crate::core::Error;
@@ -187,10 +187,7 @@ pub struct DbTasks {
 fn is_corrupt(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Database(d) => {
-            d.code()
-                .and_then(|c| c.parse::<i64>().ok())
-                .is_some_and(|c| c & 0xff == 11)
-                || d.message().contains("malformed")
+            primary_code(e) == Some(11) || d.message().contains("malformed")
         }
         _ => false,
     }
@@ -255,7 +252,8 @@ impl Db {
                 .immutable(!Path::new(&wal).exists())
                 .pragma("key", format!("\"x'{}'\"", key.hex()))
                 .disable_statement_logging();
-            let mut conn: SqliteConnection = probe.connect().await.map_err(|e| {
+            // Opening and reading page 1: a wrong key, damage, or neither.
+            let first_pages = |e: sqlx::Error| {
                 if is_not_a_database(&e) {
                     wrong_key()
                 } else if is_corrupt(&e) {
@@ -269,7 +267,8 @@ impl Db {
                         error: e.to_string(),
                     }
                 }
-            })?;
+            };
+            let mut conn: SqliteConnection = probe.connect().await.map_err(first_pages)?;
             let check = sqlx::query("SELECT count(*) FROM sqlite_master")
                 .fetch_one(&mut conn)
                 .await;
@@ -289,19 +288,7 @@ impl Db {
             use sqlx::Connection;
             let _ = conn.close().await;
             if let Err(e) = check {
-                return Err(if is_not_a_database(&e) {
-                    wrong_key()
-                } else if is_corrupt(&e) {
-                    DbError::Corrupt {
-                        path: shown.clone(),
-                        detail: format!("its first pages cannot be read ({e})"),
-                    }
-                } else {
-                    DbError::Open {
-                        path: shown.clone(),
-                        error: e.to_string(),
-                    }
-                });
+                return Err(first_pages(e));
             }
             match quick {
                 Some(Ok(v)) if v == "ok" => {}

@@ -75,7 +75,7 @@ impl std::fmt::Debug for Health {
 pub fn is_full(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Database(d) => {
-            d.code().as_deref() == Some("13") || d.message().contains("database or disk is full")
+            primary_code(e) == Some(13) || d.message().contains("database or disk is full")
         }
         sqlx::Error::Io(io) => matches!(
             io.kind(),
@@ -91,17 +91,21 @@ pub fn is_full(e: &sqlx::Error) -> bool {
 pub fn is_write_fault(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Io(_) => true,
-        sqlx::Error::Database(d) => {
-            // The primary result code is the low byte of the extended one:
-            // SQLITE_READONLY 8, SQLITE_IOERR 10, SQLITE_FULL 13,
-            // SQLITE_CANTOPEN 14.
-            let primary = d
-                .code()
-                .and_then(|c| c.parse::<i64>().ok())
-                .map(|c| c & 0xff);
-            is_full(e) || matches!(primary, Some(8 | 10 | 13 | 14))
-        }
+        // SQLITE_READONLY 8, SQLITE_IOERR 10, SQLITE_CANTOPEN 14.
+        sqlx::Error::Database(_) => is_full(e) || matches!(primary_code(e), Some(8 | 10 | 14)),
         _ => false,
+    }
+}
+
+/// SQLite's primary result code of `e`: the low byte of the extended code
+/// that sqlx reports (`SQLITE_CORRUPT_INDEX` 779 is `SQLITE_CORRUPT` 11).
+pub fn primary_code(e: &sqlx::Error) -> Option<i64> {
+    match e {
+        sqlx::Error::Database(d) => d
+            .code()
+            .and_then(|c| c.parse::<i64>().ok())
+            .map(|c| c & 0xff),
+        _ => None,
     }
 }
 
