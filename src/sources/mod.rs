@@ -50,6 +50,18 @@ pub struct SourceContext {
 }
 
 impl SourceContext {
+    /// Whether the source `name` may run: not in config.toml's `[sources]
+    /// disabled` (where `*` disables every source).
+    pub fn enabled(&self, name: &str) -> bool {
+        !self
+            .config
+            .file
+            .sources
+            .disabled
+            .iter()
+            .any(|d| d == name || d == "*")
+    }
+
     /// Send an event; `false` when the core is gone (shutting down).
     pub async fn send(&self, ev: SourceEvent) -> bool {
         self.tx.send(ev).await.is_ok()
@@ -127,14 +139,7 @@ pub fn spawn_all(ctx: &SourceContext) {
         ));
         return;
     }
-    let enabled = |name: &str| {
-        !ctx.config
-            .file
-            .sources
-            .disabled
-            .iter()
-            .any(|d| d == name || d == "*")
-    };
+    let enabled = |name: &str| ctx.enabled(name);
     // Real sources register here, e.g.:
     // if enabled(wayland::NAME) { tasks.spawn(wayland::run(ctx.clone())); }
     if enabled(pipewire::NAME) {
@@ -170,6 +175,18 @@ pub fn spawn_all(ctx: &SourceContext) {
     if enabled(recent::NAME) {
         tasks.spawn(recent::run(ctx.clone()));
     }
+}
+
+/// A stable stand-in for an id or identifier a compositor or shell sent
+/// that cannot be used as it is (not printable ASCII, or too long):
+/// `h` and its FNV-1a hash, which keeps distinct ones distinct.
+pub(crate) fn hashed_id(s: &str) -> String {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    format!("h{h:016x}")
 }
 
 #[cfg(test)]

@@ -43,15 +43,7 @@ const UNLOAD_TIMEOUT: Duration = Duration::from_millis(500);
 /// (`core::reports::Reporters::new`), unless both its names are disabled;
 /// then the receiver is dropped and reports fail as unavailable.
 pub fn spawn(ctx: &SourceContext, rx: mpsc::Receiver<Reported>) {
-    let enabled = |name: &str| {
-        !ctx.config
-            .file
-            .sources
-            .disabled
-            .iter()
-            .any(|d| d == name || d == "*")
-    };
-    let (gnome, kwin) = (enabled(GNOME_SHELL), enabled(KWIN));
+    let (gnome, kwin) = (ctx.enabled(GNOME_SHELL), ctx.enabled(KWIN));
     if gnome || kwin {
         ctx.tasks.spawn(run(ctx.clone(), rx, gnome, kwin));
     }

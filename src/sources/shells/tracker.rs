@@ -44,13 +44,7 @@ fn sanitize(s: &str) -> String {
     if s.len() <= MAX_ID_CHARS && s.bytes().all(|b| b.is_ascii_graphic()) {
         return s.to_owned();
     }
-    // FNV-1a: stable, good enough to keep distinct ids distinct.
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in s.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    format!("h{h:016x}")
+    crate::sources::hashed_id(s)
 }
 
 fn bounded(mut s: String, max: usize) -> String {

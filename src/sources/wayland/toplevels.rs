@@ -72,13 +72,7 @@ fn sanitize_identifier(s: &str) -> String {
     if clean {
         return s.to_owned();
     }
-    // FNV-1a: stable, good enough to keep distinct identifiers distinct.
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in s.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    format!("h{h:016x}")
+    crate::sources::hashed_id(s)
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
