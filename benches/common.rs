@@ -273,3 +273,46 @@ pub fn create_token(name: &str, env: Vec<(String, String)>) -> String {
     );
     token
 }
+
+/// The items of a stream, each with the time it arrived.
+///
+/// A task on the bench's runtime takes each item as soon as the stream
+/// yields it (zbus's reader runs on that runtime too), so the time is when
+/// the signal reached this process. Timed in the bench's main future
+/// instead, a signal that arrived while the main future was blocked (in a
+/// child's `wait`, or awaiting a call) would be stamped when the main
+/// future got round to it, and a thread hand-off later: the bare floors
+/// stamp their events on their own threads as they arrive.
+pub struct Stamped<T> {
+    rx: tokio::sync::mpsc::UnboundedReceiver<(std::time::Instant, T)>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl<T: Send + 'static> Stamped<T> {
+    pub fn new<S>(mut stream: S) -> Stamped<T>
+    where
+        S: futures_util::Stream<Item = T> + Send + Unpin + 'static,
+    {
+        use futures_util::StreamExt;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let task = tokio::spawn(async move {
+            while let Some(item) = stream.next().await {
+                if tx.send((std::time::Instant::now(), item)).is_err() {
+                    return;
+                }
+            }
+        });
+        Stamped { rx, task }
+    }
+
+    /// The next item and when it arrived; `None` when the stream ended.
+    pub async fn next(&mut self) -> Option<(std::time::Instant, T)> {
+        self.rx.recv().await
+    }
+}
+
+impl<T> Drop for Stamped<T> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use contextd::client::json::to_json;
 use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
-use futures_util::StreamExt;
 use wayland_client::protocol::wl_registry;
 use wayland_client::{Connection, Dispatch, Proxy, QueueHandle, event_created_child};
 use wayland_protocols_wlr::foreign_toplevel::v1::client::{
@@ -219,7 +218,7 @@ async fn run() {
         .build()
         .await
         .expect("sub");
-    let mut changed = sub.receive_changed().await.expect("changed");
+    let mut changed = Stamped::new(sub.receive_changed().await.expect("changed"));
     let bare = bare_client(&env);
     // Let the bare client see the initial windows.
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -244,8 +243,9 @@ async fn run() {
             // The broker's signal.
             let broker_at = loop {
                 let sig = tokio::time::timeout(Duration::from_secs(2), changed.next()).await;
-                let Ok(Some(sig)) = sig else { break None };
-                let now = Instant::now();
+                let Ok(Some((now, sig))) = sig else {
+                    break None;
+                };
                 let Ok(args) = sig.args() else { continue };
                 let d = args.data();
                 let is_focus =
