@@ -482,6 +482,127 @@ async fn a_cancelled_mcp_request_withdraws_its_prompt() {
     .await
 }
 
+/// A 2026-07-28 request without a session over HTTP names its host in its
+/// own `_meta`: the prompt shows that name, whether the call is answered
+/// beside rmcp (`mcp::direct`) or by rmcp (an extra `_meta` key); a host
+/// that hangs up withdraws the prompt and nothing is stored; the audit
+/// names the tool and the channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_http_host_is_asked_with_the_name_in_its_request() {
+    use std::io::Write;
+    with_timeout(120, async {
+        let s = setup("[consent]\nprompt_timeout_s = 60\n").await;
+        let replay = s.home.dir.path().join("replay.jsonl");
+        std::fs::write(
+            &replay,
+            window_line("w1", "org.gnome.TextEditor", "notes.txt", true),
+        )
+        .expect("replay");
+        let _d = start(
+            &s,
+            &[
+                "--replay",
+                &replay.display().to_string(),
+                "--http",
+                "127.0.0.1:0",
+            ],
+        )
+        .await;
+        let addr = mcp_support::http_addr(&s.home);
+        let tok = mcp_support::token(&s.bus, &s.home, "stateless");
+        let agent = TestAgent::new("always");
+        agent.set("always", Duration::from_secs(40));
+        let conn = register(&s, &agent).await;
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        let request = |extra: &str| {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"get_active_window","arguments":{{}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}},"io.modelcontextprotocol/clientInfo":{{"name":"Stateless Host","version":"7.1"}}{extra}}}}}}}"#
+            );
+            format!(
+                "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {tok}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: get_active_window\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        };
+        for (path, extra) in [("direct", ""), ("rmcp", r#","io.example/trace":1"#)] {
+            let mut host = std::net::TcpStream::connect(addr).expect("connect");
+            host.write_all(request(extra).as_bytes()).expect("write");
+            let asked = eventually(10, "the agent asked", || async {
+                agent.asked().get(if path == "direct" { 0 } else { 1 }).cloned()
+            })
+            .await;
+            assert_eq!(
+                asked.reason,
+                "Stateless Host 7.1 (MCP) asks for the tool get_active_window with no arguments",
+                "{path}: {asked:?}"
+            );
+            assert_eq!(asked.channel, "mcp-http", "{path}");
+            assert_eq!(asked.app["id"], "token:stateless", "{path}");
+            assert_eq!(asked.categories, ["windows"], "{path}");
+            // The host hangs up while the user is asked.
+            drop(host);
+            let cancelled = eventually(10, "the agent told to close the question", || async {
+                agent
+                    .cancelled()
+                    .get(if path == "direct" { 0 } else { 1 })
+                    .cloned()
+            })
+            .await;
+            assert_eq!(cancelled.0, "token:stateless", "{path}");
+            let grants = consent.list_grants().await.expect("grants");
+            assert!(
+                !grants
+                    .iter()
+                    .map(contextd::client::json::dict_to_json)
+                    .any(|g| g["app_id"] == "token:stateless"),
+                "{path}: nothing stored: {grants:?}"
+            );
+        }
+        // Allowed once: answered, and the audit names the tool.
+        agent.set("once", Duration::ZERO);
+        let (status, _, body) = tokio::task::block_in_place(|| {
+            let auth = format!("Bearer {tok}");
+            mcp_support::http(
+                addr,
+                "POST",
+                "/mcp",
+                &[
+                    ("Authorization", &auth),
+                    ("Content-Type", "application/json"),
+                    ("Accept", "application/json, text/event-stream"),
+                    ("MCP-Protocol-Version", "2026-07-28"),
+                    ("Mcp-Method", "tools/call"),
+                    ("Mcp-Name", "get_active_window"),
+                ],
+                br#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"get_active_window","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#,
+            )
+        });
+        assert_eq!(status, 200, "{body}");
+        let answer = mcp_support::messages(&body);
+        assert_eq!(
+            answer[0]["result"]["structuredContent"]["window"]["id"], "w1",
+            "{answer:?}"
+        );
+        // Without a clientInfo the prompt says "An MCP host".
+        assert_eq!(
+            agent.asked().last().map(|a| a.reason.clone()).as_deref(),
+            Some("An MCP host (MCP) asks for the tool get_active_window with no arguments")
+        );
+        eventually(10, "the tool call in the audit", || async {
+            let rows = consent.get_audit(0, 0, "token:stateless", 1000).await.ok()?;
+            rows.iter()
+                .map(contextd::client::json::dict_to_json)
+                .any(|e| {
+                    e["request"] == "tools/call get_active_window"
+                        && e["channel"] == "mcp-http"
+                        && e["allowed"] == true
+                })
+                .then_some(())
+        })
+        .await;
+    })
+    .await
+}
+
 /// A settings panel stays current: `Changed` names what changed (a new
 /// app, a prompt waiting, the audit, a decision), and `ListPending` shows
 /// the prompt the user is being asked.

@@ -434,3 +434,113 @@ async fn revoking_a_token_ends_its_open_streams() {
     })
     .await;
 }
+
+/// A stateless 2026-07-28 `tools/call` of one of our tools is answered
+/// beside rmcp (`mcp::direct`); one with an extra `_meta` key goes through
+/// rmcp. For every tool, granted and refused, both answer the same status,
+/// content type and messages. (The prompt and the audit of such a call:
+/// tests/consent_prompts.rs.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stateless_tool_calls_answered_beside_rmcp_are_what_rmcp_answers() {
+    with_timeout(150, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        let mut replay = Replay::new(&home);
+        let _d = daemon_with_windows(&bus, &home, &mut replay, &["--http", "127.0.0.1:0"]).await;
+        let addr = http_addr(&home);
+        let granted = token(&bus, &home, "direct");
+        let refused = token(&bus, &home, "nogrant");
+        home.write_policy(&[("token:direct", &["*"])]);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let meta = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"Direct Host","version":"4.2"}"#;
+        let call = |tok: &str, name: &str, args: &str, extra: &str| {
+            let auth = format!("Bearer {tok}");
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":"c-{name}","method":"tools/call","params":{{"name":"{name}","arguments":{args},"_meta":{{{meta}{extra}}}}}}}"#
+            );
+            let (status, hs, body) = http(
+                addr,
+                "POST",
+                "/mcp",
+                &[
+                    ("Authorization", &auth),
+                    ("Content-Type", "application/json"),
+                    ("Accept", "application/json, text/event-stream"),
+                    ("MCP-Protocol-Version", "2026-07-28"),
+                    ("Mcp-Method", "tools/call"),
+                    ("Mcp-Name", name),
+                ],
+                body.as_bytes(),
+            );
+            let kind = header(&hs, "content-type").unwrap_or("").to_owned();
+            (status, kind, messages(&body))
+        };
+        // Answers that change between two calls: times, and the timeline
+        // the first call's audit row joined.
+        let steady = |mut v: Vec<Value>| {
+            fn scrub(v: &mut Value) {
+                match v {
+                    Value::Object(m) => {
+                        for (k, x) in m.iter_mut() {
+                            if k.ends_with("_at") || k == "at" || k == "since" {
+                                *x = Value::Null;
+                            } else {
+                                scrub(x);
+                            }
+                        }
+                    }
+                    Value::Array(a) => a.iter_mut().for_each(scrub),
+                    _ => {}
+                }
+            }
+            v.iter_mut().for_each(scrub);
+            v
+        };
+        let mut compared = 0;
+        for tool in contextd::mcp::tools::catalog() {
+            let name = tool["name"].as_str().expect("name");
+            let args = match name {
+                "send_notification" => r#"{"title":"direct"}"#,
+                _ => "{}",
+            };
+            for tok in [&granted, &refused] {
+                let direct = call(tok, name, args, "");
+                let rmcp = call(tok, name, args, r#","io.example/trace":1"#);
+                assert_eq!(direct.0, rmcp.0, "{name}: status");
+                assert_eq!(direct.1, rmcp.1, "{name}: content type");
+                assert!(!direct.2.is_empty(), "{name}: no answer");
+                assert_eq!(
+                    direct.2.last().map(|m| m["id"].clone()),
+                    Some(Value::String(format!("c-{name}"))),
+                    "{name}: {:?}",
+                    direct.2
+                );
+                if name != "get_recent_activity" && name != "summarize_time" {
+                    assert_eq!(steady(direct.2), steady(rmcp.2), "{name} with {tok}");
+                }
+                compared += 1;
+            }
+        }
+        assert_eq!(compared, 2 * contextd::mcp::tools::catalog().len());
+        // A refusal is a result with isError, as JSON: without a logLevel
+        // in its `_meta` a request gets no log message (SEP-2575).
+        let (status, kind, msgs) = call(&refused, "get_active_window", "{}", "");
+        assert_eq!((status, kind.as_str()), (200, "application/json"));
+        assert_eq!(msgs.len(), 1, "{msgs:?}");
+        assert_eq!(msgs[0]["result"]["isError"], true);
+        // With one (rmcp answers it), the log message comes first, on an
+        // event stream.
+        let (status, kind, msgs) = call(
+            &refused,
+            "get_active_window",
+            "{}",
+            r#","io.modelcontextprotocol/logLevel":"warning""#,
+        );
+        assert_eq!((status, kind.as_str()), (200, "text/event-stream"));
+        assert_eq!(msgs.len(), 2, "{msgs:?}");
+        assert_eq!(msgs[0]["method"], "notifications/message");
+        assert_eq!(msgs[0]["params"]["level"], "warning");
+        assert_eq!(msgs[1]["result"]["isError"], true);
+    })
+    .await;
+}

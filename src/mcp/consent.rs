@@ -10,25 +10,38 @@ use std::sync::Arc;
 
 use rmcp::model::ProgressNotificationParam;
 use rmcp::service::{RequestContext, RoleServer};
+use tokio_util::sync::CancellationToken;
 
 pub use crate::core::{Channel, Mode, Subject};
 
 /// The host's `clientInfo` as people read it, "name version", when it
 /// gave one in `initialize` (a claim, shown beside the kernel's identity).
 pub fn client(peer: &rmcp::service::Peer<RoleServer>) -> Option<String> {
-    peer.peer_info()
-        .map(|i| format!("{} {}", i.client_info.name, i.client_info.version))
+    peer.peer_info().map(|i| named_client(&i.client_info))
+}
+
+fn named_client(i: &rmcp::model::Implementation) -> String {
+    format!("{} {}", i.name, i.version)
+}
+
+/// The host that made a request: the `clientInfo` in the request's own
+/// `_meta` (a 2026-07-28 request without a session names itself there;
+/// rmcp gives such a request a default peer that names rmcp), else the one
+/// the session began with.
+pub fn client_of(ctx: &RequestContext<RoleServer>) -> Option<String> {
+    ctx.meta
+        .client_info()
+        .map(|i| named_client(&i))
+        .or_else(|| client(&ctx.peer))
 }
 
 /// The mode of a request the host made itself: it may ask the user and
 /// wait, reporting progress, until the host cancels it. `request` is the
 /// method and its tool, resource or prompt, for the audit; `what` is what the
 /// request reads ("the tool get_active_window {}"); the prompt shows it with
-/// the name and version the host gave in `initialize` (its `clientInfo`, a
-/// claim: the app the user decides about is the one the kernel names).
+/// the name and version the host gave (its `clientInfo`, a claim: the app the
+/// user decides about is the one the kernel names).
 pub fn ask(ctx: &RequestContext<RoleServer>, request: &str, what: &str) -> Mode {
-    let host = client(&ctx.peer).unwrap_or_else(|| "An MCP host".to_owned());
-    let reason = format!("{host} (MCP) asks for {what}");
     let progress = ctx.meta.get_progress_token().map(|token| {
         let peer = ctx.peer.clone();
         let report: crate::core::read::Progress = Arc::new(move |step, message| {
@@ -43,17 +56,30 @@ pub fn ask(ctx: &RequestContext<RoleServer>, request: &str, what: &str) -> Mode 
         });
         report
     });
+    asking(client_of(ctx), progress, ctx.ct.clone(), request, what)
+}
+
+/// [`ask`] from its parts, for a request answered without rmcp's request
+/// context (`direct`): the host's name, how to report progress, and what
+/// ends the wait.
+pub fn asking(
+    client: Option<String>,
+    progress: Option<crate::core::read::Progress>,
+    cancel: CancellationToken,
+    request: &str,
+    what: &str,
+) -> Mode {
+    let host = client.unwrap_or_else(|| "An MCP host".to_owned());
     Mode::Ask {
         progress,
-        cancel: ctx.ct.clone(),
-        reason,
+        cancel,
+        reason: format!("{host} (MCP) asks for {what}"),
         request: request.to_owned(),
     }
 }
 
 /// [`ask`] for a call of a named thing with arguments (`tools/call`,
-/// `prompts/get`): audited as `METHOD NAME`, shown as "the NOUN NAME with
-/// ARGUMENTS" (compact JSON, cut to a length a prompt can show).
+/// `prompts/get`).
 pub fn ask_named(
     ctx: &RequestContext<RoleServer>,
     method: &str,
@@ -61,6 +87,19 @@ pub fn ask_named(
     name: &str,
     args: &Option<serde_json::Map<String, serde_json::Value>>,
 ) -> Mode {
+    let (request, what) = named(method, noun, name, args);
+    ask(ctx, &request, &what)
+}
+
+/// A call of a named thing as the audit records it (`METHOD NAME`) and as
+/// the prompt shows it ("the NOUN NAME with ARGUMENTS", compact JSON cut
+/// to a length a prompt can show).
+pub fn named(
+    method: &str,
+    noun: &str,
+    name: &str,
+    args: &Option<serde_json::Map<String, serde_json::Value>>,
+) -> (String, String) {
     const MAX: usize = 200;
     let args = match args.as_ref().filter(|a| !a.is_empty()) {
         None => "no arguments".to_owned(),
@@ -74,9 +113,8 @@ pub fn ask_named(
             }
         }
     };
-    ask(
-        ctx,
-        &format!("{method} {name}"),
-        &format!("the {noun} {name} with {args}"),
+    (
+        format!("{method} {name}"),
+        format!("the {noun} {name} with {args}"),
     )
 }

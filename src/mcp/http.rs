@@ -2,7 +2,9 @@
 //! legacy HTTP+SSE pair at `/sse` + `/messages` ([`super::sse`]), on a
 //! loopback address, off until `[mcp.http]` (or `contextd --http`) asks.
 //!
-//! rmcp serves the protocol; a thin layer in front of every route ([`guard`])
+//! rmcp serves the protocol (a stateless `tools/call` of one of our tools is
+//! answered by [`super::direct`] without rmcp's per-request service); a thin
+//! layer in front of every route ([`guard`])
 //! adds what a loopback server needs and rmcp does not do the same way for all
 //! routes:
 //! 1. `Host` must be a loopback name of the listen address (or a configured
@@ -429,10 +431,16 @@ fn router(
             config,
         )
     };
+    let direct = Arc::new(super::direct::Direct {
+        broker: broker.clone(),
+        json: cfg.responses == crate::config::Responses::Json,
+    });
     let legacy = sse::Legacy::new(broker, tokens, cancel);
     Router::new()
         .route_service("/mcp", streamable)
         .route_layer(middleware::from_fn_with_state(index, track_sessions))
+        // Inside the guard, before rmcp: see `direct`.
+        .route_layer(middleware::from_fn_with_state(direct, super::direct::layer))
         .merge(
             Router::new()
                 .route("/sse", get(sse::open))

@@ -18,6 +18,7 @@ pub mod admin;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod consent;
+pub mod direct;
 pub mod error;
 pub mod http;
 pub mod jsonrpc;

@@ -136,14 +136,24 @@ impl ContextServer {
         Ok(from_request)
     }
 
-    /// Send `notifications/message` when the host asked for this level.
+    /// Send `notifications/message` when the host asked for this level: in
+    /// a session, at `logging/setLevel`'s level (warning until it is set);
+    /// for a request that carries its own protocol version (2026-07-28,
+    /// SEP-2575), at the `logLevel` in its `_meta`, and not at all without
+    /// one.
     async fn log(&self, ctx: &RequestContext<RoleServer>, level: LoggingLevel, data: Value) {
-        let min = self
-            .session
-            .log_level
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .unwrap_or(LoggingLevel::Warning);
+        let min = if ctx.meta.protocol_version().is_some() {
+            match ctx.meta.log_level() {
+                Some(l) => l,
+                None => return,
+            }
+        } else {
+            self.session
+                .log_level
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or(LoggingLevel::Warning)
+        };
         if rank(level) < rank(min) {
             return;
         }

@@ -1,0 +1,329 @@
+//! Stateless 2026-07-28 `tools/call` requests answered directly.
+//!
+//! rmcp serves a request without a session by building a whole service
+//! for it: a handler, a one-shot transport, a spawned serve loop and a
+//! channel for its answer. That machinery, not the tool, sets the
+//! throughput of the stateless mode (`make bench`: `server/discover`, which
+//! does nothing, is no faster than a consent-checked `tools/call`, at a
+//! quarter of what a bare hyper server reaches on the same machine).
+//!
+//! This layer, in front of rmcp on `/mcp`, answers the request hosts send
+//! most, a `tools/call` of one of our tools, when it is plainly well
+//! formed; it calls the same tool code (`tools::call`) with the same
+//! consent mode, audit name and prompt text as the rmcp handler
+//! (`server::ContextServer::call_tool`), and writes the same bytes rmcp
+//! would. Anything it is not sure of goes to rmcp untouched: another
+//! method, a session, another protocol version, SSE answers configured,
+//! a progress token, a `logLevel` or another `_meta` key it does not know, `Mcp-Param-*`
+//! headers, `Mcp-Method`/`Mcp-Name` missing or disagreeing with the body,
+//! a tool it does not serve.
+//! So rmcp stays the one place that decides what is wrong with a request.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use http_body_util::BodyExt;
+use rmcp::model::{
+    ClientCapabilities, ErrorCode, Implementation, RequestId, ServerJsonRpcMessage, ServerResult,
+};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::Broker;
+use super::consent::{self, Subject};
+use super::tools;
+
+/// The only protocol version answered here: the one without sessions.
+const VERSION: &str = "2026-07-28";
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const META_CLIENT: &str = "io.modelcontextprotocol/clientInfo";
+
+/// What the layer needs.
+#[derive(Debug)]
+pub struct Direct {
+    pub broker: Arc<Broker>,
+    /// `[mcp.http] responses = "json"`: rmcp then answers a terminal first
+    /// message as JSON, which is what this layer writes. With SSE answers
+    /// everything goes to rmcp.
+    pub json: bool,
+}
+
+/// A `tools/call` as this layer accepts it: exactly these members.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Call {
+    jsonrpc: String,
+    id: RequestId,
+    method: String,
+    params: Params,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    name: String,
+    #[serde(default)]
+    arguments: Option<Map<String, Value>>,
+    #[serde(rename = "_meta")]
+    meta: Map<String, Value>,
+}
+
+/// The host's name from a request that plainly is one this layer serves
+/// (see the module docs), with the call; `None` sends it to rmcp.
+fn accept(headers: &HeaderMap, body: &[u8]) -> Option<(Call, Option<String>)> {
+    let header = |name: &str| headers.get(name).map(|v| v.to_str().ok());
+    if headers.contains_key("mcp-session-id")
+        || header("mcp-protocol-version")? != Some(VERSION)
+        || headers.keys().any(|k| k.as_str().starts_with("mcp-param-"))
+    {
+        return None;
+    }
+    // rmcp answers 406 and 415 itself; accept only what it plainly takes.
+    let accept = header("accept")??.to_ascii_lowercase();
+    if accept.contains("q=")
+        || !accept.contains("application/json")
+        || !accept.contains("text/event-stream")
+    {
+        return None;
+    }
+    let content_type = header("content-type")??;
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    if !essence.eq_ignore_ascii_case("application/json") {
+        return None;
+    }
+    let call: Call = serde_json::from_slice(body).ok()?;
+    if call.jsonrpc != "2.0" || call.method != "tools/call" {
+        return None;
+    }
+    // SEP-2243: the headers name the method and the tool. rmcp decides
+    // what a missing or contradicting one deserves.
+    if header("mcp-method")? != Some("tools/call")
+        || header("mcp-name")? != Some(call.params.name.as_str())
+    {
+        return None;
+    }
+    let meta = &call.params.meta;
+    if meta
+        .keys()
+        .any(|k| ![META_VERSION, META_CAPABILITIES, META_CLIENT].contains(&k.as_str()))
+        || meta.get(META_VERSION)?.as_str()? != VERSION
+    {
+        return None;
+    }
+    serde_json::from_value::<ClientCapabilities>(meta.get(META_CAPABILITIES)?.clone()).ok()?;
+    let client = match meta.get(META_CLIENT) {
+        None => None,
+        Some(v) => {
+            let i: Implementation = serde_json::from_value(v.clone()).ok()?;
+            Some(format!("{} {}", i.name, i.version))
+        }
+    };
+    if !tools::tools()
+        .ok()?
+        .iter()
+        .any(|t| t.name == call.params.name)
+    {
+        return None;
+    }
+    // The conformance fixtures need rmcp's request context.
+    #[cfg(feature = "conformance")]
+    if super::conformance::tools()
+        .iter()
+        .any(|t| t["name"] == call.params.name.as_str())
+    {
+        return None;
+    }
+    Some((call, client))
+}
+
+/// The layer: answer what [`accept`] takes, pass everything else on.
+pub async fn layer(State(d): State<Arc<Direct>>, req: Request, next: Next) -> Response {
+    if !d.json || req.method() != http::Method::POST {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    // The guard has read the body already (it is one chunk in memory).
+    let bytes = match body.collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot read a request body again");
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        }
+    };
+    let subject = parts.extensions.get::<Subject>().cloned();
+    let (Some(subject), Some((call, client))) = (subject, accept(&parts.headers, &bytes)) else {
+        return next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+    };
+    answer(&d.broker, &subject, call, client).await
+}
+
+/// Call the tool as `ContextServer::call_tool` does and write what rmcp
+/// would write for it.
+async fn answer(
+    broker: &Broker,
+    subject: &Subject,
+    call: Call,
+    client: Option<String>,
+) -> Response {
+    let Call { id, params, .. } = call;
+    let (request, what) = consent::named("tools/call", "tool", &params.name, &params.arguments);
+    // A host that goes away drops this future: the wait for the user ends
+    // with it, as rmcp cancels a request whose connection closed.
+    let cancel = CancellationToken::new();
+    let _ends_with_request = cancel.clone().drop_guard();
+    let mode = consent::asking(client, None, cancel, &request, &what);
+    // No log message goes with a failed call: this request set no
+    // `logLevel` in its `_meta` (one that does goes to rmcp), and SEP-2575
+    // sends none without (`ContextServer::log`).
+    match tools::call(broker, subject, &params.name, params.arguments, mode).await {
+        Ok(result) => json(
+            StatusCode::OK,
+            &ServerJsonRpcMessage::response(ServerResult::CallToolResult(result), id),
+        ),
+        Err(e) => {
+            // rmcp's status for an error answer to a request without a
+            // session (`jsonrpc_http_status`): only "no such method" and
+            // the version and header errors are not 200, and none of
+            // those comes from a tool.
+            let status = if e.code == ErrorCode::METHOD_NOT_FOUND {
+                StatusCode::NOT_FOUND
+            } else {
+                StatusCode::OK
+            };
+            json(status, &ServerJsonRpcMessage::error(e, Some(id)))
+        }
+    }
+}
+
+fn json(status: StatusCode, message: &ServerJsonRpcMessage) -> Response {
+    match serde_json::to_vec(message) {
+        Ok(body) => (
+            status,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot serialise an MCP answer");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    const GOOD: &[(&str, &str)] = &[
+        ("mcp-protocol-version", "2026-07-28"),
+        ("accept", "application/json, text/event-stream"),
+        ("content-type", "application/json"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "get_active_window"),
+    ];
+
+    fn body_named(name: &str, meta: &str, extra: &str) -> Vec<u8> {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{name}","arguments":{{}},"_meta":{{{meta}}}{extra}}}}}"#
+        )
+        .into_bytes()
+    }
+
+    fn body(meta: &str, extra: &str) -> Vec<u8> {
+        body_named("get_active_window", meta, extra)
+    }
+
+    const META: &str = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"Host","version":"2.1"}"#;
+
+    #[test]
+    fn a_plain_stateless_tool_call_is_answered_here() {
+        let (call, client) = accept(&headers(GOOD), &body(META, "")).expect("accepted");
+        assert_eq!(call.params.name, "get_active_window");
+        assert_eq!(call.id, RequestId::Number(7));
+        assert_eq!(client.as_deref(), Some("Host 2.1"));
+    }
+
+    #[test]
+    fn anything_unusual_goes_to_rmcp() {
+        let good = body(META, "");
+        let mut h = headers(GOOD);
+        h.insert("mcp-session-id", HeaderValue::from_static("s"));
+        assert!(accept(&h, &good).is_none(), "a session");
+        for (k, v) in [
+            ("mcp-protocol-version", "2025-11-25"),
+            ("mcp-method", "tools/list"),
+            ("mcp-name", "get_snapshot"),
+            ("accept", "application/json"),
+            ("accept", "application/json;q=0, text/event-stream"),
+            ("content-type", "text/plain"),
+        ] {
+            let mut h = headers(GOOD);
+            h.insert(k, HeaderValue::from_static(v));
+            assert!(accept(&h, &good).is_none(), "{k}: {v}");
+        }
+        let mut h = headers(GOOD);
+        h.insert("mcp-param-x", HeaderValue::from_static("1"));
+        assert!(accept(&h, &good).is_none(), "Mcp-Param-*");
+        h = headers(GOOD);
+        h.remove("mcp-protocol-version");
+        assert!(accept(&h, &good).is_none(), "no version header");
+
+        let h = headers(GOOD);
+        for b in [
+            body(&format!(r#"{META},"progressToken":1"#), ""),
+            body(&format!(r#"{META},"io.example/trace":1"#), ""),
+            body(
+                r#""io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{}"#,
+                "",
+            ),
+            body(r#""io.modelcontextprotocol/protocolVersion":"2026-07-28""#, ""),
+            body(
+                r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":[]"#,
+                "",
+            ),
+            body(META, r#","task":{}"#),
+            br#"[{"jsonrpc":"2.0","id":1,"method":"tools/call"}]"#.to_vec(),
+            br#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"get_active_window","_meta":{}}}"#.to_vec(),
+        ] {
+            assert!(
+                accept(&h, &b).is_none(),
+                "{}",
+                String::from_utf8_lossy(&b)
+            );
+        }
+        // A tool that is not ours (the conformance fixtures' are rmcp's).
+        let mut h = headers(GOOD);
+        h.insert("mcp-name", HeaderValue::from_static("no_such_tool"));
+        assert!(accept(&h, &body_named("no_such_tool", META, "")).is_none());
+        let h = headers(GOOD);
+        // Without clientInfo (optional in 2026-07-28) it is still ours.
+        let (_, client) = accept(
+            &h,
+            &body(
+                r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}"#,
+                "",
+            ),
+        )
+        .expect("accepted");
+        assert_eq!(client, None);
+    }
+}
