@@ -370,7 +370,93 @@ async fn throughput_for(
 }
 
 fn main() {
+    if let Some(reply) = std::env::args().skip_while(|a| a != CEILING_ARG).nth(1) {
+        block_on(2, ceiling_server(reply));
+        return;
+    }
     block_on(2, run());
+}
+
+/// The argument that makes this binary the transport ceiling's server.
+const CEILING_ARG: &str = "--ceiling-server";
+
+/// The transport ceiling: a bare hyper HTTP/1.1 server, in a process of its
+/// own with two threads like the daemon's MCP lane, that reads each POST's
+/// body and answers with `result` (the daemon's own result for the same
+/// `tools/call`) under the request's id, doing nothing else. What the bench's
+/// clients reach against it is what any server built on hyper could reach
+/// on this machine with this load generator sharing its cores: the most a
+/// ratio to the TypeScript SDK can be here. Prints its port, serves until
+/// killed.
+async fn ceiling_server(result: String) {
+    let result = Bytes::from(result);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    println!("{}", listener.local_addr().expect("addr").port());
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = tcp.set_nodelay(true);
+        let result = result.clone();
+        tokio::spawn(async move {
+            let service =
+                hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let result = result.clone();
+                    async move {
+                        let body = match req.into_body().collect().await {
+                            Ok(b) => b.to_bytes(),
+                            Err(_) => Bytes::new(),
+                        };
+                        // The id: the digits after `"id":` (the bench's ids are numbers).
+                        let id: Vec<u8> = body
+                            .windows(5)
+                            .position(|w| w == br#""id":"#)
+                            .map(|at| {
+                                body[at + 5..]
+                                    .iter()
+                                    .copied()
+                                    .take_while(u8::is_ascii_digit)
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        let mut out = Vec::with_capacity(result.len() + 48);
+                        out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+                        out.extend_from_slice(&id);
+                        out.extend_from_slice(br#","result":"#);
+                        out.extend_from_slice(&result);
+                        out.push(b'}');
+                        let mut resp = http::Response::new(Full::new(Bytes::from(out)));
+                        resp.headers_mut().insert(
+                            http::header::CONTENT_TYPE,
+                            http::HeaderValue::from_static("application/json"),
+                        );
+                        Ok::<_, std::convert::Infallible>(resp)
+                    }
+                });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(tcp), service)
+                .await;
+        });
+    }
+}
+
+/// Start the ceiling's server answering `result`; its address.
+async fn start_ceiling(result: &str) -> (tokio::process::Child, String) {
+    let mut child = tokio::process::Command::new(std::env::current_exe().expect("exe"))
+        .args([CEILING_ARG, result])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("ceiling server");
+    let mut port = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut port)
+        .await
+        .expect("ceiling port");
+    (child, format!("127.0.0.1:{}", port.trim()))
 }
 
 fn node() -> PathBuf {
@@ -499,6 +585,17 @@ async fn run() {
     println!("\nThroughput over Streamable HTTP ({CLIENTS} clients):");
     let theirs = throughput(&ts_addr, None, Era::Session, TOOL).await;
     println!("  TypeScript SDK anchor, tools/call (session)        {theirs:>9.0} requests/s");
+    // The ceiling answers what the default daemon answers.
+    let result = {
+        let mut h = HttpHost::connect(&json.addr, json.auth.clone(), Era::Stateless).await;
+        h.call(TOOL).await["result"].to_string()
+    };
+    let (_ceiling, ceiling_addr) = start_ceiling(&result).await;
+    let ceiling = throughput(&ceiling_addr, None, Era::Stateless, TOOL).await;
+    println!(
+        "  transport ceiling: bare hyper, canned answer       {ceiling:>9.0} requests/s ({:.2}× the TypeScript SDK: no server on hyper can do more here)",
+        ceiling / theirs
+    );
     let mut best = 0.0f64;
     let mut profiles = Vec::new();
     for (what, d, era, floor) in modes {
@@ -536,7 +633,9 @@ async fn run() {
         );
     }
     println!(
-        "  ≥ 5× the TypeScript SDK (best mode): {best:.2}×  {}",
-        verdict(best >= 5.0)
+        "  ≥ 5× the TypeScript SDK (best mode): {best:.2}×  {} (the transport ceiling is {:.2}×; the best mode reaches {:.0}% of it)",
+        verdict(best >= 5.0),
+        ceiling / theirs,
+        100.0 * best * theirs / ceiling
     );
 }
