@@ -35,25 +35,32 @@ struct Args {
     verbose: u8,
 }
 
-/// One malloc arena for the whole daemon. glibc gives each thread that
+/// Two malloc arenas for the whole daemon. glibc gives each thread that
 /// meets a locked arena one of its own (up to 8 per core), and memory
-/// freed in one arena is not reused by another: the Wayland, PipeWire,
-/// SQLite and runtime threads each kept their own high-water mark. With
-/// one arena the daemon holds 0.8 MB less with 302 windows open (`make
-/// bench`, wayland), and its calls are short enough that the lock is
-/// rarely contended (the broker bench's audited throughput is unchanged).
-/// Set before any thread starts.
-fn one_malloc_arena() {
+/// freed in one arena is not reused by another, so the Wayland, PipeWire,
+/// SQLite and runtime threads would each keep their own high-water mark.
+/// One arena was tried and is too few: under MCP load its lock is
+/// contended by the two runtimes' four threads (`make bench`, mcp: 39k
+/// stateless tools/call per second with one, 61k with two, 57k with
+/// glibc's default; the stateless SSE mode 9k against 25k). Two hold the
+/// same memory as one with 302 windows open (18.7 MB RSS, wayland bench).
+/// Set before any thread starts. An explicit `glibc.malloc.arena_max` in
+/// `GLIBC_TUNABLES` wins (mallopt would override it), so that the choice
+/// can be measured again.
+fn two_malloc_arenas() {
+    if std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.malloc.arena_max")) {
+        return;
+    }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt(3) changes an allocator parameter; called before
     // any other thread exists.
     unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(libc::M_ARENA_MAX, 2);
     }
 }
 
 fn main() -> ExitCode {
-    one_malloc_arena();
+    two_malloc_arenas();
     let args = Args::parse();
     contextd::logging::init(args.verbose, false);
     let paths = match Paths::from_env() {
