@@ -438,15 +438,32 @@ async fn revoking_a_token_ends_its_open_streams() {
 /// A stateless 2026-07-28 `tools/call` of one of our tools is answered
 /// beside rmcp (`mcp::direct`); one with an extra `_meta` key goes through
 /// rmcp. For every tool, granted and refused, both answer the same status,
-/// content type and messages. (The prompt and the audit of such a call:
+/// content type and messages, with JSON answers (the default) and with
+/// `responses = "sse"`. (The prompt and the audit of such a call:
 /// tests/consent_prompts.rs.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stateless_tool_calls_answered_beside_rmcp_are_what_rmcp_answers() {
-    with_timeout(150, async {
+    with_timeout(150, beside_rmcp("json")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stateless_tool_calls_answered_beside_rmcp_are_what_rmcp_answers_on_streams() {
+    with_timeout(150, beside_rmcp("sse")).await;
+}
+
+async fn beside_rmcp(responses: &'static str) {
+    {
         let bus = Bus::start();
         let home = Home::new();
+        home.write_config(&format!(
+            "[consent]\nundecided = \"deny\"\n\n[mcp.http]\nlisten = \"127.0.0.1:0\"\nresponses = \"{responses}\"\n"
+        ));
+        let answered_as = match responses {
+            "json" => "application/json",
+            _ => "text/event-stream",
+        };
         let mut replay = Replay::new(&home);
-        let _d = daemon_with_windows(&bus, &home, &mut replay, &["--http", "127.0.0.1:0"]).await;
+        let _d = daemon_with_windows(&bus, &home, &mut replay, &[]).await;
         let addr = http_addr(&home);
         let granted = token(&bus, &home, "direct");
         let refused = token(&bus, &home, "nogrant");
@@ -522,10 +539,10 @@ async fn stateless_tool_calls_answered_beside_rmcp_are_what_rmcp_answers() {
             }
         }
         assert_eq!(compared, 2 * contextd::mcp::tools::catalog().len());
-        // A refusal is a result with isError, as JSON: without a logLevel
+        // A refusal is a result with isError, one message: without a logLevel
         // in its `_meta` a request gets no log message (SEP-2575).
         let (status, kind, msgs) = call(&refused, "get_active_window", "{}", "");
-        assert_eq!((status, kind.as_str()), (200, "application/json"));
+        assert_eq!((status, kind.as_str()), (200, answered_as));
         assert_eq!(msgs.len(), 1, "{msgs:?}");
         assert_eq!(msgs[0]["result"]["isError"], true);
         // With one (rmcp answers it), the log message comes first, on an
@@ -541,6 +558,5 @@ async fn stateless_tool_calls_answered_beside_rmcp_are_what_rmcp_answers() {
         assert_eq!(msgs[0]["method"], "notifications/message");
         assert_eq!(msgs[0]["params"]["level"], "warning");
         assert_eq!(msgs[1]["result"]["isError"], true);
-    })
-    .await;
+    }
 }

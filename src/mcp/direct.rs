@@ -11,12 +11,13 @@
 //! most, a `tools/call` of one of our tools, when it is plainly well
 //! formed; it calls the same tool code (`tools::call`) with the same
 //! consent mode, audit name and prompt text as the rmcp handler
-//! (`server::ContextServer::call_tool`), and writes the same bytes rmcp
-//! would. Anything it is not sure of goes to rmcp untouched: another
-//! method, a session, another protocol version, SSE answers configured,
-//! a progress token, a `logLevel` or another `_meta` key it does not know, `Mcp-Param-*`
-//! headers, `Mcp-Method`/`Mcp-Name` missing or disagreeing with the body,
-//! a tool it does not serve.
+//! (`server::ContextServer::call_tool`), and writes what rmcp would (JSON,
+//! or with `responses = "sse"` an event stream of that one message).
+//! Anything it is not sure of goes to rmcp untouched: another method, a
+//! session, another protocol version, a progress token, a `logLevel` or
+//! another `_meta` key it does not know, `Mcp-Param-*` headers,
+//! `Mcp-Method`/`Mcp-Name` missing or disagreeing with the body, a tool it
+//! does not serve.
 //! So rmcp stays the one place that decides what is wrong with a request.
 
 use std::sync::Arc;
@@ -48,9 +49,9 @@ const META_CLIENT: &str = "io.modelcontextprotocol/clientInfo";
 #[derive(Debug)]
 pub struct Direct {
     pub broker: Arc<Broker>,
-    /// `[mcp.http] responses = "json"`: rmcp then answers a terminal first
-    /// message as JSON, which is what this layer writes. With SSE answers
-    /// everything goes to rmcp.
+    /// `[mcp.http] responses = "json"`: rmcp answers a request without a
+    /// session as JSON; otherwise on an event stream that carries the
+    /// answer and ends. This layer writes the same.
     pub json: bool,
 }
 
@@ -144,7 +145,7 @@ fn accept(headers: &HeaderMap, body: &[u8]) -> Option<(Call, Option<String>)> {
 
 /// The layer: answer what [`accept`] takes, pass everything else on.
 pub async fn layer(State(d): State<Arc<Direct>>, req: Request, next: Next) -> Response {
-    if !d.json || req.method() != http::Method::POST {
+    if req.method() != http::Method::POST {
         return next.run(req).await;
     }
     let (parts, body) = req.into_parts();
@@ -162,7 +163,7 @@ pub async fn layer(State(d): State<Arc<Direct>>, req: Request, next: Next) -> Re
             .run(Request::from_parts(parts, Body::from(bytes)))
             .await;
     };
-    answer(&d.broker, &subject, call, client).await
+    answer(&d.broker, &subject, call, client, d.json).await
 }
 
 /// Call the tool as `ContextServer::call_tool` does and write what rmcp
@@ -172,6 +173,7 @@ async fn answer(
     subject: &Subject,
     call: Call,
     client: Option<String>,
+    json_answers: bool,
 ) -> Response {
     let Call { id, params, .. } = call;
     let (request, what) = consent::named("tools/call", "tool", &params.name, &params.arguments);
@@ -184,9 +186,10 @@ async fn answer(
     // `logLevel` in its `_meta` (one that does goes to rmcp), and SEP-2575
     // sends none without (`ContextServer::log`).
     match tools::call(broker, subject, &params.name, params.arguments, mode).await {
-        Ok(result) => json(
+        Ok(result) => reply(
             StatusCode::OK,
             &ServerJsonRpcMessage::response(ServerResult::CallToolResult(result), id),
+            json_answers,
         ),
         Err(e) => {
             // rmcp's status for an error answer to a request without a
@@ -198,14 +201,29 @@ async fn answer(
             } else {
                 StatusCode::OK
             };
-            json(status, &ServerJsonRpcMessage::error(e, Some(id)))
+            reply(
+                status,
+                &ServerJsonRpcMessage::error(e, Some(id)),
+                json_answers,
+            )
         }
     }
 }
 
-fn json(status: StatusCode, message: &ServerJsonRpcMessage) -> Response {
-    match serde_json::to_vec(message) {
-        Ok(body) => (
+/// The answer as rmcp writes a request's only message: JSON when so
+/// configured or when the status is not 200 (it must be known before a
+/// stream opens), else an event stream with that one event (`data: JSON`
+/// and a blank line), which then ends.
+fn reply(status: StatusCode, message: &ServerJsonRpcMessage, json_answers: bool) -> Response {
+    let body = match serde_json::to_vec(message) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot serialise an MCP answer");
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        }
+    };
+    if json_answers || status != StatusCode::OK {
+        return (
             status,
             [(
                 header::CONTENT_TYPE,
@@ -213,12 +231,22 @@ fn json(status: StatusCode, message: &ServerJsonRpcMessage) -> Response {
             )],
             body,
         )
-            .into_response(),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot serialise an MCP answer");
-            StatusCode::INTERNAL_SERVER_ERROR.into_response()
-        }
+            .into_response();
     }
+    let mut event = Vec::with_capacity(body.len() + 8);
+    event.extend_from_slice(b"data: ");
+    event.extend_from_slice(&body);
+    event.extend_from_slice(b"\n\n");
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        event,
+    )
+        .into_response()
 }
 
 #[cfg(test)]
