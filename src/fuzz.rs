@@ -1550,6 +1550,7 @@ mod targets {
         let obs = prop_oneof![
             4 => (id.clone(), prop::option::of(props()), state)
                 .prop_map(|(id, props, state)| Obs::Node { id, props, state }),
+            2 => (id.clone(), props()).prop_map(|(id, props)| Obs::NodeGlobal { id, props }),
             2 => (id.clone(), props()).prop_map(|(id, props)| Obs::Client { id, props }),
             1 => (id.clone(), props()).prop_map(|(id, props)| Obs::Device { id, props }),
             2 => (id.clone(), id.clone(), id.clone())

@@ -156,6 +156,24 @@ pub fn node_role(p: &Props, device: Option<&Props>) -> NodeRole {
     }
 }
 
+/// Whether `media.class` alone decides a node's role and consent
+/// category, so that the node can be reported from its registry global
+/// (which carries the class but not `media.name`) without waiting for its
+/// info: audio streams either way, and video capture (screen or camera is
+/// refined from links, as always, but it is `media.capture` either way).
+/// A video *output* stream may be a screen-cast producer, which is never
+/// reported, so it waits.
+pub fn decided_by_class(p: &Props) -> bool {
+    let class = get(p, "media.class");
+    [
+        "Stream/Output/Audio",
+        "Stream/Input/Audio",
+        "Stream/Input/Video",
+    ]
+    .iter()
+    .any(|c| class.starts_with(c))
+}
+
 /// Screen or camera, for a `Stream/Input/Video` stream with properties `p`
 /// whose video comes from nodes of the roles `upstream` (the nodes linked
 /// to it, or else the node its `target.object` names; empty when unknown).

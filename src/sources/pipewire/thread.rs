@@ -202,6 +202,11 @@ fn run(tx: &UnboundedSender<Msg>, quit: pw::channel::Receiver<()>) -> Result<(),
                 let id = g.id;
                 match g.type_ {
                     ObjectType::Node if wanted_node(g.props) => {
+                        // What the global says goes out before the bind:
+                        // the node's info is a round trip away, and
+                        // PipeWire is busiest just when a stream starts.
+                        let props = g.props.map(dict_to_props).unwrap_or_default();
+                        let _ = tx_global.send(Msg::Obs(Obs::NodeGlobal { id, props }));
                         let node: Node = match registry.bind(g) {
                             Ok(n) => n,
                             Err(e) => {
