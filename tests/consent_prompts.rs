@@ -560,19 +560,10 @@ async fn a_stateless_http_host_is_asked_with_the_name_in_its_request() {
         // Allowed once: answered, and the audit names the tool.
         agent.set("once", Duration::ZERO);
         let (status, _, body) = tokio::task::block_in_place(|| {
-            let auth = format!("Bearer {tok}");
-            mcp_support::http(
+            mcp_support::stateless_tool_call(
                 addr,
-                "POST",
-                "/mcp",
-                &[
-                    ("Authorization", &auth),
-                    ("Content-Type", "application/json"),
-                    ("Accept", "application/json, text/event-stream"),
-                    ("MCP-Protocol-Version", "2026-07-28"),
-                    ("Mcp-Method", "tools/call"),
-                    ("Mcp-Name", "get_active_window"),
-                ],
+                &tok,
+                "get_active_window",
                 br#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"get_active_window","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#,
             )
         });

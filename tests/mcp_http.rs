@@ -471,24 +471,10 @@ async fn beside_rmcp(responses: &'static str) {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let meta = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"Direct Host","version":"4.2"}"#;
         let call = |tok: &str, name: &str, args: &str, extra: &str| {
-            let auth = format!("Bearer {tok}");
             let body = format!(
                 r#"{{"jsonrpc":"2.0","id":"c-{name}","method":"tools/call","params":{{"name":"{name}","arguments":{args},"_meta":{{{meta}{extra}}}}}}}"#
             );
-            let (status, hs, body) = http(
-                addr,
-                "POST",
-                "/mcp",
-                &[
-                    ("Authorization", &auth),
-                    ("Content-Type", "application/json"),
-                    ("Accept", "application/json, text/event-stream"),
-                    ("MCP-Protocol-Version", "2026-07-28"),
-                    ("Mcp-Method", "tools/call"),
-                    ("Mcp-Name", name),
-                ],
-                body.as_bytes(),
-            );
+            let (status, hs, body) = stateless_tool_call(addr, tok, name, body.as_bytes());
             let kind = header(&hs, "content-type").unwrap_or("").to_owned();
             (status, kind, messages(&body))
         };

@@ -292,6 +292,31 @@ pub fn http_call(addr: SocketAddr, token: &str, sid: &str, body: &[u8]) -> (u16,
     (code, messages(&b))
 }
 
+/// POST a 2026-07-28 `tools/call` of `name` without a session, with the
+/// headers SEP-2243 asks for; (status, headers, body).
+pub fn stateless_tool_call(
+    addr: SocketAddr,
+    token: &str,
+    name: &str,
+    body: &[u8],
+) -> (u16, Vec<(String, String)>, String) {
+    let auth = format!("Bearer {token}");
+    http(
+        addr,
+        "POST",
+        "/mcp",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", name),
+        ],
+        body,
+    )
+}
+
 /// A `python3 -m dbusmock` notification daemon on the test bus.
 pub struct Notifications(Child);
 
