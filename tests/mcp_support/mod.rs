@@ -238,32 +238,35 @@ pub fn messages(body: &str) -> Vec<Value> {
 
 pub const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
 
+/// POST `body` to `/mcp` as an MCP host does (bearer token, JSON in, JSON
+/// or an event stream accepted), with `extra` headers.
+fn mcp_post(
+    addr: SocketAddr,
+    token: &str,
+    extra: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Vec<(String, String)>, String) {
+    let auth = format!("Bearer {token}");
+    let mut headers = vec![
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    headers.extend_from_slice(extra);
+    http(addr, "POST", "/mcp", &headers, body)
+}
+
 /// Open a Streamable HTTP session with raw requests; returns its id.
 pub fn http_session(addr: SocketAddr, token: &str) -> String {
-    let auth = format!("Bearer {token}");
-    let (code, hs, body) = http(
-        addr,
-        "POST",
-        "/mcp",
-        &[
-            ("Authorization", &auth),
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-        ],
-        INIT.as_bytes(),
-    );
+    let (code, hs, body) = mcp_post(addr, token, &[], INIT.as_bytes());
     assert_eq!(code, 200, "initialize: {body}");
     let sid = header(&hs, "mcp-session-id")
         .expect("session id")
         .to_owned();
-    let (code, _, _) = http(
+    let (code, _, _) = mcp_post(
         addr,
-        "POST",
-        "/mcp",
+        token,
         &[
-            ("Authorization", &auth),
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
             ("Mcp-Session-Id", &sid),
             ("MCP-Protocol-Version", "2025-06-18"),
         ],
@@ -275,15 +278,10 @@ pub fn http_session(addr: SocketAddr, token: &str) -> String {
 
 /// POST one message in a session; (status, messages).
 pub fn http_call(addr: SocketAddr, token: &str, sid: &str, body: &[u8]) -> (u16, Vec<Value>) {
-    let auth = format!("Bearer {token}");
-    let (code, _, b) = http(
+    let (code, _, b) = mcp_post(
         addr,
-        "POST",
-        "/mcp",
+        token,
         &[
-            ("Authorization", &auth),
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
             ("Mcp-Session-Id", sid),
             ("MCP-Protocol-Version", "2025-06-18"),
         ],
@@ -300,15 +298,10 @@ pub fn stateless_tool_call(
     name: &str,
     body: &[u8],
 ) -> (u16, Vec<(String, String)>, String) {
-    let auth = format!("Bearer {token}");
-    http(
+    mcp_post(
         addr,
-        "POST",
-        "/mcp",
+        token,
         &[
-            ("Authorization", &auth),
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
             ("MCP-Protocol-Version", "2026-07-28"),
             ("Mcp-Method", "tools/call"),
             ("Mcp-Name", name),
