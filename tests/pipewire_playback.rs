@@ -130,3 +130,101 @@ async fn pw_play_is_a_playback_stream_of_its_process() {
     })
     .await
 }
+
+/// Streams that end while the broker is still binding them (a click, a
+/// notification sound) must not disturb the connection: PipeWire then
+/// answers the broker's bind and destroy with errors, and the broker once
+/// took those for a lost connection, reported every stream closed and
+/// reopened under new ids after a 250 ms backoff. Here one stream plays
+/// throughout while short ones are killed as their node appears; the long
+/// one must keep its id and never be reported closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_ending_as_they_start_leave_the_others_alone() {
+    with_timeout(120, async {
+        let session = Session::start(&["--no-sway"]);
+        let home = Home::new();
+        home.write_policy(&[(&my_app_id(), &["media.playback"])]);
+        let wav = home.dir.path().join("tone.wav");
+        pipewire_client::write_tone(&wav, 60);
+
+        let steady = pw_play(&session, &wav);
+        let _d = Daemon::start_in_session(&session, &home, &[]).await;
+        let conn = connect_to(session.get("DBUS_SESSION_BUS_ADDRESS").expect("bus")).await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        let s = eventually(20, "the steady pw-play listed", || async {
+            playback_of(&ctx, steady.pid())
+                .await
+                .filter(|s| s["active"] == true)
+        })
+        .await;
+        let steady_id = s["id"].as_str().expect("id").to_owned();
+
+        let path = ctx.subscribe(&["media.playback"]).await.expect("subscribe");
+        let sub = Subscription1Proxy::builder(&conn)
+            .path(path)
+            .build()
+            .await
+            .expect("sub");
+        let mut changed = sub.receive_changed().await.expect("stream");
+        let socket = pipewire_client::socket_of(session.get("PIPEWIRE_RUNTIME_DIR").expect("pw"));
+        let (_listener, seen) = pipewire_client::watch_nodes(&socket);
+        let is_stream = |n: &pipewire_client::SeenNode| {
+            n.props.get("media.class").map(String::as_str) == Some("Stream/Output/Audio")
+        };
+        // The listener's first stream is the steady one.
+        let steady_node = loop {
+            let n = seen
+                .recv_timeout(Duration::from_secs(10))
+                .expect("the listener sees the steady stream");
+            if is_stream(&n) {
+                break n.id;
+            }
+        };
+        for _ in 0..40 {
+            let mut p = pw_play(&session, &wav);
+            // Its node's global is out: the broker is binding it now.
+            loop {
+                let n = seen
+                    .recv_timeout(Duration::from_secs(10))
+                    .expect("the listener sees the short stream");
+                if is_stream(&n) && n.id != steady_node {
+                    break;
+                }
+            }
+            let _ = p.0.kill();
+            let _ = p.0.wait();
+        }
+        // A last stream, played until the broker reports it: every signal
+        // about the short ones came before.
+        let mut last = pw_play(&session, &wav);
+        let mut closed_ids = Vec::new();
+        loop {
+            let sig = tokio::time::timeout(Duration::from_secs(10), changed.next())
+                .await
+                .expect("Changed within 10 s")
+                .expect("open");
+            let args = sig.args().expect("args");
+            let data: Value = args
+                .data()
+                .iter()
+                .map(|(k, v)| (k.clone(), to_json(v)))
+                .collect();
+            let id = data["stream"]["id"].as_str().unwrap_or("").to_owned();
+            if data["event"] == "closed" {
+                closed_ids.push(id);
+            } else if data["stream"]["pid"] == last.pid() {
+                break;
+            }
+        }
+        assert!(
+            !closed_ids.contains(&steady_id),
+            "the steady stream {steady_id} was reported closed while it played"
+        );
+        let s = playback_of(&ctx, steady.pid())
+            .await
+            .expect("steady listed");
+        assert_eq!(s["id"], steady_id.as_str(), "the steady stream kept its id");
+        last.stop();
+    })
+    .await
+}
