@@ -25,10 +25,27 @@ pub fn to_json<T: serde::Serialize>(v: &T) -> Result<Value, Error> {
     serde_json::to_value(v).map_err(|e| Error::Internal(format!("cannot render a view: {e}")))
 }
 
+/// The length of `v` as compact JSON, counted as it is written rather than
+/// written to a buffer: every result is measured, and nearly all fit.
+fn json_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    serde_json::to_writer(&mut c, v).map_or(usize::MAX, |()| c.0)
+}
+
 /// Keep a result under [`MAX_RESULT_BYTES`]: drop entries from the end of
 /// its largest list until it fits, and mark it.
 pub fn fit(mut r: Rendered) -> Rendered {
-    let size = |v: &Value| serde_json::to_vec(v).map_or(usize::MAX, |b| b.len());
+    let size = json_len;
     let mut total = size(&r.json);
     if total <= MAX_RESULT_BYTES {
         return r;
@@ -88,6 +105,12 @@ pub fn fit(mut r: Rendered) -> Rendered {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_counted_length_is_the_written_length() {
+        let v = json!({"a": [1, "ü", {"b": null}], "t": "x\"y\n"});
+        assert_eq!(json_len(&v), serde_json::to_vec(&v).expect("json").len());
+    }
 
     #[test]
     fn oversized_results_are_cut_and_marked() {

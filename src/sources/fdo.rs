@@ -19,13 +19,15 @@
 //!   value never overwrites a fresh one.
 //!
 //! Nothing polls: values change only on `PropertiesChanged`, services come
-//! and go on `NameOwnerChanged`. Only a service that is on the bus but
+//! and go on `NameOwnerChanged`, a bus that is not there is waited for on
+//! its socket ([`super::socket`]). Only a service that is on the bus but
 //! answers with errors is retried, with [`Backoff`].
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 use std::future::Future;
 use std::num::NonZeroUsize;
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -35,6 +37,7 @@ use zbus::message::Type as MsgType;
 use zbus::wire::{OwnedVariant, Variant};
 use zbus::{Connection, MatchRule, Message, MessageStream};
 
+use super::socket::SocketWatch;
 use super::{Backoff, SourceContext};
 use crate::core::SourceEvent;
 
@@ -98,6 +101,23 @@ impl BusKind {
         match self {
             BusKind::System => "system",
             BusKind::Session => "session",
+        }
+    }
+
+    /// The bus's socket file, where its address names one (zbus's
+    /// default for the system bus when the variable is unset): what to
+    /// watch for while the bus is not there.
+    pub fn socket(self) -> Option<PathBuf> {
+        let var = match self {
+            BusKind::System => "DBUS_SYSTEM_BUS_ADDRESS",
+            BusKind::Session => "DBUS_SESSION_BUS_ADDRESS",
+        };
+        match std::env::var(var) {
+            Ok(address) => super::socket::bus_socket(&address),
+            Err(_) if self == BusKind::System => {
+                Some(PathBuf::from("/var/run/dbus/system_bus_socket"))
+            }
+            Err(_) => None,
         }
     }
 }
@@ -705,19 +725,33 @@ pub async fn run_service<S: Service>(
 ) {
     let mut backoff = Backoff::default();
     let mut failures = Failures::default();
+    let socket = S::BUS.socket();
+    let mut watch: Option<SocketWatch> = None;
     loop {
+        // Watch before each try, so that a bus that appears between a
+        // failed try and the wait is not missed.
+        if let (None, Some(path)) = (&watch, &socket) {
+            watch = Some(SocketWatch::new(S::SOURCE, path));
+        }
         let conn = match connect(S::BUS).await {
             Ok(c) => c,
             Err(e) => {
                 failures.log(S::SOURCE, &e.to_string());
                 let _ = out.send(svc.gone()).await;
                 ctx.status(S::SOURCE, false, Some(e.to_string())).await;
-                if !ctx.sleep(backoff.next_delay()).await {
+                // No bus (a container, a minimal system): wait for its
+                // socket rather than knocking every 30 s.
+                let waited = match watch.as_mut() {
+                    Some(w) => w.wait(&ctx.cancel, &mut backoff).await,
+                    None => ctx.sleep(backoff.next_delay()).await,
+                };
+                if !waited {
                     return;
                 }
                 continue;
             }
         };
+        watch = None;
         match follow(&ctx, &out, &conn, &mut svc, &mut backoff, &mut failures).await {
             Flow::Cancelled => {
                 svc.detach();

@@ -19,6 +19,7 @@ pub mod pipewire;
 pub mod recent;
 pub mod replay;
 pub mod shells;
+pub mod socket;
 pub mod upower;
 pub mod v4l2;
 pub mod wayland;

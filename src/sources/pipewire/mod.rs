@@ -31,13 +31,11 @@ pub(crate) mod classify;
 mod thread;
 pub(crate) mod tracker;
 
-use std::ffi::OsString;
 use std::path::Path;
 
-use futures_util::StreamExt;
-use inotify::{EventStream, Inotify, WatchMask};
 use tokio::sync::mpsc;
 
+use super::socket::SocketWatch;
 use super::{Backoff, SourceContext};
 use crate::core::SourceEvent;
 
@@ -55,7 +53,7 @@ enum End {
 /// Run the source until `ctx.cancel`.
 pub async fn run(ctx: SourceContext) {
     let mut backoff = Backoff::default();
-    let mut watch = SocketWatch::new(&remote_path());
+    let mut watch = SocketWatch::new(NAME, Path::new(&remote_path()));
     let mut instance: u64 = 0;
     loop {
         instance += 1;
@@ -79,13 +77,8 @@ pub async fn run(ctx: SourceContext) {
             tracing::debug!(source = NAME, "{reason}");
         }
         ctx.status(NAME, false, Some(reason)).await;
-        let delay = backoff.next_delay();
-        tokio::select! {
-            _ = ctx.cancel.cancelled() => return,
-            _ = tokio::time::sleep(delay) => {}
-            _ = watch.appeared() => {
-                tracing::debug!(source = NAME, "PipeWire's socket appeared");
-            }
+        if !watch.wait(&ctx.cancel, &mut backoff).await {
+            return;
         }
     }
 }
@@ -134,48 +127,4 @@ async fn connection(ctx: &SourceContext, prefix: &str) -> End {
     };
     conn.stop().await;
     end
-}
-
-/// Wakes the retry loop when PipeWire's socket is created, so that a
-/// restarted PipeWire is picked up at once rather than after the backoff.
-/// Without inotify (or the directory), the backoff alone does the job.
-struct SocketWatch {
-    events: Option<EventStream<Vec<u8>>>,
-    name: OsString,
-}
-
-impl SocketWatch {
-    fn new(socket: &str) -> SocketWatch {
-        let path = Path::new(socket);
-        let name = path.file_name().map(OsString::from).unwrap_or_default();
-        let events = path.parent().and_then(|dir| {
-            let ino = Inotify::init().ok()?;
-            ino.watches()
-                .add(dir, WatchMask::CREATE | WatchMask::MOVED_TO)
-                .ok()?;
-            ino.into_event_stream(vec![0u8; 1024]).ok()
-        });
-        if events.is_none() {
-            tracing::debug!(
-                source = NAME,
-                socket,
-                "cannot watch for PipeWire's socket; relying on the backoff"
-            );
-        }
-        SocketWatch { events, name }
-    }
-
-    /// Resolves when a file of the socket's name is created.
-    async fn appeared(&mut self) {
-        loop {
-            let Some(events) = self.events.as_mut() else {
-                return std::future::pending().await;
-            };
-            match events.next().await {
-                Some(Ok(ev)) if ev.name.as_deref() == Some(self.name.as_os_str()) => return,
-                Some(Ok(_)) => {}
-                Some(Err(_)) | None => self.events = None,
-            }
-        }
-    }
 }

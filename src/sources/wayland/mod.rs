@@ -32,9 +32,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
-use inotify::{Inotify, WatchMask};
-
+use super::socket::SocketWatch;
 use super::{Backoff, SourceContext};
 use crate::core::SourceEvent;
 use client::{Connection, Ended};
@@ -95,79 +93,6 @@ pub(crate) fn connect(path: &Path) -> Result<UnixStream, String> {
     })
 }
 
-/// Watches for the socket (re)appearing.
-struct SocketWatch {
-    stream: Option<inotify::EventStream<Vec<u8>>>,
-    names: Vec<std::ffi::OsString>,
-}
-
-impl SocketWatch {
-    fn new(path: &Path) -> SocketWatch {
-        let mut names = Vec::new();
-        let mut dirs: Vec<PathBuf> = Vec::new();
-        let mut add = |p: &Path| {
-            if let (Some(dir), Some(name)) = (p.parent(), p.file_name()) {
-                if !dirs.iter().any(|d| d == dir) {
-                    dirs.push(dir.to_path_buf());
-                }
-                names.push(name.to_owned());
-            }
-        };
-        add(path);
-        // A symlink (a test session, a nested compositor): its target's
-        // directory too, where a restarted compositor makes a new socket.
-        if let Ok(target) = std::fs::read_link(path) {
-            let target = match path.parent() {
-                Some(dir) if target.is_relative() => dir.join(target),
-                _ => target,
-            };
-            add(&target);
-        }
-        let setup = || -> std::io::Result<inotify::EventStream<Vec<u8>>> {
-            let ino = Inotify::init()?;
-            let mut any = false;
-            for d in &dirs {
-                let mask = WatchMask::CREATE | WatchMask::MOVED_TO;
-                match ino.watches().add(d, mask) {
-                    Ok(_) => any = true,
-                    Err(e) => {
-                        tracing::debug!(source = NAME, dir = %d.display(), error = %e, "cannot watch")
-                    }
-                }
-            }
-            if !any {
-                return Err(std::io::Error::other("no directory could be watched"));
-            }
-            ino.into_event_stream(vec![0u8; 4096])
-        };
-        let stream = match setup() {
-            Ok(s) => Some(s),
-            Err(e) => {
-                tracing::debug!(source = NAME, error = %e, "no inotify; retrying with backoff only");
-                None
-            }
-        };
-        SocketWatch { stream, names }
-    }
-
-    /// Wait until a watched name appears, or forever without inotify.
-    async fn appeared(&mut self) {
-        loop {
-            let Some(s) = self.stream.as_mut() else {
-                return std::future::pending().await;
-            };
-            match s.next().await {
-                Some(Ok(ev)) => {
-                    if ev.name.as_ref().is_some_and(|n| self.names.contains(n)) {
-                        return;
-                    }
-                }
-                Some(Err(_)) | None => self.stream = None,
-            }
-        }
-    }
-}
-
 /// Pre-load the desktop entries off the async threads (the first scan
 /// reads every `.desktop` file).
 async fn warm_desktop_entries() {
@@ -194,10 +119,10 @@ pub async fn run_at(ctx: SourceContext, path: PathBuf, mut backoff: Backoff) {
         }
         // Watch before each try, so that a socket that appears between a
         // failed try and the wait is not missed.
-        let w = watch.get_or_insert_with(|| SocketWatch::new(&path));
+        let w = watch.get_or_insert_with(|| SocketWatch::new(NAME, &path));
         if wait_first {
             wait_first = false;
-            if !wait_for_socket(&ctx, w, &mut backoff).await {
+            if !w.wait(&ctx.cancel, &mut backoff).await {
                 return;
             }
             continue;
@@ -210,7 +135,7 @@ pub async fn run_at(ctx: SourceContext, path: PathBuf, mut backoff: Backoff) {
                     ctx.status(NAME, false, Some(reason.clone())).await;
                     last_error = Some(reason);
                 }
-                if !wait_for_socket(&ctx, w, &mut backoff).await {
+                if !w.wait(&ctx.cancel, &mut backoff).await {
                     return;
                 }
                 continue;
@@ -269,22 +194,6 @@ const THREAD_STOP: Duration = Duration::from_millis(300);
 
 /// A connection that lasted this long resets the backoff.
 const LIVED_LONG: Duration = Duration::from_secs(5);
-
-/// Wait for the socket to appear (inotify) or for the next backoff delay;
-/// `false` when cancelled.
-async fn wait_for_socket(ctx: &SourceContext, w: &mut SocketWatch, backoff: &mut Backoff) -> bool {
-    let delay = backoff.next_delay();
-    tokio::select! {
-        _ = ctx.cancel.cancelled() => false,
-        _ = w.appeared() => {
-            // A socket is bound before it listens: give the compositor a
-            // moment, and retry soon after if that was not enough.
-            backoff.reset();
-            ctx.sleep(Duration::from_millis(20)).await
-        }
-        _ = tokio::time::sleep(delay) => true,
-    }
-}
 
 #[cfg(test)]
 mod tests {
