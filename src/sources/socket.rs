@@ -209,7 +209,7 @@ mod tests {
     async fn an_absent_watched_socket_waits_for_its_creation_not_the_backoff() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("sock");
-        let mut w = SocketWatch::new("test", &path);
+        let w = SocketWatch::new("test", &path);
         let mut backoff = Backoff::default();
         assert_eq!(w.delay(&mut backoff), ABSENT_RECHECK);
         // There (even if it refuses): the backoff retries.
