@@ -7,9 +7,11 @@
 //! does nothing, is no faster than a consent-checked `tools/call`, at a
 //! quarter of what a bare hyper server reaches on the same machine).
 //!
-//! This layer, in front of rmcp on `/mcp`, answers the request hosts send
-//! most, a `tools/call` of one of our tools, when it is plainly well
-//! formed; it calls the same tool code (`tools::call`) with the same
+//! The HTTP guard (`http::guard`), which has read the body already, hands
+//! it here first: this answers the request hosts send most, a `tools/call`
+//! of one of our tools, when it is plainly well formed, without parsing it
+//! a second time for the guard's own check (what [`accept`] takes, that
+//! check passes); it calls the same tool code (`tools::call`) with the same
 //! consent mode, audit name and prompt text as the rmcp handler
 //! (`server::ContextServer::call_tool`), and writes what rmcp would (JSON,
 //! or with `responses = "sse"` an event stream of that one message).
@@ -22,12 +24,8 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
-use http_body_util::BodyExt;
 use rmcp::model::{
     ClientCapabilities, ErrorCode, Implementation, RequestId, ServerJsonRpcMessage, ServerResult,
 };
@@ -45,24 +43,66 @@ const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const META_CLIENT: &str = "io.modelcontextprotocol/clientInfo";
 
-/// What the layer needs.
+/// What answering needs.
 #[derive(Debug)]
 pub struct Direct {
     pub broker: Arc<Broker>,
     /// `[mcp.http] responses = "json"`: rmcp answers a request without a
     /// session as JSON; otherwise on an event stream that carries the
-    /// answer and ends. This layer writes the same.
+    /// answer and ends. This writes the same.
     pub json: bool,
 }
 
-/// A `tools/call` as this layer accepts it: exactly these members.
+/// A `tools/call` as this module accepts it: exactly these members.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Call {
+pub(super) struct Call {
     jsonrpc: String,
-    id: RequestId,
+    id: WireId,
     method: String,
     params: Params,
+}
+
+/// A request id as the guard's check takes it: an integer that fits
+/// `i64`, or a string. (rmcp would also read `1.0` as 1; the check refuses
+/// it, and so a float goes to the check.)
+#[derive(Debug, PartialEq)]
+enum WireId {
+    Int(i64),
+    Str(String),
+}
+
+impl<'de> Deserialize<'de> for WireId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = WireId;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an integer or a string")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<WireId, E> {
+                Ok(WireId::Int(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<WireId, E> {
+                i64::try_from(v)
+                    .map(WireId::Int)
+                    .map_err(|_| E::custom("id too large"))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<WireId, E> {
+                Ok(WireId::Str(v.to_owned()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl From<WireId> for RequestId {
+    fn from(id: WireId) -> RequestId {
+        match id {
+            WireId::Int(n) => RequestId::Number(n),
+            WireId::Str(s) => RequestId::String(s.into()),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -75,9 +115,9 @@ struct Params {
     meta: Map<String, Value>,
 }
 
-/// The host's name from a request that plainly is one this layer serves
+/// The host's name from a request that plainly is one this module serves
 /// (see the module docs), with the call; `None` sends it to rmcp.
-fn accept(headers: &HeaderMap, body: &[u8]) -> Option<(Call, Option<String>)> {
+pub(super) fn accept(headers: &HeaderMap, body: &[u8]) -> Option<(Call, Option<String>)> {
     let header = |name: &str| headers.get(name).map(|v| v.to_str().ok());
     if headers.contains_key("mcp-session-id")
         || header("mcp-protocol-version")? != Some(VERSION)
@@ -143,39 +183,17 @@ fn accept(headers: &HeaderMap, body: &[u8]) -> Option<(Call, Option<String>)> {
     Some((call, client))
 }
 
-/// The layer: answer what [`accept`] takes, pass everything else on.
-pub async fn layer(State(d): State<Arc<Direct>>, req: Request, next: Next) -> Response {
-    if req.method() != http::Method::POST {
-        return next.run(req).await;
-    }
-    let (parts, body) = req.into_parts();
-    // The guard has read the body already (it is one chunk in memory).
-    let bytes = match body.collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(e) => {
-            tracing::debug!(error = %e, "cannot read a request body again");
-            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-        }
-    };
-    let subject = parts.extensions.get::<Subject>().cloned();
-    let (Some(subject), Some((call, client))) = (subject, accept(&parts.headers, &bytes)) else {
-        return next
-            .run(Request::from_parts(parts, Body::from(bytes)))
-            .await;
-    };
-    answer(&d.broker, &subject, call, client, d.json).await
-}
-
 /// Call the tool as `ContextServer::call_tool` does and write what rmcp
 /// would write for it.
-async fn answer(
-    broker: &Broker,
+pub(super) async fn answer(
+    d: &Direct,
     subject: &Subject,
     call: Call,
     client: Option<String>,
-    json_answers: bool,
 ) -> Response {
+    let (broker, json_answers) = (&d.broker, d.json);
     let Call { id, params, .. } = call;
+    let id = RequestId::from(id);
     let (request, what) = consent::named("tools/call", "tool", &params.name, &params.arguments);
     // A host that goes away drops this future: the wait for the user ends
     // with it, as rmcp cancels a request whose connection closed.
@@ -280,13 +298,19 @@ mod tests {
         body_named("get_active_window", meta, extra)
     }
 
+    fn with_id(id: &str) -> Vec<u8> {
+        String::from_utf8_lossy(&body(META, ""))
+            .replacen("\"id\":7", &format!("\"id\":{id}"), 1)
+            .into_bytes()
+    }
+
     const META: &str = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"Host","version":"2.1"}"#;
 
     #[test]
     fn a_plain_stateless_tool_call_is_answered_here() {
         let (call, client) = accept(&headers(GOOD), &body(META, "")).expect("accepted");
         assert_eq!(call.params.name, "get_active_window");
-        assert_eq!(call.id, RequestId::Number(7));
+        assert_eq!(call.id, WireId::Int(7));
         assert_eq!(client.as_deref(), Some("Host 2.1"));
     }
 
@@ -330,6 +354,10 @@ mod tests {
             ),
             body(META, r#","task":{}"#),
             br#"[{"jsonrpc":"2.0","id":1,"method":"tools/call"}]"#.to_vec(),
+            // Ids the guard's check refuses (rmcp would read 1.0 as 1).
+            with_id("7.0"),
+            with_id("9223372036854775808"),
+            with_id("null"),
             br#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"get_active_window","_meta":{}}}"#.to_vec(),
         ] {
             assert!(
@@ -353,5 +381,8 @@ mod tests {
         )
         .expect("accepted");
         assert_eq!(client, None);
+        // A string id is kept as it came.
+        let (call, _) = accept(&h, &with_id("\"a-1\"")).expect("accepted");
+        assert_eq!(call.id, WireId::Str("a-1".into()));
     }
 }

@@ -122,6 +122,9 @@ pub struct Guard {
     tokens: Tokens,
     hosts: Vec<String>,
     origins: Vec<String>,
+    /// Answers the plain stateless `tools/call`s on `/mcp` (see
+    /// [`super::direct`]); `None` where only the guard is wanted.
+    direct: Option<super::direct::Direct>,
     #[cfg(feature = "conformance")]
     anonymous: bool,
 }
@@ -150,6 +153,7 @@ impl Guard {
             tokens,
             hosts,
             origins,
+            direct: None,
             #[cfg(feature = "conformance")]
             anonymous: cfg.conformance_anonymous,
         }
@@ -313,6 +317,15 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
             }
             Ok(Ok(c)) => c.to_bytes(),
         };
+        // A plain stateless tool call is answered here, read once: what
+        // `direct::accept` takes, the check below passes too.
+        if parts.uri.path() == "/mcp"
+            && let Some(d) = &g.direct
+            && let Some((call, client)) = super::direct::accept(&parts.headers, &bytes)
+            && let Some(subject) = parts.extensions.get::<Subject>()
+        {
+            return super::direct::answer(d, subject, call, client).await;
+        }
         // Only the legacy endpoint wants the message parsed; rmcp parses
         // `/mcp`'s body itself, so there a check is enough.
         let checked = if parts.uri.path() == "/messages" {
@@ -407,7 +420,13 @@ fn router(
     index: Arc<SessionIndex>,
     cancel: CancellationToken,
 ) -> Router {
-    let guard_state = Arc::new(Guard::new(tokens.clone(), addr, cfg));
+    let guard_state = Arc::new(Guard {
+        direct: Some(super::direct::Direct {
+            broker: broker.clone(),
+            json: cfg.responses == crate::config::Responses::Json,
+        }),
+        ..Guard::new(tokens.clone(), addr, cfg)
+    });
     let streamable = {
         let broker = broker.clone();
         let config = StreamableHttpServerConfig::default()
@@ -431,16 +450,10 @@ fn router(
             config,
         )
     };
-    let direct = Arc::new(super::direct::Direct {
-        broker: broker.clone(),
-        json: cfg.responses == crate::config::Responses::Json,
-    });
     let legacy = sse::Legacy::new(broker, tokens, cancel);
     Router::new()
         .route_service("/mcp", streamable)
         .route_layer(middleware::from_fn_with_state(index, track_sessions))
-        // Inside the guard, before rmcp: see `direct`.
-        .route_layer(middleware::from_fn_with_state(direct, super::direct::layer))
         .merge(
             Router::new()
                 .route("/sse", get(sse::open))
