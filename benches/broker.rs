@@ -70,23 +70,6 @@ async fn load(
     (lat.len() as f64 / time.as_secs_f64(), lat)
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// min / median / max, as ratios.
-fn spread(mut v: Vec<f64>) -> String {
-    v.sort_by(f64::total_cmp);
-    format!(
-        "min {:.2}x  median {:.2}x  max {:.2}x",
-        v[0],
-        v[v.len() / 2],
-        v[v.len() - 1]
-    )
-}
-
 async fn time_calls(conn: &zbus::Connection, iface: &str, member: &str, n: usize) -> Vec<Duration> {
     time_calls_to(conn, BROKER, iface, member, &(), n).await
 }

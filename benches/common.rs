@@ -105,6 +105,23 @@ pub fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+pub fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// min / median / max, as ratios.
+pub fn spread(mut v: Vec<f64>) -> String {
+    v.sort_by(f64::total_cmp);
+    format!(
+        "min {:.2}x  median {:.2}x  max {:.2}x",
+        v[0],
+        v[v.len() / 2],
+        v[v.len() - 1]
+    )
+}
+
 pub fn verdict(ok: bool) -> &'static str {
     if ok { "meets target" } else { "MISSES target" }
 }

@@ -39,9 +39,6 @@ use super::tools;
 
 /// The only protocol version answered here: the one without sessions.
 const VERSION: &str = "2026-07-28";
-const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-const META_CLIENT: &str = "io.modelcontextprotocol/clientInfo";
 
 /// What answering needs.
 #[derive(Debug)]
@@ -112,7 +109,30 @@ struct Params {
     #[serde(default)]
     arguments: Option<Map<String, Value>>,
     #[serde(rename = "_meta")]
-    meta: Map<String, Value>,
+    meta: Meta,
+}
+
+/// The request's `_meta`: exactly the three keys a 2026-07-28 request
+/// carries (any other, such as a progress token or a `logLevel`, goes to
+/// rmcp), read straight into rmcp's types, which judge them as rmcp would.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Meta {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
+    version: String,
+    #[serde(rename = "io.modelcontextprotocol/clientCapabilities")]
+    _capabilities: ClientCapabilities,
+    /// Optional, but not `null`.
+    #[serde(
+        rename = "io.modelcontextprotocol/clientInfo",
+        default,
+        deserialize_with = "present"
+    )]
+    client: Option<Implementation>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Implementation>, D::Error> {
+    Implementation::deserialize(d).map(Some)
 }
 
 /// The host's name from a request that plainly is one this module serves
@@ -149,22 +169,15 @@ pub(super) fn accept(headers: &HeaderMap, body: &[u8]) -> Option<(Call, Option<S
     {
         return None;
     }
-    let meta = &call.params.meta;
-    if meta
-        .keys()
-        .any(|k| ![META_VERSION, META_CAPABILITIES, META_CLIENT].contains(&k.as_str()))
-        || meta.get(META_VERSION)?.as_str()? != VERSION
-    {
+    if call.params.meta.version != VERSION {
         return None;
     }
-    serde_json::from_value::<ClientCapabilities>(meta.get(META_CAPABILITIES)?.clone()).ok()?;
-    let client = match meta.get(META_CLIENT) {
-        None => None,
-        Some(v) => {
-            let i: Implementation = serde_json::from_value(v.clone()).ok()?;
-            Some(format!("{} {}", i.name, i.version))
-        }
-    };
+    let client = call
+        .params
+        .meta
+        .client
+        .as_ref()
+        .map(|i| format!("{} {}", i.name, i.version));
     if !tools::tools()
         .ok()?
         .iter()
@@ -233,14 +246,18 @@ pub(super) async fn answer(
 /// stream opens), else an event stream with that one event (`data: JSON`
 /// and a blank line), which then ends.
 fn reply(status: StatusCode, message: &ServerJsonRpcMessage, json_answers: bool) -> Response {
-    let body = match serde_json::to_vec(message) {
-        Ok(b) => b,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot serialise an MCP answer");
-            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-        }
-    };
-    if json_answers || status != StatusCode::OK {
+    let json = json_answers || status != StatusCode::OK;
+    // One buffer, sized for a typical answer (a focused window's is about
+    // 1 KiB), instead of doubling from 128 bytes.
+    let mut body = Vec::with_capacity(2048);
+    if !json {
+        body.extend_from_slice(b"data: ");
+    }
+    if let Err(e) = serde_json::to_writer(&mut body, message) {
+        tracing::warn!(error = %e, "cannot serialise an MCP answer");
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    }
+    if json {
         return (
             status,
             [(
@@ -251,10 +268,7 @@ fn reply(status: StatusCode, message: &ServerJsonRpcMessage, json_answers: bool)
         )
             .into_response();
     }
-    let mut event = Vec::with_capacity(body.len() + 8);
-    event.extend_from_slice(b"data: ");
-    event.extend_from_slice(&body);
-    event.extend_from_slice(b"\n\n");
+    body.extend_from_slice(b"\n\n");
     (
         status,
         [
@@ -262,7 +276,7 @@ fn reply(status: StatusCode, message: &ServerJsonRpcMessage, json_answers: bool)
             (header::CACHE_CONTROL, "no-cache"),
             (header::HeaderName::from_static("x-accel-buffering"), "no"),
         ],
-        event,
+        body,
     )
         .into_response()
 }
@@ -353,6 +367,14 @@ mod tests {
                 "",
             ),
             body(META, r#","task":{}"#),
+            body(
+                r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":null"#,
+                "",
+            ),
+            body(
+                r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"x"}"#,
+                "",
+            ),
             br#"[{"jsonrpc":"2.0","id":1,"method":"tools/call"}]"#.to_vec(),
             // Ids the guard's check refuses (rmcp would read 1.0 as 1).
             with_id("7.0"),
