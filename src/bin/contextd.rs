@@ -35,19 +35,22 @@ struct Args {
     verbose: u8,
 }
 
-/// Two malloc arenas for the whole daemon. glibc gives each thread that
-/// meets a locked arena one of its own (up to 8 per core), and memory
-/// freed in one arena is not reused by another, so the Wayland, PipeWire,
-/// SQLite and runtime threads would each keep their own high-water mark.
-/// One arena was tried and is too few: under MCP load its lock is
-/// contended by the two runtimes' four threads (`make bench`, mcp: 39k
-/// stateless tools/call per second with one, 61k with two, 57k with
-/// glibc's default; the stateless SSE mode 9k against 25k). Two hold the
-/// same memory as one with 302 windows open (18.7 MB RSS, wayland bench).
+/// Eight malloc arenas, one for each thread that allocates while it works
+/// (the main thread, the two workers of the main runtime and of the MCP
+/// lane, the Wayland, PipeWire and SQLite threads), whatever the machine's
+/// core count (glibc's default is eight per core). Two were tried, to keep
+/// each thread's freed memory reusable by the others: the two MCP workers
+/// then often shared one arena and queued on its lock, and how often
+/// depended on how threads happened to meet their arenas at start, so the
+/// same build served 47k or 72k stateless tool calls per second from one
+/// run to the next (`make bench`, mcp). With eight, 71k-75k in every run.
+/// RSS with 302 windows (wayland bench, same hour): 18.8 MB with two or
+/// four arenas, 19.2 MB with eight, 19.4 MB with sixteen; the anonymous
+/// part is 3.6-4.2 MB, the rest is the binary and libraries.
 /// Set before any thread starts. An explicit `glibc.malloc.arena_max` in
 /// `GLIBC_TUNABLES` wins (mallopt would override it), so that the choice
 /// can be measured again.
-fn two_malloc_arenas() {
+fn bounded_malloc_arenas() {
     if std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.malloc.arena_max")) {
         return;
     }
@@ -55,12 +58,12 @@ fn two_malloc_arenas() {
     // SAFETY: mallopt(3) changes an allocator parameter; called before
     // any other thread exists.
     unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
+        libc::mallopt(libc::M_ARENA_MAX, 8);
     }
 }
 
 fn main() -> ExitCode {
-    two_malloc_arenas();
+    bounded_malloc_arenas();
     let args = Args::parse();
     contextd::logging::init(args.verbose, false);
     let paths = match Paths::from_env() {
