@@ -106,20 +106,20 @@ pub fn us(d: Duration) -> f64 {
 }
 
 pub fn median(v: &[f64]) -> f64 {
+    min_median_max(v).1
+}
+
+/// The smallest, the median and the largest of `v` (not empty).
+pub fn min_median_max(v: &[f64]) -> (f64, f64, f64) {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    (v[0], v[v.len() / 2], v[v.len() - 1])
 }
 
 /// min / median / max, as ratios.
-pub fn spread(mut v: Vec<f64>) -> String {
-    v.sort_by(f64::total_cmp);
-    format!(
-        "min {:.2}x  median {:.2}x  max {:.2}x",
-        v[0],
-        v[v.len() / 2],
-        v[v.len() - 1]
-    )
+pub fn spread(v: Vec<f64>) -> String {
+    let (a, m, b) = min_median_max(&v);
+    format!("min {a:.2}x  median {m:.2}x  max {b:.2}x")
 }
 
 pub fn verdict(ok: bool) -> &'static str {

@@ -609,14 +609,8 @@ async fn run() {
         }
     }
     let rps = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        format!(
-            "{:>6.0} {:>6.0} {:>6.0}",
-            v[0],
-            v[v.len() / 2],
-            v[v.len() - 1]
-        )
+        let (a, m, b) = min_median_max(v);
+        format!("{a:>6.0} {m:>6.0} {b:>6.0}")
     };
     println!("  requests/s (min median max); × the TypeScript SDK (min median max)");
     println!(

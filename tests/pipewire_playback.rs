@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::session::Session;
 use common::*;
 use contextd::client::json::{dict_to_json, to_json};
-use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
+use contextd::client::proxy::{ChangedStream, Context1Proxy, Subscription1Proxy};
 use futures_util::StreamExt;
 use pipewire_client::Proc;
 use serde_json::Value;
@@ -25,6 +25,20 @@ fn pw_play(session: &Session, wav: &std::path::Path) -> Proc {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     Proc(cmd.spawn().expect("pw-play (pipewire-bin)"))
+}
+
+/// The data of the next `Changed` of a `media.playback` subscription.
+async fn next_changed(changed: &mut ChangedStream, what: &str) -> Value {
+    let sig = tokio::time::timeout(Duration::from_secs(10), changed.next())
+        .await
+        .unwrap_or_else(|_| panic!("{what} within 10 s"))
+        .expect("open");
+    let args = sig.args().expect("args");
+    assert_eq!(args.category(), "media.playback");
+    args.data()
+        .iter()
+        .map(|(k, v)| (k.clone(), to_json(v)))
+        .collect()
 }
 
 async fn playback_of(ctx: &Context1Proxy<'_>, pid: u32) -> Option<Value> {
@@ -94,17 +108,7 @@ async fn pw_play_is_a_playback_stream_of_its_process() {
         let mut saw_running = false;
         let mut id = String::new();
         while !saw_running {
-            let sig = tokio::time::timeout(Duration::from_secs(10), changed.next())
-                .await
-                .expect("Changed within 10 s")
-                .expect("open");
-            let args = sig.args().expect("args");
-            assert_eq!(args.category(), "media.playback");
-            let data: Value = args
-                .data()
-                .iter()
-                .map(|(k, v)| (k.clone(), to_json(v)))
-                .collect();
+            let data = next_changed(&mut changed, "Changed").await;
             let st = &data["stream"];
             if st["pid"] == pid {
                 id = st["id"].as_str().unwrap_or("").to_owned();
@@ -113,16 +117,7 @@ async fn pw_play_is_a_playback_stream_of_its_process() {
         }
         late.stop();
         loop {
-            let sig = tokio::time::timeout(Duration::from_secs(10), changed.next())
-                .await
-                .expect("closed Changed within 10 s")
-                .expect("open");
-            let args = sig.args().expect("args");
-            let data: Value = args
-                .data()
-                .iter()
-                .map(|(k, v)| (k.clone(), to_json(v)))
-                .collect();
+            let data = next_changed(&mut changed, "closed Changed").await;
             if data["event"] == "closed" && data["stream"]["id"] == id.as_str() {
                 break;
             }
@@ -199,16 +194,7 @@ async fn streams_ending_as_they_start_leave_the_others_alone() {
         let mut last = pw_play(&session, &wav);
         let mut closed_ids = Vec::new();
         loop {
-            let sig = tokio::time::timeout(Duration::from_secs(10), changed.next())
-                .await
-                .expect("Changed within 10 s")
-                .expect("open");
-            let args = sig.args().expect("args");
-            let data: Value = args
-                .data()
-                .iter()
-                .map(|(k, v)| (k.clone(), to_json(v)))
-                .collect();
+            let data = next_changed(&mut changed, "Changed").await;
             let id = data["stream"]["id"].as_str().unwrap_or("").to_owned();
             if data["event"] == "closed" {
                 closed_ids.push(id);
