@@ -272,8 +272,10 @@ async fn run() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Let the start-up settle, then watch.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Let the start-up settle, then watch: the runtime's blocking threads
+    // that resolved the players' app ids end 10 s after their last task
+    // (tokio's keep-alive), a transient of the start-up, not idle work.
+    tokio::time::sleep(Duration::from_secs(11)).await;
     let pid = daemon.0.id();
     let before = cpu_ticks(pid);
     tokio::time::sleep(Duration::from_secs(IDLE_SECS)).await;
