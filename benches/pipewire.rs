@@ -272,9 +272,10 @@ async fn run() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Let the start-up settle, then watch: the runtime's blocking threads
-    // that resolved the players' app ids end 10 s after their last task
-    // (tokio's keep-alive), a transient of the start-up, not idle work.
+    // Let the start-up settle, then watch: threads of the runtime's
+    // blocking pool that worked during the start-up end 10 s after their
+    // last task (tokio's keep-alive); strace saw their exits inside the
+    // window. A transient of the start-up, not idle work.
     tokio::time::sleep(Duration::from_secs(11)).await;
     let pid = daemon.0.id();
     let before = cpu_ticks(pid);
