@@ -104,21 +104,28 @@ impl BusKind {
         }
     }
 
-    /// The bus's socket file, where its address names one (zbus's
-    /// default for the system bus when the variable is unset): what to
-    /// watch for while the bus is not there.
+    /// The bus's socket file, where its address names one (zbus reads the
+    /// address as `connect` will, with its default for the system bus):
+    /// what to watch for while the bus is not there.
     pub fn socket(self) -> Option<PathBuf> {
-        let var = match self {
-            BusKind::System => "DBUS_SYSTEM_BUS_ADDRESS",
-            BusKind::Session => "DBUS_SESSION_BUS_ADDRESS",
+        let address = match self {
+            BusKind::System => zbus::Address::system(),
+            BusKind::Session => zbus::Address::session(),
         };
-        match std::env::var(var) {
-            Ok(address) => super::socket::bus_socket(&address),
-            Err(_) if self == BusKind::System => {
-                Some(PathBuf::from("/var/run/dbus/system_bus_socket"))
-            }
-            Err(_) => None,
-        }
+        socket_file(&address.ok()?)
+    }
+}
+
+/// The socket file of a `unix:path=` address (not an abstract socket,
+/// TCP, …).
+fn socket_file(address: &zbus::Address) -> Option<PathBuf> {
+    use zbus::address::transport::{Transport, UnixSocket};
+    match address.transport() {
+        Transport::Unix(u) => match u.path() {
+            UnixSocket::File(p) => Some(p.clone()),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
@@ -883,6 +890,22 @@ async fn follow<S: Service>(
 mod tests {
     use super::*;
     use zbus::wire::Str;
+
+    #[test]
+    fn a_bus_socket_file_is_read_from_its_address() {
+        let file = |a: &str| socket_file(&a.parse().expect("address"));
+        assert_eq!(
+            file("unix:path=/run/dbus/system_bus_socket"),
+            Some(PathBuf::from("/run/dbus/system_bus_socket"))
+        );
+        // The path zbus connects to, as zbus reads it.
+        assert_eq!(
+            file("unix:path=/tmp/bus,guid=0123456789abcdef0123456789abcdef"),
+            Some(PathBuf::from("/tmp/bus"))
+        );
+        assert_eq!(file("unix:abstract=/tmp/dbus-x"), None);
+        assert_eq!(file("tcp:host=localhost,port=1"), None);
+    }
 
     #[test]
     fn values_are_read_tolerantly() {

@@ -156,54 +156,9 @@ impl SocketWatch {
     }
 }
 
-/// The filesystem path of a D-Bus address's first `unix:path=` entry
-/// (`None` for an abstract socket, TCP, or no address): what to watch for
-/// a bus that is not there yet.
-pub fn bus_socket(address: &str) -> Option<PathBuf> {
-    let first = address.split(';').next()?;
-    let rest = first.strip_prefix("unix:")?;
-    rest.split(',').find_map(|kv| {
-        let v = kv.strip_prefix("path=")?;
-        Some(PathBuf::from(unescape(v)?))
-    })
-}
-
-/// D-Bus address values escape bytes as `%XX`.
-fn unescape(v: &str) -> Option<String> {
-    let b = v.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bus_socket_reads_the_first_unix_path() {
-        assert_eq!(
-            bus_socket("unix:path=/run/dbus/system_bus_socket"),
-            Some(PathBuf::from("/run/dbus/system_bus_socket"))
-        );
-        assert_eq!(
-            bus_socket("unix:guid=abc,path=/tmp/my%20bus;tcp:host=x,port=1"),
-            Some(PathBuf::from("/tmp/my bus"))
-        );
-        assert_eq!(bus_socket("unix:abstract=/tmp/dbus-x"), None);
-        assert_eq!(bus_socket("tcp:host=localhost,port=1"), None);
-        assert_eq!(bus_socket("unix:path=/bad%2"), None);
-    }
 
     #[tokio::test]
     async fn an_absent_watched_socket_waits_for_its_creation_not_the_backoff() {
