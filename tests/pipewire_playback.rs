@@ -4,6 +4,7 @@
 //! subscriber to `media.playback` is told; stopping it removes it.
 
 mod common;
+mod fdo;
 mod pipewire_client;
 
 use std::process::Command;
@@ -11,9 +12,9 @@ use std::time::Duration;
 
 use common::session::Session;
 use common::*;
-use contextd::client::json::{dict_to_json, to_json};
-use contextd::client::proxy::{ChangedStream, Context1Proxy, Subscription1Proxy};
-use futures_util::StreamExt;
+use contextd::client::json::dict_to_json;
+use contextd::client::proxy::Context1Proxy;
+use fdo::Changes;
 use pipewire_client::Proc;
 use serde_json::Value;
 
@@ -25,20 +26,6 @@ fn pw_play(session: &Session, wav: &std::path::Path) -> Proc {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     Proc(cmd.spawn().expect("pw-play (pipewire-bin)"))
-}
-
-/// The data of the next `Changed` of a `media.playback` subscription.
-async fn next_changed(changed: &mut ChangedStream, what: &str) -> Value {
-    let sig = tokio::time::timeout(Duration::from_secs(10), changed.next())
-        .await
-        .unwrap_or_else(|_| panic!("{what} within 10 s"))
-        .expect("open");
-    let args = sig.args().expect("args");
-    assert_eq!(args.category(), "media.playback");
-    args.data()
-        .iter()
-        .map(|(k, v)| (k.clone(), to_json(v)))
-        .collect()
 }
 
 async fn playback_of(ctx: &Context1Proxy<'_>, pid: u32) -> Option<Value> {
@@ -96,32 +83,23 @@ async fn pw_play_is_a_playback_stream_of_its_process() {
         .await;
 
         // A subscriber learns of a new one as it starts, and as it stops.
-        let path = ctx.subscribe(&["media.playback"]).await.expect("subscribe");
-        let sub = Subscription1Proxy::builder(&conn)
-            .path(path)
-            .build()
-            .await
-            .expect("sub");
-        let mut changed = sub.receive_changed().await.expect("stream");
+        let mut changes = Changes::subscribe(&conn, &["media.playback"]).await;
         let mut late = pw_play(&session, &wav);
         let pid = late.pid();
-        let mut saw_running = false;
-        let mut id = String::new();
-        while !saw_running {
-            let data = next_changed(&mut changed, "Changed").await;
-            let st = &data["stream"];
-            if st["pid"] == pid {
-                id = st["id"].as_str().unwrap_or("").to_owned();
-                saw_running = st["active"] == true;
-            }
-        }
+        let (running, _) = changes
+            .until(10, "the late pw-play running", |cat, d| {
+                assert_eq!(cat, "media.playback");
+                d["stream"]["pid"] == pid && d["stream"]["active"] == true
+            })
+            .await;
+        let id = running["stream"]["id"].as_str().unwrap_or("").to_owned();
         late.stop();
-        loop {
-            let data = next_changed(&mut changed, "closed Changed").await;
-            if data["event"] == "closed" && data["stream"]["id"] == id.as_str() {
-                break;
-            }
-        }
+        changes
+            .until(10, "the late pw-play closed", |cat, d| {
+                assert_eq!(cat, "media.playback");
+                d["event"] == "closed" && d["stream"]["id"] == id.as_str()
+            })
+            .await;
     })
     .await
 }
@@ -154,13 +132,7 @@ async fn streams_ending_as_they_start_leave_the_others_alone() {
         .await;
         let steady_id = s["id"].as_str().expect("id").to_owned();
 
-        let path = ctx.subscribe(&["media.playback"]).await.expect("subscribe");
-        let sub = Subscription1Proxy::builder(&conn)
-            .path(path)
-            .build()
-            .await
-            .expect("sub");
-        let mut changed = sub.receive_changed().await.expect("stream");
+        let mut changes = Changes::subscribe(&conn, &["media.playback"]).await;
         let socket = pipewire_client::socket_of(session.get("PIPEWIRE_RUNTIME_DIR").expect("pw"));
         let (_listener, seen) = pipewire_client::watch_nodes(&socket);
         let is_stream = |n: &pipewire_client::SeenNode| {
@@ -192,20 +164,17 @@ async fn streams_ending_as_they_start_leave_the_others_alone() {
         // A last stream, played until the broker reports it: every signal
         // about the short ones came before.
         let mut last = pw_play(&session, &wav);
-        let mut closed_ids = Vec::new();
-        loop {
-            let data = next_changed(&mut changed, "Changed").await;
-            let id = data["stream"]["id"].as_str().unwrap_or("").to_owned();
-            if data["event"] == "closed" {
-                closed_ids.push(id);
-            } else if data["stream"]["pid"] == last.pid() {
-                break;
-            }
-        }
-        assert!(
-            !closed_ids.contains(&steady_id),
-            "the steady stream {steady_id} was reported closed while it played"
-        );
+        let last_pid = last.pid();
+        changes
+            .until(10, "the last pw-play opened", |cat, d| {
+                assert_eq!(cat, "media.playback");
+                assert!(
+                    !(d["event"] == "closed" && d["stream"]["id"] == steady_id.as_str()),
+                    "the steady stream {steady_id} was reported closed while it played"
+                );
+                d["event"] != "closed" && d["stream"]["pid"] == last_pid
+            })
+            .await;
         let s = playback_of(&ctx, steady.pid())
             .await
             .expect("steady listed");
