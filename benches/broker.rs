@@ -319,12 +319,12 @@ async fn run() {
     let (m50, m99) = (median(&r50s), median(&r99s));
     println!(
         "  GetActiveWindow / Ping p50: {} (target <= 1.3x: {})",
-        spread(r50s),
+        spread(&r50s),
         verdict(m50 <= 1.3)
     );
     println!(
         "  GetActiveWindow / Ping p99: {} (target <= 2.0x: {})",
-        spread(r99s),
+        spread(&r99s),
         verdict(m99 <= 2.0)
     );
     if store.is_none() {
@@ -345,7 +345,7 @@ async fn run() {
         let m = median(&vs_store);
         println!(
             "  consent-checked GetActiveWindow / permission-store Lookup p50: {} (target < 1x: {})",
-            spread(vs_store),
+            spread(&vs_store),
             verdict(m < 1.0)
         );
     }
@@ -367,7 +367,7 @@ async fn run() {
     let m = median(&ratios);
     println!(
         "  audited calls/s vs Ping calls/s: {} (target >= 0.8x: {})",
-        spread(ratios),
+        spread(&ratios),
         verdict(m >= 0.8)
     );
     // Clock ticks are 10 ms (USER_HZ 100).

@@ -117,8 +117,8 @@ pub fn min_median_max(v: &[f64]) -> (f64, f64, f64) {
 }
 
 /// min / median / max, as ratios.
-pub fn spread(v: Vec<f64>) -> String {
-    let (a, m, b) = min_median_max(&v);
+pub fn spread(v: &[f64]) -> String {
+    let (a, m, b) = min_median_max(v);
     format!("min {a:.2}x  median {m:.2}x  max {b:.2}x")
 }
 

@@ -620,7 +620,7 @@ async fn run() {
     println!(
         "  transport ceiling: bare hyper, canned answer  {}   {} (no server on hyper can do more here)",
         rps(&ceiling_rps),
-        spread(ceiling_ratios.clone())
+        spread(&ceiling_ratios)
     );
     let mut best = 0.0f64;
     let mut best_mode = "";
@@ -629,7 +629,7 @@ async fn run() {
         println!(
             "  contextd {what:<25} tools/call {}   {} ({} floor {})",
             rps(ours),
-            spread(ratios.clone()),
+            spread(ratios),
             floor.method,
             rps(floors)
         );

@@ -227,13 +227,9 @@ async fn run() {
         r50s.push(r50);
         r99s.push(r99);
     }
-    let spread = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        (v[0], v[v.len() / 2], v[v.len() - 1])
-    };
-    let (a, m50, c) = spread(r50s);
+    let (a, m50, c) = min_median_max(&r50s);
     println!("  ratio p50: min {a:.2}x  median {m50:.2}x  max {c:.2}x");
-    let (a, m99, c) = spread(r99s);
+    let (a, m99, c) = min_median_max(&r99s);
     println!(
         "  ratio p99: min {a:.2}x  median {m99:.2}x  max {c:.2}x (target <= 1.2x: {})",
         verdict(m99 <= 1.2)
