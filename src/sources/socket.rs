@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use inotify::{EventStream, Inotify, WatchMask};
-
 use tokio_util::sync::CancellationToken;
 
 use super::Backoff;

@@ -23,8 +23,9 @@
 //!
 //! PipeWire missing or gone: the source reports itself unavailable with
 //! the reason, removes the streams of the connection that ended, and tries
-//! again with a bounded backoff (250 ms doubling to 30 s), or at once when
-//! PipeWire's socket appears (inotify on its directory). It never ends
+//! again with a bounded backoff (250 ms doubling to 30 s; 5 min while the
+//! socket is absent and watched), or at once when PipeWire's socket
+//! appears (inotify on its directory, [`super::socket`]). It never ends
 //! before the daemon does.
 
 pub(crate) mod classify;

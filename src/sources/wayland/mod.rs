@@ -14,10 +14,11 @@
 //! offers neither protocol: the source is `unavailable` with that reason
 //! in `ListSources`. When a connection ends the windows of that compositor
 //! are removed (`WindowsReset`) and the source waits for the socket to
-//! come back: inotify on the socket's directory (and, for a symlink, on
-//! its target's directory) wakes it at once, and a retry with a backoff
-//! (250 ms doubling to 30 s) covers what inotify cannot see. Nothing spins
-//! while the compositor is gone.
+//! come back ([`super::socket`]): inotify on the socket's directory (and,
+//! for a symlink, on its target's directory) wakes it at once, and a retry
+//! with a backoff (250 ms doubling to 30 s; 5 min while the socket is
+//! absent and watched) covers what inotify cannot see. Nothing spins while
+//! the compositor is gone.
 //!
 //! `WAYLAND_DISPLAY` is read once, at start (a process's environment does
 //! not change); a broker started before the compositor exported it has
