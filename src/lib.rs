@@ -12,6 +12,7 @@ pub mod dbus;
 pub mod desktop_entry;
 #[cfg(test)]
 mod fuzz;
+pub mod hardening;
 pub mod httpd;
 pub mod logging;
 pub mod mcp;

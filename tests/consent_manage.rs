@@ -223,3 +223,81 @@ async fn a_grant_with_an_expiry_ends_on_time() {
     })
     .await
 }
+
+/// The start time of this process (field 22 of /proc/self/stat), which the
+/// broker must hand polkit as it read it when it identified us.
+fn own_start_time() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("stat");
+    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
+    rest.split_whitespace()
+        .nth(19)
+        .and_then(|t| t.parse().ok())
+        .expect("start time")
+}
+
+/// polkit is asked about the caller as it was identified (its PID with the
+/// start time read then, so a PID that changes hands while the dialog is up
+/// authorises nothing), and its details say what is asked: the dialog can
+/// show "allow org.example.App to see windows" and rules can test the app.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polkit_hears_the_identified_process_and_what_is_asked() {
+    with_timeout(60, async {
+        let bus = Bus::start();
+        let sys = Bus::start();
+        let polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
+        let home = Home::new();
+        let _d = Daemon::start_with(
+            &bus,
+            &home,
+            &[],
+            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
+        )
+        .await;
+        let conn = bus.connect().await;
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        consent
+            .set_grant("org.example.Marker7", "windows.titles", "allow", 0)
+            .await
+            .expect("allowed by polkit");
+        consent.list_grants().await.expect("grants");
+
+        let start = own_start_time();
+        let pid = std::process::id();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let log = loop {
+            let log = polkit.log();
+            if log.matches("CheckAuthorization").count() >= 2 {
+                break log;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no CheckAuthorization logged:\n{log}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let calls: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("CheckAuthorization"))
+            .collect();
+        let set = calls
+            .iter()
+            .find(|l| l.contains("SetGrant"))
+            .unwrap_or_else(|| panic!("no SetGrant check:\n{log}"));
+        for needle in [
+            "org.example.Marker7".to_owned(),
+            "windows.titles".to_owned(),
+            "allow org.example.Marker7 to see windows.titles".to_owned(),
+            format!("UInt32({pid}"),
+            format!("UInt64({start}"),
+        ] {
+            assert!(set.contains(&needle), "{needle} not in the check: {set}");
+        }
+        let list = calls
+            .iter()
+            .find(|l| l.contains("ListGrants"))
+            .unwrap_or_else(|| panic!("no ListGrants check:\n{log}"));
+        assert!(list.contains("every app"), "{list}");
+        assert!(list.contains(&format!("UInt64({start}")), "{list}");
+    })
+    .await
+}

@@ -63,9 +63,14 @@ fn bounded_malloc_arenas() {
 }
 
 fn main() -> ExitCode {
+    // Before the key is read or a thread starts (contextd::hardening).
+    let hardened = contextd::hardening::protect();
     bounded_malloc_arenas();
     let args = Args::parse();
     contextd::logging::init(args.verbose, false);
+    if let Err(e) = hardened {
+        tracing::warn!(error = %e, "running without core-dump protection");
+    }
     let paths = match Paths::from_env() {
         Ok(p) => p,
         Err(e) => {

@@ -20,6 +20,22 @@ use crate::core::identity::{self, Identity};
 pub struct Caller {
     pub identity: Identity,
     pub uid: u32,
+    /// The process's start time (clock ticks after boot), read before and
+    /// after its identity was resolved and the same both times: with the
+    /// PID it names this one process, which polkit checks again
+    /// (`dbus::polkit`). 0 when `/proc` did not say.
+    pub start_time: u64,
+}
+
+impl Caller {
+    /// The process polkit is asked about: the one identified.
+    pub(crate) fn process(&self) -> super::polkit::Process {
+        super::polkit::Process {
+            pid: self.identity.pid,
+            uid: self.uid,
+            start_time: self.start_time,
+        }
+    }
 }
 
 impl std::ops::Deref for Caller {
@@ -66,6 +82,7 @@ impl Callers {
                 self.our_uid
             )));
         }
+        let started = creds.process_id().and_then(start_time);
         let resolved = if let Some(fd) = creds.process_fd() {
             identity::resolve_pidfd(fd.as_fd())
         } else if let Some(pid) = creds.process_id() {
@@ -75,10 +92,19 @@ impl Callers {
                 "the bus gave no process for {sender}"
             )));
         };
+        let identity =
+            resolved.map_err(|e| Error::Failed(format!("cannot identify {sender}: {e}")))?;
+        // The start time read before the lookup must still be the
+        // process's after it: else the PID changed hands in between.
+        if started.is_some() && started != start_time(identity.pid) {
+            return Err(Error::Failed(format!(
+                "{sender}'s process exited while it was identified"
+            )));
+        }
         let id = Arc::new(Caller {
-            identity: resolved
-                .map_err(|e| Error::Failed(format!("cannot identify {sender}: {e}")))?,
+            identity,
             uid,
+            start_time: started.unwrap_or(0),
         });
         tracing::debug!(sender, app = %id.app_id, source = id.source.as_str(), "identified caller");
         self.lock().insert(sender.to_owned(), id.clone());
@@ -92,5 +118,33 @@ impl Callers {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Caller>>> {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+/// The process start time (field 22 of /proc/PID/stat), which polkit uses
+/// with the PID to tell a process from a later one with the same PID.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    parse_start_time(&stat)
+}
+
+fn parse_start_time(stat: &[u8]) -> Option<u64> {
+    // `comm` (field 2) may hold spaces and parentheses: the fields we
+    // want follow the last `)`.
+    let close = stat.iter().rposition(|b| *b == b')')?;
+    let rest = std::str::from_utf8(stat.get(close + 2..)?).ok()?;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_time_after_a_hostile_comm() {
+        let stat = b"42 (a) b (c)) S 1 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 987654 0 0";
+        assert_eq!(parse_start_time(stat), Some(987654));
+        assert_eq!(parse_start_time(b"42 (x"), None);
+        assert_eq!(parse_start_time(b""), None);
+        assert!(start_time(std::process::id()).is_some_and(|t| t > 0));
     }
 }

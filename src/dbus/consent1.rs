@@ -14,6 +14,7 @@ use zbus::wire::ObjectPath;
 use super::Shared;
 use super::agent::Agent;
 use super::error::{Error, Result};
+use super::polkit;
 use super::variant::{self, Dict};
 use crate::core::consent::{Answer, AuditQuery, Origin, Verdict};
 use crate::core::notice;
@@ -40,6 +41,16 @@ pub(crate) fn time_arg(name: &str, secs: i64) -> Result<Option<chrono::DateTime<
         .single()
         .map(Some)
         .ok_or_else(|| Error::InvalidArgs(format!("{name}: {secs} is not a valid Unix time")))
+}
+
+/// polkit's details for a decision on one app and category.
+fn manage_request(app: &AppId, category: &Category, summary: String) -> polkit::Request {
+    polkit::Request {
+        operation: String::new(),
+        app: Some(app.to_string()),
+        categories: vec![category.to_string()],
+        summary,
+    }
 }
 
 #[interface(name = "org.contextd.Consent1", introspection_docs = false)]
@@ -77,7 +88,17 @@ impl Consent1 {
         {
             return Err(Error::InvalidArgs("expires is in the past".into()));
         }
-        let who = self.shared.authorize_manage(&hdr).await?;
+        let who = self
+            .shared
+            .authorize_manage_for(
+                &hdr,
+                manage_request(
+                    &app,
+                    &category,
+                    format!("{} {app} to see {category}", verdict.as_str()),
+                ),
+            )
+            .await?;
         self.shared
             .core
             .gate
@@ -98,7 +119,16 @@ impl Consent1 {
     ) -> Result<bool> {
         let app = app_arg(&app)?;
         let category = category_arg(&category)?;
-        self.shared.authorize_manage(&hdr).await?;
+        self.shared
+            .authorize_manage_for(
+                &hdr,
+                manage_request(
+                    &app,
+                    &category,
+                    format!("remove the decision on {category} for {app}"),
+                ),
+            )
+            .await?;
         Ok(self.shared.core.gate.revoke(&app, &category).await?)
     }
 
@@ -107,7 +137,16 @@ impl Consent1 {
     #[zbus(out_args("removed"))]
     async fn forget_app(&self, app: String, #[zbus(header)] hdr: Header<'_>) -> Result<u64> {
         let app = app_arg(&app)?;
-        self.shared.authorize_manage(&hdr).await?;
+        self.shared
+            .authorize_manage_for(
+                &hdr,
+                polkit::Request {
+                    summary: format!("forget every decision and the audit of {app}"),
+                    app: Some(app.to_string()),
+                    ..Default::default()
+                },
+            )
+            .await?;
         Ok(self.shared.core.forget_app(&app).await?)
     }
 
@@ -130,7 +169,21 @@ impl Consent1 {
         #[zbus(header)] hdr: Header<'_>,
     ) -> Result<bool> {
         let app = app_arg(&app)?;
-        self.shared.authorize_manage(&hdr).await?;
+        let summary = if allowed {
+            format!("let {app} publish context")
+        } else {
+            format!("refuse what {app} publishes")
+        };
+        self.shared
+            .authorize_manage_for(
+                &hdr,
+                polkit::Request {
+                    summary,
+                    app: Some(app.to_string()),
+                    ..Default::default()
+                },
+            )
+            .await?;
         Ok(self.shared.core.set_publishing(&app, allowed).await?)
     }
 

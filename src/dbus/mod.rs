@@ -76,17 +76,52 @@ impl Shared {
     }
 
     /// Management calls: polkit `org.contextd.manage-consent` for the
-    /// calling process.
+    /// calling process, the details saying only which call it is.
     pub async fn authorize_manage(&self, hdr: &Header<'_>) -> Result<Arc<Caller>> {
+        let operation = hdr.member().map(|m| m.to_string()).unwrap_or_default();
+        self.authorize_manage_for(
+            hdr,
+            polkit::Request {
+                summary: summary_of(&operation),
+                operation,
+                ..Default::default()
+            },
+        )
+        .await
+    }
+
+    /// [`Self::authorize_manage`] with details naming the app and the
+    /// categories the call changes, for the dialog and polkit's rules.
+    pub(crate) async fn authorize_manage_for(
+        &self,
+        hdr: &Header<'_>,
+        mut request: polkit::Request,
+    ) -> Result<Arc<Caller>> {
         let who = self.caller(hdr).await?;
+        if request.operation.is_empty() {
+            request.operation = hdr.member().map(|m| m.to_string()).unwrap_or_default();
+        }
         self.polkit
-            .check(who.pid, who.uid, polkit::MANAGE_CONSENT)
+            .check(who.process(), polkit::MANAGE_CONSENT, &request)
             .await?;
         Ok(who)
     }
 
     pub fn next_request(&self) -> u64 {
         self.next_request.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+/// The words polkit's dialog shows for a management call that names no
+/// app or category.
+fn summary_of(member: &str) -> String {
+    match member {
+        m if m.starts_with("List") || m.starts_with("Get") || m == "Audit" => {
+            "see which apps may see your desktop context".to_owned()
+        }
+        "SetPaused" => "pause or resume sharing your desktop context".to_owned(),
+        "OpenDashboard" => "open the privacy dashboard".to_owned(),
+        _ => "change which apps may see your desktop context".to_owned(),
     }
 }
 

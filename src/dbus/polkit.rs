@@ -2,6 +2,21 @@
 //! (`org.freedesktop.PolicyKit1.Authority.CheckAuthorization` on the system
 //! bus), for the calling process, with interaction allowed so that the
 //! user's authentication agent can ask for their password.
+//!
+//! The subject is the caller as it was **identified** (`dbus::callers`):
+//! its PID with the start time read when the broker resolved its
+//! identity, not one read again at check time through an unpinned
+//! `/proc/PID`. polkit compares that start time with the process that now
+//! has the PID and refuses when they differ, so a caller that exits and
+//! leaves its PID to another process while the dialog is up (the classic
+//! polkit PID race) authorises nothing. The caller's connection is on the
+//! *session* bus, so the `system-bus-name` subject, which lets polkit
+//! read credentials itself, is not available to us.
+//!
+//! Each check carries `details` naming what is asked (`operation`, `app`,
+//! `categories`, and `summary` in words), which the action's message
+//! shows (`$(summary)` in `polkit/org.contextd.policy`) and polkit rules
+//! can test (`action.lookup("app")`).
 
 use std::collections::HashMap;
 
@@ -21,12 +36,57 @@ pub struct Polkit {
     system: OnceCell<Option<Connection>>,
 }
 
-/// The process start time (field 22 of /proc/PID/stat), which polkit uses
-/// with the PID to tell a process from a later one with the same PID.
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+/// The process polkit is asked about, as the broker identified it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Process {
+    pub pid: u32,
+    pub uid: u32,
+    /// Read when the caller was identified; 0 if it could not be read
+    /// (polkit then reads it itself, the old, racy way).
+    pub start_time: u64,
+}
+
+/// What a management call asks, for polkit's `details` (shown by the
+/// authentication dialog through the action's `$(summary)`, and
+/// available to rules).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Request {
+    /// The D-Bus member (`SetGrant`, `Revoke`, …).
+    pub operation: String,
+    /// The app the call is about, if one.
+    pub app: Option<String>,
+    /// The categories the call is about, if any.
+    pub categories: Vec<String>,
+    /// What it does, in words: "allow exe:/usr/bin/foo to see windows".
+    pub summary: String,
+}
+
+impl Request {
+    /// The details polkit gets. Values are the app's id and category
+    /// names (no control characters: both are validated before a check).
+    fn details(&self) -> HashMap<&'static str, String> {
+        let mut d = HashMap::new();
+        d.insert("operation", self.operation.clone());
+        d.insert(
+            "app",
+            self.app.clone().unwrap_or_else(|| "every app".to_owned()),
+        );
+        d.insert(
+            "categories",
+            if self.categories.is_empty() {
+                "every category".to_owned()
+            } else {
+                self.categories.join(", ")
+            },
+        );
+        let summary = if self.summary.is_empty() {
+            "change which apps may see your desktop context".to_owned()
+        } else {
+            self.summary.clone()
+        };
+        d.insert("summary", summary);
+        d
+    }
 }
 
 impl Polkit {
@@ -45,8 +105,14 @@ impl Polkit {
             .as_ref()
     }
 
-    /// `Ok` when polkit authorises `pid` (running as `uid`) for `action`.
-    pub async fn check(&self, pid: u32, uid: u32, action: &str) -> Result<(), Error> {
+    /// `Ok` when polkit authorises `process` for `action`, asked with
+    /// `request` as its details.
+    pub(crate) async fn check(
+        &self,
+        process: Process,
+        action: &str,
+        request: &Request,
+    ) -> Result<(), Error> {
         let unavailable = |why: String| {
             Error::NotAllowed(format!(
                 "cannot check authorisation with polkit ({why}); without polkit, change decisions in policy.toml or through a consent agent"
@@ -56,10 +122,10 @@ impl Polkit {
             return Err(unavailable("no system bus".into()));
         };
         let mut subject: HashMap<&str, Variant<'_>> = HashMap::new();
-        subject.insert("pid", Variant::from(pid));
-        subject.insert("start-time", Variant::from(start_time(pid).unwrap_or(0)));
-        subject.insert("uid", Variant::from(uid as i32));
-        let details: HashMap<&str, &str> = HashMap::new();
+        subject.insert("pid", Variant::from(process.pid));
+        subject.insert("start-time", Variant::from(process.start_time));
+        subject.insert("uid", Variant::from(process.uid as i32));
+        let details = request.details();
         let reply = conn
             .call_method(
                 Some("org.freedesktop.PolicyKit1"),
@@ -99,5 +165,30 @@ impl Polkit {
                 "polkit does not authorise {action} for this process"
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn details_name_what_is_asked() {
+        let r = Request {
+            operation: "SetGrant".into(),
+            app: Some("exe:/usr/bin/x".into()),
+            categories: vec!["windows".into(), "windows.titles".into()],
+            summary: "allow exe:/usr/bin/x to see windows, windows.titles".into(),
+        };
+        let d = r.details();
+        assert_eq!(d["app"], "exe:/usr/bin/x");
+        assert_eq!(d["categories"], "windows, windows.titles");
+        assert_eq!(d["operation"], "SetGrant");
+        let d = Request::default().details();
+        assert_eq!(d["app"], "every app");
+        assert_eq!(
+            d["summary"],
+            "change which apps may see your desktop context"
+        );
     }
 }
