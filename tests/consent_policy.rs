@@ -1,6 +1,7 @@
 //! The consent gate with policy.toml: a grant lets busctl read, no grant
 //! gives NotAllowed with how to grant, edits apply live, a broken file keeps
-//! the last good policy and says where the error is.
+//! the last good policy and says where the error is (to `contextctl` only:
+//! other callers read that it failed, not the file's lines).
 
 mod common;
 
@@ -130,9 +131,32 @@ async fn broken_policy_keeps_the_last_good_one_and_names_the_line() {
                 })
         })
         .await;
+        // An app (this test program) reads that the source failed, not the
+        // file's path nor its lines.
+        assert!(
+            !err.contains("policy.toml")
+                && !err.contains("no-such")
+                && !err.contains(&home.dir.path().display().to_string()),
+            "an app read the policy error: {err}"
+        );
+        // The user's own tool reads the error as it is.
+        let (st, out, stderr) = run_cmd(
+            Command::new(contextctl_bin())
+                .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+                .args(["sources", "--json"]),
+            30,
+        );
+        assert!(st.success(), "contextctl sources: {stderr}");
+        let sources: Value = serde_json::from_str(&out).expect("JSON");
+        let err = sources
+            .as_array()
+            .and_then(|v| v.iter().find(|s| s["name"] == "policy"))
+            .and_then(|s| s["last_error"].as_str())
+            .unwrap_or_default()
+            .to_owned();
         assert!(
             err.contains("policy.toml:3:") && err.contains("no-such"),
-            "{err}"
+            "{out}"
         );
         // The last good policy is still in force.
         assert!(p.get_active_window().await.is_ok());

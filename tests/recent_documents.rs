@@ -50,6 +50,23 @@ async fn recent_source(ctx: &Context1Proxy<'_>) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// The `recent` source as the user's own tool reads it (`contextctl
+/// sources --json`, with the error as it is; an app reads only that it
+/// failed, since a parse error can quote the file).
+fn recent_source_ctl(address: &str) -> Value {
+    let (st, out, err) = run_cmd(
+        Command::new(contextctl_bin())
+            .env("DBUS_SESSION_BUS_ADDRESS", address)
+            .args(["sources", "--json"]),
+        30,
+    );
+    assert!(st.success(), "contextctl sources: {err}");
+    let v: Value = serde_json::from_str(&out).expect("JSON");
+    v.as_array()
+        .and_then(|a| a.iter().find(|s| s["name"] == "recent").cloned())
+        .unwrap_or(Value::Null)
+}
+
 /// Replace the file by rename, as GTK does.
 fn write_xbel(home: &Home, text: &str) {
     let data = home.dir.path().join("data");
@@ -149,7 +166,7 @@ async fn gtk_recent_files_show_excluded_paths_never_and_bad_files_keep_the_list(
         // ListSources says why.
         write_xbel(&home, "<xbel><bookmark href=\"file:///broken\"></xbel>");
         let src = eventually(10, "the error in ListSources", || async {
-            let s = recent_source(&ctx).await;
+            let s = tokio::task::block_in_place(|| recent_source_ctl(&address));
             s["last_error"]
                 .as_str()
                 .is_some_and(|e| e.contains("line"))
@@ -157,9 +174,17 @@ async fn gtk_recent_files_show_excluded_paths_never_and_bad_files_keep_the_list(
         })
         .await;
         assert_eq!(src["available"], true, "{src}");
+        // An app reads that the file is bad, not what is in it.
+        let app_view = recent_source(&ctx).await;
+        assert!(
+            app_view["last_error"]
+                .as_str()
+                .is_some_and(|e| !e.contains("line") && !e.contains("broken")),
+            "{app_view}"
+        );
         write_xbel(&home, "not xml");
         eventually(10, "the second error in ListSources", || async {
-            let s = recent_source(&ctx).await;
+            let s = tokio::task::block_in_place(|| recent_source_ctl(&address));
             s["last_error"]
                 .as_str()
                 .is_some_and(|e| Some(e) != src["last_error"].as_str())

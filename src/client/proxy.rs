@@ -84,7 +84,8 @@ pub mod consent {
         fn end_reader(&self, id: u64) -> zbus::Result<bool>;
         fn open_dashboard(&self) -> zbus::Result<String>;
         fn watch_changes(&self) -> zbus::Result<()>;
-        #[zbus(property)]
+        // Read each time: the broker sends no PropertiesChanged for it.
+        #[zbus(property(emits_changed_signal = "false"))]
         fn paused(&self) -> zbus::Result<bool>;
         #[zbus(signal)]
         fn changed(&self, parts: Vec<String>) -> zbus::Result<()>;
@@ -139,6 +140,7 @@ pub trait History1 {
         apps: &[&str],
         categories: &[&str],
     ) -> zbus::Result<u64>;
-    #[zbus(property)]
+    // Read each time: the broker sends no PropertiesChanged for it.
+    #[zbus(property(emits_changed_signal = "false"))]
     fn recording(&self) -> zbus::Result<bool>;
 }

@@ -235,12 +235,35 @@ impl Gate {
     }
 
     fn evaluate(&self, app: &AppId, cat: &Category) -> Result<AllowedBy, Decision> {
+        self.evaluate_paused(app, cat, self.paused())
+    }
+
+    /// Whether `app` holds a lasting grant of `category` (a stored allow
+    /// or policy.toml), paused or not: who may learn what only readers of
+    /// that category could tell (History1's `Recording`).
+    pub fn granted(&self, app: &AppId, category: &Category) -> bool {
+        matches!(
+            self.evaluate_paused(app, category, false),
+            Ok(AllowedBy::Stored(_) | AllowedBy::Policy)
+        )
+    }
+
+    fn evaluate_paused(
+        &self,
+        app: &AppId,
+        cat: &Category,
+        paused: bool,
+    ) -> Result<AllowedBy, Decision> {
         let now = self.clock.now();
-        if self.paused() {
+        if paused {
             return Err(Decision::Deny(Error::NotAllowed {
                 app: app.clone(),
                 category: cat.clone(),
-                hint: "sharing is paused by the user (contextctl consent resume)".into(),
+                // An app learns of a pause only as a refusal, not that it
+                // is one (the switch is the user's business: Consent1's
+                // Paused is for management callers only); the audit says
+                // `paused`.
+                hint: "the user does not share context now".into(),
             }));
         }
         let stored = self.stored(app, cat, now);
@@ -303,6 +326,41 @@ impl Gate {
         self.evaluate(app, category).is_ok()
     }
 
+    /// Whether `app` may see `category` on a lasting ground: a stored
+    /// allow or a policy.toml grant, never a one-time grant. What a look
+    /// shows (signals, a snapshot looked at): a look uses nothing up, so
+    /// it must not show what only a one-time grant allows, or "once"
+    /// would never run out.
+    pub fn allows_lasting(&self, app: &AppId, category: &Category) -> bool {
+        matches!(
+            self.evaluate(app, category),
+            Ok(AllowedBy::Stored(_) | AllowedBy::Policy)
+        )
+    }
+
+    /// [`Gate::decide`] for a look: a one-time grant not used yet counts
+    /// as undecided (a look never uses it).
+    pub fn decide_lasting(&self, app: &AppId, category: &Category) -> Decision {
+        match self.evaluate(app, category) {
+            Ok(AllowedBy::Once) => Decision::Ask,
+            Ok(_) => Decision::Allow,
+            Err(d) => d,
+        }
+    }
+
+    /// Whether a one-time grant that a subscription used up at `Subscribe`
+    /// still holds for it: until a pause or a deny of the category (or of
+    /// its base).
+    pub fn holds(&self, app: &AppId, category: &Category) -> bool {
+        if self.paused() {
+            return false;
+        }
+        let denied = self
+            .stored(app, category, self.clock.now())
+            .is_some_and(|d| d.verdict == Verdict::Deny);
+        !denied
+    }
+
     /// An access: decides, uses up a one-time grant, and audits.
     pub fn access(
         &self,
@@ -311,19 +369,60 @@ impl Gate {
         channel: Channel,
         request: &str,
     ) -> Decision {
-        let r = self.evaluate(app, category);
-        let (allowed, reason) = match &r {
-            Ok(AllowedBy::Once) => {
-                let mut once = lock(&self.once);
-                let key = (app.clone(), category.clone());
-                if let Some(n) = once.get_mut(&key) {
-                    *n = n.saturating_sub(1);
+        self.access_once(app, category, channel, request).0
+    }
+
+    /// A detail shown by an access already allowed: when `app` may see
+    /// `category` (a one-time grant is used up), audit it and say so
+    /// (`Some(used a one-time grant)`); otherwise nothing happens and
+    /// nothing is recorded, since a read shows less rather than asking for
+    /// a detail.
+    pub fn access_if_allowed(
+        &self,
+        app: &AppId,
+        category: &Category,
+        channel: Channel,
+        request: &str,
+    ) -> Option<bool> {
+        self.evaluate(app, category).ok()?;
+        match self.access_once(app, category, channel, request) {
+            (Decision::Allow, once) => Some(once),
+            _ => None,
+        }
+    }
+
+    /// [`Gate::access`], and whether it used up a one-time grant.
+    pub fn access_once(
+        &self,
+        app: &AppId,
+        category: &Category,
+        channel: Channel,
+        request: &str,
+    ) -> (Decision, bool) {
+        let mut r = self.evaluate(app, category);
+        if let Ok(AllowedBy::Once) = r {
+            // Used up under the lock: two reads at the same moment do not
+            // both get one grant.
+            let mut once = lock(&self.once);
+            let key = (app.clone(), category.clone());
+            match once.get_mut(&key) {
+                Some(n) if *n > 0 => {
+                    *n -= 1;
                     if *n == 0 {
                         once.remove(&key);
                     }
                 }
-                (true, "once")
+                _ => {
+                    drop(once);
+                    r = match self.evaluate(app, category) {
+                        Ok(AllowedBy::Once) => Err(Decision::Ask),
+                        other => other,
+                    };
+                }
             }
+        }
+        let (allowed, reason) = match &r {
+            Ok(AllowedBy::Once) => (true, "once"),
             Ok(AllowedBy::Stored(o)) => (true, o.as_str()),
             Ok(AllowedBy::Policy) => (true, "policy"),
             Err(Decision::Ask) => (false, "undecided"),
@@ -332,8 +431,9 @@ impl Gate {
         };
         self.audit(app, category, (channel, request), allowed, reason);
         match r {
-            Ok(_) => Decision::Allow,
-            Err(d) => d,
+            Ok(AllowedBy::Once) => (Decision::Allow, true),
+            Ok(_) => (Decision::Allow, false),
+            Err(d) => (d, false),
         }
     }
 

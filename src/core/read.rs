@@ -95,6 +95,16 @@ impl fmt::Debug for Mode {
     }
 }
 
+impl Mode {
+    /// What the caller called, for the audit; `None` for a look.
+    fn request(&self) -> Option<&str> {
+        match self {
+            Mode::Look => None,
+            Mode::Access { request } | Mode::Ask { request, .. } => Some(request),
+        }
+    }
+}
+
 /// The longest reason a prompt shows (characters).
 const MAX_REASON: usize = 500;
 
@@ -212,19 +222,55 @@ impl Allowed {
 /// How far back [`What::HistoryApps`] looks: longer than any retention.
 const HISTORY_APPS_DAYS: i64 = 400;
 
-/// The categories a timeline reader may need besides `history`.
-fn history_details() -> [Category; 10] {
+/// The categories a page of the timeline of `kinds` may show besides
+/// `history`: each kind's own, and the details its rows carry (a focus
+/// row's title, a notification's body). Only these are used up and
+/// audited by the read.
+fn history_details(kinds: &[HistoryKind]) -> Vec<Category> {
+    let mut v: Vec<Category> = Vec::new();
+    for k in kinds {
+        let c = k.category();
+        if !v.contains(&c) {
+            v.push(c);
+        }
+        let detail = match k {
+            HistoryKind::Focus => Some(Category::WindowsTitles),
+            HistoryKind::Notification => Some(Category::NotificationsContent),
+            _ => None,
+        };
+        if let Some(d) = detail
+            && !v.contains(&d)
+        {
+            v.push(d);
+        }
+    }
+    v
+}
+
+/// What a summary of time per app shows besides `history`.
+fn summary_details() -> [Category; 3] {
     [
         Category::Windows,
-        Category::WindowsTitles,
         Category::MediaCapture,
         Category::MediaPlayback,
-        Category::Session,
-        Category::Notifications,
-        Category::NotificationsContent,
-        Category::DocumentsRecent,
-        Category::Provided("document".into()),
-        Category::Provided("task".into()),
+    ]
+}
+
+/// The sections of a snapshot, each with the details it shows.
+fn snapshot_sections() -> [(Category, Option<Category>); 9] {
+    [
+        (Category::Windows, Some(Category::WindowsTitles)),
+        (Category::MediaPlayback, None),
+        (Category::MediaCapture, None),
+        (Category::Session, None),
+        (Category::Power, None),
+        (Category::Network, Some(Category::NetworkName)),
+        (
+            Category::Notifications,
+            Some(Category::NotificationsContent),
+        ),
+        (Category::DocumentsRecent, None),
+        (Category::Location, Some(Category::LocationPrecise)),
     ]
 }
 
@@ -246,7 +292,7 @@ impl Core {
         let now = self.clock.now();
         Ok(match what {
             What::Snapshot => {
-                let allowed = self.looked(who, self.snapshot_categories());
+                let allowed = self.snapshot_allowed(who, &mode);
                 View::Snapshot(
                     self.state
                         .read(|s| view::snapshot(s, &|c: &Category| allowed.can(c))),
@@ -350,15 +396,32 @@ impl Core {
                 }))
             }
             What::Categories => {
-                let allowed = self.looked(who, self.snapshot_categories());
-                let kinds = self.provided_kinds();
+                // Every seed kind, published now or not (a listing that
+                // changed with publishing would tell anyone that someone
+                // publishes), and the x-NAME kinds published now, named
+                // only to a reader that may see them (`view::categories`).
+                let mut kinds: Vec<String> =
+                    super::vocabulary::seed_kinds().map(str::to_owned).collect();
+                for k in self.provided_kinds() {
+                    if !kinds.contains(&k) {
+                        kinds.push(k);
+                    }
+                }
+                let allowed = Allowed(
+                    Category::fixed()
+                        .iter()
+                        .cloned()
+                        .chain(kinds.iter().filter_map(|k| Category::provided(k).ok()))
+                        .filter(|c| self.gate.allows(&who.app_id, c))
+                        .collect(),
+                );
                 View::Categories(view::categories(&|c: &Category| allowed.can(c), &kinds))
             }
             What::Sources => View::Sources(self.state.read(view::sources)),
             What::History(mut q) => {
                 let history = self.history()?;
                 let allowed = self
-                    .access_with_details(who, Category::History, &history_details(), mode)
+                    .access_with_details(who, Category::History, &history_details(&q.kinds), mode)
                     .await?;
                 let can = |c: &Category| allowed.can(c);
                 q.kinds.retain(|k| can(&k.category()));
@@ -401,7 +464,7 @@ impl Core {
     ) -> Result<Vec<AppTotalsView>> {
         let history = self.history()?;
         let allowed = self
-            .access_with_details(who, Category::History, &history_details(), mode)
+            .access_with_details(who, Category::History, &summary_details(), mode)
             .await?;
         let totals = history.summary(since, until, self.clock.now()).await?;
         let can = |c: &Category| allowed.can(c);
@@ -427,7 +490,10 @@ impl Core {
             self.authorize(who, &[Category::History], mode).await?;
             true
         } else {
-            self.allows(who, &Category::History)
+            // Shown when allowed already: used up and audited like a
+            // detail (a look only on a lasting grant).
+            self.shown(who, [Category::History], &mode)
+                .can(&Category::History)
         };
         self.capture_sessions(since, now, timeline).await
     }
@@ -521,12 +587,27 @@ impl Core {
     }
 
     /// The first of `categories` that `app` may no longer see (a live
-    /// subscription ends then), if any.
-    pub fn withdrawn(&self, app: &AppId, categories: &[Category]) -> Option<Category> {
+    /// subscription ends then), if any. `held` are the one-time grants the
+    /// subscription used up when it was made ([`Core::subscribe_access`]):
+    /// they last as long as it does, until a pause or a deny.
+    pub fn withdrawn(
+        &self,
+        app: &AppId,
+        categories: &[Category],
+        held: &[Category],
+    ) -> Option<Category> {
         categories
             .iter()
-            .find(|c| !self.gate.allows(app, c))
+            .find(|c| !self.streams(app, c, held))
             .cloned()
+    }
+
+    /// Whether a stream of changes (a subscription, a host's listen) may
+    /// carry `c` to `app`: on a lasting grant, or on a one-time grant the
+    /// subscription itself used up. A signal is a look: it never uses a
+    /// one-time grant, so one not used yet does not count.
+    fn streams(&self, app: &AppId, c: &Category, held: &[Category]) -> bool {
+        self.gate.allows_lasting(app, c) || (held.contains(c) && self.gate.holds(app, c))
     }
 
     /// Delete rows of the timeline (the caller is a manager, checked by
@@ -543,9 +624,48 @@ impl Core {
     }
 
     /// One change as subscriber `app` may see it, or `None` when it must
-    /// not be sent (looks only: subscribing was the access).
+    /// not be sent (looks only: subscribing was the access). Only what
+    /// `app` may see on a lasting grant, or on a one-time grant in `held`
+    /// (see [`Core::withdrawn`]).
+    pub fn change_for_held(
+        &self,
+        app: &AppId,
+        held: &[Category],
+        c: &Change,
+    ) -> Option<(Category, ChangeView)> {
+        view::change(c, &|cat: &Category| self.streams(app, cat, held))
+    }
+
+    /// [`Core::change_for_held`] for a reader that holds no one-time grant.
     pub fn change_for(&self, app: &AppId, c: &Change) -> Option<(Category, ChangeView)> {
-        view::change(c, &|cat: &Category| self.gate.allows(app, cat))
+        self.change_for_held(app, &[], c)
+    }
+
+    /// Every source's health with its errors as they are (a policy.toml
+    /// error quotes the file and its line), for the user's own tools:
+    /// `contextctl` (the publisher checks the caller's executable) and
+    /// the dashboard. Apps read [`What::Sources`], whose errors are generic.
+    pub fn owner_sources(&self) -> Vec<SourceView> {
+        self.state.read(view::owner_sources)
+    }
+
+    /// The health of every source as `who` (process `pid`) may read it:
+    /// with the errors as they are when the caller is `contextctl`, the
+    /// executable installed beside this daemon, running outside any
+    /// sandbox; generic errors for every other caller. (Unsandboxed code
+    /// of the user can read the same files and the journal itself; the
+    /// rule keeps paths and lines of policy.toml from sandboxed apps and
+    /// from apps that only asked for context.)
+    pub fn sources_for(&self, who: &Subject, pid: u32) -> Vec<SourceView> {
+        let unsandboxed = matches!(
+            who.source,
+            IdentitySource::Executable | IdentitySource::Systemd
+        );
+        if unsandboxed && is_contextctl(pid) {
+            self.owner_sources()
+        } else {
+            self.state.read(view::sources)
+        }
     }
 
     /// Whether `who` may see `category` now (looks only).
@@ -560,18 +680,42 @@ impl Core {
         !matches!(self.gate.decide(&who.app_id, category), Decision::Deny(_))
     }
 
-    /// Every fixed category and the provided kinds present now: what a
-    /// snapshot may contain.
-    fn snapshot_categories(&self) -> Vec<Category> {
-        let mut v: Vec<Category> = Category::fixed().to_vec();
-        for k in self.provided_kinds() {
-            if let Ok(c) = Category::provided(&k)
-                && !v.contains(&c)
+    /// What a snapshot shows `who`: each section whose category it may
+    /// see, its details when it may see them too, and the provided kinds
+    /// published now. An audited mode uses up the one-time grants of what
+    /// it shows and audits it (nothing is asked: a snapshot never
+    /// prompts); a look shows only lasting grants. The seed kinds nobody
+    /// publishes are decided too, without an access, so that `withheld`
+    /// names them alike whether or not anyone publishes.
+    fn snapshot_allowed(&self, who: &Subject, mode: &Mode) -> Allowed {
+        let mut allowed = Allowed::default();
+        for (base, detail) in snapshot_sections() {
+            if self.shown(who, [base.clone()], mode).0.is_empty() {
+                continue;
+            }
+            allowed.0.extend(self.shown(who, detail, mode).0);
+            allowed.0.insert(base);
+        }
+        let present: Vec<Category> = self
+            .provided_kinds()
+            .iter()
+            .filter_map(|k| Category::provided(k).ok())
+            .collect();
+        allowed
+            .0
+            .extend(self.shown(who, present.iter().cloned(), mode).0);
+        for k in super::vocabulary::seed_kinds() {
+            if let Ok(c) = Category::provided(k)
+                && !present.contains(&c)
+                && match mode {
+                    Mode::Look => self.gate.allows_lasting(&who.app_id, &c),
+                    _ => self.gate.allows(&who.app_id, &c),
+                }
             {
-                v.push(c);
+                allowed.0.insert(c);
             }
         }
-        v
+        allowed
     }
 
     fn provided_kinds(&self) -> Vec<String> {
@@ -583,19 +727,39 @@ impl Core {
         })
     }
 
-    /// Of `categories`, those `who` may see, without asking or auditing.
-    fn looked(&self, who: &Subject, categories: impl IntoIterator<Item = Category>) -> Allowed {
-        Allowed(
-            categories
+    /// Of `categories`, those a read in `mode` shows `who`, never asking.
+    /// An audited mode uses up a one-time grant of each one shown and
+    /// audits it with the request (a detail is consented like a category:
+    /// "allow once" on `windows.titles` gives one read with titles); what
+    /// is not shown is not recorded. A look shows only what is granted for
+    /// good or for a while (it uses nothing up, so a one-time grant does
+    /// not count).
+    fn shown(
+        &self,
+        who: &Subject,
+        categories: impl IntoIterator<Item = Category>,
+        mode: &Mode,
+    ) -> Allowed {
+        let app = &who.app_id;
+        Allowed(match mode.request() {
+            None => categories
                 .into_iter()
-                .filter(|c| self.gate.allows(&who.app_id, c))
+                .filter(|c| self.gate.allows_lasting(app, c))
                 .collect(),
-        )
+            Some(request) => categories
+                .into_iter()
+                .filter(|c| {
+                    self.gate
+                        .access_if_allowed(app, c, who.channel, request)
+                        .is_some()
+                })
+                .collect(),
+        })
     }
 
     /// An access to `base` as `mode` says, then which of `details` `who`
-    /// may also see (looked at, never asked for: a read shows less rather
-    /// than prompting for a detail). `base` counts in.
+    /// may also see (never asked for: a read shows less rather than
+    /// prompting for a detail; see [`Core::shown`]). `base` counts in.
     async fn access_with_details(
         &self,
         who: &Subject,
@@ -603,9 +767,9 @@ impl Core {
         details: &[Category],
         mode: Mode,
     ) -> Result<Allowed> {
-        self.authorize(who, std::slice::from_ref(&base), mode)
+        self.authorize(who, std::slice::from_ref(&base), mode.clone())
             .await?;
-        let mut allowed = self.looked(who, details.iter().cloned());
+        let mut allowed = self.shown(who, details.iter().cloned(), &mode);
         allowed.0.insert(base);
         Ok(allowed)
     }
@@ -636,10 +800,25 @@ impl Core {
         categories: &[Category],
         mode: Mode,
     ) -> Result<()> {
+        self.subscribe_access(who, categories, mode).await.map(drop)
+    }
+
+    /// [`Core::authorize`] for a subscription: also the categories whose
+    /// one-time grant this access used up. The subscription holds them for
+    /// its life ("allow once" answers one call or one subscription); pass
+    /// them to [`Core::change_for_held`] and [`Core::withdrawn`].
+    pub async fn subscribe_access(
+        &self,
+        who: &Subject,
+        categories: &[Category],
+        mode: Mode,
+    ) -> Result<Vec<Category>> {
         let app = &who.app_id;
         if let Mode::Look = mode {
             for c in categories {
-                match self.gate.decide(app, c) {
+                // A look uses nothing up: a one-time grant not used yet
+                // is undecided to it.
+                match self.gate.decide_lasting(app, c) {
                     Decision::Allow => {}
                     Decision::Deny(e) => return Err(e),
                     Decision::Ask => {
@@ -650,7 +829,7 @@ impl Core {
                     }
                 }
             }
-            return Ok(());
+            return Ok(Vec::new());
         }
         if let Mode::Ask { cancel, .. } = &mode
             && cancel.is_cancelled()
@@ -662,9 +841,9 @@ impl Core {
             Mode::Access { request } | Mode::Ask { request, .. } => request.clone(),
             Mode::Look => String::new(),
         };
-        let ask = self.access_each(who, categories, &request)?;
+        let (ask, mut held) = self.access_each(who, categories, &request)?;
         if ask.is_empty() {
-            return Ok(());
+            return Ok(held);
         }
         let pending = || Error::Pending {
             app: app.clone(),
@@ -725,33 +904,37 @@ impl Core {
             });
         }
         // The answer is in the gate now (a one-time grant is used up here).
-        if self.access_each(who, &ask, &request)?.is_empty() {
-            Ok(())
+        let (still, once) = self.access_each(who, &ask, &request)?;
+        if still.is_empty() {
+            held.extend(once);
+            Ok(held)
         } else {
             Err(pending())
         }
     }
 
-    /// An audited access of each category: the undecided ones, or the
-    /// first refusal.
+    /// An audited access of each category: the undecided ones (or the
+    /// first refusal), and those allowed by a one-time grant it used up.
     fn access_each(
         &self,
         who: &Subject,
         categories: &[Category],
         request: &str,
-    ) -> Result<Vec<Category>> {
+    ) -> Result<(Vec<Category>, Vec<Category>)> {
         let mut ask = Vec::new();
+        let mut once = Vec::new();
         for c in categories {
-            match self.gate.access(&who.app_id, c, who.channel, request) {
-                Decision::Allow => {}
-                Decision::Deny(e) => {
+            match self.gate.access_once(&who.app_id, c, who.channel, request) {
+                (Decision::Allow, true) => once.push(c.clone()),
+                (Decision::Allow, false) => {}
+                (Decision::Deny(e), _) => {
                     tracing::debug!(app = %who.app_id, category = %c, channel = %who.channel, error = %e, "refused");
                     return Err(e);
                 }
-                Decision::Ask => ask.push(c.clone()),
+                (Decision::Ask, _) => ask.push(c.clone()),
             }
         }
-        Ok(ask)
+        Ok((ask, once))
     }
 }
 
@@ -767,6 +950,21 @@ fn prompt_request(who: &Subject, categories: Vec<Category>, reason: &str) -> Pro
         channel: who.channel,
         reason: reason.chars().take(MAX_REASON).collect(),
     }
+}
+
+/// Whether process `pid` runs the `contextctl` beside this daemon's own
+/// executable (`/usr/bin/contextctl` beside `/usr/bin/contextd`).
+fn is_contextctl(pid: u32) -> bool {
+    let Ok(ours) = std::env::current_exe() else {
+        return false;
+    };
+    let Some(dir) = ours.parent() else {
+        return false;
+    };
+    let Ok(theirs) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+        return false;
+    };
+    theirs == dir.join("contextctl")
 }
 
 fn state_view<T>(value: Option<T>) -> StateView<T> {

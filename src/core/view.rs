@@ -455,13 +455,43 @@ pub struct SourceView {
     pub last_error: Option<String>,
 }
 
+/// What an app reads in place of the error of a source that reads the
+/// user's own files: the error can quote their lines.
+pub const SOURCE_ERROR_WITHHELD: &str =
+    "failed (the reason is in the broker's journal and in `contextctl sources`)";
+
+/// The sources whose errors quote the user's files: policy.toml
+/// (`daemon::POLICY_SOURCE`; a TOML error quotes the line) and
+/// recently-used.xbel (`sources::recent`; a parse error can quote a
+/// document's name). The errors of the others say what a service on the
+/// bus or the system did, which any app can see for itself.
+const SOURCES_QUOTING_FILES: [&str; 2] = ["policy", "recent"];
+
 impl SourceView {
+    /// A source's health with its error as it is, for the user's own
+    /// tools ([`crate::core::Core::owner_sources`]).
     pub fn new(s: &SourceStatus) -> Self {
         SourceView {
             name: s.name.clone(),
             available: s.available,
             since: time(&s.since),
             last_error: s.last_error.clone(),
+        }
+    }
+
+    /// A source's health as any app reads it: for a source that reads
+    /// the user's files, that it failed, not why.
+    pub fn generic(s: &SourceStatus) -> Self {
+        let v = SourceView::new(s);
+        if !SOURCES_QUOTING_FILES.contains(&s.name.as_str()) {
+            return v;
+        }
+        SourceView {
+            last_error: s
+                .last_error
+                .as_ref()
+                .map(|_| SOURCE_ERROR_WITHHELD.to_owned()),
+            ..v
         }
     }
 }
@@ -713,7 +743,14 @@ pub fn notifications(snap: &Snapshot, can: Can<'_>) -> Vec<NotificationView> {
         .collect()
 }
 
+/// Every source's health as any app reads it (errors that quote the
+/// user's files generic).
 pub fn sources(snap: &Snapshot) -> Vec<SourceView> {
+    snap.sources.values().map(SourceView::generic).collect()
+}
+
+/// Every source's health with its errors, for the user's own tools.
+pub fn owner_sources(snap: &Snapshot) -> Vec<SourceView> {
     snap.sources.values().map(SourceView::new).collect()
 }
 
@@ -830,14 +867,18 @@ pub fn snapshot(snap: &Snapshot, can: Can<'_>) -> SnapshotView {
         }
     }
     for ((_, kind), p) in &snap.provided {
-        let cat = Category::Provided(kind.clone());
-        if can(&cat) {
+        if can(&Category::Provided(kind.clone())) {
             v.provided.push(ProvidedView::new(p));
-        } else if super::vocabulary::schema_type(kind).is_some()
-            && !withheld.contains(&cat.to_string())
-        {
-            // A seed kind is public vocabulary; an app's own x-NAME is
-            // not named to a reader that may not see it.
+        }
+    }
+    // Every seed kind the reader may not see, whether or not anyone
+    // publishes it now (naming only those published would tell an
+    // undecided reader that someone does). A seed kind is public
+    // vocabulary; an app's own x-NAME is never named to a reader that may
+    // not see it.
+    for kind in super::vocabulary::seed_kinds() {
+        let cat = Category::Provided(kind.to_owned());
+        if !can(&cat) {
             withheld.push(cat);
         }
     }

@@ -251,32 +251,23 @@ impl Consent1 {
     }
 
     /// The global privacy switch: while set, nothing is handed out.
-    async fn set_paused(
-        &self,
-        paused: bool,
-        #[zbus(header)] hdr: Header<'_>,
-        #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
-    ) -> Result<()> {
+    async fn set_paused(&self, paused: bool, #[zbus(header)] hdr: Header<'_>) -> Result<()> {
         self.shared.authorize_manage(&hdr).await?;
         if self.shared.core.gate.set_paused(paused) {
+            // No PropertiesChanged: it is broadcast, and the switch is the
+            // user's business. Panels hear it as `Changed` (`grants`).
             tracing::info!(paused, "sharing paused state changed");
-            self.paused_changed(&emitter).await?;
-            if let Ok(h) = self
-                .shared
-                .conn
-                .object_server()
-                .interface::<_, super::history1::History1>(super::PATH)
-                .await
-            {
-                let _ = h.get().await.recording_changed(h.signal_emitter()).await;
-            }
         }
         Ok(())
     }
 
-    #[zbus(property)]
-    fn paused(&self) -> bool {
-        self.shared.core.gate.paused()
+    /// Whether sharing is paused: to management callers only (polkit, like
+    /// every call here). An app learns of a pause only as refusals.
+    #[zbus(property(emits_changed_signal = "false"))]
+    async fn paused(&self, #[zbus(header)] hdr: Option<Header<'_>>) -> Result<bool> {
+        let hdr = hdr.ok_or_else(|| Error::NotAllowed("no caller".into()))?;
+        self.shared.authorize_manage(&hdr).await?;
+        Ok(self.shared.core.gate.paused())
     }
 
     /// Send the caller `Changed` (only to it) until it leaves the bus.

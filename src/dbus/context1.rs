@@ -66,7 +66,10 @@ impl Context1 {
     /// `withheld`: the categories it may not.
     #[zbus(out_args("snapshot"))]
     async fn get_snapshot(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
-        let v = self.shared.read(&hdr, What::Snapshot, Mode::Look).await?;
+        let v = self
+            .shared
+            .read(&hdr, What::Snapshot, super::access(&hdr))
+            .await?;
         Ok(variant::dict(&expect_view!(v, Snapshot))?)
     }
 
@@ -173,10 +176,19 @@ impl Context1 {
     }
 
     /// The health of every source. Needs no consent: it says nothing about
-    /// what the user does.
+    /// what the user does. Errors as they are only to `contextctl`; every
+    /// other caller reads that a source failed, not why.
     #[zbus(out_args("sources"))]
-    async fn list_sources(&self) -> Result<Vec<Dict>> {
-        Ok(variant::dicts(&self.shared.core.state.read(view::sources))?)
+    async fn list_sources(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
+        let caller = self.shared.caller(&hdr).await?;
+        let who = crate::core::Subject {
+            app_id: caller.app_id.clone(),
+            source: caller.source,
+            channel: crate::core::Channel::DBus,
+        };
+        Ok(variant::dicts(
+            &self.shared.core.sources_for(&who, caller.pid),
+        )?)
     }
 
     /// Every category, its description, and whether the caller may read it.
@@ -197,9 +209,10 @@ impl Context1 {
     ) -> Result<OwnedObjectPath> {
         let cats = parse_categories(&categories)?;
         let who = self.shared.subject(&hdr).await?;
-        self.shared
+        let held = self
+            .shared
             .core
-            .authorize(&who, &cats, super::access(&hdr))
+            .subscribe_access(&who, &cats, super::access(&hdr))
             .await?;
         let owner = hdr
             .sender()
@@ -211,7 +224,7 @@ impl Context1 {
             &self.shared.subs,
             &owner,
             (who.app_id.clone(), who.source),
-            cats,
+            (cats, held),
         )
         .await?;
         tracing::debug!(app = %who.app_id, %path, "subscribed");

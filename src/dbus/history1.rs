@@ -157,9 +157,24 @@ impl History1 {
         Ok(n)
     }
 
-    /// Whether the timeline records now (enabled and not paused).
-    #[zbus(property)]
-    fn recording(&self) -> bool {
-        self.enabled && !self.shared.core.gate.paused()
+    /// Whether the timeline records now (enabled and not paused): to
+    /// callers granted `history` (paused or not; the timeline's gaps tell
+    /// them anyway), since it says whether the user paused sharing.
+    #[zbus(property(emits_changed_signal = "false"))]
+    async fn recording(&self, #[zbus(header)] hdr: Option<Header<'_>>) -> Result<bool> {
+        let hdr = hdr.ok_or_else(|| Error::NotAllowed("no caller".into()))?;
+        let who = self.shared.subject(&hdr).await?;
+        if !self
+            .shared
+            .core
+            .gate
+            .granted(&who.app_id, &Category::History)
+        {
+            return Err(Error::NotAllowed(format!(
+                "Recording tells whether the user paused sharing: it needs the category history ({})",
+                who.app_id
+            )));
+        }
+        Ok(self.enabled && !self.shared.core.gate.paused())
     }
 }

@@ -27,6 +27,9 @@ struct Entry {
     owner: String,
     app: AppId,
     categories: Vec<Category>,
+    /// The one-time grants `Subscribe` used up: this subscription carries
+    /// them until it ends (or a pause or a deny ends it).
+    held: Vec<Category>,
     path: OwnedObjectPath,
     /// Listed in `Consent1.ListReaders` while this entry lives; the user
     /// ending it cancels its token.
@@ -72,12 +75,7 @@ impl Subscription {
         #[zbus(header)] hdr: Header<'_>,
         #[zbus(object_server)] server: &zbus::ObjectServer,
     ) -> Result<()> {
-        let sender = hdr.sender().map(|s| s.as_str()).unwrap_or_default();
-        if sender != self.owner {
-            return Err(Error::NotAllowed(
-                "only the peer that subscribed may unsubscribe".into(),
-            ));
-        }
+        self.owned_by(hdr.sender().map(|s| s.as_str()))?;
         let path = self.subs.lock().remove(&self.id).map(|e| e.path);
         if let Some(path) = path {
             server.remove::<Subscription, _>(&path).await?;
@@ -85,10 +83,13 @@ impl Subscription {
         Ok(())
     }
 
-    /// The categories this subscription receives.
+    /// The categories this subscription receives: to its owner only (what
+    /// another app subscribed to is its business; `GetAll` leaves it out
+    /// for anyone else).
     #[zbus(property)]
-    fn categories(&self) -> Vec<String> {
-        self.categories.clone()
+    fn categories(&self, #[zbus(header)] hdr: Option<Header<'_>>) -> Result<Vec<String>> {
+        self.owned_by(hdr.as_ref().and_then(|h| h.sender()).map(|s| s.as_str()))?;
+        Ok(self.categories.clone())
     }
 
     /// A change in one of the subscribed categories, rendered for what the
@@ -110,14 +111,28 @@ impl Subscription {
     ) -> zbus::Result<()>;
 }
 
-/// Create a subscription object for `owner` and return its path.
+impl Subscription {
+    /// Only the connection that subscribed may use or read this object.
+    fn owned_by(&self, sender: Option<&str>) -> Result<()> {
+        if sender == Some(self.owner.as_str()) {
+            Ok(())
+        } else {
+            Err(Error::NotAllowed(
+                "this subscription belongs to another connection".into(),
+            ))
+        }
+    }
+}
+
+/// Create a subscription object for `owner` and return its path. `held`:
+/// the one-time grants the `Subscribe` call used up.
 pub async fn create(
     conn: &Connection,
     core: &Core,
     subs: &Arc<Subscriptions>,
     owner: &str,
     app: (AppId, IdentitySource),
-    categories: Vec<Category>,
+    (categories, held): (Vec<Category>, Vec<Category>),
 ) -> Result<OwnedObjectPath> {
     let (app, identity_source) = app;
     let id = subs.allocate();
@@ -147,6 +162,7 @@ pub async fn create(
             owner: owner.to_owned(),
             app,
             categories,
+            held,
             path: path.clone(),
             reader: Arc::new(reader),
         },
@@ -207,7 +223,7 @@ async fn enforce(conn: &Connection, core: &Core, subs: &Subscriptions) {
                 out.push((e.clone(), c, "the user ended this subscription".to_owned()));
                 return false;
             }
-            match core.withdrawn(&e.app, &e.categories) {
+            match core.withdrawn(&e.app, &e.categories, &e.held) {
                 Some(c) => {
                     let reason = format!("consent for '{c}' was withdrawn");
                     out.push((e.clone(), c, reason));
@@ -269,7 +285,7 @@ pub async fn dispatch(
                     .cloned()
                     .collect();
                 for e in targets {
-                    let Some((cat, data)) = core.change_for(&e.app, &change) else {
+                    let Some((cat, data)) = core.change_for_held(&e.app, &e.held, &change) else {
                         continue;
                     };
                     let Some(em) = emitter_for(&conn, &e) else { continue };
