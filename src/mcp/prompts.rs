@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 use super::Broker;
 use super::consent::{Mode, Subject};
 use super::error::{Error, wire};
+use super::render::{data, is_plain, json_line, seal};
 use super::resources::{self, Res};
 use crate::core::{View, What};
 
@@ -108,15 +109,17 @@ pub async fn get(
                 snap.markdown
             );
             if full {
+                // Its strings are the same third-party text: the JSON goes
+                // in one fence (one line, nothing in it can close it).
                 text.push_str(&format!(
-                    "\nThe complete snapshot as JSON:\n\n```json\n{}\n```\n",
-                    serde_json::to_string_pretty(&snap.json).unwrap_or_default()
+                    "\nThe complete snapshot as JSON:\n\n{}\n",
+                    data("snapshot as JSON", None, &json_line(&snap.json))
                 ));
             }
             text.push_str("\nIn two or three sentences, what am I most likely doing right now? Do not guess beyond what the data shows.");
             wire(user_text(
                 "What the user is doing, from the allowed snapshot",
-                text,
+                seal(text),
             ))
         }
         "privacy_report" => {
@@ -166,7 +169,7 @@ pub async fn get(
             text.push_str("\nExplain this to me briefly and point out anything unusual.");
             wire(user_text(
                 "Recent use of microphone, camera and screen",
-                text,
+                seal(text),
             ))
         }
         _ => {
@@ -244,9 +247,11 @@ pub async fn complete(
             ));
         }
     };
+    // A value hosts may show or hand to the model as it is: only plain
+    // identifiers (an app id a client chose can be any text).
     let mut values: Vec<String> = candidates
         .into_iter()
-        .filter(|c| c.starts_with(prefix))
+        .filter(|c| c.starts_with(prefix) && is_plain(c))
         .collect();
     let total = values.len();
     values.truncate(100);

@@ -9,6 +9,7 @@ use super::Broker;
 use super::consent::{Mode, Subject};
 use super::error::Error;
 pub use super::render::{Rendered, fit, to_json};
+use super::render::{clean, data, ident, json_line};
 use crate::core::state::Change;
 use crate::core::view::CategoryView;
 use crate::core::{View, What, vocabulary};
@@ -500,13 +501,12 @@ fn selection_rendered(
 ) -> Result<Rendered, Error> {
     let markdown = match &v.value {
         Some(s) => {
-            let quoted: Vec<String> = s.text.lines().map(|l| format!("> {l}")).collect();
             let cut = if s.truncated { " (cut at 64 KiB)" } else { "" };
             format!(
                 "# Selected text\n\n{}\n\n({} characters, {}{cut})\n",
-                quoted.join("\n"),
+                data("selected text", None, &s.text),
                 s.length,
-                s.mime_type
+                ident("MIME type", &s.mime_type)
             )
         }
         None if v.available => "# Selected text\n\nNo text is selected.\n".into(),
@@ -536,12 +536,12 @@ fn recent_documents_rendered(json: Value) -> Rendered {
             .get("path")
             .and_then(Value::as_str)
             .unwrap_or_else(|| str_of(d, "uri"));
-        md.push_str(&format!("- {place}"));
+        // File names are anyone's (a download names its file); the app
+        // that opened it is the one the list names.
+        let app = d.get("app").and_then(Value::as_str);
+        md.push_str(&format!("- {}", data("recent file", app, place)));
         if let Some(m) = d.get("mime_type").and_then(Value::as_str) {
-            md.push_str(&format!(" ({m})"));
-        }
-        if let Some(a) = d.get("app").and_then(Value::as_str) {
-            md.push_str(&format!(", by {a}"));
+            md.push_str(&format!(" ({})", ident("MIME type", m)));
         }
         let when = d
             .get("modified")
@@ -600,7 +600,8 @@ fn provided_label(kind: &str) -> String {
     }
 }
 
-/// One entry an app published: `app: “name” [schema type]`.
+/// One entry an app published: its name (or its data) fenced as the
+/// app's, then `[schema type]`.
 pub fn provided_line(e: &Value) -> String {
     const MAX: usize = 200;
     let cut = |s: &str| {
@@ -610,14 +611,14 @@ pub fn provided_line(e: &Value) -> String {
             s.to_owned()
         }
     };
-    let data = e.get("data").unwrap_or(&Value::Null);
-    let label = vocabulary::title(data)
-        .or_else(|| data.get("text").and_then(Value::as_str))
-        .map(|s| format!("“{}”", cut(s)))
-        .unwrap_or_else(|| cut(&data.to_string()));
-    let mut line = format!("{}: {label}", str_of(e, "app_id"));
-    if let Some(t) = data.get("@type").and_then(Value::as_str) {
-        line.push_str(&format!(" [{t}]"));
+    let d = e.get("data").unwrap_or(&Value::Null);
+    let (app, kind) = (str_of(e, "app_id"), str_of(e, "kind"));
+    let mut line = match vocabulary::title(d).or_else(|| d.get("text").and_then(Value::as_str)) {
+        Some(t) => data(kind, Some(app), &cut(t)),
+        None => data(&format!("{kind} as JSON"), Some(app), &cut(&json_line(d))),
+    };
+    if let Some(t) = d.get("@type").and_then(Value::as_str) {
+        line.push_str(&format!(" [{}]", ident("type", t)));
     }
     line
 }
@@ -634,7 +635,11 @@ fn state_rendered<T: serde::Serialize>(
             capitalize(key)
         )
     } else {
-        format!("# {}\n\n{}\n", capitalize(key), kv_lines(&value))
+        format!(
+            "# {}\n\n- {}\n",
+            capitalize(key),
+            kv_pairs(&value).join("\n- ")
+        )
     };
     let mut m = Map::new();
     m.insert("available".into(), json!(v.available));
@@ -710,19 +715,21 @@ pub fn notifications_rendered(mut json: Value, next: Option<Option<String>>) -> 
         md.push_str("No notifications.\n");
     }
     for n in ns {
-        md.push_str(&format!(
-            "- {} — **{}**",
-            str_of(n, "app_name"),
-            str_of(n, "summary")
-        ));
+        // The app name is what the sender says; summary and body are its.
+        let mut text = str_of(n, "summary").to_owned();
         if let Some(b) = n
             .get("body")
             .and_then(Value::as_str)
             .filter(|b| !b.is_empty())
         {
-            md.push_str(&format!(": {b}"));
+            text.push_str(" — ");
+            text.push_str(b);
         }
-        md.push_str(&format!(" ({})\n", str_of(n, "time")));
+        md.push_str(&format!(
+            "- {} ({})\n",
+            data("notification", Some(str_of(n, "app_name")), &text),
+            str_of(n, "time")
+        ));
     }
     if let (Some(Some(c)), Value::Object(m)) = (&next, &mut json) {
         m.insert("nextCursor".into(), json!(c));
@@ -734,28 +741,14 @@ pub fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
 }
 
-/// One line about a capture session: `app (microphone) from … to …`, and
-/// whether the name is only what the app claims.
+/// One line about a capture session: `app (microphone) from … to …`; a
+/// name that is only what the app claims is fenced as that.
 pub fn capture_line(c: &Value) -> String {
-    let (who, claimed) = match c.get("app_id").and_then(Value::as_str) {
-        Some(a) => (a, false),
-        None => (
-            c.get("claimed_name")
-                .and_then(Value::as_str)
-                .unwrap_or("an unknown app"),
-            true,
-        ),
-    };
     let end = match c.get("active").and_then(Value::as_bool) {
         Some(true) => None,
         _ => Some(str_of(c, "end")),
     };
-    let line = capture_span(who, str_of(c, "kind"), str_of(c, "start"), end);
-    if claimed {
-        format!("{line} — the name is what the app claims")
-    } else {
-        line
-    }
+    capture_span(&stream_who(c), str_of(c, "kind"), str_of(c, "start"), end)
 }
 
 /// `who (device) from START to END` (or `until now` while it goes on): a
@@ -767,22 +760,21 @@ pub fn capture_span(who: &str, device: &str, start: &str, end: Option<&str>) -> 
     }
 }
 
-/// One line about a window: `Name (app.id) — title [focused]`.
+/// One line about a window: `Name (app.id) — title [focused] (id …)`, the
+/// title fenced as the app's.
 pub fn window_line(w: &Value) -> String {
     let app = str_of(w, "app_id");
-    let name = w.get("app_name").and_then(Value::as_str).unwrap_or(app);
-    let mut s = if name == app {
-        app.to_owned()
-    } else {
-        format!("{name} ({app})")
+    let mut s = match w.get("app_name").and_then(Value::as_str) {
+        Some(name) if name != app => format!("{} ({})", clean(name), ident("app id", app)),
+        _ => ident("app id", app),
     };
     if let Some(t) = w.get("title").and_then(Value::as_str) {
-        s.push_str(&format!(" — {t}"));
+        s.push_str(&format!(" — {}", data("window title", Some(app), t)));
     }
     if w.get("focused").and_then(Value::as_bool) == Some(true) {
         s.push_str(" [focused]");
     }
-    s.push_str(&format!(" (id {})", str_of(w, "id")));
+    s.push_str(&format!(" (id {})", ident("window id", str_of(w, "id"))));
     s
 }
 
@@ -791,16 +783,22 @@ fn stream_summary(v: &[Value]) -> String {
         return "nothing".into();
     }
     v.iter()
-        .map(|s| {
-            let who = s
-                .get("app_id")
-                .and_then(Value::as_str)
-                .or_else(|| s.get("claimed_name").and_then(Value::as_str))
-                .unwrap_or("unknown app");
-            format!("{who} ({})", str_of(s, "kind"))
-        })
+        .map(|s| format!("{} ({})", stream_who(s), str_of(s, "kind")))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Who a stream or capture session is: its app id (from the kernel), else
+/// the name the app claims, fenced as that.
+fn stream_who(s: &Value) -> String {
+    match (
+        s.get("app_id").and_then(Value::as_str),
+        s.get("claimed_name").and_then(Value::as_str),
+    ) {
+        (Some(a), _) => ident("app id", a),
+        (None, Some(n)) => data("name the app claims", None, n),
+        (None, None) => "an unknown app".into(),
+    }
 }
 
 fn capitalize(s: &str) -> String {
@@ -810,20 +808,37 @@ fn capitalize(s: &str) -> String {
         .unwrap_or_default()
 }
 
-fn kv_lines(v: &Value) -> String {
+/// `key: value` of a state (session, power, network, location). Names
+/// that others chose (the network's, the place's description) are fenced;
+/// other strings are shown when they are plain words of the source
+/// (`charging`, `wifi`), fenced otherwise.
+fn kv_pairs(v: &Value) -> Vec<String> {
+    fn has_text(v: &Value) -> bool {
+        match v {
+            Value::String(_) => true,
+            Value::Array(a) => a.iter().any(has_text),
+            Value::Object(m) => m.values().any(has_text),
+            _ => false,
+        }
+    }
     match v {
         Value::Object(m) => m
             .iter()
             .map(|(k, v)| {
-                let v = v
-                    .as_str()
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| v.to_string());
-                format!("- {k}: {v}")
+                let v = match v {
+                    Value::String(s) => match k.as_str() {
+                        "ssid" => data("network name", None, s),
+                        "name" | "description" => data("place name", None, s),
+                        _ => ident(k, s),
+                    },
+                    v if has_text(v) => data(k, None, &json_line(v)),
+                    v => v.to_string(),
+                };
+                format!("{k}: {v}")
             })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        other => other.to_string(),
+            .collect(),
+        other if has_text(other) => vec![data("value", None, &json_line(other))],
+        other => vec![other.to_string()],
     }
 }
 
@@ -851,7 +866,7 @@ pub fn snapshot_markdown(snap: &Value) -> String {
             md.push_str(&format!(
                 "{}: {}\n",
                 capitalize(key),
-                kv_lines(v).replace('\n', ";").replace("- ", "")
+                kv_pairs(v).join("; ")
             ));
         }
     }
@@ -859,7 +874,11 @@ pub fn snapshot_markdown(snap: &Value) -> String {
         md.push_str(&format!("Recent notifications: {}\n", n.len()));
     }
     if let Some(d) = snap.get("documents.recent").and_then(Value::as_array) {
-        let names: Vec<&str> = d.iter().take(5).map(|d| str_of(d, "name")).collect();
+        let names: Vec<String> = d
+            .iter()
+            .take(5)
+            .map(|d| data("file name", None, str_of(d, "name")))
+            .collect();
         md.push_str(&format!(
             "Recent documents: {} ({})\n",
             d.len(),
@@ -1008,7 +1027,8 @@ mod tests {
         assert!(
             r.markdown.starts_with("# Open document (1)")
                 && r.markdown
-                    .contains("exe:/usr/bin/docs: “notes.odt” [DigitalDocument]"),
+                    .contains(" document from exe:/usr/bin/docs⟧notes.odt⟦/")
+                && r.markdown.contains("⟧ [DigitalDocument] (updated"),
             "{}",
             r.markdown
         );
@@ -1020,7 +1040,8 @@ mod tests {
         );
         let md = snapshot_markdown(&json!({"provided": [entry], "withheld": []}));
         assert!(
-            md.contains("Open document: exe:/usr/bin/docs: “notes.odt”"),
+            md.contains("Open document: ⟦")
+                && md.contains(" document from exe:/usr/bin/docs⟧notes.odt⟦/"),
             "{md}"
         );
 

@@ -11,7 +11,7 @@ use serde_json::json;
 use super::Broker;
 use super::consent::{Mode, Subject};
 use super::error::Error;
-use super::render::{Rendered, to_json};
+use super::render::{Rendered, data, ident, to_json};
 use crate::core::history::{HistoryKind, Query};
 use crate::core::{View, What};
 
@@ -90,14 +90,15 @@ pub async fn activity(
         }
     );
     for e in &page.events {
+        let app = e.app_id.as_deref();
         md.push_str(&format!(
             "- {} {} {}{}\n",
             e.start,
             e.kind.as_str(),
-            e.app_id.as_deref().unwrap_or(""),
+            app.map(|a| ident("app id", a)).unwrap_or_default(),
             e.title
                 .as_deref()
-                .map(|t| format!(" — {t}"))
+                .map(|t| format!(" — {}", data(title_of(e.kind), app, t)))
                 .unwrap_or_default()
         ));
     }
@@ -105,6 +106,19 @@ pub async fn activity(
         json: json!({"events": to_json(&page.events)?, "truncated": page.next_cursor.is_some()}),
         markdown: md,
     })
+}
+
+/// What the title of an event of `kind` is, as its fence says.
+fn title_of(kind: HistoryKind) -> &'static str {
+    match kind {
+        HistoryKind::Focus => "window title",
+        HistoryKind::Notification => "notification",
+        HistoryKind::Capture | HistoryKind::Playback => "media name",
+        HistoryKind::Document => "document",
+        HistoryKind::Task => "task",
+        HistoryKind::RecentDocument => "recent file",
+        _ => "title",
+    }
 }
 
 /// Focus, capture and playback time per app in `[since, until)`, each only
@@ -124,9 +138,10 @@ pub async fn time_per_app(
     };
     let mut md = String::from("Time per app:\n");
     for t in &apps {
+        let app = ident("app id", &t.app_id);
         match t.focus_s {
-            Some(s) => md.push_str(&format!("- {}: {:.0} min focused\n", t.app_id, s / 60.0)),
-            None => md.push_str(&format!("- {}\n", t.app_id)),
+            Some(s) => md.push_str(&format!("- {app}: {:.0} min focused\n", s / 60.0)),
+            None => md.push_str(&format!("- {app}\n")),
         }
     }
     Ok(Rendered {
