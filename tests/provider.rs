@@ -370,3 +370,162 @@ async fn contextctl_publishes_from_a_shell_and_lists_providers() {
     })
     .await;
 }
+
+/// JSON-LD keywords change what an entry means to a reader's processor
+/// (`@id` makes it about another node, `@included` adds nodes, `@reverse`
+/// turns relations around, a nested `@context` redefines the terms or is
+/// fetched from anywhere): none but `@type` is taken, at any depth, and the
+/// error names the key. Nothing of a refused entry reaches a reader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_ld_keywords_that_change_meaning_are_refused() {
+    with_timeout(60, async {
+        let (bus, sys, _polkit, home) = buses().await;
+        let me = my_app_id();
+        home.write_policy(&[(me.as_str(), &["provided.document", "provided.event", "provided.x-note"])]);
+        let _d = start(&bus, &sys, &home).await;
+        let conn = bus.connect().await;
+        let ctx = Context1Proxy::new(&conn).await.expect("ctx");
+        let provider = Provider1Proxy::new(&conn).await.expect("provider");
+        provider
+            .publish("document", r#"{"name":"plan.odt"}"#)
+            .await
+            .expect("publish");
+        let attacks = [
+            ("document", r#"{"name":"a","@id":"https://bank.example/account"}"#, "'@id'"),
+            (
+                "document",
+                r#"{"name":"a","@included":[{"@type":"Person","name":"bank"}]}"#,
+                "'@included'",
+            ),
+            ("document", r#"{"name":"a","@reverse":{"author":{"name":"bank"}}}"#, "'@reverse'"),
+            (
+                "document",
+                r#"{"name":"a","url":{"@context":"https://evil.example/ctx.jsonld","name":"bank"}}"#,
+                "'url.@context'",
+            ),
+            (
+                "document",
+                r#"{"name":"a","url":{"@context":{"name":"http://evil.example/p"},"name":"bank"}}"#,
+                "'url.@context'",
+            ),
+            (
+                "event",
+                r#"{"name":"a","startDate":"2026-11-23T09:30:00Z","attendees":[{"name":"bank","@id":"mailto:x@bank.example"}]}"#,
+                "'attendees[0].@id'",
+            ),
+            ("x-note", r#"{"@graph":[{"name":"bank"}]}"#, "'@graph'"),
+        ];
+        for (i, (kind, data, key)) in attacks.into_iter().enumerate() {
+            if i % 8 == 7 {
+                tokio::time::sleep(Duration::from_millis(1100)).await; // the bucket refills
+            }
+            let (n, m) = err(provider.publish(kind, data).await);
+            assert_eq!(n, "org.contextd.Error.InvalidArgs", "{data}: {m}");
+            assert!(m.contains(key), "{data}: the error names {key}: {m}");
+        }
+        for kind in ["document", "event", "x-note"] {
+            let got = provided(&ctx, kind).await;
+            assert!(!format!("{got:?}").contains("bank"), "{kind}: {got:?}");
+        }
+        assert_eq!(provided(&ctx, "document").await[0]["data"]["name"], "plan.odt");
+        // `@type` stays a name, nested too.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        provider
+            .publish(
+                "document",
+                r#"{"name":"b","url":{"@type":"WebPage","name":"Start"}}"#,
+            )
+            .await
+            .expect("a nested @type");
+        assert_eq!(
+            provided(&ctx, "document").await[0]["data"]["url"]["@type"],
+            "WebPage"
+        );
+    })
+    .await;
+}
+
+/// An entry is its connection's: a second process of the same app (the
+/// same executable here) can neither retract nor overwrite it, and its
+/// exit leaves it. Readers see the entry published last; when that one
+/// goes, the other is shown again. The app's limit on kinds counts all its
+/// connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_connection_of_the_app_cannot_touch_anothers_entry() {
+    with_timeout(60, async {
+        let (bus, sys, _polkit, home) = buses().await;
+        let me = my_app_id();
+        home.write_policy(&[(me.as_str(), &["provided.document"])]);
+        let _d = start(&bus, &sys, &home).await;
+        let reader = bus.connect().await;
+        let ctx = Context1Proxy::new(&reader).await.expect("ctx");
+        let names = || async {
+            provided(&ctx, "document")
+                .await
+                .iter()
+                .map(|e| e["data"]["name"].as_str().unwrap_or_default().to_owned())
+                .collect::<Vec<_>>()
+        };
+
+        let first = bus.connect().await;
+        let a = Provider1Proxy::new(&first).await.expect("provider a");
+        a.publish("document", r#"{"name":"first.odt"}"#)
+            .await
+            .expect("publish a");
+        assert_eq!(names().await, ["first.odt"]);
+
+        let second = bus.connect().await;
+        let b = Provider1Proxy::new(&second).await.expect("provider b");
+        // Retracting what it never published removes nothing.
+        b.retract("document").await.expect("retract b");
+        assert_eq!(names().await, ["first.odt"], "b retracted a's entry");
+
+        // b publishes: readers see the newest; b retracts: a's again.
+        b.publish("document", r#"{"name":"second.odt"}"#)
+            .await
+            .expect("publish b");
+        assert_eq!(names().await, ["second.odt"]);
+        b.retract("document").await.expect("retract b");
+        assert_eq!(names().await, ["first.odt"], "a's entry was overwritten");
+
+        // b publishes again and exits: a's entry, still published, stays.
+        b.publish("document", r#"{"name":"third.odt"}"#)
+            .await
+            .expect("publish b");
+        assert_eq!(names().await, ["third.odt"]);
+        drop(b);
+        drop(second);
+        eventually(10, "a's entry shown again after b exits", || async {
+            (names().await == ["first.odt"]).then_some(())
+        })
+        .await;
+
+        // The limit on kinds counts every connection of the app: a has
+        // one, a third connection has 15 more, a fourth gets none.
+        let third = bus.connect().await;
+        let c = Provider1Proxy::new(&third).await.expect("provider c");
+        for i in 0..15 {
+            if i % 8 == 5 {
+                tokio::time::sleep(Duration::from_millis(1100)).await; // the bucket refills
+            }
+            c.publish(&format!("x-k{i}"), "{}")
+                .await
+                .expect("publish c");
+        }
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let fourth = bus.connect().await;
+        let d = Provider1Proxy::new(&fourth).await.expect("provider d");
+        let (n, m) = err(d.publish("x-other", "{}").await);
+        assert_eq!(n, "org.contextd.Error.LimitExceeded", "{m}");
+        assert!(m.contains("16 kinds"), "{m}");
+
+        // a exits: its entry goes; nothing else of the app is a document.
+        drop(a);
+        drop(first);
+        eventually(10, "a's entry gone with a", || async {
+            names().await.is_empty().then_some(())
+        })
+        .await;
+    })
+    .await;
+}

@@ -30,9 +30,10 @@ pub enum Error {
     )]
     PublishRefused { app: AppId },
     /// A caller that is not the desktop shell reported windows
-    /// (org.contextd.WindowReports1).
-    #[error("{app} is not the desktop shell: only gnome-shell and kwin_wayland report windows")]
-    NotAReporter { app: AppId },
+    /// (org.contextd.WindowReports1); `why` says which rule refused it
+    /// (the executable, or the shell's bus name).
+    #[error("{app} may not report windows: {why}")]
+    NotAReporter { app: AppId, why: String },
     #[error("{0}")]
     Unavailable(String),
     #[error("{0}")]

@@ -611,6 +611,7 @@ mod tests {
             parent: None,
             first_seen: Utc::now(),
             last_focused: None,
+            attributed_by: Default::default(),
         }
     }
 

@@ -5,12 +5,18 @@
 //! one read path.
 //!
 //! An entry belongs to the app the publisher identified from the caller's
-//! credentials ([`Subject`]) and lives as long as its owner: an opaque
-//! name of the publisher's connection (a D-Bus unique name). When the owner
-//! goes ([`Core::provider_gone`]), its entries go too.
+//! credentials ([`Subject`]) and is keyed by its owner, an opaque name of
+//! the publisher's connection (a D-Bus unique name), and its kind: only
+//! that connection replaces or retracts it, and it lives as long as that
+//! connection ([`Core::provider_gone`]). Two connections of one app (two
+//! processes of one executable, two windows of a Flatpak) can each
+//! publish a kind; readers see one entry per app and kind, the one
+//! published last, and when it goes (retracted, its connection closed)
+//! the other one is shown again. The app's limits (the rate, the kinds)
+//! count every connection of the app together.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
@@ -23,7 +29,8 @@ use super::view::time;
 use super::{Core, vocabulary};
 use crate::model::{AppId, ProvidedContext};
 
-/// Kinds one app may have published at once.
+/// Entries one app may have at once, over all its connections (each
+/// connection's kinds count).
 pub const MAX_KINDS_PER_APP: usize = 16;
 /// Publishes per second one app may make, on average ...
 pub const PUBLISHES_PER_SECOND: f64 = 10.0;
@@ -39,14 +46,20 @@ pub const MAX_TOTAL_BYTES: usize = 16 * 1024 * 1024;
 /// to publish leave no more than this behind.
 const PRUNE_BUCKETS_AT: usize = 1024;
 
-type Key = (AppId, String);
+/// An entry: the publishing connection and the kind.
+type Key = (String, String);
+/// What readers see one entry of: the app and the kind.
+type Shown = (AppId, String);
 
-/// One live entry: who owns it, since when, how big it is.
+/// One live entry: whose it is, since when, how big, and what it says.
 #[derive(Debug)]
 struct Entry {
-    owner: String,
     since: DateTime<Utc>,
     bytes: usize,
+    /// When it was published, in publish order: readers see the newest
+    /// of an app's entries of a kind.
+    seq: u64,
+    context: ProvidedContext,
 }
 
 /// A token bucket: [`PUBLISH_BURST`] tokens, refilled at
@@ -79,23 +92,64 @@ impl Bucket {
 #[derive(Debug, Default)]
 struct Inner {
     entries: HashMap<Key, Entry>,
-    by_owner: HashMap<String, HashSet<Key>>,
+    /// Each connection's kinds.
+    by_owner: HashMap<String, HashSet<String>>,
+    /// Each app's entries of a kind, by publish order: the last is shown.
+    by_app: BTreeMap<Shown, BTreeMap<u64, String>>,
     buckets: HashMap<AppId, Bucket>,
     bytes: usize,
+    /// The last publish's number.
+    seq: u64,
 }
 
 impl Inner {
-    fn kinds_of(&self, app: &AppId) -> usize {
-        self.entries.keys().filter(|(a, _)| a == app).count()
+    /// `app`'s entries, over all its connections.
+    fn entries_of(&self, app: &AppId) -> usize {
+        self.by_app
+            .range((app.clone(), String::new())..)
+            .take_while(|((a, _), _)| a == app)
+            .map(|(_, owners)| owners.len())
+            .sum()
+    }
+
+    /// The connection whose entry readers see for `shown`, with its
+    /// publish number.
+    fn shown(&self, shown: &Shown) -> Option<(u64, &str)> {
+        self.by_app
+            .get(shown)
+            .and_then(|o| o.last_key_value())
+            .map(|(seq, owner)| (*seq, owner.as_str()))
+    }
+
+    fn insert(&mut self, owner: &str, entry: Entry) {
+        let kind = entry.context.kind.clone();
+        self.bytes += entry.bytes;
+        self.by_owner
+            .entry(owner.to_owned())
+            .or_default()
+            .insert(kind.clone());
+        self.by_app
+            .entry((entry.context.app_id.clone(), kind.clone()))
+            .or_default()
+            .insert(entry.seq, owner.to_owned());
+        self.entries.insert((owner.to_owned(), kind), entry);
     }
 
     fn remove(&mut self, key: &Key) -> Option<Entry> {
         let e = self.entries.remove(key)?;
         self.bytes = self.bytes.saturating_sub(e.bytes);
-        if let Some(keys) = self.by_owner.get_mut(&e.owner) {
-            keys.remove(key);
-            if keys.is_empty() {
-                self.by_owner.remove(&e.owner);
+        let (owner, kind) = key;
+        if let Some(kinds) = self.by_owner.get_mut(owner) {
+            kinds.remove(kind);
+            if kinds.is_empty() {
+                self.by_owner.remove(owner);
+            }
+        }
+        let shown = (e.context.app_id.clone(), kind.clone());
+        if let Some(owners) = self.by_app.get_mut(&shown) {
+            owners.remove(&e.seq);
+            if owners.is_empty() {
+                self.by_app.remove(&shown);
             }
         }
         Some(e)
@@ -104,13 +158,18 @@ impl Inner {
     /// Forget the buckets of apps that publish nothing and are idle, so
     /// that a crowd of short-lived publishers leaves nothing behind.
     fn prune(&mut self, now: Instant) {
-        let entries = &self.entries;
-        self.buckets
-            .retain(|app, b| !b.full(now) || entries.keys().any(|(a, _)| a == app));
+        let by_app = &self.by_app;
+        self.buckets.retain(|app, b| {
+            !b.full(now)
+                || by_app
+                    .range((app.clone(), String::new())..)
+                    .next()
+                    .is_some_and(|((a, _), _)| a == app)
+        });
     }
 }
 
-/// The publishers' bookkeeping (the entries themselves are in the state).
+/// The publishers' bookkeeping (the entries readers see are in the state).
 #[derive(Debug, Default)]
 pub struct Providers {
     inner: Mutex<Inner>,
@@ -153,10 +212,11 @@ pub struct ProvidedKindView {
 }
 
 impl Core {
-    /// Set `who`'s entry of `kind` to `json` (a JSON object in the
-    /// vocabulary), owned by `owner` until it goes. Checked in this order:
-    /// the user's refusal, the rate, the data, the number of kinds and the
-    /// total size; a publish that fails leaves the previous entry as it was.
+    /// Set the entry of `kind` of the connection `owner` (of the app
+    /// `who`) to `json` (a JSON object in the vocabulary), until that
+    /// connection goes. Checked in this order: the user's refusal, the
+    /// rate, the data, the number of entries and the total size; a
+    /// publish that fails leaves every entry as it was.
     pub fn publish(&self, who: &Subject, owner: &str, kind: &str, json: &str) -> Result<()> {
         let app = &who.app_id;
         if !self.gate.may_publish(app) {
@@ -180,95 +240,140 @@ impl Core {
         }
         let data = vocabulary::check_entry(kind, json)?;
         let bytes = json.len();
-        let key: Key = (app.clone(), kind.to_owned());
+        let key: Key = (owner.to_owned(), kind.to_owned());
         let stamp = self.clock.now();
-        {
-            let mut inner = self.providers.lock();
-            let old = inner.entries.get(&key).map(|e| e.bytes);
-            if old.is_none() && inner.kinds_of(app) >= MAX_KINDS_PER_APP {
-                return Err(Error::LimitExceeded(format!(
-                    "{app} already publishes {MAX_KINDS_PER_APP} kinds, the most an app may; retract one first"
-                )));
-            }
-            let total = inner.bytes - old.unwrap_or(0) + bytes;
-            if total > MAX_TOTAL_BYTES {
-                return Err(Error::LimitExceeded(format!(
-                    "the broker holds {MAX_TOTAL_BYTES} bytes of published context, the most it keeps; try again when apps retract"
-                )));
-            }
-            let since = match inner.remove(&key) {
-                Some(e) => e.since,
-                None => {
-                    self.gate.notices.bump(super::notice::Part::Providers);
-                    stamp
-                }
-            };
-            inner.bytes += bytes;
-            inner
-                .by_owner
-                .entry(owner.to_owned())
-                .or_default()
-                .insert(key.clone());
-            inner.entries.insert(
-                key,
-                Entry {
-                    owner: owner.to_owned(),
-                    since,
-                    bytes,
-                },
-            );
-            // Applied under the lock, so that a publish and the owner's
-            // going cannot reach the state in the other order.
-            self.state.apply(SourceEvent::Provided {
-                context: ProvidedContext {
-                    app_id: app.clone(),
-                    kind: kind.to_owned(),
-                    data: std::sync::Arc::new(data),
-                    updated: stamp,
-                },
-            });
-        }
-        Ok(())
-    }
-
-    /// Remove `who`'s entry of `kind`, whichever of its connections
-    /// published it. Nothing to remove is not an error.
-    pub fn retract(&self, who: &Subject, kind: &str) -> Result<()> {
-        vocabulary::check_kind(kind)?;
-        let key: Key = (who.app_id.clone(), kind.to_owned());
         let mut inner = self.providers.lock();
-        self.remove_entries(&mut inner, vec![key]);
+        // A connection is one app (its identity is its credentials'); an
+        // entry of another app under its name would be a bug, and is not
+        // replaced in place.
+        let old = inner
+            .entries
+            .get(&key)
+            .filter(|e| e.context.app_id == *app)
+            .map(|e| (e.bytes, e.since));
+        if old.is_none() && inner.entries_of(app) >= MAX_KINDS_PER_APP {
+            return Err(Error::LimitExceeded(format!(
+                "{app} already publishes {MAX_KINDS_PER_APP} kinds (its connections' entries count together), the most an app may; retract one first"
+            )));
+        }
+        let old_bytes = inner.entries.get(&key).map_or(0, |e| e.bytes);
+        let total = inner.bytes - old_bytes + bytes;
+        if total > MAX_TOTAL_BYTES {
+            return Err(Error::LimitExceeded(format!(
+                "the broker holds {MAX_TOTAL_BYTES} bytes of published context, the most it keeps; try again when apps retract"
+            )));
+        }
+        let since = match old {
+            Some((_, since)) => since,
+            None => {
+                self.gate.notices.bump(super::notice::Part::Providers);
+                stamp
+            }
+        };
+        // The old entry goes without a word to readers: the new one,
+        // shown at once, replaces it (or, of another app, is removed
+        // the ordinary way).
+        if old.is_some() {
+            inner.remove(&key);
+        } else if inner.entries.contains_key(&key) {
+            self.remove_entries(&mut inner, vec![key.clone()]);
+        }
+        inner.seq += 1;
+        let context = ProvidedContext {
+            app_id: app.clone(),
+            kind: kind.to_owned(),
+            data: Arc::new(data),
+            updated: stamp,
+        };
+        let seq = inner.seq;
+        inner.insert(
+            owner,
+            Entry {
+                since,
+                bytes,
+                seq,
+                context: context.clone(),
+            },
+        );
+        // Applied under the lock, so that a publish and the owner's
+        // going cannot reach the state in the other order. The newest
+        // entry is the one readers see.
+        self.state.apply(SourceEvent::Provided { context });
         Ok(())
     }
 
-    /// Remove `keys` (those that are live), tell the state and the user's
-    /// panels, and forget idle rate buckets. Called with the lock held, so
-    /// that removals and publishes reach the state in order.
+    /// Remove the entry of `kind` of the connection `owner`. Nothing to
+    /// remove is not an error; another connection's entry, even of the
+    /// same app, is not this one's to remove.
+    pub fn retract(&self, who: &Subject, owner: &str, kind: &str) -> Result<()> {
+        vocabulary::check_kind(kind)?;
+        let key: Key = (owner.to_owned(), kind.to_owned());
+        let mut inner = self.providers.lock();
+        if inner
+            .entries
+            .get(&key)
+            .is_some_and(|e| e.context.app_id == who.app_id)
+        {
+            self.remove_entries(&mut inner, vec![key]);
+        }
+        Ok(())
+    }
+
+    /// Remove `keys` (those that are live), tell the state what readers
+    /// see now (for each app and kind whose shown entry went: the app's
+    /// next newest entry of that kind, or nothing), tell the user's
+    /// panels, and forget idle rate buckets. Called with the lock held,
+    /// so that removals and publishes reach the state in order.
     fn remove_entries(&self, inner: &mut Inner, keys: Vec<Key>) {
-        let mut removed = false;
+        // What readers saw of each app and kind touched, before.
+        let mut touched: BTreeMap<Shown, Option<u64>> = BTreeMap::new();
+        let mut removed = Vec::new();
         for key in keys {
-            if inner.remove(&key).is_some() {
-                removed = true;
-                self.state.apply(SourceEvent::ProvidedRemoved {
-                    app_id: key.0,
-                    kind: key.1,
-                });
+            let Some(e) = inner.entries.get(&key) else {
+                continue;
+            };
+            let shown = (e.context.app_id.clone(), key.1.clone());
+            let before = inner.shown(&shown).map(|(seq, _)| seq);
+            touched.entry(shown).or_insert(before);
+            removed.extend(inner.remove(&key));
+        }
+        for (shown, before) in touched {
+            let now = inner
+                .shown(&shown)
+                .map(|(seq, owner)| (seq, owner.to_owned()));
+            match now {
+                Some((seq, _)) if Some(seq) == before => {}
+                Some((_, owner)) => {
+                    if let Some(e) = inner.entries.get(&(owner, shown.1.clone())) {
+                        self.state.apply(SourceEvent::Provided {
+                            context: e.context.clone(),
+                        });
+                    }
+                }
+                None => {
+                    self.state.apply(SourceEvent::ProvidedRemoved {
+                        app_id: shown.0,
+                        kind: shown.1,
+                    });
+                }
             }
         }
-        if removed {
+        if !removed.is_empty() {
             self.gate.notices.bump(super::notice::Part::Providers);
         }
         inner.prune(Instant::now());
     }
 
     /// The publisher `owner` is gone (its bus connection closed): its
-    /// entries go, and their readers are told.
+    /// entries go, and their readers are told (of another connection's
+    /// entry of the app, shown again, or that there is none).
     pub fn provider_gone(&self, owner: &str) {
         let mut inner = self.providers.lock();
-        let Some(keys) = inner.by_owner.get(owner).cloned() else {
+        let Some(kinds) = inner.by_owner.get(owner).cloned() else {
             return;
         };
-        self.remove_entries(&mut inner, keys.into_iter().collect());
+        let keys = kinds.into_iter().map(|k| (owner.to_owned(), k)).collect();
+        self.remove_entries(&mut inner, keys);
     }
 
     /// Let `app` publish, or refuse its publications (its entries go at
@@ -279,9 +384,9 @@ impl Core {
             let mut inner = self.providers.lock();
             let keys: Vec<Key> = inner
                 .entries
-                .keys()
-                .filter(|(a, _)| a == app)
-                .cloned()
+                .iter()
+                .filter(|(_, e)| e.context.app_id == *app)
+                .map(|(k, _)| k.clone())
                 .collect();
             self.remove_entries(&mut inner, keys);
         }
@@ -297,8 +402,8 @@ impl Core {
             self.state.read(|s| {
                 for ((app, kind), p) in &s.provided {
                     let since = inner
-                        .entries
-                        .get(&(app.clone(), kind.clone()))
+                        .shown(&(app.clone(), kind.clone()))
+                        .and_then(|(_, owner)| inner.entries.get(&(owner.to_owned(), kind.clone())))
                         .map_or(p.updated, |e| e.since);
                     by_app
                         .entry(app.clone())

@@ -3,22 +3,36 @@
 //! (the contextd GNOME Shell extension, the KWin script) reports its
 //! windows and focus to the broker.
 //!
-//! The core decides who may report: only the shell's own process, known
-//! by its executable ([`Reporters`]; the identity comes from the caller's
-//! credentials like every caller's, never from what it sends). An allowed
-//! report is handed, in order, to the `shells` source
-//! (`sources::shells`), which keeps each shell's windows and turns them
-//! into `SourceEvent`s like any source: so consent, detail levels,
-//! subscriptions and the timeline are the Wayland source's.
+//! The core decides who may report: only the shell, and two facts must
+//! say so, neither of them taken from what the caller sends:
+//! - its executable ([`Reporters`]; the identity comes from the caller's
+//!   credentials like every caller's). Alone this proves little: any
+//!   unsandboxed process can run `/usr/bin/gnome-shell` with an
+//!   `LD_PRELOAD` library of its own;
+//! - its connection owns the shell's well-known name on the bus
+//!   (`org.gnome.Shell`, `org.kde.KWin`), which the real shell holds for
+//!   as long as it runs, as the bus says (the publisher follows
+//!   `NameOwnerChanged` and asks `GetNameOwner`, and tells
+//!   [`Core::shell_name_owner`]). So there is one reporter per shell at a
+//!   time: another connection, even of the same executable, is refused
+//!   while the shell runs, and when the name changes hands what the old
+//!   owner reported goes.
+//!
+//! What a shell reports stays its claim: each window says which shell
+//! attributed it (`app_id_source`). An allowed report is handed, in order,
+//! to the `shells` source (`sources::shells`), which keeps each shell's
+//! windows and turns them into `SourceEvent`s like any source: so consent,
+//! detail levels, subscriptions and the timeline are the Wayland source's.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::Core;
 use super::error::{Error, Result};
 use super::read::Subject;
-use crate::model::{AppId, IdentitySource, WindowStates};
+use crate::model::{AppId, IdentitySource, WindowAttribution, WindowStates};
 
 /// The source that GNOME Shell's reports are.
 pub const GNOME_SHELL: &str = "gnome-shell";
@@ -31,6 +45,33 @@ pub const DEFAULT_EXECUTABLES: [(&str, &str); 2] = [
     (GNOME_SHELL, "/usr/bin/gnome-shell"),
     (KWIN, "/usr/bin/kwin_wayland"),
 ];
+
+/// The well-known name each shell owns on the session bus for as long as
+/// it runs (the extension reports over GNOME Shell's own connection, the
+/// KWin script's `callDBus` over KWin's).
+pub const BUS_NAMES: [(&str, &str); 2] = [(GNOME_SHELL, "org.gnome.Shell"), (KWIN, "org.kde.KWin")];
+
+/// The well-known name of the shell `source`.
+pub fn bus_name(source: &str) -> Option<&'static str> {
+    BUS_NAMES
+        .iter()
+        .find(|(s, _)| *s == source)
+        .map(|(_, n)| *n)
+}
+
+/// What the windows of `source` say attributed them.
+pub fn attribution(source: &str) -> WindowAttribution {
+    match source {
+        GNOME_SHELL => WindowAttribution::GnomeShell,
+        KWIN => WindowAttribution::Kwin,
+        _ => WindowAttribution::Compositor,
+    }
+}
+
+/// The connection (unique name) that owns each shell's well-known name,
+/// by source; a shell whose name has no owner (or none known yet) is
+/// absent.
+pub type NameOwners = BTreeMap<&'static str, String>;
 
 /// At most this many windows per reporter (a full list longer than that
 /// is refused).
@@ -80,23 +121,48 @@ pub struct Reported {
     /// [`GNOME_SHELL`] or [`KWIN`].
     pub source: &'static str,
     /// The reporter's connection (a D-Bus unique name): what it reported
-    /// lives as long as that.
+    /// lives as long as that, and as long as it owns the shell's name.
     pub owner: String,
     pub report: Report,
 }
 
+/// What the `shells` source receives: the reports, in order, and who owns
+/// each shell's name now. The source takes a report only while its sender
+/// still owns the name ([`ShellFeed::owns`]), so that a report accepted
+/// just before its sender lost the name never outlives the loss.
+#[derive(Debug)]
+pub struct ShellFeed {
+    pub reports: mpsc::Receiver<Reported>,
+    pub owners: watch::Receiver<NameOwners>,
+}
+
+impl ShellFeed {
+    /// Whether `conn` owns the name of the shell `source` now.
+    pub fn owns(&self, source: &str, conn: &str) -> bool {
+        self.owners.borrow().get(source).is_some_and(|o| o == conn)
+    }
+
+    /// The owner of the name of the shell `source` now.
+    pub fn owner(&self, source: &str) -> Option<String> {
+        self.owners.borrow().get(source).cloned()
+    }
+}
+
 /// Who may report, and where the reports go.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Reporters {
     allowed: Vec<(&'static str, AppId)>,
+    /// The owners of the shells' names, as the bus last said.
+    owners: watch::Sender<NameOwners>,
     tx: mpsc::Sender<Reported>,
 }
 
 impl Reporters {
     /// The default executables plus `extra` ones (`[sources.shells]`);
-    /// the receiver is the `shells` source's.
-    pub fn new(extra: &[(&'static str, &Path)]) -> (Reporters, mpsc::Receiver<Reported>) {
+    /// the feed is the `shells` source's.
+    pub fn new(extra: &[(&'static str, &Path)]) -> (Reporters, ShellFeed) {
         let (tx, rx) = mpsc::channel(QUEUE);
+        let (owners, owners_rx) = watch::channel(NameOwners::new());
         let mut allowed = Vec::new();
         let defaults = DEFAULT_EXECUTABLES
             .iter()
@@ -110,7 +176,17 @@ impl Reporters {
                 }
             }
         }
-        (Reporters { allowed, tx }, rx)
+        (
+            Reporters {
+                allowed,
+                owners,
+                tx,
+            },
+            ShellFeed {
+                reports: rx,
+                owners: owners_rx,
+            },
+        )
     }
 
     /// The source `who` reports as, if it is a shell: its identity must be
@@ -124,7 +200,28 @@ impl Reporters {
         }
         Err(Error::NotAReporter {
             app: who.app_id.clone(),
+            why: "only gnome-shell and kwin_wayland report windows".into(),
         })
+    }
+
+    /// Whether `conn` owns the well-known name of the shell `source`.
+    fn owns(&self, source: &str, conn: &str) -> bool {
+        self.owners.borrow().get(source).is_some_and(|o| o == conn)
+    }
+
+    /// The bus says `owner` owns the name of the shell `source` now.
+    fn set_owner(&self, source: &'static str, owner: Option<&str>) {
+        self.owners.send_if_modified(|owners| {
+            if owners.get(source).map(String::as_str) == owner {
+                return false;
+            }
+            tracing::debug!(source, owner, "the shell's bus name changed hands");
+            match owner {
+                Some(o) => owners.insert(source, o.to_owned()),
+                None => owners.remove(source),
+            };
+            true
+        });
     }
 }
 
@@ -140,16 +237,46 @@ impl Core {
             .ok_or_else(|| Error::Unavailable("window reports are not taken here".into()))
     }
 
-    /// The source `who` reports as, or `NotAReporter`.
+    /// The source `who` reports as by its executable, or `NotAReporter`
+    /// (whether its connection owns the shell's name is checked by
+    /// [`Core::window_report`]).
     pub fn window_reporter(&self, who: &Subject) -> Result<&'static str> {
         self.reporters()?.source_of(who)
     }
 
+    /// Whether the connection `conn` owns the well-known name of the shell
+    /// `source`, as far as the core was told. A publisher that hears "no"
+    /// asks the bus before it reports, since a new shell's first report can
+    /// overtake the news of its name.
+    pub fn owns_shell_name(&self, source: &str, conn: &str) -> bool {
+        self.reporters().is_ok_and(|r| r.owns(source, conn))
+    }
+
+    /// The bus says who owns the well-known name of the shell `source`
+    /// now (`None`: nobody). Only a publisher calls this, with what the
+    /// bus said (never what a caller said), newest last. When the name
+    /// changes hands, the windows of the connection that held it go.
+    pub fn shell_name_owner(&self, source: &'static str, owner: Option<&str>) {
+        if let Ok(reporters) = self.reporters() {
+            reporters.set_owner(source, owner);
+        }
+    }
+
     /// A shell's report, from the connection `owner`: refused unless `who`
-    /// is a shell, then handed to the source in order.
+    /// is a shell's executable and `owner` owns the shell's bus name, then
+    /// handed to the source in order.
     pub fn window_report(&self, who: &Subject, owner: &str, report: Report) -> Result<()> {
         let reporters = self.reporters()?;
         let source = reporters.source_of(who)?;
+        if !reporters.owns(source, owner) {
+            let name = bus_name(source).unwrap_or(source);
+            return Err(Error::NotAReporter {
+                app: who.app_id.clone(),
+                why: format!(
+                    "its connection {owner} does not own {name}: only the running shell reports, over the connection that owns its name"
+                ),
+            });
+        }
         if let Report::Windows { windows, .. } = &report
             && windows.len() > MAX_WINDOWS
         {
@@ -224,5 +351,25 @@ mod tests {
                 "{app} {source:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_name_owner_is_what_the_bus_said_last() {
+        let (r, mut feed) = Reporters::new(&[]);
+        assert!(!r.owns(GNOME_SHELL, ":1.5"), "nobody, until the bus says");
+        r.set_owner(GNOME_SHELL, Some(":1.5"));
+        assert!(r.owns(GNOME_SHELL, ":1.5") && feed.owns(GNOME_SHELL, ":1.5"));
+        assert!(feed.owners.has_changed().unwrap_or(false));
+        feed.owners.borrow_and_update();
+        assert!(!r.owns(GNOME_SHELL, ":1.6"), "another connection");
+        assert!(!r.owns(KWIN, ":1.5"), "the other shell's name");
+        r.set_owner(GNOME_SHELL, Some(":1.5"));
+        assert!(
+            !feed.owners.has_changed().unwrap_or(true),
+            "the same owner again tells the source nothing"
+        );
+        r.set_owner(GNOME_SHELL, None);
+        assert!(!r.owns(GNOME_SHELL, ":1.5"));
+        assert_eq!(feed.owner(GNOME_SHELL), None);
     }
 }

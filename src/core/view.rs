@@ -102,9 +102,10 @@ pub fn time(t: &DateTime<Utc>) -> String {
 pub struct WindowView {
     pub id: String,
     pub app_id: String,
-    /// Always `compositor`: Wayland gives no PID, the app id is what the
-    /// client told the compositor. Said on the wire so that nobody
-    /// mistakes it for an identity.
+    /// Who said what `app_id` is: `compositor` (Wayland gives no PID, the
+    /// app id is what the client told the compositor), or the shell that
+    /// attributed the window (`gnome-shell`, `kwin`). A claim either way:
+    /// said on the wire so that nobody mistakes it for an identity.
     pub app_id_source: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub app_name: Option<String>,
@@ -128,7 +129,7 @@ impl WindowView {
         WindowView {
             id: w.id.clone(),
             app_id: w.app_id.clone(),
-            app_id_source: "compositor",
+            app_id_source: w.attributed_by.as_str(),
             app_name: w.app_name.clone(),
             icon: w.icon.clone(),
             title: titles.then(|| w.title.clone()),
@@ -1049,6 +1050,7 @@ mod tests {
             parent: None,
             first_seen: Utc::now(),
             last_focused: None,
+            attributed_by: Default::default(),
         };
         let mut snap = Snapshot::default();
         snap.windows.insert("w1".into(), w.clone());

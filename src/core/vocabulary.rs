@@ -8,6 +8,14 @@
 //! processor expands them with. The broker checks each entry here before it
 //! is stored, so that a reader can rely on the required fields and their
 //! types, and sets `@type` (and a selection's `length`).
+//!
+//! No JSON-LD keyword but `@type` is taken, at any depth ([`check_entry`]):
+//! keywords change what an entry means to a reader's JSON-LD processor
+//! (`@id` makes it a statement about another node, `@reverse` turns its
+//! relations around, `@included` and `@graph` add nodes, `@value` and
+//! `@language` retype values, a nested `@context` redefines the terms or
+//! has the reader fetch a remote one). An entry means what the vocabulary
+//! says its keys mean.
 
 use chrono::DateTime;
 use serde_json::{Map, Value};
@@ -303,6 +311,9 @@ pub fn check_entry(kind: &str, json: &str) -> Result<Value> {
             format!("'@context' may only be \"{CONTEXT_IRI}\" (the broker's vocabulary)"),
         ));
     }
+    for (key, v) in &obj {
+        check_keys(kind, key, Some(key), v)?;
+    }
     let Some(k) = KINDS.iter().find(|k| k.name == kind) else {
         // x-NAME: free-form, any object.
         return Ok(Value::Object(obj));
@@ -347,6 +358,72 @@ pub fn check_entry(kind: &str, json: &str) -> Result<Value> {
     obj.remove("@type");
     out.extend(obj);
     Ok(Value::Object(out))
+}
+
+/// `@`: what every JSON-LD keyword starts with.
+fn is_keyword(key: &str) -> bool {
+    key.starts_with('@')
+}
+
+/// A key of an entry as an error names it: its path, shortened.
+fn shown_path(path: &str) -> String {
+    let mut p: String = path.chars().take(80).collect();
+    if p.len() < path.len() {
+        p.push('…');
+    }
+    p
+}
+
+/// Refuse every key that starts with `@` but `@type`, at any depth of the
+/// value `v` of `key` (`None` for a list's item), whose place in the entry
+/// is `path` (dotted, for the error); and a `@type` that is not a name (a
+/// string, or a list of strings, none of them a keyword).
+fn check_keys(kind: &str, path: &str, key: Option<&str>, v: &Value) -> Result<()> {
+    let leaf = key.unwrap_or_default();
+    if leaf == "@type" {
+        let names: Vec<&Value> = match v {
+            Value::Array(a) => a.iter().collect(),
+            other => vec![other],
+        };
+        if names
+            .iter()
+            .any(|n| !n.as_str().is_some_and(|s| !s.is_empty() && !is_keyword(s)))
+        {
+            return Err(invalid(
+                kind,
+                format!(
+                    "'{}' must be a type name (a string, or a list of them, not a JSON-LD keyword)",
+                    shown_path(path)
+                ),
+            ));
+        }
+        return Ok(());
+    }
+    if is_keyword(leaf) {
+        return Err(invalid(
+            kind,
+            format!(
+                "'{}': a key that starts with '@' is a JSON-LD keyword, which changes what an entry means; none is taken but '@type' (and, at the top, the vocabulary's '@context')",
+                shown_path(path)
+            ),
+        ));
+    }
+    match v {
+        Value::Object(o) => {
+            for (k, v) in o {
+                check_keys(kind, &format!("{path}.{k}"), Some(k), v)?;
+            }
+        }
+        Value::Array(a) => {
+            for (i, v) in a.iter().enumerate() {
+                if let Value::Object(_) | Value::Array(_) = v {
+                    check_keys(kind, &format!("{path}[{i}]"), None, v)?;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// The IRI an app may name as its `@context`: this vocabulary.
@@ -436,5 +513,65 @@ mod tests {
             )
             .contains("@context")
         );
+    }
+
+    #[test]
+    fn no_keyword_but_type_at_any_depth() {
+        for (kind, json, key) in [
+            (
+                "document",
+                r#"{"name":"a","@id":"https://bank.example/"}"#,
+                "'@id'",
+            ),
+            (
+                "document",
+                r#"{"name":"a","@included":[{"name":"b"}]}"#,
+                "'@included'",
+            ),
+            (
+                "document",
+                r#"{"name":"a","@reverse":{"author":"x"}}"#,
+                "'@reverse'",
+            ),
+            ("document", r#"{"name":"a","@graph":[]}"#, "'@graph'"),
+            (
+                "document",
+                r#"{"name":"a","url":{"@context":"https://evil.example/ctx.jsonld","name":"b"}}"#,
+                "'url.@context'",
+            ),
+            (
+                "event",
+                r#"{"name":"a","startDate":"2026-01-01T00:00:00Z","attendees":[{"name":"b","@id":"mailto:x"}]}"#,
+                "'attendees[0].@id'",
+            ),
+            (
+                "x-mood",
+                r#"{"a":{"b":[[{"@value":"x"}]]}}"#,
+                "'a.b[0][0].@value'",
+            ),
+            ("x-mood", r#"{"@ID":"x"}"#, "'@ID'"),
+            ("x-mood", r#"{"@":"x"}"#, "'@'"),
+        ] {
+            let m = err(kind, json);
+            assert!(
+                m.contains(key) && m.contains("JSON-LD keyword"),
+                "{json}: {m}"
+            );
+        }
+        for (kind, json) in [
+            ("x-mood", r#"{"@type":{"@id":"x"}}"#),
+            ("x-mood", r#"{"@type":"@id"}"#),
+            ("document", r#"{"name":"a","url":{"@type":["Thing",3]}}"#),
+        ] {
+            assert!(err(kind, json).contains("type name"), "{json}");
+        }
+        // `@type` is a name at any depth; keys with `@` inside are keys.
+        let d = check_entry(
+            "document",
+            r#"{"name":"a","url":{"@type":"WebPage","name":"b"},"x@y":1}"#,
+        )
+        .expect("@type nested");
+        assert_eq!(d["url"]["@type"], "WebPage");
+        assert!(check_entry("x-mood", r#"{"@type":["Thing","CreativeWork"]}"#).is_ok());
     }
 }

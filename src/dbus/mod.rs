@@ -230,11 +230,20 @@ pub async fn serve(
             },
         )
         .await?;
+    // Who owns the shells' names, followed before WindowReports1 is served.
+    let shell_owners = Arc::new(window_reports1::NameOwners::default());
+    level.spawn(window_reports1::follow_shell_names(
+        core.clone(),
+        shell_owners.clone(),
+        window_reports1::shell_name_changes(&dbus).await,
+        level.token(),
+    ));
     conn.object_server()
         .at(
             PATH,
             window_reports1::WindowReports1 {
                 shared: shared.clone(),
+                owners: shell_owners,
             },
         )
         .await?;

@@ -2,8 +2,11 @@
 //! Documented in `dbus-interfaces/org.contextd.Provider1.xml`.
 //!
 //! The publisher is identified from its credentials like every caller;
-//! its unique bus name is the owner of what it publishes, so that its
-//! entries go when its connection does (see `serve`'s `NameOwnerChanged`).
+//! its unique bus name is the owner of what it publishes (an entry is
+//! keyed by it and the kind), so that only that connection replaces or
+//! retracts it, and its entries go when its connection does (see
+//! `serve`'s `NameOwnerChanged`), whatever other connections of the same
+//! app do.
 
 use std::sync::Arc;
 
@@ -40,10 +43,10 @@ impl Provider1 {
         Ok(())
     }
 
-    /// Remove the caller's entry of `kind`.
+    /// Remove the caller's entry of `kind` (this connection's).
     async fn retract(&self, kind: String, #[zbus(header)] hdr: Header<'_>) -> Result<()> {
         let who = self.shared.subject(&hdr).await?;
-        self.shared.core.retract(&who, &kind)?;
+        self.shared.core.retract(&who, &owner(&hdr)?, &kind)?;
         Ok(())
     }
 

@@ -3,43 +3,162 @@
 //!
 //! Converts the wire's dictionaries into `core::reports` types; the core
 //! decides whether the caller is a shell (its identity from the bus's
-//! credentials) and hands the report on. A window's properties come as
+//! credentials, its connection the owner of the shell's bus name) and
+//! hands the report on. What the core knows of the names' owners comes
+//! from the bus only: [`follow_shell_names`] passes on `NameOwnerChanged`,
+//! and a report from a connection the core does not know as the owner
+//! makes this ask `GetNameOwner` first ([`NameOwners`] keeps the newest
+//! answer of the two). A window's properties come as
 //! `a{sv}` so that a KWin script's `callDBus` (which sends a JavaScript
 //! object as `a{sv}` and an array as `av`) and GJS can both call it.
 //! Calls are handled one after the other, in the order they arrive.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
+use zbus::fdo::DBusProxy;
 use zbus::interface;
-use zbus::message::Header;
+use zbus::message::{Header, Sequence};
 use zbus::wire::{OwnedVariant, Variant};
 
 use super::Shared;
 use super::error::{Error, Result};
-use crate::core::reports::{Report, ReportedWindow};
+use crate::core::Core;
+use crate::core::reports::{self, Report, ReportedWindow};
 use crate::model::WindowStates;
 
 pub struct WindowReports1 {
     pub(crate) shared: Arc<Shared>,
+    pub(crate) owners: Arc<NameOwners>,
+}
+
+/// What the bus said last about the owner of each shell's name. The
+/// `NameOwnerChanged` signals and the replies to `GetNameOwner` are
+/// handled by different tasks, so each is kept only if it is newer (by
+/// its place in what this connection received) than what the core was
+/// told: an old signal never undoes a newer answer.
+#[derive(Debug, Default)]
+pub(crate) struct NameOwners {
+    told: Mutex<HashMap<&'static str, Sequence>>,
+}
+
+impl NameOwners {
+    /// The bus said, in the message at `at`, that `owner` owns the name
+    /// of the shell `source`: tell the core, unless it knows newer.
+    fn learn(&self, core: &Core, source: &'static str, at: Sequence, owner: Option<&str>) {
+        let mut told = self.told.lock().unwrap_or_else(|e| e.into_inner());
+        if told.get(source).is_some_and(|t| *t >= at) {
+            return;
+        }
+        told.insert(source, at);
+        // Under the lock, so that two answers reach the core in order.
+        core.shell_name_owner(source, owner);
+    }
+
+    /// Ask the bus who owns the name of the shell `source`.
+    async fn ask(&self, shared: &Shared, source: &'static str) {
+        let Some(name) = reports::bus_name(source) else {
+            return;
+        };
+        let reply = shared
+            .conn
+            .call_method(
+                Some("org.freedesktop.DBus"),
+                "/org/freedesktop/DBus",
+                Some("org.freedesktop.DBus"),
+                "GetNameOwner",
+                &(name,),
+            )
+            .await;
+        match reply {
+            Ok(m) => match m.body().deserialize::<String>() {
+                Ok(owner) => self.learn(&shared.core, source, m.recv_position(), Some(&owner)),
+                Err(e) => tracing::warn!(name, error = %e, "GetNameOwner answered oddly"),
+            },
+            // NameHasNoOwner: the shell does not run.
+            Err(zbus::Error::MethodError(_, _, m)) => {
+                self.learn(&shared.core, source, m.recv_position(), None)
+            }
+            Err(e) => tracing::warn!(name, error = %e, "cannot ask who owns the shell's name"),
+        }
+    }
+}
+
+/// The owner changes of the shells' names, each with its shell.
+pub(crate) type ShellNameChanges =
+    futures_util::stream::BoxStream<'static, (&'static str, zbus::fdo::NameOwnerChanged)>;
+
+/// Subscribe to the owner changes of the shells' names (before the
+/// interface is served, so that no change is missed).
+pub(crate) async fn shell_name_changes(dbus: &DBusProxy<'static>) -> ShellNameChanges {
+    let mut streams = Vec::new();
+    for (source, name) in reports::BUS_NAMES {
+        match dbus
+            .receive_name_owner_changed_with_args(&[(0, name)])
+            .await
+        {
+            Ok(s) => streams.push(s.map(move |sig| (source, sig))),
+            Err(e) => tracing::warn!(
+                name,
+                error = %e,
+                "cannot follow the shell's name; its owner is asked at each report"
+            ),
+        }
+    }
+    Box::pin(futures_util::stream::select_all(streams))
+}
+
+/// Tell the core each owner change of the shells' names (through
+/// `owners`), until `cancel`.
+pub(crate) async fn follow_shell_names(
+    core: Arc<Core>,
+    owners: Arc<NameOwners>,
+    mut changes: ShellNameChanges,
+    cancel: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            next = changes.next() => {
+                let Some((source, sig)) = next else { break };
+                let Ok(args) = sig.args() else { continue };
+                let owner = args.new_owner().as_ref().map(|o| o.to_string());
+                owners.learn(&core, source, sig.message().recv_position(), owner.as_deref());
+            }
+        }
+    }
 }
 
 impl WindowReports1 {
-    /// Refuse a caller that is not a shell before looking at what it sent.
+    /// Refuse a caller that is not a shell before looking at what it
+    /// sent: its executable, then its connection the owner of the
+    /// shell's name (asking the bus if the core does not know it as that:
+    /// a new shell's first report can overtake the signal of its name).
     async fn check(&self, hdr: &Header<'_>) -> Result<()> {
         let who = self.shared.subject(hdr).await?;
-        self.shared.core.window_reporter(&who)?;
+        let source = self.shared.core.window_reporter(&who)?;
+        let sender = sender(hdr)?;
+        if !self.shared.core.owns_shell_name(source, &sender) {
+            self.owners.ask(&self.shared, source).await;
+        }
         Ok(())
     }
 
+    /// Check the caller ([`WindowReports1::check`]) and hand the report to
+    /// the core, which decides.
     async fn report(&self, hdr: &Header<'_>, report: Report) -> Result<()> {
         let who = self.shared.subject(hdr).await?;
-        let owner = hdr
-            .sender()
-            .map(|s| s.to_string())
-            .ok_or_else(|| Error::Failed("a call without a sender".into()))?;
+        let owner = sender(hdr)?;
         Ok(self.shared.core.window_report(&who, &owner, report)?)
     }
+}
+
+fn sender(hdr: &Header<'_>) -> Result<String> {
+    hdr.sender()
+        .map(|s| s.to_string())
+        .ok_or_else(|| Error::Failed("a call without a sender".into()))
 }
 
 /// The variant inside any number of `v` wrappers.
@@ -146,8 +265,9 @@ fn check_id(id: &str) -> Result<()> {
 // two reports of one shell (a window, then its new app id) could reach the
 // source in either order. Handled in the object server's loop, they keep
 // the order the shell sent them in; each call is short (the caller's
-// identity is cached after its first call, the queue to the source never
-// waits).
+// identity is cached after its first call, so is the owner of the shell's
+// name, and the queue to the source never waits). A call from a
+// connection not known as the owner waits for one `GetNameOwner`.
 #[interface(
     name = "org.contextd.WindowReports1",
     introspection_docs = false,
@@ -189,18 +309,21 @@ impl WindowReports1 {
 
     /// A window closed.
     async fn report_closed(&self, id: String, #[zbus(header)] hdr: Header<'_>) -> Result<()> {
+        self.check(&hdr).await?;
         check_id(&id)?;
         self.report(&hdr, Report::Closed { id }).await
     }
 
     /// The focus moved ("" for none).
     async fn report_focus(&self, id: String, #[zbus(header)] hdr: Header<'_>) -> Result<()> {
+        self.check(&hdr).await?;
         self.report(&hdr, Report::Focus { id: id_or_none(id) })
             .await
     }
 
     /// The caller stops reporting.
     async fn report_stopped(&self, #[zbus(header)] hdr: Header<'_>) -> Result<()> {
+        self.check(&hdr).await?;
         self.report(&hdr, Report::Stopped).await
     }
 }

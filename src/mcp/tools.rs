@@ -848,6 +848,7 @@ mod tests {
             parent: Some("w0".into()),
             first_seen: now,
             last_focused: Some(now),
+            attributed_by: Default::default(),
         };
         snap.windows.insert(w.id.clone(), w);
         snap.active_window = Some("w1".into());

@@ -33,11 +33,44 @@ impl WindowStates {
     }
 }
 
-/// A toplevel window as the compositor reports it.
+/// Who said which app a window belongs to. Either way a claim, not an
+/// identity: the compositor passes on what the client told it; a shell
+/// (GNOME Shell's extension, the KWin script) says what it decided, and
+/// the broker takes its word only because it comes from the connection
+/// that owns the shell's well-known name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WindowAttribution {
+    /// A Wayland compositor's toplevel protocol (the `wayland` source).
+    #[default]
+    Compositor,
+    /// GNOME Shell (the `gnome-shell` source).
+    GnomeShell,
+    /// KWin (the `kwin` source).
+    Kwin,
+}
+
+impl WindowAttribution {
+    /// The name both wires carry (`app_id_source`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WindowAttribution::Compositor => "compositor",
+            WindowAttribution::GnomeShell => "gnome-shell",
+            WindowAttribution::Kwin => "kwin",
+        }
+    }
+
+    fn is_compositor(&self) -> bool {
+        *self == WindowAttribution::Compositor
+    }
+}
+
+/// A toplevel window as the compositor (or the shell) reports it.
 ///
 /// `app_id` is what the client told the compositor (Wayland gives no PID),
-/// so it is a claim, not an identity; `app_name` and `icon` come from the
-/// desktop entry that matches it, when one does.
+/// or what the shell attributed (`attributed_by`), so it is a claim, not an
+/// identity; `app_name` and `icon` come from the desktop entry that matches
+/// it, when one does.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Window {
     /// Stable for the window's lifetime, unique within the broker's run.
@@ -60,6 +93,9 @@ pub struct Window {
     pub first_seen: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_focused: Option<DateTime<Utc>>,
+    /// Who said what `app_id` is.
+    #[serde(default, skip_serializing_if = "WindowAttribution::is_compositor")]
+    pub attributed_by: WindowAttribution,
 }
 
 /// What a media stream does.

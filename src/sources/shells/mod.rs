@@ -4,9 +4,13 @@
 //! window list to ordinary clients.
 //!
 //! The shells call `org.contextd.WindowReports1` on the broker; the core
-//! lets only the shell's own executable through (`core::reports`) and
-//! hands the reports here, in order, where [`tracker::Tracker`] keeps each
-//! shell's windows and turns them into `SourceEvent`s. This task also
+//! lets only the shell through (its executable, and its connection owns
+//! the shell's bus name: `core::reports`) and hands the reports here, in
+//! order, where [`tracker::Tracker`] keeps each shell's windows and turns
+//! them into `SourceEvent`s. This task also
+//! - follows who owns each shell's name, as the core was told
+//!   (`ShellFeed::owners`): a report whose sender no longer owns it is
+//!   dropped, and when the name changes hands the old owner's windows go;
 //! - follows each reporter's connection: when it closes, its windows are
 //!   gone and the source is unavailable;
 //! - follows `org.gnome.Shell` on the bus, so that `ListSources` says when
@@ -28,7 +32,7 @@ use zbus::Connection;
 use super::fdo::{self, BusKind, NameWatch};
 use super::{Backoff, SourceContext};
 use crate::core::SourceEvent;
-use crate::core::reports::{GNOME_SHELL, KWIN, Report, Reported};
+use crate::core::reports::{GNOME_SHELL, KWIN, Report, Reported, ShellFeed};
 use tracker::Tracker;
 
 /// The extension's UUID, as `gnome-extensions` takes it.
@@ -42,10 +46,10 @@ const UNLOAD_TIMEOUT: Duration = Duration::from_millis(500);
 /// Start the source with the receiving end of the reports
 /// (`core::reports::Reporters::new`), unless both its names are disabled;
 /// then the receiver is dropped and reports fail as unavailable.
-pub fn spawn(ctx: &SourceContext, rx: mpsc::Receiver<Reported>) {
+pub fn spawn(ctx: &SourceContext, feed: ShellFeed) {
     let (gnome, kwin) = (ctx.enabled(GNOME_SHELL), ctx.enabled(KWIN));
     if gnome || kwin {
-        ctx.tasks.spawn(run(ctx.clone(), rx, gnome, kwin));
+        ctx.tasks.spawn(run(ctx.clone(), feed, gnome, kwin));
     }
 }
 
@@ -175,15 +179,25 @@ impl Shell {
     }
 }
 
-/// A report to its shell (of a disabled one: dropped); `false` when the
-/// core is gone.
+/// A report to its shell (of a disabled one, or from a connection that
+/// no longer owns the shell's name: dropped); `false` when the core is
+/// gone.
 async fn dispatch(
     ctx: &SourceContext,
     conn: &Connection,
+    feed: &ShellFeed,
     gnome: &mut Shell,
     kwin: &mut Shell,
     r: Reported,
 ) -> bool {
+    if !feed.owns(r.source, &r.owner) {
+        tracing::debug!(
+            source = r.source,
+            owner = r.owner,
+            "a report from a connection that no longer owns the shell's name; dropped"
+        );
+        return true;
+    }
     match r.source {
         GNOME_SHELL if gnome.enabled => gnome.report(ctx, conn, r).await,
         KWIN if kwin.enabled => kwin.report(ctx, conn, r).await,
@@ -286,7 +300,7 @@ fn start_loading(
     });
 }
 
-async fn run(ctx: SourceContext, mut rx: mpsc::Receiver<Reported>, gnome_on: bool, kwin_on: bool) {
+async fn run(ctx: SourceContext, mut feed: ShellFeed, gnome_on: bool, kwin_on: bool) {
     let mut gnome = Shell::new(GNOME_SHELL, gnome_on);
     let mut kwin = Shell::new(KWIN, kwin_on);
     let mut backoff = Backoff::default();
@@ -337,10 +351,24 @@ async fn run(ctx: SourceContext, mut rx: mpsc::Receiver<Reported>, gnome_on: boo
             .min();
         let alive = tokio::select! {
             _ = ctx.cancel.cancelled() => break,
-            r = rx.recv() => match r {
+            r = feed.reports.recv() => match r {
                 None => break,
-                Some(r) => dispatch(&ctx, &conn, &mut gnome, &mut kwin, r).await,
+                Some(r) => dispatch(&ctx, &conn, &feed, &mut gnome, &mut kwin, r).await,
             },
+            Ok(()) = feed.owners.changed() => {
+                // The shell's name changed hands: what the old owner
+                // reported goes (its next report would be refused).
+                let mut ok = true;
+                for shell in [&mut gnome, &mut kwin] {
+                    let owner = feed.owner(shell.source);
+                    let ev = shell.tracker.name_owner(owner.as_deref());
+                    if !ev.is_empty() {
+                        tracing::info!(source = shell.source, "the shell's name changed hands; its old reporter's windows go");
+                        ok &= shell.send(&ctx, ev).await;
+                    }
+                }
+                ok
+            }
             _ = reporter_gone(&mut gnome.reporter) => {
                 tracing::info!(source = GNOME_SHELL, "the reporting shell left");
                 let ev = gnome.tracker.reset();
@@ -379,8 +407,8 @@ async fn run(ctx: SourceContext, mut rx: mpsc::Receiver<Reported>, gnome_on: boo
                 // follows a null one may be among them (a loop slowed
                 // down must not show the null).
                 let mut ok = true;
-                while let Ok(r) = rx.try_recv() {
-                    ok &= dispatch(&ctx, &conn, &mut gnome, &mut kwin, r).await;
+                while let Ok(r) = feed.reports.try_recv() {
+                    ok &= dispatch(&ctx, &conn, &feed, &mut gnome, &mut kwin, r).await;
                 }
                 let now = Instant::now();
                 let ev = gnome.tracker.tick(now);

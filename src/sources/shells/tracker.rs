@@ -25,7 +25,7 @@ use crate::core::SourceEvent;
 use crate::core::reports::{MAX_WINDOWS, Report, ReportedWindow};
 use crate::core::state::truncate_text;
 use crate::desktop_entry::AppInfo;
-use crate::model::Window;
+use crate::model::{Window, WindowAttribution};
 
 /// How long a report of no focus waits for a real one.
 pub const NULL_FOCUS_DELAY: Duration = Duration::from_millis(80);
@@ -56,6 +56,8 @@ fn bounded(mut s: String, max: usize) -> String {
 
 pub struct Tracker {
     source: &'static str,
+    /// What the windows say attributed them (`app_id_source`).
+    attribution: WindowAttribution,
     /// Reporting sessions seen, the `N` of the ids.
     generation: u64,
     owner: Option<String>,
@@ -89,6 +91,7 @@ impl Tracker {
     pub fn new(source: &'static str, resolver: Resolver) -> Tracker {
         Tracker {
             source,
+            attribution: crate::core::reports::attribution(source),
             generation: 0,
             owner: None,
             windows: BTreeMap::new(),
@@ -132,6 +135,16 @@ impl Tracker {
             out.push(SourceEvent::WindowClosed { id: w.id });
         }
         out
+    }
+
+    /// The shell's well-known name changed hands (to `owner`, or to
+    /// nobody): what another connection reported is gone, since it is not
+    /// the shell any more.
+    pub fn name_owner(&mut self, owner: Option<&str>) -> Vec<SourceEvent> {
+        match self.owner.as_deref() {
+            Some(o) if Some(o) != owner => self.reset(),
+            _ => Vec::new(),
+        }
     }
 
     /// A report from `owner`; `true` in the second place when `owner` is
@@ -312,6 +325,7 @@ impl Tracker {
             parent,
             first_seen,
             last_focused: None,
+            attributed_by: self.attribution,
         };
         if self.windows.get(&key) == Some(&window) {
             return;

@@ -36,7 +36,7 @@ use crate::core::SourceEvent;
 use crate::core::state::MAX_TEXT_CHARS;
 use crate::core::state::truncate_text;
 use crate::desktop_entry::AppInfo;
-use crate::model::{Window, WindowStates};
+use crate::model::{Window, WindowAttribution, WindowStates};
 
 pub const MAX_APP_ID_CHARS: usize = 255;
 pub const MAX_IDENTIFIER_CHARS: usize = 64;
@@ -673,6 +673,7 @@ impl Tracker {
             parent,
             first_seen,
             last_focused: None,
+            attributed_by: WindowAttribution::Compositor,
         })
     }
 
