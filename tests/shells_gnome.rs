@@ -95,6 +95,9 @@ async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
         assert_eq!(w1["title"], "Window one", "{w1}");
         let id1 = w1["id"].as_str().expect("id").to_owned();
         assert!(id1.starts_with("gnome-shell-1-"), "{id1}");
+        // The shell's attribution (its report came over the connection
+        // that owns org.gnome.Shell, or it would have been refused).
+        assert_eq!(w1["app_id_source"], "gnome-shell", "{w1}");
         let src = source(&ctx, "gnome-shell").await.expect("source");
         assert_eq!(src["available"], true, "{src}");
         eventually(5, "window one is active", || async {

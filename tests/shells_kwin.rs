@@ -73,6 +73,9 @@ async fn kwin_reports_windows_and_focus_through_the_script() {
         assert_eq!(w1["title"], "Window one", "{w1}");
         let id1 = w1["id"].as_str().expect("id").to_owned();
         assert!(id1.starts_with("kwin-1-"), "{id1}");
+        // The script's callDBus reports over KWin's own connection, which
+        // owns org.kde.KWin (anything else is refused): KWin attributed it.
+        assert_eq!(w1["app_id_source"], "kwin", "{w1}");
         assert_eq!(active(&ctx).await["app_id"], TWO);
 
         // Titles only with windows.titles: gdbus has `windows` only.
