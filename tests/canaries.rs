@@ -625,10 +625,10 @@ fn labelled(text: &str, fenced: &mut BTreeSet<&'static str>) -> Vec<String> {
 /// Hostile markers in structured content outside its typed text fields.
 fn typed(key: &str, v: &Value, errors: &mut Vec<String>) {
     match v {
-        Value::String(s) => {
-            if HOSTILE.iter().any(|m| s.contains(m)) && !THIRD_PARTY_FIELDS.contains(&key) {
-                errors.push(format!("hostile text in the field '{key}': {s:?}"));
-            }
+        Value::String(s)
+            if HOSTILE.iter().any(|m| s.contains(m)) && !THIRD_PARTY_FIELDS.contains(&key) =>
+        {
+            errors.push(format!("hostile text in the field '{key}': {s:?}"));
         }
         Value::Array(a) => a.iter().for_each(|x| typed(key, x, errors)),
         Value::Object(m) => m.iter().for_each(|(k, x)| typed(k, x, errors)),

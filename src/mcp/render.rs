@@ -326,7 +326,10 @@ mod tests {
     /// The nonce of a sealed text and its fenced parts `(label, value)`,
     /// and the text with every fence taken out; `None` when the text is
     /// not sealed as [`seal`] writes it.
-    fn fences(text: &str) -> Option<(String, Vec<(String, String)>, String)> {
+    /// `(nonce, [(label, value)], what is outside the fences)`.
+    type Fenced = (String, Vec<(String, String)>, String);
+
+    fn fences(text: &str) -> Option<Fenced> {
         let rest = text.strip_prefix("Text between ⟦")?;
         let n = rest.get(..8)?.to_owned();
         if !n.chars().all(|c| c.is_ascii_hexdigit()) {
