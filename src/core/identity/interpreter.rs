@@ -25,6 +25,7 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
@@ -679,7 +680,16 @@ fn package_name(dir: &Path) -> Option<String> {
             .is_some_and(|n| n.starts_with('@'));
         in_modules(parent) || (scoped && in_modules(parent.and_then(Path::parent)))
     })?;
-    let file = File::open(package_dir.join("package.json")).ok()?;
+    // O_NONBLOCK: a FIFO called package.json must not hang us; only a
+    // regular file is read.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(package_dir.join("package.json"))
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
     let text = read_limited(file, MAX_PACKAGE_JSON).ok()?;
     let json: serde_json::Value = serde_json::from_slice(&text).ok()?;
     let name = json.get("name")?.as_str()?;
@@ -988,6 +998,29 @@ mod tests {
             &root(21),
         );
         assert_eq!(resolve(21).app_id.as_str(), "node:inspector");
+
+        // A FIFO for a package.json is not waited on: the script's path.
+        file(23, "m/node_modules/fifo/index.js");
+        let fifo = std::ffi::CString::new(
+            root(23)
+                .join("m/node_modules/fifo/package.json")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .expect("path");
+        // SAFETY: a NUL-terminated path; mkfifo touches nothing else.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        fake_interpreter(
+            &proc,
+            23,
+            "/opt/node/bin/node",
+            &["node", "/m/node_modules/fifo/index.js"],
+            &root(23),
+        );
+        assert_eq!(
+            resolve(23).app_id.as_str(),
+            "node:/m/node_modules/fifo/index.js"
+        );
 
         // A project of one's own: its path, not the name anyone can give it.
         file(22, "home/u/proj/index.js");
