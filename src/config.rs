@@ -138,6 +138,34 @@ pub struct ConfigFile {
     /// `[location]`: how precisely the broker asks GeoClue.
     #[serde(default)]
     pub location: crate::sources::geoclue::Settings,
+    /// `[identity]`: how processes that share an executable are told apart.
+    #[serde(default)]
+    pub identity: IdentityConfig,
+}
+
+/// `[identity]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdentityConfig {
+    /// Interpreters whose processes are named by what they run (the script,
+    /// its `node_modules` package, or `python3 -m`'s module: a claim of the
+    /// command line, shown as such) instead of by the interpreter's path,
+    /// which every script run by it shares. A name (`node`; `python3*`
+    /// when a version may follow) counts only for a system program (in
+    /// `/usr/bin` and the like, owned by root); an absolute path
+    /// (`/home/me/.nvm/versions/node/v22.1.0/bin/node`) counts wherever it
+    /// is. Default: node, nodejs, python3*, python, gjs, gjs-console, perl,
+    /// perl5*, ruby*, bun, deno. `[]` names every process by its executable.
+    #[serde(default, deserialize_with = "interpreters")]
+    pub interpreters: crate::core::identity::Interpreters,
+}
+
+fn interpreters<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<crate::core::identity::Interpreters, D::Error> {
+    let list = Vec::<String>::deserialize(d)?;
+    crate::core::identity::Interpreters::parse(list.iter().map(String::as_str))
+        .map_err(serde::de::Error::custom)
 }
 
 /// `[dashboard]`: the privacy dashboard the daemon serves on loopback
@@ -452,6 +480,27 @@ mod tests {
         std::fs::write(&f, "[sources.v4l2]\ndirectory = \"/dev\"\n").expect("write");
         let e = ConfigFile::load(&f).expect_err("unknown key");
         assert!(matches!(e, ConfigError::Syntax { line: 2, .. }), "{e}");
+    }
+
+    #[test]
+    fn identity_section() {
+        use crate::core::identity::Interpreters;
+        let c = ConfigFile::parse("", "t".into()).expect("ok");
+        assert_eq!(c.identity.interpreters, Interpreters::default());
+        let c = ConfigFile::parse("[identity]\ninterpreters = []\n", "t".into()).expect("ok");
+        assert_eq!(c.identity.interpreters, Interpreters::none());
+        let c = ConfigFile::parse(
+            "[identity]\ninterpreters = [\"python3*\", \"/opt/node/bin/node\"]\n",
+            "t".into(),
+        )
+        .expect("ok");
+        assert_ne!(c.identity.interpreters, Interpreters::default());
+        let e = ConfigFile::parse("[identity]\ninterpreters = [\"bash\"]\n", "t".into())
+            .expect_err("not an interpreter we read");
+        assert!(
+            matches!(&e, ConfigError::Syntax { line: 2, message, .. } if message.contains("bash")),
+            "{e}"
+        );
     }
 
     #[test]

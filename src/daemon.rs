@@ -88,6 +88,8 @@ pub async fn run_on(
     // the start before anything else happens.
     crate::mcp::preflight(&config)?;
     crate::dashboard::check(&config.file.dashboard)?;
+    // Before any process is identified: every source names processes alike.
+    crate::core::identity::set_interpreters(config.file.identity.interpreters.clone());
     let tree = Tree::new();
     // Two workers, as many as the main runtime has (src/bin/contextd.rs).
     let mcp_lane = Lane::start("mcp", 2).map_err(|error| DaemonError::Io {

@@ -106,22 +106,43 @@ pub fn shared() -> &'static Mutex<DesktopEntries> {
     SHARED.get_or_init(|| Mutex::new(DesktopEntries::new(xdg_application_dirs())))
 }
 
-/// Resolve an app id with the process-wide index.
-/// Name and icon to show for an app identity in a prompt: its desktop
-/// entry, found by the id itself, or for `exe:/path` and `snap.NAME` by the
-/// program's or snap's name. For display only; never an identity.
+/// Name and icon to show for an app identity in a prompt, when a desktop
+/// entry may speak for it. For display only; never an identity.
+///
+/// A desktop entry is found by a name, and names are free for anyone to
+/// take: a copy of `gdbus` called `chromium` in a directory of its own must
+/// not be announced as "Chromium Web Browser". So only ids whose name
+/// something enforces get an entry's name and icon:
+/// - a Flatpak id (the sandbox enforces it; its entry is `ID.desktop`),
+/// - `snap.NAME` (snapd enforces it),
+/// - `exe:/path` of a system program ([`is_system_executable`]: in
+///   `/usr/bin` and the like, root's and writable by nobody else), by the
+///   program's file name.
+///
+/// Every other id leads with itself: an `exe:` path elsewhere, a
+/// `systemd:` unit name (chosen by whoever started the process), what an
+/// interpreter runs (`node:…`, a claim of its command line) and `token:`.
+///
+/// [`is_system_executable`]: crate::core::identity::is_system_executable
 pub fn display_of(app_id: &str) -> Option<AppInfo> {
-    if let Some(found) = lookup(app_id) {
-        return Some(found);
+    if let Some(path) = app_id.strip_prefix("exe:") {
+        if !crate::core::identity::is_system_executable(Path::new(path)) {
+            return None;
+        }
+        return lookup(path.rsplit('/').next()?);
     }
-    let short = if let Some(path) = app_id.strip_prefix("exe:") {
-        path.rsplit('/').next()
-    } else {
-        app_id.strip_prefix("snap.")
-    }?;
-    lookup(short)
+    if let Some(name) = app_id.strip_prefix("snap.") {
+        return lookup(app_id).or_else(|| lookup(name));
+    }
+    // `systemd:`, `token:` and interpreter ids (`node:…`): no `:` is in a
+    // Flatpak id.
+    if app_id.contains(':') {
+        return None;
+    }
+    lookup(app_id)
 }
 
+/// Resolve an app id with the process-wide index.
 pub fn lookup(app_id: &str) -> Option<AppInfo> {
     shared()
         .lock()

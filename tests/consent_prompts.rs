@@ -122,7 +122,9 @@ async fn request(conn: &zbus::Connection, cats: &[&str]) -> u32 {
 async fn agent_answers_once_always_deny_and_no_answer() {
     with_timeout(120, async {
         let s = setup("[consent]\nprompt_timeout_s = 1\ncooldown_s = 30\n").await;
-        // A desktop entry for this test program: the prompt shows its name.
+        // A desktop entry named like this test program: the prompt must
+        // not show it, since the program is no system program (see
+        // `a_copy_named_like_an_app_is_named_by_its_path`).
         let me = my_app_id();
         let exe_name = me.rsplit('/').next().unwrap_or_default().to_owned();
         let apps = s.home.dir.path().join("data/applications");
@@ -147,8 +149,8 @@ async fn agent_answers_once_always_deny_and_no_answer() {
         .await;
         assert_eq!(asked.app["id"], serde_json::json!(my_app_id()));
         assert_eq!(asked.app["identity_source"], "executable");
-        assert_eq!(asked.app["name"], "Test Asker", "{:?}", asked.app);
-        assert_eq!(asked.app["icon"], "test-asker");
+        assert!(!asked.app.contains_key("name"), "{:?}", asked.app);
+        assert!(!asked.app.contains_key("icon"), "{:?}", asked.app);
         assert_eq!(asked.categories, vec!["windows"]);
         assert_eq!(asked.channel, "dbus");
 
@@ -228,6 +230,86 @@ async fn agent_answers_once_always_deny_and_no_answer() {
             !grants.iter().any(|g| g["category"] == "session"),
             "a timed-out prompt stored something: {grants:?}"
         );
+    })
+    .await
+}
+
+/// Prompt names cannot be borrowed (issue 28, hole 5): a copy of `gdbus`
+/// called `chromium` in a directory of its own asks, and the prompt names
+/// it by its path, never by Chromium's desktop entry ("Chromium Web
+/// Browser") or icon. The real `/usr/bin/gdbus`, a system program, still
+/// gets the name of its desktop entry, and so does its notification.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_named_like_an_app_is_named_by_its_path() {
+    with_timeout(120, async {
+        let s = setup("[consent]\nprompt_timeout_s = 10\n").await;
+        let apps = s.home.dir.path().join("data/applications");
+        std::fs::create_dir_all(&apps).expect("mkdir");
+        std::fs::write(
+            apps.join("gdbus.desktop"),
+            "[Desktop Entry]\nType=Application\nName=GDBus Tool\nIcon=gdbus-tool\nExec=gdbus\n",
+        )
+        .expect("desktop entry");
+        // Debian's chromium.desktop when Chromium is installed; else one
+        // like it, where the broker looks first.
+        if !std::path::Path::new("/usr/share/applications/chromium.desktop").exists() {
+            std::fs::write(
+                apps.join("chromium.desktop"),
+                "[Desktop Entry]\nType=Application\nName=Chromium Web Browser\nIcon=chromium\nExec=chromium\n",
+            )
+            .expect("desktop entry");
+        }
+        let _d = start_with_window(&s).await;
+        let agent = TestAgent::new("deny");
+        let _agent_conn = register(&s, &agent).await;
+
+        let gdbus = std::fs::canonicalize("/usr/bin/gdbus").expect("gdbus (libglib2.0-bin)");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let copy = dir.path().join("chromium");
+        std::fs::copy(&gdbus, &copy).expect("copy gdbus");
+        let copy = std::fs::canonicalize(copy).expect("path");
+        for exe in [&copy, &gdbus] {
+            let (st, _out, err) = run_cmd(
+                std::process::Command::new(exe)
+                    .args(["call", "--session", "--dest", "org.contextd.Broker1"])
+                    .args(["--object-path", "/org/contextd/Broker1"])
+                    .args(["--method", "org.contextd.Context1.GetActiveWindow"])
+                    .env("DBUS_SESSION_BUS_ADDRESS", &s.bus.address),
+                30,
+            );
+            assert!(
+                !st.success() && err.contains("Pending"),
+                "{}: {err}",
+                exe.display()
+            );
+        }
+        let asked = eventually(20, "both asked", || async {
+            let asked = agent.asked();
+            (asked.len() >= 2).then_some(asked)
+        })
+        .await;
+        let of = |exe: &std::path::Path| {
+            let id = serde_json::json!(format!("exe:{}", exe.display()));
+            asked
+                .iter()
+                .find(|a| a.app["id"] == id)
+                .unwrap_or_else(|| panic!("{id} not asked: {asked:?}"))
+                .app
+                .clone()
+        };
+        let fake = of(&copy);
+        assert_eq!(fake["identity_source"], "executable");
+        assert!(
+            !fake.contains_key("name") && !fake.contains_key("icon"),
+            "the copy is announced by a desktop entry: {fake:?}"
+        );
+        assert!(
+            !serde_json::to_string(&fake).unwrap_or_default().contains("Chromium"),
+            "{fake:?}"
+        );
+        let real = of(&gdbus);
+        assert_eq!(real["name"], "GDBus Tool", "{real:?}");
+        assert_eq!(real["icon"], "gdbus-tool", "{real:?}");
     })
     .await
 }

@@ -480,7 +480,8 @@ async fn provided_context_reaches_only_a_granted_host_and_its_changes_are_sent()
                 .expect("the provider's first line");
             assert!(line.starts_with("published document"), "{line}");
         }
-        let me = python_app_id();
+        // The publisher, known by the script its Python runs.
+        let me = python_script_id(&provider_script());
         let seeds = json!([
             "document",
             "selection",

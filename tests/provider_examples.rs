@@ -317,7 +317,7 @@ async fn python_provider_publishes_and_its_crash_removes_the_entry() {
         let _d = broker(&bus, &home, None).await;
         let conn = bus.connect().await;
         let ctx = Context1Proxy::new(&conn).await.expect("proxy");
-        let app = mcp_support::python_app_id();
+        let app = mcp_support::python_script_id(&mcp_support::provider_script());
 
         let mut p = python_provider(
             &bus,
@@ -383,7 +383,7 @@ async fn python_provider_publishes_again_when_the_broker_restarts() {
         let bus = Bus::start();
         let home = Home::new();
         let mut d = broker(&bus, &home, None).await;
-        let app = mcp_support::python_app_id();
+        let app = mcp_support::python_script_id(&mcp_support::provider_script());
         let mut p = python_provider(&bus, &home, &["--name", "notes.txt"]);
         p.line("published document:").await;
 
@@ -487,7 +487,7 @@ async fn refused_python_provider_gets_not_allowed() {
         let conn = bus.connect().await;
         let ctx = Context1Proxy::new(&conn).await.expect("proxy");
         let consent = Consent1Proxy::new(&conn).await.expect("proxy");
-        let app = mcp_support::python_app_id();
+        let app = mcp_support::python_script_id(&mcp_support::provider_script());
 
         // Running, then refused: the entry goes, the next update fails.
         let mut p = python_provider(&bus, &home, &["--name", "draft.txt"]);

@@ -41,6 +41,19 @@ fn exe_app_id(exe: &Path) -> String {
     format!("exe:{}", real.display())
 }
 
+/// The app id of `interpreter` running `script`: a system interpreter (the
+/// default `[identity] interpreters`) is named by what it runs, as
+/// `PREFIX:/real/path/of/script`; another by its executable.
+fn script_app_id(interpreter: &Path, prefix: &str, script: &Path) -> String {
+    let real = std::fs::canonicalize(interpreter).expect("canonical path");
+    if contextd::core::identity::is_system_executable(&real) {
+        let script = std::fs::canonicalize(script).expect("script path");
+        format!("{prefix}:{}", script.display())
+    } else {
+        format!("exe:{}", real.display())
+    }
+}
+
 /// A client whose output the test reads while it runs.
 struct Client {
     child: Child,
@@ -355,7 +368,7 @@ async fn gjs_client_from_make_proxy_wrapper() {
     with_timeout(120, async {
         let gjs = which("gjs", "Debian's gjs");
         check_client(
-            &exe_app_id(&gjs),
+            &script_app_id(&gjs, "gjs", &repo().join("tests/toolkits/client.js")),
             Command::new(&gjs)
                 .arg(repo().join("tests/toolkits/client.js"))
                 .arg(interfaces()),
@@ -386,7 +399,7 @@ async fn python_client_from_dbus_node_info() {
     with_timeout(120, async {
         let python = gi_python();
         check_client(
-            &exe_app_id(&python),
+            &script_app_id(&python, "python3", &repo().join("tests/toolkits/client.py")),
             Command::new(&python)
                 .arg(repo().join("tests/toolkits/client.py"))
                 .arg(interfaces()),

@@ -5,7 +5,13 @@
 //!
 //! The bridge understands nothing of MCP: framing, limits and errors are
 //! the daemon's, so a host talks to the same server whichever way it
-//! connects. The daemon identifies the host as this process's parent.
+//! connects. The daemon identifies the host as this process's parent
+//! (`SO_PEERCRED` on the socket gives this process; `/proc` its parent),
+//! with the same rules as every other caller: a host run by an interpreter
+//! (Claude Code's `node`, a Python SDK host) is named by the script or
+//! package it runs, so two such hosts are two apps. Nothing the bridge
+//! sends (its environment, arguments, the host's `clientInfo`) is part of
+//! the identity.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -196,7 +196,12 @@ pub fn apps(core: &Core, csrf: &str) -> Markup {
                                     @if a.first_seen.is_empty() {
                                         span.seen { (a.identity_source) }
                                     } @else {
-                                        span.seen { "identified by " (a.identity_source) }
+                                        span.seen title=(crate::model::IdentitySource::parse(a.identity_source).map_or("", |s| s.meaning())) {
+                                            "identified by " (a.identity_source)
+                                            @if a.identity_source == crate::model::IdentitySource::Interpreter.as_str() {
+                                                " (what it runs, as it says: a claim)"
+                                            }
+                                        }
                                     }
                                     form.row method="post" action="/decide" data-fetch {
                                         input type="hidden" name="csrf" value=(csrf);

@@ -160,17 +160,28 @@ async fn ask_notification(
         .receive_signal("NotificationClosed")
         .await
         .map_err(|e| PromptError::NoUi(e.to_string()))?;
-    let who = req
-        .display_name
-        .clone()
-        .unwrap_or_else(|| req.app.to_string());
+    // Without a desktop entry that may speak for it (see
+    // `desktop_entry::display_of`), the app is named by what identifies
+    // it: an executable by its path, anything else by its id.
+    let who = req.display_name.clone().unwrap_or_else(|| {
+        req.app
+            .as_str()
+            .strip_prefix("exe:")
+            .unwrap_or(req.app.as_str())
+            .to_owned()
+    });
     let what: Vec<String> = req
         .categories
         .iter()
         .map(|c| c.description().to_lowercase())
         .collect();
     let summary = format!("{who} wants to know what you are doing");
-    let mut body = format!("{who} ({}) asks to see: {}.", req.app, what.join("; "));
+    let mut body = format!(
+        "{who} ({}, known by {}) asks to see: {}.",
+        req.app,
+        req.identity_source.meaning(),
+        what.join("; ")
+    );
     if !req.reason.is_empty() {
         body.push_str(&format!(
             " Reason given: {}",

@@ -6,15 +6,29 @@ use serde::{Deserialize, Serialize};
 /// executable path can be longer, but PATH_MAX (4096) bounds it.
 const MAX_LEN: usize = 4096 + 8;
 
+/// What starts the id of an app known by its systemd unit.
+pub const SYSTEMD_PREFIX: &str = "systemd:";
+
 /// The identity of an app, as the broker derived it.
 ///
-/// Forms:
-/// - a reverse-DNS id (`org.gnome.TextEditor`) from Flatpak or a systemd scope,
+/// Forms, one per [`IdentitySource`], so that no two sources can ever
+/// name the same subject (a `:` is in no Flatpak or Snap id):
+/// - a reverse-DNS id (`org.gnome.TextEditor`) from Flatpak,
 /// - `snap.NAME` from a Snap cgroup,
+/// - `systemd:ID` from the `app-…` systemd unit the process runs in
+///   (`app-gnome-org.gnome.TextEditor-123.scope`): a name whoever started
+///   the process chose, so never the Flatpak app of the same `ID`,
+/// - `KIND:WHAT` for a process run by an interpreter (`node`, `python3`,
+///   `gjs`, `perl`, `ruby`, `bun`, `deno`): the package it runs
+///   (`node:@anthropic-ai/claude-code`), the module (`python3:http.server`)
+///   or the script's path (`python3:/home/u/bin/tool.py`), as its command
+///   line says (a claim, see [`IdentitySource::Interpreter`]),
 /// - `exe:/usr/bin/foo` when nothing better is known (the executable path),
 /// - `token:NAME` for an HTTP client holding a named bearer token.
 ///
-/// An `AppId` is a consent subject: grants are keyed by it.
+/// An `AppId` is a consent subject: grants are keyed by it, whole; a grant
+/// to `exe:/usr/bin/node` is a grant to the processes known by that id
+/// only, never to `node:…` ids.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct AppId(String);
@@ -47,6 +61,11 @@ impl AppId {
     /// An app known only by its executable.
     pub fn from_exe(path: &str) -> Result<Self, AppIdError> {
         Self::new(format!("exe:{path}"))
+    }
+
+    /// An app known by the `app-…` systemd unit it was launched in.
+    pub fn from_systemd_unit(id: &str) -> Result<Self, AppIdError> {
+        Self::new(format!("{SYSTEMD_PREFIX}{id}"))
     }
 
     /// The consent subject of a named HTTP bearer token.
@@ -88,6 +107,11 @@ pub enum IdentitySource {
     Snap,
     Systemd,
     Executable,
+    /// What an interpreter (`/usr/bin/node`, `/usr/bin/python3.11`) runs,
+    /// from its command line: what the process says it is, not what the
+    /// kernel enforces. It tells honest apps that share an interpreter
+    /// apart; any unsandboxed program can claim any script.
+    Interpreter,
     Token,
 }
 
@@ -98,7 +122,39 @@ impl IdentitySource {
             IdentitySource::Snap => "snap",
             IdentitySource::Systemd => "systemd",
             IdentitySource::Executable => "executable",
+            IdentitySource::Interpreter => "interpreter",
             IdentitySource::Token => "token",
+        }
+    }
+
+    /// The inverse of [`IdentitySource::as_str`].
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            IdentitySource::Flatpak,
+            IdentitySource::Snap,
+            IdentitySource::Systemd,
+            IdentitySource::Executable,
+            IdentitySource::Interpreter,
+            IdentitySource::Token,
+        ]
+        .into_iter()
+        .find(|x| x.as_str() == s)
+    }
+
+    /// What an id of this source proves, in words for the user (prompts,
+    /// the dashboard, `contextctl`).
+    pub fn meaning(self) -> &'static str {
+        match self {
+            IdentitySource::Flatpak => "the Flatpak sandbox it runs in",
+            IdentitySource::Snap => "the Snap confinement it runs in",
+            IdentitySource::Systemd => {
+                "the systemd unit it was started in (a name its launcher chose, not a sandbox)"
+            }
+            IdentitySource::Executable => "the program file it runs",
+            IdentitySource::Interpreter => {
+                "the script its interpreter runs, as its command line says (a claim, not enforced)"
+            }
+            IdentitySource::Token => "the bearer token it holds",
         }
     }
 }
@@ -119,5 +175,25 @@ mod tests {
             AppId::from_exe("/usr/bin/busctl").map(|a| a.to_string()),
             Ok("exe:/usr/bin/busctl".into())
         );
+        assert_eq!(
+            AppId::from_systemd_unit("org.mozilla.firefox").map(|a| a.to_string()),
+            Ok("systemd:org.mozilla.firefox".into())
+        );
+    }
+
+    #[test]
+    fn sources_round_trip() {
+        for s in [
+            IdentitySource::Flatpak,
+            IdentitySource::Snap,
+            IdentitySource::Systemd,
+            IdentitySource::Executable,
+            IdentitySource::Interpreter,
+            IdentitySource::Token,
+        ] {
+            assert_eq!(IdentitySource::parse(s.as_str()), Some(s));
+            let json = serde_json::to_value(s).map(|v| v.as_str().map(str::to_owned));
+            assert_eq!(json.ok().flatten().as_deref(), Some(s.as_str()));
+        }
     }
 }

@@ -10,7 +10,7 @@ mod app;
 mod category;
 mod context;
 
-pub use app::{AppId, AppIdError, IdentitySource};
+pub use app::{AppId, AppIdError, IdentitySource, SYSTEMD_PREFIX};
 pub use category::{Category, CategoryError};
 pub use context::{
     Location, MediaKind, MediaStream, Network, Notification, PlaybackStatus, Player, Power,

@@ -839,4 +839,65 @@ mod tests {
         assert_eq!(rows.len(), AUDIT_QUEUE);
         assert_eq!(dropped, 5);
     }
+
+    /// Migration 0007: decisions of an id first seen from a systemd unit
+    /// move to its `systemd:` form; a Flatpak's stay; nothing is renamed
+    /// twice.
+    #[tokio::test]
+    async fn systemd_ids_get_their_prefix_and_flatpak_ids_keep_theirs() {
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect("sqlite::memory:")
+            .await
+            .expect("in-memory database");
+        for sql in [
+            include_str!("../../migrations/0001_consent.sql"),
+            include_str!("../../migrations/0002_history.sql"),
+            include_str!("../../migrations/0003_history_index.sql"),
+            include_str!("../../migrations/0004_mcp_tokens.sql"),
+            include_str!("../../migrations/0005_audit_request.sql"),
+            include_str!("../../migrations/0006_refused_publishers.sql"),
+        ] {
+            sqlx::raw_sql(sql).execute(&pool).await.expect("migration");
+        }
+        sqlx::raw_sql(
+            "INSERT INTO apps VALUES ('org.gnome.Foo', 'systemd', NULL, NULL, 1, 1),
+                                    ('org.mozilla.firefox', 'flatpak', NULL, NULL, 1, 1),
+                                    ('exe:/usr/bin/x', 'executable', NULL, NULL, 1, 1);
+             INSERT INTO decisions VALUES ('org.gnome.Foo', 'windows', 'allow', NULL, 'prompt', 1),
+                                         ('org.mozilla.firefox', 'windows', 'allow', NULL, 'prompt', 1),
+                                         ('exe:/usr/bin/x', 'windows', 'deny', NULL, 'manage', 1);
+             INSERT INTO refused_publishers VALUES ('org.gnome.Foo', 1);",
+        )
+        .execute(&pool)
+        .await
+        .expect("rows");
+        let migration = include_str!("../../migrations/0007_systemd_ids.sql");
+        sqlx::raw_sql(migration).execute(&pool).await.expect("0007");
+        // Run twice, as a hand-made rerun would: no `systemd:systemd:`.
+        sqlx::raw_sql(migration)
+            .execute(&pool)
+            .await
+            .expect("0007 again");
+        let ids = |sql: &'static str| {
+            let pool = pool.clone();
+            async move {
+                let rows = sqlx::query(sql).fetch_all(&pool).await.expect("select");
+                rows.iter()
+                    .map(|r| r.try_get::<String, _>(0).expect("app_id"))
+                    .collect::<Vec<_>>()
+            }
+        };
+        let expected = [
+            "exe:/usr/bin/x",
+            "org.mozilla.firefox",
+            "systemd:org.gnome.Foo",
+        ];
+        let decisions = ids("SELECT app_id FROM decisions ORDER BY app_id").await;
+        assert_eq!(decisions, expected);
+        let apps = ids("SELECT app_id FROM apps ORDER BY app_id").await;
+        assert_eq!(apps, expected);
+        let refused = ids("SELECT app_id FROM refused_publishers").await;
+        assert_eq!(refused, ["systemd:org.gnome.Foo"]);
+    }
 }

@@ -30,8 +30,26 @@ pub fn python() -> PathBuf {
 /// The app id the broker gives a process running `python()` (the MCP
 /// host when the Python client spawns `contextctl mcp`).
 pub fn python_app_id() -> String {
+    python_script_id(&client_script())
+}
+
+/// The app id the broker gives `python()` running `script`: a system
+/// Python is an interpreter of the default `[identity] interpreters`, so
+/// the process is named by its script's real path; another Python is
+/// known by its executable.
+pub fn python_script_id(script: &Path) -> String {
     let real = std::fs::canonicalize(python()).expect("python path");
-    format!("exe:{}", real.display())
+    if contextd::core::identity::is_system_executable(&real) {
+        let script = std::fs::canonicalize(script).expect("script path");
+        format!("python3:{}", script.display())
+    } else {
+        format!("exe:{}", real.display())
+    }
+}
+
+/// The Python example provider, `examples/provider.py`.
+pub fn provider_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/provider.py")
 }
 
 pub fn client_script() -> PathBuf {

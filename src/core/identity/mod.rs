@@ -20,7 +20,10 @@
 //! 3. **systemd**: the user unit the desktop launched the app in
 //!    (`app[-LAUNCHER]-ID-RANDOM.scope`, `app[-LAUNCHER]-ID[@RANDOM].service`),
 //!    as specified in <https://systemd.io/DESKTOP_ENVIRONMENTS/>.
-//! 4. **Executable**: `readlink /proc/PID/exe`.
+//! 4. **Executable**: `readlink /proc/PID/exe`; for an interpreter of
+//!    `[identity] interpreters` (`node`, `python3`, …), the script,
+//!    package or module its command line runs (`node:@scope/pkg`,
+//!    `python3:/path/tool.py`), labelled as a claim.
 //!
 //! How much each is worth: a Flatpak id is enforced by the sandbox. The
 //! cgroup and executable ids hold against sandboxed apps (which step 1
@@ -28,7 +31,15 @@
 //! unsandboxed code of the same user, which can create a systemd scope of
 //! any name through its user manager, `LD_PRELOAD` into any binary, or fake
 //! a `.flatpak-info` in a user namespace. The portal makes the same
-//! assumption: unsandboxed code is as trusted as the user.
+//! assumption: unsandboxed code is as trusted as the user. An interpreter's
+//! script is less still: a command line is what the process says, so it
+//! only tells honest apps apart.
+//!
+//! Every source has an id form of its own (`org.x.App` Flatpak,
+//! `snap.NAME`, `systemd:org.x.App`, `node:PKG`/`python3:/path`,
+//! `exe:/path`), and grants are keyed by the whole id: a process that
+//! starts itself in `app-org.x.App-1.scope` is `systemd:org.x.App` and
+//! never inherits the Flatpak `org.x.App`'s grants.
 //!
 //! Everything about one process is read through one directory fd of
 //! `/proc/PID`. The kernel ties such an fd to the process it was opened for:
@@ -41,8 +52,9 @@
 //! [`parent_pid`]), the shared types and the order of the rules; each rule
 //! has a file of its own with its tests beside it: `flatpak.rs`
 //! (`.flatpak-info`), `snap.rs` (snap units and the freezer cgroup),
-//! `scope.rs` (the `app-…` units the desktop launches apps in) and `exe.rs`
-//! (the executable). Shared by them: `cgroup.rs` finds the units in
+//! `scope.rs` (the `app-…` units the desktop launches apps in), `exe.rs`
+//! (the executable) and `interpreter.rs` (what an interpreter runs);
+//! `system.rs` says which program files are the system's. Shared by them: `cgroup.rs` finds the units in
 //! `/proc/PID/cgroup` for the snap and systemd rules, `procfs.rs` reads
 //! `/proc/PID` through one directory fd, and `pidfd.rs` ties a pidfd to
 //! that directory.
@@ -50,10 +62,12 @@
 mod cgroup;
 mod exe;
 mod flatpak;
+mod interpreter;
 mod pidfd;
 mod procfs;
 mod scope;
 mod snap;
+mod system;
 #[cfg(test)]
 mod test_support;
 
@@ -61,13 +75,15 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 
-use crate::model::{AppId, IdentitySource};
+use crate::model::{AppId, IdentitySource, SYSTEMD_PREFIX};
 use cgroup::Cgroup;
 use pidfd::{PidfdPid, ensure_pidfd_is, pidfd_pid};
 use procfs::{MAX_PROC_FILE, PROC, ProcDir};
 
 pub use flatpak::parse_flatpak_info;
+pub use interpreter::{DEFAULT_INTERPRETERS, Interpreters, set_interpreters};
 pub use scope::unescape_systemd;
+pub use system::is_system_executable;
 
 /// The app behind a process, and how we know.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +141,13 @@ pub fn resolve_pid_in(proc_root: &Path, pid: u32) -> Result<Identity> {
     ProcDir::open(proc_root, pid)?.resolve()
 }
 
+/// [`resolve_pid_in`] with a list of interpreters of its own rather than
+/// the configured one.
+#[cfg(test)]
+pub(crate) fn resolve_with(proc_root: &Path, pid: u32, list: &Interpreters) -> Result<Identity> {
+    ProcDir::open(proc_root, pid)?.resolve_using(list)
+}
+
 /// Resolve the identity of the process a pidfd refers to (the `ProcessFD`
 /// of D-Bus `GetConnectionCredentials`).
 ///
@@ -175,11 +198,19 @@ impl ProcDir {
     ///    the portal's permission store knows), while an executable is a
     ///    path that many apps share (`/usr/bin/python3`, `/usr/bin/gjs`).
     /// 4. **Executable** last: every process has one, so it is the fallback
-    ///    that always answers (or says why not).
+    ///    that always answers (or says why not). When it is an interpreter
+    ///    of `[identity] interpreters` (`/usr/bin/node`), what it runs names
+    ///    the process instead, if that can be told (`interpreter.rs`).
     ///
     /// The same order as xdg-desktop-portal (Flatpak, Snap, host), so that
-    /// an app has one id here and in the portal.
+    /// an app has one id here and in the portal (but for the `systemd:`
+    /// prefix and interpreted scripts, which the portal does not tell
+    /// apart).
     fn resolve(&self) -> Result<Identity> {
+        self.resolve_using(&interpreter::current())
+    }
+
+    fn resolve_using(&self, interpreters: &Interpreters) -> Result<Identity> {
         // 1. Flatpak.
         if let Some(id) = self.flatpak_id()? {
             return self.identity(id, IdentitySource::Flatpak);
@@ -189,8 +220,15 @@ impl ProcDir {
         if let Some((source, id)) = parse_cgroup(&String::from_utf8_lossy(&cgroup)) {
             return self.identity(id, source);
         }
-        // 4. Executable.
-        self.executable_id()
+        // 4. Executable, or what the interpreter runs.
+        let exe = self.executable_id()?;
+        if let Some(path) = exe.app_id.as_str().strip_prefix("exe:")
+            && let Some(kind) = interpreters.kind_of(path)
+            && let Some(script) = self.interpreter_id(kind)?
+        {
+            return Ok(script);
+        }
+        Ok(exe)
     }
 }
 
@@ -208,7 +246,8 @@ impl ProcDir {
 ///   `snap.NAME` (snapd's own parsing; the portal asks `snap routine
 ///   portal-info`, which we cannot spawn here).
 /// - A *user* unit `app-…` gives the id of the portal's regexes, if it is
-///   a valid app id (reverse DNS, by the portal's `xdp_is_valid_app_id`).
+///   a valid app id (reverse DNS, by the portal's `xdp_is_valid_app_id`),
+///   as `systemd:ID` (see [`AppId`]'s forms).
 ///
 /// The unified (`0::`) hierarchy is used, or `name=systemd` on cgroup v1.
 pub fn parse_cgroup(contents: &str) -> Option<(IdentitySource, String)> {
@@ -217,8 +256,11 @@ pub fn parse_cgroup(contents: &str) -> Option<(IdentitySource, String)> {
     if let Some(name) = snap::from_cgroup(&cgroup) {
         return Some((IdentitySource::Snap, name));
     }
+    // Prefixed: a unit name is chosen by whoever starts the process (any
+    // unsandboxed program can start itself in `app-ID-1.scope`), so it
+    // must never name the same consent subject as the Flatpak app `ID`.
     let id = scope::from_cgroup(&cgroup)?;
-    Some((IdentitySource::Systemd, id))
+    Some((IdentitySource::Systemd, format!("{SYSTEMD_PREFIX}{id}")))
 }
 
 /// The portal's `xdp_is_valid_app_id`: Flatpak's rules for app ids, but

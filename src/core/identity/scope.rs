@@ -310,6 +310,78 @@ mod tests {
         assert_eq!(unescape_systemd(""), "");
     }
 
+    /// Grants are keyed by the whole id, and the id says its source: an
+    /// unsandboxed process that starts itself in `app-ID-1.scope` is
+    /// `systemd:ID`, a subject of its own, and the Flatpak `ID`'s grants
+    /// (in policy.toml or stored) do not let it read.
+    #[test]
+    fn a_scope_named_like_a_flatpak_does_not_inherit_its_grants() {
+        use crate::core::consent::{Loaded, Origin, StoredDecision, Verdict};
+        use crate::core::{Decision, Gate, GateSettings};
+        use crate::model::{AppId, Category};
+
+        let proc = FakeProc::new();
+        let sandboxed = proc.process(
+            300,
+            &user_unit("app-flatpak-org.mozilla.firefox-1.scope"),
+            "/app/lib/firefox/firefox",
+        );
+        std::fs::write(
+            sandboxed.join("root/.flatpak-info"),
+            "[Application]\nname=org.mozilla.firefox\n",
+        )
+        .expect("flatpak-info");
+        proc.process(
+            301,
+            &user_unit("app-org.mozilla.firefox-1.scope"),
+            "/tmp/gdbus",
+        );
+        let flatpak = proc.resolve(300).expect("flatpak");
+        let scoped = proc.resolve(301).expect("scope");
+        assert_eq!(flatpak.app_id.as_str(), "org.mozilla.firefox");
+        assert_eq!(flatpak.source, IdentitySource::Flatpak);
+        assert_eq!(scoped.app_id.as_str(), "systemd:org.mozilla.firefox");
+        assert_eq!(scoped.source, IdentitySource::Systemd);
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let policy = dir.path().join("policy.toml");
+        std::fs::write(
+            &policy,
+            "[[grant]]\napp = \"org.mozilla.firefox\"\ncategories = [\"windows\"]\n",
+        )
+        .expect("policy");
+        let now = chrono::Utc::now();
+        let stored = StoredDecision {
+            app: AppId::new("org.mozilla.firefox").expect("id"),
+            category: Category::Power,
+            verdict: Verdict::Allow,
+            expires: None,
+            origin: Origin::Prompt,
+            created: now,
+        };
+        let gate = Gate::with_store(
+            policy,
+            crate::core::clock::ManualClock::new(now),
+            None,
+            Loaded {
+                decisions: vec![stored],
+                ..Loaded::default()
+            },
+            GateSettings {
+                undecided: Verdict::Deny,
+                ..GateSettings::default()
+            },
+        );
+        gate.reload().expect("policy loads");
+        for cat in [Category::Windows, Category::Power] {
+            assert!(gate.allows(&flatpak.app_id, &cat), "{cat}");
+            assert!(
+                matches!(gate.decide(&scoped.app_id, &cat), Decision::Deny(_)),
+                "{cat}: the scope must not inherit the Flatpak's grant"
+            );
+        }
+    }
+
     #[test]
     fn fake_systemd() {
         let proc = FakeProc::new();
@@ -319,7 +391,7 @@ mod tests {
             "/usr/libexec/gnome-terminal-server",
         );
         let id = proc.resolve(200).unwrap();
-        assert_eq!(id.app_id.as_str(), "org.gnome.Terminal");
+        assert_eq!(id.app_id.as_str(), "systemd:org.gnome.Terminal");
         assert_eq!(id.source, IdentitySource::Systemd);
     }
 }

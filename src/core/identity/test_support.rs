@@ -14,7 +14,7 @@ pub(super) fn cg(contents: &str) -> Option<(IdentitySource, String)> {
 }
 
 pub(super) fn systemd(id: &str) -> Option<(IdentitySource, String)> {
-    Some((IdentitySource::Systemd, id.to_owned()))
+    Some((IdentitySource::Systemd, format!("systemd:{id}")))
 }
 
 pub(super) fn snap(id: &str) -> Option<(IdentitySource, String)> {
