@@ -9,6 +9,7 @@
 //! only `windows`.
 
 mod common;
+mod mcp_support;
 
 use common::agent::{AGENT_PATH, TestAgent};
 use common::dbusmock::Mock;
@@ -260,6 +261,52 @@ async fn a_subscription_that_names_the_detail_holds_its_once_grant() {
             "{rows:?}"
         );
         drop(s.home);
+    })
+    .await;
+}
+
+/// MCP reads through the same service: a tool that shows titles is in the
+/// audit under the detail, with the tool called.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_tool_that_shows_a_detail_is_audited_under_it() {
+    with_timeout(120, async {
+        let host = mcp_support::python_app_id();
+        let m = Managed::start("", &[(&host, &["windows", "windows.titles"])]).await;
+        let report = tokio::task::block_in_place(|| {
+            mcp_support::run_client(
+                &m.bus,
+                &m.home,
+                &[
+                    "--transport",
+                    "stdio",
+                    "--mode",
+                    "legacy",
+                    "--scenario",
+                    "dump",
+                ],
+            )
+        });
+        let got = &report["read"]["tool get_active_window"]["ok"];
+        assert_eq!(
+            got["structuredContent"]["window"]["title"], "notes.txt",
+            "{got}"
+        );
+        let conn = m.bus.connect().await;
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        eventually(10, "the detail in the audit with the tool", || async {
+            let rows = consent.get_audit(0, 0, &host, 1000).await.ok()?;
+            rows.iter()
+                .map(dict_to_json)
+                .any(|e| {
+                    e["category"] == "windows.titles"
+                        && e["request"] == "tools/call get_active_window"
+                        && e["channel"] == "mcp-stdio"
+                        && e["allowed"] == true
+                        && e["reason"] == "policy"
+                })
+                .then_some(())
+        })
+        .await;
     })
     .await;
 }

@@ -770,6 +770,53 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_once_grant_on_a_detail_is_used_by_one_access_and_never_by_a_look() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let clock = ManualClock::new("2026-01-01T00:00:00Z".parse().expect("date"));
+        let gate = Gate::with_store(
+            dir.path().join("p.toml"),
+            clock,
+            None,
+            Loaded::default(),
+            GateSettings::default(),
+        );
+        let app = AppId::new("org.example.App").expect("id");
+        let titles = Category::WindowsTitles;
+        gate.grant_once(&app, &titles);
+        assert!(gate.allows(&app, &titles));
+        assert!(
+            !gate.allows_lasting(&app, &titles),
+            "a look does not count it"
+        );
+        assert_eq!(gate.decide_lasting(&app, &titles), Decision::Ask);
+        assert_eq!(
+            gate.access_if_allowed(&app, &titles, Channel::DBus, "t"),
+            Some(true),
+            "shown once, and used up"
+        );
+        assert_eq!(
+            gate.access_if_allowed(&app, &titles, Channel::DBus, "t"),
+            None
+        );
+        assert!(!gate.allows(&app, &titles));
+        // A subscription that used it holds it until a pause or a deny.
+        assert!(gate.holds(&app, &titles));
+        gate.set_paused(true);
+        assert!(!gate.holds(&app, &titles));
+        gate.set_paused(false);
+        gate.record(
+            &app,
+            &Category::Windows,
+            Verdict::Deny,
+            None,
+            Origin::Manage,
+        )
+        .await
+        .expect("record");
+        assert!(!gate.holds(&app, &titles), "a deny of the base ends it");
+    }
+
+    #[tokio::test]
     async fn stored_decisions_once_cooldown_and_pause() {
         let dir = tempfile::tempdir().expect("tempdir");
         let clock = ManualClock::new("2026-01-01T00:00:00Z".parse().expect("date"));
