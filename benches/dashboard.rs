@@ -189,7 +189,12 @@ fn main() {
         let addr: std::net::SocketAddr = base["http://".len()..].parse().expect("addr");
 
         let mut b = tokio::task::block_in_place(Browser::start);
-        tokio::task::block_in_place(|| b.cmd(json!({"op": "get", "url": url})));
+        // The session's pages are under /s/CAP/, where the link lands.
+        let landed = tokio::task::block_in_place(|| b.cmd(json!({"op": "get", "url": url})))["url"]
+            .as_str()
+            .expect("landed")
+            .to_owned();
+        let session = landed[base.len()..].to_owned();
         let cookie = tokio::task::block_in_place(|| b.cmd(json!({"op": "cookies"})))["cookies"]
             .as_array()
             .and_then(|a| {
@@ -202,7 +207,7 @@ fn main() {
             "contextd_dashboard={}",
             cookie["value"].as_str().expect("value")
         );
-        let page = tokio::task::block_in_place(|| fetch(addr, "/", &cookie));
+        let page = tokio::task::block_in_place(|| fetch(addr, &session, &cookie));
         let files = Arc::new(vec![
             ("/".to_owned(), "text/html; charset=utf-8", page.clone()),
             (
@@ -223,7 +228,7 @@ fn main() {
         for _ in 0..ROUNDS {
             for (url, out, dcl) in [
                 (format!("http://{floor_addr}/"), &mut floor, &mut dcl_floor),
-                (format!("{base}/"), &mut dash, &mut dcl_dash),
+                (landed.clone(), &mut dash, &mut dcl_dash),
             ] {
                 let v = tokio::task::block_in_place(|| b.cmd(json!({"op": "paint", "url": url})));
                 let d = v["dcl"].as_f64().unwrap_or(f64::NAN);

@@ -1618,7 +1618,7 @@ mod targets {
             if let Ok(v) = http::HeaderValue::from_bytes(&b.0) {
                 let mut h = http::HeaderMap::new();
                 h.append(http::header::COOKIE, v);
-                let _ = crate::dashboard::cookie(&h, crate::dashboard::COOKIE);
+                let _ = crate::dashboard::cookies(&h, crate::dashboard::COOKIE).count();
             }
         })
     }

@@ -1,26 +1,71 @@
 //! The HTTP server loop the loopback publishers share (MCP over HTTP, the
-//! dashboard): accept with a bound on open connections, HTTP/1.1 with a
-//! header timeout, and a graceful end of every connection when the
-//! publisher stops. Routing, authentication and everything else is each
-//! publisher's.
+//! dashboard): accept, refuse loopback peers of another uid, bound the
+//! open connections per peer, HTTP/1.1 with a header timeout, and a
+//! graceful end of every connection when the publisher stops. Routing,
+//! authentication and everything else is each publisher's.
+//!
+//! Loopback is shared by every user of the machine. Before a byte of a
+//! request is read, the uid owning the peer's socket is looked up
+//! ([`peer`]) and a peer that is not our own uid is closed at once: another
+//! user can neither try tokens or session links nor hold connection slots.
+//! Slots are counted per peer: the user's own connections have theirs;
+//! non-loopback peers (only with `[mcp.http] allow_remote = true`, whose
+//! uid no kernel here knows) have their own, so they cannot use up the
+//! user's either.
 
+mod peer;
+
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 /// How long a client may take to send a request's head.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Serve `app` on `listener` until `cancel`, at most `max_connections` at
-/// once; each connection's task is spawned on `tasks` (the publishers'
-/// level of the shutdown tree). `what` names the port in logs.
+/// Who a connection comes from, as far as slots go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Peer {
+    /// A loopback socket of our own uid.
+    Ours,
+    /// A loopback socket of another uid (or one the kernel no longer
+    /// knows): refused.
+    Stranger(Option<u32>),
+    /// Not loopback: only a listener the user opened to the network
+    /// (`allow_remote`) sees these; its bearer token is what counts.
+    Remote,
+}
+
+/// The peer of an accepted connection.
+fn classify(stream: &TcpStream, peer: SocketAddr, me: u32) -> Peer {
+    if !peer.ip().to_canonical().is_loopback() {
+        return Peer::Remote;
+    }
+    let Ok(local) = stream.local_addr() else {
+        return Peer::Stranger(None);
+    };
+    match peer::uid_of(local, peer) {
+        Ok(uid) if uid == me => Peer::Ours,
+        Ok(uid) => Peer::Stranger(Some(uid)),
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "cannot tell who owns a loopback peer");
+            Peer::Stranger(None)
+        }
+    }
+}
+
+/// Serve `app` on `listener` until `cancel`; each connection's task is
+/// spawned on `tasks` (the publishers' level of the shutdown tree). At
+/// most `max_connections` of the user's own at once (more wait to be
+/// accepted), and as many again from non-loopback peers (more are closed).
+/// `what` names the port in logs.
 pub async fn serve(
     listener: &TcpListener,
     app: Router,
@@ -29,16 +74,12 @@ pub async fn serve(
     cancel: &CancellationToken,
     what: &'static str,
 ) {
-    let slots = Arc::new(Semaphore::new(max_connections));
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    let me = unsafe { libc::geteuid() };
+    let ours = Arc::new(Semaphore::new(max_connections));
+    let remote = Arc::new(Semaphore::new(max_connections));
     loop {
-        let permit = tokio::select! {
-            _ = cancel.cancelled() => break,
-            p = slots.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-        };
-        let (stream, _) = tokio::select! {
+        let (stream, addr) = tokio::select! {
             _ = cancel.cancelled() => break,
             a = listener.accept() => match a {
                 Ok(a) => a,
@@ -47,6 +88,26 @@ pub async fn serve(
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
+            },
+        };
+        let permit: OwnedSemaphorePermit = match classify(&stream, addr, me) {
+            Peer::Stranger(uid) => {
+                tracing::debug!(peer = %addr, ?uid, "refused a {what} connection from another user");
+                continue;
+            }
+            Peer::Remote => match remote.clone().try_acquire_owned() {
+                Ok(p) => p,
+                Err(_) => {
+                    tracing::debug!(peer = %addr, "no free {what} slot for a remote peer");
+                    continue;
+                }
+            },
+            Peer::Ours => tokio::select! {
+                _ = cancel.cancelled() => break,
+                p = ours.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
             },
         };
         let _ = stream.set_nodelay(true);

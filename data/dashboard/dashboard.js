@@ -1,7 +1,9 @@
 // contextd dashboard: saves a grid cell when it changes, sends the forms
 // without leaving the page, and re-reads the page when the broker says
 // something changed (server-sent events). Everything works without it
-// but the live updates and the grid's cells.
+// but the live updates and the grid's cells. Every address is relative:
+// the page lives under its session's path (/s/CAP/), which is part of
+// what proves the session.
 "use strict";
 (function () {
   const csrf = document.querySelector('meta[name="csrf"]')?.content || "";
@@ -69,7 +71,7 @@
     p.set("decision", sel.value);
     p.set("for", document.getElementById("expiry")?.value || "");
     try {
-      await post("/decide", p);
+      await post("decide", p);
       sel.closest("td")?.setAttribute("data-decision", sel.value);
       status("Saved: " + sel.getAttribute("aria-label") + " — " + sel.options[sel.selectedIndex].text);
     } catch (err) {
@@ -92,7 +94,7 @@
     }
   });
 
-  const events = new EventSource("/events");
+  const events = new EventSource("events");
   events.addEventListener("changed", () => { refresh(); });
   window.addEventListener("pagehide", () => events.close());
 })();

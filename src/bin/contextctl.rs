@@ -85,7 +85,8 @@ enum Command {
         data: String,
     },
     /// Open the privacy dashboard: prints a one-time link (and opens it in
-    /// your browser when there is a desktop).
+    /// your browser when there is a desktop, through a private file in
+    /// $XDG_RUNTIME_DIR/contextd, never on a command line).
     Dashboard {
         /// Only print the link.
         #[arg(long)]

@@ -518,28 +518,173 @@ pub async fn end_reader(conn: &Connection, id: u64) -> Result<()> {
     Ok(())
 }
 
-/// `contextctl dashboard`: a one-time link to the dashboard, printed and
-/// opened in the desktop's browser (unless `no_open`, or there is no
-/// desktop).
+/// `contextctl dashboard`: a one-time link to the dashboard, printed
+/// (stdout) and opened in the desktop's browser (unless `no_open`, or
+/// there is no desktop).
+///
+/// The browser never gets the link on its command line: every user can
+/// read `/proc/PID/cmdline`, and whoever redeems a ticket first holds the
+/// session. It gets a `file://` path instead, of a 0600 page in the
+/// private runtime directory that sends it on to the link (as Jupyter
+/// does).
 pub async fn dashboard(conn: &Connection, no_open: bool) -> Result<()> {
     let url = Consent1Proxy::new(conn).await?.open_dashboard().await?;
     println!("{url}");
     eprintln!("The link works once, within two minutes.");
     let desktop =
         std::env::var_os("WAYLAND_DISPLAY").is_some() || std::env::var_os("DISPLAY").is_some();
-    if !no_open && desktop {
-        match std::process::Command::new("xdg-open")
-            .arg(&url)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-        {
-            Ok(_) => eprintln!("Opening it in your browser."),
-            Err(e) => eprintln!("Cannot open a browser ({e}); open the link yourself."),
+    if no_open || !desktop {
+        return Ok(());
+    }
+    let dir = crate::config::user_runtime_dir().map(|d| d.join("contextd"));
+    let file = match dir.as_deref().map(|d| link_file(d, &url)) {
+        Some(Ok(f)) => f,
+        Some(Err(e)) => {
+            eprintln!("Cannot write the link for your browser ({e}); open the link yourself.");
+            return Ok(());
         }
+        None => {
+            eprintln!(
+                "No runtime directory ($XDG_RUNTIME_DIR) for the link's file; open the link yourself."
+            );
+            return Ok(());
+        }
+    };
+    let target = format!(
+        "file://{}",
+        percent_encoding::utf8_percent_encode(&file.to_string_lossy(), FILE_PATH)
+    );
+    let mut cmd = opener(&std::env::var("BROWSER").unwrap_or_default(), &target);
+    match cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    {
+        Ok(_) => eprintln!("Opening it in your browser."),
+        Err(e) => eprintln!("Cannot open a browser ({e}); open the link yourself."),
     }
     Ok(())
+}
+
+/// What may stay unescaped in the `file://` URL of the link's page.
+const FILE_PATH: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'/')
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.');
+
+/// The command that shows `target` in the user's browser: the first of
+/// `browser` (`$BROWSER`, a `:`-separated list; `%s` stands for the
+/// target, else it comes last), else `xdg-open`.
+fn opener(browser: &str, target: &str) -> std::process::Command {
+    let mut words = browser
+        .split(':')
+        .find(|c| !c.trim().is_empty())
+        .map(|c| c.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+        .unwrap_or_default();
+    if words.is_empty() {
+        words.push("xdg-open".into());
+    }
+    let mut cmd = std::process::Command::new(&words[0]);
+    let mut placed = false;
+    for w in &words[1..] {
+        if w.contains("%s") {
+            placed = true;
+            cmd.arg(w.replace("%s", target));
+        } else {
+            cmd.arg(w);
+        }
+    }
+    if !placed {
+        cmd.arg(target);
+    }
+    cmd
+}
+
+/// The link's page files are named `dashboard-RANDOM.html`.
+const LINK_PREFIX: &str = "dashboard-";
+
+/// Write the page that sends the browser on to `url` into `dir` (created
+/// 0700 if missing, refused unless ours and private), readable by the
+/// user alone; remove the pages of earlier runs whose tickets have
+/// expired.
+fn link_file(dir: &std::path::Path, url: &str) -> std::io::Result<std::path::PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let meta = std::fs::symlink_metadata(dir)?;
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    let me = unsafe { libc::geteuid() };
+    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+        return Err(std::io::Error::other(format!(
+            "{} is not a directory only you may enter",
+            dir.display()
+        )));
+    }
+    remove_old_links(dir);
+    let random =
+        crate::core::tickets::random_token().map_err(|e| std::io::Error::other(e.to_string()))?;
+    let path = dir.join(format!("{LINK_PREFIX}{random}.html"));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    f.write_all(link_page(url).as_bytes())?;
+    Ok(path)
+}
+
+/// Remove link pages older than a ticket lives (they open nothing any
+/// more); a newer one may still be on its way to a browser.
+fn remove_old_links(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !name.starts_with(LINK_PREFIX) || !name.ends_with(".html") {
+            continue;
+        }
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > crate::core::tickets::TICKET_TTL);
+        if old {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// A page that goes on to `url` at once (and links to it, for browsers
+/// that do not follow a refresh), sending no referrer.
+fn link_page(url: &str) -> String {
+    let u: String = url
+        .chars()
+        .map(|c| match c {
+            '&' => "&amp;".to_owned(),
+            '<' => "&lt;".to_owned(),
+            '>' => "&gt;".to_owned(),
+            '"' => "&quot;".to_owned(),
+            '\'' => "&#39;".to_owned(),
+            c => c.to_string(),
+        })
+        .collect();
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"referrer\" content=\"no-referrer\">\n\
+         <meta http-equiv=\"refresh\" content=\"0;url={u}\">\n\
+         <title>contextd dashboard</title>\n</head>\n<body>\n\
+         <p>Opening the <a href=\"{u}\">contextd dashboard</a>.</p>\n</body>\n</html>\n"
+    )
 }
 
 /// `contextctl publish KIND JSON`: publish, keep the connection (the
@@ -1074,5 +1219,55 @@ mod tests {
             "focus   org.b.App"
         );
         assert_eq!(describe_change(&json!({"event": "focus"})), "focus   none");
+    }
+
+    #[test]
+    fn the_link_file_is_private_and_old_ones_go() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("contextd");
+        let url = "http://127.0.0.1:1/open?ticket=a&b\"<x>";
+        let f = link_file(&dir, url).expect("written");
+        assert_eq!(f.parent(), Some(dir.as_path()));
+        assert_eq!(std::fs::metadata(&dir).expect("dir").mode() & 0o777, 0o700);
+        assert_eq!(std::fs::metadata(&f).expect("file").mode() & 0o777, 0o600);
+        let page = std::fs::read_to_string(&f).expect("read");
+        assert!(
+            page.contains("url=http://127.0.0.1:1/open?ticket=a&amp;b&quot;&lt;x&gt;\""),
+            "{page}"
+        );
+        // An old page is removed by the next run, a fresh one stays.
+        let old = dir.join("dashboard-old.html");
+        std::fs::write(&old, "x").expect("old");
+        let then = std::time::SystemTime::now() - std::time::Duration::from_secs(600);
+        std::fs::File::options()
+            .write(true)
+            .open(&old)
+            .and_then(|f| f.set_modified(then))
+            .expect("age it");
+        let g = link_file(&dir, url).expect("again");
+        assert!(!old.exists() && f.exists() && g.exists() && f != g);
+        // Not a private directory: refused.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        assert!(link_file(&dir, url).is_err());
+    }
+
+    #[test]
+    fn the_browser_comes_from_browser_or_xdg_open() {
+        let args = |c: &std::process::Command| {
+            std::iter::once(c.get_program())
+                .chain(c.get_args())
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            args(&opener("firefox --new-tab %s:chromium", "file:///x")),
+            ["firefox", "--new-tab", "file:///x"]
+        );
+        assert_eq!(
+            args(&opener("chromium", "file:///x")),
+            ["chromium", "file:///x"]
+        );
+        assert_eq!(args(&opener("", "file:///x")), ["xdg-open", "file:///x"]);
     }
 }

@@ -2,7 +2,10 @@
 //!
 //! `Consent1.OpenDashboard` (polkit-checked, so only the user's own
 //! session gets one) asks the core for a URL; the dashboard redeems the
-//! ticket in it once, for a session cookie. The core sits between the two
+//! ticket in it once, for a session (a capability path and a cookie
+//! scoped to it). A ticket is a bearer secret until then: it travels in
+//! D-Bus replies, stdout and a 0600 file, never a command line, where
+//! every user could read it. The core sits between the two
 //! because publishers never talk to each other: D-Bus issues, the
 //! dashboard redeems. Only a hash of each ticket is kept, so a memory dump
 //! of the broker does not hold a usable link either.

@@ -8,13 +8,32 @@
 //!
 //! Who may use it: whoever holds a one-time ticket, which only
 //! `Consent1.OpenDashboard` hands out (polkit-checked, like every
-//! `Consent1` call). The ticket becomes a session cookie (`HttpOnly`,
-//! `SameSite=Strict`) and the link is useless after that. Every request
-//! must carry a loopback `Host` of our port (no DNS rebinding); every
-//! change must come from our own `Origin` and carry the session's CSRF
-//! token. Pages are served with a strict Content-Security-Policy: scripts
-//! and styles only from the dashboard itself, which embeds them in the
-//! binary, so nothing is fetched from anywhere else.
+//! `Consent1` call); `contextctl dashboard` passes it to the browser in a
+//! 0600 file under `$XDG_RUNTIME_DIR/contextd/`, never on a command line
+//! (`/proc/PID/cmdline` is readable by every user). `/open?ticket=` spends
+//! the ticket and starts a session of two secrets, both needed for every
+//! page and every change:
+//! - a capability in the path: every page of the session is under
+//!   `/s/CAP/` (pages link relatively, `Referrer-Policy: no-referrer`), so
+//!   only the browser tab that opened it knows where the session is;
+//! - a cookie (`HttpOnly`, `SameSite=Strict`) set for `Path=/s/CAP` only.
+//!
+//! Why both: browsers do not scope cookies by port, and all of loopback is
+//! one site, so a cookie for `Path=/` would be sent to a page that *any*
+//! local process serves on another port, and its owner could replay it.
+//! The path-scoped cookie is not sent there at all, and even a cookie that
+//! leaked opens nothing without the capability. Every request must carry
+//! a loopback `Host` of our port (no DNS rebinding); every change must come
+//! from our own `Origin` and carry the session's CSRF token. Pages are
+//! served with a strict Content-Security-Policy: scripts and styles only
+//! from the dashboard itself, which embeds them in the binary, so nothing
+//! is fetched from anywhere else. Connections from loopback sockets of
+//! another uid are closed before a byte is read ([`crate::httpd`]).
+//!
+//! What this does not stop: code running as the user (unsandboxed) can
+//! read the browser's profile (history holds the path, the cookie jar the
+//! cookie) or the runtime directory, as it can read the database key; the
+//! threat model in the README says so.
 
 mod pages;
 
@@ -124,16 +143,33 @@ pub async fn serve(
     Ok(())
 }
 
+/// One browser's session: the capability in its pages' path, the cookie
+/// that must come with it, and the token every change carries.
 #[derive(Debug, Clone)]
 struct Session {
+    /// The path segment of every page of the session (`/s/CAP/…`).
+    cap: String,
+    /// The cookie's value; the cookie is set for `Path=/s/CAP` only.
+    sid: String,
     csrf: String,
     used: Instant,
 }
+
+impl Session {
+    /// Where the session's pages are: `/s/CAP`.
+    fn root(&self) -> String {
+        format!("{SESSION_PREFIX}{}", self.cap)
+    }
+}
+
+/// Every page of a session is under `/s/CAP/`.
+const SESSION_PREFIX: &str = "/s/";
 
 #[derive(Debug)]
 struct Dash {
     core: Arc<Core>,
     addr: SocketAddr,
+    /// By capability.
     sessions: Mutex<HashMap<String, Session>>,
     cancel: CancellationToken,
     tasks: tokio_util::task::TaskTracker,
@@ -151,18 +187,28 @@ impl Dash {
         ours.iter().any(|h| h.eq_ignore_ascii_case(host))
     }
 
-    fn session(&self, headers: &HeaderMap) -> Option<Session> {
-        let sid = cookie(headers, COOKIE)?;
+    /// The session of a request to `/s/CAP/…`: the capability in the
+    /// path names it, and the request must also carry its cookie. Neither
+    /// alone is enough: the cookie is the one thing a browser sends to
+    /// other loopback ports (cookies are not scoped by port), and a path
+    /// can be copied out of a window or history.
+    fn session(&self, path: &str, headers: &HeaderMap) -> Option<Session> {
+        let cap = path.strip_prefix(SESSION_PREFIX)?.split('/').next()?;
         let mut m = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         m.retain(|_, s| s.used.elapsed() < SESSION_IDLE);
-        let s = m.get_mut(sid)?;
+        let s = m.get_mut(cap)?;
+        // Both are ours and random; comparing them may stop early.
+        if !cookies(headers, COOKIE).any(|v| v == s.sid) {
+            return None;
+        }
         s.used = Instant::now();
         Some(s.clone())
     }
 
-    fn new_session(&self) -> crate::core::Result<(String, Session)> {
-        let sid = crate::core::tickets::random_token()?;
+    fn new_session(&self) -> crate::core::Result<Session> {
         let s = Session {
+            cap: crate::core::tickets::random_token()?,
+            sid: crate::core::tickets::random_token()?,
             csrf: crate::core::tickets::random_token()?,
             used: Instant::now(),
         };
@@ -173,37 +219,41 @@ impl Dash {
         {
             m.remove(&oldest);
         }
-        m.insert(sid.clone(), s.clone());
-        Ok((sid, s))
+        m.insert(s.cap.clone(), s.clone());
+        Ok(s)
     }
 }
 
-/// The value of cookie `name` in the request's `Cookie` headers.
-pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+/// The values of every cookie `name` in the request's `Cookie` headers.
+pub(crate) fn cookies<'a>(
+    headers: &'a HeaderMap,
+    name: &'a str,
+) -> impl Iterator<Item = &'a str> + 'a {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == name)
+        .filter(move |(k, _)| *k == name)
         .map(|(_, v)| v)
 }
 
 fn router(dash: Arc<Dash>) -> Router {
     Router::new()
         .route("/open", get(open))
-        .route("/", get(apps_page))
-        .route("/now", get(now_page))
-        .route("/timeline", get(timeline_page))
-        .route("/events", get(events))
         .route("/assets/dashboard.css", get(css))
         .route("/assets/dashboard.js", get(js))
-        .route("/decide", post(decide))
-        .route("/pause", post(pause))
-        .route("/forget", post(forget))
-        .route("/end-reader", post(end_reader))
-        .route("/answer", post(answer))
+        .route("/s/{cap}", get(to_root))
+        .route("/s/{cap}/", get(apps_page))
+        .route("/s/{cap}/now", get(now_page))
+        .route("/s/{cap}/timeline", get(timeline_page))
+        .route("/s/{cap}/events", get(events))
+        .route("/s/{cap}/decide", post(decide))
+        .route("/s/{cap}/pause", post(pause))
+        .route("/s/{cap}/forget", post(forget))
+        .route("/s/{cap}/end-reader", post(end_reader))
+        .route("/s/{cap}/answer", post(answer))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(dash.clone(), guard))
         .with_state(dash)
@@ -214,9 +264,11 @@ fn refuse(status: StatusCode, why: &str) -> Response {
     (status, pages::refused(why)).into_response()
 }
 
-/// Every request: our `Host`; a session (but to open one); for a change,
-/// our `Origin` and the session's CSRF token (the form is read here, once,
-/// and handed on). Every response: the security headers.
+/// Every request: our `Host`; a session, named by the capability in the
+/// path and proven by its cookie (but to open one, and for the static
+/// assets); for a change, our `Origin` and the session's CSRF token (the
+/// form is read here, once, and handed on). Every response: the security
+/// headers.
 async fn guard(State(dash): State<Arc<Dash>>, req: Request, next: Next) -> Response {
     let host = req
         .headers()
@@ -232,7 +284,7 @@ async fn guard(State(dash): State<Arc<Dash>>, req: Request, next: Next) -> Respo
     } else if req.uri().path() == "/open" || req.uri().path().starts_with("/assets/") {
         next.run(req).await
     } else {
-        match dash.session(req.headers()) {
+        match dash.session(req.uri().path(), req.headers()) {
             None => refuse(
                 StatusCode::FORBIDDEN,
                 "There is no dashboard session in this browser. Open it with `contextctl dashboard`.",
@@ -347,18 +399,34 @@ async fn open(State(dash): State<Arc<Dash>>, Query(q): Query<HashMap<String, Str
             "This link was used already or has expired. Run `contextctl dashboard` again for a new one.",
         );
     }
-    let (sid, _) = match dash.new_session() {
+    let s = match dash.new_session() {
         Ok(s) => s,
         Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
     };
-    let cookie = format!("{COOKIE}={sid}; HttpOnly; SameSite=Strict; Path=/");
-    let mut resp = StatusCode::SEE_OTHER.into_response();
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        resp.headers_mut().insert(header::SET_COOKIE, v);
-    }
-    resp.headers_mut()
-        .insert(header::LOCATION, HeaderValue::from_static("/"));
+    // The cookie goes only to the session's own path, so a browser never
+    // sends it to another loopback port's pages (which cannot know CAP).
+    let root = s.root();
+    let cookie = format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path={root}", s.sid);
+    let Ok(cookie) = HeaderValue::from_str(&cookie) else {
+        return refuse(StatusCode::INTERNAL_SERVER_ERROR, "no session");
+    };
+    // A page of ours that moves on, not a redirect: the link usually comes
+    // from another site (a file:// page, a terminal), and a browser sends
+    // a SameSite=Strict cookie on no navigation a foreign page started,
+    // redirects included. This page starts the next one itself.
+    let mut resp = page(pages::opening(&format!("{root}/")));
+    resp.headers_mut().insert(header::SET_COOKIE, cookie);
     resp
+}
+
+/// `/s/CAP` → `/s/CAP/`, where the relative links of the pages work.
+async fn to_root(req: Request) -> Response {
+    let s = session_of(req.extensions());
+    (
+        StatusCode::SEE_OTHER,
+        [(header::LOCATION, format!("{}/", s.root()))],
+    )
+        .into_response()
 }
 
 async fn not_found() -> Response {
@@ -367,6 +435,8 @@ async fn not_found() -> Response {
 
 fn session_of(req: &axum::http::Extensions) -> Session {
     req.get::<Session>().cloned().unwrap_or(Session {
+        cap: String::new(),
+        sid: String::new(),
         csrf: String::new(),
         used: Instant::now(),
     })
@@ -494,17 +564,22 @@ async fn events(State(dash): State<Arc<Dash>>) -> Response {
 }
 
 /// What a change answers: 204 to the page's script, which re-reads the
-/// page; a redirect back to a plain form's page.
-fn done(headers: &HeaderMap, form: &Form) -> Response {
-    if headers.get("x-dashboard").is_some() {
+/// page; a redirect back to a plain form's page (in its session).
+fn done(req: &Request, form: &Form) -> Response {
+    if req.headers().get("x-dashboard").is_some() {
         return StatusCode::NO_CONTENT.into_response();
     }
     let back = match form.get("back") {
-        "/now" => "/now",
-        "/timeline" => "/timeline",
-        _ => "/",
+        "/now" => "now",
+        "/timeline" => "timeline",
+        _ => "",
     };
-    (StatusCode::SEE_OTHER, [(header::LOCATION, back)]).into_response()
+    let root = session_of(req.extensions()).root();
+    (
+        StatusCode::SEE_OTHER,
+        [(header::LOCATION, format!("{root}/{back}"))],
+    )
+        .into_response()
 }
 
 fn bad(why: impl std::fmt::Display) -> Response {
@@ -584,7 +659,7 @@ async fn decide(State(dash): State<Arc<Dash>>, req: Request) -> Response {
         decision = form.get("decision"),
         "decision set from the dashboard"
     );
-    done(req.headers(), &form)
+    done(&req, &form)
 }
 
 async fn pause(State(dash): State<Arc<Dash>>, req: Request) -> Response {
@@ -593,7 +668,7 @@ async fn pause(State(dash): State<Arc<Dash>>, req: Request) -> Response {
     if dash.core.gate.set_paused(paused) {
         tracing::info!(paused, "sharing paused from the dashboard");
     }
-    done(req.headers(), &form)
+    done(&req, &form)
 }
 
 async fn forget(State(dash): State<Arc<Dash>>, req: Request) -> Response {
@@ -605,7 +680,7 @@ async fn forget(State(dash): State<Arc<Dash>>, req: Request) -> Response {
     if let Err(e) = dash.core.forget_app(&app).await {
         return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
     }
-    done(req.headers(), &form)
+    done(&req, &form)
 }
 
 async fn end_reader(State(dash): State<Arc<Dash>>, req: Request) -> Response {
@@ -614,7 +689,7 @@ async fn end_reader(State(dash): State<Arc<Dash>>, req: Request) -> Response {
         return bad("id: not a reader's id");
     };
     dash.core.readers.end(id);
-    done(req.headers(), &form)
+    done(&req, &form)
 }
 
 async fn answer(State(dash): State<Arc<Dash>>, req: Request) -> Response {
@@ -629,7 +704,7 @@ async fn answer(State(dash): State<Arc<Dash>>, req: Request) -> Response {
         Err(e) => return bad(e),
     };
     dash.core.prompts.answer(id, a);
-    done(req.headers(), &form)
+    done(&req, &form)
 }
 
 #[cfg(test)]
@@ -647,10 +722,10 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(
             header::COOKIE,
-            HeaderValue::from_static("a=1; contextd_dashboard=abc"),
+            HeaderValue::from_static("a=1; contextd_dashboard=abc; contextd_dashboard=def"),
         );
-        assert_eq!(cookie(&h, COOKIE), Some("abc"));
-        assert_eq!(cookie(&h, "b"), None);
+        assert_eq!(cookies(&h, COOKIE).collect::<Vec<_>>(), ["abc", "def"]);
+        assert_eq!(cookies(&h, "b").next(), None);
     }
 
     #[test]

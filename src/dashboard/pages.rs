@@ -55,8 +55,16 @@ pub fn rows(core: &Core) -> Vec<crate::core::manage::AppView> {
     apps
 }
 
+/// Every page of a session is at `/s/CAP/PAGE`: links and form actions
+/// are relative, so no page needs to know its capability and none names
+/// a path another session (or port) could use. `here` is the page's name
+/// (`/`, `/now`, `/timeline`), as forms send it back in `back`.
 fn layout(title: &str, here: &str, csrf: &str, paused: bool, body: Markup) -> Markup {
-    let nav = [("/", "Apps"), ("/now", "Now"), ("/timeline", "Timeline")];
+    let nav = [
+        ("/", "./", "Apps"),
+        ("/now", "now", "Now"),
+        ("/timeline", "timeline", "Timeline"),
+    ];
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -73,9 +81,9 @@ fn layout(title: &str, here: &str, csrf: &str, paused: bool, body: Markup) -> Ma
                     p.brand { "contextd" }
                     nav aria-label="Dashboard pages" {
                         ul {
-                            @for (href, name) in nav {
+                            @for (page, href, name) in nav {
                                 li {
-                                    @if href == here {
+                                    @if page == here {
                                         a href=(href) aria-current="page" { (name) }
                                     } @else {
                                         a href=(href) { (name) }
@@ -84,7 +92,7 @@ fn layout(title: &str, here: &str, csrf: &str, paused: bool, body: Markup) -> Ma
                             }
                         }
                     }
-                    form.pause method="post" action="/pause" data-fetch {
+                    form.pause method="post" action="pause" data-fetch {
                         input type="hidden" name="csrf" value=(csrf);
                         input type="hidden" name="back" value=(here);
                         input type="hidden" name="paused" value=(if paused { "false" } else { "true" });
@@ -177,7 +185,7 @@ pub fn apps(core: &Core, csrf: &str) -> Markup {
                             @for c in &cols {
                                 th scope="col" title=(c.description()) {
                                     span.cat { (c.to_string()) }
-                                    form.col method="post" action="/decide" data-fetch {
+                                    form.col method="post" action="decide" data-fetch {
                                         input type="hidden" name="csrf" value=(csrf);
                                         input type="hidden" name="category" value=(c.to_string());
                                         (select("decision", &format!("Decision for {c} for every app"), &DECISIONS, ""))
@@ -203,14 +211,14 @@ pub fn apps(core: &Core, csrf: &str) -> Markup {
                                             }
                                         }
                                     }
-                                    form.row method="post" action="/decide" data-fetch {
+                                    form.row method="post" action="decide" data-fetch {
                                         input type="hidden" name="csrf" value=(csrf);
                                         input type="hidden" name="app" value=(a.app_id);
                                         (select("decision", &format!("Decision for every category for {}", a.app_id), &DECISIONS, ""))
                                         (select("for", &format!("How long, for every category for {}", a.app_id), &FOR, ""))
                                         button type="submit" aria-label=(format!("Set every category for {}", a.app_id)) { "Set row" }
                                     }
-                                    form.forget method="post" action="/forget" data-fetch data-confirm=(format!("Forget {} and everything decided about it?", a.app_id)) {
+                                    form.forget method="post" action="forget" data-fetch data-confirm=(format!("Forget {} and everything decided about it?", a.app_id)) {
                                         input type="hidden" name="csrf" value=(csrf);
                                         input type="hidden" name="app" value=(a.app_id);
                                         button type="submit" aria-label=(format!("Forget {}", a.app_id)) { "Forget" }
@@ -283,7 +291,7 @@ pub fn now(core: &Core, csrf: &str) -> Markup {
                                 @if !p.reason.is_empty() { ": " q { (p.reason) } }
                             }
                             @for (answer, secs, text) in [("once", 0, "Allow once"), ("always", 0, "Always allow"), ("duration", 86_400, "Allow for a day"), ("deny", 0, "Deny")] {
-                                form.answer method="post" action="/answer" data-fetch {
+                                form.answer method="post" action="answer" data-fetch {
                                     input type="hidden" name="csrf" value=(csrf);
                                     input type="hidden" name="back" value="/now";
                                     input type="hidden" name="id" value=(p.id);
@@ -313,7 +321,7 @@ pub fn now(core: &Core, csrf: &str) -> Markup {
                                 td { @if r.categories.0.is_empty() { "—" } @else { (r.categories.0.join(", ")) } }
                                 td { (short(&r.since)) }
                                 td {
-                                    form method="post" action="/end-reader" data-fetch {
+                                    form method="post" action="end-reader" data-fetch {
                                         input type="hidden" name="csrf" value=(csrf);
                                         input type="hidden" name="back" value="/now";
                                         input type="hidden" name="id" value=(r.id);
@@ -493,6 +501,28 @@ pub async fn timeline(core: &Core, csrf: &str) -> Markup {
         }
     };
     layout("Timeline", "/timeline", csrf, core.gate.paused(), body)
+}
+
+/// What `/open` answers once the session is made: a page that goes on to
+/// the session's pages at once (a refresh, no script).
+pub fn opening(to: &str) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta http-equiv="refresh" content=(format!("0;url={to}"));
+                title { "contextd dashboard" }
+                link rel="stylesheet" href="/assets/dashboard.css";
+            }
+            body {
+                main {
+                    h1 { "contextd dashboard" }
+                    p { a href=(to) { "Open the dashboard" } }
+                }
+            }
+        }
+    }
 }
 
 /// A refusal, as a page of its own (no script, no session needed).

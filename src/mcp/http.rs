@@ -15,7 +15,9 @@
 //!    screened as JSON-RPC (400 with -32700/-32600/-32602).
 //!
 //! Connections: headers must arrive within 10 s (also between requests on
-//! an idle keep-alive connection), at most 256 connections at once.
+//! an idle keep-alive connection), at most 256 of the user's own at once;
+//! a loopback peer of another uid is closed before a byte is read
+//! ([`crate::httpd`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -6,7 +6,9 @@ over D-Bus; this only works the page as a user would.
     browser.py AXE_JS
 
 Commands ({"op": ...}):
-    get URL                   navigate and wait for the page
+    get URL                   navigate and wait for the page; answers its
+                              title and the URL it ended at (redirects)
+    url                       the URL the tab shows now
     text                      the page's visible text
     mark / marked             set a marker on the window / is it still there
                               (a reload would drop it)
@@ -84,6 +86,9 @@ def main():
             if op == "get":
                 d.get(c["url"])
                 out["title"] = d.title
+                out["url"] = d.current_url
+            elif op == "url":
+                out["url"] = d.current_url
             elif op == "text":
                 out["text"] = d.find_element(By.TAG_NAME, "body").text
             elif op == "mark":
@@ -102,9 +107,12 @@ def main():
                 deadline = time.monotonic() + c["timeout"]
                 found = False
                 while time.monotonic() < deadline:
-                    if c["text"] in d.find_element(By.TAG_NAME, "body").text:
-                        found = True
-                        break
+                    try:
+                        if c["text"] in d.find_element(By.TAG_NAME, "body").text:
+                            found = True
+                            break
+                    except Exception:  # noqa: BLE001 - a page being replaced
+                        pass
                     time.sleep(0.1)
                 out["found"] = found
             elif op == "screenshot":
