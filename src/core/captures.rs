@@ -190,6 +190,7 @@ mod tests {
             id: id.into(),
             kind: MediaKind::Microphone,
             app_id: AppId::from_exe("/usr/bin/pw-record").ok(),
+            attributed_by: Default::default(),
             pid: Some(42),
             claimed_name: Some("pw-record".into()),
             claimed_binary: None,

@@ -742,6 +742,7 @@ mod tests {
             id: id.into(),
             kind: MediaKind::Camera,
             app_id: AppId::from_exe(exe).ok(),
+            attributed_by: Default::default(),
             pid: Some(42),
             claimed_name: None,
             claimed_binary: None,

@@ -153,9 +153,14 @@ pub struct StreamView {
     pub state: StreamState,
     pub active: bool,
     pub since: String,
-    /// From the kernel (the stream's PID); missing when unknown.
+    /// From the kernel (the stream's PID), or named by the portal for a
+    /// sandboxed app; missing when unknown.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub app_id: Option<String>,
+    /// Who said what `app_id` is: `kernel` (the broker, from the process)
+    /// or `portal` (xdg-desktop-portal's claim); with `app_id` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_id_source: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
     /// What the app says it is: not an identity.
@@ -180,6 +185,7 @@ impl StreamView {
             active: s.state == StreamState::Running,
             since: time(&s.since),
             app_id: s.app_id.as_ref().map(ToString::to_string),
+            app_id_source: s.app_id.as_ref().map(|_| s.attributed_by.as_str()),
             pid: s.pid,
             claimed_name: s.claimed_name.clone(),
             claimed_binary: s.claimed_binary.clone(),
@@ -1082,6 +1088,7 @@ mod tests {
             id: id.into(),
             kind,
             app_id: None,
+            attributed_by: Default::default(),
             pid: Some(7),
             claimed_name: None,
             claimed_binary: None,
@@ -1219,6 +1226,7 @@ mod tests {
             id: "mpris-vlc".into(),
             kind: MediaKind::Playback,
             app_id: None,
+            attributed_by: Default::default(),
             pid: Some(7),
             claimed_name: Some("VLC".into()),
             claimed_binary: None,

@@ -137,7 +137,8 @@ fn stream_list() -> Value {
     json!({"type": "array", "items": {"type": "object", "properties": {
         "id": {"type": "string"}, "kind": {"type": "string"}, "state": {"type": "string"},
         "active": {"type": "boolean"}, "since": {"type": "string", "format": "date-time"},
-        "app_id": {"type": "string", "description": "From the kernel (the stream's PID); missing when unknown"},
+        "app_id": {"type": "string", "description": "From the kernel (the stream's PID), or named by xdg-desktop-portal for a sandboxed app (app_id_source); missing when unknown"},
+        "app_id_source": {"type": "string", "enum": ["kernel", "portal"], "description": "Who said what app_id is: the broker from the process (kernel), or the portal's claim (portal)"},
         "pid": {"type": "integer"},
         "claimed_name": {"type": "string", "description": format!("What the app says it is; not an identity; {THEIRS}")},
         "claimed_binary": {"type": "string"},
@@ -856,6 +857,7 @@ mod tests {
             id: "s".into(),
             kind: MediaKind::Microphone,
             app_id: AppId::new("exe:/usr/bin/x").ok(),
+            attributed_by: Default::default(),
             pid: Some(1),
             claimed_name: Some("x".into()),
             claimed_binary: None,

@@ -127,14 +127,47 @@ pub enum StreamState {
     Other,
 }
 
+/// Who said which app a stream is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StreamAttribution {
+    /// The broker, from the process behind the stream (its PID, or the
+    /// D-Bus connection of an MPRIS player).
+    #[default]
+    Kernel,
+    /// xdg-desktop-portal, which opened the PipeWire connection for a
+    /// sandboxed app and named the app on it: a claim of the portal's,
+    /// accepted only from a connection whose process runs the portal's
+    /// executable (`sources::pipewire::tracker`).
+    Portal,
+}
+
+impl StreamAttribution {
+    /// The name both wires carry (`app_id_source`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamAttribution::Kernel => "kernel",
+            StreamAttribution::Portal => "portal",
+        }
+    }
+
+    fn is_kernel(&self) -> bool {
+        *self == StreamAttribution::Kernel
+    }
+}
+
 /// A media stream (a PipeWire node of a client, or an MPRIS player).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MediaStream {
     pub id: String,
     pub kind: MediaKind,
-    /// Identity derived from the kernel (the client's PID), when known.
+    /// Identity derived from the kernel (the client's PID), when known, or
+    /// named by the portal (`attributed_by`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app_id: Option<AppId>,
+    /// Who said what `app_id` is.
+    #[serde(default, skip_serializing_if = "StreamAttribution::is_kernel")]
+    pub attributed_by: StreamAttribution,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
     /// `application.name`: what the app claims to be.

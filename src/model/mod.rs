@@ -15,5 +15,5 @@ pub use category::{Category, CategoryError};
 pub use context::{
     Location, MediaKind, MediaStream, Network, Notification, PlaybackStatus, Player, Power,
     ProvidedContext, RecentDocument, Selection, SessionState, SourceStatus, StreamState, Urgency,
-    Window, WindowAttribution, WindowStates,
+    StreamAttribution, Window, WindowAttribution, WindowStates,
 };

@@ -348,6 +348,7 @@ pub fn media_stream(
         id: id.to_owned(),
         kind: MediaKind::Playback,
         app_id,
+        attributed_by: Default::default(),
         pid,
         claimed_name: identity.map(|mut s| {
             truncate_text(&mut s);

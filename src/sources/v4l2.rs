@@ -289,6 +289,7 @@ impl Reported {
                 id: self.id(&k),
                 kind: MediaKind::Camera,
                 app_id: who.app_id.clone(),
+                attributed_by: Default::default(),
                 pid: Some(k.1),
                 claimed_name: who.comm.clone(),
                 claimed_binary: None,

@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use super::classify::{self, NodeRole, Props};
 use crate::core::SourceEvent;
 use crate::core::state::truncate_text;
-use crate::model::{AppId, MediaStream, StreamState};
+use crate::model::{AppId, MediaStream, StreamAttribution, StreamState};
 
 /// What the PipeWire thread saw.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,15 +97,21 @@ impl Client {
     /// portal's executable): any client could add that property to its own
     /// connection. For an unsandboxed app the portal names none, and the
     /// app is unknown (not "the portal").
-    fn identity(&self) -> (Option<AppId>, Option<u32>) {
+    fn identity(&self) -> (Option<AppId>, Option<u32>, StreamAttribution) {
         let via_portal = self
             .pid_app
             .as_ref()
             .is_some_and(|a| PORTAL_EXES.contains(&a.as_str()));
         if via_portal && let Some(app) = self.props.get("pipewire.access.portal.app_id") {
-            return (AppId::new(app.as_str()).ok(), None);
+            let app = AppId::new(app.as_str()).ok();
+            let by = if app.is_some() {
+                StreamAttribution::Portal
+            } else {
+                StreamAttribution::Kernel
+            };
+            return (app, None, by);
         }
-        (self.pid_app.clone(), self.pid)
+        (self.pid_app.clone(), self.pid, StreamAttribution::Kernel)
     }
 }
 
@@ -290,11 +296,12 @@ impl Tracker {
                     .or_else(|| client.and_then(|c| c.props.get(k))),
             )
         };
-        let (app_id, pid) = client.map(Client::identity).unwrap_or_default();
+        let (app_id, pid, attributed_by) = client.map(Client::identity).unwrap_or_default();
         Some(MediaStream {
             id: self.stream_id(id),
             kind,
             app_id,
+            attributed_by,
             pid,
             claimed_name: claim("application.name"),
             claimed_binary: claim("application.process.binary"),
@@ -688,6 +695,7 @@ mod tests {
             Some("org.chromium.Chromium")
         );
         assert_eq!(s.pid, None, "the portal's PID is not the app's");
+        assert_eq!(s.attributed_by, StreamAttribution::Portal);
         assert_eq!(s.kind, MediaKind::Screen);
 
         // The same property on a connection the portal did not make is
@@ -700,6 +708,7 @@ mod tests {
             Some("exe:/usr/bin/evil")
         );
         assert_eq!(s.pid, Some(600));
+        assert_eq!(s.attributed_by, StreamAttribution::Kernel);
 
         // An unsandboxed app through the portal: unknown, not the portal.
         tr.observe(portal_client(30, 500, ""), t(0));
