@@ -116,6 +116,16 @@ pub enum IdentitySource {
 }
 
 impl IdentitySource {
+    /// Every source, strongest evidence first.
+    pub const ALL: [IdentitySource; 6] = [
+        IdentitySource::Flatpak,
+        IdentitySource::Snap,
+        IdentitySource::Systemd,
+        IdentitySource::Executable,
+        IdentitySource::Interpreter,
+        IdentitySource::Token,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             IdentitySource::Flatpak => "flatpak",
@@ -129,16 +139,7 @@ impl IdentitySource {
 
     /// The inverse of [`IdentitySource::as_str`].
     pub fn parse(s: &str) -> Option<Self> {
-        [
-            IdentitySource::Flatpak,
-            IdentitySource::Snap,
-            IdentitySource::Systemd,
-            IdentitySource::Executable,
-            IdentitySource::Interpreter,
-            IdentitySource::Token,
-        ]
-        .into_iter()
-        .find(|x| x.as_str() == s)
+        Self::ALL.into_iter().find(|x| x.as_str() == s)
     }
 
     /// What an id of this source proves, in words for the user (prompts,
@@ -183,14 +184,7 @@ mod tests {
 
     #[test]
     fn sources_round_trip() {
-        for s in [
-            IdentitySource::Flatpak,
-            IdentitySource::Snap,
-            IdentitySource::Systemd,
-            IdentitySource::Executable,
-            IdentitySource::Interpreter,
-            IdentitySource::Token,
-        ] {
+        for s in IdentitySource::ALL {
             assert_eq!(IdentitySource::parse(s.as_str()), Some(s));
             let json = serde_json::to_value(s).map(|v| v.as_str().map(str::to_owned));
             assert_eq!(json.ok().flatten().as_deref(), Some(s.as_str()));
