@@ -384,8 +384,12 @@ impl Gate {
         channel: Channel,
         request: &str,
     ) -> Option<bool> {
-        self.evaluate(app, category).ok()?;
-        match self.access_once(app, category, channel, request) {
+        // One evaluation decides both whether to access and the access.
+        let r = self.evaluate(app, category);
+        if r.is_err() {
+            return None;
+        }
+        match self.access_evaluated(app, category, (channel, request), r) {
             (Decision::Allow, once) => Some(once),
             _ => None,
         }
@@ -399,7 +403,20 @@ impl Gate {
         channel: Channel,
         request: &str,
     ) -> (Decision, bool) {
-        let mut r = self.evaluate(app, category);
+        let r = self.evaluate(app, category);
+        self.access_evaluated(app, category, (channel, request), r)
+    }
+
+    /// The access of [`Gate::access_once`] on `r`, the evaluation the
+    /// caller just made (so a read evaluates the policy once per
+    /// category): uses up a one-time grant and audits.
+    fn access_evaluated(
+        &self,
+        app: &AppId,
+        category: &Category,
+        (channel, request): (Channel, &str),
+        mut r: Result<AllowedBy, Decision>,
+    ) -> (Decision, bool) {
         if let Ok(AllowedBy::Once) = r {
             // Used up under the lock: two reads at the same moment do not
             // both get one grant.

@@ -33,7 +33,7 @@ pub use consent::Channel;
 pub use error::{Error, Result};
 pub use event::SourceEvent;
 pub use gate::{Decision, Gate, GateSettings};
-pub use read::{Mode, Subject, View, What};
+pub use read::{Mode, Subject};
 pub use state::{Change, ChangeKind, Snapshot, State};
 
 /// The core as publishers see it.

@@ -1,14 +1,18 @@
-//! The read service: "subject S reads WHAT, in mode M" answered with a
-//! typed, already-redacted view (`core::view`) or a typed error.
+//! The read service: "subject S asks question Q, in mode M", answered
+//! with `Q`'s own view (`core::view`), already redacted, or a typed error.
 //!
-//! Every decision about what a reader sees is made here, once, for every
-//! publisher: which categories a read needs (a base category, and the
-//! details it shows only when they are granted too), the media rule
-//! (either `media.playback` or `media.capture` will do, each part only
-//! with its own), prompts and their cool-down, and the audit of every
-//! access with its channel. D-Bus, MCP and the dashboard call
-//! [`Core::read`] and only turn the view into their wire format; none of
-//! them asks the gate itself.
+//! A read is a type ([`Read`], one per question in [`questions`]): it
+//! says which categories it needs ([`Needs`]) and how its view is built
+//! from what the reader may see ([`Seen`]). [`Core::read`] is the one
+//! consent path between the two, for every question and every publisher:
+//! the gate's decision, the audit of every access with its channel, the
+//! use of one-time grants, prompts and their cool-down, the details shown
+//! only when granted too, and the media rule (either `media.playback` or
+//! `media.capture` will do, each part only with its own). D-Bus, MCP and
+//! the dashboard call [`Core::read`] and only turn the view into their
+//! wire format; none of them asks the gate itself.
+
+pub mod questions;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -25,13 +29,10 @@ use super::gate::Decision;
 use super::history::{HistoryKind, HistoryStore, Query};
 use super::prompts::{self, Outcome, PromptRequest};
 use super::state::Change;
-use super::view::{
-    self, AppTotalsView, CaptureSessionView, CategoryView, ChangeView, HistoryEventView,
-    HistoryPage, MediaView, NetworkView, NotificationsView, PlaceView, ProvidedView,
-    RecentDocumentsView, SelectionView, SnapshotView, SourceView, StateView, WindowOneView,
-    WindowsView,
-};
-use crate::model::{AppId, Category, IdentitySource, MediaKind, Power, SessionState};
+use super::view::{self, CaptureSessionView, ChangeView, SourceView, StateView};
+use crate::model::{AppId, Category, IdentitySource, MediaKind};
+
+pub(crate) use questions::*;
 
 /// Who reads: the app id the broker derived from the caller's credentials
 /// (never a name the caller sent), how it was derived, and the channel
@@ -111,76 +112,96 @@ const MAX_REASON: usize = 500;
 /// How often a waiting MCP host hears that the user is still being asked.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
-/// What a reader asks for.
-#[derive(Debug, Clone, PartialEq)]
-pub enum What {
-    /// Everything the reader may see; never asks, never fails: the rest is
-    /// listed as `withheld`.
-    Snapshot,
-    Windows,
-    /// The focused window (`None` inside the view when none has focus).
-    ActiveWindow,
-    /// One window by id (`NotFound` when there is none).
-    Window(String),
-    Media,
-    Session,
-    Power,
-    Network,
-    Notifications,
-    /// The recently used files (`documents.recent`).
-    RecentDocuments,
-    /// The primary selection (`selection`): read on request only.
-    Selection,
-    /// Where the machine is (`location`, precisely with
-    /// `location.precise`).
-    Location,
-    /// The context apps published of one kind (`provided.KIND`).
-    Provided(String),
-    /// Every category and whether the reader may read it (looks only).
-    Categories,
-    /// The health of every source (needs no consent).
-    Sources,
-    /// A page of the timeline, of the kinds asked for whose category the
-    /// reader may see.
-    History(Query),
-    /// Time per app in `[since, until)`.
-    Summary {
-        since: DateTime<Utc>,
-        until: DateTime<Utc>,
-    },
-    /// The app ids in the timeline whose use the reader may see
-    /// (completion of a history filter).
-    HistoryApps,
-    /// Who used the microphone, camera or screen since `since`: from the
-    /// timeline when the reader may read it (asked for when the period is
-    /// longer than the 24 hours the broker keeps in memory), else the
-    /// capture sessions seen since the broker started.
-    Captures {
-        since: DateTime<Utc>,
-    },
+/// A question a reader asks, answered by [`Core::read`] with a
+/// [`Read::View`]. One type per question ([`questions`]); the type says
+/// only which categories it needs and how its view is built, never
+/// whether the reader may see them (that is [`Core::read`]'s, once).
+pub(crate) trait Read: Send {
+    /// The answer, already redacted to what the reader may see.
+    type View: Send;
+
+    /// The categories this read needs, decided before anything is
+    /// accessed. It may remember what it looked at (the kinds published
+    /// now), so that its view shows the same. An error here (the timeline
+    /// is not open, a kind that cannot exist) refuses the read before any
+    /// access is made or audited.
+    fn needs(&mut self, core: &Core, now: DateTime<Utc>) -> Result<Needs>;
+
+    /// The view, of what [`Seen`] says the reader may see.
+    fn view(self, seen: Seen<'_>) -> impl Future<Output = Result<Self::View>> + Send;
 }
 
-/// The answer to a read, one variant per [`What`].
+/// What a read needs, as [`Core::read`] decides it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum View {
-    Snapshot(SnapshotView),
-    Windows(WindowsView),
-    Window(WindowOneView),
-    Media(MediaView),
-    Session(StateView<SessionState>),
-    Power(StateView<Power>),
-    Network(StateView<NetworkView>),
-    Notifications(NotificationsView),
-    RecentDocuments(RecentDocumentsView),
-    Location(StateView<PlaceView>),
-    Selection(StateView<SelectionView>),
-    Provided(Vec<ProvidedView>),
-    Categories(Vec<CategoryView>),
-    Sources(Vec<SourceView>),
-    History(HistoryPage),
-    Summary(Vec<AppTotalsView>),
-    HistoryApps(Vec<String>),
-    Captures(CapturesView),
+pub(crate) enum Needs {
+    /// No consent: it tells nothing of what the user does (the sources'
+    /// health). Nothing is decided or audited.
+    Nothing,
+    /// Looks only, whatever the mode: the view shows each category it
+    /// asks [`Seen::can`] about as the gate decides it now (a one-time
+    /// grant counts, unused), and nothing is accessed, audited or asked
+    /// (the list of categories and whether the reader may read each).
+    Looks,
+    /// Never asks, never fails: each of `sections` is shown when its
+    /// category is (used up and audited like a detail, see
+    /// [`Core::shown`]), with its detail when that is too; so is each of
+    /// `shown`; each of `looked` is decided without an access, so that
+    /// `withheld` names it alike whether or not anything is there (the
+    /// snapshot: its sections, the kinds published now, the seed kinds
+    /// nobody publishes).
+    Sections {
+        sections: Vec<(Category, Option<Category>)>,
+        shown: Vec<Category>,
+        looked: Vec<Category>,
+    },
+    /// An access to each of `bases` in turn (asked for as the mode says),
+    /// then each of `details` shown when it is granted too: a detail is
+    /// never asked for, a read shows less instead.
+    Access {
+        bases: Vec<Category>,
+        details: Vec<Category>,
+    },
+    /// Either category will do: `first` when the reader may see it, else
+    /// `or` (the one a prompt asks about); the other one is a detail.
+    Either { first: Category, or: Category },
+}
+
+impl Needs {
+    /// An access to `base` and nothing more.
+    pub(crate) fn base(base: Category) -> Needs {
+        Needs::details(base, Vec::new())
+    }
+
+    /// An access to `base`, with `details` shown when granted too.
+    pub(crate) fn details(base: Category, details: Vec<Category>) -> Needs {
+        Needs::Access {
+            bases: vec![base],
+            details,
+        }
+    }
+}
+
+/// What a read may show, decided by [`Core::read`] before its view is
+/// built, and the moment it reads at.
+pub(crate) struct Seen<'a> {
+    pub(crate) core: &'a Core,
+    pub(crate) who: &'a Subject,
+    pub(crate) now: DateTime<Utc>,
+    allowed: Allowed,
+    /// [`Needs::Looks`]: ask the gate (side-effect free) rather than the
+    /// set.
+    looks: bool,
+}
+
+impl Seen<'_> {
+    /// Whether the view may show `c`.
+    pub(crate) fn can(&self, c: &Category) -> bool {
+        if self.looks {
+            self.core.gate.allows(&self.who.app_id, c)
+        } else {
+            self.allowed.can(c)
+        }
+    }
 }
 
 /// Capture sessions of a period, and where they come from.
@@ -205,7 +226,7 @@ pub enum Requested {
     Asking(tokio::sync::watch::Receiver<Option<Outcome>>),
 }
 
-/// Capture sessions a [`What::Captures`] reads from the timeline at most.
+/// Capture sessions a [`Captures`] read takes from the timeline at most.
 pub const MAX_CAPTURES: u32 = 1000;
 
 /// The categories a reader may see, decided before rendering so that
@@ -217,61 +238,6 @@ impl Allowed {
     pub fn can(&self, c: &Category) -> bool {
         self.0.contains(c)
     }
-}
-
-/// How far back [`What::HistoryApps`] looks: longer than any retention.
-const HISTORY_APPS_DAYS: i64 = 400;
-
-/// The categories a page of the timeline of `kinds` may show besides
-/// `history`: each kind's own, and the details its rows carry (a focus
-/// row's title, a notification's body). Only these are used up and
-/// audited by the read.
-fn history_details(kinds: &[HistoryKind]) -> Vec<Category> {
-    let mut v: Vec<Category> = Vec::new();
-    for k in kinds {
-        let c = k.category();
-        if !v.contains(&c) {
-            v.push(c);
-        }
-        let detail = match k {
-            HistoryKind::Focus => Some(Category::WindowsTitles),
-            HistoryKind::Notification => Some(Category::NotificationsContent),
-            _ => None,
-        };
-        if let Some(d) = detail
-            && !v.contains(&d)
-        {
-            v.push(d);
-        }
-    }
-    v
-}
-
-/// What a summary of time per app shows besides `history`.
-fn summary_details() -> [Category; 3] {
-    [
-        Category::Windows,
-        Category::MediaCapture,
-        Category::MediaPlayback,
-    ]
-}
-
-/// The sections of a snapshot, each with the details it shows.
-fn snapshot_sections() -> [(Category, Option<Category>); 9] {
-    [
-        (Category::Windows, Some(Category::WindowsTitles)),
-        (Category::MediaPlayback, None),
-        (Category::MediaCapture, None),
-        (Category::Session, None),
-        (Category::Power, None),
-        (Category::Network, Some(Category::NetworkName)),
-        (
-            Category::Notifications,
-            Some(Category::NotificationsContent),
-        ),
-        (Category::DocumentsRecent, None),
-        (Category::Location, Some(Category::LocationPrecise)),
-    ]
 }
 
 impl Core {
@@ -286,216 +252,54 @@ impl Core {
             .ok_or_else(|| Error::Unavailable("the timeline is not available".into()))
     }
 
-    /// Answer a read of `who`: decide, audit, prompt as `mode` says, and
-    /// render only what `who` may see.
-    pub async fn read(&self, who: &Subject, what: What, mode: Mode) -> Result<View> {
+    /// Answer question `q` of `who`: decide what it needs, audit, prompt
+    /// as `mode` says, and build the view of only what `who` may see.
+    pub(crate) async fn read<Q: Read>(
+        &self,
+        who: &Subject,
+        mut q: Q,
+        mode: Mode,
+    ) -> Result<Q::View> {
         let now = self.clock.now();
-        Ok(match what {
-            What::Snapshot => {
-                let allowed = self.snapshot_allowed(who, &mode);
-                View::Snapshot(
-                    self.state
-                        .read(|s| view::snapshot(s, &|c: &Category| allowed.can(c))),
-                )
-            }
-            What::Windows | What::ActiveWindow | What::Window(_) => {
-                let allowed = self
-                    .access_with_details(who, Category::Windows, &[Category::WindowsTitles], mode)
-                    .await?;
-                let can = |c: &Category| allowed.can(c);
-                match what {
-                    What::Windows => {
-                        View::Windows(self.state.read(|s| view::windows_view(s, &can)))
-                    }
-                    What::Window(id) => {
-                        let v = self.state.read(|s| view::window_one(s, &can, Some(&id)));
-                        if v.window.is_none() {
-                            return Err(Error::NotFound(format!(
-                                "no window with id '{}' (it may have closed)",
-                                id.chars().take(64).collect::<String>()
-                            )));
-                        }
-                        View::Window(v)
-                    }
-                    _ => View::Window(self.state.read(|s| view::window_one(s, &can, None))),
-                }
-            }
-            What::Media => {
-                let allowed = self.access_media(who, mode).await?;
-                View::Media(
-                    self.state
-                        .read(|s| view::media(s, &|c: &Category| allowed.can(c), now)),
-                )
-            }
-            What::Session => {
-                self.authorize(who, &[Category::Session], mode).await?;
-                View::Session(state_view(self.state.read(|s| s.session.clone())))
-            }
-            What::Power => {
-                self.authorize(who, &[Category::Power], mode).await?;
-                View::Power(state_view(self.state.read(|s| s.power.clone())))
-            }
-            What::Network => {
-                let allowed = self
-                    .access_with_details(who, Category::Network, &[Category::NetworkName], mode)
-                    .await?;
-                let name = allowed.can(&Category::NetworkName);
-                View::Network(state_view(
-                    self.state
-                        .read(|s| s.network.as_ref().map(|n| NetworkView::new(n, name))),
-                ))
-            }
-            What::Notifications => {
-                let allowed = self
-                    .access_with_details(
-                        who,
-                        Category::Notifications,
-                        &[Category::NotificationsContent],
-                        mode,
-                    )
-                    .await?;
-                View::Notifications(
-                    self.state
-                        .read(|s| view::notifications_view(s, &|c: &Category| allowed.can(c))),
-                )
-            }
-            What::Selection => {
-                self.authorize(who, &[Category::Selection], mode).await?;
-                View::Selection(self.state.read(view::selection_view))
-            }
-            What::Location => {
-                let allowed = self
-                    .access_with_details(
-                        who,
-                        Category::Location,
-                        &[Category::LocationPrecise],
-                        mode,
-                    )
-                    .await?;
-                let precise = allowed.can(&Category::LocationPrecise);
-                View::Location(state_view(
-                    self.state
-                        .read(|s| s.location.as_ref().map(|l| PlaceView::new(l, precise))),
-                ))
-            }
-            What::RecentDocuments => {
-                self.authorize(who, &[Category::DocumentsRecent], mode)
-                    .await?;
-                View::RecentDocuments(self.state.read(view::recent_documents))
-            }
-            What::Provided(kind) => {
-                let cat = Category::provided(&kind)?;
-                self.authorize(who, std::slice::from_ref(&cat), mode)
-                    .await?;
-                View::Provided(self.state.read(|s| {
-                    s.provided
-                        .iter()
-                        .filter(|((_, k), _)| *k == kind)
-                        .map(|(_, p)| ProvidedView::new(p))
-                        .collect()
-                }))
-            }
-            What::Categories => {
-                // Every seed kind, published now or not (a listing that
-                // changed with publishing would tell anyone that someone
-                // publishes), and the x-NAME kinds published now, named
-                // only to a reader that may see them (`view::categories`).
-                let mut kinds: Vec<String> =
-                    super::vocabulary::seed_kinds().map(str::to_owned).collect();
-                for k in self.provided_kinds() {
-                    if !kinds.contains(&k) {
-                        kinds.push(k);
-                    }
-                }
-                let allowed = Allowed(
-                    Category::fixed()
-                        .iter()
-                        .cloned()
-                        .chain(kinds.iter().filter_map(|k| Category::provided(k).ok()))
-                        .filter(|c| self.gate.allows(&who.app_id, c))
-                        .collect(),
-                );
-                View::Categories(view::categories(&|c: &Category| allowed.can(c), &kinds))
-            }
-            What::Sources => View::Sources(self.state.read(view::sources)),
-            What::History(mut q) => {
-                let history = self.history()?;
-                let allowed = self
-                    .access_with_details(who, Category::History, &history_details(&q.kinds), mode)
-                    .await?;
-                let can = |c: &Category| allowed.can(c);
-                q.kinds.retain(|k| can(&k.category()));
-                if q.kinds.is_empty() {
-                    return Ok(View::History(HistoryPage::default()));
-                }
-                let (rows, next_cursor) = history.query(q, now).await?;
-                View::History(HistoryPage {
-                    events: rows
-                        .iter()
-                        .map(|e| HistoryEventView::new(e, &can))
-                        .collect(),
-                    next_cursor,
-                })
-            }
-            What::Summary { since, until } => {
-                View::Summary(self.visible_totals(who, since, until, mode).await?)
-            }
-            What::HistoryApps => {
-                // The apps whose time the reader may see: an app id in the
-                // timeline says it was used, which needs the category of
-                // that use (focus, capture, playback), as in a summary.
-                let since = now - chrono::Duration::days(HISTORY_APPS_DAYS);
-                let until = now + chrono::Duration::seconds(1);
-                let totals = self.visible_totals(who, since, until, mode).await?;
-                View::HistoryApps(totals.into_iter().map(|t| t.app_id).collect())
-            }
-            What::Captures { since } => View::Captures(self.captures(who, since, now, mode).await?),
+        let needs = q.needs(self, now)?;
+        let looks = matches!(needs, Needs::Looks);
+        let allowed = self.consent(who, needs, mode).await?;
+        q.view(Seen {
+            core: self,
+            who,
+            now,
+            allowed,
+            looks,
         })
+        .await
     }
 
-    /// Time per app in `[since, until)`, of the apps and uses `who` may
-    /// see.
-    async fn visible_totals(
-        &self,
-        who: &Subject,
-        since: DateTime<Utc>,
-        until: DateTime<Utc>,
-        mode: Mode,
-    ) -> Result<Vec<AppTotalsView>> {
-        let history = self.history()?;
-        let allowed = self
-            .access_with_details(who, Category::History, &summary_details(), mode)
-            .await?;
-        let totals = history.summary(since, until, self.clock.now()).await?;
-        let can = |c: &Category| allowed.can(c);
-        Ok(totals
-            .iter()
-            .filter_map(|t| AppTotalsView::new(t, &can))
-            .collect())
-    }
-
-    async fn captures(
-        &self,
-        who: &Subject,
-        since: DateTime<Utc>,
-        now: DateTime<Utc>,
-        mode: Mode,
-    ) -> Result<CapturesView> {
-        self.authorize(who, &[Category::MediaCapture], mode.clone())
-            .await?;
-        // The broker keeps 24 hours in memory; longer needs the timeline,
-        // asked for like any read. A shorter period uses the timeline when
-        // the reader may read it already.
-        let timeline = if now - since > chrono::Duration::hours(24) {
-            self.authorize(who, &[Category::History], mode).await?;
-            true
-        } else {
-            // Shown when allowed already: used up and audited like a
-            // detail (a look only on a lasting grant).
-            self.shown(who, [Category::History], &mode)
-                .can(&Category::History)
-        };
-        self.capture_sessions(since, now, timeline).await
+    /// The one consent path of a read: what `needs` lets `who` see in
+    /// `mode`, or why not.
+    async fn consent(&self, who: &Subject, needs: Needs, mode: Mode) -> Result<Allowed> {
+        match needs {
+            Needs::Nothing | Needs::Looks => Ok(Allowed::default()),
+            Needs::Sections {
+                sections,
+                shown,
+                looked,
+            } => Ok(self.sections_allowed(who, sections, shown, looked, &mode)),
+            Needs::Access { bases, details } => {
+                self.access_with_details(who, bases, details, mode).await
+            }
+            Needs::Either { first, or } => {
+                // The access (and a prompt) is about `first` when that is
+                // allowed, else about `or`; the other shows only when it
+                // is allowed too.
+                let (base, other) = if self.gate.allows(&who.app_id, &first) {
+                    (first, or)
+                } else {
+                    (or, first)
+                };
+                self.access_with_details(who, vec![base], vec![other], mode)
+                    .await
+            }
+        }
     }
 
     /// Capture sessions since `since`: from the timeline when `timeline`
@@ -643,29 +447,10 @@ impl Core {
 
     /// Every source's health with its errors as they are (a policy.toml
     /// error quotes the file and its line), for the user's own tools:
-    /// `contextctl` (the publisher checks the caller's executable) and
-    /// the dashboard. Apps read [`What::Sources`], whose errors are generic.
+    /// `contextctl` (see [`Sources`]) and the dashboard. Apps read
+    /// [`Sources`], whose errors are generic.
     pub fn owner_sources(&self) -> Vec<SourceView> {
         self.state.read(view::owner_sources)
-    }
-
-    /// The health of every source as `who` (process `pid`) may read it:
-    /// with the errors as they are when the caller is `contextctl`, the
-    /// executable installed beside this daemon, running outside any
-    /// sandbox; generic errors for every other caller. (Unsandboxed code
-    /// of the user can read the same files and the journal itself; the
-    /// rule keeps paths and lines of policy.toml from sandboxed apps and
-    /// from apps that only asked for context.)
-    pub fn sources_for(&self, who: &Subject, pid: u32) -> Vec<SourceView> {
-        let unsandboxed = matches!(
-            who.source,
-            IdentitySource::Executable | IdentitySource::Systemd
-        );
-        if unsandboxed && is_contextctl(pid) {
-            self.owner_sources()
-        } else {
-            self.state.read(view::sources)
-        }
     }
 
     /// Whether `who` may see `category` now (looks only).
@@ -680,45 +465,43 @@ impl Core {
         !matches!(self.gate.decide(&who.app_id, category), Decision::Deny(_))
     }
 
-    /// What a snapshot shows `who`: each section whose category it may
-    /// see, its details when it may see them too, and the provided kinds
-    /// published now. An audited mode uses up the one-time grants of what
-    /// it shows and audits it (nothing is asked: a snapshot never
-    /// prompts); a look shows only lasting grants. The seed kinds nobody
-    /// publishes are decided too, without an access, so that `withheld`
-    /// names them alike whether or not anyone publishes.
-    fn snapshot_allowed(&self, who: &Subject, mode: &Mode) -> Allowed {
+    /// What [`Needs::Sections`] shows `who` (the snapshot): each section
+    /// whose category it may see, its detail when it may see that too, and
+    /// each of `shown`. An audited mode uses up the one-time grants of what
+    /// it shows and audits it (nothing is asked: a snapshot never prompts);
+    /// a look shows only lasting grants. Each of `looked` is decided too,
+    /// without an access.
+    fn sections_allowed(
+        &self,
+        who: &Subject,
+        sections: Vec<(Category, Option<Category>)>,
+        shown: Vec<Category>,
+        looked: Vec<Category>,
+        mode: &Mode,
+    ) -> Allowed {
         let mut allowed = Allowed::default();
-        for (base, detail) in snapshot_sections() {
+        for (base, detail) in sections {
             if self.shown(who, [base.clone()], mode).0.is_empty() {
                 continue;
             }
             allowed.0.extend(self.shown(who, detail, mode).0);
             allowed.0.insert(base);
         }
-        let present: Vec<Category> = self
-            .provided_kinds()
-            .iter()
-            .filter_map(|k| Category::provided(k).ok())
-            .collect();
-        allowed
-            .0
-            .extend(self.shown(who, present.iter().cloned(), mode).0);
-        for k in super::vocabulary::seed_kinds() {
-            if let Ok(c) = Category::provided(k)
-                && !present.contains(&c)
-                && match mode {
-                    Mode::Look => self.gate.allows_lasting(&who.app_id, &c),
-                    _ => self.gate.allows(&who.app_id, &c),
-                }
-            {
+        allowed.0.extend(self.shown(who, shown, mode).0);
+        for c in looked {
+            let seen = match mode {
+                Mode::Look => self.gate.allows_lasting(&who.app_id, &c),
+                _ => self.gate.allows(&who.app_id, &c),
+            };
+            if seen {
                 allowed.0.insert(c);
             }
         }
         allowed
     }
 
-    fn provided_kinds(&self) -> Vec<String> {
+    /// The kinds apps publish now, sorted, each once.
+    pub(crate) fn provided_kinds(&self) -> Vec<String> {
         self.state.read(|s| {
             let mut k: Vec<String> = s.provided.keys().map(|(_, k)| k.clone()).collect();
             k.sort();
@@ -757,34 +540,24 @@ impl Core {
         })
     }
 
-    /// An access to `base` as `mode` says, then which of `details` `who`
-    /// may also see (never asked for: a read shows less rather than
-    /// prompting for a detail; see [`Core::shown`]). `base` counts in.
+    /// An access to each of `bases` in turn as `mode` says, then which of
+    /// `details` `who` may also see (never asked for: a read shows less
+    /// rather than prompting for a detail; see [`Core::shown`]). The
+    /// bases count in.
     async fn access_with_details(
         &self,
         who: &Subject,
-        base: Category,
-        details: &[Category],
+        bases: Vec<Category>,
+        details: Vec<Category>,
         mode: Mode,
     ) -> Result<Allowed> {
-        self.authorize(who, std::slice::from_ref(&base), mode.clone())
-            .await?;
-        let mut allowed = self.shown(who, details.iter().cloned(), &mode);
-        allowed.0.insert(base);
+        for base in &bases {
+            self.authorize(who, std::slice::from_ref(base), mode.clone())
+                .await?;
+        }
+        let mut allowed = self.shown(who, details, &mode);
+        allowed.0.extend(bases);
         Ok(allowed)
-    }
-
-    /// Media: either category will do. The access (and a prompt) is about
-    /// `media.playback` when that is allowed, else about `media.capture`,
-    /// the one that answers "who uses my microphone"; the other part shows
-    /// only when it is allowed too.
-    async fn access_media(&self, who: &Subject, mode: Mode) -> Result<Allowed> {
-        let (first, other) = if self.gate.allows(&who.app_id, &Category::MediaPlayback) {
-            (Category::MediaPlayback, Category::MediaCapture)
-        } else {
-            (Category::MediaCapture, Category::MediaPlayback)
-        };
-        self.access_with_details(who, first, &[other], mode).await
     }
 
     /// The one consent loop: may `who` see every one of `categories`?
@@ -952,22 +725,27 @@ fn prompt_request(who: &Subject, categories: Vec<Category>, reason: &str) -> Pro
     }
 }
 
-/// Whether process `pid` runs the `contextctl` beside this daemon's own
-/// executable (`/usr/bin/contextctl` beside `/usr/bin/contextd`).
-fn is_contextctl(pid: u32) -> bool {
+/// Whether `who` is the `contextctl` installed beside this daemon's own
+/// executable (`/usr/bin/contextctl` beside `/usr/bin/contextd`), running
+/// outside any sandbox. `executable` is the caller's, as its identity was
+/// resolved (through the process's pinned `/proc` directory, never read
+/// again by PID).
+pub(crate) fn is_contextctl(who: &Subject, executable: Option<&std::path::Path>) -> bool {
+    let unsandboxed = matches!(
+        who.source,
+        IdentitySource::Executable | IdentitySource::Systemd
+    );
+    let (true, Some(theirs)) = (unsandboxed, executable) else {
+        return false;
+    };
     let Ok(ours) = std::env::current_exe() else {
         return false;
     };
-    let Some(dir) = ours.parent() else {
-        return false;
-    };
-    let Ok(theirs) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
-        return false;
-    };
-    theirs == dir.join("contextctl")
+    ours.parent()
+        .is_some_and(|dir| theirs == dir.join("contextctl"))
 }
 
-fn state_view<T>(value: Option<T>) -> StateView<T> {
+pub(crate) fn state_view<T>(value: Option<T>) -> StateView<T> {
     StateView {
         available: value.is_some(),
         value,

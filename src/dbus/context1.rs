@@ -13,8 +13,8 @@ use super::error::{Error, Result};
 use super::request;
 use super::subscription;
 use super::variant::{self, Dict};
-use crate::core::read::Requested;
-use crate::core::{Mode, View, What, prompts, view};
+use crate::core::read::{self, Requested};
+use crate::core::{Mode, prompts, view};
 use crate::model::Category;
 
 /// The interface version, bumped when methods are added.
@@ -43,23 +43,6 @@ pub(crate) fn parse_categories(categories: &[String]) -> Result<Vec<Category>> {
     Ok(cats)
 }
 
-/// The view a read of `what` answers with (the core answers each `What`
-/// with its own `View`).
-macro_rules! expect_view {
-    ($view:expr, $variant:ident) => {
-        match $view {
-            View::$variant(v) => v,
-            other => {
-                return Err(Error::Failed(format!(
-                    "internal error: unexpected view {:?}",
-                    std::mem::discriminant(&other)
-                )));
-            }
-        }
-    };
-}
-pub(crate) use expect_view;
-
 #[interface(name = "org.contextd.Context1", introspection_docs = false)]
 impl Context1 {
     /// Everything the caller may see, one key per category, plus
@@ -68,9 +51,9 @@ impl Context1 {
     async fn get_snapshot(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
         let v = self
             .shared
-            .read(&hdr, What::Snapshot, super::access(&hdr))
+            .read(&hdr, read::Snapshot, super::access(&hdr))
             .await?;
-        Ok(variant::dict(&expect_view!(v, Snapshot))?)
+        Ok(variant::dict(&v)?)
     }
 
     /// The open windows (needs `windows`; titles need `windows.titles`).
@@ -78,9 +61,9 @@ impl Context1 {
     async fn list_windows(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         let v = self
             .shared
-            .read(&hdr, What::Windows, super::access(&hdr))
+            .read(&hdr, read::Windows, super::access(&hdr))
             .await?;
-        Ok(variant::dicts(&expect_view!(v, Windows).windows)?)
+        Ok(variant::dicts(&v.windows)?)
     }
 
     /// The window that has focus (needs `windows`).
@@ -88,9 +71,9 @@ impl Context1 {
     async fn get_active_window(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Arc<Dict>> {
         let v = self
             .shared
-            .read(&hdr, What::ActiveWindow, super::access(&hdr))
+            .read(&hdr, read::ActiveWindow, super::access(&hdr))
             .await?;
-        match expect_view!(v, Window).window {
+        match v.window {
             Some(w) => Ok(self.active.dict(w)?),
             None => Err(Error::NotFound("no window has focus".into())),
         }
@@ -103,9 +86,9 @@ impl Context1 {
     async fn get_media(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
         let v = self
             .shared
-            .read(&hdr, What::Media, super::access(&hdr))
+            .read(&hdr, read::Media, super::access(&hdr))
             .await?;
-        Ok(variant::dict(&expect_view!(v, Media))?)
+        Ok(variant::dict(&v)?)
     }
 
     /// What apps publish of `kind`, one record per app. Needs
@@ -118,11 +101,10 @@ impl Context1 {
         kind: String,
         #[zbus(header)] hdr: Header<'_>,
     ) -> Result<Vec<Dict>> {
-        let v = self
+        let views = self
             .shared
-            .read(&hdr, What::Provided(kind), super::access(&hdr))
+            .read(&hdr, read::Provided(kind), super::access(&hdr))
             .await?;
-        let views = expect_view!(v, Provided);
         let mut out = variant::dicts(&views)?;
         for (d, p) in out.iter_mut().zip(&views) {
             d.insert("json".into(), variant::string(p.data.to_string())?);
@@ -136,9 +118,8 @@ impl Context1 {
     async fn get_selection(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
         let v = self
             .shared
-            .read(&hdr, What::Selection, super::access(&hdr))
+            .read(&hdr, read::Selection, super::access(&hdr))
             .await?;
-        let v = expect_view!(v, Selection);
         match v.value {
             Some(s) => Ok(variant::dict(&s)?),
             None if v.available => Err(Error::NotFound("no text is selected".into())),
@@ -154,9 +135,9 @@ impl Context1 {
     async fn get_location(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
         let v = self
             .shared
-            .read(&hdr, What::Location, super::access(&hdr))
+            .read(&hdr, read::Location, super::access(&hdr))
             .await?;
-        match expect_view!(v, Location).value {
+        match v.value {
             Some(p) => Ok(variant::dict(&p)?),
             None => Err(Error::Unavailable(
                 "the location is not known (see ListSources: geoclue)".into(),
@@ -170,9 +151,9 @@ impl Context1 {
     async fn list_recent_documents(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         let v = self
             .shared
-            .read(&hdr, What::RecentDocuments, super::access(&hdr))
+            .read(&hdr, read::RecentDocuments, super::access(&hdr))
             .await?;
-        Ok(variant::dicts(&expect_view!(v, RecentDocuments).documents)?)
+        Ok(variant::dicts(&v.documents)?)
     }
 
     /// The health of every source. Needs no consent: it says nothing about
@@ -181,21 +162,18 @@ impl Context1 {
     #[zbus(out_args("sources"))]
     async fn list_sources(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         let caller = self.shared.caller(&hdr).await?;
-        let who = crate::core::Subject {
-            app_id: caller.app_id.clone(),
-            source: caller.source,
-            channel: crate::core::Channel::DBus,
+        let sources = read::Sources {
+            executable: caller.executable.clone(),
         };
-        Ok(variant::dicts(
-            &self.shared.core.sources_for(&who, caller.pid),
-        )?)
+        let v = self.shared.read(&hdr, sources, Mode::Look).await?;
+        Ok(variant::dicts(&v)?)
     }
 
     /// Every category, its description, and whether the caller may read it.
     #[zbus(out_args("categories"))]
     async fn list_categories(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
-        let v = self.shared.read(&hdr, What::Categories, Mode::Look).await?;
-        Ok(variant::dicts(&expect_view!(v, Categories))?)
+        let v = self.shared.read(&hdr, read::Categories, Mode::Look).await?;
+        Ok(variant::dicts(&v)?)
     }
 
     /// Receive `Changed` signals for `categories` on a new subscription

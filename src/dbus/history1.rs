@@ -8,11 +8,10 @@ use zbus::interface;
 use zbus::message::Header;
 
 use super::Shared;
-use super::context1::expect_view;
 use super::error::{Error, Result};
 use super::variant::{self, Dict};
 use crate::core::history::{HistoryKind, Query, parse_cursor};
-use crate::core::{View, What};
+use crate::core::read;
 use crate::model::{AppId, Category};
 
 pub struct History1 {
@@ -91,11 +90,10 @@ impl History1 {
             limit,
             cursor,
         };
-        let v = self
+        let page = self
             .shared
-            .read(&hdr, What::History(q), super::access(&hdr))
+            .read(&hdr, read::History(q), super::access(&hdr))
             .await?;
-        let page = expect_view!(v, History);
         Ok((
             variant::dicts(&page.events)?,
             page.next_cursor.unwrap_or_default(),
@@ -112,12 +110,12 @@ impl History1 {
     ) -> Result<Vec<Dict>> {
         let now = self.shared.core.clock.now();
         let (q_since, q_until) = period_args((since, until), now - chrono::Duration::days(1), now)?;
-        let what = What::Summary {
+        let summary = read::Summary {
             since: q_since,
             until: q_until,
         };
-        let v = self.shared.read(&hdr, what, super::access(&hdr)).await?;
-        Ok(variant::dicts(&expect_view!(v, Summary))?)
+        let v = self.shared.read(&hdr, summary, super::access(&hdr)).await?;
+        Ok(variant::dicts(&v)?)
     }
 
     /// Delete events overlapping [since, until) of `apps` and

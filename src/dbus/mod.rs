@@ -24,7 +24,8 @@ use zbus::Connection;
 use zbus::fdo::DBusProxy;
 use zbus::message::Header;
 
-use crate::core::{Channel, Core, Mode, Subject, View, What};
+use crate::core::read::Read;
+use crate::core::{Channel, Core, Mode, Subject};
 use crate::shutdown::Level;
 use callers::Caller;
 use error::Result;
@@ -70,9 +71,14 @@ impl Shared {
     /// A read by the sender of `hdr` through the core's read service. An
     /// undecided category answers `Pending` at once (`Mode::Access`): a
     /// D-Bus read never blocks on the user.
-    pub async fn read(&self, hdr: &Header<'_>, what: What, mode: Mode) -> Result<View> {
+    pub(crate) async fn read<Q: Read>(
+        &self,
+        hdr: &Header<'_>,
+        question: Q,
+        mode: Mode,
+    ) -> Result<Q::View> {
         let who = self.subject(hdr).await?;
-        Ok(self.core.read(&who, what, mode).await?)
+        Ok(self.core.read(&who, question, mode).await?)
     }
 
     /// Management calls: polkit `org.contextd.manage-consent` for the

@@ -9,7 +9,7 @@ use super::consent::{Mode, Subject};
 use super::error::{Error, wire};
 use super::render::{data, is_plain, json_line, seal};
 use super::resources::{self, Res};
-use crate::core::{View, What};
+use crate::core::read;
 
 const DETAILS: [&str; 2] = ["brief", "full"];
 const PERIODS: [&str; 2] = ["24h", "7d"];
@@ -134,13 +134,10 @@ pub async fn get(
                 }
             };
             let since = broker.core.clock.now() - chrono::Duration::days(days);
-            let view = broker
+            let c = broker
                 .core
-                .read(subject, What::Captures { since }, mode)
+                .read(subject, read::Captures { since }, mode)
                 .await?;
-            let View::Captures(c) = view else {
-                return Err(Error::Internal("unexpected view for captures".into()));
-            };
             let whence = if c.from_timeline {
                 "from the timeline contextd keeps"
             } else {
@@ -152,10 +149,7 @@ pub async fn get(
                 .map(|s| resources::to_json(s).map(|v| resources::capture_line(&v)))
                 .collect::<Result<_, _>>()?;
             if c.more {
-                lines.push(format!(
-                    "… and more after the first {}",
-                    crate::core::read::MAX_CAPTURES
-                ));
+                lines.push(format!("… and more after the first {}", read::MAX_CAPTURES));
             }
             let mut text = format!(
                 "Here is who used my microphone, camera or screen in the last {said}, {whence}:\n\n"
@@ -236,9 +230,9 @@ pub async fn complete(
                     req.argument.name.chars().take(64).collect::<String>()
                 )));
             }
-            match broker.core.read(subject, What::Windows, Mode::Look).await {
-                Ok(View::Windows(v)) => v.windows.into_iter().map(|w| w.id).collect(),
-                _ => Vec::new(),
+            match broker.core.read(subject, read::Windows, Mode::Look).await {
+                Ok(v) => v.windows.into_iter().map(|w| w.id).collect(),
+                Err(_) => Vec::new(),
             }
         }
         _ => {

@@ -12,7 +12,7 @@ pub use super::render::{Rendered, fit, to_json};
 use super::render::{clean, data, ident, json_line};
 use crate::core::state::Change;
 use crate::core::view::CategoryView;
-use crate::core::{View, What, vocabulary};
+use crate::core::{read, vocabulary};
 use crate::model::Category;
 
 pub const SCHEME: &str = "context://";
@@ -355,14 +355,11 @@ pub fn templates() -> Vec<Value> {
 /// `subject` may see; a kind it may not see is not named.
 pub async fn provided_kinds(broker: &Broker, subject: &Subject) -> Vec<String> {
     let mut kinds: Vec<String> = vocabulary::seed_kinds().map(str::to_owned).collect();
-    let categories: Vec<CategoryView> = match broker
+    let categories: Vec<CategoryView> = broker
         .core
-        .read(subject, What::Categories, Mode::Look)
+        .read(subject, read::Categories, Mode::Look)
         .await
-    {
-        Ok(View::Categories(c)) => c,
-        _ => Vec::new(),
-    };
+        .unwrap_or_default();
     for c in categories.iter().filter(|c| c.allowed) {
         if let Some(kind) = c.name.strip_prefix("provided.")
             && Res::provided(kind).is_some()
@@ -393,20 +390,44 @@ pub async fn read(
     mode: Mode,
 ) -> Result<Rendered, Error> {
     let core = &broker.core;
-    let what = match res {
-        Res::Snapshot => What::Snapshot,
-        Res::Windows => What::Windows,
-        Res::ActiveWindow => What::ActiveWindow,
-        Res::Window(id) => What::Window(id.clone()),
-        Res::Media => What::Media,
-        Res::Session => What::Session,
-        Res::Power => What::Power,
-        Res::Network => What::Network,
-        Res::Notifications => What::Notifications,
-        Res::RecentDocuments => What::RecentDocuments,
-        Res::Location => What::Location,
-        Res::Selection => What::Selection,
-        Res::Provided(kind) => What::Provided(kind.clone()),
+    Ok(fit(match res {
+        Res::Snapshot => {
+            let json = to_json(&core.read(subject, read::Snapshot, mode).await?)?;
+            let markdown = snapshot_markdown(&json);
+            Rendered { json, markdown }
+        }
+        Res::Windows => windows_rendered(
+            to_json(&core.read(subject, read::Windows, mode).await?)?,
+            None,
+        ),
+        Res::ActiveWindow => {
+            window_rendered(None, &core.read(subject, read::ActiveWindow, mode).await?)?
+        }
+        Res::Window(id) => {
+            let v = core.read(subject, read::Window(id.clone()), mode).await?;
+            window_rendered(Some(id), &v)?
+        }
+        Res::Media => media_rendered(to_json(&core.read(subject, read::Media, mode).await?)?),
+        Res::Session => state_rendered("session", core.read(subject, read::Session, mode).await?)?,
+        Res::Power => state_rendered("power", core.read(subject, read::Power, mode).await?)?,
+        Res::Network => state_rendered("network", core.read(subject, read::Network, mode).await?)?,
+        Res::Notifications => notifications_rendered(
+            to_json(&core.read(subject, read::Notifications, mode).await?)?,
+            None,
+        ),
+        Res::RecentDocuments => recent_documents_rendered(to_json(
+            &core.read(subject, read::RecentDocuments, mode).await?,
+        )?),
+        Res::Location => {
+            state_rendered("location", core.read(subject, read::Location, mode).await?)?
+        }
+        Res::Selection => selection_rendered(core.read(subject, read::Selection, mode).await?)?,
+        Res::Provided(kind) => {
+            let v = core
+                .read(subject, read::Provided(kind.clone()), mode)
+                .await?;
+            provided_rendered(kind, json!({ "provided": to_json(&v)? }))
+        }
         Res::Vocabulary => return vocabulary_rendered(),
         Res::History(p) => {
             let period = super::timeline::period(
@@ -415,7 +436,7 @@ pub async fn read(
                 chrono::Duration::hours(1),
                 core.clock.now(),
             )?;
-            return Ok(fit(super::timeline::activity(
+            super::timeline::activity(
                 broker,
                 subject,
                 period,
@@ -423,50 +444,24 @@ pub async fn read(
                 super::timeline::MAX_EVENTS,
                 mode,
             )
-            .await?));
-        }
-    };
-    let view = core.read(subject, what, mode).await?;
-    Ok(fit(match view {
-        View::Snapshot(v) => {
-            let json = to_json(&v)?;
-            let markdown = snapshot_markdown(&json);
-            Rendered { json, markdown }
-        }
-        View::Windows(v) => windows_rendered(to_json(&v)?, None),
-        View::Window(v) => {
-            let json = to_json(&v)?;
-            let line = json.get("window").filter(|w| !w.is_null()).map(window_line);
-            let markdown = match (res, line) {
-                (Res::Window(id), Some(l)) => format!("# Window {id}\n\n{l}\n"),
-                (_, Some(l)) => format!("# Focused window\n\n{l}\n"),
-                (_, None) => "# Focused window\n\nNo window has focus.\n".into(),
-            };
-            Rendered { json, markdown }
-        }
-        View::Media(v) => media_rendered(to_json(&v)?),
-        View::Session(v) => state_rendered("session", v)?,
-        View::Power(v) => state_rendered("power", v)?,
-        View::Network(v) => state_rendered("network", v)?,
-        View::Notifications(v) => notifications_rendered(to_json(&v)?, None),
-        View::RecentDocuments(v) => recent_documents_rendered(to_json(&v)?),
-        View::Location(v) => state_rendered("location", v)?,
-        View::Selection(v) => selection_rendered(v)?,
-        View::Provided(v) => {
-            let kind = match res {
-                Res::Provided(k) => k.as_str(),
-                _ => "",
-            };
-            provided_rendered(kind, json!({ "provided": to_json(&v)? }))
-        }
-        other => {
-            return Err(Error::Internal(format!(
-                "unexpected view for {}: {:?}",
-                res.uri(),
-                std::mem::discriminant(&other)
-            )));
+            .await?
         }
     }))
+}
+
+/// One window (`Some(id)`) or the focused one.
+fn window_rendered(
+    id: Option<&str>,
+    v: &crate::core::view::WindowOneView,
+) -> Result<Rendered, Error> {
+    let json = to_json(v)?;
+    let line = json.get("window").filter(|w| !w.is_null()).map(window_line);
+    let markdown = match (id, line) {
+        (Some(id), Some(l)) => format!("# Window {id}\n\n{l}\n"),
+        (None, Some(l)) => format!("# Focused window\n\n{l}\n"),
+        (_, None) => "# Focused window\n\nNo window has focus.\n".into(),
+    };
+    Ok(Rendered { json, markdown })
 }
 
 /// The vocabulary: the JSON-LD `@context` (served as installed, see

@@ -13,7 +13,7 @@ use super::consent::{Mode, Subject};
 use super::error::Error;
 use super::render::{Rendered, data, ident, to_json};
 use crate::core::history::{HistoryKind, Query};
-use crate::core::{View, What};
+use crate::core::read;
 
 /// The resource template of a period of the timeline (RFC 6570 form-style
 /// query: `context://history?since=…&until=…&app=…`, every part optional).
@@ -68,10 +68,7 @@ pub async fn activity(
         limit: limit.clamp(1, MAX_EVENTS),
         cursor: None,
     };
-    let view = broker.core.read(subject, What::History(q), mode).await?;
-    let View::History(page) = view else {
-        return Err(Error::Internal("unexpected view for the timeline".into()));
-    };
+    let page = broker.core.read(subject, read::History(q), mode).await?;
     if page.events.is_empty() && page.next_cursor.is_none() {
         return Ok(Rendered {
             json: json!({"events": [], "truncated": false}),
@@ -129,13 +126,10 @@ pub async fn time_per_app(
     (since, until): (DateTime<Utc>, DateTime<Utc>),
     mode: Mode,
 ) -> Result<Rendered, Error> {
-    let view = broker
+    let apps = broker
         .core
-        .read(subject, What::Summary { since, until }, mode)
+        .read(subject, read::Summary { since, until }, mode)
         .await?;
-    let View::Summary(apps) = view else {
-        return Err(Error::Internal("unexpected view for the summary".into()));
-    };
     let mut md = String::from("Time per app:\n");
     for t in &apps {
         let app = ident("app id", &t.app_id);
@@ -153,14 +147,11 @@ pub async fn time_per_app(
 /// App ids in the timeline, for completing the template's `app` (only
 /// for a reader with the `history` grant; never asks).
 pub async fn app_ids(broker: &Broker, subject: &Subject) -> Vec<String> {
-    match broker
+    broker
         .core
-        .read(subject, What::HistoryApps, Mode::Look)
+        .read(subject, read::HistoryApps, Mode::Look)
         .await
-    {
-        Ok(View::HistoryApps(ids)) => ids,
-        _ => Vec::new(),
-    }
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -13,6 +13,19 @@ impl ProcDir {
     /// Step 4: the executable. A name the process has no say in, but only
     /// as good as the file system (see the `identity` module docs).
     pub(super) fn executable_id(&self) -> Result<Identity> {
+        let path = self.executable()?;
+        let app_id = AppId::from_exe(&path)
+            .map_err(|e| self.no_id(format!("executable path {path:?}: {e}")))?;
+        Ok(Identity {
+            app_id,
+            source: IdentitySource::Executable,
+            pid: self.pid,
+            executable: Some(path.into()),
+        })
+    }
+
+    /// The path of the executable, as `/proc/PID/exe` says it.
+    pub(super) fn executable(&self) -> Result<String> {
         let mut target = read_link_at(&self.dir, c"exe").map_err(|e| self.fail("exe", e))?;
         // A file replaced since the process started (an upgrade) keeps its
         // identity. Claiming a path P this way needs a file "P (deleted)"
@@ -22,15 +35,7 @@ impl ProcDir {
             target.truncate(target.len() - DELETED_MARKER.len());
         }
         // Not lossy: two different paths must never share an id.
-        let path = String::from_utf8(target)
-            .map_err(|_| self.no_id("its executable path is not UTF-8".into()))?;
-        let app_id = AppId::from_exe(&path)
-            .map_err(|e| self.no_id(format!("executable path {path:?}: {e}")))?;
-        Ok(Identity {
-            app_id,
-            source: IdentitySource::Executable,
-            pid: self.pid,
-        })
+        String::from_utf8(target).map_err(|_| self.no_id("its executable path is not UTF-8".into()))
     }
 }
 

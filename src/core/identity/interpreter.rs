@@ -578,6 +578,7 @@ impl ProcDir {
                 app_id,
                 source: IdentitySource::Interpreter,
                 pid: self.pid,
+                executable: None,
             })),
             Err(_) => Ok(None),
         }

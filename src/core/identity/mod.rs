@@ -91,6 +91,12 @@ pub struct Identity {
     pub app_id: AppId,
     pub source: IdentitySource,
     pub pid: u32,
+    /// The executable, read through the same pinned `/proc/PID` as the
+    /// id, for an unsandboxed process named by its executable or its
+    /// systemd unit (`None` else, or when it could not be read): who may
+    /// see more than an app (`contextctl`, `core::read::Sources`) is told
+    /// from it, never from a second read by PID.
+    pub executable: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -48,10 +48,17 @@ impl ProcDir {
 
     pub(super) fn identity(&self, id: String, source: IdentitySource) -> Result<Identity> {
         let app_id = AppId::new(id).map_err(|e| self.no_id(e.to_string()))?;
+        // A unit names an unsandboxed process; its executable says whether
+        // it is one of ours (`contextctl` in a terminal's scope).
+        let executable = match source {
+            IdentitySource::Systemd => self.executable().ok().map(PathBuf::from),
+            _ => None,
+        };
         Ok(Identity {
             app_id,
             source,
             pid: self.pid,
+            executable,
         })
     }
 
