@@ -121,11 +121,10 @@ pub(crate) trait Read: Send {
     type View: Send;
 
     /// The categories this read needs, decided before anything is
-    /// accessed. It may remember what it looked at (the kinds published
-    /// now), so that its view shows the same. An error here (the timeline
-    /// is not open, a kind that cannot exist) refuses the read before any
-    /// access is made or audited.
-    fn needs(&mut self, core: &Core, now: DateTime<Utc>) -> Result<Needs>;
+    /// accessed (`now` is the moment the read reads at). An error here
+    /// (the timeline is not open, a kind that cannot exist) refuses the
+    /// read before any access is made or audited.
+    fn needs(&self, core: &Core, now: DateTime<Utc>) -> Result<Needs>;
 
     /// The view, of what [`Seen`] says the reader may see.
     fn view(self, seen: Seen<'_>) -> impl Future<Output = Result<Self::View>> + Send;
@@ -254,12 +253,7 @@ impl Core {
 
     /// Answer question `q` of `who`: decide what it needs, audit, prompt
     /// as `mode` says, and build the view of only what `who` may see.
-    pub(crate) async fn read<Q: Read>(
-        &self,
-        who: &Subject,
-        mut q: Q,
-        mode: Mode,
-    ) -> Result<Q::View> {
+    pub(crate) async fn read<Q: Read>(&self, who: &Subject, q: Q, mode: Mode) -> Result<Q::View> {
         let now = self.clock.now();
         let needs = q.needs(self, now)?;
         let looks = matches!(needs, Needs::Looks);
@@ -749,5 +743,42 @@ pub(crate) fn state_view<T>(value: Option<T>) -> StateView<T> {
     StateView {
         available: value.is_some(),
         value,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_our_contextctl_outside_a_sandbox_reads_the_sources_as_they_are() {
+        let exe = std::env::current_exe().expect("current exe");
+        let dir = exe.parent().expect("its directory");
+        let ours = dir.join("contextctl");
+        let who = |id: &str, source| Subject {
+            app_id: AppId::new(id).expect("app id"),
+            source,
+            channel: Channel::DBus,
+        };
+        let exe_id = format!("exe:{}", ours.display());
+        let exe = who(&exe_id, IdentitySource::Executable);
+        assert!(is_contextctl(&exe, Some(&ours)));
+        // In a terminal's scope: named by the unit, told by its executable.
+        let unit = who("systemd:org.example.Term", IdentitySource::Systemd);
+        assert!(is_contextctl(&unit, Some(&ours)));
+        assert!(!is_contextctl(&unit, None));
+        assert!(!is_contextctl(&exe, Some(&dir.join("contextd"))));
+        let elsewhere = std::path::Path::new("/nonexistent/contextctl");
+        assert!(!is_contextctl(&exe, Some(elsewhere)));
+        for sandboxed in [
+            IdentitySource::Flatpak,
+            IdentitySource::Snap,
+            IdentitySource::Interpreter,
+        ] {
+            assert!(!is_contextctl(
+                &who("org.example.App", sandboxed),
+                Some(&ours)
+            ));
+        }
     }
 }

@@ -68,6 +68,10 @@ mod tests {
         let id = proc.resolve(400).unwrap();
         assert_eq!(id.app_id.as_str(), "exe:/usr/bin/foo");
         assert_eq!(id.source, IdentitySource::Executable);
+        assert_eq!(
+            id.executable.as_deref(),
+            Some(std::path::Path::new("/usr/bin/foo"))
+        );
 
         proc.process(401, &user_unit("app-foo-123.scope"), "/opt/foo/bin/foo");
         assert_eq!(

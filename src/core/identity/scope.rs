@@ -393,5 +393,10 @@ mod tests {
         let id = proc.resolve(200).unwrap();
         assert_eq!(id.app_id.as_str(), "systemd:org.gnome.Terminal");
         assert_eq!(id.source, IdentitySource::Systemd);
+        // Read through the same pinned directory (who is `contextctl`).
+        assert_eq!(
+            id.executable.as_deref(),
+            Some(std::path::Path::new("/usr/libexec/gnome-terminal-server"))
+        );
     }
 }

@@ -30,7 +30,7 @@ pub(crate) struct Snapshot;
 impl Read for Snapshot {
     type View = SnapshotView;
 
-    fn needs(&mut self, core: &Core, _now: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, core: &Core, _now: DateTime<Utc>) -> Result<Needs> {
         // The kinds published now show like sections; the seed kinds
         // nobody publishes are decided too, so that `withheld` names them
         // alike whether or not anyone publishes.
@@ -83,7 +83,7 @@ pub(crate) struct Windows;
 impl Read for Windows {
     type View = WindowsView;
 
-    fn needs(&mut self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
         Ok(windows_needs())
     }
 
@@ -100,7 +100,7 @@ pub(crate) struct ActiveWindow;
 impl Read for ActiveWindow {
     type View = WindowOneView;
 
-    fn needs(&mut self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
         Ok(windows_needs())
     }
 
@@ -117,7 +117,7 @@ pub(crate) struct Window(pub(crate) String);
 impl Read for Window {
     type View = WindowOneView;
 
-    fn needs(&mut self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
         Ok(windows_needs())
     }
 
@@ -146,7 +146,7 @@ pub(crate) struct Media;
 impl Read for Media {
     type View = MediaView;
 
-    fn needs(&mut self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
         // A prompt asks about `media.capture`, the part that answers "who
         // uses my microphone".
         Ok(Needs::Either {
@@ -168,7 +168,7 @@ pub(crate) struct Session;
 impl Read for Session {
     type View = StateView<model::SessionState>;
 
-    fn needs(&mut self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::base(Category::Session))
     }
 
@@ -184,7 +184,7 @@ pub(crate) struct Power;
 impl Read for Power {
     type View = StateView<model::Power>;
 
-    fn needs(&mut self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::base(Category::Power))
     }
 
@@ -200,7 +200,7 @@ pub(crate) struct Network;
 impl Read for Network {
     type View = StateView<NetworkView>;
 
-    fn needs(&mut self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::details(
             Category::Network,
             vec![Category::NetworkName],
@@ -222,7 +222,7 @@ pub(crate) struct Notifications;
 impl Read for Notifications {
     type View = NotificationsView;
 
-    fn needs(&mut self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::details(
             Category::Notifications,
             vec![Category::NotificationsContent],
@@ -242,7 +242,7 @@ pub(crate) struct RecentDocuments;
 impl Read for RecentDocuments {
     type View = RecentDocumentsView;
 
-    fn needs(&mut self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::base(Category::DocumentsRecent))
     }
 
@@ -258,7 +258,7 @@ pub(crate) struct Selection;
 impl Read for Selection {
     type View = StateView<SelectionView>;
 
-    fn needs(&mut self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::base(Category::Selection))
     }
 
@@ -274,7 +274,7 @@ pub(crate) struct Location;
 impl Read for Location {
     type View = StateView<PlaceView>;
 
-    fn needs(&mut self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::details(
             Category::Location,
             vec![Category::LocationPrecise],
@@ -296,7 +296,7 @@ pub(crate) struct Provided(pub(crate) String);
 impl Read for Provided {
     type View = Vec<ProvidedView>;
 
-    fn needs(&mut self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::base(Category::provided(&self.0)?))
     }
 
@@ -319,7 +319,7 @@ pub(crate) struct Categories;
 impl Read for Categories {
     type View = Vec<CategoryView>;
 
-    fn needs(&mut self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::Looks)
     }
 
@@ -355,7 +355,7 @@ pub(crate) struct Sources {
 impl Read for Sources {
     type View = Vec<SourceView>;
 
-    fn needs(&mut self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::Nothing)
     }
 
@@ -401,7 +401,7 @@ pub(crate) struct History(pub(crate) Query);
 impl Read for History {
     type View = HistoryPage;
 
-    fn needs(&mut self, core: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, core: &Core, _: DateTime<Utc>) -> Result<Needs> {
         core.history()?;
         Ok(Needs::details(
             Category::History,
@@ -468,7 +468,7 @@ pub(crate) struct Summary {
 impl Read for Summary {
     type View = Vec<AppTotalsView>;
 
-    fn needs(&mut self, core: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, core: &Core, _: DateTime<Utc>) -> Result<Needs> {
         totals_needs(core)
     }
 
@@ -487,7 +487,7 @@ pub(crate) struct HistoryApps;
 impl Read for HistoryApps {
     type View = Vec<String>;
 
-    fn needs(&mut self, core: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, core: &Core, _: DateTime<Utc>) -> Result<Needs> {
         totals_needs(core)
     }
 
@@ -511,7 +511,7 @@ pub(crate) struct Captures {
 impl Read for Captures {
     type View = CapturesView;
 
-    fn needs(&mut self, _: &Core, now: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Core, now: DateTime<Utc>) -> Result<Needs> {
         // The broker keeps 24 hours in memory; longer needs the timeline,
         // asked for like any read (after `media.capture`). A shorter
         // period uses the timeline when the reader may read it already:
