@@ -159,7 +159,9 @@ async fn a_pause_from_the_dashboard_reaches_panels_as_set_paused_does() {
         let dash = Dashboard::open(&consent).await;
 
         dash.set_paused(true);
-        let from_dashboard = heard.changed("Changed after a pause from the dashboard").await;
+        let from_dashboard = heard
+            .changed("Changed after a pause from the dashboard")
+            .await;
         assert!(consent.paused().await.expect("Paused"), "paused");
         dash.set_paused(false);
         let resumed_from_dashboard = heard
@@ -173,7 +175,10 @@ async fn a_pause_from_the_dashboard_reaches_panels_as_set_paused_does() {
         let resumed_from_bus = heard.changed("Changed after SetPaused(false)").await;
 
         assert_eq!(from_dashboard, from_bus, "a pause, either way");
-        assert_eq!(resumed_from_dashboard, resumed_from_bus, "a resume, either way");
+        assert_eq!(
+            resumed_from_dashboard, resumed_from_bus,
+            "a resume, either way"
+        );
     })
     .await;
 }
