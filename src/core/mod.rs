@@ -126,13 +126,12 @@ impl Core {
             .record(app, category, verdict, expires, origin)
             .await
             .map(|_| ())
-            .map_err(Into::into)
     }
 
     /// Remove the user's decision for `app` and `category`: whether there
     /// was one.
     pub async fn revoke(&self, app: &model::AppId, category: &model::Category) -> Result<bool> {
-        Ok(self.gate.revoke(app, category).await?)
+        self.gate.revoke(app, category).await
     }
 
     /// Pause or resume sharing, for every publisher alike: readers hear

@@ -52,7 +52,7 @@ pub enum Item {
     /// (an MCP resource's URI); only `view` goes on a wire.
     Changed {
         category: Category,
-        view: ChangeView,
+        view: Box<ChangeView>,
         change: Arc<Change>,
     },
     /// A source's health changed (needs no consent).
@@ -229,7 +229,7 @@ impl Watch {
         if let Some((category, view)) = seen {
             self.queue.push_back(Item::Changed {
                 category,
-                view,
+                view: Box::new(view),
                 change,
             });
         }
