@@ -195,7 +195,7 @@ async fn serve(
         let core = Arc::downgrade(&core);
         db.health().on_change(move |problem| {
             if let Some(core) = core.upgrade() {
-                core.state.apply(SourceEvent::SourceStatus {
+                core.state().apply(SourceEvent::SourceStatus {
                     source: "database".into(),
                     available: problem.is_none(),
                     error: problem,
@@ -210,7 +210,7 @@ async fn serve(
         store::history::History::open_reporting(db.pool().clone(), db.health().clone()).await?;
     core.set_history(Arc::new(history.clone()));
     let history_settings = config.file.history.clone();
-    core.state.set_observer(Box::new(HistoryObserver {
+    core.state().set_observer(Box::new(HistoryObserver {
         recorder: crate::core::history::Recorder::new(history_settings.clone(), next_id),
         history: history.clone(),
     }));
@@ -229,7 +229,7 @@ async fn serve(
                 tokio::select! {
                     _ = cancel.cancelled() => break,
                     _ = daily.tick() => {
-                        match history.purge(&settings, core.clock.now()).await {
+                        match history.purge(&settings, core.now()).await {
                             Ok(0) => {}
                             Ok(n) => tracing::info!(rows = n, "history retention: purged"),
                             Err(e) => tracing::warn!(error = %e, "history retention failed"),
@@ -244,7 +244,7 @@ async fn serve(
     tree.writers.spawn(db_tasks.run(
         db,
         audit_keep,
-        core.gate.notices.clone(),
+        core.gate().notices.clone(),
         tree.writers.token(),
     ));
 
@@ -257,7 +257,7 @@ async fn serve(
     let (tx, mut rx) = mpsc::channel::<SourceEvent>(1024);
     {
         let core = core.clone();
-        let mut generation = core.gate.watch_generation();
+        let mut generation = core.gate().watch_generation();
         tree.sources.spawn(async move {
             let mut paused = false;
             let mut gate_alive = true;
@@ -271,22 +271,22 @@ async fn serve(
                             }
                             continue;
                         }
-                        core.state.apply(ev);
+                        core.state().apply(ev);
                     }
                     r = generation.changed(), if gate_alive => {
                         if r.is_err() {
                             gate_alive = false;
                             continue;
                         }
-                        let now = core.gate.paused();
+                        let now = core.gate().paused();
                         if now != paused {
                             paused = now;
-                            core.state.observer_paused(now);
+                            core.state().observer_paused(now);
                         }
                     }
                 }
             }
-            core.state.observer_paused(true);
+            core.state().observer_paused(true);
         });
     }
 
@@ -412,9 +412,9 @@ async fn name_owner(dbus: &DBusProxy<'_>) -> (String, Option<u32>) {
 /// Load policy.toml and report its health as the `policy` source: an error
 /// (with its line) shows in `ListSources`, and the last good policy stays.
 async fn load_policy(core: &Core, tx: &mpsc::Sender<SourceEvent>) {
-    let error = match core.gate.reload() {
+    let error = match core.gate().reload() {
         Ok(()) => {
-            tracing::info!(path = %core.gate.policy_path().display(), "policy loaded");
+            tracing::info!(path = %core.gate().policy_path().display(), "policy loaded");
             None
         }
         Err(e) => {
@@ -463,18 +463,18 @@ async fn policy_watcher(
     cancel: CancellationToken,
 ) {
     let file_name = core
-        .gate
+        .gate()
         .policy_path()
         .file_name()
         .map(PathBuf::from)
         .unwrap_or_default();
     let mut stream = inotify.and_then(|i| i.into_event_stream(vec![0u8; 4096]).ok());
     // A new decision may bring a sooner expiry: recompute on every change.
-    let mut generation = core.gate.watch_generation();
+    let mut generation = core.gate().watch_generation();
     loop {
-        let expiry = core.gate.next_expiry();
+        let expiry = core.gate().next_expiry();
         let sleep_for = expiry
-            .and_then(|e| (e - core.clock.now()).to_std().ok())
+            .and_then(|e| (e - core.now()).to_std().ok())
             .unwrap_or(Duration::from_secs(24 * 3600));
         tokio::select! {
             _ = cancel.cancelled() => break,
@@ -485,7 +485,7 @@ async fn policy_watcher(
             }
             _ = tokio::time::sleep(sleep_for + Duration::from_millis(1)) => {
                 if expiry.is_some() {
-                    core.gate.bump();
+                    core.gate().bump();
                 }
             }
             ev = async {

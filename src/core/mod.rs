@@ -25,8 +25,11 @@ pub mod tickets;
 pub mod tokens;
 pub mod view;
 pub mod vocabulary;
+pub mod watch;
 
 use std::sync::Arc;
+
+use crate::model;
 
 pub use clock::{Clock, SystemClock};
 pub use consent::Channel;
@@ -35,23 +38,24 @@ pub use event::SourceEvent;
 pub use gate::{Decision, Gate, GateSettings};
 pub use read::{Mode, Subject};
 pub use state::{Change, ChangeKind, Snapshot, State};
+pub use watch::{Follow, Item, Watch, Watcher};
 
 /// The core as publishers see it.
 #[derive(Debug)]
 pub struct Core {
     /// Ourselves, for work that must outlive a borrow (a prompt's task).
     me: std::sync::Weak<Core>,
-    pub state: State,
-    pub gate: Gate,
-    pub prompts: prompts::Prompts,
+    state: State,
+    gate: Gate,
+    prompts: prompts::Prompts,
     /// Who publishes what (org.contextd.Provider1), beside the entries in
     /// the state.
     providers: provide::Providers,
     /// Who is reading now (`Consent1.ListReaders`).
-    pub readers: readers::Readers,
+    readers: readers::Readers,
     /// One-time tickets that open the dashboard.
-    pub tickets: tickets::Tickets,
-    pub clock: Arc<dyn Clock>,
+    tickets: tickets::Tickets,
+    clock: Arc<dyn Clock>,
     /// The timeline's read side, set once the daemon opened the store.
     history: std::sync::OnceLock<Arc<dyn history::HistoryStore>>,
     /// Who may report windows (the desktop shell), set by the daemon.
@@ -59,7 +63,7 @@ pub struct Core {
     /// Where the core's own tasks (a prompt) are spawned: the publishers'
     /// level of the shutdown tree, since prompts are asked for them, so
     /// that a stop ends and joins a prompt that is still showing.
-    pub tasks: crate::shutdown::Level,
+    tasks: crate::shutdown::Level,
 }
 
 impl Core {
@@ -88,5 +92,104 @@ impl Core {
     /// An owning handle to this core (always there while a `&Core` is).
     pub fn arc(&self) -> Option<Arc<Core>> {
         self.me.upgrade()
+    }
+
+    /// The state, for the daemon's plumbing only: it applies the sources'
+    /// events and installs the timeline's observer. Publishers read
+    /// through [`Core::read`] and follow changes with [`Core::watch`].
+    pub(crate) fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// The gate, for the daemon's plumbing only: it loads policy.toml,
+    /// wakes at expiries, hands the writers the notices. Publishers ask
+    /// the methods below, which say what they want.
+    pub(crate) fn gate(&self) -> &Gate {
+        &self.gate
+    }
+
+    /// Now, by the core's clock (a test's manual clock included).
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.clock.now()
+    }
+
+    /// The user decided for `app` and `category` (a panel, the dashboard).
+    pub async fn record_decision(
+        &self,
+        app: &model::AppId,
+        category: &model::Category,
+        verdict: consent::Verdict,
+        expires: Option<chrono::DateTime<chrono::Utc>>,
+        origin: consent::Origin,
+    ) -> Result<()> {
+        self.gate
+            .record(app, category, verdict, expires, origin)
+            .await
+            .map(|_| ())
+    }
+
+    /// Remove the user's decision for `app` and `category`: whether there
+    /// was one.
+    pub async fn revoke(&self, app: &model::AppId, category: &model::Category) -> Result<bool> {
+        self.gate.revoke(app, category).await
+    }
+
+    /// Pause or resume sharing, for every publisher alike: readers hear
+    /// it as [`Item::Paused`] / [`Item::Resumed`], the user's panels as
+    /// the `grants` notice. Whether it changed.
+    pub fn set_paused(&self, paused: bool) -> bool {
+        self.gate.set_paused(paused)
+    }
+
+    /// Whether sharing is paused (for the user's own surfaces).
+    pub fn paused(&self) -> bool {
+        self.gate.paused()
+    }
+
+    /// Whether `app` holds a grant of `category` (lasting or for a while,
+    /// paused or not): who may learn what only readers of it learn.
+    pub fn granted(&self, app: &model::AppId, category: &model::Category) -> bool {
+        self.gate.granted(app, category)
+    }
+
+    /// The prompts waiting for the user, oldest first.
+    pub fn pending_prompts(&self) -> Vec<prompts::PendingView> {
+        self.prompts.pending()
+    }
+
+    /// The user answered prompt `id`: false when it no longer waits.
+    pub fn answer_prompt(&self, id: u64, answer: consent::Answer) -> bool {
+        self.prompts.answer(id, answer)
+    }
+
+    /// Who asks the user (the D-Bus consent agents).
+    pub fn set_prompter(&self, p: Arc<dyn prompts::Prompter>) {
+        self.prompts.set_prompter(p);
+    }
+
+    /// While the returned surface lives (an open dashboard page), prompts
+    /// with no other UI wait for it.
+    pub fn prompt_surface(&self) -> prompts::Surface {
+        self.prompts.surface()
+    }
+
+    /// The user ended reader `id`: false when there is none.
+    pub fn end_reader(&self, id: u64) -> bool {
+        self.readers.end(id)
+    }
+
+    /// What changed of what the user controls, for a panel's `Changed`.
+    pub fn control_changes(&self) -> notice::Listener {
+        notice::Listener::new(&self.gate.notices)
+    }
+
+    /// Where the dashboard listens, for the links its tickets open.
+    pub fn set_dashboard_base(&self, base: String) {
+        self.tickets.set_base(base);
+    }
+
+    /// Use up a dashboard ticket: whether it was valid.
+    pub fn redeem_ticket(&self, ticket: &str) -> bool {
+        self.tickets.redeem(ticket)
     }
 }

@@ -54,9 +54,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::DashboardConfig;
-use crate::core::Core;
 use crate::core::consent::{Answer, Origin as DecisionOrigin, Verdict};
 use crate::core::notice;
+use crate::core::{Core, Follow, Item, Watcher};
 use crate::model::{AppId, Category};
 use crate::shutdown::Level;
 
@@ -119,7 +119,7 @@ pub async fn serve(
             addr: cfg.listen,
             error,
         })?;
-    core.tickets.set_base(format!("http://{addr}"));
+    core.set_dashboard_base(format!("http://{addr}"));
     tracing::info!(%addr, "dashboard ready (contextctl dashboard)");
     let dash = Arc::new(Dash {
         core,
@@ -393,7 +393,7 @@ fn decode(s: &[u8]) -> String {
 
 async fn open(State(dash): State<Arc<Dash>>, Query(q): Query<HashMap<String, String>>) -> Response {
     let ticket = q.get("ticket").map(String::as_str).unwrap_or_default();
-    if !dash.core.tickets.redeem(ticket) {
+    if !dash.core.redeem_ticket(ticket) {
         return refuse(
             StatusCode::FORBIDDEN,
             "This link was used already or has expired. Run `contextctl dashboard` again for a new one.",
@@ -515,40 +515,53 @@ fn asset(mime: &'static str, body: &'static str) -> Response {
 }
 
 /// Server-sent events: `changed` with the parts that moved (`grants`,
-/// `apps`, `audit`, `pending`, `providers`, `readers`) and `media` when
-/// what plays or records changed, so the open page re-reads itself.
+/// `apps`, `audit`, `pending`, `providers`, `readers`), `media` when what
+/// plays or records changed, and every part and `media` when the feed fell
+/// behind (changes were dropped), so the open page re-reads itself.
 async fn events(State(dash): State<Arc<Dash>>) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(16);
     let cancel = dash.cancel.child_token();
     let core = dash.core.clone();
+    let mut feed = core.watch(Watcher::Owner, Follow::All);
     dash.tasks.spawn(async move {
         // While a page listens, the dashboard answers prompts that have
         // no other UI.
-        let _surface = core.prompts.surface();
-        let mut listener = notice::Listener::new(&core.gate.notices);
-        let mut changes = core.state.subscribe();
+        let _surface = core.prompt_surface();
         loop {
-            let event = tokio::select! {
+            let item = tokio::select! {
                 _ = tx.closed() => break,
-                parts = listener.next(&cancel) => match parts {
-                    Some(p) => Event::default()
-                        .event("changed")
-                        .data(p.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(",")),
-                    None => break,
-                },
-                c = changes.recv() => match c {
-                    Ok(c) if matches!(c.category(), Some(Category::MediaPlayback | Category::MediaCapture)) => {
-                        Event::default().event("changed").data("media")
-                    }
-                    Ok(_) => continue,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                        Event::default().event("changed").data("media")
-                    }
-                    Err(_) => break,
-                },
+                _ = cancel.cancelled() => break,
+                item = feed.next() => item,
+            };
+            let data = match item {
+                None | Some(Item::Ended | Item::EndedByUser | Item::Revoked { .. }) => break,
+                Some(Item::Control(parts)) => parts
+                    .iter()
+                    .map(|p| p.as_str())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                Some(Item::Changed {
+                    category: Category::MediaPlayback | Category::MediaCapture,
+                    ..
+                }) => "media".to_owned(),
+                Some(Item::Lagged { .. }) => {
+                    let mut all: Vec<&str> = notice::Part::ALL.iter().map(|p| p.as_str()).collect();
+                    all.push("media");
+                    all.join(",")
+                }
+                Some(
+                    Item::Changed { .. }
+                    | Item::Sources
+                    | Item::GateChanged
+                    | Item::Paused
+                    | Item::Resumed,
+                ) => continue,
             };
             // A reader that does not read is cut off, not buffered for.
-            if tx.try_send(event).is_err() {
+            if tx
+                .try_send(Event::default().event("changed").data(data))
+                .is_err()
+            {
                 break;
             }
         }
@@ -600,7 +613,7 @@ fn expiry(core: &Core, s: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>,
         "30d" => chrono::Duration::days(30),
         other => return Err(format!("'{other}' is not a duration the dashboard offers")),
     };
-    Ok(Some(core.clock.now() + d))
+    Ok(Some(core.now() + d))
 }
 
 /// Decide for one app and category, a row (an app, every category) or a
@@ -641,12 +654,11 @@ async fn decide(State(dash): State<Arc<Dash>>, req: Request) -> Response {
     for app in &apps {
         for c in &categories {
             let r = match verdict {
-                Some(v) => core
-                    .gate
-                    .record(app, c, v, expires, DecisionOrigin::Manage)
-                    .await
-                    .map(|_| ()),
-                None => core.gate.revoke(app, c).await.map(|_| ()),
+                Some(v) => {
+                    core.record_decision(app, c, v, expires, DecisionOrigin::Manage)
+                        .await
+                }
+                None => core.revoke(app, c).await.map(|_| ()),
             };
             if let Err(e) = r {
                 return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
@@ -665,7 +677,7 @@ async fn decide(State(dash): State<Arc<Dash>>, req: Request) -> Response {
 async fn pause(State(dash): State<Arc<Dash>>, req: Request) -> Response {
     let form = form_of(&req);
     let paused = form.get("paused") == "true";
-    if dash.core.gate.set_paused(paused) {
+    if dash.core.set_paused(paused) {
         tracing::info!(paused, "sharing paused from the dashboard");
     }
     done(&req, &form)
@@ -688,7 +700,7 @@ async fn end_reader(State(dash): State<Arc<Dash>>, req: Request) -> Response {
     let Ok(id) = form.get("id").parse::<u64>() else {
         return bad("id: not a reader's id");
     };
-    dash.core.readers.end(id);
+    dash.core.end_reader(id);
     done(&req, &form)
 }
 
@@ -703,7 +715,7 @@ async fn answer(State(dash): State<Arc<Dash>>, req: Request) -> Response {
         Ok(None) => return bad("answer with once, always, duration or deny"),
         Err(e) => return bad(e),
     };
-    dash.core.prompts.answer(id, a);
+    dash.core.answer_prompt(id, a);
     done(&req, &form)
 }
 

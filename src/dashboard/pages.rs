@@ -250,7 +250,7 @@ pub fn apps(core: &Core, csrf: &str) -> Markup {
             }
         }
     };
-    layout("Apps", "/", csrf, core.gate.paused(), body)
+    layout("Apps", "/", csrf, core.paused(), body)
 }
 
 /// `2026-11-23T10:00:00.000Z` → `2026-11-23 10:00`.
@@ -271,7 +271,7 @@ fn kind_name(k: MediaKind) -> &'static str {
 /// and records now.
 pub fn now(core: &Core, csrf: &str) -> Markup {
     let readers = core.readers();
-    let pending = core.prompts.pending();
+    let pending = core.pending_prompts();
     let media = core.owner_media();
     let capture = media.capture.unwrap_or_default();
     let playback = media.playback.unwrap_or_default();
@@ -351,7 +351,7 @@ pub fn now(core: &Core, csrf: &str) -> Markup {
             }
         }
     };
-    layout("Now", "/now", csrf, core.gate.paused(), body)
+    layout("Now", "/now", csrf, core.paused(), body)
 }
 
 /// A bar per capture session on a time axis, one row per app and device.
@@ -431,7 +431,7 @@ fn seconds(s: Option<f64>) -> String {
 
 /// The access log, capture use over 24 hours and 7 days, time per app.
 pub async fn timeline(core: &Core, csrf: &str) -> Markup {
-    let now = core.clock.now();
+    let now = core.now();
     let audit = core
         .audit(AuditQuery {
             since: None,
@@ -500,7 +500,7 @@ pub async fn timeline(core: &Core, csrf: &str) -> Markup {
             }
         }
     };
-    layout("Timeline", "/timeline", csrf, core.gate.paused(), body)
+    layout("Timeline", "/timeline", csrf, core.paused(), body)
 }
 
 /// What `/open` answers once the session is made: a page that goes on to

@@ -17,7 +17,6 @@ use super::error::{Error, Result};
 use super::polkit;
 use super::variant::{self, Dict};
 use crate::core::consent::{Answer, AuditQuery, Origin, Verdict};
-use crate::core::notice;
 use crate::model::{AppId, Category};
 
 pub struct Consent1 {
@@ -84,7 +83,7 @@ impl Consent1 {
         let verdict: Verdict = decision.parse()?;
         let expires = time_arg("expires", expires)?;
         if let Some(e) = expires
-            && e <= self.shared.core.clock.now()
+            && e <= self.shared.core.now()
         {
             return Err(Error::InvalidArgs("expires is in the past".into()));
         }
@@ -101,8 +100,7 @@ impl Consent1 {
             .await?;
         self.shared
             .core
-            .gate
-            .record(&app, &category, verdict, expires, Origin::Manage)
+            .record_decision(&app, &category, verdict, expires, Origin::Manage)
             .await?;
         tracing::info!(by = %who.app_id, %app, %category, decision = verdict.as_str(), "decision set");
         Ok(())
@@ -129,7 +127,7 @@ impl Consent1 {
                 ),
             )
             .await?;
-        Ok(self.shared.core.gate.revoke(&app, &category).await?)
+        Ok(self.shared.core.revoke(&app, &category).await?)
     }
 
     /// Forget everything about `app`: decisions, its entry, its audit;
@@ -253,7 +251,7 @@ impl Consent1 {
     /// The global privacy switch: while set, nothing is handed out.
     async fn set_paused(&self, paused: bool, #[zbus(header)] hdr: Header<'_>) -> Result<()> {
         self.shared.authorize_manage(&hdr).await?;
-        if self.shared.core.gate.set_paused(paused) {
+        if self.shared.core.set_paused(paused) {
             // No PropertiesChanged: it is broadcast, and the switch is the
             // user's business. Panels hear it as `Changed` (`grants`).
             tracing::info!(paused, "sharing paused state changed");
@@ -267,7 +265,7 @@ impl Consent1 {
     async fn paused(&self, #[zbus(header)] hdr: Option<Header<'_>>) -> Result<bool> {
         let hdr = hdr.ok_or_else(|| Error::NotAllowed("no caller".into()))?;
         self.shared.authorize_manage(&hdr).await?;
-        Ok(self.shared.core.gate.paused())
+        Ok(self.shared.core.paused())
     }
 
     /// Send the caller `Changed` (only to it) until it leaves the bus.
@@ -289,7 +287,7 @@ impl Consent1 {
     #[zbus(out_args("prompts"))]
     async fn list_pending(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         self.shared.authorize_manage(&hdr).await?;
-        Ok(variant::dicts(&self.shared.core.prompts.pending())?)
+        Ok(variant::dicts(&self.shared.core.pending_prompts())?)
     }
 
     /// Answer the waiting prompt `id` (from `ListPending`).
@@ -307,7 +305,7 @@ impl Consent1 {
                 Error::InvalidArgs("answer with once, always, duration or deny".into())
             })?;
         let who = self.shared.authorize_manage(&hdr).await?;
-        let answered = self.shared.core.prompts.answer(id, parsed);
+        let answered = self.shared.core.answer_prompt(id, parsed);
         tracing::info!(by = %who.app_id, id, answer, answered, "prompt answered from a panel");
         Ok(answered)
     }
@@ -333,7 +331,7 @@ impl Consent1 {
     #[zbus(out_args("ended"))]
     async fn end_reader(&self, id: u64, #[zbus(header)] hdr: Header<'_>) -> Result<bool> {
         let who = self.shared.authorize_manage(&hdr).await?;
-        let ended = self.shared.core.readers.end(id);
+        let ended = self.shared.core.end_reader(id);
         if ended {
             tracing::info!(by = %who.app_id, id, "reader ended by the user");
         }
@@ -349,7 +347,7 @@ impl Consent1 {
 /// Announce what changed (`Changed`) to the panels that asked, gathered
 /// as `core::notice::Listener` gathers it.
 pub async fn watch_changes(shared: Arc<Shared>, cancel: CancellationToken) {
-    let mut listener = notice::Listener::new(&shared.core.gate.notices);
+    let mut listener = shared.core.control_changes();
     while let Some(parts) = listener.next(&cancel).await {
         let names: Vec<&str> = parts.iter().map(|p| p.as_str()).collect();
         let watchers: Vec<String> = shared

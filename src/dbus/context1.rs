@@ -199,7 +199,7 @@ impl Context1 {
         let path = subscription::create(
             conn,
             &self.shared.core,
-            &self.shared.subs,
+            (&self.shared.subs, &self.shared.tasks),
             &owner,
             (who.app_id.clone(), who.source),
             (cats, held),

@@ -155,7 +155,7 @@ pub async fn serve(
 ) -> zbus::Result<Arc<Shared>> {
     let dbus = DBusProxy::new(conn).await?;
     let agents = Arc::new(agent::Agents::default());
-    core.prompts.set_prompter(Arc::new(agent::DBusPrompter {
+    core.set_prompter(Arc::new(agent::DBusPrompter {
         conn: conn.clone(),
         agents: agents.clone(),
     }));
@@ -254,12 +254,6 @@ pub async fn serve(
         )
         .await?;
     level.spawn(consent1::watch_changes(shared.clone(), level.token()));
-    level.spawn(subscription::dispatch(
-        conn.clone(),
-        core,
-        shared.subs.clone(),
-        level.token(),
-    ));
     until_serving(conn).await?;
     Ok(shared)
 }

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use zbus::message::Header;
 use zbus::names::BusName;
 use zbus::object_server::SignalEmitter;
@@ -16,8 +17,8 @@ use zbus::{Connection, interface};
 
 use super::error::{Error, Result};
 use super::variant;
-use crate::core::Core;
-use crate::core::readers::{ReaderInfo, Registration};
+use crate::core::readers::ReaderInfo;
+use crate::core::{Core, Follow, Item, Watch, Watcher};
 use crate::model::{AppId, Category, IdentitySource};
 
 pub const INTERFACE: &str = "org.contextd.Subscription1";
@@ -25,15 +26,10 @@ pub const INTERFACE: &str = "org.contextd.Subscription1";
 #[derive(Debug, Clone)]
 struct Entry {
     owner: String,
-    app: AppId,
-    categories: Vec<Category>,
-    /// The one-time grants `Subscribe` used up: this subscription carries
-    /// them until it ends (or a pause or a deny ends it).
-    held: Vec<Category>,
     path: OwnedObjectPath,
-    /// Listed in `Consent1.ListReaders` while this entry lives; the user
-    /// ending it cancels its token.
-    reader: Arc<Registration>,
+    /// Stops the task that forwards the subscription's feed (and takes
+    /// it off `Consent1.ListReaders` at once).
+    stop: CancellationToken,
 }
 
 /// Every live subscription, by id.
@@ -76,7 +72,10 @@ impl Subscription {
         #[zbus(object_server)] server: &zbus::ObjectServer,
     ) -> Result<()> {
         self.owned_by(hdr.sender().map(|s| s.as_str()))?;
-        let path = self.subs.lock().remove(&self.id).map(|e| e.path);
+        let path = self.subs.lock().remove(&self.id).map(|e| {
+            e.stop.cancel();
+            e.path
+        });
         if let Some(path) = path {
             server.remove::<Subscription, _>(&path).await?;
         }
@@ -109,6 +108,12 @@ impl Subscription {
         category: &str,
         reason: &str,
     ) -> zbus::Result<()>;
+
+    /// Changes were dropped before they reached this subscription (the
+    /// broker fell behind): read what it follows again. No count: the
+    /// changes missed are of every category, not only those it may see.
+    #[zbus(signal)]
+    pub async fn lagged(emitter: &SignalEmitter<'_>) -> zbus::Result<()>;
 }
 
 impl Subscription {
@@ -124,30 +129,41 @@ impl Subscription {
     }
 }
 
-/// Create a subscription object for `owner` and return its path. `held`:
-/// the one-time grants the `Subscribe` call used up.
+/// Create a subscription object for `owner` and return its path, and
+/// start forwarding its feed (on `tasks`). `held`: the one-time grants the
+/// `Subscribe` call used up.
 pub async fn create(
     conn: &Connection,
-    core: &Core,
-    subs: &Arc<Subscriptions>,
+    core: &Arc<Core>,
+    (subs, tasks): (&Arc<Subscriptions>, &TaskTracker),
     owner: &str,
     app: (AppId, IdentitySource),
     (categories, held): (Vec<Category>, Vec<Category>),
 ) -> Result<OwnedObjectPath> {
     let (app, identity_source) = app;
     let id = subs.allocate();
-    let reader = core.readers.start(
-        ReaderInfo {
-            app: app.clone(),
-            identity_source,
-            channel: crate::core::Channel::DBus,
-            transport: "subscription",
-            client: None,
-            categories: categories.clone(),
-        },
-        core.clock.now(),
-        tokio_util::sync::CancellationToken::new(),
-    );
+    let stop = CancellationToken::new();
+    // The feed starts before `Subscribe` answers: no change after the
+    // answer is missed.
+    let watch = core
+        .watch(
+            Watcher::App {
+                app: app.clone(),
+                held,
+            },
+            Follow::Only(categories.clone()),
+        )
+        .register(
+            ReaderInfo {
+                app: app.clone(),
+                identity_source,
+                channel: crate::core::Channel::DBus,
+                transport: "subscription",
+                client: None,
+                categories: categories.clone(),
+            },
+            stop.child_token(),
+        );
     let path = OwnedObjectPath::try_from(format!("/org/contextd/Broker1/subscription/{id}"))
         .map_err(|e| Error::Failed(e.to_string()))?;
     let obj = Subscription {
@@ -156,18 +172,20 @@ pub async fn create(
         categories: categories.iter().map(ToString::to_string).collect(),
         subs: subs.clone(),
     };
-    subs.lock().insert(
-        id,
-        Entry {
-            owner: owner.to_owned(),
-            app,
-            categories,
-            held,
-            path: path.clone(),
-            reader: Arc::new(reader),
-        },
-    );
+    let entry = Entry {
+        owner: owner.to_owned(),
+        path: path.clone(),
+        stop: stop.clone(),
+    };
+    subs.lock().insert(id, entry.clone());
     conn.object_server().at(&path, obj).await?;
+    tasks.spawn(forward(
+        conn.clone(),
+        subs.clone(),
+        (id, entry),
+        (app, categories.first().cloned()),
+        watch,
+    ));
     Ok(path)
 }
 
@@ -190,7 +208,10 @@ pub async fn drop_owner(conn: &Connection, subs: &Subscriptions, owner: &str) {
             .collect();
         ids.into_iter()
             .filter_map(|k| m.remove(&k))
-            .map(|e| e.path)
+            .map(|e| {
+                e.stop.cancel();
+                e.path
+            })
             .collect()
     };
     if !paths.is_empty() {
@@ -209,98 +230,87 @@ fn emitter_for<'a>(conn: &Connection, e: &'a Entry) -> Option<SignalEmitter<'a>>
     Some(em.set_destination(dest))
 }
 
-/// Re-check every subscription against the gate, and whether the user
-/// ended it; end those with a `Revoked` signal, at once.
-async fn enforce(conn: &Connection, core: &Core, subs: &Subscriptions) {
-    let revoked: Vec<(Entry, Category, String)> = {
-        let mut m = subs.lock();
-        let mut out = Vec::new();
-        m.retain(|_, e| {
-            if e.reader.ended().is_cancelled() {
-                let Some(c) = e.categories.first().cloned() else {
-                    return false;
+/// Forward one subscription's feed as its signals, until it is
+/// unsubscribed, its owner leaves, it loses consent, the user ends it, or
+/// the broker stops. Each change comes rendered for what the subscriber
+/// may see, so what it may not see is never put on the wire.
+async fn forward(
+    conn: Connection,
+    subs: Arc<Subscriptions>,
+    (id, e): (u64, Entry),
+    (app, first): (AppId, Option<Category>),
+    mut watch: Watch,
+) {
+    loop {
+        let item = tokio::select! {
+            biased;
+            _ = e.stop.cancelled() => break,
+            item = watch.next() => item,
+        };
+        let Some(item) = item else { break };
+        let Some(em) = emitter_for(&conn, &e) else {
+            break;
+        };
+        match item {
+            Item::Changed { category, view, .. } => {
+                let dict = match variant::fields(&view) {
+                    Ok(d) => d,
+                    Err(err) => {
+                        tracing::warn!(error = %err, "cannot put a change on D-Bus");
+                        continue;
+                    }
                 };
-                out.push((e.clone(), c, "the user ended this subscription".to_owned()));
-                return false;
-            }
-            match core.withdrawn(&e.app, &e.categories, &e.held) {
-                Some(c) => {
-                    let reason = format!("consent for '{c}' was withdrawn");
-                    out.push((e.clone(), c, reason));
-                    false
+                if let Err(err) = Subscription::changed(&em, &category.to_string(), dict).await {
+                    tracing::debug!(error = %err, owner = %e.owner, "cannot send Changed");
                 }
-                None => true,
             }
-        });
-        out
-    };
-    for (e, c, reason) in &revoked {
-        if let Some(em) = emitter_for(conn, e)
-            && let Err(err) = Subscription::revoked(&em, &c.to_string(), reason).await
-        {
-            tracing::debug!(error = %err, "cannot send Revoked");
+            Item::Lagged { missed } => {
+                tracing::warn!(
+                    missed,
+                    "a subscription fell behind; it is told to read again"
+                );
+                if let Err(err) = Subscription::lagged(&em).await {
+                    tracing::debug!(error = %err, owner = %e.owner, "cannot send Lagged");
+                }
+            }
+            Item::Revoked { category } => {
+                let reason = format!("consent for '{category}' was withdrawn");
+                end(&conn, &subs, id, &em, &category, &reason).await;
+                tracing::info!(%app, %category, "subscription revoked");
+                break;
+            }
+            Item::EndedByUser => {
+                if let Some(c) = &first {
+                    end(&conn, &subs, id, &em, c, "the user ended this subscription").await;
+                    tracing::info!(%app, category = %c, "subscription revoked");
+                } else {
+                    let gone = subs.lock().remove(&id).map(|e| e.path);
+                    remove_paths(&conn, gone.into_iter().collect()).await;
+                }
+                break;
+            }
+            Item::Ended => break,
+            Item::Sources | Item::GateChanged | Item::Paused | Item::Resumed | Item::Control(_) => {
+            }
         }
-        tracing::info!(app = %e.app, category = %c, "subscription revoked");
     }
-    remove_paths(conn, revoked.into_iter().map(|(e, _, _)| e.path).collect()).await;
 }
 
-/// Fan changes out to subscribers until `cancel`. Each change is rendered
-/// per subscriber through the gate, so what a subscriber may not see is
-/// never put on the wire.
-pub async fn dispatch(
-    conn: Connection,
-    core: Arc<Core>,
-    subs: Arc<Subscriptions>,
-    cancel: CancellationToken,
+/// End subscription `id` with `Revoked` (unless it is gone already: an
+/// `Unsubscribe` came first) and remove its object.
+async fn end(
+    conn: &Connection,
+    subs: &Subscriptions,
+    id: u64,
+    em: &SignalEmitter<'_>,
+    category: &Category,
+    reason: &str,
 ) {
-    let mut rx = core.state.subscribe();
-    let mut generation = core.gate.watch_generation();
-    let mut ended = core.readers.watch_ended();
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => break,
-            r = generation.changed() => {
-                if r.is_err() { break; }
-                enforce(&conn, &core, &subs).await;
-            }
-            r = ended.changed() => {
-                if r.is_err() { break; }
-                enforce(&conn, &core, &subs).await;
-            }
-            msg = rx.recv() => {
-                let change = match msg {
-                    Ok(c) => c,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                        tracing::warn!(missed = n, "subscribers fell behind; some changes were dropped");
-                        continue;
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-                };
-                let Some(cat) = change.category() else { continue };
-                let targets: Vec<Entry> = subs
-                    .lock()
-                    .values()
-                    .filter(|e| e.categories.iter().any(|c| *c == cat || c.base().as_ref() == Some(&cat)))
-                    .cloned()
-                    .collect();
-                for e in targets {
-                    let Some((cat, data)) = core.change_for_held(&e.app, &e.held, &change) else {
-                        continue;
-                    };
-                    let Some(em) = emitter_for(&conn, &e) else { continue };
-                    let dict = match variant::fields(&data) {
-                        Ok(d) => d,
-                        Err(err) => {
-                            tracing::warn!(error = %err, "cannot put a change on D-Bus");
-                            continue;
-                        }
-                    };
-                    if let Err(err) = Subscription::changed(&em, &cat.to_string(), dict).await {
-                        tracing::debug!(error = %err, owner = %e.owner, "cannot send Changed");
-                    }
-                }
-            }
-        }
+    let Some(e) = subs.lock().remove(&id) else {
+        return;
+    };
+    if let Err(err) = Subscription::revoked(em, &category.to_string(), reason).await {
+        tracing::debug!(error = %err, "cannot send Revoked");
     }
+    remove_paths(conn, vec![e.path]).await;
 }

@@ -133,7 +133,7 @@ pub async fn get(
                     ));
                 }
             };
-            let since = broker.core.clock.now() - chrono::Duration::days(days);
+            let since = broker.core.now() - chrono::Duration::days(days);
             let c = broker
                 .core
                 .read(subject, read::Captures { since }, mode)

@@ -434,7 +434,7 @@ pub async fn read(
                 p.since.as_deref(),
                 p.until.as_deref(),
                 chrono::Duration::hours(1),
-                core.clock.now(),
+                core.now(),
             )?;
             super::timeline::activity(
                 broker,

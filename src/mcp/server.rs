@@ -34,6 +34,7 @@ use super::error::{Error, PERMISSION_DENIED, wire};
 use super::resources::{self, MARKDOWN_MIME, Res};
 use super::{prompts, tools, watch};
 use crate::core::readers::{ReaderInfo, Registration};
+use crate::core::{Follow, Watcher};
 use crate::model::Category;
 
 /// Where the handler learns its host's identity.
@@ -57,7 +58,7 @@ struct Session {
     watching: OnceLock<()>,
     /// Listed in `Consent1.ListReaders` while the session's notification
     /// loop runs.
-    reader: OnceLock<Registration>,
+    reader: OnceLock<Arc<Registration>>,
 }
 
 pub struct ContextServer {
@@ -190,11 +191,23 @@ impl ContextServer {
             .filter_map(|u| Res::parse(u))
             .flat_map(|r| r.categories())
             .collect();
-        let _ = self.session.reader.set(self.broker.core.readers.start(
-            reader_info(&subject, self.transport, client, subscribed),
-            self.broker.core.clock.now(),
-            self.end.clone(),
-        ));
+        let feed = self
+            .broker
+            .core
+            .watch(
+                Watcher::App {
+                    app: subject.app_id.clone(),
+                    held: Vec::new(),
+                },
+                Follow::All,
+            )
+            .register(
+                reader_info(&subject, self.transport, client, subscribed),
+                self.end.clone(),
+            );
+        if let Some(r) = feed.registration() {
+            let _ = self.session.reader.set(r);
+        }
         let out = watch::Out::Session {
             peer,
             subscribed: self.session.subscribed.clone(),
@@ -203,6 +216,7 @@ impl ContextServer {
             self.broker.clone(),
             subject,
             out,
+            feed,
             self.cancel.clone(),
         ));
     }
@@ -477,15 +491,25 @@ impl ServerHandler for ContextServer {
             .flat_map(|r| r.categories())
             .collect();
         // Ending it ends this stream (its request), and the session too.
-        let _reader = self.broker.core.readers.start(
-            reader_info(&subject, self.transport, client, categories),
-            self.broker.core.clock.now(),
-            cancel.clone(),
-        );
+        let feed = self
+            .broker
+            .core
+            .watch(
+                Watcher::App {
+                    app: subject.app_id.clone(),
+                    held: Vec::new(),
+                },
+                Follow::All,
+            )
+            .register(
+                reader_info(&subject, self.transport, client, categories),
+                cancel.clone(),
+            );
         watch::run(
             self.broker.clone(),
             subject,
             watch::Out::Listen(ctx.sink().clone()),
+            feed,
             cancel,
         )
         .await;

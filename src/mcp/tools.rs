@@ -751,7 +751,7 @@ async fn recent_activity(
             args.string("since")?,
             args.string("until")?,
             chrono::Duration::hours(1),
-            broker.core.clock.now(),
+            broker.core.now(),
         )
         .map_err(|e| e.to_string())?;
         let limit = match args.0.get("limit") {
@@ -793,7 +793,7 @@ async fn summarize_time(
         .string("since")
         .and_then(|s| Ok((s, args.string("until")?)))
         .and_then(|(s, u)| {
-            timeline::period(s, u, chrono::Duration::hours(24), broker.core.clock.now())
+            timeline::period(s, u, chrono::Duration::hours(24), broker.core.now())
                 .map_err(|e| e.to_string())
         });
     let period = match period {

@@ -13,12 +13,12 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::model::ResourceUpdatedNotificationParam;
 use rmcp::service::{Peer, RoleServer, SubscriptionSink};
-use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::Broker;
 use super::consent::Subject;
 use super::resources::{self, FIXED, Res};
+use crate::core::{Item, Watch};
 
 /// The resources `subject` is shown in `resources/list`: the snapshot, and
 /// every resource one of whose categories it may see or has not been asked
@@ -122,20 +122,26 @@ impl Out {
     }
 }
 
-/// Notify `subject` of changes until `cancel` (the session or the listen
-/// request ended) or the host goes away.
-pub async fn run(broker: Arc<Broker>, subject: Subject, out: Out, cancel: CancellationToken) {
+/// Notify `subject` of what `watch` (the core's feed for it) yields until
+/// `cancel` (the session or the listen request ended), the feed is over,
+/// or the host goes away.
+pub async fn run(
+    broker: Arc<Broker>,
+    subject: Subject,
+    out: Out,
+    mut watch: Watch,
+    cancel: CancellationToken,
+) {
     let core = broker.core.clone();
-    let mut rx = core.state.subscribe();
-    let mut generation = core.gate.watch_generation();
     let mut listed = visible_resources(&broker, &subject).await;
     loop {
-        tokio::select! {
+        let item = tokio::select! {
             _ = cancel.cancelled() => break,
-            r = generation.changed() => {
-                if r.is_err() {
-                    break;
-                }
+            item = watch.next() => item,
+        };
+        let uris: Vec<String> = match item {
+            None | Some(Item::Ended | Item::EndedByUser | Item::Revoked { .. }) => break,
+            Some(Item::GateChanged | Item::Paused | Item::Resumed) => {
                 let now = visible_resources(&broker, &subject).await;
                 if now != listed {
                     listed = now;
@@ -144,49 +150,40 @@ pub async fn run(broker: Arc<Broker>, subject: Subject, out: Out, cancel: Cancel
                         break;
                     }
                 }
+                continue;
             }
-            msg = rx.recv() => {
-                let uris: Vec<String> = match msg {
-                    Ok(change) => {
-                        // Source health needs no consent; everything else
-                        // only when the host may see the change (its
-                        // category, and a change it can tell at all: a
-                        // move within the same city is none without
-                        // location.precise).
-                        if change.category().is_some()
-                            && core.change_for(&subject.app_id, &change).is_none()
-                        {
-                            continue;
-                        }
-                        let active = core.state.read(|s| s.active_window.clone());
-                        resources::affected(&change, active.as_deref())
-                    }
-                    Err(RecvError::Lagged(n)) => {
-                        // We missed changes: tell the host to re-read
-                        // everything it subscribed to and may still see.
-                        tracing::debug!(missed = n, "notification loop fell behind");
-                        let mut all = Vec::new();
-                        for uri in out.subscribed() {
-                            if let Some(res) = Res::parse(&uri)
-                                && may_see(&broker, &subject, &res).await
-                            {
-                                all.push(uri);
-                            }
-                        }
-                        all
-                    }
-                    Err(RecvError::Closed) => break,
-                };
-                let subscribed: BTreeSet<String> = out.subscribed().into_iter().collect();
-                for uri in uris.iter().filter(|u| subscribed.contains(*u)) {
-                    if !out.updated(uri).await {
-                        break;
+            Some(Item::Control(_)) => continue,
+            // Source health needs no consent; every other change comes
+            // only when the host may see it (its category, and a change
+            // it can tell at all: a move within the same city is none
+            // without location.precise).
+            Some(Item::Sources) => vec![Res::Snapshot.uri()],
+            Some(Item::Changed { change, .. }) => {
+                resources::affected(&change, core.active_window_id().as_deref())
+            }
+            Some(Item::Lagged { missed }) => {
+                // We missed changes: tell the host to re-read everything
+                // it subscribed to and may still see.
+                tracing::debug!(missed, "notification loop fell behind");
+                let mut all = Vec::new();
+                for uri in out.subscribed() {
+                    if let Some(res) = Res::parse(&uri)
+                        && may_see(&broker, &subject, &res).await
+                    {
+                        all.push(uri);
                     }
                 }
-                if out.closed() {
-                    break;
-                }
+                all
             }
+        };
+        let subscribed: BTreeSet<String> = out.subscribed().into_iter().collect();
+        for uri in uris.iter().filter(|u| subscribed.contains(*u)) {
+            if !out.updated(uri).await {
+                break;
+            }
+        }
+        if out.closed() {
+            break;
         }
     }
 }
