@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
-use contextd::core::history::{HistoryEvent, HistoryKind, HistoryOp};
+use contextd::internals::{HistoryEvent, HistoryKind, HistoryOp};
 use contextd::store::history::{History, Query};
 use contextd::store::{Db, DbKey, KeySource};
 use tokio_util::sync::CancellationToken;

@@ -31,7 +31,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 /// How often, at most, the directories are checked for changes.
-pub const RECHECK_EVERY: Duration = Duration::from_secs(5);
+pub(crate) const RECHECK_EVERY: Duration = Duration::from_secs(5);
 /// Desktop files larger than this are skipped (they are a few KiB).
 const MAX_FILE_BYTES: u64 = 256 * 1024;
 /// Subdirectory depth below `applications/` that is scanned.
@@ -42,7 +42,7 @@ const MAX_VALUE_CHARS: usize = 256;
 
 /// What a desktop entry says about an app.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AppInfo {
+pub(crate) struct AppInfo {
     /// The desktop file id, e.g. `org.gnome.TextEditor.desktop`.
     pub desktop_id: String,
     /// `Name=` (unlocalised).
@@ -59,7 +59,7 @@ pub(crate) struct Entry {
 
 /// The index of desktop entries of some directories.
 #[derive(Debug)]
-pub struct DesktopEntries {
+pub(crate) struct DesktopEntries {
     /// The `applications` directories, in precedence order.
     dirs: Vec<PathBuf>,
     entries: Vec<Entry>,
@@ -71,7 +71,7 @@ pub struct DesktopEntries {
 }
 
 /// The `applications` directories of the XDG spec, in precedence order.
-pub fn xdg_application_dirs() -> Vec<PathBuf> {
+pub(crate) fn xdg_application_dirs() -> Vec<PathBuf> {
     let abs = |v: std::ffi::OsString| {
         let p = PathBuf::from(v);
         p.is_absolute().then_some(p)
@@ -101,7 +101,7 @@ pub fn xdg_application_dirs() -> Vec<PathBuf> {
 
 /// The process-wide index over the XDG directories (used by the Wayland
 /// source and by consent prompts).
-pub fn shared() -> &'static Mutex<DesktopEntries> {
+pub(crate) fn shared() -> &'static Mutex<DesktopEntries> {
     static SHARED: OnceLock<Mutex<DesktopEntries>> = OnceLock::new();
     SHARED.get_or_init(|| Mutex::new(DesktopEntries::new(xdg_application_dirs())))
 }
@@ -124,7 +124,7 @@ pub fn shared() -> &'static Mutex<DesktopEntries> {
 /// interpreter runs (`node:…`, a claim of its command line) and `token:`.
 ///
 /// [`is_system_executable`]: crate::core::identity::is_system_executable
-pub fn display_of(app_id: &str) -> Option<AppInfo> {
+pub(crate) fn display_of(app_id: &str) -> Option<AppInfo> {
     if let Some(path) = app_id.strip_prefix("exe:") {
         if !crate::core::identity::is_system_executable(Path::new(path)) {
             return None;
@@ -143,7 +143,7 @@ pub fn display_of(app_id: &str) -> Option<AppInfo> {
 }
 
 /// Resolve an app id with the process-wide index.
-pub fn lookup(app_id: &str) -> Option<AppInfo> {
+pub(crate) fn lookup(app_id: &str) -> Option<AppInfo> {
     shared()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -227,7 +227,7 @@ fn unescape(v: &str) -> String {
 impl DesktopEntries {
     /// An index over these `applications` directories (first wins),
     /// scanned on first use.
-    pub fn new(dirs: Vec<PathBuf>) -> Self {
+    pub(crate) fn new(dirs: Vec<PathBuf>) -> Self {
         DesktopEntries {
             dirs,
             entries: Vec::new(),
@@ -239,24 +239,21 @@ impl DesktopEntries {
     }
 
     /// How many entries the index holds.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 
     /// Find the desktop entry of `app_id`, rescanning first if the
     /// directories changed (checked at most every [`RECHECK_EVERY`]).
-    pub fn lookup(&mut self, app_id: &str) -> Option<AppInfo> {
+    pub(crate) fn lookup(&mut self, app_id: &str) -> Option<AppInfo> {
         self.refresh(false);
         self.find(app_id)
     }
 
     /// Rescan if the directories changed; with `force`, check now
     /// whatever the interval.
-    pub fn refresh(&mut self, force: bool) {
+    pub(crate) fn refresh(&mut self, force: bool) {
         let due =
             force || !self.scanned || self.checked.is_none_or(|t| t.elapsed() >= RECHECK_EVERY);
         if !due {

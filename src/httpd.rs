@@ -66,7 +66,7 @@ fn classify(stream: &TcpStream, peer: SocketAddr, me: u32) -> Peer {
 /// most `max_connections` of the user's own at once (more wait to be
 /// accepted), and as many again from non-loopback peers (more are closed).
 /// `what` names the port in logs.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: &TcpListener,
     app: Router,
     max_connections: usize,

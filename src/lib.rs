@@ -1,23 +1,69 @@
 //! contextd: the desktop context broker.
 //!
-//! Data flows one way: `sources` → `core` → publishers (`dbus`, `mcp`).
-//! See DESIGN.md for the rules this crate keeps.
+//! Data flows one way: `sources` → `core` → publishers (`dbus`, `mcp`,
+//! `dashboard`). See DESIGN.md for the rules this crate keeps and
+//! ARCHITECTURE.md for how they are laid out.
+//!
+//! # What the library exports
+//!
+//! The crate is a library only so that its two binaries, its benches and
+//! its integration tests can share code; it is not a stable API. Everything
+//! is `pub(crate)` (the `unreachable_pub` lint keeps it so) except:
+//!
+//! - [`daemon`], [`config`], [`hardening`], [`logging`]: what `contextd`
+//!   needs to run the broker;
+//! - [`client`]: `contextctl` (its commands, the MCP stdio bridge, the
+//!   generated D-Bus proxies and the JSON forms it prints), which apps and
+//!   tests also use as a typed client;
+//! - [`model`]: the categories and the window, as clients name them;
+//! - [`names`]: the bus name, object path and socket names clients use;
+//! - [`store`]: opening the encrypted database, for the tests that check
+//!   what is on disk and the benches that fill the timeline;
+//! - [`internals`]: the few items the integration tests and benches
+//!   compare against or drive directly (hidden from the docs).
+//!
+//! The layers are modules of one crate; `tests/layering.rs` checks that
+//! publishers import neither the store nor each other.
+
+#![warn(unreachable_pub)]
 
 pub mod client;
 pub mod config;
-pub mod core;
+pub(crate) mod core;
 pub mod daemon;
-pub mod dashboard;
-pub mod dbus;
-pub mod desktop_entry;
+pub(crate) mod dashboard;
+pub(crate) mod dbus;
+pub(crate) mod desktop_entry;
 #[cfg(test)]
 mod fuzz;
 pub mod hardening;
-pub mod httpd;
+pub(crate) mod httpd;
 pub mod logging;
-pub mod mcp;
+pub(crate) mod mcp;
 pub mod model;
 pub mod names;
-pub mod shutdown;
-pub mod sources;
+pub(crate) mod shutdown;
+pub(crate) mod sources;
 pub mod store;
+
+/// Items below the public API that integration tests and benches reach
+/// directly: a source driven without a daemon, the limits and constants a
+/// test compares against, the timeline's event types a bench writes. Not an
+/// API: it moves with the code.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::core::SourceEvent;
+    pub use crate::core::history::{HistoryEvent, HistoryKind, HistoryOp};
+    pub use crate::core::identity::{is_system_executable, resolve_pid};
+    pub use crate::core::state::MAX_TEXT_CHARS;
+    /// The vocabulary of provided context, checked against its JSON-LD.
+    pub mod vocabulary {
+        pub use crate::core::vocabulary::{check_entry, seed_kinds};
+    }
+    pub use crate::dbus::context1::VERSION as CONTEXT1_VERSION;
+    pub use crate::httpd::HEADER_TIMEOUT;
+    pub use crate::mcp::resources::FIXED as MCP_FIXED_RESOURCES;
+    pub use crate::mcp::tools::catalog as mcp_tool_catalog;
+    pub use crate::sources::wayland::run_at as run_wayland_source_at;
+    pub use crate::sources::{Backoff, SourceContext};
+}

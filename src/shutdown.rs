@@ -25,7 +25,7 @@ use tokio_util::task::TaskTracker;
 /// knows every one of them, so that [`Level::stop`] can tell when the last
 /// one has ended.
 #[derive(Debug, Clone)]
-pub struct Level {
+pub(crate) struct Level {
     name: &'static str,
     cancel: CancellationToken,
     tasks: TaskTracker,
@@ -42,36 +42,38 @@ impl Level {
 
     /// A level of its own, outside any tree: for code that runs a part of
     /// the daemon (a test, a tool) and stops it itself.
-    pub fn detached(name: &'static str) -> Level {
+    #[cfg(test)]
+    pub(crate) fn detached(name: &'static str) -> Level {
         Level::under(&CancellationToken::new(), name)
     }
 
-    pub fn name(&self) -> &'static str {
+    #[cfg(test)]
+    pub(crate) fn name(&self) -> &'static str {
         self.name
     }
 
     /// The level's token: cancelled when the level stops (or the root is
     /// cancelled). Tasks that must finish their work on the way out (flush
     /// a batch, answer a request) watch it themselves.
-    pub fn token(&self) -> CancellationToken {
+    pub(crate) fn token(&self) -> CancellationToken {
         self.cancel.clone()
     }
 
     /// A token that the level cancels, and that can also be cancelled on
     /// its own (one connection, one session).
-    pub fn child_token(&self) -> CancellationToken {
+    pub(crate) fn child_token(&self) -> CancellationToken {
         self.cancel.child_token()
     }
 
     /// The level's tracker, for code that spawns without holding the
     /// level (a session's tasks, a source's helper tasks).
-    pub fn tracker(&self) -> TaskTracker {
+    pub(crate) fn tracker(&self) -> TaskTracker {
         self.tasks.clone()
     }
 
     /// Spawn a task that belongs to this level. It must end by itself once
     /// [`Level::token`] is cancelled: the level waits for it.
-    pub fn spawn<F>(&self, task: F) -> JoinHandle<F::Output>
+    pub(crate) fn spawn<F>(&self, task: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
@@ -84,7 +86,7 @@ impl Level {
     /// warning naming how many are left when the bound ran out; returns
     /// whether all ended. Tasks left over keep running until the runtime
     /// ends: the next level must not wait for them forever.
-    pub async fn stop(&self, bound: Duration) -> bool {
+    pub(crate) async fn stop(&self, bound: Duration) -> bool {
         self.cancel.cancel();
         self.tasks.close();
         if tokio::time::timeout(bound, self.tasks.wait()).await.is_ok() {
@@ -104,7 +106,7 @@ impl Level {
 
 /// The daemon's tree, in teardown order.
 #[derive(Debug)]
-pub struct Tree {
+pub(crate) struct Tree {
     root: CancellationToken,
     /// D-Bus and MCP: every connection, session, subscription and prompt.
     pub publishers: Level,
@@ -124,7 +126,7 @@ impl Default for Tree {
 }
 
 impl Tree {
-    pub fn new() -> Tree {
+    pub(crate) fn new() -> Tree {
         let root = CancellationToken::new();
         Tree {
             publishers: Level::under(&root, "publishers"),
@@ -138,7 +140,8 @@ impl Tree {
     /// The root: cancelling it cancels every level at once, without the
     /// order that [`Tree::stop`] keeps. The teardown cancels it last, for
     /// anything that watches the whole daemon's life.
-    pub fn root(&self) -> &CancellationToken {
+    #[cfg(test)]
+    pub(crate) fn root(&self) -> &CancellationToken {
         &self.root
     }
 
@@ -148,7 +151,7 @@ impl Tree {
     /// database. A level that overruns its bound is logged and left
     /// behind, and the next level stops anyway, so the whole stop never
     /// takes longer than the sum of the bounds.
-    pub async fn stop(&self, bounds: &Bounds) {
+    pub(crate) async fn stop(&self, bounds: &Bounds) {
         self.publishers.stop(bounds.publishers).await;
         self.sources.stop(bounds.sources).await;
         self.writers.stop(bounds.writers).await;
@@ -161,7 +164,7 @@ impl Tree {
 /// release of the bus name before them and the end of the process after,
 /// stays under the 2 s in which a SIGTERM must end the daemon.
 #[derive(Debug, Clone, Copy)]
-pub struct Bounds {
+pub(crate) struct Bounds {
     pub publishers: Duration,
     pub sources: Duration,
     pub writers: Duration,
@@ -193,7 +196,7 @@ impl Default for Bounds {
 /// on the lane), which stops and joins them; [`Lane::stop`] then ends the
 /// thread, after the levels whose tasks run here.
 #[derive(Debug)]
-pub struct Lane {
+pub(crate) struct Lane {
     name: &'static str,
     handle: tokio::runtime::Handle,
     stop: CancellationToken,
@@ -203,7 +206,7 @@ pub struct Lane {
 impl Lane {
     /// A lane of `workers` threads (and one that owns the runtime), all
     /// named `contextd-NAME`.
-    pub fn start(name: &'static str, workers: usize) -> std::io::Result<Lane> {
+    pub(crate) fn start(name: &'static str, workers: usize) -> std::io::Result<Lane> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers.max(1))
             .thread_name(format!("contextd-{name}"))
@@ -228,13 +231,13 @@ impl Lane {
         })
     }
 
-    pub fn handle(&self) -> &tokio::runtime::Handle {
+    pub(crate) fn handle(&self) -> &tokio::runtime::Handle {
         &self.handle
     }
 
     /// End the thread (its runtime drops what is left on it) and join it
     /// within `bound`.
-    pub async fn stop(&self, bound: Duration) -> bool {
+    pub(crate) async fn stop(&self, bound: Duration) -> bool {
         self.stop.cancel();
         let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
         match thread {
@@ -255,7 +258,11 @@ impl Drop for Lane {
 /// stop, waiting at most `bound`; `false` if it is still running then (it
 /// is left to end by itself). Polls instead of blocking a runtime thread in
 /// `join`, so that a stuck thread costs nothing but the bound.
-pub async fn join_thread(thread: std::thread::JoinHandle<()>, what: &str, bound: Duration) -> bool {
+pub(crate) async fn join_thread(
+    thread: std::thread::JoinHandle<()>,
+    what: &str,
+    bound: Duration,
+) -> bool {
     let start = Instant::now();
     while !thread.is_finished() {
         if start.elapsed() >= bound {

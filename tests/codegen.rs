@@ -80,7 +80,7 @@ async fn gdbus_codegen_c_client_calls_get_active_window() {
             (st.success() && out.contains("app_id=org.gnome.TextEditor")).then_some(out)
         })
         .await;
-        let version = format!("version={}", contextd::dbus::context1::VERSION);
+        let version = format!("version={}", contextd::internals::CONTEXT1_VERSION);
         assert!(out.contains(&version), "{out}");
 
         // Without a grant, the generated client gets the typed error.
@@ -121,7 +121,7 @@ async fn zbus_xmlgen_proxy_calls_get_active_window() {
         assert_eq!(app, Some(serde_json::json!("org.gnome.TextEditor")));
         assert_eq!(
             p.version().await.expect("version"),
-            contextd::dbus::context1::VERSION
+            contextd::internals::CONTEXT1_VERSION
         );
     })
     .await

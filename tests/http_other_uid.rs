@@ -31,7 +31,7 @@ const HELD: usize = 300;
 /// accept queue behind them, so a request that waits for them takes at
 /// least that long; one that does not is answered at once.
 fn patience() -> Duration {
-    contextd::httpd::HEADER_TIMEOUT / 2
+    contextd::internals::HEADER_TIMEOUT / 2
 }
 
 /// `tests/peers/hold.py` running as [`OTHER`].

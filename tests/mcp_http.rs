@@ -58,7 +58,7 @@ async fn full_over(transport: &'static str, mode: &'static str) {
     // send_notification) was listed and called.
     assert_eq!(
         r["tools"].as_object().map(|t| t.len()),
-        Some(contextd::mcp::tools::catalog().len())
+        Some(contextd::internals::mcp_tool_catalog().len())
     );
     assert!(r["tools"]["summarize_time"]["ok"]["structuredContent"]["apps"].is_array());
     let active = &r["tools"]["get_active_window"]["ok"]["structuredContent"]["window"];
@@ -69,7 +69,7 @@ async fn full_over(transport: &'static str, mode: &'static str) {
     // Every fixed resource: the context resources and the vocabulary.
     assert_eq!(
         r["resources"].as_object().map(|t| t.len()),
-        Some(contextd::mcp::resources::FIXED.len())
+        Some(contextd::internals::MCP_FIXED_RESOURCES.len())
     );
     assert!(
         r["updated"]["uri"] == "context://windows/active"
@@ -500,7 +500,7 @@ async fn beside_rmcp(responses: &'static str) {
             v
         };
         let mut compared = 0;
-        for tool in contextd::mcp::tools::catalog() {
+        for tool in contextd::internals::mcp_tool_catalog() {
             let name = tool["name"].as_str().expect("name");
             let args = match name {
                 "send_notification" => r#"{"title":"direct"}"#,
@@ -524,7 +524,7 @@ async fn beside_rmcp(responses: &'static str) {
                 compared += 1;
             }
         }
-        assert_eq!(compared, 2 * contextd::mcp::tools::catalog().len());
+        assert_eq!(compared, 2 * contextd::internals::mcp_tool_catalog().len());
         // A refusal is a result with isError, one message: without a logLevel
         // in its `_meta` a request gets no log message (SEP-2575).
         let (status, kind, msgs) = call(&refused, "get_active_window", "{}", "");

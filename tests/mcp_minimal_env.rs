@@ -101,7 +101,7 @@ fn two_python_scripts_are_two_hosts() {
     let python = Path::new("/usr/bin/python3");
     let real_python = std::fs::canonicalize(python).expect("python3");
     assert!(
-        contextd::core::identity::is_system_executable(&real_python),
+        contextd::internals::is_system_executable(&real_python),
         "{} is not a system program",
         real_python.display()
     );

@@ -46,7 +46,7 @@ fn exe_app_id(exe: &Path) -> String {
 /// `PREFIX:/real/path/of/script`; another by its executable.
 fn script_app_id(interpreter: &Path, prefix: &str, script: &Path) -> String {
     let real = std::fs::canonicalize(interpreter).expect("canonical path");
-    if contextd::core::identity::is_system_executable(&real) {
+    if contextd::internals::is_system_executable(&real) {
         let script = std::fs::canonicalize(script).expect("script path");
         format!("{prefix}:{}", script.display())
     } else {
@@ -208,7 +208,7 @@ async fn check_client(app_id: &str, cmd: &mut Command) {
     let app = client.line("app_id=", 60).await;
     assert_eq!(app, "app_id=org.gnome.TextEditor", "{}", client.output());
     let version = client.line("version=", 10).await;
-    let want = format!("version={}", contextd::dbus::context1::VERSION);
+    let want = format!("version={}", contextd::internals::CONTEXT1_VERSION);
     assert_eq!(version, want, "{}", client.output());
     // policy.toml's two grants, read through Consent1.ListGrants (aa{sv}).
     let grants = client.line("grants=", 10).await;

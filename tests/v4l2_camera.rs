@@ -69,7 +69,7 @@ impl Opener {
 
     /// What the broker should call this process: its own resolver's answer.
     fn app_id(&self) -> String {
-        contextd::core::identity::resolve_pid(self.pid())
+        contextd::internals::resolve_pid(self.pid())
             .expect("identity")
             .app_id
             .to_string()

@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use common::*;
 use contextd::client::json::dict_to_json;
 use contextd::client::proxy::{Context1Proxy, Provider1Proxy};
-use contextd::core::vocabulary;
+use contextd::internals::vocabulary;
 use serde_json::{Map, Value, json};
 
 const SCHEMA: &str = "http://schema.org/";

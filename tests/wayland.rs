@@ -424,7 +424,7 @@ async fn three_hundred_windows_and_a_huge_title() {
         let title = w["title"].as_str().expect("title");
         assert_eq!(
             title.chars().count(),
-            contextd::core::state::MAX_TEXT_CHARS + "…[truncated]".chars().count()
+            contextd::internals::MAX_TEXT_CHARS + "…[truncated]".chars().count()
         );
         assert!(title.starts_with("0123456789abcdef"));
 

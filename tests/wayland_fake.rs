@@ -10,9 +10,9 @@ use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
 use contextd::config::{Config, ConfigFile, Paths};
-use contextd::core::SourceEvent;
+use contextd::internals::SourceEvent;
+use contextd::internals::{Backoff, SourceContext, run_wayland_source_at};
 use contextd::model::Window;
-use contextd::sources::{Backoff, SourceContext, wayland};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use wayland_protocols::ext::foreign_toplevel_list::v1::server::{
@@ -380,7 +380,7 @@ impl Source {
             own_names: Arc::from(Vec::<String>::new()),
         };
         let backoff = Backoff::new(Duration::from_secs(60), Duration::from_secs(60));
-        let task = tokio::spawn(wayland::run_at(ctx, path.to_path_buf(), backoff));
+        let task = tokio::spawn(run_wayland_source_at(ctx, path.to_path_buf(), backoff));
         Source { rx, cancel, task }
     }
 

@@ -200,11 +200,11 @@ fn main() -> ExitCode {
             Command::Token { command } => {
                 let req = match command {
                     TokenCommand::Create { name } => {
-                        contextd::mcp::admin::Request::TokenCreate { name }
+                        contextd::client::admin::Request::TokenCreate { name }
                     }
-                    TokenCommand::List => contextd::mcp::admin::Request::TokenList,
+                    TokenCommand::List => contextd::client::admin::Request::TokenList,
                     TokenCommand::Revoke { name } => {
-                        contextd::mcp::admin::Request::TokenRevoke { name }
+                        contextd::client::admin::Request::TokenRevoke { name }
                     }
                 };
                 return contextd::client::admin::command(&req, args.json)

@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
 use crate::core::tokens::TokenInfo;
-use crate::mcp::admin::Request;
+pub use crate::mcp::admin::Request;
 use crate::names::ADMIN_SOCKET;
 
 /// How long a request may take.

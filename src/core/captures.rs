@@ -40,13 +40,13 @@ use super::change::{Change, ChangeKind};
 use crate::model::{AppId, MediaKind, MediaStream, StreamState};
 
 /// How long an ended session is kept.
-pub const RETENTION: Duration = Duration::hours(24);
+pub(crate) const RETENTION: Duration = Duration::hours(24);
 /// The most sessions kept at once.
-pub const MAX_SESSIONS: usize = 1000;
+pub(crate) const MAX_SESSIONS: usize = 1000;
 
 /// One stretch of capture by one stream.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CaptureSession {
+pub(crate) struct CaptureSession {
     /// The stream's id (source-prefixed, e.g. `pw-1-57`).
     pub stream_id: String,
     /// What was captured: microphone, camera or screen.
@@ -63,7 +63,7 @@ pub struct CaptureSession {
 
 /// The bounded log of capture sessions, oldest first.
 #[derive(Debug, Clone, Default)]
-pub struct CaptureLog {
+pub(crate) struct CaptureLog {
     sessions: VecDeque<CaptureSession>,
     /// Every running capture stream → the `stream_id` of the open session
     /// it belongs to (its own, or the one it joined).
@@ -76,7 +76,7 @@ fn capturing(s: &MediaStream) -> bool {
 
 impl CaptureLog {
     /// Follow the stream changes just applied to the snapshot.
-    pub fn observe(&mut self, changes: &[Change], now: DateTime<Utc>) {
+    pub(crate) fn observe(&mut self, changes: &[Change], now: DateTime<Utc>) {
         if !changes.iter().any(|c| matches!(c, Change::Stream { .. })) {
             return;
         }
@@ -147,7 +147,7 @@ impl CaptureLog {
 
     /// Drop what is older than [`RETENTION`] and keep at most
     /// [`MAX_SESSIONS`].
-    pub fn prune(&mut self, now: DateTime<Utc>) {
+    pub(crate) fn prune(&mut self, now: DateTime<Utc>) {
         let cutoff = now - RETENTION;
         self.sessions.retain(|s| s.end.is_none_or(|e| e >= cutoff));
         while self.sessions.len() > MAX_SESSIONS {
@@ -162,18 +162,20 @@ impl CaptureLog {
 
     /// The sessions that were open at some point in the last 24 hours
     /// before `now`, oldest first.
-    pub fn recent(&self, now: DateTime<Utc>) -> impl Iterator<Item = &CaptureSession> {
+    pub(crate) fn recent(&self, now: DateTime<Utc>) -> impl Iterator<Item = &CaptureSession> {
         let cutoff = now - RETENTION;
         self.sessions
             .iter()
             .filter(move |s| s.end.is_none_or(|e| e >= cutoff))
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.sessions.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.sessions.is_empty()
     }
 }

@@ -10,14 +10,14 @@ use crate::model::{
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum ChangeKind {
+pub(crate) enum ChangeKind {
     Opened,
     Changed,
     Closed,
 }
 
 impl ChangeKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ChangeKind::Opened => "opened",
             ChangeKind::Changed => "changed",
@@ -30,7 +30,7 @@ impl ChangeKind {
 /// data; each publisher renders it per subscriber through `core::view`, so
 /// what a subscriber may not see never leaves the core.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Change {
+pub(crate) enum Change {
     Window {
         kind: ChangeKind,
         window: Window,
@@ -72,7 +72,7 @@ pub enum Change {
 impl Change {
     /// The category a subscriber needs to receive this change, or `None`
     /// for changes that need no consent (source health).
-    pub fn category(&self) -> Option<Category> {
+    pub(crate) fn category(&self) -> Option<Category> {
         Some(match self {
             Change::Window { .. } | Change::Focus { .. } => Category::Windows,
             Change::Stream { stream, .. } if stream.kind.is_capture() => Category::MediaCapture,

@@ -5,12 +5,12 @@ use chrono::{DateTime, Utc};
 
 /// Where "now" comes from. Expiry and retention read the clock through this
 /// trait so that tests move time instead of sleeping.
-pub trait Clock: Send + Sync + std::fmt::Debug {
+pub(crate) trait Clock: Send + Sync + std::fmt::Debug {
     fn now(&self) -> DateTime<Utc>;
 }
 
 #[derive(Debug, Default)]
-pub struct SystemClock;
+pub(crate) struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> DateTime<Utc> {
@@ -20,18 +20,19 @@ impl Clock for SystemClock {
 
 /// A clock that only moves when told to.
 #[derive(Debug)]
-pub struct ManualClock(Mutex<DateTime<Utc>>);
+pub(crate) struct ManualClock(Mutex<DateTime<Utc>>);
 
 impl ManualClock {
-    pub fn new(at: DateTime<Utc>) -> Arc<Self> {
+    pub(crate) fn new(at: DateTime<Utc>) -> Arc<Self> {
         Arc::new(ManualClock(Mutex::new(at)))
     }
 
-    pub fn set(&self, at: DateTime<Utc>) {
+    pub(crate) fn set(&self, at: DateTime<Utc>) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = at;
     }
 
-    pub fn advance(&self, by: chrono::Duration) {
+    #[cfg(test)]
+    pub(crate) fn advance(&self, by: chrono::Duration) {
         let mut t = self.0.lock().unwrap_or_else(|e| e.into_inner());
         *t += by;
     }

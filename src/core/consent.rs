@@ -14,11 +14,11 @@ use serde::{Deserialize, Serialize};
 use super::error::Error;
 use crate::model::{AppId, Category, IdentitySource};
 
-pub type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// How an app reached the broker; shown in prompts and the audit log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Channel {
+pub(crate) enum Channel {
     #[serde(rename = "dbus")]
     DBus,
     #[serde(rename = "mcp-stdio")]
@@ -28,7 +28,7 @@ pub enum Channel {
 }
 
 impl Channel {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Channel::DBus => "dbus",
             Channel::McpStdio => "mcp-stdio",
@@ -132,7 +132,7 @@ impl StoredDecision {
 
 /// What the user answered to a prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// For one call or one subscription.
     Once,
     Always,
@@ -147,7 +147,7 @@ impl Answer {
     /// An answer as agents, panels and the dashboard send it: `once`,
     /// `always`, `deny`, or `duration` with `duration_s` seconds. `cancel`
     /// and the empty string are no answer (`Ok(None)`).
-    pub fn parse(answer: &str, duration_s: Option<i64>) -> Result<Option<Answer>, String> {
+    pub(crate) fn parse(answer: &str, duration_s: Option<i64>) -> Result<Option<Answer>, String> {
         match answer {
             "once" => Ok(Some(Answer::Once)),
             "always" => Ok(Some(Answer::Always)),
@@ -178,7 +178,7 @@ pub struct AppInfo {
 
 /// One decision of the gate about one access.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AuditEntry {
+pub(crate) struct AuditEntry {
     pub time: DateTime<Utc>,
     pub app: AppId,
     pub category: Category,
@@ -196,7 +196,7 @@ pub struct AuditEntry {
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct AuditQuery {
+pub(crate) struct AuditQuery {
     pub since: Option<DateTime<Utc>>,
     pub until: Option<DateTime<Utc>>,
     pub app: Option<AppId>,
@@ -215,7 +215,7 @@ pub struct Loaded {
 /// The persistent side of consent. Decision writes are awaited (they are
 /// rare and the user expects them to stick); audit entries are handed over
 /// without waiting and written in batches.
-pub trait ConsentStore: Send + Sync + fmt::Debug {
+pub(crate) trait ConsentStore: Send + Sync + fmt::Debug {
     fn put_decision(&self, d: StoredDecision) -> BoxFut<'_, Result<(), Error>>;
     fn delete_decision(&self, app: AppId, category: Category) -> BoxFut<'_, Result<bool, Error>>;
     fn forget_app(&self, app: AppId) -> BoxFut<'_, Result<u64, Error>>;

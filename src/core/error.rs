@@ -46,4 +46,4 @@ impl From<crate::model::CategoryError> for Error {
     }
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;

@@ -32,7 +32,7 @@ use super::policy::{Policy, PolicyError};
 use crate::model::{AppId, Category, IdentitySource};
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Decision {
+pub(crate) enum Decision {
     Allow,
     /// Not allowed; the error explains why and how to grant.
     Deny(Error),
@@ -40,15 +40,9 @@ pub enum Decision {
     Ask,
 }
 
-impl Decision {
-    pub fn is_allow(&self) -> bool {
-        matches!(self, Decision::Allow)
-    }
-}
-
 /// Tunables from config.toml `[consent]`.
 #[derive(Debug, Clone)]
-pub struct GateSettings {
+pub(crate) struct GateSettings {
     /// What an undecided (app, category) gets: `Ask` (default) or `Deny`.
     pub undecided: Verdict,
     /// How long an unanswered prompt keeps denying before asking again.
@@ -75,7 +69,7 @@ enum AllowedBy {
 type Key = (AppId, Category);
 
 #[derive(Debug)]
-pub struct Gate {
+pub(crate) struct Gate {
     policy: RwLock<Arc<Policy>>,
     policy_path: PathBuf,
     decisions: RwLock<HashMap<AppId, HashMap<Category, StoredDecision>>>,
@@ -101,7 +95,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Gate {
-    pub fn with_store(
+    pub(crate) fn with_store(
         policy_path: PathBuf,
         clock: Arc<dyn Clock>,
         store: Option<Arc<dyn ConsentStore>>,
@@ -138,15 +132,11 @@ impl Gate {
         }
     }
 
-    pub fn policy_path(&self) -> &Path {
+    pub(crate) fn policy_path(&self) -> &Path {
         &self.policy_path
     }
 
-    pub fn clock(&self) -> &Arc<dyn Clock> {
-        &self.clock
-    }
-
-    pub fn policy(&self) -> Arc<Policy> {
+    pub(crate) fn policy(&self) -> Arc<Policy> {
         self.policy
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -154,7 +144,7 @@ impl Gate {
     }
 
     /// Re-read the policy file. On error the previous policy stays.
-    pub fn reload(&self) -> Result<(), PolicyError> {
+    pub(crate) fn reload(&self) -> Result<(), PolicyError> {
         let p = Policy::load(&self.policy_path)?;
         let changed = {
             let mut cur = self.policy.write().unwrap_or_else(|e| e.into_inner());
@@ -169,21 +159,21 @@ impl Gate {
     }
 
     /// Tell publishers that decisions may have changed.
-    pub fn bump(&self) {
+    pub(crate) fn bump(&self) {
         self.generation.send_modify(|g| *g += 1);
         self.notices.bump(super::notice::Part::Grants);
     }
 
-    pub fn watch_generation(&self) -> watch::Receiver<u64> {
+    pub(crate) fn watch_generation(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()
     }
 
-    pub fn paused(&self) -> bool {
+    pub(crate) fn paused(&self) -> bool {
         self.paused.load(Ordering::SeqCst)
     }
 
     /// The global privacy switch: nothing is handed out while paused.
-    pub fn set_paused(&self, paused: bool) -> bool {
+    pub(crate) fn set_paused(&self, paused: bool) -> bool {
         let was = self.paused.swap(paused, Ordering::SeqCst);
         if was != paused {
             self.bump();
@@ -193,7 +183,7 @@ impl Gate {
 
     /// The soonest expiry of a policy grant or stored decision after now,
     /// so that the daemon wakes up and cuts subscriptions exactly then.
-    pub fn next_expiry(&self) -> Option<DateTime<Utc>> {
+    pub(crate) fn next_expiry(&self) -> Option<DateTime<Utc>> {
         let now = self.clock.now();
         let stored = self
             .decisions
@@ -241,7 +231,7 @@ impl Gate {
     /// Whether `app` holds a lasting grant of `category` (a stored allow
     /// or policy.toml), paused or not: who may learn what only readers of
     /// that category could tell (History1's `Recording`).
-    pub fn granted(&self, app: &AppId, category: &Category) -> bool {
+    pub(crate) fn granted(&self, app: &AppId, category: &Category) -> bool {
         matches!(
             self.evaluate_paused(app, category, false),
             Ok(AllowedBy::Stored(_) | AllowedBy::Policy)
@@ -315,14 +305,14 @@ impl Gate {
 
     /// What `app` may do with `category`, without side effects (used to
     /// render details, e.g. titles, inside an access already decided).
-    pub fn decide(&self, app: &AppId, category: &Category) -> Decision {
+    pub(crate) fn decide(&self, app: &AppId, category: &Category) -> Decision {
         match self.evaluate(app, category) {
             Ok(_) => Decision::Allow,
             Err(d) => d,
         }
     }
 
-    pub fn allows(&self, app: &AppId, category: &Category) -> bool {
+    pub(crate) fn allows(&self, app: &AppId, category: &Category) -> bool {
         self.evaluate(app, category).is_ok()
     }
 
@@ -331,7 +321,7 @@ impl Gate {
     /// shows (signals, a snapshot looked at): a look uses nothing up, so
     /// it must not show what only a one-time grant allows, or "once"
     /// would never run out.
-    pub fn allows_lasting(&self, app: &AppId, category: &Category) -> bool {
+    pub(crate) fn allows_lasting(&self, app: &AppId, category: &Category) -> bool {
         matches!(
             self.evaluate(app, category),
             Ok(AllowedBy::Stored(_) | AllowedBy::Policy)
@@ -340,7 +330,7 @@ impl Gate {
 
     /// [`Gate::decide`] for a look: a one-time grant not used yet counts
     /// as undecided (a look never uses it).
-    pub fn decide_lasting(&self, app: &AppId, category: &Category) -> Decision {
+    pub(crate) fn decide_lasting(&self, app: &AppId, category: &Category) -> Decision {
         match self.evaluate(app, category) {
             Ok(AllowedBy::Once) => Decision::Ask,
             Ok(_) => Decision::Allow,
@@ -351,7 +341,7 @@ impl Gate {
     /// Whether a one-time grant that a subscription used up at `Subscribe`
     /// still holds for it: until a pause or a deny of the category (or of
     /// its base).
-    pub fn holds(&self, app: &AppId, category: &Category) -> bool {
+    pub(crate) fn holds(&self, app: &AppId, category: &Category) -> bool {
         if self.paused() {
             return false;
         }
@@ -362,7 +352,8 @@ impl Gate {
     }
 
     /// An access: decides, uses up a one-time grant, and audits.
-    pub fn access(
+    #[cfg(test)]
+    pub(crate) fn access(
         &self,
         app: &AppId,
         category: &Category,
@@ -377,7 +368,7 @@ impl Gate {
     /// (`Some(used a one-time grant)`); otherwise nothing happens and
     /// nothing is recorded, since a read shows less rather than asking for
     /// a detail.
-    pub fn access_if_allowed(
+    pub(crate) fn access_if_allowed(
         &self,
         app: &AppId,
         category: &Category,
@@ -396,7 +387,7 @@ impl Gate {
     }
 
     /// [`Gate::access`], and whether it used up a one-time grant.
-    pub fn access_once(
+    pub(crate) fn access_once(
         &self,
         app: &AppId,
         category: &Category,
@@ -479,7 +470,7 @@ impl Gate {
     }
 
     /// Record an answer of the user (prompt) or a management call.
-    pub async fn record(
+    pub(crate) async fn record(
         &self,
         app: &AppId,
         category: &Category,
@@ -510,7 +501,7 @@ impl Gate {
     }
 
     /// Allow `app` one access to `category`.
-    pub fn grant_once(&self, app: &AppId, category: &Category) {
+    pub(crate) fn grant_once(&self, app: &AppId, category: &Category) {
         *lock(&self.once)
             .entry((app.clone(), category.clone()))
             .or_insert(0) += 1;
@@ -518,13 +509,13 @@ impl Gate {
     }
 
     /// A prompt went unanswered: deny for the cool-down, store nothing.
-    pub fn cool_down(&self, app: &AppId, category: &Category) {
+    pub(crate) fn cool_down(&self, app: &AppId, category: &Category) {
         let until = self.clock.now() + self.settings.cooldown;
         lock(&self.cooldown).insert((app.clone(), category.clone()), until);
     }
 
     /// Remove a stored decision (back to undecided).
-    pub async fn revoke(&self, app: &AppId, category: &Category) -> Result<bool, Error> {
+    pub(crate) async fn revoke(&self, app: &AppId, category: &Category) -> Result<bool, Error> {
         if let Some(store) = &self.store {
             store.delete_decision(app.clone(), category.clone()).await?;
         }
@@ -541,7 +532,7 @@ impl Gate {
     }
 
     /// Forget everything about an app.
-    pub async fn forget_app(&self, app: &AppId) -> Result<u64, Error> {
+    pub(crate) async fn forget_app(&self, app: &AppId) -> Result<u64, Error> {
         let n = match &self.store {
             Some(store) => store.forget_app(app.clone()).await?,
             None => 0,
@@ -567,7 +558,7 @@ impl Gate {
     }
 
     /// Whether the user lets `app` publish (org.contextd.Provider1).
-    pub fn may_publish(&self, app: &AppId) -> bool {
+    pub(crate) fn may_publish(&self, app: &AppId) -> bool {
         !self
             .refused_publishers
             .read()
@@ -576,7 +567,7 @@ impl Gate {
     }
 
     /// The apps whose publications the user refused, and since when.
-    pub fn refused_publishers(&self) -> Vec<(AppId, DateTime<Utc>)> {
+    pub(crate) fn refused_publishers(&self) -> Vec<(AppId, DateTime<Utc>)> {
         let mut v: Vec<_> = self
             .refused_publishers
             .read()
@@ -590,7 +581,7 @@ impl Gate {
 
     /// Let `app` publish or refuse its publications, stored first (the
     /// user expects it to stick). Returns whether anything changed.
-    pub async fn set_publishing(&self, app: &AppId, allowed: bool) -> Result<bool, Error> {
+    pub(crate) async fn set_publishing(&self, app: &AppId, allowed: bool) -> Result<bool, Error> {
         if allowed == self.may_publish(app) {
             return Ok(false);
         }
@@ -616,7 +607,7 @@ impl Gate {
     }
 
     /// Note that an app asked (for `ListApps`). Cheap when already known.
-    pub async fn seen(&self, app: &AppId, source: IdentitySource) {
+    pub(crate) async fn seen(&self, app: &AppId, source: IdentitySource) {
         let now = self.clock.now();
         // Every access passes here: a shared lock answers the usual case
         // (seen within the minute) without serialising the callers.
@@ -660,7 +651,7 @@ impl Gate {
         }
     }
 
-    pub fn apps(&self) -> Vec<AppInfo> {
+    pub(crate) fn apps(&self) -> Vec<AppInfo> {
         let mut v: Vec<AppInfo> = self
             .apps
             .read()
@@ -674,7 +665,7 @@ impl Gate {
 
     /// Every live decision: stored ones and policy.toml grants (shown with
     /// origin `policy`).
-    pub fn grants(&self) -> Vec<StoredDecision> {
+    pub(crate) fn grants(&self) -> Vec<StoredDecision> {
         let now = self.clock.now();
         let mut v: Vec<StoredDecision> = self
             .decisions
@@ -711,7 +702,7 @@ impl Gate {
         v
     }
 
-    pub fn store(&self) -> Option<&Arc<dyn ConsentStore>> {
+    pub(crate) fn store(&self) -> Option<&Arc<dyn ConsentStore>> {
         self.store.as_ref()
     }
 

@@ -139,11 +139,11 @@ pub fn parse_cursor(s: &str) -> Result<Option<(i64, i64)>, crate::core::Error> {
 }
 
 /// A page of rows and the cursor of the next page (`None`: the last).
-pub type Page = (Vec<HistoryEvent>, Option<String>);
+pub(crate) type Page = (Vec<HistoryEvent>, Option<String>);
 
 /// The read side of the timeline's store (implemented by `store::history`),
 /// so that the read service decides what a reader sees without SQL.
-pub trait HistoryStore: Send + Sync + std::fmt::Debug {
+pub(crate) trait HistoryStore: Send + Sync + std::fmt::Debug {
     /// A page of rows in (start, id) order.
     fn query(&self, q: Query, now: DateTime<Utc>) -> BoxFut<'_, Result<Page, crate::core::Error>>;
     /// Focus, capture and playback time per app in `[since, until)`.
@@ -266,7 +266,7 @@ struct OpenStream {
 
 /// Open intervals, keyed by what closes them.
 #[derive(Debug, Default)]
-pub struct Recorder {
+pub(crate) struct Recorder {
     settings: HistorySettings,
     next_id: i64,
     focus: Option<i64>,
@@ -282,16 +282,12 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn new(settings: HistorySettings, next_id: i64) -> Self {
+    pub(crate) fn new(settings: HistorySettings, next_id: i64) -> Self {
         Recorder {
             settings,
             next_id: next_id.max(1),
             ..Default::default()
         }
-    }
-
-    pub fn settings(&self) -> &HistorySettings {
-        &self.settings
     }
 
     fn open(&mut self, ev: HistoryEvent, out: &mut Vec<HistoryOp>) -> i64 {
@@ -308,7 +304,7 @@ impl Recorder {
     }
 
     /// Close every open interval (pause, shutdown).
-    pub fn close_all(&mut self, now: DateTime<Utc>) -> Vec<HistoryOp> {
+    pub(crate) fn close_all(&mut self, now: DateTime<Utc>) -> Vec<HistoryOp> {
         let mut out = Vec::new();
         Self::close(self.focus.take(), now, &mut out);
         let mut ids: Vec<i64> = self.streams.drain().map(|(_, o)| o.id).collect();
@@ -327,7 +323,7 @@ impl Recorder {
     }
 
     /// While paused nothing is recorded; pausing closes what is open.
-    pub fn set_paused(&mut self, paused: bool, now: DateTime<Utc>) -> Vec<HistoryOp> {
+    pub(crate) fn set_paused(&mut self, paused: bool, now: DateTime<Utc>) -> Vec<HistoryOp> {
         let was = self.paused;
         self.paused = paused;
         if paused && !was {
@@ -337,7 +333,7 @@ impl Recorder {
         }
     }
 
-    pub fn observe(&mut self, change: &Change, now: DateTime<Utc>) -> Vec<HistoryOp> {
+    pub(crate) fn observe(&mut self, change: &Change, now: DateTime<Utc>) -> Vec<HistoryOp> {
         let mut out = Vec::new();
         if self.paused || !self.settings.enabled {
             return out;

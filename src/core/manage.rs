@@ -14,7 +14,7 @@ use crate::model::Category;
 
 /// An app that asked for context, and how it was identified.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AppView {
+pub(crate) struct AppView {
     pub app_id: String,
     pub identity_source: &'static str,
     pub first_seen: String,
@@ -27,7 +27,7 @@ pub struct AppView {
 
 /// A live decision: the user's, or policy.toml's (origin `policy`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GrantView {
+pub(crate) struct GrantView {
     pub app_id: String,
     /// A category, or `*` for a policy grant of everything.
     pub category: String,
@@ -41,7 +41,7 @@ pub struct GrantView {
 
 /// One row of the audit log (identical decisions folded, with a count).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AuditView {
+pub(crate) struct AuditView {
     pub time: String,
     pub app_id: String,
     pub category: String,
@@ -57,7 +57,7 @@ impl Core {
     /// The user's own view of who uses the microphone, camera or screen
     /// since `since` (the dashboard): every app, no consent (it is the
     /// user asking), from the timeline when there is one.
-    pub async fn owner_captures(
+    pub(crate) async fn owner_captures(
         &self,
         since: chrono::DateTime<chrono::Utc>,
     ) -> Result<super::read::CapturesView> {
@@ -65,14 +65,14 @@ impl Core {
     }
 
     /// The user's own view of what plays and records now.
-    pub fn owner_media(&self) -> super::view::MediaView {
+    pub(crate) fn owner_media(&self) -> super::view::MediaView {
         let now = self.clock.now();
         self.state
             .read(|s| super::view::media(s, &|_: &Category| true, now))
     }
 
     /// The user's own time per app in `[since, until)`.
-    pub async fn owner_summary(
+    pub(crate) async fn owner_summary(
         &self,
         since: chrono::DateTime<chrono::Utc>,
         until: chrono::DateTime<chrono::Utc>,
@@ -86,7 +86,7 @@ impl Core {
     }
 
     /// Every app that asked.
-    pub fn apps(&self) -> Vec<AppView> {
+    pub(crate) fn apps(&self) -> Vec<AppView> {
         self.gate
             .apps()
             .iter()
@@ -102,7 +102,7 @@ impl Core {
     }
 
     /// Every live decision.
-    pub fn grants(&self) -> Vec<GrantView> {
+    pub(crate) fn grants(&self) -> Vec<GrantView> {
         self.gate
             .grants()
             .iter()
@@ -121,7 +121,7 @@ impl Core {
     }
 
     /// The audit log, newest first.
-    pub async fn audit(&self, q: AuditQuery) -> Result<Vec<AuditView>> {
+    pub(crate) async fn audit(&self, q: AuditQuery) -> Result<Vec<AuditView>> {
         let store = self
             .gate
             .store()

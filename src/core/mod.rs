@@ -3,46 +3,46 @@
 //! wayland or pipewire type appears here; publishers and sources adapt to
 //! it, and the store implements the traits it owns.
 
-pub mod captures;
-pub mod change;
-pub mod clock;
-pub mod consent;
-pub mod error;
-pub mod event;
-pub mod gate;
-pub mod history;
-pub mod identity;
-pub mod manage;
-pub mod notice;
-pub mod policy;
-pub mod prompts;
-pub mod provide;
-pub mod read;
-pub mod readers;
-pub mod reports;
-pub mod state;
-pub mod tickets;
-pub mod tokens;
-pub mod view;
-pub mod vocabulary;
-pub mod watch;
+pub(crate) mod captures;
+pub(crate) mod change;
+pub(crate) mod clock;
+pub(crate) mod consent;
+pub(crate) mod error;
+pub(crate) mod event;
+pub(crate) mod gate;
+pub(crate) mod history;
+pub(crate) mod identity;
+pub(crate) mod manage;
+pub(crate) mod notice;
+pub(crate) mod policy;
+pub(crate) mod prompts;
+pub(crate) mod provide;
+pub(crate) mod read;
+pub(crate) mod readers;
+pub(crate) mod reports;
+pub(crate) mod state;
+pub(crate) mod tickets;
+pub(crate) mod tokens;
+pub(crate) mod view;
+pub(crate) mod vocabulary;
+pub(crate) mod watch;
 
 use std::sync::Arc;
 
 use crate::model;
 
-pub use clock::{Clock, SystemClock};
-pub use consent::Channel;
-pub use error::{Error, Result};
+pub(crate) use clock::{Clock, SystemClock};
+pub(crate) use consent::Channel;
+pub(crate) use error::{Error, Result};
 pub use event::SourceEvent;
-pub use gate::{Decision, Gate, GateSettings};
-pub use read::{Mode, Subject};
-pub use state::{Change, ChangeKind, Snapshot, State};
-pub use watch::{Follow, Item, Watch, Watcher};
+pub(crate) use gate::{Gate, GateSettings};
+pub(crate) use read::{Mode, Subject};
+pub(crate) use state::{Change, State};
+pub(crate) use watch::{Follow, Item, Watch, Watcher};
 
 /// The core as publishers see it.
 #[derive(Debug)]
-pub struct Core {
+pub(crate) struct Core {
     /// Ourselves, for work that must outlive a borrow (a prompt's task).
     me: std::sync::Weak<Core>,
     state: State,
@@ -67,7 +67,7 @@ pub struct Core {
 }
 
 impl Core {
-    pub fn with_gate(
+    pub(crate) fn with_gate(
         gate: Gate,
         clock: Arc<dyn Clock>,
         prompt_timeout: std::time::Duration,
@@ -90,7 +90,7 @@ impl Core {
     }
 
     /// An owning handle to this core (always there while a `&Core` is).
-    pub fn arc(&self) -> Option<Arc<Core>> {
+    pub(crate) fn arc(&self) -> Option<Arc<Core>> {
         self.me.upgrade()
     }
 
@@ -109,12 +109,12 @@ impl Core {
     }
 
     /// Now, by the core's clock (a test's manual clock included).
-    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+    pub(crate) fn now(&self) -> chrono::DateTime<chrono::Utc> {
         self.clock.now()
     }
 
     /// The user decided for `app` and `category` (a panel, the dashboard).
-    pub async fn record_decision(
+    pub(crate) async fn record_decision(
         &self,
         app: &model::AppId,
         category: &model::Category,
@@ -130,66 +130,70 @@ impl Core {
 
     /// Remove the user's decision for `app` and `category`: whether there
     /// was one.
-    pub async fn revoke(&self, app: &model::AppId, category: &model::Category) -> Result<bool> {
+    pub(crate) async fn revoke(
+        &self,
+        app: &model::AppId,
+        category: &model::Category,
+    ) -> Result<bool> {
         self.gate.revoke(app, category).await
     }
 
     /// Pause or resume sharing, for every publisher alike: readers hear
     /// it as [`Item::Paused`] / [`Item::Resumed`], the user's panels as
     /// the `grants` notice. Whether it changed.
-    pub fn set_paused(&self, paused: bool) -> bool {
+    pub(crate) fn set_paused(&self, paused: bool) -> bool {
         self.gate.set_paused(paused)
     }
 
     /// Whether sharing is paused (for the user's own surfaces).
-    pub fn paused(&self) -> bool {
+    pub(crate) fn paused(&self) -> bool {
         self.gate.paused()
     }
 
     /// Whether `app` holds a grant of `category` (lasting or for a while,
     /// paused or not): who may learn what only readers of it learn.
-    pub fn granted(&self, app: &model::AppId, category: &model::Category) -> bool {
+    pub(crate) fn granted(&self, app: &model::AppId, category: &model::Category) -> bool {
         self.gate.granted(app, category)
     }
 
     /// The prompts waiting for the user, oldest first.
-    pub fn pending_prompts(&self) -> Vec<prompts::PendingView> {
+    pub(crate) fn pending_prompts(&self) -> Vec<prompts::PendingView> {
         self.prompts.pending()
     }
 
     /// The user answered prompt `id`: false when it no longer waits.
-    pub fn answer_prompt(&self, id: u64, answer: consent::Answer) -> bool {
+    pub(crate) fn answer_prompt(&self, id: u64, answer: consent::Answer) -> bool {
         self.prompts.answer(id, answer)
     }
 
     /// Who asks the user (the D-Bus consent agents).
-    pub fn set_prompter(&self, p: Arc<dyn prompts::Prompter>) {
+    pub(crate) fn set_prompter(&self, p: Arc<dyn prompts::Prompter>) {
         self.prompts.set_prompter(p);
     }
 
     /// While the returned surface lives (an open dashboard page), prompts
     /// with no other UI wait for it.
-    pub fn prompt_surface(&self) -> prompts::Surface {
+    pub(crate) fn prompt_surface(&self) -> prompts::Surface {
         self.prompts.surface()
     }
 
     /// The user ended reader `id`: false when there is none.
-    pub fn end_reader(&self, id: u64) -> bool {
+    pub(crate) fn end_reader(&self, id: u64) -> bool {
         self.readers.end(id)
     }
 
     /// What changed of what the user controls, for a panel's `Changed`.
-    pub fn control_changes(&self) -> notice::Listener {
+    pub(crate) fn control_changes(&self) -> notice::Listener {
         notice::Listener::new(&self.gate.notices)
     }
 
     /// Where the dashboard listens, for the links its tickets open.
-    pub fn set_dashboard_base(&self, base: String) {
+    pub(crate) fn set_dashboard_base(&self, base: String) {
         self.tickets.set_base(base);
     }
 
     /// Use up a dashboard ticket: whether it was valid.
-    pub fn redeem_ticket(&self, ticket: &str) -> bool {
+    pub(crate) fn redeem_ticket(&self, ticket: &str) -> bool {
         self.tickets.redeem(ticket)
     }
 }

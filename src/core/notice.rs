@@ -52,7 +52,7 @@ impl Part {
 }
 
 /// The counters of every part.
-pub type Counters = [u64; Part::ALL.len()];
+pub(crate) type Counters = [u64; Part::ALL.len()];
 
 /// The counters; clones share them (the gate and the readers' registry
 /// bump the same ones).
@@ -82,24 +82,24 @@ impl Notices {
 }
 
 /// How long a burst of changes is gathered into one announcement.
-pub const COALESCE: std::time::Duration = std::time::Duration::from_millis(100);
+pub(crate) const COALESCE: std::time::Duration = std::time::Duration::from_millis(100);
 /// The audit part is announced at most this often: accesses can come by
 /// the thousand a second.
-pub const AUDIT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+pub(crate) const AUDIT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One control surface's view of the counters (a D-Bus panel's
 /// `Changed`, the dashboard's event stream): each [`Listener::next`]
 /// gives the parts that moved, gathered over [`COALESCE`], the audit at
 /// most every [`AUDIT_EVERY`].
 #[derive(Debug)]
-pub struct Listener {
+pub(crate) struct Listener {
     rx: watch::Receiver<Counters>,
     seen: Counters,
     audit_at: Option<tokio::time::Instant>,
 }
 
 impl Listener {
-    pub fn new(notices: &Notices) -> Self {
+    pub(crate) fn new(notices: &Notices) -> Self {
         let mut rx = notices.subscribe();
         let seen = *rx.borrow_and_update();
         Listener {
@@ -111,7 +111,7 @@ impl Listener {
 
     /// The next parts that moved (never empty), or `None` when `cancel`
     /// fires or the counters are gone.
-    pub async fn next(
+    pub(crate) async fn next(
         &mut self,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> Option<Vec<Part>> {
@@ -144,7 +144,7 @@ impl Listener {
 }
 
 /// The parts that moved between `before` and `now`.
-pub fn moved(before: &Counters, now: &Counters) -> Vec<Part> {
+pub(crate) fn moved(before: &Counters, now: &Counters) -> Vec<Part> {
     Part::ALL
         .into_iter()
         .filter(|p| before[p.index()] != now[p.index()])

@@ -23,7 +23,7 @@ use crate::model::{AppId, Category};
 
 /// What one grant covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CategoryPattern {
+pub(crate) enum CategoryPattern {
     /// `*`: every category.
     All,
     /// `provided.*`: everything apps publish.
@@ -34,7 +34,7 @@ pub enum CategoryPattern {
 impl CategoryPattern {
     /// Whether this grant lets its app read `wanted`. A grant of a detail
     /// (`windows.titles`) implies its base (`windows`).
-    pub fn covers(&self, wanted: &Category) -> bool {
+    pub(crate) fn covers(&self, wanted: &Category) -> bool {
         match self {
             CategoryPattern::All => true,
             CategoryPattern::AllProvided => matches!(wanted, Category::Provided(_)),
@@ -44,19 +44,19 @@ impl CategoryPattern {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Grant {
+pub(crate) struct Grant {
     pub category: CategoryPattern,
     pub expires: Option<DateTime<Utc>>,
 }
 
 /// A parsed policy file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Policy {
+pub(crate) struct Policy {
     grants: HashMap<AppId, Vec<Grant>>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum PolicyError {
+pub(crate) enum PolicyError {
     #[error("{path}: cannot read: {error}")]
     Io { path: String, error: String },
     #[error("{path}: not valid UTF-8 (at byte {offset})")]
@@ -101,16 +101,16 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 }
 
 impl Policy {
-    pub fn grants_for(&self, app: &AppId) -> &[Grant] {
+    pub(crate) fn grants_for(&self, app: &AppId) -> &[Grant] {
         self.grants.get(app).map(Vec::as_slice).unwrap_or(&[])
     }
 
-    pub fn apps(&self) -> impl Iterator<Item = (&AppId, &[Grant])> {
+    pub(crate) fn apps(&self) -> impl Iterator<Item = (&AppId, &[Grant])> {
         self.grants.iter().map(|(a, g)| (a, g.as_slice()))
     }
 
     /// Read and parse a policy file. A missing file is an empty policy.
-    pub fn load(path: &Path) -> Result<Policy, PolicyError> {
+    pub(crate) fn load(path: &Path) -> Result<Policy, PolicyError> {
         let shown = path.display().to_string();
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
@@ -130,7 +130,7 @@ impl Policy {
     }
 
     /// Parse policy text; `path` only labels errors.
-    pub fn parse(text: &str, path: &str) -> Result<Policy, PolicyError> {
+    pub(crate) fn parse(text: &str, path: &str) -> Result<Policy, PolicyError> {
         let syntax = |offset: usize, message: String| {
             let (line, column) = line_col(text, offset);
             PolicyError::Syntax {
@@ -200,7 +200,7 @@ impl Policy {
     }
 
     /// Whether `app` may read `wanted` at `now`.
-    pub fn allows(&self, app: &AppId, wanted: &Category, now: DateTime<Utc>) -> bool {
+    pub(crate) fn allows(&self, app: &AppId, wanted: &Category, now: DateTime<Utc>) -> bool {
         self.grants_for(app)
             .iter()
             .any(|g| g.category.covers(wanted) && g.expires.is_none_or(|e| e > now))
@@ -208,7 +208,7 @@ impl Policy {
 
     /// The soonest expiry after `now`, so that the daemon can wake up and cut
     /// subscriptions exactly when a grant runs out.
-    pub fn next_expiry(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    pub(crate) fn next_expiry(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.grants
             .values()
             .flatten()

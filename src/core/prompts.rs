@@ -19,7 +19,7 @@ use crate::model::{AppId, Category, IdentitySource};
 
 /// What a prompt shows.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PromptRequest {
+pub(crate) struct PromptRequest {
     pub app: AppId,
     pub identity_source: IdentitySource,
     pub display_name: Option<String>,
@@ -30,7 +30,7 @@ pub struct PromptRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum PromptError {
+pub(crate) enum PromptError {
     #[error("no way to ask the user: {0}")]
     NoUi(String),
     #[error("the user did not answer in time")]
@@ -50,7 +50,7 @@ pub enum PromptError {
 /// notification). When `withdraw` is cancelled before the user answered,
 /// the prompter takes the question off the screen and answers
 /// [`PromptError::Withdrawn`].
-pub trait Prompter: Send + Sync + fmt::Debug {
+pub(crate) trait Prompter: Send + Sync + fmt::Debug {
     fn ask(
         &self,
         req: PromptRequest,
@@ -61,13 +61,13 @@ pub trait Prompter: Send + Sync + fmt::Debug {
 
 /// How a prompt ended.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Answered(Answer),
     NoAnswer(PromptError),
 }
 
 impl Outcome {
-    pub fn allowed(&self) -> bool {
+    pub(crate) fn allowed(&self) -> bool {
         matches!(
             self,
             Outcome::Answered(Answer::Once | Answer::Always | Answer::For(_))
@@ -98,7 +98,7 @@ struct Showing {
 }
 
 #[derive(Debug)]
-pub struct Prompts {
+pub(crate) struct Prompts {
     prompter: RwLock<Option<Arc<dyn Prompter>>>,
     pending: Mutex<HashMap<Key, Showing>>,
     timeout: Duration,
@@ -110,7 +110,7 @@ pub struct Prompts {
 
 /// A surface that answers prompts is open while this lives.
 #[derive(Debug)]
-pub struct Surface(Arc<AtomicUsize>);
+pub(crate) struct Surface(Arc<AtomicUsize>);
 
 impl Drop for Surface {
     fn drop(&mut self) {
@@ -119,7 +119,7 @@ impl Drop for Surface {
 }
 
 impl Prompts {
-    pub fn new(timeout: Duration) -> Self {
+    pub(crate) fn new(timeout: Duration) -> Self {
         Prompts {
             prompter: RwLock::new(None),
             pending: Mutex::new(HashMap::new()),
@@ -129,18 +129,14 @@ impl Prompts {
         }
     }
 
-    pub fn set_prompter(&self, p: Arc<dyn Prompter>) {
+    pub(crate) fn set_prompter(&self, p: Arc<dyn Prompter>) {
         *self.prompter.write().unwrap_or_else(|e| e.into_inner()) = Some(p);
-    }
-
-    pub fn timeout(&self) -> Duration {
-        self.timeout
     }
 
     /// A surface that answers prompts ([`Prompts::answer`]) is open: while
     /// one is, a prompt that has no other UI (no agent, no notification
     /// daemon) waits for it instead of failing.
-    pub fn surface(&self) -> Surface {
+    pub(crate) fn surface(&self) -> Surface {
         self.surfaces.fetch_add(1, Ordering::SeqCst);
         Surface(self.surfaces.clone())
     }
@@ -149,7 +145,7 @@ impl Prompts {
     /// settings panel, the dashboard): the prompter takes its question
     /// off the screen and the answer is applied as the user's. False when
     /// it is no longer waiting.
-    pub fn answer(&self, id: u64, answer: Answer) -> bool {
+    pub(crate) fn answer(&self, id: u64, answer: Answer) -> bool {
         let tx = self
             .pending
             .lock()
@@ -161,7 +157,7 @@ impl Prompts {
     }
 
     /// The prompts waiting for the user, oldest first.
-    pub fn pending(&self) -> Vec<PendingView> {
+    pub(crate) fn pending(&self) -> Vec<PendingView> {
         let mut v: Vec<(chrono::DateTime<chrono::Utc>, PendingView)> = self
             .pending
             .lock()
@@ -192,7 +188,7 @@ impl Prompts {
 
 /// A prompt waiting for the user, for `Consent1.ListPending`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct PendingView {
+pub(crate) struct PendingView {
     /// What [`Prompts::answer`] takes.
     pub id: u64,
     pub app_id: String,
@@ -212,7 +208,7 @@ pub struct PendingView {
 /// app and categories) and return a receiver of its outcome. The prompt
 /// stays until the user answers (or it times out): the caller does not
 /// wait for it.
-pub fn start(core: &Arc<Core>, req: PromptRequest) -> watch::Receiver<Option<Outcome>> {
+pub(crate) fn start(core: &Arc<Core>, req: PromptRequest) -> watch::Receiver<Option<Outcome>> {
     let showing = show(core, req);
     showing.keep.store(true, Ordering::SeqCst);
     showing.rx
@@ -222,7 +218,7 @@ pub fn start(core: &Arc<Core>, req: PromptRequest) -> watch::Receiver<Option<Out
 /// away (drops this) before the answer, and nobody asked who does not
 /// wait, the prompt is withdrawn.
 #[derive(Debug)]
-pub struct Waiting {
+pub(crate) struct Waiting {
     pub rx: watch::Receiver<Option<Outcome>>,
     showing: Showing,
 }
@@ -238,7 +234,7 @@ impl Drop for Waiting {
 }
 
 /// [`start`] for a reader that waits for the answer (MCP).
-pub fn start_waiting(core: &Arc<Core>, req: PromptRequest) -> Waiting {
+pub(crate) fn start_waiting(core: &Arc<Core>, req: PromptRequest) -> Waiting {
     let showing = show(core, req);
     showing.waiting.fetch_add(1, Ordering::SeqCst);
     Waiting {
@@ -343,7 +339,7 @@ fn show(core: &Arc<Core>, mut req: PromptRequest) -> Showing {
 }
 
 /// Wait for a prompt's outcome.
-pub async fn wait(mut rx: watch::Receiver<Option<Outcome>>) -> Outcome {
+pub(crate) async fn wait(mut rx: watch::Receiver<Option<Outcome>>) -> Outcome {
     loop {
         if let Some(o) = rx.borrow_and_update().clone() {
             return o;

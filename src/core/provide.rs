@@ -31,15 +31,15 @@ use crate::model::{AppId, ProvidedContext};
 
 /// Entries one app may have at once, over all its connections (each
 /// connection's kinds count).
-pub const MAX_KINDS_PER_APP: usize = 16;
+pub(crate) const MAX_KINDS_PER_APP: usize = 16;
 /// Publishes per second one app may make, on average ...
-pub const PUBLISHES_PER_SECOND: f64 = 10.0;
+pub(crate) const PUBLISHES_PER_SECOND: f64 = 10.0;
 /// ... and in a burst.
-pub const PUBLISH_BURST: f64 = 10.0;
+pub(crate) const PUBLISH_BURST: f64 = 10.0;
 /// What every app's entries may weigh together (JSON bytes), so that many
 /// apps cannot grow the daemon without bound: 16 MiB, 256 apps with 4
 /// full-size entries each.
-pub const MAX_TOTAL_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_TOTAL_BYTES: usize = 16 * 1024 * 1024;
 
 /// Rate buckets kept before idle ones are dropped on a publish (they are
 /// also dropped when an app retracts or goes): apps that only ever fail
@@ -171,7 +171,7 @@ impl Inner {
 
 /// The publishers' bookkeeping (the entries readers see are in the state).
 #[derive(Debug, Default)]
-pub struct Providers {
+pub(crate) struct Providers {
     inner: Mutex<Inner>,
 }
 
@@ -184,7 +184,7 @@ impl Providers {
 /// One app that publishes (or was refused), for `contextctl providers`
 /// and `Consent1.ListProviders`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProviderView {
+pub(crate) struct ProviderView {
     pub app_id: String,
     /// The app's name from its desktop entry, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -200,7 +200,7 @@ pub struct ProviderView {
 
 /// One kind an app publishes now.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProvidedKindView {
+pub(crate) struct ProvidedKindView {
     pub kind: String,
     /// When the app first published it (since it last appeared).
     pub since: String,
@@ -217,7 +217,7 @@ impl Core {
     /// connection goes. Checked in this order: the user's refusal, the
     /// rate, the data, the number of entries and the total size; a
     /// publish that fails leaves every entry as it was.
-    pub fn publish(&self, who: &Subject, owner: &str, kind: &str, json: &str) -> Result<()> {
+    pub(crate) fn publish(&self, who: &Subject, owner: &str, kind: &str, json: &str) -> Result<()> {
         let app = &who.app_id;
         if !self.gate.may_publish(app) {
             return Err(Error::PublishRefused { app: app.clone() });
@@ -305,7 +305,7 @@ impl Core {
     /// Remove the entry of `kind` of the connection `owner`. Nothing to
     /// remove is not an error; another connection's entry, even of the
     /// same app, is not this one's to remove.
-    pub fn retract(&self, who: &Subject, owner: &str, kind: &str) -> Result<()> {
+    pub(crate) fn retract(&self, who: &Subject, owner: &str, kind: &str) -> Result<()> {
         vocabulary::check_kind(kind)?;
         let key: Key = (owner.to_owned(), kind.to_owned());
         let mut inner = self.providers.lock();
@@ -367,7 +367,7 @@ impl Core {
     /// The publisher `owner` is gone (its bus connection closed): its
     /// entries go, and their readers are told (of another connection's
     /// entry of the app, shown again, or that there is none).
-    pub fn provider_gone(&self, owner: &str) {
+    pub(crate) fn provider_gone(&self, owner: &str) {
         let mut inner = self.providers.lock();
         let Some(kinds) = inner.by_owner.get(owner).cloned() else {
             return;
@@ -378,7 +378,7 @@ impl Core {
 
     /// Let `app` publish, or refuse its publications (its entries go at
     /// once). Returns whether anything changed.
-    pub async fn set_publishing(&self, app: &AppId, allowed: bool) -> Result<bool> {
+    pub(crate) async fn set_publishing(&self, app: &AppId, allowed: bool) -> Result<bool> {
         let changed = self.gate.set_publishing(app, allowed).await?;
         if changed && !allowed {
             let mut inner = self.providers.lock();
@@ -395,7 +395,7 @@ impl Core {
 
     /// Who publishes what now, and who was refused (for the user: this
     /// shows app ids and kinds, never the data).
-    pub fn providers(&self) -> Vec<ProviderView> {
+    pub(crate) fn providers(&self) -> Vec<ProviderView> {
         let mut by_app: BTreeMap<AppId, Vec<ProvidedKindView>> = BTreeMap::new();
         {
             let inner = self.providers.lock();

@@ -12,7 +12,7 @@
 //! the dashboard call [`Core::read`] and only turn the view into their
 //! wire format; none of them asks the gate itself.
 
-pub mod questions;
+pub(crate) mod questions;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -38,7 +38,7 @@ pub(crate) use questions::*;
 /// (never a name the caller sent), how it was derived, and the channel
 /// it came over (recorded with every access).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Subject {
+pub(crate) struct Subject {
     pub app_id: AppId,
     pub source: IdentitySource,
     pub channel: Channel,
@@ -46,11 +46,11 @@ pub struct Subject {
 
 /// Reports that the broker is waiting for the user (MCP
 /// `notifications/progress`): the step and a message.
-pub type Progress = Arc<dyn Fn(f64, String) -> BoxFut<'static, ()> + Send + Sync>;
+pub(crate) type Progress = Arc<dyn Fn(f64, String) -> BoxFut<'static, ()> + Send + Sync>;
 
 /// How a read treats a category the user has not decided about.
 #[derive(Clone)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Only look: no prompt, no audit. For filtering (signals, lists of
     /// resources, completions); an undecided category is `Pending`.
     Look,
@@ -205,7 +205,7 @@ impl Seen<'_> {
 
 /// Capture sessions of a period, and where they come from.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct CapturesView {
+pub(crate) struct CapturesView {
     /// Oldest first.
     pub sessions: Vec<CaptureSessionView>,
     /// From the timeline (else: what the broker saw since it started).
@@ -216,7 +216,7 @@ pub struct CapturesView {
 
 /// The answer to [`Core::request_access`].
 #[derive(Debug)]
-pub enum Requested {
+pub(crate) enum Requested {
     /// Every category is allowed already.
     Granted,
     /// One is refused; why.
@@ -226,22 +226,22 @@ pub enum Requested {
 }
 
 /// Capture sessions a [`Captures`] read takes from the timeline at most.
-pub const MAX_CAPTURES: u32 = 1000;
+pub(crate) const MAX_CAPTURES: u32 = 1000;
 
 /// The categories a reader may see, decided before rendering so that
 /// rendering (under the state's lock) never waits.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Allowed(BTreeSet<Category>);
+pub(crate) struct Allowed(BTreeSet<Category>);
 
 impl Allowed {
-    pub fn can(&self, c: &Category) -> bool {
+    pub(crate) fn can(&self, c: &Category) -> bool {
         self.0.contains(c)
     }
 }
 
 impl Core {
     /// The timeline's store, once the daemon has opened it.
-    pub fn set_history(&self, h: Arc<dyn HistoryStore>) {
+    pub(crate) fn set_history(&self, h: Arc<dyn HistoryStore>) {
         let _ = self.history.set(h);
     }
 
@@ -360,7 +360,7 @@ impl Core {
     /// `RequestAccess`: what the user said, or will say, about `who`
     /// reading `categories`. Nothing is read, so nothing is audited; an
     /// undecided category shows the prompt (with the app's `reason`).
-    pub async fn request_access(
+    pub(crate) async fn request_access(
         &self,
         who: &Subject,
         categories: &[Category],
@@ -388,7 +388,7 @@ impl Core {
     /// subscription ends then), if any. `held` are the one-time grants the
     /// subscription used up when it was made ([`Core::subscribe_access`]):
     /// they last as long as it does, until a pause or a deny.
-    pub fn withdrawn(
+    pub(crate) fn withdrawn(
         &self,
         app: &AppId,
         categories: &[Category],
@@ -410,7 +410,7 @@ impl Core {
 
     /// Delete rows of the timeline (the caller is a manager, checked by
     /// its publisher through polkit): how many.
-    pub async fn forget_history(
+    pub(crate) async fn forget_history(
         &self,
         since: DateTime<Utc>,
         until: DateTime<Utc>,
@@ -425,7 +425,7 @@ impl Core {
     /// not be sent (looks only: subscribing was the access). Only what
     /// `app` may see on a lasting grant, or on a one-time grant in `held`
     /// (see [`Core::withdrawn`]).
-    pub fn change_for_held(
+    pub(crate) fn change_for_held(
         &self,
         app: &AppId,
         held: &[Category],
@@ -434,28 +434,23 @@ impl Core {
         view::change(c, &|cat: &Category| self.streams(app, cat, held))
     }
 
-    /// [`Core::change_for_held`] for a reader that holds no one-time grant.
-    pub fn change_for(&self, app: &AppId, c: &Change) -> Option<(Category, ChangeView)> {
-        self.change_for_held(app, &[], c)
-    }
-
     /// Every source's health with its errors as they are (a policy.toml
     /// error quotes the file and its line), for the user's own tools:
     /// `contextctl` (see [`Sources`]) and the dashboard. Apps read
     /// [`Sources`], whose errors are generic.
-    pub fn owner_sources(&self) -> Vec<SourceView> {
+    pub(crate) fn owner_sources(&self) -> Vec<SourceView> {
         self.state.read(view::owner_sources)
     }
 
     /// Whether `who` may see `category` now (looks only).
-    pub fn allows(&self, who: &Subject, category: &Category) -> bool {
+    pub(crate) fn allows(&self, who: &Subject, category: &Category) -> bool {
         self.gate.allows(&who.app_id, category)
     }
 
     /// Whether a read of `category` is worth offering to `who` (a resource
     /// in a listing): allowed, or not decided yet, so that reading it can
     /// ask the user.
-    pub fn offered(&self, who: &Subject, category: &Category) -> bool {
+    pub(crate) fn offered(&self, who: &Subject, category: &Category) -> bool {
         !matches!(self.gate.decide(&who.app_id, category), Decision::Deny(_))
     }
 
@@ -561,7 +556,7 @@ impl Core {
     /// grant used up, the app remembered; an undecided category shows the
     /// user a prompt, which `Access` does not wait for (`Pending`) and
     /// `Ask` does.
-    pub async fn authorize(
+    pub(crate) async fn authorize(
         &self,
         who: &Subject,
         categories: &[Category],
@@ -574,7 +569,7 @@ impl Core {
     /// one-time grant this access used up. The subscription holds them for
     /// its life ("allow once" answers one call or one subscription); pass
     /// them to [`Core::change_for_held`] and [`Core::withdrawn`].
-    pub async fn subscribe_access(
+    pub(crate) async fn subscribe_access(
         &self,
         who: &Subject,
         categories: &[Category],

@@ -24,7 +24,7 @@ use crate::model::{AppId, Category, IdentitySource};
 
 /// What a publisher knows of a reader when it starts.
 #[derive(Debug, Clone)]
-pub struct ReaderInfo {
+pub(crate) struct ReaderInfo {
     pub app: AppId,
     pub identity_source: IdentitySource,
     pub channel: Channel,
@@ -66,10 +66,10 @@ impl Inner {
 
 /// The registry of live readers.
 #[derive(Debug, Clone)]
-pub struct Readers(Arc<Inner>);
+pub(crate) struct Readers(Arc<Inner>);
 
 impl Readers {
-    pub fn new(notices: Notices) -> Self {
+    pub(crate) fn new(notices: Notices) -> Self {
         Readers(Arc::new(Inner {
             map: Mutex::new(BTreeMap::new()),
             next: AtomicU64::new(1),
@@ -80,7 +80,7 @@ impl Readers {
 
     /// Register a reader; `end` is what ending it cancels. The reader is
     /// listed until the returned registration is dropped.
-    pub fn start(
+    pub(crate) fn start(
         &self,
         info: ReaderInfo,
         now: DateTime<Utc>,
@@ -104,13 +104,13 @@ impl Readers {
     }
 
     /// End the reader `id` (the user asked). False when there is none.
-    pub fn end(&self, id: u64) -> bool {
+    pub(crate) fn end(&self, id: u64) -> bool {
         self.end_where(|rid, _| rid == id) > 0
     }
 
     /// End every reader of `app` (forgetting an app ends what it has
     /// open).
-    pub fn end_app(&self, app: &AppId) -> usize {
+    pub(crate) fn end_app(&self, app: &AppId) -> usize {
         self.end_where(|_, info| &info.app == app)
     }
 
@@ -131,11 +131,6 @@ impl Readers {
         ends.len()
     }
 
-    /// Changes whenever the user ends a reader.
-    pub fn watch_ended(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.0.ended.subscribe()
-    }
-
     fn list(&self) -> Vec<(u64, ReaderInfo, DateTime<Utc>)> {
         self.0
             .lock()
@@ -148,7 +143,7 @@ impl Readers {
 
 /// A live reader; dropping it takes the reader off the list.
 #[derive(Debug)]
-pub struct Registration {
+pub(crate) struct Registration {
     id: u64,
     end: CancellationToken,
     readers: Weak<Inner>,
@@ -156,12 +151,12 @@ pub struct Registration {
 
 impl Registration {
     /// Cancelled when the user ends this reader.
-    pub fn ended(&self) -> &CancellationToken {
+    pub(crate) fn ended(&self) -> &CancellationToken {
         &self.end
     }
 
     /// The reader now follows `category` too.
-    pub fn add_category(&self, category: Category) {
+    pub(crate) fn add_category(&self, category: Category) {
         let Some(inner) = self.readers.upgrade() else {
             return;
         };
@@ -190,7 +185,7 @@ impl Drop for Registration {
 
 /// A live reader, for `Consent1.ListReaders` and the dashboard.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ReaderView {
+pub(crate) struct ReaderView {
     /// What `Consent1.EndReader` takes.
     pub id: u64,
     pub app_id: String,
@@ -210,7 +205,7 @@ pub struct ReaderView {
 impl Core {
     /// Forget everything about `app` (its decisions, its entry, its audit)
     /// and end what it has open: for every control surface alike.
-    pub async fn forget_app(&self, app: &AppId) -> super::Result<u64> {
+    pub(crate) async fn forget_app(&self, app: &AppId) -> super::Result<u64> {
         let removed = self.gate.forget_app(app).await?;
         self.readers.end_app(app);
         Ok(removed)
@@ -218,7 +213,7 @@ impl Core {
 
     /// Every live reader, oldest first, with the app's desktop name and
     /// icon when the broker knows them.
-    pub fn readers(&self) -> Vec<ReaderView> {
+    pub(crate) fn readers(&self) -> Vec<ReaderView> {
         let apps = self.gate.apps();
         self.readers
             .list()

@@ -35,13 +35,13 @@ use super::read::Subject;
 use crate::model::{AppId, IdentitySource, WindowAttribution, WindowStates};
 
 /// The source that GNOME Shell's reports are.
-pub const GNOME_SHELL: &str = "gnome-shell";
+pub(crate) const GNOME_SHELL: &str = "gnome-shell";
 /// The source that KWin's reports are.
-pub const KWIN: &str = "kwin";
+pub(crate) const KWIN: &str = "kwin";
 
 /// The executable of each reporting source, where Debian (and every
 /// distribution we know) installs it.
-pub const DEFAULT_EXECUTABLES: [(&str, &str); 2] = [
+pub(crate) const DEFAULT_EXECUTABLES: [(&str, &str); 2] = [
     (GNOME_SHELL, "/usr/bin/gnome-shell"),
     (KWIN, "/usr/bin/kwin_wayland"),
 ];
@@ -49,10 +49,11 @@ pub const DEFAULT_EXECUTABLES: [(&str, &str); 2] = [
 /// The well-known name each shell owns on the session bus for as long as
 /// it runs (the extension reports over GNOME Shell's own connection, the
 /// KWin script's `callDBus` over KWin's).
-pub const BUS_NAMES: [(&str, &str); 2] = [(GNOME_SHELL, "org.gnome.Shell"), (KWIN, "org.kde.KWin")];
+pub(crate) const BUS_NAMES: [(&str, &str); 2] =
+    [(GNOME_SHELL, "org.gnome.Shell"), (KWIN, "org.kde.KWin")];
 
 /// The well-known name of the shell `source`.
-pub fn bus_name(source: &str) -> Option<&'static str> {
+pub(crate) fn bus_name(source: &str) -> Option<&'static str> {
     BUS_NAMES
         .iter()
         .find(|(s, _)| *s == source)
@@ -60,7 +61,7 @@ pub fn bus_name(source: &str) -> Option<&'static str> {
 }
 
 /// What the windows of `source` say attributed them.
-pub fn attribution(source: &str) -> WindowAttribution {
+pub(crate) fn attribution(source: &str) -> WindowAttribution {
     match source {
         GNOME_SHELL => WindowAttribution::GnomeShell,
         KWIN => WindowAttribution::Kwin,
@@ -71,11 +72,11 @@ pub fn attribution(source: &str) -> WindowAttribution {
 /// The connection (unique name) that owns each shell's well-known name,
 /// by source; a shell whose name has no owner (or none known yet) is
 /// absent.
-pub type NameOwners = BTreeMap<&'static str, String>;
+pub(crate) type NameOwners = BTreeMap<&'static str, String>;
 
 /// At most this many windows per reporter (a full list longer than that
 /// is refused).
-pub const MAX_WINDOWS: usize = 4096;
+pub(crate) const MAX_WINDOWS: usize = 4096;
 
 /// How many reports may wait for the source before a reporter's call
 /// waits too.
@@ -83,7 +84,7 @@ const QUEUE: usize = 256;
 
 /// A window as a shell reports it; ids are the shell's own.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ReportedWindow {
+pub(crate) struct ReportedWindow {
     pub app_id: String,
     pub title: String,
     /// `activated` is never set here: focus is reported on its own.
@@ -94,7 +95,7 @@ pub struct ReportedWindow {
 
 /// One report of a shell.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Report {
+pub(crate) enum Report {
     /// Every window, and the focused one: replaces what was reported.
     Windows {
         windows: Vec<(String, ReportedWindow)>,
@@ -117,7 +118,7 @@ pub enum Report {
 
 /// A report with who sent it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Reported {
+pub(crate) struct Reported {
     /// [`GNOME_SHELL`] or [`KWIN`].
     pub source: &'static str,
     /// The reporter's connection (a D-Bus unique name): what it reported
@@ -131,26 +132,26 @@ pub struct Reported {
 /// still owns the name ([`ShellFeed::owns`]), so that a report accepted
 /// just before its sender lost the name never outlives the loss.
 #[derive(Debug)]
-pub struct ShellFeed {
+pub(crate) struct ShellFeed {
     pub reports: mpsc::Receiver<Reported>,
     pub owners: watch::Receiver<NameOwners>,
 }
 
 impl ShellFeed {
     /// Whether `conn` owns the name of the shell `source` now.
-    pub fn owns(&self, source: &str, conn: &str) -> bool {
+    pub(crate) fn owns(&self, source: &str, conn: &str) -> bool {
         self.owners.borrow().get(source).is_some_and(|o| o == conn)
     }
 
     /// The owner of the name of the shell `source` now.
-    pub fn owner(&self, source: &str) -> Option<String> {
+    pub(crate) fn owner(&self, source: &str) -> Option<String> {
         self.owners.borrow().get(source).cloned()
     }
 }
 
 /// Who may report, and where the reports go.
 #[derive(Debug)]
-pub struct Reporters {
+pub(crate) struct Reporters {
     allowed: Vec<(&'static str, AppId)>,
     /// The owners of the shells' names, as the bus last said.
     owners: watch::Sender<NameOwners>,
@@ -160,7 +161,7 @@ pub struct Reporters {
 impl Reporters {
     /// The default executables plus `extra` ones (`[sources.shells]`);
     /// the feed is the `shells` source's.
-    pub fn new(extra: &[(&'static str, &Path)]) -> (Reporters, ShellFeed) {
+    pub(crate) fn new(extra: &[(&'static str, &Path)]) -> (Reporters, ShellFeed) {
         let (tx, rx) = mpsc::channel(QUEUE);
         let (owners, owners_rx) = watch::channel(NameOwners::new());
         let mut allowed = Vec::new();
@@ -192,7 +193,7 @@ impl Reporters {
     /// The source `who` reports as, if it is a shell: its identity must be
     /// its executable (not a Flatpak, Snap or systemd app id, which a shell
     /// never has) and one of the allowed ones.
-    pub fn source_of(&self, who: &Subject) -> Result<&'static str> {
+    pub(crate) fn source_of(&self, who: &Subject) -> Result<&'static str> {
         if who.source == IdentitySource::Executable
             && let Some((source, _)) = self.allowed.iter().find(|(_, id)| *id == who.app_id)
         {
@@ -227,7 +228,7 @@ impl Reporters {
 
 impl Core {
     /// Turn window reports on, with who may send them.
-    pub fn set_window_reports(&self, reporters: Reporters) {
+    pub(crate) fn set_window_reports(&self, reporters: Reporters) {
         let _ = self.reporters.set(reporters);
     }
 
@@ -240,7 +241,7 @@ impl Core {
     /// The source `who` reports as by its executable, or `NotAReporter`
     /// (whether its connection owns the shell's name is checked by
     /// [`Core::window_report`]).
-    pub fn window_reporter(&self, who: &Subject) -> Result<&'static str> {
+    pub(crate) fn window_reporter(&self, who: &Subject) -> Result<&'static str> {
         self.reporters()?.source_of(who)
     }
 
@@ -248,7 +249,7 @@ impl Core {
     /// `source`, as far as the core was told. A publisher that hears "no"
     /// asks the bus before it reports, since a new shell's first report can
     /// overtake the news of its name.
-    pub fn owns_shell_name(&self, source: &str, conn: &str) -> bool {
+    pub(crate) fn owns_shell_name(&self, source: &str, conn: &str) -> bool {
         self.reporters().is_ok_and(|r| r.owns(source, conn))
     }
 
@@ -256,7 +257,7 @@ impl Core {
     /// now (`None`: nobody). Only a publisher calls this, with what the
     /// bus said (never what a caller said), newest last. When the name
     /// changes hands, the windows of the connection that held it go.
-    pub fn shell_name_owner(&self, source: &'static str, owner: Option<&str>) {
+    pub(crate) fn shell_name_owner(&self, source: &'static str, owner: Option<&str>) {
         if let Ok(reporters) = self.reporters() {
             reporters.set_owner(source, owner);
         }
@@ -265,7 +266,7 @@ impl Core {
     /// A shell's report, from the connection `owner`: refused unless `who`
     /// is a shell's executable and `owner` owns the shell's bus name, then
     /// handed to the source in order.
-    pub fn window_report(&self, who: &Subject, owner: &str, report: Report) -> Result<()> {
+    pub(crate) fn window_report(&self, who: &Subject, owner: &str, report: Report) -> Result<()> {
         let reporters = self.reporters()?;
         let source = reporters.source_of(who)?;
         if !reporters.owns(source, owner) {

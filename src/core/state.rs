@@ -9,7 +9,7 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 
 use super::captures::CaptureLog;
-pub use super::change::{Change, ChangeKind};
+pub(crate) use super::change::{Change, ChangeKind};
 use super::clock::Clock;
 use super::event::SourceEvent;
 use crate::model::{
@@ -18,21 +18,21 @@ use crate::model::{
 };
 
 /// How many focus changes the core remembers.
-pub const FOCUS_HISTORY_LEN: usize = 100;
+pub(crate) const FOCUS_HISTORY_LEN: usize = 100;
 /// How many notifications the core remembers.
-pub const NOTIFICATIONS_LEN: usize = 50;
+pub(crate) const NOTIFICATIONS_LEN: usize = 50;
 /// Titles, summaries and bodies longer than this many characters are cut and
 /// end with [`TRUNCATION_MARKER`]; a client cannot make the broker hold or
 /// send megabytes per window.
 pub const MAX_TEXT_CHARS: usize = 1024;
-pub const TRUNCATION_MARKER: &str = "…[truncated]";
+pub(crate) const TRUNCATION_MARKER: &str = "…[truncated]";
 /// Capacity of the change broadcast; a subscriber that falls further behind
 /// is told to re-read the snapshot.
 const CHANGE_CAPACITY: usize = 4096;
 
 /// One focus change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FocusChange {
+pub(crate) struct FocusChange {
     pub window_id: Option<String>,
     pub app_id: Option<String>,
     pub at: DateTime<Utc>,
@@ -40,7 +40,7 @@ pub struct FocusChange {
 
 /// Everything the broker knows right now.
 #[derive(Debug, Clone, Default)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     pub windows: BTreeMap<String, Window>,
     pub active_window: Option<String>,
     pub focus_history: VecDeque<FocusChange>,
@@ -64,7 +64,7 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Windows in the order they appeared.
-    pub fn windows_in_order(&self) -> Vec<&Window> {
+    pub(crate) fn windows_in_order(&self) -> Vec<&Window> {
         let mut v: Vec<&Window> = self.windows.values().collect();
         v.sort_by(|a, b| {
             a.first_seen
@@ -74,7 +74,7 @@ impl Snapshot {
         v
     }
 
-    pub fn active(&self) -> Option<&Window> {
+    pub(crate) fn active(&self) -> Option<&Window> {
         self.active_window
             .as_ref()
             .and_then(|id| self.windows.get(id))
@@ -84,14 +84,14 @@ impl Snapshot {
 /// Sees every change synchronously, in order, with the time it was
 /// applied at (the history recorder): what a broadcast receiver cannot
 /// promise under load.
-pub trait StateObserver: Send {
+pub(crate) trait StateObserver: Send {
     fn changes(&mut self, changes: &[Change], now: DateTime<Utc>);
     fn paused(&mut self, paused: bool, now: DateTime<Utc>);
 }
 
 /// The state: the snapshot behind a lock that is never held across an
 /// await, and a broadcast channel of changes.
-pub struct State {
+pub(crate) struct State {
     snapshot: RwLock<Snapshot>,
     tx: broadcast::Sender<Arc<Change>>,
     clock: Arc<dyn Clock>,
@@ -104,7 +104,7 @@ impl std::fmt::Debug for State {
     }
 }
 
-pub fn truncate_text(s: &mut String) {
+pub(crate) fn truncate_text(s: &mut String) {
     if let Some((idx, _)) = s.char_indices().nth(MAX_TEXT_CHARS) {
         s.truncate(idx);
         s.push_str(TRUNCATION_MARKER);
@@ -122,7 +122,7 @@ fn same_window(a: &Window, b: &Window) -> bool {
 }
 
 impl State {
-    pub fn new(clock: Arc<dyn Clock>) -> Self {
+    pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
         let (tx, _) = broadcast::channel(CHANGE_CAPACITY);
         State {
             snapshot: RwLock::new(Snapshot::default()),
@@ -132,12 +132,12 @@ impl State {
         }
     }
 
-    pub fn set_observer(&self, o: Box<dyn StateObserver>) {
+    pub(crate) fn set_observer(&self, o: Box<dyn StateObserver>) {
         *self.observer.lock().unwrap_or_else(|e| e.into_inner()) = Some(o);
     }
 
     /// Tell the observer that sharing was paused or resumed.
-    pub fn observer_paused(&self, paused: bool) {
+    pub(crate) fn observer_paused(&self, paused: bool) {
         let now = self.clock.now();
         if let Some(o) = self
             .observer
@@ -149,22 +149,18 @@ impl State {
         }
     }
 
-    pub fn clock(&self) -> &Arc<dyn Clock> {
-        &self.clock
-    }
-
     /// Read the snapshot. Keep `f` short: writers wait for it.
-    pub fn read<R>(&self, f: impl FnOnce(&Snapshot) -> R) -> R {
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&Snapshot) -> R) -> R {
         let guard = self.snapshot.read().unwrap_or_else(|e| e.into_inner());
         f(&guard)
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Change>> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<Change>> {
         self.tx.subscribe()
     }
 
     /// Apply one event and broadcast what changed. Returns the changes.
-    pub fn apply(&self, event: SourceEvent) -> Vec<Change> {
+    pub(crate) fn apply(&self, event: SourceEvent) -> Vec<Change> {
         let now = self.clock.now();
         let changes = {
             let mut snap = self.snapshot.write().unwrap_or_else(|e| e.into_inner());

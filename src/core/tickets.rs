@@ -21,12 +21,12 @@ use super::Core;
 use super::error::{Error, Result};
 
 /// How long an unused ticket is good for.
-pub const TICKET_TTL: Duration = Duration::from_secs(120);
+pub(crate) const TICKET_TTL: Duration = Duration::from_secs(120);
 /// Tickets outstanding at most; the oldest goes first.
 const MAX_TICKETS: usize = 16;
 
 #[derive(Debug, Default)]
-pub struct Tickets {
+pub(crate) struct Tickets {
     /// `http://127.0.0.1:PORT`, once the dashboard listens.
     base: OnceLock<String>,
     issued: Mutex<Vec<(digest::Digest, Instant)>>,
@@ -38,7 +38,7 @@ fn hash(ticket: &str) -> digest::Digest {
 
 /// 32 random bytes, URL-safe base64: what tickets, session ids and CSRF
 /// tokens are made of.
-pub fn random_token() -> Result<String> {
+pub(crate) fn random_token() -> Result<String> {
     let mut b = [0u8; 32];
     SystemRandom::new()
         .fill(&mut b)
@@ -48,12 +48,8 @@ pub fn random_token() -> Result<String> {
 
 impl Tickets {
     /// The dashboard listens at `base` (set once, by the daemon).
-    pub fn set_base(&self, base: String) {
+    pub(crate) fn set_base(&self, base: String) {
         let _ = self.base.set(base);
-    }
-
-    pub fn base(&self) -> Option<&str> {
-        self.base.get().map(String::as_str)
     }
 
     fn issue(&self) -> Result<String> {
@@ -74,7 +70,7 @@ impl Tickets {
 
     /// Use `ticket`: true once, for a ticket issued less than
     /// [`TICKET_TTL`] ago.
-    pub fn redeem(&self, ticket: &str) -> bool {
+    pub(crate) fn redeem(&self, ticket: &str) -> bool {
         let h = hash(ticket);
         let mut issued = self.issued.lock().unwrap_or_else(|e| e.into_inner());
         issued.retain(|(_, at)| at.elapsed() < TICKET_TTL);
@@ -91,7 +87,7 @@ impl Tickets {
 
 impl Core {
     /// A dashboard URL with a fresh one-time ticket.
-    pub fn dashboard_url(&self) -> Result<String> {
+    pub(crate) fn dashboard_url(&self) -> Result<String> {
         self.tickets.issue()
     }
 }

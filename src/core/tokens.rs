@@ -21,7 +21,7 @@ use crate::core::consent::BoxFut;
 
 /// Tokens start with this, so that they are recognisable in a config file
 /// or a leak scanner.
-pub const PREFIX: &str = "ctxd_";
+pub(crate) const PREFIX: &str = "ctxd_";
 const KEY_LEN: usize = 32;
 const TOKEN_BYTES: usize = 32;
 /// Tokens longer than this are not ours; refuse before hashing.
@@ -51,7 +51,7 @@ pub struct TokenInfo {
 /// Where tokens live (`store::tokens::DbTokenStore`, in the encrypted
 /// database). Checks are synchronous, from memory: every HTTP request makes
 /// one; changes are written before they count.
-pub trait TokenStore: Send + Sync + std::fmt::Debug {
+pub(crate) trait TokenStore: Send + Sync + std::fmt::Debug {
     /// Create token `name` and return the secret (shown once, never stored).
     fn create<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<String, TokenError>>;
     fn list(&self) -> Vec<TokenInfo>;
@@ -65,25 +65,25 @@ pub trait TokenStore: Send + Sync + std::fmt::Debug {
 /// that open HTTP sessions and SSE streams of a revoked token end at once
 /// (every request checks the token anyway).
 #[derive(Debug, Clone)]
-pub struct Tokens {
+pub(crate) struct Tokens {
     pub store: std::sync::Arc<dyn TokenStore>,
     revoked: tokio::sync::broadcast::Sender<String>,
 }
 
 impl Tokens {
-    pub fn new(store: std::sync::Arc<dyn TokenStore>) -> Self {
+    pub(crate) fn new(store: std::sync::Arc<dyn TokenStore>) -> Self {
         let (revoked, _) = tokio::sync::broadcast::channel(64);
         Tokens { store, revoked }
     }
 
-    pub async fn revoke(&self, name: &str) -> Result<(), TokenError> {
+    pub(crate) async fn revoke(&self, name: &str) -> Result<(), TokenError> {
         self.store.revoke(name).await?;
         let _ = self.revoked.send(name.to_owned());
         Ok(())
     }
 
     /// Names of tokens as they are revoked.
-    pub fn revocations(&self) -> tokio::sync::broadcast::Receiver<String> {
+    pub(crate) fn revocations(&self) -> tokio::sync::broadcast::Receiver<String> {
         self.revoked.subscribe()
     }
 
@@ -91,7 +91,7 @@ impl Tokens {
     /// A listener that fell behind (more revocations at once than the
     /// channel holds) missed names, so it gets every token no longer
     /// stored instead: a missed name must not leave its streams open.
-    pub async fn next_revoked(
+    pub(crate) async fn next_revoked(
         &self,
         rx: &mut tokio::sync::broadcast::Receiver<String>,
     ) -> Option<Revoked> {
@@ -107,7 +107,7 @@ impl Tokens {
 
 /// Which tokens a revocation ends ([`Tokens::next_revoked`]).
 #[derive(Debug)]
-pub enum Revoked {
+pub(crate) enum Revoked {
     One(String),
     /// Every token but these, the ones still stored.
     AllBut(std::collections::HashSet<String>),
@@ -115,7 +115,7 @@ pub enum Revoked {
 
 impl Revoked {
     /// Whether the token `name` is revoked.
-    pub fn covers(&self, name: &str) -> bool {
+    pub(crate) fn covers(&self, name: &str) -> bool {
         match self {
             Revoked::One(n) => n == name,
             Revoked::AllBut(live) => !live.contains(name),
@@ -123,7 +123,7 @@ impl Revoked {
     }
 }
 
-pub fn valid_name(name: &str) -> Result<(), TokenError> {
+pub(crate) fn valid_name(name: &str) -> Result<(), TokenError> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name
@@ -139,7 +139,7 @@ pub fn valid_name(name: &str) -> Result<(), TokenError> {
 /// The tokens in memory: the HMAC key and, per name, the tag and the
 /// creation time. What a store keeps is exactly this.
 #[derive(Debug)]
-pub struct TokenSet {
+pub(crate) struct TokenSet {
     key: hmac::Key,
     /// Per name: the tag and the creation time.
     tokens: RwLock<BTreeMap<String, Tag>>,
@@ -147,7 +147,7 @@ pub struct TokenSet {
 }
 
 /// A new random HMAC key.
-pub fn new_key() -> Result<Vec<u8>, TokenError> {
+pub(crate) fn new_key() -> Result<Vec<u8>, TokenError> {
     let mut k = vec![0u8; KEY_LEN];
     SystemRandom::new()
         .fill(&mut k)
@@ -156,11 +156,11 @@ pub fn new_key() -> Result<Vec<u8>, TokenError> {
 }
 
 /// A stored token: name, HMAC-SHA256 tag, creation time.
-pub type Stored = (String, Vec<u8>, DateTime<Utc>);
+pub(crate) type Stored = (String, Vec<u8>, DateTime<Utc>);
 type Tag = (Vec<u8>, DateTime<Utc>);
 
 impl TokenSet {
-    pub fn new(key: &[u8], tokens: impl IntoIterator<Item = Stored>) -> TokenSet {
+    pub(crate) fn new(key: &[u8], tokens: impl IntoIterator<Item = Stored>) -> TokenSet {
         TokenSet {
             key: hmac::Key::new(hmac::HMAC_SHA256, key),
             tokens: RwLock::new(tokens.into_iter().map(|(n, t, c)| (n, (t, c))).collect()),
@@ -169,7 +169,7 @@ impl TokenSet {
     }
 
     /// A new secret for `name` and its tag (nothing is kept yet).
-    pub fn mint(&self, name: &str) -> Result<(String, Vec<u8>), TokenError> {
+    pub(crate) fn mint(&self, name: &str) -> Result<(String, Vec<u8>), TokenError> {
         valid_name(name)?;
         if self.contains(name) {
             return Err(TokenError::Exists(name.to_owned()));
@@ -191,21 +191,21 @@ impl TokenSet {
             .contains_key(name)
     }
 
-    pub fn insert(&self, (name, tag, created): Stored) {
+    pub(crate) fn insert(&self, (name, tag, created): Stored) {
         self.tokens
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert(name, (tag, created));
     }
 
-    pub fn remove(&self, name: &str) {
+    pub(crate) fn remove(&self, name: &str) {
         self.tokens
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(name);
     }
 
-    pub fn list(&self) -> Vec<TokenInfo> {
+    pub(crate) fn list(&self) -> Vec<TokenInfo> {
         let tokens = self.tokens.read().unwrap_or_else(|e| e.into_inner());
         tokens
             .iter()
@@ -216,7 +216,7 @@ impl TokenSet {
             .collect()
     }
 
-    pub fn verify(&self, presented: &str) -> Option<String> {
+    pub(crate) fn verify(&self, presented: &str) -> Option<String> {
         if presented.len() > MAX_TOKEN_LEN || !presented.starts_with(PREFIX) {
             return None;
         }

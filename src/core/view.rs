@@ -61,7 +61,7 @@ use crate::model::{
 };
 
 /// The caller's permissions, as a predicate over categories.
-pub type Can<'a> = &'a dyn Fn(&Category) -> bool;
+pub(crate) type Can<'a> = &'a dyn Fn(&Category) -> bool;
 
 /// A list of names (window states, outputs, withheld categories).
 ///
@@ -70,19 +70,16 @@ pub type Can<'a> = &'a dyn Fn(&Category) -> bool;
 /// from the type rather than from the key it sits under. Serialized as a
 /// plain array everywhere.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Names(pub Vec<String>);
+pub(crate) struct Names(pub Vec<String>);
 
 impl Names {
-    pub fn push(&mut self, c: impl ToString) {
+    pub(crate) fn push(&mut self, c: impl ToString) {
         self.0.push(c.to_string());
     }
 
-    pub fn contains(&self, s: &str) -> bool {
+    #[cfg(test)]
+    pub(crate) fn contains(&self, s: &str) -> bool {
         self.0.iter().any(|n| n == s)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 }
 
@@ -93,13 +90,13 @@ impl<S: ToString> FromIterator<S> for Names {
 }
 
 /// A time as both wires carry it.
-pub fn time(t: &DateTime<Utc>) -> String {
+pub(crate) fn time(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
 /// A toplevel window.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WindowView {
+pub(crate) struct WindowView {
     pub id: String,
     pub app_id: String,
     /// Who said what `app_id` is: `compositor` (Wayland gives no PID, the
@@ -125,7 +122,7 @@ pub struct WindowView {
 }
 
 impl WindowView {
-    pub fn new(w: &Window, titles: bool, focused: bool) -> Self {
+    pub(crate) fn new(w: &Window, titles: bool, focused: bool) -> Self {
         WindowView {
             id: w.id.clone(),
             app_id: w.app_id.clone(),
@@ -147,7 +144,7 @@ impl WindowView {
 /// `media.capture`) is needed to see it at all, so nothing inside is
 /// redacted further.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StreamView {
+pub(crate) struct StreamView {
     pub id: String,
     pub kind: MediaKind,
     pub state: StreamState,
@@ -177,7 +174,7 @@ pub struct StreamView {
 }
 
 impl StreamView {
-    pub fn new(s: &MediaStream) -> Self {
+    pub(crate) fn new(s: &MediaStream) -> Self {
         StreamView {
             id: s.id.clone(),
             kind: s.kind,
@@ -194,19 +191,11 @@ impl StreamView {
             player: s.player.clone(),
         }
     }
-
-    /// Who the stream belongs to, as well as the broker knows it.
-    pub fn who(&self) -> &str {
-        self.app_id
-            .as_deref()
-            .or(self.claimed_name.as_deref())
-            .unwrap_or("unknown app")
-    }
 }
 
 /// One use of the microphone, camera or screen (see `core::captures`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CaptureSessionView {
+pub(crate) struct CaptureSessionView {
     pub stream_id: String,
     pub kind: MediaKind,
     pub start: String,
@@ -222,7 +211,7 @@ pub struct CaptureSessionView {
 }
 
 impl CaptureSessionView {
-    pub fn new(c: &CaptureSession) -> Self {
+    pub(crate) fn new(c: &CaptureSession) -> Self {
         CaptureSessionView {
             stream_id: c.stream_id.clone(),
             kind: c.kind,
@@ -238,7 +227,7 @@ impl CaptureSessionView {
 
 /// The network; `ssid` only with `network.name`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NetworkView {
+pub(crate) struct NetworkView {
     pub connectivity: String,
     pub metered: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -248,7 +237,7 @@ pub struct NetworkView {
 }
 
 impl NetworkView {
-    pub fn new(n: &Network, name: bool) -> Self {
+    pub(crate) fn new(n: &Network, name: bool) -> Self {
         NetworkView {
             connectivity: n.connectivity.clone(),
             metered: n.metered,
@@ -260,7 +249,7 @@ impl NetworkView {
 
 /// A notification; `body` only with `notifications.content`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NotificationView {
+pub(crate) struct NotificationView {
     pub id: String,
     pub app_name: String,
     pub summary: String,
@@ -271,7 +260,7 @@ pub struct NotificationView {
 }
 
 impl NotificationView {
-    pub fn new(n: &Notification, content: bool) -> Self {
+    pub(crate) fn new(n: &Notification, content: bool) -> Self {
         NotificationView {
             id: n.id.clone(),
             app_name: n.app_name.clone(),
@@ -285,7 +274,7 @@ impl NotificationView {
 
 /// Context an app published (its category `provided.KIND` is needed).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProvidedView {
+pub(crate) struct ProvidedView {
     pub app_id: String,
     pub kind: String,
     pub data: std::sync::Arc<serde_json::Value>,
@@ -293,7 +282,7 @@ pub struct ProvidedView {
 }
 
 impl ProvidedView {
-    pub fn new(p: &ProvidedContext) -> Self {
+    pub(crate) fn new(p: &ProvidedContext) -> Self {
         ProvidedView {
             app_id: p.app_id.to_string(),
             kind: p.kind.clone(),
@@ -306,7 +295,7 @@ impl ProvidedView {
 /// The selected text, as a schema.org `Quotation` (the shape of the
 /// vocabulary's `selection` kind).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SelectionView {
+pub(crate) struct SelectionView {
     #[serde(rename = "@type")]
     pub schema_type: &'static str,
     pub text: String,
@@ -319,7 +308,7 @@ pub struct SelectionView {
 }
 
 impl SelectionView {
-    pub fn new(s: &Selection) -> Self {
+    pub(crate) fn new(s: &Selection) -> Self {
         SelectionView {
             schema_type: "Quotation",
             text: s.text.clone(),
@@ -331,7 +320,7 @@ impl SelectionView {
     }
 }
 
-pub fn selection_view(snap: &Snapshot) -> StateView<SelectionView> {
+pub(crate) fn selection_view(snap: &Snapshot) -> StateView<SelectionView> {
     StateView {
         available: snap.sources.get("selection").is_some_and(|s| s.available)
             || snap.selection.is_some(),
@@ -341,7 +330,7 @@ pub fn selection_view(snap: &Snapshot) -> StateView<SelectionView> {
 
 /// Coordinates, as schema.org's `GeoCoordinates`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GeoView {
+pub(crate) struct GeoView {
     pub latitude: f64,
     pub longitude: f64,
     /// Only with `location.precise`.
@@ -353,7 +342,7 @@ pub struct GeoView {
 /// vocabulary's `location` kind): at about the level of a city, or as
 /// precisely as the service knows with `location.precise`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PlaceView {
+pub(crate) struct PlaceView {
     #[serde(rename = "@type")]
     pub schema_type: &'static str,
     pub geo: GeoView,
@@ -368,7 +357,7 @@ pub struct PlaceView {
 }
 
 impl PlaceView {
-    pub fn new(l: &Location, precise: bool) -> Self {
+    pub(crate) fn new(l: &Location, precise: bool) -> Self {
         if precise {
             PlaceView {
                 schema_type: "Place",
@@ -400,7 +389,7 @@ impl PlaceView {
 
 /// A recently used file (its category `documents.recent` is needed).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RecentDocumentView {
+pub(crate) struct RecentDocumentView {
     pub uri: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
@@ -417,7 +406,7 @@ pub struct RecentDocumentView {
 }
 
 impl RecentDocumentView {
-    pub fn new(d: &RecentDocument) -> Self {
+    pub(crate) fn new(d: &RecentDocument) -> Self {
         RecentDocumentView {
             uri: d.uri.clone(),
             path: d.path.clone(),
@@ -433,12 +422,12 @@ impl RecentDocumentView {
 /// The recently used files, newest first; `available` is false while the
 /// source does not know them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct RecentDocumentsView {
+pub(crate) struct RecentDocumentsView {
     pub available: bool,
     pub documents: Vec<RecentDocumentView>,
 }
 
-pub fn recent_documents(snap: &Snapshot) -> RecentDocumentsView {
+pub(crate) fn recent_documents(snap: &Snapshot) -> RecentDocumentsView {
     RecentDocumentsView {
         available: snap.recent_documents.is_some(),
         documents: recent_list(snap.recent_documents.as_deref()),
@@ -454,7 +443,7 @@ fn recent_list(docs: Option<&[RecentDocument]>) -> Vec<RecentDocumentView> {
 
 /// The health of a source (needs no consent).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SourceView {
+pub(crate) struct SourceView {
     pub name: String,
     pub available: bool,
     pub since: String,
@@ -464,7 +453,7 @@ pub struct SourceView {
 
 /// What an app reads in place of the error of a source that reads the
 /// user's own files: the error can quote their lines.
-pub const SOURCE_ERROR_WITHHELD: &str =
+pub(crate) const SOURCE_ERROR_WITHHELD: &str =
     "failed (the reason is in the broker's journal and in `contextctl sources`)";
 
 /// The sources whose errors quote the user's files: policy.toml
@@ -477,7 +466,7 @@ const SOURCES_QUOTING_FILES: [&str; 2] = ["policy", "recent"];
 impl SourceView {
     /// A source's health with its error as it is, for the user's own
     /// tools ([`crate::core::Core::owner_sources`]).
-    pub fn new(s: &SourceStatus) -> Self {
+    pub(crate) fn new(s: &SourceStatus) -> Self {
         SourceView {
             name: s.name.clone(),
             available: s.available,
@@ -488,7 +477,7 @@ impl SourceView {
 
     /// A source's health as any app reads it: for a source that reads
     /// the user's files, that it failed, not why.
-    pub fn generic(s: &SourceStatus) -> Self {
+    pub(crate) fn generic(s: &SourceStatus) -> Self {
         let v = SourceView::new(s);
         if !SOURCES_QUOTING_FILES.contains(&s.name.as_str()) {
             return v;
@@ -505,7 +494,7 @@ impl SourceView {
 
 /// A category and whether the reader may read it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CategoryView {
+pub(crate) struct CategoryView {
     pub name: String,
     pub description: String,
     pub sensitive: bool,
@@ -517,7 +506,7 @@ pub struct CategoryView {
 /// Everything a reader may see, one key per category, and `withheld`,
 /// the categories it may not.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct SnapshotView {
+pub(crate) struct SnapshotView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub windows: Option<Vec<WindowView>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -546,7 +535,7 @@ pub struct SnapshotView {
 
 /// The open windows, oldest first.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct WindowsView {
+pub(crate) struct WindowsView {
     pub windows: Vec<WindowView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub active_window: Option<String>,
@@ -556,7 +545,7 @@ pub struct WindowsView {
 
 /// One window (the focused one, or one by id); `None` when there is none.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WindowOneView {
+pub(crate) struct WindowOneView {
     pub window: Option<WindowView>,
     pub withheld: Names,
 }
@@ -564,7 +553,7 @@ pub struct WindowOneView {
 /// Who plays and who captures, and the capture sessions of the last 24
 /// hours; each part only with its category, the rest in `withheld`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct MediaView {
+pub(crate) struct MediaView {
     #[serde(rename = "media.playback", skip_serializing_if = "Option::is_none")]
     pub playback: Option<Vec<StreamView>>,
     #[serde(rename = "media.capture", skip_serializing_if = "Option::is_none")]
@@ -577,7 +566,7 @@ pub struct MediaView {
 
 /// The recent notifications, newest first.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct NotificationsView {
+pub(crate) struct NotificationsView {
     pub notifications: Vec<NotificationView>,
     /// `notifications.content` when bodies are left out.
     pub withheld: Names,
@@ -585,14 +574,14 @@ pub struct NotificationsView {
 
 /// Session, power or network: `None` while no source reports it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StateView<T> {
+pub(crate) struct StateView<T> {
     pub available: bool,
     pub value: Option<T>,
 }
 
 /// One row of the timeline as a reader may see it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct HistoryEventView {
+pub(crate) struct HistoryEventView {
     pub id: i64,
     pub kind: HistoryKind,
     pub category: String,
@@ -610,7 +599,7 @@ pub struct HistoryEventView {
 }
 
 impl HistoryEventView {
-    pub fn new(e: &HistoryEvent, can: Can<'_>) -> Self {
+    pub(crate) fn new(e: &HistoryEvent, can: Can<'_>) -> Self {
         let title_ok = match e.kind {
             HistoryKind::Focus => can(&Category::WindowsTitles),
             _ => true,
@@ -643,7 +632,7 @@ impl HistoryEventView {
 
 /// A page of the timeline.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct HistoryPage {
+pub(crate) struct HistoryPage {
     pub events: Vec<HistoryEventView>,
     /// Pass back to read the next page; `None` on the last.
     pub next_cursor: Option<String>,
@@ -652,7 +641,7 @@ pub struct HistoryPage {
 /// An app's totals as a reader may see them: focus time with `windows`,
 /// capture time with `media.capture`, playback time with `media.playback`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AppTotalsView {
+pub(crate) struct AppTotalsView {
     pub app_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub focus_s: Option<f64>,
@@ -664,7 +653,7 @@ pub struct AppTotalsView {
 
 impl AppTotalsView {
     /// `None` when none of what the reader may see is above zero.
-    pub fn new(t: &AppTotals, can: Can<'_>) -> Option<Self> {
+    pub(crate) fn new(t: &AppTotals, can: Can<'_>) -> Option<Self> {
         let part = |ms: i64, cat: Category| can(&cat).then_some(ms);
         let focus = part(t.focus_ms, Category::Windows);
         let capture = part(t.capture_ms, Category::MediaCapture);
@@ -686,7 +675,7 @@ impl AppTotalsView {
 /// One change as a subscriber receives it: what happened (`event`) and the
 /// thing it happened to, as the subscriber may see it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ChangeView {
+pub(crate) struct ChangeView {
     pub event: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window: Option<WindowView>,
@@ -708,7 +697,7 @@ pub struct ChangeView {
     pub location: Option<PlaceView>,
 }
 
-pub fn windows(snap: &Snapshot, can: Can<'_>) -> Vec<WindowView> {
+pub(crate) fn windows(snap: &Snapshot, can: Can<'_>) -> Vec<WindowView> {
     let titles = can(&Category::WindowsTitles);
     snap.windows_in_order()
         .into_iter()
@@ -722,7 +711,7 @@ pub fn windows(snap: &Snapshot, can: Can<'_>) -> Vec<WindowView> {
         .collect()
 }
 
-pub fn streams(snap: &Snapshot, capture: bool) -> Vec<StreamView> {
+pub(crate) fn streams(snap: &Snapshot, capture: bool) -> Vec<StreamView> {
     snap.streams
         .values()
         .filter(|s| s.kind.is_capture() == capture)
@@ -731,7 +720,7 @@ pub fn streams(snap: &Snapshot, capture: bool) -> Vec<StreamView> {
 }
 
 /// The capture sessions of the 24 hours before `now`, newest first.
-pub fn capture_sessions(snap: &Snapshot, now: DateTime<Utc>) -> Vec<CaptureSessionView> {
+pub(crate) fn capture_sessions(snap: &Snapshot, now: DateTime<Utc>) -> Vec<CaptureSessionView> {
     let mut v: Vec<CaptureSessionView> = snap
         .captures
         .recent(now)
@@ -741,7 +730,7 @@ pub fn capture_sessions(snap: &Snapshot, now: DateTime<Utc>) -> Vec<CaptureSessi
     v
 }
 
-pub fn notifications(snap: &Snapshot, can: Can<'_>) -> Vec<NotificationView> {
+pub(crate) fn notifications(snap: &Snapshot, can: Can<'_>) -> Vec<NotificationView> {
     let content = can(&Category::NotificationsContent);
     snap.notifications
         .iter()
@@ -752,12 +741,12 @@ pub fn notifications(snap: &Snapshot, can: Can<'_>) -> Vec<NotificationView> {
 
 /// Every source's health as any app reads it (errors that quote the
 /// user's files generic).
-pub fn sources(snap: &Snapshot) -> Vec<SourceView> {
+pub(crate) fn sources(snap: &Snapshot) -> Vec<SourceView> {
     snap.sources.values().map(SourceView::generic).collect()
 }
 
 /// Every source's health with its errors, for the user's own tools.
-pub fn owner_sources(snap: &Snapshot) -> Vec<SourceView> {
+pub(crate) fn owner_sources(snap: &Snapshot) -> Vec<SourceView> {
     snap.sources.values().map(SourceView::new).collect()
 }
 
@@ -770,7 +759,7 @@ fn withheld_detail(can: Can<'_>, detail: Category) -> Names {
     }
 }
 
-pub fn windows_view(snap: &Snapshot, can: Can<'_>) -> WindowsView {
+pub(crate) fn windows_view(snap: &Snapshot, can: Can<'_>) -> WindowsView {
     WindowsView {
         windows: windows(snap, can),
         active_window: snap.active_window.clone(),
@@ -779,7 +768,7 @@ pub fn windows_view(snap: &Snapshot, can: Can<'_>) -> WindowsView {
 }
 
 /// The focused window (`id` `None`) or the window `id`.
-pub fn window_one(snap: &Snapshot, can: Can<'_>, id: Option<&str>) -> WindowOneView {
+pub(crate) fn window_one(snap: &Snapshot, can: Can<'_>, id: Option<&str>) -> WindowOneView {
     let titles = can(&Category::WindowsTitles);
     let window = match id {
         None => snap.active().map(|w| WindowView::new(w, titles, true)),
@@ -794,7 +783,7 @@ pub fn window_one(snap: &Snapshot, can: Can<'_>, id: Option<&str>) -> WindowOneV
     }
 }
 
-pub fn media(snap: &Snapshot, can: Can<'_>, now: DateTime<Utc>) -> MediaView {
+pub(crate) fn media(snap: &Snapshot, can: Can<'_>, now: DateTime<Utc>) -> MediaView {
     let mut v = MediaView::default();
     if can(&Category::MediaPlayback) {
         v.playback = Some(streams(snap, false));
@@ -810,7 +799,7 @@ pub fn media(snap: &Snapshot, can: Can<'_>, now: DateTime<Utc>) -> MediaView {
     v
 }
 
-pub fn notifications_view(snap: &Snapshot, can: Can<'_>) -> NotificationsView {
+pub(crate) fn notifications_view(snap: &Snapshot, can: Can<'_>) -> NotificationsView {
     NotificationsView {
         notifications: notifications(snap, can),
         withheld: withheld_detail(can, Category::NotificationsContent),
@@ -818,7 +807,7 @@ pub fn notifications_view(snap: &Snapshot, can: Can<'_>) -> NotificationsView {
 }
 
 /// The whole snapshot for one reader.
-pub fn snapshot(snap: &Snapshot, can: Can<'_>) -> SnapshotView {
+pub(crate) fn snapshot(snap: &Snapshot, can: Can<'_>) -> SnapshotView {
     let mut v = SnapshotView::default();
     let section = |cat: Category, withheld: &mut Names| {
         let ok = can(&cat);
@@ -896,7 +885,7 @@ pub fn snapshot(snap: &Snapshot, can: Can<'_>) -> SnapshotView {
 
 /// One change as a subscriber that may see `can` receives it: its
 /// category and data, or `None` when it must not be sent.
-pub fn change(c: &Change, can: Can<'_>) -> Option<(Category, ChangeView)> {
+pub(crate) fn change(c: &Change, can: Can<'_>) -> Option<(Category, ChangeView)> {
     let cat = c.category()?;
     if !can(&cat) {
         return None;
@@ -977,7 +966,7 @@ pub fn change(c: &Change, can: Can<'_>) -> Option<(Category, ChangeView)> {
 ///
 /// The provided kinds listed are the ones published now, but an app's own
 /// `x-NAME` only to a reader that may see it (its name can say a lot).
-pub fn categories(can: Can<'_>, provided_kinds: &[String]) -> Vec<CategoryView> {
+pub(crate) fn categories(can: Can<'_>, provided_kinds: &[String]) -> Vec<CategoryView> {
     let mut cats: Vec<Category> = Category::fixed().to_vec();
     for k in provided_kinds {
         if let Ok(c) = Category::provided(k)
@@ -1107,7 +1096,7 @@ mod tests {
         let now = Utc::now();
         log.observe(
             &[Change::Stream {
-                kind: crate::core::ChangeKind::Opened,
+                kind: crate::core::state::ChangeKind::Opened,
                 stream: mic.clone(),
             }],
             now,
@@ -1124,7 +1113,7 @@ mod tests {
             assert!(!t.contains("capture_sessions"), "{t}");
         }
         let open = Change::Stream {
-            kind: crate::core::ChangeKind::Opened,
+            kind: crate::core::state::ChangeKind::Opened,
             stream: mic,
         };
         assert!(change(&open, &playback).is_none());
@@ -1250,7 +1239,7 @@ mod tests {
         let capture = |c: &Category| *c == Category::MediaCapture;
         assert!(!text(&snapshot(&snap, &capture)).contains("Secret"));
         let ch = Change::Stream {
-            kind: crate::core::ChangeKind::Changed,
+            kind: crate::core::state::ChangeKind::Changed,
             stream: s,
         };
         assert!(change(&ch, &capture).is_none());

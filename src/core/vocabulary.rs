@@ -23,10 +23,10 @@ use serde_json::{Map, Value};
 use super::error::{Error, Result};
 
 /// The JSON-LD `@context` document, as installed.
-pub const CONTEXT: &str = include_str!("../../dbus-interfaces/contextd.jsonld");
+pub(crate) const CONTEXT: &str = include_str!("../../dbus-interfaces/contextd.jsonld");
 
 /// The largest entry, as JSON text.
-pub const MAX_ENTRY_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_ENTRY_BYTES: usize = 64 * 1024;
 
 /// A seed kind: its schema.org type and the rules of its fields.
 struct Kind {
@@ -143,13 +143,13 @@ pub fn seed_kinds() -> impl Iterator<Item = &'static str> {
 }
 
 /// The schema.org type of a seed kind.
-pub fn schema_type(kind: &str) -> Option<&'static str> {
+pub(crate) fn schema_type(kind: &str) -> Option<&'static str> {
     KINDS.iter().find(|k| k.name == kind).map(|k| k.schema_type)
 }
 
 /// Whether `kind` may be published: a seed kind, or `x-NAME` (lower-case
 /// letters, digits and dashes, at most 64 bytes in all).
-pub fn check_kind(kind: &str) -> Result<()> {
+pub(crate) fn check_kind(kind: &str) -> Result<()> {
     if schema_type(kind).is_some() {
         return Ok(());
     }
@@ -427,10 +427,10 @@ fn check_keys(kind: &str, path: &str, key: Option<&str>, v: &Value) -> Result<()
 }
 
 /// The IRI an app may name as its `@context`: this vocabulary.
-pub const CONTEXT_IRI: &str = "urn:contextd:vocabulary";
+pub(crate) const CONTEXT_IRI: &str = "urn:contextd:vocabulary";
 
 /// The name of an entry, for the timeline and short listings.
-pub fn title(data: &Value) -> Option<&str> {
+pub(crate) fn title(data: &Value) -> Option<&str> {
     data.get("name").and_then(Value::as_str)
 }
 

@@ -23,7 +23,7 @@ use crate::model::{AppId, Category};
 
 /// Who watches.
 #[derive(Debug, Clone)]
-pub enum Watcher {
+pub(crate) enum Watcher {
     /// An app: it sees what it may see on a lasting grant, or on a
     /// one-time grant in `held` (those its subscription used up).
     App { app: AppId, held: Vec<Category> },
@@ -34,7 +34,7 @@ pub enum Watcher {
 
 /// Which changes a watch carries.
 #[derive(Debug, Clone)]
-pub enum Follow {
+pub(crate) enum Follow {
     /// Every category (an MCP session, which picks by resource itself).
     /// Decisions changing never end such a watch.
     All,
@@ -46,7 +46,7 @@ pub enum Follow {
 
 /// What a reader hears.
 #[derive(Debug)]
-pub enum Item {
+pub(crate) enum Item {
     /// A change the reader may see, rendered as it may see it. `change`
     /// is the change itself, for the publisher to name what it touches
     /// (an MCP resource's URI); only `view` goes on a wire.
@@ -83,14 +83,14 @@ pub enum Item {
 
 impl Item {
     /// Whether nothing follows this item.
-    pub fn is_last(&self) -> bool {
+    pub(crate) fn is_last(&self) -> bool {
         matches!(self, Item::Revoked { .. } | Item::EndedByUser | Item::Ended)
     }
 }
 
 /// One reader's feed; see [`Core::watch`].
 #[derive(Debug)]
-pub struct Watch {
+pub(crate) struct Watch {
     core: Arc<Core>,
     who: Watcher,
     follow: Follow,
@@ -108,7 +108,7 @@ impl Core {
     /// A feed of what `who` may learn of changes in `follow`, from now
     /// until it is dropped, the user ends it, it loses consent, or the
     /// core stops.
-    pub fn watch(self: &Arc<Self>, who: Watcher, follow: Follow) -> Watch {
+    pub(crate) fn watch(self: &Arc<Self>, who: Watcher, follow: Follow) -> Watch {
         let control = matches!(who, Watcher::Owner).then(|| Listener::new(&self.gate.notices));
         Watch {
             core: self.clone(),
@@ -130,7 +130,7 @@ impl Watch {
     /// List this reader in `Consent1.ListReaders` while the watch lives;
     /// the user ending it cancels `end` and the watch yields
     /// [`Item::EndedByUser`].
-    pub fn register(mut self, info: ReaderInfo, end: CancellationToken) -> Watch {
+    pub(crate) fn register(mut self, info: ReaderInfo, end: CancellationToken) -> Watch {
         let now = self.core.clock.now();
         self.reader = Some(Arc::new(self.core.readers.start(info, now, end)));
         self
@@ -138,13 +138,13 @@ impl Watch {
 
     /// The reader's registration, for a publisher whose reader follows
     /// more as it goes (an MCP session subscribing).
-    pub fn registration(&self) -> Option<Arc<Registration>> {
+    pub(crate) fn registration(&self) -> Option<Arc<Registration>> {
         self.reader.clone()
     }
 
     /// The next item; `None` once the watch is over (after its last item).
     /// Cancel-safe: an item is never lost when the future is dropped.
-    pub async fn next(&mut self) -> Option<Item> {
+    pub(crate) async fn next(&mut self) -> Option<Item> {
         loop {
             if let Some(item) = self.queue.pop_front() {
                 if item.is_last() {
@@ -240,7 +240,7 @@ impl Core {
     /// The id of the focused window, for a publisher naming what a change
     /// it was given touches (MCP's `context://window/active`); never put
     /// on a wire by itself.
-    pub fn active_window_id(&self) -> Option<String> {
+    pub(crate) fn active_window_id(&self) -> Option<String> {
         self.state.read(|s| s.active_window.clone())
     }
 }

@@ -61,10 +61,10 @@ use crate::model::{AppId, Category};
 use crate::shutdown::Level;
 
 /// The session cookie's name.
-pub const COOKIE: &str = "contextd_dashboard";
+pub(crate) const COOKIE: &str = "contextd_dashboard";
 /// Every response's Content-Security-Policy: nothing but the dashboard
 /// itself, no inline script or style, no framing, forms only to itself.
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
      connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 /// Browser sessions at most (a new one pushes out the least recently used).
 const MAX_SESSIONS: usize = 16;
@@ -89,7 +89,7 @@ pub enum DashboardError {
 }
 
 /// Check `[dashboard]` before the daemon takes its bus name.
-pub fn check(cfg: &DashboardConfig) -> Result<(), DashboardError> {
+pub(crate) fn check(cfg: &DashboardConfig) -> Result<(), DashboardError> {
     if cfg.enabled && !cfg.listen.ip().is_loopback() {
         return Err(DashboardError::NotLoopback(cfg.listen));
     }
@@ -98,7 +98,7 @@ pub fn check(cfg: &DashboardConfig) -> Result<(), DashboardError> {
 
 /// Bind, serve until the level stops, and tell the core where (for the
 /// tickets' URL). Nothing when `[dashboard] enabled = false`.
-pub async fn serve(
+pub(crate) async fn serve(
     cfg: &DashboardConfig,
     core: Arc<Core>,
     level: &Level,

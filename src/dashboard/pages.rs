@@ -16,7 +16,7 @@ use crate::model::{Category, MediaKind};
 
 /// The grid's columns: every fixed category, the seed kinds apps publish,
 /// and any other published kind someone decided about.
-pub fn columns(core: &Core) -> Vec<Category> {
+pub(super) fn columns(core: &Core) -> Vec<Category> {
     let mut v: Vec<Category> = Category::fixed().to_vec();
     let extra = crate::core::vocabulary::seed_kinds()
         .map(str::to_owned)
@@ -38,7 +38,7 @@ pub fn columns(core: &Core) -> Vec<Category> {
 /// The grid's rows: every app that asked, and the apps decided about
 /// before they ever asked (from a panel, the CLI, this grid);
 /// policy.toml's are shown where they asked.
-pub fn rows(core: &Core) -> Vec<crate::core::manage::AppView> {
+pub(super) fn rows(core: &Core) -> Vec<crate::core::manage::AppView> {
     let mut apps = core.apps();
     for g in core.grants() {
         if g.origin != "policy" && !apps.iter().any(|a| a.app_id == g.app_id) {
@@ -149,7 +149,7 @@ fn select(name: &str, label: &str, options: &[(&str, &str)], chosen: &str) -> Ma
 
 /// Apps × categories: every app that asked, every category, the user's
 /// decision in each cell; a row or a column at once; forget an app.
-pub fn apps(core: &Core, csrf: &str) -> Markup {
+pub(super) fn apps(core: &Core, csrf: &str) -> Markup {
     let cols = columns(core);
     let apps = rows(core);
     // (app, category) → (decision, origin, expires)
@@ -269,7 +269,7 @@ fn kind_name(k: MediaKind) -> &'static str {
 
 /// Who reads now, the prompts waiting (answered here), and what plays
 /// and records now.
-pub fn now(core: &Core, csrf: &str) -> Markup {
+pub(super) fn now(core: &Core, csrf: &str) -> Markup {
     let readers = core.readers();
     let pending = core.pending_prompts();
     let media = core.owner_media();
@@ -430,7 +430,7 @@ fn seconds(s: Option<f64>) -> String {
 }
 
 /// The access log, capture use over 24 hours and 7 days, time per app.
-pub async fn timeline(core: &Core, csrf: &str) -> Markup {
+pub(super) async fn timeline(core: &Core, csrf: &str) -> Markup {
     let now = core.now();
     let audit = core
         .audit(AuditQuery {
@@ -505,7 +505,7 @@ pub async fn timeline(core: &Core, csrf: &str) -> Markup {
 
 /// What `/open` answers once the session is made: a page that goes on to
 /// the session's pages at once (a refresh, no script).
-pub fn opening(to: &str) -> Markup {
+pub(super) fn opening(to: &str) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -526,7 +526,7 @@ pub fn opening(to: &str) -> Markup {
 }
 
 /// A refusal, as a page of its own (no script, no session needed).
-pub fn refused(why: &str) -> Markup {
+pub(super) fn refused(why: &str) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {

@@ -14,18 +14,18 @@ use zbus::wire::{OwnedObjectPath, OwnedVariant, Variant};
 use crate::core::consent::{Answer, BoxFut};
 use crate::core::prompts::{PromptError, PromptRequest, Prompter};
 
-pub const AGENT_INTERFACE: &str = "org.contextd.ConsentAgent1";
+pub(crate) const AGENT_INTERFACE: &str = "org.contextd.ConsentAgent1";
 
 /// One registered agent: a peer and the object path it serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Agent {
+pub(crate) struct Agent {
     pub owner: String,
     pub path: OwnedObjectPath,
 }
 
 /// Registered agents; the most recent one answers.
 #[derive(Debug, Default)]
-pub struct Agents {
+pub(crate) struct Agents {
     list: Mutex<Vec<Agent>>,
 }
 
@@ -34,31 +34,31 @@ impl Agents {
         self.list.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn register(&self, a: Agent) {
+    pub(crate) fn register(&self, a: Agent) {
         let mut l = self.lock();
         l.retain(|x| *x != a);
         l.push(a);
     }
 
-    pub fn unregister(&self, owner: &str, path: &str) -> bool {
+    pub(crate) fn unregister(&self, owner: &str, path: &str) -> bool {
         let mut l = self.lock();
         let n = l.len();
         l.retain(|x| !(x.owner == owner && x.path.as_str() == path));
         l.len() != n
     }
 
-    pub fn drop_owner(&self, owner: &str) {
+    pub(crate) fn drop_owner(&self, owner: &str) {
         self.lock().retain(|x| x.owner != owner);
     }
 
-    pub fn current(&self) -> Option<Agent> {
+    pub(crate) fn current(&self) -> Option<Agent> {
         self.lock().last().cloned()
     }
 }
 
 /// The D-Bus prompter.
 #[derive(Debug, Clone)]
-pub struct DBusPrompter {
+pub(crate) struct DBusPrompter {
     pub conn: Connection,
     pub agents: Arc<Agents>,
 }

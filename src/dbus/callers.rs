@@ -17,7 +17,7 @@ use crate::core::identity::{self, Identity};
 
 /// A bus peer as the broker knows it.
 #[derive(Debug, Clone)]
-pub struct Caller {
+pub(crate) struct Caller {
     pub identity: Identity,
     pub uid: u32,
     /// The process's start time (clock ticks after boot), read before and
@@ -46,14 +46,14 @@ impl std::ops::Deref for Caller {
 }
 
 #[derive(Debug)]
-pub struct Callers {
+pub(crate) struct Callers {
     dbus: DBusProxy<'static>,
     our_uid: u32,
     cache: Mutex<HashMap<String, Arc<Caller>>>,
 }
 
 impl Callers {
-    pub fn new(dbus: DBusProxy<'static>) -> Self {
+    pub(crate) fn new(dbus: DBusProxy<'static>) -> Self {
         Callers {
             dbus,
             // SAFETY: getuid(2) has no failure mode and touches no memory.
@@ -63,7 +63,7 @@ impl Callers {
     }
 
     /// The identity of the sender of a message.
-    pub async fn identify(&self, sender: Option<&str>) -> Result<Arc<Caller>> {
+    pub(crate) async fn identify(&self, sender: Option<&str>) -> Result<Arc<Caller>> {
         let sender = sender.ok_or_else(|| Error::Failed("message has no sender".into()))?;
         if let Some(id) = self.lock().get(sender) {
             return Ok(id.clone());
@@ -112,7 +112,7 @@ impl Callers {
     }
 
     /// Forget a peer that left the bus.
-    pub fn forget(&self, unique_name: &str) {
+    pub(crate) fn forget(&self, unique_name: &str) {
         self.lock().remove(unique_name);
     }
 

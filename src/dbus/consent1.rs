@@ -19,7 +19,7 @@ use super::variant::{self, Dict};
 use crate::core::consent::{Answer, AuditQuery, Origin, Verdict};
 use crate::model::{AppId, Category};
 
-pub struct Consent1 {
+pub(crate) struct Consent1 {
     pub(crate) shared: Arc<Shared>,
 }
 
@@ -346,7 +346,7 @@ impl Consent1 {
 
 /// Announce what changed (`Changed`) to the panels that asked, gathered
 /// as `core::notice::Listener` gathers it.
-pub async fn watch_changes(shared: Arc<Shared>, cancel: CancellationToken) {
+pub(crate) async fn watch_changes(shared: Arc<Shared>, cancel: CancellationToken) {
     let mut listener = shared.core.control_changes();
     while let Some(parts) = listener.next(&cancel).await {
         let names: Vec<&str> = parts.iter().map(|p| p.as_str()).collect();

@@ -20,7 +20,7 @@ use crate::model::Category;
 /// The interface version, bumped when methods are added.
 pub const VERSION: u32 = 3;
 
-pub struct Context1 {
+pub(crate) struct Context1 {
     pub(crate) shared: Arc<Shared>,
     /// `GetActiveWindow` is the hottest read; between focus changes it
     /// answers the same view.

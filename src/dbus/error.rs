@@ -6,7 +6,7 @@ use crate::core;
 /// clients match on them.
 #[derive(Debug, zbus::DBusError)]
 #[zbus(prefix = "org.contextd.Error")]
-pub enum Error {
+pub(crate) enum Error {
     #[zbus(error)]
     ZBus(zbus::Error),
     /// The consent gate refused; the message says how to grant.
@@ -38,4 +38,4 @@ impl From<core::Error> for Error {
     }
 }
 
-pub type Result<T> = std::result::Result<T, Error>;
+pub(crate) type Result<T> = std::result::Result<T, Error>;

@@ -14,7 +14,7 @@ use crate::core::history::{HistoryKind, Query, parse_cursor};
 use crate::core::read;
 use crate::model::{AppId, Category};
 
-pub struct History1 {
+pub(crate) struct History1 {
     pub(crate) shared: Arc<Shared>,
     pub(crate) enabled: bool,
 }

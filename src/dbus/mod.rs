@@ -2,18 +2,18 @@
 //! the session bus. Converts wire types to domain types, asks the gate,
 //! formats; decides nothing itself.
 
-pub mod agent;
-pub mod callers;
-pub mod consent1;
-pub mod context1;
-pub mod error;
-pub mod history1;
-pub mod polkit;
-pub mod provider1;
-pub mod request;
-pub mod subscription;
-pub mod variant;
-pub mod window_reports1;
+pub(crate) mod agent;
+pub(crate) mod callers;
+pub(crate) mod consent1;
+pub(crate) mod context1;
+pub(crate) mod error;
+pub(crate) mod history1;
+pub(crate) mod polkit;
+pub(crate) mod provider1;
+pub(crate) mod request;
+pub(crate) mod subscription;
+pub(crate) mod variant;
+pub(crate) mod window_reports1;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,11 +30,11 @@ use crate::shutdown::Level;
 use callers::Caller;
 use error::Result;
 
-pub use crate::names::{BUS_NAME, PATH};
+pub(crate) use crate::names::{BUS_NAME, PATH};
 
 /// What every interface of the D-Bus publisher shares.
 #[derive(Debug)]
-pub struct Shared {
+pub(crate) struct Shared {
     pub core: Arc<Core>,
     pub conn: Connection,
     pub callers: callers::Callers,
@@ -52,14 +52,14 @@ pub struct Shared {
 
 impl Shared {
     /// The identity of the sender of `hdr`.
-    pub async fn caller(&self, hdr: &Header<'_>) -> Result<Arc<Caller>> {
+    pub(crate) async fn caller(&self, hdr: &Header<'_>) -> Result<Arc<Caller>> {
         self.callers
             .identify(hdr.sender().map(|s| s.as_str()))
             .await
     }
 
     /// The consent subject of the sender of `hdr`.
-    pub async fn subject(&self, hdr: &Header<'_>) -> Result<Subject> {
+    pub(crate) async fn subject(&self, hdr: &Header<'_>) -> Result<Subject> {
         let who = self.caller(hdr).await?;
         Ok(Subject {
             app_id: who.app_id.clone(),
@@ -83,7 +83,7 @@ impl Shared {
 
     /// Management calls: polkit `org.contextd.manage-consent` for the
     /// calling process, the details saying only which call it is.
-    pub async fn authorize_manage(&self, hdr: &Header<'_>) -> Result<Arc<Caller>> {
+    pub(crate) async fn authorize_manage(&self, hdr: &Header<'_>) -> Result<Arc<Caller>> {
         let operation = hdr.member().map(|m| m.to_string()).unwrap_or_default();
         self.authorize_manage_for(
             hdr,
@@ -113,7 +113,7 @@ impl Shared {
         Ok(who)
     }
 
-    pub fn next_request(&self) -> u64 {
+    pub(crate) fn next_request(&self) -> u64 {
         self.next_request.fetch_add(1, Ordering::Relaxed) + 1
     }
 }
@@ -133,7 +133,7 @@ fn summary_of(member: &str) -> String {
 
 /// The mode of a D-Bus read: an audited access that answers `Pending` at
 /// once, recording the member called (`Context1.GetActiveWindow`).
-pub fn access(hdr: &Header<'_>) -> Mode {
+pub(crate) fn access(hdr: &Header<'_>) -> Mode {
     let iface = hdr
         .interface()
         .map(|i| i.as_str().trim_start_matches("org.contextd.").to_owned())
@@ -147,7 +147,7 @@ pub fn access(hdr: &Header<'_>) -> Mode {
 /// Register every object on `conn` and start the tasks that serve them.
 /// Call before requesting the bus name, so that no call finds an empty
 /// path.
-pub async fn serve(
+pub(crate) async fn serve(
     conn: &Connection,
     core: Arc<Core>,
     history_enabled: bool,

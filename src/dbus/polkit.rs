@@ -26,13 +26,13 @@ use zbus::wire::Variant;
 
 use super::error::Error;
 
-pub const MANAGE_CONSENT: &str = "org.contextd.manage-consent";
+pub(crate) const MANAGE_CONSENT: &str = "org.contextd.manage-consent";
 
 /// Allow the user's authentication agent to interact.
 const ALLOW_USER_INTERACTION: u32 = 1;
 
 #[derive(Debug, Default)]
-pub struct Polkit {
+pub(crate) struct Polkit {
     system: OnceCell<Option<Connection>>,
 }
 

@@ -17,7 +17,7 @@ use super::Shared;
 use super::error::{Error, Result};
 use crate::core::vocabulary;
 
-pub struct Provider1 {
+pub(crate) struct Provider1 {
     pub(crate) shared: Arc<Shared>,
 }
 

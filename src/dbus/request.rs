@@ -14,11 +14,11 @@ use zbus::{Connection, interface};
 use super::error::{Error, Result};
 
 /// Response codes, as the portals use them.
-pub const GRANTED: u32 = 0;
-pub const DENIED: u32 = 1;
-pub const ENDED: u32 = 2;
+pub(crate) const GRANTED: u32 = 0;
+pub(crate) const DENIED: u32 = 1;
+pub(crate) const ENDED: u32 = 2;
 
-pub struct Request {
+pub(crate) struct Request {
     owner: String,
     cancel: tokio_util::sync::CancellationToken,
 }
@@ -55,7 +55,7 @@ impl Request {
 
 /// Create a request object; returns its path and a token cancelled by
 /// `Close()`.
-pub async fn create(
+pub(crate) async fn create(
     conn: &Connection,
     n: u64,
     owner: &str,
@@ -76,7 +76,7 @@ pub async fn create(
 }
 
 /// Send the response to the requester and remove the object.
-pub async fn respond(
+pub(crate) async fn respond(
     conn: Arc<Connection>,
     path: OwnedObjectPath,
     owner: String,

@@ -21,8 +21,6 @@ use crate::core::readers::ReaderInfo;
 use crate::core::{Core, Follow, Item, Watch, Watcher};
 use crate::model::{AppId, Category, IdentitySource};
 
-pub const INTERFACE: &str = "org.contextd.Subscription1";
-
 #[derive(Debug, Clone)]
 struct Entry {
     owner: String,
@@ -34,7 +32,7 @@ struct Entry {
 
 /// Every live subscription, by id.
 #[derive(Debug, Default)]
-pub struct Subscriptions {
+pub(crate) struct Subscriptions {
     inner: Mutex<BTreeMap<u64, Entry>>,
     next: Mutex<u64>,
 }
@@ -49,14 +47,10 @@ impl Subscriptions {
         *n += 1;
         *n
     }
-
-    pub fn count(&self) -> usize {
-        self.lock().len()
-    }
 }
 
 /// The object behind one subscription.
-pub struct Subscription {
+pub(crate) struct Subscription {
     id: u64,
     owner: String,
     categories: Vec<String>,
@@ -132,7 +126,7 @@ impl Subscription {
 /// Create a subscription object for `owner` and return its path, and
 /// start forwarding its feed (on `tasks`). `held`: the one-time grants the
 /// `Subscribe` call used up.
-pub async fn create(
+pub(crate) async fn create(
     conn: &Connection,
     core: &Arc<Core>,
     (subs, tasks): (&Arc<Subscriptions>, &TaskTracker),
@@ -198,7 +192,7 @@ async fn remove_paths(conn: &Connection, paths: Vec<OwnedObjectPath>) {
 }
 
 /// Drop every subscription of a peer that left the bus.
-pub async fn drop_owner(conn: &Connection, subs: &Subscriptions, owner: &str) {
+pub(crate) async fn drop_owner(conn: &Connection, subs: &Subscriptions, owner: &str) {
     let paths: Vec<OwnedObjectPath> = {
         let mut m = subs.lock();
         let ids: Vec<u64> = m

@@ -18,12 +18,12 @@ use serde::Serialize;
 use serde::ser;
 use zbus::wire::{OwnedVariant, Variant};
 
-pub type Dict = HashMap<String, OwnedVariant>;
+pub(crate) type Dict = HashMap<String, OwnedVariant>;
 type Fields = HashMap<String, Variant<'static>>;
 
 /// A value that did not fit D-Bus (a map with non-string keys).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VariantError(String);
+pub(crate) struct VariantError(String);
 
 impl fmt::Display for VariantError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -403,7 +403,7 @@ impl ser::SerializeStructVariant for Dictionary {
 }
 
 /// A view as the fields of an `a{sv}` (for signal bodies).
-pub fn fields<T: Serialize + ?Sized>(v: &T) -> Result<Fields, VariantError> {
+pub(crate) fn fields<T: Serialize + ?Sized>(v: &T) -> Result<Fields, VariantError> {
     match v.serialize(To)? {
         Node::Dict(d) => Ok(d),
         Node::Skip => Ok(Fields::new()),
@@ -412,7 +412,7 @@ pub fn fields<T: Serialize + ?Sized>(v: &T) -> Result<Fields, VariantError> {
 }
 
 /// A view as an `a{sv}` method reply.
-pub fn dict<T: Serialize + ?Sized>(v: &T) -> Result<Dict, VariantError> {
+pub(crate) fn dict<T: Serialize + ?Sized>(v: &T) -> Result<Dict, VariantError> {
     fields(v)?
         .into_iter()
         .map(|(k, v)| {
@@ -431,7 +431,7 @@ pub fn dict<T: Serialize + ?Sized>(v: &T) -> Result<Dict, VariantError> {
 /// other. The view decides; nothing else is keyed, so a stale dict cannot
 /// be answered.
 #[derive(Debug)]
-pub struct DictCache<T> {
+pub(crate) struct DictCache<T> {
     slots: std::sync::Mutex<[Slot<T>; 2]>,
 }
 
@@ -448,7 +448,7 @@ impl<T> Default for DictCache<T> {
 
 impl<T: Serialize + PartialEq> DictCache<T> {
     /// `view` as an `a{sv}`, built once per distinct view.
-    pub fn dict(&self, view: T) -> Result<Arc<Dict>, VariantError> {
+    pub(crate) fn dict(&self, view: T) -> Result<Arc<Dict>, VariantError> {
         let lock = || self.slots.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, d)) = lock().iter().flatten().find(|(v, _)| *v == view) {
             return Ok(d.clone());
@@ -463,11 +463,11 @@ impl<T: Serialize + PartialEq> DictCache<T> {
 
 /// A list of views as `aa{sv}`.
 /// One string as an owned variant.
-pub fn string(s: String) -> Result<OwnedVariant, VariantError> {
+pub(crate) fn string(s: String) -> Result<OwnedVariant, VariantError> {
     OwnedVariant::try_from(Variant::from(s)).map_err(|e| VariantError(e.to_string()))
 }
 
-pub fn dicts<T: Serialize>(items: &[T]) -> Result<Vec<Dict>, VariantError> {
+pub(crate) fn dicts<T: Serialize>(items: &[T]) -> Result<Vec<Dict>, VariantError> {
     items.iter().map(dict).collect()
 }
 

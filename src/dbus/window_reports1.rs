@@ -29,7 +29,7 @@ use crate::core::Core;
 use crate::core::reports::{self, Report, ReportedWindow};
 use crate::model::WindowStates;
 
-pub struct WindowReports1 {
+pub(crate) struct WindowReports1 {
     pub(crate) shared: Arc<Shared>,
     pub(crate) owners: Arc<NameOwners>,
 }

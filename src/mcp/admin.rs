@@ -22,7 +22,7 @@ use tokio_util::task::TaskTracker;
 use super::stdio;
 use crate::core::tokens::Tokens;
 
-pub use crate::names::ADMIN_SOCKET as SOCKET_NAME;
+pub(crate) use crate::names::ADMIN_SOCKET as SOCKET_NAME;
 const MAX_REQUEST: u64 = 4096;
 const TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -35,7 +35,7 @@ pub enum Request {
 }
 
 /// Serve token requests until `cancel`.
-pub async fn serve(
+pub(crate) async fn serve(
     tokens: Tokens,
     listener: UnixListener,
     cancel: CancellationToken,

@@ -12,11 +12,11 @@ use rmcp::model::ProgressNotificationParam;
 use rmcp::service::{RequestContext, RoleServer};
 use tokio_util::sync::CancellationToken;
 
-pub use crate::core::{Channel, Mode, Subject};
+pub(crate) use crate::core::{Channel, Mode, Subject};
 
 /// The host's `clientInfo` as people read it, "name version", when it
 /// gave one in `initialize` (a claim, shown beside the kernel's identity).
-pub fn client(peer: &rmcp::service::Peer<RoleServer>) -> Option<String> {
+pub(crate) fn client(peer: &rmcp::service::Peer<RoleServer>) -> Option<String> {
     peer.peer_info().map(|i| named_client(&i.client_info))
 }
 
@@ -28,7 +28,7 @@ fn named_client(i: &rmcp::model::Implementation) -> String {
 /// `_meta` (a 2026-07-28 request without a session names itself there;
 /// rmcp gives such a request a default peer that names rmcp), else the one
 /// the session began with.
-pub fn client_of(ctx: &RequestContext<RoleServer>) -> Option<String> {
+pub(crate) fn client_of(ctx: &RequestContext<RoleServer>) -> Option<String> {
     ctx.meta
         .client_info()
         .map(|i| named_client(&i))
@@ -41,7 +41,7 @@ pub fn client_of(ctx: &RequestContext<RoleServer>) -> Option<String> {
 /// request reads ("the tool get_active_window {}"); the prompt shows it with
 /// the name and version the host gave (its `clientInfo`, a claim: the app the
 /// user decides about is the one the kernel names).
-pub fn ask(ctx: &RequestContext<RoleServer>, request: &str, what: &str) -> Mode {
+pub(crate) fn ask(ctx: &RequestContext<RoleServer>, request: &str, what: &str) -> Mode {
     let progress = ctx.meta.get_progress_token().map(|token| {
         let peer = ctx.peer.clone();
         let report: crate::core::read::Progress = Arc::new(move |step, message| {
@@ -62,7 +62,7 @@ pub fn ask(ctx: &RequestContext<RoleServer>, request: &str, what: &str) -> Mode 
 /// [`ask`] from its parts, for a request answered without rmcp's request
 /// context (`direct`): the host's name, how to report progress, and what
 /// ends the wait.
-pub fn asking(
+pub(crate) fn asking(
     client: Option<String>,
     progress: Option<crate::core::read::Progress>,
     cancel: CancellationToken,
@@ -80,7 +80,7 @@ pub fn asking(
 
 /// [`ask`] for a call of a named thing with arguments (`tools/call`,
 /// `prompts/get`).
-pub fn ask_named(
+pub(crate) fn ask_named(
     ctx: &RequestContext<RoleServer>,
     method: &str,
     noun: &str,
@@ -94,7 +94,7 @@ pub fn ask_named(
 /// A call of a named thing as the audit records it (`METHOD NAME`) and as
 /// the prompt shows it ("the NOUN NAME with ARGUMENTS", compact JSON cut
 /// to a length a prompt can show).
-pub fn named(
+pub(crate) fn named(
     method: &str,
     noun: &str,
     name: &str,

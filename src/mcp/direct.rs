@@ -42,7 +42,7 @@ const VERSION: &str = "2026-07-28";
 
 /// What answering needs.
 #[derive(Debug)]
-pub struct Direct {
+pub(crate) struct Direct {
     pub broker: Arc<Broker>,
     /// `[mcp.http] responses = "json"`: rmcp answers a request without a
     /// session as JSON; otherwise on an event stream that carries the

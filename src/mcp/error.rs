@@ -13,9 +13,9 @@ use crate::core;
 /// `PERMISSION_DENIED`: the host may not see this (MCP has no standard
 /// code; -32004 is what the other contextd clients use, in
 /// the server-defined range next to the spec's -32002).
-pub const PERMISSION_DENIED: ErrorCode = ErrorCode(-32004);
+pub(crate) const PERMISSION_DENIED: ErrorCode = ErrorCode(-32004);
 /// The spec's "resource not found".
-pub const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode::RESOURCE_NOT_FOUND;
+pub(crate) const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode::RESOURCE_NOT_FOUND;
 
 /// Every error an MCP request of contextd can end with.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -92,7 +92,7 @@ impl From<Error> for ErrorData {
 /// and hosts document, and rmcp's types are `non_exhaustive`; a shape that
 /// does not parse is a bug of ours, reported as an internal error (and
 /// caught by the unit tests, which build every one).
-pub fn wire<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, Error> {
+pub(crate) fn wire<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, Error> {
     serde_json::from_value(v).map_err(|e| Error::Internal(format!("internal wire shape: {e}")))
 }
 

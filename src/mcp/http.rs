@@ -49,7 +49,7 @@ use crate::core::tokens::Tokens;
 use crate::model::{AppId, IdentitySource};
 
 /// Where clients find the server (port 0 picks one).
-pub const URL_FILE: &str = "mcp-http.url";
+pub(crate) const URL_FILE: &str = "mcp-http.url";
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_CONNECTIONS: usize = 256;
 const MAX_INDEXED_SESSIONS: usize = 4096;
@@ -69,7 +69,7 @@ pub enum HttpError {
 }
 
 /// The non-negotiable: loopback unless the user explicitly said otherwise.
-pub fn check_listen(cfg: &McpHttpConfig) -> Result<(), HttpError> {
+pub(crate) fn check_listen(cfg: &McpHttpConfig) -> Result<(), HttpError> {
     if !cfg.listen.ip().is_loopback() && !cfg.allow_remote {
         return Err(HttpError::NotLoopback(cfg.listen));
     }
@@ -81,14 +81,14 @@ pub fn check_listen(cfg: &McpHttpConfig) -> Result<(), HttpError> {
 
 /// A bound listener and what the guard needs to know about it.
 #[derive(Debug)]
-pub struct Bound {
+pub(crate) struct Bound {
     listener: TcpListener,
     addr: SocketAddr,
     cfg: McpHttpConfig,
     url_file: Option<PathBuf>,
 }
 
-pub async fn bind(
+pub(crate) async fn bind(
     cfg: &McpHttpConfig,
     runtime: Option<&std::path::Path>,
 ) -> Result<Bound, HttpError> {
@@ -120,7 +120,7 @@ pub async fn bind(
 
 /// What the guard checks against.
 #[derive(Debug)]
-pub struct Guard {
+pub(crate) struct Guard {
     tokens: Tokens,
     hosts: Vec<String>,
     origins: Vec<String>,
@@ -286,7 +286,7 @@ impl Guard {
 }
 
 /// The layer in front of every route (see the module docs).
-pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
+pub(crate) async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
     let subject = match g.head(&req) {
         Ok(s) => s,
         Err(r) => return *r,
@@ -466,7 +466,12 @@ fn router(
 }
 
 /// Serve HTTP until `cancel`.
-pub async fn serve(bound: Bound, broker: Arc<Broker>, tokens: Tokens, cancel: CancellationToken) {
+pub(crate) async fn serve(
+    bound: Bound,
+    broker: Arc<Broker>,
+    tokens: Tokens,
+    cancel: CancellationToken,
+) {
     let sessions = Arc::new(LocalSessionManager::default());
     let index = Arc::new(SessionIndex::default());
     let tasks = broker.tasks.clone();

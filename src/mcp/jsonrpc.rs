@@ -10,19 +10,17 @@
 //! the right code. This layer frames and checks; the protocol itself stays
 //! rmcp's.
 
-use rmcp::model::{
-    ClientJsonRpcMessage, ClientRequest, ErrorCode, ErrorData, RequestId, ServerJsonRpcMessage,
-};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ErrorCode, ErrorData, RequestId};
 use serde_json::Value;
 
 /// The largest JSON-RPC message accepted on any transport: 1 MiB, the same
 /// as the HTTP body limit, so that what one transport refuses the others
 /// refuse too. Context results are far smaller (lists are paginated).
-pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
 
 /// What to do with one incoming message.
 #[derive(Debug)]
-pub enum Screened {
+pub(crate) enum Screened {
     /// Hand it to rmcp.
     Pass(Box<ClientJsonRpcMessage>),
     /// Answer with this error (and do not pass the message on).
@@ -34,7 +32,7 @@ pub enum Screened {
 
 /// A JSON-RPC error answer to a message that did not pass.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Rejection {
+pub(crate) struct Rejection {
     /// The id of the request when it could be read; `null` otherwise, as
     /// JSON-RPC 2.0 asks for parse errors and invalid requests.
     pub id: Option<RequestId>,
@@ -50,13 +48,14 @@ impl Rejection {
     }
 
     /// The answer as rmcp's message type.
-    pub fn into_message(self) -> ServerJsonRpcMessage {
-        ServerJsonRpcMessage::error(self.error, self.id)
+    #[cfg(test)]
+    pub(crate) fn into_message(self) -> rmcp::model::ServerJsonRpcMessage {
+        rmcp::model::ServerJsonRpcMessage::error(self.error, self.id)
     }
 
     /// The answer as one line of JSON. `id` is written as `null` when it is
     /// unknown (rmcp's serializer would leave it out).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         serde_json::json!({
             "jsonrpc": "2.0",
             "id": self.id.as_ref().map_or(Value::Null, |id| id.clone().into_json_value()),
@@ -64,7 +63,7 @@ impl Rejection {
         })
     }
 
-    pub fn too_large(limit: usize) -> Self {
+    pub(crate) fn too_large(limit: usize) -> Self {
         Rejection::new(
             None,
             ErrorCode::INVALID_REQUEST,
@@ -101,7 +100,7 @@ pub(crate) const KNOWN_REQUESTS: &[&str] = &[
 /// Methods that 2026-07-28 removed (SEP-2575): a request of that era naming
 /// one is an unknown method (-32601, HTTP 404), whatever its params, not a
 /// request with invalid params.
-pub const REMOVED_IN_2026_07_28: &[&str] = &[
+pub(crate) const REMOVED_IN_2026_07_28: &[&str] = &[
     "initialize",
     "ping",
     "logging/setLevel",
@@ -175,7 +174,7 @@ fn request_id(v: &Value) -> Option<RequestId> {
 
 /// The verdict of [`check`]: [`Screened`] without rmcp's message.
 #[derive(Debug)]
-pub enum Checked {
+pub(crate) enum Checked {
     Pass,
     Reject(Rejection),
     Ignore(String),
@@ -214,7 +213,7 @@ fn parse(bytes: &[u8]) -> Result<Value, Rejection> {
 /// parses the body itself. What `check` passes, `screen` passes too; a
 /// list request whose cursor is not a string `check` refuses (-32602) where
 /// rmcp ignores it.
-pub fn check(bytes: &[u8]) -> Checked {
+pub(crate) fn check(bytes: &[u8]) -> Checked {
     let v = match parse(bytes) {
         Ok(v) => v,
         Err(r) => return Checked::Reject(r),
@@ -255,7 +254,7 @@ impl From<Screened> for Checked {
 }
 
 /// Screen the bytes of one message.
-pub fn screen(bytes: &[u8]) -> Screened {
+pub(crate) fn screen(bytes: &[u8]) -> Screened {
     match parse(bytes) {
         Ok(v) => screen_value(v),
         Err(r) => Screened::Reject(r),
@@ -330,7 +329,7 @@ fn envelope(v: &Value) -> Result<(), Screened> {
 }
 
 /// Screen a message already parsed as JSON.
-pub fn screen_value(v: Value) -> Screened {
+pub(crate) fn screen_value(v: Value) -> Screened {
     if let Err(answer) = envelope(&v) {
         return answer;
     }
@@ -378,7 +377,9 @@ pub fn screen_value(v: Value) -> Screened {
 /// want it parsed (the legacy `/messages` endpoint) in the request's
 /// extensions.
 #[derive(Debug, Clone)]
-pub struct Screen(pub std::sync::Arc<std::sync::Mutex<Option<rmcp::model::ClientJsonRpcMessage>>>);
+pub(crate) struct Screen(
+    pub std::sync::Arc<std::sync::Mutex<Option<rmcp::model::ClientJsonRpcMessage>>>,
+);
 
 #[cfg(test)]
 mod tests {

@@ -14,24 +14,24 @@
 //! and the typed view it answers is rendered as JSON and Markdown, so MCP
 //! shows exactly what D-Bus shows.
 
-pub mod admin;
+pub(crate) mod admin;
 #[cfg(feature = "conformance")]
 pub mod conformance;
-pub mod consent;
-pub mod direct;
-pub mod error;
-pub mod http;
-pub mod jsonrpc;
-pub mod notify;
-pub mod prompts;
-pub mod render;
-pub mod resources;
-pub mod server;
-pub mod sse;
-pub mod stdio;
-pub mod timeline;
-pub mod tools;
-pub mod watch;
+pub(crate) mod consent;
+pub(crate) mod direct;
+pub(crate) mod error;
+pub(crate) mod http;
+pub(crate) mod jsonrpc;
+pub(crate) mod notify;
+pub(crate) mod prompts;
+pub(crate) mod render;
+pub(crate) mod resources;
+pub(crate) mod server;
+pub(crate) mod sse;
+pub(crate) mod stdio;
+pub(crate) mod timeline;
+pub(crate) mod tools;
+pub(crate) mod watch;
 
 use std::sync::Arc;
 
@@ -45,7 +45,7 @@ use crate::shutdown::Level;
 
 /// What every MCP session shares.
 #[derive(Debug)]
-pub struct Broker {
+pub(crate) struct Broker {
     pub core: Arc<Core>,
     pub notifier: notify::Notifier,
     /// Cancelled at shutdown; every session's token is a child.
@@ -69,7 +69,7 @@ pub enum McpError {
 
 /// Check what can be checked before the daemon takes its bus name, so that
 /// a bad `[mcp.http]` stops the start with a clear error.
-pub fn preflight(config: &Config) -> Result<(), McpError> {
+pub(crate) fn preflight(config: &Config) -> Result<(), McpError> {
     if let Some(h) = config.file.mcp.http.as_ref() {
         http::check_listen(h)?;
     }
@@ -79,7 +79,7 @@ pub fn preflight(config: &Config) -> Result<(), McpError> {
 /// Start the MCP publishers: the stdio socket always, HTTP when configured.
 /// Call after the bus name is ours, so that a second instance never takes
 /// the socket of the first.
-pub async fn serve(
+pub(crate) async fn serve(
     config: &Config,
     core: Arc<Core>,
     conn: zbus::Connection,

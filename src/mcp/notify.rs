@@ -16,18 +16,18 @@ const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Sends desktop notifications on behalf of MCP hosts.
 #[derive(Debug, Clone)]
-pub struct Notifier {
+pub(crate) struct Notifier {
     conn: Connection,
 }
 
 impl Notifier {
-    pub fn new(conn: Connection) -> Self {
+    pub(crate) fn new(conn: Connection) -> Self {
         Notifier { conn }
     }
 
     /// Show a notification. `sender` (the host's app id) is shown as the
     /// app name, so that the user sees who speaks, not just "contextd".
-    pub async fn notify(
+    pub(crate) async fn notify(
         &self,
         sender: &str,
         summary: &str,

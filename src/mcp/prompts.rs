@@ -1,7 +1,7 @@
 //! Prompts, and `completion/complete` for their arguments and for the
 //! window template.
 
-use rmcp::model::{CompleteRequestParams, CompleteResult, GetPromptResult, Prompt, Reference};
+use rmcp::model::{CompleteRequestParams, CompleteResult, GetPromptResult, Reference};
 use serde_json::{Map, Value, json};
 
 use super::Broker;
@@ -15,7 +15,7 @@ const DETAILS: [&str; 2] = ["brief", "full"];
 const PERIODS: [&str; 2] = ["24h", "7d"];
 
 /// The prompts, as `prompts/list` shows them.
-pub fn catalog() -> Vec<Value> {
+pub(crate) fn catalog() -> Vec<Value> {
     let mut v = vec![
         json!({
             "name": "what_am_i_doing",
@@ -46,7 +46,8 @@ pub fn catalog() -> Vec<Value> {
     v
 }
 
-pub fn prompts() -> Result<Vec<Prompt>, Error> {
+#[cfg(test)]
+pub(crate) fn prompts() -> Result<Vec<rmcp::model::Prompt>, Error> {
     catalog().into_iter().map(wire).collect()
 }
 
@@ -84,7 +85,7 @@ fn user_text(description: &str, text: String) -> Value {
 }
 
 /// Build prompt `name`. Unknown names and bad arguments are -32602.
-pub async fn get(
+pub(crate) async fn get(
     broker: &Broker,
     subject: &Subject,
     name: &str,
@@ -184,7 +185,7 @@ pub async fn get(
 /// of the history template (app ids only with the `history` grant) and the
 /// `{kind}` of the provided template (the seed kinds, and the kinds apps
 /// publish now that the host may see).
-pub async fn complete(
+pub(crate) async fn complete(
     broker: &Broker,
     subject: &Subject,
     req: &CompleteRequestParams,

@@ -57,17 +57,17 @@ use super::error::Error;
 /// gets `"truncated": true` and a `truncation` note. Lists are paginated
 /// and texts already capped at `core::state::MAX_TEXT_CHARS`, so this only
 /// bites on a snapshot with huge app-provided context.
-pub const MAX_RESULT_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_RESULT_BYTES: usize = 256 * 1024;
 
 /// A rendered resource (or tool result).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Rendered {
+pub(crate) struct Rendered {
     pub json: Value,
     pub markdown: String,
 }
 
 /// A view as JSON (views always serialize; a failure is a bug, said so).
-pub fn to_json<T: serde::Serialize>(v: &T) -> Result<Value, Error> {
+pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> Result<Value, Error> {
     serde_json::to_value(v).map_err(|e| Error::Internal(format!("cannot render a view: {e}")))
 }
 
@@ -90,7 +90,7 @@ fn json_len(v: &Value) -> usize {
 
 /// Keep a result under [`MAX_RESULT_BYTES`]: drop entries from the end of
 /// its largest list until it fits, and mark it.
-pub fn fit(mut r: Rendered) -> Rendered {
+pub(crate) fn fit(mut r: Rendered) -> Rendered {
     let size = json_len;
     let mut total = size(&r.json);
     if total <= MAX_RESULT_BYTES {

@@ -8,18 +8,18 @@ use serde_json::{Map, Value, json};
 use super::Broker;
 use super::consent::{Mode, Subject};
 use super::error::Error;
-pub use super::render::{Rendered, fit, to_json};
+pub(crate) use super::render::{Rendered, fit, to_json};
 use super::render::{clean, data, ident, json_line};
 use crate::core::state::Change;
 use crate::core::view::CategoryView;
 use crate::core::{read, vocabulary};
 use crate::model::Category;
 
-pub const SCHEME: &str = "context://";
-pub const JSON_MIME: &str = "application/json";
-pub const MARKDOWN_MIME: &str = "text/markdown";
+pub(crate) const SCHEME: &str = "context://";
+pub(crate) const JSON_MIME: &str = "application/json";
+pub(crate) const MARKDOWN_MIME: &str = "text/markdown";
 /// The vocabulary is a JSON-LD `@context` document.
-pub const JSON_LD_MIME: &str = "application/ld+json";
+pub(crate) const JSON_LD_MIME: &str = "application/ld+json";
 
 /// A resource we serve.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -134,13 +134,13 @@ pub const FIXED: [Res; 12] = [
 ];
 
 /// The template of per-window resources.
-pub const WINDOW_TEMPLATE: &str = "context://windows/{id}";
+pub(crate) const WINDOW_TEMPLATE: &str = "context://windows/{id}";
 /// The template of what apps publish, by kind.
-pub const PROVIDED_TEMPLATE: &str = "context://provided/{kind}";
+pub(crate) const PROVIDED_TEMPLATE: &str = "context://provided/{kind}";
 const PROVIDED_PREFIX: &str = "context://provided/";
 
 /// The kinds of provided context, as said to a host.
-pub fn kinds_said() -> String {
+pub(crate) fn kinds_said() -> String {
     format!(
         "{}, or x-NAME for an app's own (lower-case letters, digits, dashes)",
         vocabulary::seed_kinds().collect::<Vec<_>>().join(", ")
@@ -148,7 +148,7 @@ pub fn kinds_said() -> String {
 }
 
 /// Why `kind` is no kind a host can read, naming the ones it can.
-pub fn kind_error(kind: &str) -> String {
+pub(crate) fn kind_error(kind: &str) -> String {
     format!(
         "unknown kind '{}': the kinds are {}; context://vocabulary describes them",
         kind.chars().take(64).collect::<String>(),
@@ -324,7 +324,7 @@ const PROVIDED_DESCRIPTION: &str = "What apps publish about themselves of one ki
 const HISTORY_DESCRIPTION: &str = "What happened in a period, oldest first: focus intervals, microphone/camera/screen use, playback, locked/idle/sleep, notifications, the documents and tasks apps published (by name). since and until are RFC 3339 date-times (default: the hour before now), app an app id. Up to 1000 events; `truncated` says when there were more (read a shorter period). Each event only with its own category (titles with windows.titles, documents with provided.document, ...)";
 
 /// The entries of `resources/templates/list`.
-pub fn templates() -> Vec<Value> {
+pub(crate) fn templates() -> Vec<Value> {
     vec![
         json!({
             "uriTemplate": WINDOW_TEMPLATE,
@@ -353,7 +353,7 @@ pub fn templates() -> Vec<Value> {
 /// The kinds to offer for the `{kind}` of [`PROVIDED_TEMPLATE`]: the seed
 /// kinds (public vocabulary), then the other kinds apps publish now that
 /// `subject` may see; a kind it may not see is not named.
-pub async fn provided_kinds(broker: &Broker, subject: &Subject) -> Vec<String> {
+pub(crate) async fn provided_kinds(broker: &Broker, subject: &Subject) -> Vec<String> {
     let mut kinds: Vec<String> = vocabulary::seed_kinds().map(str::to_owned).collect();
     let categories: Vec<CategoryView> = broker
         .core
@@ -373,7 +373,7 @@ pub async fn provided_kinds(broker: &Broker, subject: &Subject) -> Vec<String> {
 
 /// The text of a read's first content: the JSON of its view, or the
 /// vocabulary exactly as installed.
-pub fn json_text(res: &Res, r: &Rendered) -> Result<String, Error> {
+pub(crate) fn json_text(res: &Res, r: &Rendered) -> Result<String, Error> {
     match res {
         Res::Vocabulary => Ok(vocabulary::CONTEXT.to_owned()),
         _ => serde_json::to_string(&r.json)
@@ -383,7 +383,7 @@ pub fn json_text(res: &Res, r: &Rendered) -> Result<String, Error> {
 
 /// Read `res` for `subject` through the core's read service (asking the
 /// user as `mode` allows) and render the view as JSON and Markdown.
-pub async fn read(
+pub(crate) async fn read(
     broker: &Broker,
     subject: &Subject,
     res: &Res,
@@ -552,7 +552,7 @@ fn recent_documents_rendered(json: Value) -> Rendered {
 
 /// The JSON (`{"provided": [ProvidedView]}`) and Markdown of what apps
 /// publish of `kind`.
-pub fn provided_rendered(kind: &str, json: Value) -> Rendered {
+pub(crate) fn provided_rendered(kind: &str, json: Value) -> Rendered {
     let empty = Vec::new();
     let entries = json
         .get("provided")
@@ -597,7 +597,7 @@ fn provided_label(kind: &str) -> String {
 
 /// One entry an app published: its name (or its data) fenced as the
 /// app's, then `[schema type]`.
-pub fn provided_line(e: &Value) -> String {
+pub(crate) fn provided_line(e: &Value) -> String {
     const MAX: usize = 200;
     let cut = |s: &str| {
         if s.chars().count() > MAX {
@@ -675,7 +675,7 @@ fn withheld_has(json: &Value, c: Category) -> bool {
 
 /// The JSON (a `WindowsView`) and markdown of a window list, or a page of
 /// it when `next` is given (`Some(None)`: the last page).
-pub fn windows_rendered(mut json: Value, next: Option<Option<String>>) -> Rendered {
+pub(crate) fn windows_rendered(mut json: Value, next: Option<Option<String>>) -> Rendered {
     let empty = Vec::new();
     let ws = json
         .get("windows")
@@ -699,7 +699,7 @@ pub fn windows_rendered(mut json: Value, next: Option<Option<String>>) -> Render
 
 /// The JSON (a `NotificationsView`) and markdown of a notification list,
 /// or a page of it.
-pub fn notifications_rendered(mut json: Value, next: Option<Option<String>>) -> Rendered {
+pub(crate) fn notifications_rendered(mut json: Value, next: Option<Option<String>>) -> Rendered {
     let empty = Vec::new();
     let ns = json
         .get("notifications")
@@ -732,13 +732,13 @@ pub fn notifications_rendered(mut json: Value, next: Option<Option<String>>) -> 
     Rendered { json, markdown: md }
 }
 
-pub fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
+pub(crate) fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
 }
 
 /// One line about a capture session: `app (microphone) from … to …`; a
 /// name that is only what the app claims is fenced as that.
-pub fn capture_line(c: &Value) -> String {
+pub(crate) fn capture_line(c: &Value) -> String {
     let end = match c.get("active").and_then(Value::as_bool) {
         Some(true) => None,
         _ => Some(str_of(c, "end")),
@@ -748,7 +748,7 @@ pub fn capture_line(c: &Value) -> String {
 
 /// `who (device) from START to END` (or `until now` while it goes on): a
 /// capture session or a capture interval of the timeline, said the same way.
-pub fn capture_span(who: &str, device: &str, start: &str, end: Option<&str>) -> String {
+pub(crate) fn capture_span(who: &str, device: &str, start: &str, end: Option<&str>) -> String {
     match end {
         Some(end) => format!("{who} ({device}) from {start} to {end}"),
         None => format!("{who} ({device}) from {start} until now"),
@@ -757,7 +757,7 @@ pub fn capture_span(who: &str, device: &str, start: &str, end: Option<&str>) -> 
 
 /// One line about a window: `Name (app.id) — title [focused] (id …)`, the
 /// title fenced as the app's.
-pub fn window_line(w: &Value) -> String {
+pub(crate) fn window_line(w: &Value) -> String {
     let app = str_of(w, "app_id");
     let mut s = match w.get("app_name").and_then(Value::as_str) {
         Some(name) if name != app => format!("{} ({})", clean(name), ident("app id", app)),
@@ -838,7 +838,7 @@ fn kv_pairs(v: &Value) -> Vec<String> {
 }
 
 /// A short summary of a rendered snapshot.
-pub fn snapshot_markdown(snap: &Value) -> String {
+pub(crate) fn snapshot_markdown(snap: &Value) -> String {
     let mut md = String::from("# What the user is doing\n\n");
     if let Some(ws) = snap.get("windows").and_then(Value::as_array) {
         let active = snap.get("active_window").and_then(Value::as_str);
@@ -917,7 +917,7 @@ pub fn snapshot_markdown(snap: &Value) -> String {
 
 /// The resources whose content a change touches, for `updated`
 /// notifications. The caller checks consent for the change's category.
-pub fn affected(change: &Change, active: Option<&str>) -> Vec<String> {
+pub(crate) fn affected(change: &Change, active: Option<&str>) -> Vec<String> {
     let mut v = vec![Res::Snapshot.uri()];
     match change {
         Change::Window { window, .. } => {
@@ -1048,7 +1048,7 @@ mod tests {
         };
         let uris = affected(
             &Change::Provided {
-                kind: crate::core::ChangeKind::Closed,
+                kind: crate::core::state::ChangeKind::Closed,
                 context,
             },
             None,

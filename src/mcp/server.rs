@@ -39,7 +39,7 @@ use crate::model::Category;
 
 /// Where the handler learns its host's identity.
 #[derive(Debug, Clone)]
-pub enum Origin {
+pub(crate) enum Origin {
     /// Known when the connection was accepted (stdio socket, SSE stream).
     Fixed(Subject),
     /// From each request's authenticated token (Streamable HTTP).
@@ -61,7 +61,7 @@ struct Session {
     reader: OnceLock<Arc<Registration>>,
 }
 
-pub struct ContextServer {
+pub(crate) struct ContextServer {
     broker: Arc<Broker>,
     origin: Origin,
     session: Session,
@@ -81,7 +81,7 @@ pub struct ContextServer {
 impl ContextServer {
     /// A session over `transport`; `connection` is the token that closes
     /// the connection, where there is one to close.
-    pub fn new(
+    pub(crate) fn new(
         broker: Arc<Broker>,
         origin: Origin,
         transport: &'static str,
@@ -279,7 +279,7 @@ fn res_of(uri: &str) -> Result<Res, ErrorData> {
 }
 
 /// What the server says about itself at `initialize`.
-pub fn server_info() -> Result<ServerConfig, Error> {
+pub(crate) fn server_info() -> Result<ServerConfig, Error> {
     wire(json!({
         "protocolVersion": rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE,
         "capabilities": {

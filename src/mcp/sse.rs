@@ -50,7 +50,7 @@ struct Session {
 
 /// The legacy sessions.
 #[derive(Debug, Clone)]
-pub struct Legacy {
+pub(crate) struct Legacy {
     broker: Arc<Broker>,
     tokens: Tokens,
     sessions: Arc<Mutex<HashMap<String, Session>>>,
@@ -58,7 +58,7 @@ pub struct Legacy {
 }
 
 impl Legacy {
-    pub fn new(broker: Arc<Broker>, tokens: Tokens, cancel: CancellationToken) -> Self {
+    pub(crate) fn new(broker: Arc<Broker>, tokens: Tokens, cancel: CancellationToken) -> Self {
         Legacy {
             broker,
             tokens,
@@ -101,7 +101,7 @@ fn event(name: &str, data: &str) -> Bytes {
 }
 
 /// `GET /sse`: open a session.
-pub async fn open(State(legacy): State<Legacy>, req: Request) -> Response {
+pub(crate) async fn open(State(legacy): State<Legacy>, req: Request) -> Response {
     let Some(subject) = req.extensions().get::<Subject>().cloned() else {
         return error(StatusCode::UNAUTHORIZED, "no token");
     };
@@ -225,13 +225,13 @@ pub async fn open(State(legacy): State<Legacy>, req: Request) -> Response {
 }
 
 #[derive(Debug, Deserialize)]
-pub struct SessionQuery {
+pub(crate) struct SessionQuery {
     #[serde(rename = "sessionId")]
     session_id: String,
 }
 
 /// `POST /messages?sessionId=ID`: one message for a session.
-pub async fn post(
+pub(crate) async fn post(
     State(legacy): State<Legacy>,
     Query(q): Query<SessionQuery>,
     req: Request,

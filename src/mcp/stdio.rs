@@ -34,7 +34,7 @@ use super::server::{ContextServer, Origin};
 use crate::core::identity;
 
 /// The socket's file name in the runtime directory.
-pub use crate::names::MCP_SOCKET as SOCKET_NAME;
+pub(crate) use crate::names::MCP_SOCKET as SOCKET_NAME;
 /// At most this many hosts connected at once; more wait.
 const MAX_CONNECTIONS: usize = 64;
 /// How many messages may queue in each direction of one connection.
@@ -58,7 +58,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SocketError + '_ {
 }
 
 /// Create `dir` (and parents) and make sure it is ours and 0700.
-pub fn private_dir(dir: &Path) -> Result<(), SocketError> {
+pub(crate) fn private_dir(dir: &Path) -> Result<(), SocketError> {
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let meta = std::fs::metadata(dir).map_err(io(dir))?;
     // SAFETY-free: getuid cannot fail.
@@ -79,14 +79,14 @@ pub fn private_dir(dir: &Path) -> Result<(), SocketError> {
 /// A bound socket, removed again on drop when it is still ours (a
 /// `--replace` successor may have bound its own at the same path).
 #[derive(Debug)]
-pub struct BoundSocket {
+pub(crate) struct BoundSocket {
     pub path: PathBuf,
     listener: Option<UnixListener>,
     ino: (u64, u64),
 }
 
 impl BoundSocket {
-    pub fn bind(dir: &Path, name: &str) -> Result<BoundSocket, SocketError> {
+    pub(crate) fn bind(dir: &Path, name: &str) -> Result<BoundSocket, SocketError> {
         private_dir(dir)?;
         let path = dir.join(name);
         match std::fs::remove_file(&path) {
@@ -105,7 +105,7 @@ impl BoundSocket {
         })
     }
 
-    pub fn take_listener(&mut self) -> Option<UnixListener> {
+    pub(crate) fn take_listener(&mut self) -> Option<UnixListener> {
         self.listener.take()
     }
 }
@@ -121,7 +121,7 @@ impl Drop for BoundSocket {
 }
 
 /// The uid and pid of a socket peer, from the kernel.
-pub fn peer(stream: &UnixStream) -> std::io::Result<(u32, Option<u32>)> {
+pub(crate) fn peer(stream: &UnixStream) -> std::io::Result<(u32, Option<u32>)> {
     let c = stream.peer_cred()?;
     Ok((c.uid(), c.pid().and_then(|p| u32::try_from(p).ok())))
 }
@@ -132,12 +132,12 @@ pub fn peer(stream: &UnixStream) -> std::io::Result<(u32, Option<u32>)> {
 /// the kernel gives for its executable, never by its name: any other
 /// program that connects, even one called `contextctl`, is the host itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Bridges(Vec<String>);
+pub(crate) struct Bridges(Vec<String>);
 
 impl Bridges {
     /// The sibling of this daemon's executable and `configured`, each as
     /// the identity of a process running it (`exe:` and the real path).
-    pub fn new(configured: Option<&Path>) -> Bridges {
+    pub(crate) fn new(configured: Option<&Path>) -> Bridges {
         let sibling = std::env::current_exe()
             .ok()
             .map(|e| e.with_file_name("contextctl"));
@@ -163,7 +163,10 @@ impl Bridges {
 
 /// Who the MCP host behind a connecting process is: its parent when the
 /// process is a trusted bridge, else the process itself.
-pub fn resolve_host(bridge_pid: u32, bridges: &Bridges) -> Result<identity::Identity, String> {
+pub(crate) fn resolve_host(
+    bridge_pid: u32,
+    bridges: &Bridges,
+) -> Result<identity::Identity, String> {
     let bridge = identity::resolve_pid(bridge_pid)
         .map_err(|e| format!("cannot identify the connecting process {bridge_pid}: {e}"))?;
     if !bridges.trusts(&bridge) {
@@ -181,7 +184,7 @@ pub fn resolve_host(bridge_pid: u32, bridges: &Bridges) -> Result<identity::Iden
 }
 
 /// Serve MCP on `listener` until `cancel`.
-pub async fn serve(
+pub(crate) async fn serve(
     broker: Arc<Broker>,
     listener: UnixListener,
     bridges: Arc<Bridges>,
@@ -287,17 +290,17 @@ async fn identify(stream: &UnixStream, us: u32, bridges: Arc<Bridges>) -> Result
 /// An rmcp transport over two channels: what the host sent (already
 /// screened) comes in, what the server sends goes out. The stdio socket
 /// and the legacy SSE endpoint fill and drain them.
-pub struct ChannelTransport {
+pub(crate) struct ChannelTransport {
     rx: mpsc::Receiver<ClientJsonRpcMessage>,
     tx: mpsc::Sender<ServerJsonRpcMessage>,
 }
 
 #[derive(Debug, thiserror::Error)]
 #[error("the MCP connection is closed")]
-pub struct Closed;
+pub(crate) struct Closed;
 
 impl ChannelTransport {
-    pub fn new(
+    pub(crate) fn new(
         rx: mpsc::Receiver<ClientJsonRpcMessage>,
         tx: mpsc::Sender<ServerJsonRpcMessage>,
     ) -> Self {
@@ -307,7 +310,7 @@ impl ChannelTransport {
     /// Frame newline-delimited JSON-RPC over a byte stream: a reader task
     /// (bounded lines, screened) and a writer task (one message per line),
     /// both spawned on `tasks` so that shutdown joins them.
-    pub fn spawn_lines<R, W>(
+    pub(crate) fn spawn_lines<R, W>(
         read: R,
         write: W,
         cancel: CancellationToken,

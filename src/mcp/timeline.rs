@@ -17,15 +17,15 @@ use crate::core::read;
 
 /// The resource template of a period of the timeline (RFC 6570 form-style
 /// query: `context://history?since=…&until=…&app=…`, every part optional).
-pub const HISTORY_TEMPLATE: &str = "context://history{?since,until,app}";
+pub(crate) const HISTORY_TEMPLATE: &str = "context://history{?since,until,app}";
 /// Events per call of `get_recent_activity` by default and at most, and
 /// per read of the resource (which has no pages: it says `truncated`).
-pub const DEFAULT_EVENTS: u32 = 100;
-pub const MAX_EVENTS: u32 = 1000;
+pub(crate) const DEFAULT_EVENTS: u32 = 100;
+pub(crate) const MAX_EVENTS: u32 = 1000;
 
 /// `[since, until)` from optional RFC 3339 date-times: `until` defaults to
 /// now, `since` to `default_back` before `until`.
-pub fn period(
+pub(crate) fn period(
     since: Option<&str>,
     until: Option<&str>,
     default_back: Duration,
@@ -52,7 +52,7 @@ pub fn period(
 
 /// What happened in `[since, until)`, oldest first, at most `limit` events
 /// (of `app` only, when given).
-pub async fn activity(
+pub(crate) async fn activity(
     broker: &Broker,
     subject: &Subject,
     (since, until): (DateTime<Utc>, DateTime<Utc>),
@@ -120,7 +120,7 @@ fn title_of(kind: HistoryKind) -> &'static str {
 
 /// Focus, capture and playback time per app in `[since, until)`, each only
 /// with its category.
-pub async fn time_per_app(
+pub(crate) async fn time_per_app(
     broker: &Broker,
     subject: &Subject,
     (since, until): (DateTime<Utc>, DateTime<Utc>),
@@ -146,7 +146,7 @@ pub async fn time_per_app(
 
 /// App ids in the timeline, for completing the template's `app` (only
 /// for a reader with the `history` grant; never asks).
-pub async fn app_ids(broker: &Broker, subject: &Subject) -> Vec<String> {
+pub(crate) async fn app_ids(broker: &Broker, subject: &Subject) -> Vec<String> {
     broker
         .core
         .read(subject, read::HistoryApps, Mode::Look)

@@ -23,7 +23,7 @@ use crate::core::{Item, Watch};
 /// The resources `subject` is shown in `resources/list`: the snapshot, and
 /// every resource one of whose categories it may see or has not been asked
 /// about yet.
-pub async fn visible_resources(broker: &Broker, subject: &Subject) -> Vec<Res> {
+pub(crate) async fn visible_resources(broker: &Broker, subject: &Subject) -> Vec<Res> {
     let mut out = Vec::new();
     for r in FIXED {
         let cats = r.categories();
@@ -43,7 +43,7 @@ pub async fn visible_resources(broker: &Broker, subject: &Subject) -> Vec<Res> {
 
 /// Where a session's notifications go.
 #[derive(Debug, Clone)]
-pub enum Out {
+pub(crate) enum Out {
     /// A handshake session: subscriptions are `subscribed`, changed by
     /// `resources/subscribe` and `resources/unsubscribe`.
     Session {
@@ -125,7 +125,7 @@ impl Out {
 /// Notify `subject` of what `watch` (the core's feed for it) yields until
 /// `cancel` (the session or the listen request ended), the feed is over,
 /// or the host goes away.
-pub async fn run(
+pub(crate) async fn run(
     broker: Arc<Broker>,
     subject: Subject,
     out: Out,
@@ -189,7 +189,7 @@ pub async fn run(
 }
 
 /// Whether `subject` may read `res` now (without asking).
-pub async fn may_see(broker: &Broker, subject: &Subject, res: &Res) -> bool {
+pub(crate) async fn may_see(broker: &Broker, subject: &Subject, res: &Res) -> bool {
     let cats = res.categories();
     if cats.is_empty() {
         return true;

@@ -42,22 +42,22 @@ use super::{Backoff, SourceContext};
 use crate::core::SourceEvent;
 
 /// Property values by name, as `GetAll` returns them.
-pub type Props = HashMap<String, OwnedVariant>;
+pub(crate) type Props = HashMap<String, OwnedVariant>;
 
 /// How long a call to a service may take. A service that hangs must not
 /// hang its source for zbus's default of 25 s.
-pub const METHOD_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const METHOD_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How many messages a watch may queue before the bus connection waits
 /// for it; generous, because the sources drain their streams at once.
 const MAX_QUEUED: NonZeroUsize = NonZeroUsize::new(256).unwrap();
 
-pub const PROPERTIES_IFACE: &str = "org.freedesktop.DBus.Properties";
-pub const DBUS_NAME: &str = "org.freedesktop.DBus";
-pub const DBUS_PATH: &str = "/org/freedesktop/DBus";
+pub(crate) const PROPERTIES_IFACE: &str = "org.freedesktop.DBus.Properties";
+pub(crate) const DBUS_NAME: &str = "org.freedesktop.DBus";
+pub(crate) const DBUS_PATH: &str = "/org/freedesktop/DBus";
 
 #[derive(Debug, thiserror::Error)]
-pub enum FdoError {
+pub(crate) enum FdoError {
     #[error("cannot connect to the {bus} bus: {source}")]
     Connect {
         bus: &'static str,
@@ -77,7 +77,7 @@ pub enum FdoError {
 impl FdoError {
     /// Whether the bus connection itself is gone (reconnect), rather than
     /// one service misbehaving (retry that service).
-    pub fn is_connection_lost(&self) -> bool {
+    pub(crate) fn is_connection_lost(&self) -> bool {
         matches!(
             self,
             FdoError::Closed
@@ -89,7 +89,7 @@ impl FdoError {
 
 /// Which bus a service lives on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BusKind {
+pub(crate) enum BusKind {
     /// `DBUS_SYSTEM_BUS_ADDRESS`, else `/run/dbus/system_bus_socket`.
     System,
     /// `DBUS_SESSION_BUS_ADDRESS`.
@@ -97,7 +97,7 @@ pub enum BusKind {
 }
 
 impl BusKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             BusKind::System => "system",
             BusKind::Session => "session",
@@ -107,7 +107,7 @@ impl BusKind {
     /// The bus's socket file, where its address names one (zbus reads the
     /// address as `connect` will, with its default for the system bus):
     /// what to watch for while the bus is not there.
-    pub fn socket(self) -> Option<PathBuf> {
+    pub(crate) fn socket(self) -> Option<PathBuf> {
         let address = match self {
             BusKind::System => zbus::Address::system(),
             BusKind::Session => zbus::Address::session(),
@@ -132,7 +132,7 @@ fn socket_file(address: &zbus::Address) -> Option<PathBuf> {
 /// A new connection to `bus`. Each source has its own, so that a service
 /// that floods one source with signals cannot slow the broker's main
 /// connection, which serves the apps.
-pub async fn connect(bus: BusKind) -> Result<Connection, FdoError> {
+pub(crate) async fn connect(bus: BusKind) -> Result<Connection, FdoError> {
     let builder = match bus {
         BusKind::System => zbus::connection::Builder::system(),
         BusKind::Session => zbus::connection::Builder::session(),
@@ -154,7 +154,7 @@ pub async fn connect(bus: BusKind) -> Result<Connection, FdoError> {
 /// reference between the watches of one source, hence the lock (never held
 /// across an await).
 #[derive(Debug)]
-pub struct Warned {
+pub(crate) struct Warned {
     source: &'static str,
     seen: Mutex<HashSet<String>>,
 }
@@ -164,7 +164,7 @@ pub struct Warned {
 const MAX_WARNINGS: usize = 64;
 
 impl Warned {
-    pub fn new(source: &'static str) -> Self {
+    pub(crate) fn new(source: &'static str) -> Self {
         Warned {
             source,
             seen: Mutex::new(HashSet::new()),
@@ -172,7 +172,7 @@ impl Warned {
     }
 
     /// Log `msg` unless `key` was logged before; `true` if logged.
-    pub fn warn(&self, key: &str, msg: impl Display) -> bool {
+    pub(crate) fn warn(&self, key: &str, msg: impl Display) -> bool {
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         if seen.len() >= MAX_WARNINGS || seen.contains(key) {
             return false;
@@ -189,7 +189,8 @@ impl Warned {
         true
     }
 
-    pub fn count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn count(&self) -> usize {
         self.seen.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
@@ -197,12 +198,12 @@ impl Warned {
 /// Logs a source's failures at `info` once per distinct failure, and its
 /// repeats (every retry of a service that stays broken) at `debug`.
 #[derive(Debug, Default)]
-pub struct Failures {
+pub(crate) struct Failures {
     last: Option<String>,
 }
 
 impl Failures {
-    pub fn log(&mut self, source: &str, msg: &str) {
+    pub(crate) fn log(&mut self, source: &str, msg: &str) {
         if self.last.as_deref() == Some(msg) {
             tracing::debug!(source, "{msg}");
         } else {
@@ -212,13 +213,13 @@ impl Failures {
     }
 
     /// Working again: the next failure is news.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.last = None;
     }
 }
 
 /// The value inside any number of `v` wrappers (some services wrap twice).
-pub fn unwrap_variant<'a, 'b>(v: &'b Variant<'a>) -> &'b Variant<'a> {
+pub(crate) fn unwrap_variant<'a, 'b>(v: &'b Variant<'a>) -> &'b Variant<'a> {
     let mut v = v;
     let mut depth = 0;
     while let Variant::Variant(inner) = v {
@@ -231,7 +232,7 @@ pub fn unwrap_variant<'a, 'b>(v: &'b Variant<'a>) -> &'b Variant<'a> {
     v
 }
 
-pub fn as_bool(v: &Variant<'_>) -> Option<bool> {
+pub(crate) fn as_bool(v: &Variant<'_>) -> Option<bool> {
     match unwrap_variant(v) {
         Variant::Bool(b) => Some(*b),
         _ => None,
@@ -239,7 +240,7 @@ pub fn as_bool(v: &Variant<'_>) -> Option<bool> {
 }
 
 /// Any integer type, as i128 so that every D-Bus integer fits.
-pub fn as_int(v: &Variant<'_>) -> Option<i128> {
+pub(crate) fn as_int(v: &Variant<'_>) -> Option<i128> {
     Some(match unwrap_variant(v) {
         Variant::U8(n) => (*n).into(),
         Variant::I16(n) => (*n).into(),
@@ -253,7 +254,7 @@ pub fn as_int(v: &Variant<'_>) -> Option<i128> {
 }
 
 /// A double, or any integer as one.
-pub fn as_f64(v: &Variant<'_>) -> Option<f64> {
+pub(crate) fn as_f64(v: &Variant<'_>) -> Option<f64> {
     match unwrap_variant(v) {
         Variant::F64(d) => Some(*d),
         other => as_int(other).map(|n| n as f64),
@@ -261,7 +262,7 @@ pub fn as_f64(v: &Variant<'_>) -> Option<f64> {
 }
 
 /// A string or an object path.
-pub fn as_str<'a>(v: &'a Variant<'_>) -> Option<&'a str> {
+pub(crate) fn as_str<'a>(v: &'a Variant<'_>) -> Option<&'a str> {
     match unwrap_variant(v) {
         Variant::Str(s) => Some(s.as_str()),
         Variant::ObjectPath(p) => Some(p.as_str()),
@@ -270,7 +271,7 @@ pub fn as_str<'a>(v: &'a Variant<'_>) -> Option<&'a str> {
 }
 
 /// An array of bytes (`ay`).
-pub fn as_bytes(v: &Variant<'_>) -> Option<Vec<u8>> {
+pub(crate) fn as_bytes(v: &Variant<'_>) -> Option<Vec<u8>> {
     match unwrap_variant(v) {
         Variant::Array(a) => a
             .inner()
@@ -286,7 +287,7 @@ pub fn as_bytes(v: &Variant<'_>) -> Option<Vec<u8>> {
 
 /// An array of strings, or one string (players send `s` where the spec
 /// says `as`).
-pub fn as_str_list(v: &Variant<'_>) -> Option<Vec<String>> {
+pub(crate) fn as_str_list(v: &Variant<'_>) -> Option<Vec<String>> {
     match unwrap_variant(v) {
         Variant::Str(s) => Some(vec![s.as_str().to_owned()]),
         Variant::Array(a) => a
@@ -299,13 +300,13 @@ pub fn as_str_list(v: &Variant<'_>) -> Option<Vec<String>> {
 }
 
 /// The D-Bus signature of a value, for warnings.
-pub fn type_of(v: &Variant<'_>) -> String {
+pub(crate) fn type_of(v: &Variant<'_>) -> String {
     unwrap_variant(v).value_signature().to_string()
 }
 
 /// Reads properties of one object, warning once per property that is
 /// missing or has the wrong type, and returning `None` for it.
-pub struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     pub props: &'a Props,
     pub warned: &'a Warned,
     /// Shown in warnings: `org.freedesktop.UPower.Device`.
@@ -344,7 +345,7 @@ impl Reader<'_> {
 
     /// A property that must be valid when present; warns (once) when it is
     /// `absurd` according to `why`.
-    pub fn absurd(&mut self, name: &str, why: impl Display) {
+    pub(crate) fn absurd(&mut self, name: &str, why: impl Display) {
         let key = format!("{}.{name}: value", self.what);
         self.warned.warn(
             &key,
@@ -352,7 +353,7 @@ impl Reader<'_> {
         );
     }
 
-    pub fn bool(&mut self, name: &str) -> Option<bool> {
+    pub(crate) fn bool(&mut self, name: &str) -> Option<bool> {
         let v = self.get(name, "b")?.clone();
         as_bool(&v).or_else(|| {
             self.wrong(name, "b", &v);
@@ -360,7 +361,7 @@ impl Reader<'_> {
         })
     }
 
-    pub fn int(&mut self, name: &str, expected: &str) -> Option<i128> {
+    pub(crate) fn int(&mut self, name: &str, expected: &str) -> Option<i128> {
         let v = self.get(name, expected)?.clone();
         as_int(&v).or_else(|| {
             self.wrong(name, expected, &v);
@@ -368,7 +369,7 @@ impl Reader<'_> {
         })
     }
 
-    pub fn f64(&mut self, name: &str) -> Option<f64> {
+    pub(crate) fn f64(&mut self, name: &str) -> Option<f64> {
         let v = self.get(name, "d")?.clone();
         as_f64(&v).or_else(|| {
             self.wrong(name, "d", &v);
@@ -376,7 +377,7 @@ impl Reader<'_> {
         })
     }
 
-    pub fn str(&mut self, name: &str, expected: &str) -> Option<String> {
+    pub(crate) fn str(&mut self, name: &str, expected: &str) -> Option<String> {
         let v = self.get(name, expected)?.clone();
         match as_str(&v) {
             Some(s) => Some(s.to_owned()),
@@ -387,7 +388,7 @@ impl Reader<'_> {
         }
     }
 
-    pub fn bytes(&mut self, name: &str) -> Option<Vec<u8>> {
+    pub(crate) fn bytes(&mut self, name: &str) -> Option<Vec<u8>> {
         let v = self.get(name, "ay")?.clone();
         as_bytes(&v).or_else(|| {
             self.wrong(name, "ay", &v);
@@ -396,7 +397,7 @@ impl Reader<'_> {
     }
 
     /// A property whose absence is normal (no warning when missing).
-    pub fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.props.contains_key(name)
     }
 }
@@ -419,7 +420,7 @@ fn properties_rule<'a>(
 
 /// A signal stream: `member` of `iface` from `sender` (any path if `path`
 /// is `None`).
-pub async fn signal_stream(
+pub(crate) async fn signal_stream(
     conn: &Connection,
     sender: &str,
     path: Option<&str>,
@@ -439,7 +440,7 @@ pub async fn signal_stream(
 
 /// The properties of one interface of one object, kept current from
 /// `PropertiesChanged`.
-pub struct PropsWatch {
+pub(crate) struct PropsWatch {
     pub props: Props,
     stream: MessageStream,
     conn: Connection,
@@ -465,7 +466,7 @@ impl PropsWatch {
     /// Subscribe to `PropertiesChanged`, then `GetAll`. `sender` should be
     /// the service's unique name, so that a new instance of the service is
     /// never mistaken for the old one.
-    pub async fn new(
+    pub(crate) async fn new(
         conn: &Connection,
         sender: &str,
         path: &str,
@@ -496,14 +497,14 @@ impl PropsWatch {
         })
     }
 
-    pub fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         &self.path
     }
 
     /// Wait for the next `PropertiesChanged` and apply it; returns the
     /// names of the properties that changed. `Err(Closed)` when the
     /// connection is gone. A malformed signal is skipped (and logged once).
-    pub async fn changed(&mut self, warned: &Warned) -> Result<Vec<String>, FdoError> {
+    pub(crate) async fn changed(&mut self, warned: &Warned) -> Result<Vec<String>, FdoError> {
         loop {
             let msg = match self.stream.next().await {
                 Some(Ok(m)) => m,
@@ -583,7 +584,7 @@ impl PropsWatch {
 }
 
 /// Follows who owns a well-known name.
-pub struct NameWatch {
+pub(crate) struct NameWatch {
     stream: MessageStream,
     pub owner: Option<String>,
 }
@@ -591,7 +592,7 @@ pub struct NameWatch {
 impl NameWatch {
     /// Subscribe to `NameOwnerChanged` for `name`, then ask for its owner
     /// (in this order, so that no change falls between the two).
-    pub async fn new(conn: &Connection, name: &str) -> Result<NameWatch, FdoError> {
+    pub(crate) async fn new(conn: &Connection, name: &str) -> Result<NameWatch, FdoError> {
         let rule = MatchRule::builder()
             .msg_type(MsgType::Signal)
             .sender(DBUS_NAME)
@@ -607,7 +608,7 @@ impl NameWatch {
     /// The next owner change: `Some(new owner)`, `None` when the stream
     /// ended (the connection closed). Repeats of the current owner (a
     /// signal queued before the initial lookup) are skipped.
-    pub async fn next(&mut self) -> Option<Option<String>> {
+    pub(crate) async fn next(&mut self) -> Option<Option<String>> {
         while let Some(msg) = self.stream.next().await {
             let Ok(msg) = msg else { continue };
             let Ok((_, _, new)) = msg.body().deserialize::<(String, String, String)>() else {
@@ -624,7 +625,7 @@ impl NameWatch {
 }
 
 /// The unique name owning `name`, or `None`.
-pub async fn name_owner(conn: &Connection, name: &str) -> Result<Option<String>, FdoError> {
+pub(crate) async fn name_owner(conn: &Connection, name: &str) -> Result<Option<String>, FdoError> {
     let r = conn
         .call_method(
             Some(DBUS_NAME),
@@ -647,7 +648,7 @@ pub async fn name_owner(conn: &Connection, name: &str) -> Result<Option<String>,
 }
 
 /// The PID of a peer, from the bus (not from anything the peer says).
-pub async fn peer_pid(conn: &Connection, unique: &str) -> Result<u32, FdoError> {
+pub(crate) async fn peer_pid(conn: &Connection, unique: &str) -> Result<u32, FdoError> {
     let m = conn
         .call_method(
             Some(DBUS_NAME),
@@ -663,7 +664,7 @@ pub async fn peer_pid(conn: &Connection, unique: &str) -> Result<u32, FdoError> 
 /// A system-bus (or session-bus) service that a source follows through
 /// [`run_service`]: it attaches to the service's current owner and then
 /// turns its signals into events.
-pub trait Service: Send {
+pub(crate) trait Service: Send {
     /// The source's name in `ListSources`.
     const SOURCE: &'static str;
     /// The service's well-known name.
@@ -725,7 +726,7 @@ enum Flow {
 /// service's name, attach, forward its changes to `out`, and start over
 /// when it leaves, restarts or the bus goes away. Health goes to
 /// `ListSources` through `ctx`.
-pub async fn run_service<S: Service>(
+pub(crate) async fn run_service<S: Service>(
     ctx: SourceContext,
     out: mpsc::Sender<SourceEvent>,
     mut svc: S,

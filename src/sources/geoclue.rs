@@ -31,14 +31,14 @@ use super::fdo::{
 use crate::core::SourceEvent;
 use crate::model::Location;
 
-pub const NAME: &str = "geoclue";
+pub(crate) const NAME: &str = "geoclue";
 const BUS_NAME: &str = "org.freedesktop.GeoClue2";
 const MANAGER_PATH: &str = "/org/freedesktop/GeoClue2/Manager";
 const MANAGER_IFACE: &str = "org.freedesktop.GeoClue2.Manager";
 const CLIENT_IFACE: &str = "org.freedesktop.GeoClue2.Client";
 const LOCATION_IFACE: &str = "org.freedesktop.GeoClue2.Location";
 /// What the broker calls itself to GeoClue (and its agent).
-pub const DESKTOP_ID: &str = "contextd";
+pub(crate) const DESKTOP_ID: &str = "contextd";
 
 /// `[location] accuracy`: how precisely the broker asks GeoClue.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -71,7 +71,7 @@ pub struct Settings {
 }
 
 /// Follow GeoClue until cancelled.
-pub async fn run(ctx: SourceContext) {
+pub(crate) async fn run(ctx: SourceContext) {
     let out = ctx.tx.clone();
     let accuracy = ctx.config.file.location.accuracy;
     run_service(ctx, out, GeoClue::new(accuracy)).await
@@ -158,7 +158,7 @@ async fn read_location(
 }
 
 /// A `Location` object's properties as the model's location.
-pub fn location_from(props: &Props, warned: &Warned) -> Option<Location> {
+pub(crate) fn location_from(props: &Props, warned: &Warned) -> Option<Location> {
     let mut r = Reader {
         props,
         warned,

@@ -35,8 +35,8 @@ use super::fdo::{
 use crate::core::SourceEvent;
 use crate::model::SessionState;
 
-pub const NAME: &str = "login1";
-pub const SCREENSAVER: &str = "screensaver";
+pub(crate) const NAME: &str = "login1";
+pub(crate) const SCREENSAVER: &str = "screensaver";
 const BUS_NAME: &str = "org.freedesktop.login1";
 const MANAGER_PATH: &str = "/org/freedesktop/login1";
 const MANAGER_IFACE: &str = "org.freedesktop.login1.Manager";
@@ -71,7 +71,7 @@ trait ScreenSaverIface {
 
 /// Follow logind and the ScreenSaver until cancelled, and report the
 /// session from logind when it knows one, else from the ScreenSaver.
-pub async fn run(ctx: SourceContext) {
+pub(crate) async fn run(ctx: SourceContext) {
     let (ltx, lrx) = mpsc::channel(16);
     let (stx, srx) = mpsc::channel(16);
     let session_id = std::env::var("XDG_SESSION_ID")
@@ -335,7 +335,10 @@ impl Service for Login1 {
 /// `IdleSinceHint` (µs since the epoch) as a time, if it is a plausible
 /// one: `Ok(None)` for 0 (never idle), `Err` for a time before 2001 or in
 /// the future.
-pub fn idle_since(us: i128, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>, &'static str> {
+pub(crate) fn idle_since(
+    us: i128,
+    now: DateTime<Utc>,
+) -> Result<Option<DateTime<Utc>>, &'static str> {
     if us == 0 {
         return Ok(None);
     }
@@ -356,7 +359,7 @@ pub fn idle_since(us: i128, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>,
 }
 
 /// The session state from the session's properties.
-pub fn session_from(
+pub(crate) fn session_from(
     props: &Props,
     preparing_for_sleep: bool,
     warned: &Warned,
@@ -397,7 +400,7 @@ struct ScreenSaver {
 }
 
 /// What the ScreenSaver's "active" says about the session.
-pub fn screensaver_session(active: bool) -> SessionState {
+pub(crate) fn screensaver_session(active: bool) -> SessionState {
     SessionState {
         active: true,
         locked: active,

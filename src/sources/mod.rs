@@ -9,20 +9,20 @@
 //! tasks on `ctx.tasks` and joins its threads, so that the daemon's stop
 //! waits for all of it.
 
-pub mod fdo;
-pub mod geoclue;
-pub mod login1;
-pub mod mpris;
-pub mod networkmanager;
-pub mod notifications;
-pub mod pipewire;
-pub mod recent;
-pub mod replay;
-pub mod shells;
-pub mod socket;
-pub mod upower;
-pub mod v4l2;
-pub mod wayland;
+pub(crate) mod fdo;
+pub(crate) mod geoclue;
+pub(crate) mod login1;
+pub(crate) mod mpris;
+pub(crate) mod networkmanager;
+pub(crate) mod notifications;
+pub(crate) mod pipewire;
+pub(crate) mod recent;
+pub(crate) mod replay;
+pub(crate) mod shells;
+pub(crate) mod socket;
+pub(crate) mod upower;
+pub(crate) mod v4l2;
+pub(crate) mod wayland;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -130,7 +130,7 @@ impl Backoff {
 /// Start every real source that is not disabled in config.toml. With
 /// `--replay` the world is scripted, and no real source runs. Every source
 /// is spawned on `ctx.tasks`.
-pub fn spawn_all(ctx: &SourceContext) {
+pub(crate) fn spawn_all(ctx: &SourceContext) {
     let tasks = &ctx.tasks;
     if let Some(path) = &ctx.config.replay {
         tasks.spawn(replay::run(

@@ -43,14 +43,14 @@ use crate::core::identity;
 use crate::core::state::truncate_text;
 use crate::model::{AppId, MediaKind, MediaStream, PlaybackStatus, Player, StreamState};
 
-pub const NAME: &str = "mpris";
-pub const ID_PREFIX: &str = "mpris-";
+pub(crate) const NAME: &str = "mpris";
+pub(crate) const ID_PREFIX: &str = "mpris-";
 const NAMESPACE: &str = "org.mpris.MediaPlayer2";
 const PATH: &str = "/org/mpris/MediaPlayer2";
 const ROOT_IFACE: &str = "org.mpris.MediaPlayer2";
 const PLAYER_IFACE: &str = "org.mpris.MediaPlayer2.Player";
 /// Players followed at once.
-pub const MAX_PLAYERS: usize = 64;
+pub(crate) const MAX_PLAYERS: usize = 64;
 
 enum Flow {
     Cancelled,
@@ -58,7 +58,7 @@ enum Flow {
 }
 
 /// Follow MPRIS players until cancelled.
-pub async fn run(ctx: SourceContext) {
+pub(crate) async fn run(ctx: SourceContext) {
     let warned = Arc::new(Warned::new(NAME));
     let mut backoff = Backoff::default();
     let mut failures = fdo::Failures::default();
@@ -184,7 +184,7 @@ fn is_player_name(name: &str) -> bool {
 }
 
 /// The stream id of a player's bus name.
-pub fn stream_id(name: &str) -> String {
+pub(crate) fn stream_id(name: &str) -> String {
     let suffix = name
         .strip_prefix(NAMESPACE)
         .and_then(|r| r.strip_prefix('.'))
@@ -330,7 +330,7 @@ async fn follow_player(
 }
 
 /// The stream of a player.
-pub fn media_stream(
+pub(crate) fn media_stream(
     id: &str,
     pid: Option<u32>,
     app_id: Option<AppId>,
@@ -364,7 +364,7 @@ pub fn media_stream(
 }
 
 /// `PlaybackStatus` and the track from a player's `Player` properties.
-pub fn player_from(props: &Props, warned: &Warned, what: &str) -> Player {
+pub(crate) fn player_from(props: &Props, warned: &Warned, what: &str) -> Player {
     let mut r = Reader {
         props,
         warned,
@@ -439,7 +439,7 @@ fn text(s: &str) -> String {
 
 /// An `http`, `https` or `file` url without query, fragment and
 /// user:password; `None` for anything else (see the module docs).
-pub fn sanitize_url(url: &str) -> Option<String> {
+pub(crate) fn sanitize_url(url: &str) -> Option<String> {
     let (scheme, rest) = url.split_once(':')?;
     let scheme = scheme.to_ascii_lowercase();
     if !matches!(scheme.as_str(), "http" | "https" | "file") {

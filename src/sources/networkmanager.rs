@@ -22,7 +22,7 @@ use super::fdo::{BusKind, FdoError, Props, PropsWatch, Reader, Service, Warned, 
 use crate::core::SourceEvent;
 use crate::model::Network;
 
-pub const NAME: &str = "networkmanager";
+pub(crate) const NAME: &str = "networkmanager";
 const BUS_NAME: &str = "org.freedesktop.NetworkManager";
 const PATH: &str = "/org/freedesktop/NetworkManager";
 const IFACE: &str = "org.freedesktop.NetworkManager";
@@ -30,10 +30,10 @@ const ACTIVE_IFACE: &str = "org.freedesktop.NetworkManager.Connection.Active";
 const AP_IFACE: &str = "org.freedesktop.NetworkManager.AccessPoint";
 const AP_PREFIX: &str = "/org/freedesktop/NetworkManager/AccessPoint/";
 /// 802.11 limits an SSID to 32 bytes.
-pub const MAX_SSID_BYTES: usize = 32;
+pub(crate) const MAX_SSID_BYTES: usize = 32;
 
 /// Follow NetworkManager until cancelled.
-pub async fn run(ctx: SourceContext) {
+pub(crate) async fn run(ctx: SourceContext) {
     let out = ctx.tx.clone();
     run_service(ctx, out, Nm::default()).await
 }
@@ -180,7 +180,7 @@ impl Service for Nm {
 }
 
 /// `NMConnectivityState` as a name.
-pub fn connectivity_name(n: Option<i128>) -> Option<&'static str> {
+pub(crate) fn connectivity_name(n: Option<i128>) -> Option<&'static str> {
     Some(match n? {
         0 => "unknown",
         1 => "none",
@@ -192,7 +192,7 @@ pub fn connectivity_name(n: Option<i128>) -> Option<&'static str> {
 }
 
 /// `NMMetered`: yes and guess-yes are metered.
-pub fn is_metered(n: i128) -> Option<bool> {
+pub(crate) fn is_metered(n: i128) -> Option<bool> {
     match n {
         1 | 3 => Some(true),
         0 | 2 | 4 => Some(false),
@@ -202,7 +202,7 @@ pub fn is_metered(n: i128) -> Option<bool> {
 
 /// A connection type (`802-11-wireless`, `vpn`, ...) as the short name
 /// apps want; `None` for something that is not a connection type name.
-pub fn connection_type(t: &str) -> Option<String> {
+pub(crate) fn connection_type(t: &str) -> Option<String> {
     let plain = !t.is_empty()
         && t.len() <= 64
         && t.bytes()
@@ -224,7 +224,7 @@ pub fn connection_type(t: &str) -> Option<String> {
 
 /// An SSID as text: invalid UTF-8 replaced, control characters dropped,
 /// at most 32 bytes of input; `None` when empty.
-pub fn ssid_text(bytes: &[u8], warned: &Warned) -> Option<String> {
+pub(crate) fn ssid_text(bytes: &[u8], warned: &Warned) -> Option<String> {
     let bytes = if bytes.len() > MAX_SSID_BYTES {
         warned.warn(
             "Ssid: long",
@@ -246,7 +246,7 @@ pub fn ssid_text(bytes: &[u8], warned: &Warned) -> Option<String> {
 
 /// The network state from the manager's, the primary connection's and its
 /// access point's properties.
-pub fn network_from(
+pub(crate) fn network_from(
     manager: &Props,
     active: Option<&Props>,
     ap: Option<&Props>,

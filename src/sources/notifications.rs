@@ -62,7 +62,7 @@ use crate::core::SourceEvent;
 use crate::core::state::{MAX_TEXT_CHARS, NOTIFICATIONS_LEN, truncate_text};
 use crate::model::{Notification, Urgency};
 
-pub const NAME: &str = "notifications";
+pub(crate) const NAME: &str = "notifications";
 const SERVER: &str = "org.freedesktop.Notifications";
 const IFACE: &str = "org.freedesktop.Notifications";
 /// `Notify` calls waiting for their reply; a server that never answers
@@ -70,7 +70,7 @@ const IFACE: &str = "org.freedesktop.Notifications";
 const MAX_PENDING: usize = 64;
 
 /// The monitor's match rules (see the module docs).
-pub const RULES: [&str; 5] = [
+pub(crate) const RULES: [&str; 5] = [
     "type='method_call',interface='org.freedesktop.Notifications',member='Notify'",
     "type='method_return',sender='org.freedesktop.Notifications'",
     "type='error',sender='org.freedesktop.Notifications'",
@@ -96,7 +96,7 @@ enum Flow {
 }
 
 /// Monitor notifications until cancelled.
-pub async fn run(ctx: SourceContext) {
+pub(crate) async fn run(ctx: SourceContext) {
     let mut tracker = Tracker::new(ctx.own_names.iter().cloned().collect());
     let mut backoff = Backoff::default();
     let mut failures = fdo::Failures::default();
@@ -196,7 +196,7 @@ struct Pending {
 /// Turns monitored messages into events. No I/O, so that it can be tested
 /// with hand-made messages.
 #[derive(Debug)]
-pub struct Tracker {
+pub(crate) struct Tracker {
     own: HashSet<String>,
     pending: VecDeque<Pending>,
     /// Ids of the notifications reported and not closed yet, oldest first.
@@ -207,7 +207,7 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    pub fn new(own: HashSet<String>) -> Self {
+    pub(crate) fn new(own: HashSet<String>) -> Self {
         Tracker {
             own,
             pending: VecDeque::new(),
@@ -224,7 +224,7 @@ impl Tracker {
     }
 
     /// Close every notification reported (the server or the bus went).
-    pub fn close_all(&mut self) -> Vec<SourceEvent> {
+    pub(crate) fn close_all(&mut self) -> Vec<SourceEvent> {
         self.pending.clear();
         self.shown
             .drain(..)
@@ -232,7 +232,7 @@ impl Tracker {
             .collect()
     }
 
-    pub fn on_message(&mut self, msg: &Message) -> Vec<SourceEvent> {
+    pub(crate) fn on_message(&mut self, msg: &Message) -> Vec<SourceEvent> {
         let hdr = msg.header();
         match msg.message_type() {
             MsgType::MethodCall => {
@@ -338,7 +338,7 @@ impl Tracker {
 }
 
 /// The broker's id of the server's notification `id`.
-pub fn notification_id(id: u32) -> String {
+pub(crate) fn notification_id(id: u32) -> String {
     format!("notify-{id}")
 }
 
@@ -363,7 +363,7 @@ fn notification_from(args: NotifyArgs, warned: &Warned) -> Notification {
 }
 
 /// The `urgency` hint (a byte: 0 low, 1 normal, 2 critical).
-pub fn urgency(v: Option<&OwnedVariant>, warned: &Warned) -> Urgency {
+pub(crate) fn urgency(v: Option<&OwnedVariant>, warned: &Warned) -> Urgency {
     let Some(v) = v else {
         return Urgency::Normal;
     };
@@ -385,7 +385,7 @@ pub fn urgency(v: Option<&OwnedVariant>, warned: &Warned) -> Urgency {
 }
 
 /// Text without control characters (newlines and tabs stay).
-pub fn plain(s: &str) -> String {
+pub(crate) fn plain(s: &str) -> String {
     s.chars()
         .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
         .collect()
@@ -393,7 +393,7 @@ pub fn plain(s: &str) -> String {
 
 /// Plain text from notification markup (see the module docs). Linear in
 /// the input, and stops once it has more than `MAX_TEXT_CHARS` characters.
-pub fn strip_markup(s: &str) -> String {
+pub(crate) fn strip_markup(s: &str) -> String {
     let mut out = String::new();
     let mut count = 0usize;
     let mut rest = s;

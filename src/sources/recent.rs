@@ -34,9 +34,9 @@ use super::{Backoff, SourceContext};
 use crate::core::SourceEvent;
 use crate::model::RecentDocument;
 
-pub const NAME: &str = "recent";
+pub(crate) const NAME: &str = "recent";
 /// The file's name in `$XDG_DATA_HOME`.
-pub const FILE: &str = "recently-used.xbel";
+pub(crate) const FILE: &str = "recently-used.xbel";
 /// A larger file is not read (GTK keeps a few hundred entries: well
 /// under a megabyte).
 const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
@@ -69,12 +69,12 @@ impl Default for Settings {
 
 /// The exclusions of [`Settings::exclude`], with `~` expanded.
 #[derive(Debug, Clone)]
-pub struct Exclusions {
+pub(crate) struct Exclusions {
     patterns: Vec<String>,
 }
 
 impl Exclusions {
-    pub fn new(patterns: &[String], home: Option<&Path>) -> Exclusions {
+    pub(crate) fn new(patterns: &[String], home: Option<&Path>) -> Exclusions {
         let patterns = patterns
             .iter()
             .filter(|p| !p.is_empty())
@@ -90,7 +90,7 @@ impl Exclusions {
     }
 
     /// Whether `doc` is excluded.
-    pub fn excludes(&self, doc: &RecentDocument) -> bool {
+    pub(crate) fn excludes(&self, doc: &RecentDocument) -> bool {
         let path = doc.path.as_deref().map(normalize);
         self.patterns.iter().any(|p| {
             if p.contains("://") {
@@ -150,7 +150,7 @@ fn glob(pattern: &str, s: &str) -> bool {
 /// Why a file could not be read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]
-pub struct ParseError(String);
+pub(crate) struct ParseError(String);
 
 /// One `<bookmark>` as read.
 #[derive(Debug, Default)]
@@ -195,7 +195,7 @@ fn date(v: Option<String>) -> Option<DateTime<Utc>> {
 
 /// Parse the text of a `recently-used.xbel` into its entries, newest
 /// first (not yet filtered nor limited).
-pub fn parse(text: &str) -> Result<Vec<RecentDocument>, ParseError> {
+pub(crate) fn parse(text: &str) -> Result<Vec<RecentDocument>, ParseError> {
     let mut reader = quick_xml::Reader::from_str(text);
     let mut stack: Vec<Vec<u8>> = Vec::new();
     let mut root = false;
@@ -366,7 +366,7 @@ async fn read(path: &Path, excl: &Exclusions, limit: usize) -> Read {
 }
 
 /// Follow the file until cancelled.
-pub async fn run(ctx: SourceContext) {
+pub(crate) async fn run(ctx: SourceContext) {
     // `data_dir` is `$XDG_DATA_HOME/contextd`.
     let Some(dir) = ctx.config.paths.data_dir.parent().map(Path::to_path_buf) else {
         ctx.status(NAME, false, Some("no data directory".into()))

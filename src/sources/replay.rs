@@ -17,23 +17,23 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::SourceEvent;
 
-pub const NAME: &str = "replay";
+pub(crate) const NAME: &str = "replay";
 
 #[derive(Debug, thiserror::Error, PartialEq)]
-pub enum LineError {
+pub(crate) enum LineError {
     #[error("line {line}: {message}")]
     Bad { line: usize, message: String },
 }
 
 /// What one line asks for.
 #[derive(Debug, PartialEq)]
-pub enum Line {
+pub(crate) enum Line {
     Skip,
     Sleep(Duration),
     Event(Box<SourceEvent>),
 }
 
-pub fn parse_line(n: usize, text: &str) -> Result<Line, LineError> {
+pub(crate) fn parse_line(n: usize, text: &str) -> Result<Line, LineError> {
     let t = text.trim();
     if t.is_empty() || t.starts_with('#') {
         return Ok(Line::Skip);
@@ -104,7 +104,7 @@ async fn play<R: AsyncRead + Unpin>(
 }
 
 /// Play `path` until it ends (regular file) or until `cancel` (FIFO).
-pub async fn run(path: PathBuf, tx: mpsc::Sender<SourceEvent>, cancel: CancellationToken) {
+pub(crate) async fn run(path: PathBuf, tx: mpsc::Sender<SourceEvent>, cancel: CancellationToken) {
     let shown = path.display().to_string();
     let is_fifo = match tokio::fs::metadata(&path).await {
         Ok(m) => m.file_type().is_fifo(),

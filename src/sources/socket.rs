@@ -23,10 +23,10 @@ use super::Backoff;
 
 /// The retry while the socket is absent and its directory watched: only
 /// for what inotify misses (the directory itself removed and made again).
-pub const ABSENT_RECHECK: Duration = Duration::from_secs(300);
+pub(crate) const ABSENT_RECHECK: Duration = Duration::from_secs(300);
 
 /// Watches for a socket (re)appearing.
-pub struct SocketWatch {
+pub(crate) struct SocketWatch {
     source: &'static str,
     path: PathBuf,
     stream: Option<EventStream<Vec<u8>>>,
@@ -46,7 +46,7 @@ impl std::fmt::Debug for SocketWatch {
 impl SocketWatch {
     /// Watch for `path` (for `source`'s logs). Without inotify, or when no
     /// directory can be watched, [`SocketWatch::wait`] is the backoff alone.
-    pub fn new(source: &'static str, path: &Path) -> SocketWatch {
+    pub(crate) fn new(source: &'static str, path: &Path) -> SocketWatch {
         let mut names = Vec::new();
         let mut dirs: Vec<PathBuf> = Vec::new();
         let mut add = |p: &Path| {
@@ -102,7 +102,7 @@ impl SocketWatch {
     }
 
     /// Resolves when a watched name is created; never without inotify.
-    pub async fn appeared(&mut self) {
+    pub(crate) async fn appeared(&mut self) {
         loop {
             let Some(s) = self.stream.as_mut() else {
                 return std::future::pending().await;
@@ -139,7 +139,7 @@ impl SocketWatch {
     /// cancelled. An appearance resets `backoff` and waits a moment (a
     /// socket is bound before it listens; if that was not enough, the
     /// next try comes soon).
-    pub async fn wait(&mut self, cancel: &CancellationToken, backoff: &mut Backoff) -> bool {
+    pub(crate) async fn wait(&mut self, cancel: &CancellationToken, backoff: &mut Backoff) -> bool {
         let delay = self.delay(backoff);
         tokio::select! {
             _ = cancel.cancelled() => false,

@@ -15,7 +15,7 @@ use super::fdo::{BusKind, FdoError, Props, PropsWatch, Reader, Service, Warned, 
 use crate::core::SourceEvent;
 use crate::model::Power;
 
-pub const NAME: &str = "upower";
+pub(crate) const NAME: &str = "upower";
 const BUS_NAME: &str = "org.freedesktop.UPower";
 const PATH: &str = "/org/freedesktop/UPower";
 const IFACE: &str = "org.freedesktop.UPower";
@@ -25,7 +25,7 @@ const DISPLAY_DEVICE: &str = "/org/freedesktop/UPower/devices/DisplayDevice";
 
 /// Times beyond this are estimates gone wrong (a battery that barely
 /// discharges), not information.
-pub const MAX_TIME_S: i128 = 7 * 24 * 3600;
+pub(crate) const MAX_TIME_S: i128 = 7 * 24 * 3600;
 
 #[zbus::proxy(
     interface = "org.freedesktop.UPower",
@@ -36,7 +36,7 @@ trait UPowerDaemon {
 }
 
 /// Follow UPower until cancelled.
-pub async fn run(ctx: SourceContext) {
+pub(crate) async fn run(ctx: SourceContext) {
     let out = ctx.tx.clone();
     run_service(ctx, out, UPower::default()).await
 }
@@ -134,7 +134,7 @@ impl Service for UPower {
 }
 
 /// `UpDeviceState` as a name; `None` for unknown (0) and invalid values.
-pub fn state_name(n: i128) -> Option<&'static str> {
+pub(crate) fn state_name(n: i128) -> Option<&'static str> {
     Some(match n {
         1 => "charging",
         2 => "discharging",
@@ -147,7 +147,7 @@ pub fn state_name(n: i128) -> Option<&'static str> {
 }
 
 /// `UpDeviceLevel` as a name; `None` for unknown (0) and invalid values.
-pub fn warning_level_name(n: i128) -> Option<&'static str> {
+pub(crate) fn warning_level_name(n: i128) -> Option<&'static str> {
     Some(match n {
         1 => "none",
         2 => "discharging",
@@ -159,13 +159,13 @@ pub fn warning_level_name(n: i128) -> Option<&'static str> {
 }
 
 /// A percentage if it is one (finite, 0..=100).
-pub fn valid_percentage(p: f64) -> Option<f64> {
+pub(crate) fn valid_percentage(p: f64) -> Option<f64> {
     (p.is_finite() && (0.0..=100.0).contains(&p)).then_some(p)
 }
 
 /// A time in seconds: `Ok(None)` for 0 (UPower's "unknown"), `Err` for a
 /// negative or absurdly long one.
-pub fn valid_time(s: i128) -> Result<Option<u64>, &'static str> {
+pub(crate) fn valid_time(s: i128) -> Result<Option<u64>, &'static str> {
     match s {
         0 => Ok(None),
         s if s < 0 => Err("is negative"),
@@ -175,7 +175,7 @@ pub fn valid_time(s: i128) -> Result<Option<u64>, &'static str> {
 }
 
 /// The power state from the daemon's and the display device's properties.
-pub fn power_from(daemon: &Props, device: Option<&Props>, warned: &Warned) -> Power {
+pub(crate) fn power_from(daemon: &Props, device: Option<&Props>, warned: &Warned) -> Power {
     let mut power = Power {
         on_battery: Reader {
             props: daemon,

@@ -64,10 +64,10 @@ use super::{Backoff, SourceContext};
 use crate::core::SourceEvent;
 use crate::model::{AppId, MediaKind, MediaStream, StreamState};
 
-pub const NAME: &str = "v4l2";
+pub(crate) const NAME: &str = "v4l2";
 
 /// How long after an open the source looks at the openers once more.
-pub const SETTLE: Duration = Duration::from_millis(30);
+pub(crate) const SETTLE: Duration = Duration::from_millis(30);
 
 const PROC: &str = "/proc";
 
@@ -89,7 +89,7 @@ fn dir_mask() -> WatchMask {
 }
 
 /// `video` followed by a number: the V4L2 video nodes.
-pub fn is_video_node(name: &str) -> bool {
+pub(crate) fn is_video_node(name: &str) -> bool {
     name.strip_prefix("video")
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
@@ -530,7 +530,7 @@ enum End {
 }
 
 /// Run the source until `ctx.cancel`.
-pub async fn run(ctx: SourceContext) {
+pub(crate) async fn run(ctx: SourceContext) {
     let dir = ctx.config.file.sources.v4l2.dir.clone();
     let mut backoff = Backoff::default();
     let mut instance: u64 = 0;

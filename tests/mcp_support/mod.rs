@@ -39,7 +39,7 @@ pub fn python_app_id() -> String {
 /// known by its executable.
 pub fn python_script_id(script: &Path) -> String {
     let real = std::fs::canonicalize(python()).expect("python path");
-    if contextd::core::identity::is_system_executable(&real) {
+    if contextd::internals::is_system_executable(&real) {
         let script = std::fs::canonicalize(script).expect("script path");
         format!("python3:{}", script.display())
     } else {

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 /// How many notifications `status` lists.
-pub const LAST_NOTIFICATIONS: usize = 5;
+pub(super) const LAST_NOTIFICATIONS: usize = 5;
 
 fn str_of<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
     v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty())
@@ -28,7 +28,7 @@ fn clock(t: &str) -> String {
 }
 
 /// `1 h 05 min`, `12 min`, `40 s`.
-pub fn duration(secs: u64) -> String {
+pub(super) fn duration(secs: u64) -> String {
     match secs {
         s if s >= 3600 => format!("{} h {:02} min", s / 3600, (s % 3600) / 60),
         s if s >= 60 => format!("{} min", s / 60),
@@ -51,7 +51,7 @@ fn one_line(s: &str, max: usize) -> String {
     }
 }
 
-pub fn session_line(s: &Value) -> String {
+pub(super) fn session_line(s: &Value) -> String {
     let mut parts = vec![
         if flag(s, "active") {
             "active"
@@ -80,7 +80,7 @@ pub fn session_line(s: &Value) -> String {
     parts.join(", ")
 }
 
-pub fn power_line(p: &Value) -> String {
+pub(super) fn power_line(p: &Value) -> String {
     let mut parts = vec![
         if flag(p, "on_battery") {
             "on battery"
@@ -107,7 +107,7 @@ pub fn power_line(p: &Value) -> String {
     parts.join(", ")
 }
 
-pub fn network_line(n: &Value) -> String {
+pub(super) fn network_line(n: &Value) -> String {
     let mut parts = vec![format!(
         "{} connectivity",
         str_of(n, "connectivity").unwrap_or("unknown")
@@ -125,7 +125,7 @@ pub fn network_line(n: &Value) -> String {
 }
 
 /// The newest notifications first (the broker sends them so).
-pub fn notification_lines(ns: &[Value]) -> Vec<String> {
+pub(super) fn notification_lines(ns: &[Value]) -> Vec<String> {
     ns.iter()
         .take(LAST_NOTIFICATIONS)
         .map(|n| {
@@ -150,7 +150,7 @@ pub fn notification_lines(ns: &[Value]) -> Vec<String> {
 
 /// What a stream plays: PipeWire's `media_name`, else an MPRIS player's
 /// "artist — title" (for the MEDIA column of `contextctl media`).
-pub fn media_of(stream: &Value) -> String {
+pub(super) fn media_of(stream: &Value) -> String {
     if let Some(n) = str_of(stream, "media_name") {
         return n.to_owned();
     }
@@ -167,7 +167,7 @@ fn track(p: &Value) -> String {
 }
 
 /// MPRIS players (streams with a `player` record): name, track, status.
-pub fn now_playing_lines(streams: &[Value]) -> Vec<String> {
+pub(super) fn now_playing_lines(streams: &[Value]) -> Vec<String> {
     streams
         .iter()
         .filter_map(|s| {
@@ -189,7 +189,7 @@ pub fn now_playing_lines(streams: &[Value]) -> Vec<String> {
 
 /// Everything the freedesktop sources add to `status`, one labelled line
 /// (or block) per category contextctl may read.
-pub fn status_lines(snap: &Value) -> String {
+pub(super) fn status_lines(snap: &Value) -> String {
     let mut out = String::new();
     let mut line = |label: &str, text: String| {
         out.push_str(&format!("{label:<15} {text}\n"));

@@ -104,7 +104,7 @@ impl ProcDir {
 /// writes it instead of `[Application]` when a runtime itself is run).
 /// Keys of other groups (`[Instance]`, `[Context]`, ...) are ignored.
 /// Validity of the id is checked by the caller.
-pub fn parse_flatpak_info(contents: &str) -> Option<String> {
+pub(crate) fn parse_flatpak_info(contents: &str) -> Option<String> {
     let mut group: Option<&str> = None;
     let mut app_name = None;
     let mut runtime_name = None;

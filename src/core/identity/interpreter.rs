@@ -43,7 +43,7 @@ const MAX_PACKAGE_JSON: usize = 1024 * 1024;
 /// The families of interpreters whose command lines we can read, and the
 /// prefix of the ids they give.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Node,
     Python,
     Gjs,
@@ -55,7 +55,7 @@ pub enum Kind {
 
 impl Kind {
     /// The prefix of the ids of processes it runs.
-    pub fn prefix(self) -> &'static str {
+    pub(crate) fn prefix(self) -> &'static str {
         match self {
             Kind::Node => "node",
             Kind::Python => "python3",
@@ -101,7 +101,7 @@ pub struct Interpreters {
 }
 
 /// The default list, as config.toml documents it.
-pub const DEFAULT_INTERPRETERS: &[&str] = &[
+pub(crate) const DEFAULT_INTERPRETERS: &[&str] = &[
     "node",
     "nodejs",
     "python3*",
@@ -208,7 +208,7 @@ fn configured() -> &'static RwLock<Arc<Interpreters>> {
 }
 
 /// Use `list` from now on (the daemon calls this at start).
-pub fn set_interpreters(list: Interpreters) {
+pub(crate) fn set_interpreters(list: Interpreters) {
     *configured().write().unwrap_or_else(|e| e.into_inner()) = Arc::new(list);
 }
 

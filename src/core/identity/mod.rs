@@ -80,9 +80,7 @@ use cgroup::Cgroup;
 use pidfd::{PidfdPid, ensure_pidfd_is, pidfd_pid};
 use procfs::{MAX_PROC_FILE, PROC, ProcDir};
 
-pub use flatpak::parse_flatpak_info;
-pub use interpreter::{DEFAULT_INTERPRETERS, Interpreters, set_interpreters};
-pub use scope::unescape_systemd;
+pub(crate) use interpreter::{Interpreters, set_interpreters};
 pub use system::is_system_executable;
 
 /// The app behind a process, and how we know.
@@ -143,7 +141,7 @@ pub fn resolve_pid(pid: u32) -> Result<Identity> {
 
 /// [`resolve_pid`] against another `/proc`, so that tests can build a fake
 /// tree (`PID/root/.flatpak-info`, `PID/cgroup`, `PID/exe`).
-pub fn resolve_pid_in(proc_root: &Path, pid: u32) -> Result<Identity> {
+pub(crate) fn resolve_pid_in(proc_root: &Path, pid: u32) -> Result<Identity> {
     ProcDir::open(proc_root, pid)?.resolve()
 }
 
@@ -164,7 +162,7 @@ pub(crate) fn resolve_with(proc_root: &Path, pid: u32, list: &Interpreters) -> R
 /// process is gone), and reads through it stay with that process. We check
 /// once more after reading, so that an identity is only returned for a
 /// process that outlived the lookup.
-pub fn resolve_pidfd(fd: BorrowedFd<'_>) -> Result<Identity> {
+pub(crate) fn resolve_pidfd(fd: BorrowedFd<'_>) -> Result<Identity> {
     let pid = match pidfd_pid(fd)? {
         PidfdPid::Alive(pid) => pid,
         PidfdPid::Exited => return Err(IdentityError::PidfdExited),
@@ -179,7 +177,7 @@ pub fn resolve_pidfd(fd: BorrowedFd<'_>) -> Result<Identity> {
 /// The parent PID of `pid`, from field 4 of `/proc/PID/stat`.
 ///
 /// 0 means the parent is outside our PID namespace (or `pid` is 1).
-pub fn parent_pid(pid: u32) -> Result<u32> {
+pub(crate) fn parent_pid(pid: u32) -> Result<u32> {
     procfs::parent_pid_in(Path::new(PROC), pid)
 }
 
@@ -256,7 +254,7 @@ impl ProcDir {
 ///   as `systemd:ID` (see [`AppId`]'s forms).
 ///
 /// The unified (`0::`) hierarchy is used, or `name=systemd` on cgroup v1.
-pub fn parse_cgroup(contents: &str) -> Option<(IdentitySource, String)> {
+pub(crate) fn parse_cgroup(contents: &str) -> Option<(IdentitySource, String)> {
     let cgroup = Cgroup::parse(contents);
     // Snap before systemd (see `ProcDir::resolve`).
     if let Some(name) = snap::from_cgroup(&cgroup) {

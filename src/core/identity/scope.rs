@@ -102,7 +102,7 @@ fn service_capture(s: &str) -> Option<&str> {
 /// `\x00`, which would cut a C string) is kept as it is, and decoded bytes
 /// are not decoded again. Bytes that do not form UTF-8 become U+FFFD,
 /// which no valid app id contains.
-pub fn unescape_systemd(s: &str) -> String {
+pub(crate) fn unescape_systemd(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -317,7 +317,8 @@ mod tests {
     #[test]
     fn a_scope_named_like_a_flatpak_does_not_inherit_its_grants() {
         use crate::core::consent::{Loaded, Origin, StoredDecision, Verdict};
-        use crate::core::{Decision, Gate, GateSettings};
+        use crate::core::gate::Decision;
+        use crate::core::{Gate, GateSettings};
         use crate::model::{AppId, Category};
 
         let proc = FakeProc::new();

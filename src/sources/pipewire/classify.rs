@@ -57,11 +57,11 @@ use std::collections::BTreeMap;
 use crate::model::MediaKind;
 
 /// A node's (or client's, or device's) properties.
-pub type Props = BTreeMap<String, String>;
+pub(crate) type Props = BTreeMap<String, String>;
 
 /// What a node is to the broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeRole {
+pub(crate) enum NodeRole {
     /// An app plays audio or video.
     Playback,
     /// An app records audio.
@@ -80,7 +80,7 @@ pub enum NodeRole {
 
 impl NodeRole {
     /// Whether nodes of this role are reported as streams.
-    pub fn is_stream(self) -> bool {
+    pub(crate) fn is_stream(self) -> bool {
         matches!(
             self,
             NodeRole::Playback | NodeRole::Microphone | NodeRole::VideoCapture
@@ -129,7 +129,7 @@ fn looks_like_camera(p: &Props, device: Option<&Props>) -> bool {
 
 /// The role of a node from its properties and, for device nodes, the
 /// properties of its device (`device.id`), when known.
-pub fn node_role(p: &Props, device: Option<&Props>) -> NodeRole {
+pub(crate) fn node_role(p: &Props, device: Option<&Props>) -> NodeRole {
     let class = get(p, "media.class");
     if class.starts_with("Stream/Output/Audio") {
         NodeRole::Playback
@@ -163,7 +163,7 @@ pub fn node_role(p: &Props, device: Option<&Props>) -> NodeRole {
 /// refined from links, as always, but it is `media.capture` either way).
 /// A video *output* stream may be a screen-cast producer, which is never
 /// reported, so it waits.
-pub fn decided_by_class(p: &Props) -> bool {
+pub(crate) fn decided_by_class(p: &Props) -> bool {
     let class = get(p, "media.class");
     [
         "Stream/Output/Audio",
@@ -177,7 +177,7 @@ pub fn decided_by_class(p: &Props) -> bool {
 /// Screen or camera, for a `Stream/Input/Video` stream with properties `p`
 /// whose video comes from nodes of the roles `upstream` (the nodes linked
 /// to it, or else the node its `target.object` names; empty when unknown).
-pub fn video_capture_kind(p: &Props, upstream: &[NodeRole]) -> MediaKind {
+pub(crate) fn video_capture_kind(p: &Props, upstream: &[NodeRole]) -> MediaKind {
     if upstream.contains(&NodeRole::ScreenSource) {
         MediaKind::Screen
     } else if upstream.contains(&NodeRole::CameraSource) {
@@ -190,7 +190,7 @@ pub fn video_capture_kind(p: &Props, upstream: &[NodeRole]) -> MediaKind {
 }
 
 /// The kind of a stream node, given its role and upstream roles.
-pub fn stream_kind(role: NodeRole, p: &Props, upstream: &[NodeRole]) -> Option<MediaKind> {
+pub(crate) fn stream_kind(role: NodeRole, p: &Props, upstream: &[NodeRole]) -> Option<MediaKind> {
     match role {
         NodeRole::Playback => Some(MediaKind::Playback),
         NodeRole::Microphone => Some(MediaKind::Microphone),
@@ -220,7 +220,7 @@ pub(crate) mod recorded {
     /// `pw-play --properties='{application.name="TestPlayer"}' tone.wav`,
     /// recorded with `pw-dump` on Debian 12 (PipeWire 0.3.65, pw-cat).
     /// `application.process.binary` is on the client, not the node.
-    pub fn pw_play() -> Props {
+    pub(crate) fn pw_play() -> Props {
         props(&[
             ("application.name", "TestPlayer"),
             ("client.id", "46"),
@@ -243,7 +243,7 @@ pub(crate) mod recorded {
     }
 
     /// `pw-record out.wav`, recorded the same way.
-    pub fn pw_record() -> Props {
+    pub(crate) fn pw_record() -> Props {
         props(&[
             ("application.name", "pw-record"),
             ("client.id", "52"),
@@ -263,7 +263,7 @@ pub(crate) mod recorded {
     }
 
     /// The client of that pw-play (its `pipewire.*` keys are PipeWire's).
-    pub fn pw_cat_client() -> Props {
+    pub(crate) fn pw_cat_client() -> Props {
         props(&[
             ("application.language", "C.UTF-8"),
             ("application.name", "pw-cat"),
@@ -278,7 +278,7 @@ pub(crate) mod recorded {
     }
 
     /// Firefox playing a video through pipewire-pulse.
-    pub fn firefox_playback() -> Props {
+    pub(crate) fn firefox_playback() -> Props {
         props(&[
             ("media.class", "Stream/Output/Audio"),
             ("media.name", "AudioStream"),
@@ -294,7 +294,7 @@ pub(crate) mod recorded {
     /// GNOME's screen cast (mutter's `meta-screen-cast-src` stream, created
     /// with no properties, so PipeWire names the node after the process),
     /// as `pw-dump` shows it during a GNOME screen share.
-    pub fn mutter_screencast() -> Props {
+    pub(crate) fn mutter_screencast() -> Props {
         props(&[
             ("media.class", "Stream/Output/Video"),
             ("media.name", "meta-screen-cast-src"),
@@ -307,7 +307,7 @@ pub(crate) mod recorded {
 
     /// KDE's screen cast (`kwin-screencast-<object>`, no properties, in
     /// KWin's `ScreenCastStream::createStream`).
-    pub fn kwin_screencast() -> Props {
+    pub(crate) fn kwin_screencast() -> Props {
         props(&[
             ("media.class", "Stream/Output/Video"),
             ("media.name", "kwin-screencast-Screen 0"),
@@ -319,7 +319,7 @@ pub(crate) mod recorded {
 
     /// xdg-desktop-portal-wlr (`xdpw-stream-XXXXXX` with
     /// `media.class = Video/Source`, in `xdpw_pwr_stream_create`).
-    pub fn xdpw_screencast() -> Props {
+    pub(crate) fn xdpw_screencast() -> Props {
         props(&[
             ("media.class", "Video/Source"),
             ("media.name", "xdpw-stream-k3Jd9q"),
@@ -331,7 +331,7 @@ pub(crate) mod recorded {
     }
 
     /// xdg-desktop-portal-hyprland.
-    pub fn xdph_screencast() -> Props {
+    pub(crate) fn xdph_screencast() -> Props {
         props(&[
             ("media.class", "Video/Source"),
             ("node.name", "xdph-streaming-0"),
@@ -341,7 +341,7 @@ pub(crate) mod recorded {
     }
 
     /// A USB webcam as WirePlumber's v4l2 monitor creates it.
-    pub fn v4l2_webcam() -> Props {
+    pub(crate) fn v4l2_webcam() -> Props {
         props(&[
             ("media.class", "Video/Source"),
             ("device.api", "v4l2"),
@@ -355,7 +355,7 @@ pub(crate) mod recorded {
     }
 
     /// A libcamera camera node.
-    pub fn libcamera_camera() -> Props {
+    pub(crate) fn libcamera_camera() -> Props {
         props(&[
             ("media.class", "Video/Source"),
             ("device.api", "libcamera"),
@@ -366,7 +366,7 @@ pub(crate) mod recorded {
 
     /// Chromium's WebRTC screen-capture consumer
     /// (`webrtc-consume-stream`, `media.role = Screen`).
-    pub fn chromium_screen_consumer() -> Props {
+    pub(crate) fn chromium_screen_consumer() -> Props {
         props(&[
             ("media.class", "Stream/Input/Video"),
             ("media.type", "Video"),
@@ -380,7 +380,7 @@ pub(crate) mod recorded {
     }
 
     /// OBS Studio's PipeWire capture source (`media.role = Screen`).
-    pub fn obs_screen_consumer() -> Props {
+    pub(crate) fn obs_screen_consumer() -> Props {
         props(&[
             ("media.class", "Stream/Input/Video"),
             ("media.type", "Video"),
@@ -393,7 +393,7 @@ pub(crate) mod recorded {
     }
 
     /// Chromium's WebRTC camera consumer through the Camera portal.
-    pub fn chromium_camera_consumer() -> Props {
+    pub(crate) fn chromium_camera_consumer() -> Props {
         props(&[
             ("media.class", "Stream/Input/Video"),
             ("media.type", "Video"),
@@ -406,7 +406,7 @@ pub(crate) mod recorded {
 
     /// A consumer that says nothing about itself (e.g. GStreamer's
     /// `pipewiresrc` with default properties).
-    pub fn plain_video_consumer() -> Props {
+    pub(crate) fn plain_video_consumer() -> Props {
         props(&[
             ("media.class", "Stream/Input/Video"),
             ("media.type", "Video"),
@@ -416,7 +416,7 @@ pub(crate) mod recorded {
     }
 
     /// PipeWire's own null sink from our test session: a device-like node.
-    pub fn null_sink() -> Props {
+    pub(crate) fn null_sink() -> Props {
         props(&[
             ("media.class", "Audio/Sink"),
             ("node.name", "contextd-null-sink"),

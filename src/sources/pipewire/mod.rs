@@ -40,10 +40,10 @@ use super::socket::SocketWatch;
 use super::{Backoff, SourceContext};
 use crate::core::SourceEvent;
 
-pub use thread::remote_path;
+pub(crate) use thread::remote_path;
 use tracker::Tracker;
 
-pub const NAME: &str = "pipewire";
+pub(crate) const NAME: &str = "pipewire";
 
 /// How one connection ended.
 enum End {
@@ -52,7 +52,7 @@ enum End {
 }
 
 /// Run the source until `ctx.cancel`.
-pub async fn run(ctx: SourceContext) {
+pub(crate) async fn run(ctx: SourceContext) {
     let mut backoff = Backoff::default();
     let mut watch = SocketWatch::new(NAME, Path::new(&remote_path()));
     let mut instance: u64 = 0;

@@ -29,7 +29,7 @@ use crate::model::StreamState;
 
 /// What the thread tells the source.
 #[derive(Debug)]
-pub enum Msg {
+pub(super) enum Msg {
     Obs(Obs),
     /// The first enumeration of the registry is complete: connected.
     Synced,
@@ -38,7 +38,7 @@ pub enum Msg {
 }
 
 /// A running connection thread.
-pub struct Connection {
+pub(super) struct Connection {
     quit: pw::channel::Sender<()>,
     thread: Option<JoinHandle<()>>,
 }
@@ -47,7 +47,7 @@ impl Connection {
     /// Start a thread that connects to PipeWire (the remote that
     /// `PIPEWIRE_REMOTE` / `PIPEWIRE_RUNTIME_DIR` / `XDG_RUNTIME_DIR` name,
     /// as for every PipeWire client) and reports to `tx`.
-    pub fn start(tx: UnboundedSender<Msg>) -> std::io::Result<Connection> {
+    pub(super) fn start(tx: UnboundedSender<Msg>) -> std::io::Result<Connection> {
         let (quit, quit_rx) = pw::channel::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("pipewire".into())
@@ -65,7 +65,7 @@ impl Connection {
     /// Tell the thread to quit and join it, waiting at most 300 ms (its
     /// loop quits at once; the bound keeps a stuck libpipewire from
     /// holding the daemon's stop).
-    pub async fn stop(mut self) {
+    pub(super) async fn stop(mut self) {
         // The thread may have ended already (connection lost): then the
         // receiver is gone and there is nothing to tell.
         let _ = self.quit.send(());
@@ -328,7 +328,7 @@ fn run(tx: &UnboundedSender<Msg>, quit: pw::channel::Receiver<()>) -> Result<(),
 /// and for watching it appear): `PIPEWIRE_REMOTE` (absolute, or relative to
 /// the runtime dir; default `pipewire-0`) in `PIPEWIRE_RUNTIME_DIR`, else
 /// `XDG_RUNTIME_DIR`, else `USERPROFILE`.
-pub fn remote_path() -> String {
+pub(crate) fn remote_path() -> String {
     let name = std::env::var("PIPEWIRE_REMOTE")
         .ok()
         .filter(|s| !s.is_empty())

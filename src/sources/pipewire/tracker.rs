@@ -18,7 +18,7 @@ use crate::model::{AppId, MediaStream, StreamAttribution, StreamState};
 
 /// What the PipeWire thread saw.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Obs {
+pub(crate) enum Obs {
     /// Node info: its properties when they changed, its state when it
     /// changed (PipeWire sends only what changed after the first info).
     Node {
@@ -45,10 +45,10 @@ pub enum Obs {
 }
 
 /// Turns a PID into the app id the D-Bus side would give that process.
-pub type Resolver = Box<dyn Fn(u32) -> Option<AppId> + Send>;
+pub(crate) type Resolver = Box<dyn Fn(u32) -> Option<AppId> + Send>;
 
 /// The resolver the daemon uses: `core::identity::resolve_pid`.
-pub fn resolve_with_proc() -> Resolver {
+pub(crate) fn resolve_with_proc() -> Resolver {
     Box::new(|pid| match crate::core::identity::resolve_pid(pid) {
         Ok(id) => Some(id.app_id),
         Err(e) => {
@@ -116,7 +116,7 @@ impl Client {
 }
 
 /// See the module documentation.
-pub struct Tracker {
+pub(crate) struct Tracker {
     prefix: String,
     nodes: BTreeMap<u32, Node>,
     clients: BTreeMap<u32, Client>,
@@ -145,7 +145,7 @@ fn text(v: Option<&String>) -> Option<String> {
 
 impl Tracker {
     /// A tracker whose stream ids start with `prefix` (`pw-N-`).
-    pub fn new(prefix: String, resolve: Resolver) -> Self {
+    pub(crate) fn new(prefix: String, resolve: Resolver) -> Self {
         Tracker {
             prefix,
             nodes: BTreeMap::new(),
@@ -157,7 +157,7 @@ impl Tracker {
     }
 
     /// Take one observation; return the events that make the core agree.
-    pub fn observe(&mut self, obs: Obs, now: DateTime<Utc>) -> Vec<SourceEvent> {
+    pub(crate) fn observe(&mut self, obs: Obs, now: DateTime<Utc>) -> Vec<SourceEvent> {
         let mut out = Vec::new();
         match obs {
             Obs::Node { id, props, state } => {

@@ -15,9 +15,9 @@ use std::time::Duration;
 use zbus::Connection;
 
 /// The script, as shipped in `data/kwin/contextd/contents/code/main.js`.
-pub const SCRIPT: &str = include_str!("../../../data/kwin/contextd/contents/code/main.js");
+pub(crate) const SCRIPT: &str = include_str!("../../../data/kwin/contextd/contents/code/main.js");
 /// The plugin name it is loaded under (what `unloadScript` takes).
-pub const PLUGIN: &str = "contextd";
+pub(crate) const PLUGIN: &str = "contextd";
 
 const KWIN: &str = "org.kde.KWin";
 const SCRIPTING_PATH: &str = "/Scripting";
@@ -72,7 +72,7 @@ fn write_script(dir: &Path) -> std::io::Result<PathBuf> {
 
 /// Load and run the script in the KWin on `conn`; a script of ours that
 /// is already loaded (left by a broker that died) is replaced.
-pub async fn load(conn: &Connection, dir: &Path) -> Result<(), String> {
+pub(crate) async fn load(conn: &Connection, dir: &Path) -> Result<(), String> {
     let dir = dir.to_owned();
     let path = tokio::task::spawn_blocking(move || write_script(&dir))
         .await
@@ -125,7 +125,7 @@ pub async fn load(conn: &Connection, dir: &Path) -> Result<(), String> {
 }
 
 /// Unload the script (at shutdown).
-pub async fn unload(conn: &Connection) -> Result<(), String> {
+pub(crate) async fn unload(conn: &Connection) -> Result<(), String> {
     call(
         conn,
         SCRIPTING_PATH,

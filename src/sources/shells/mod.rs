@@ -20,8 +20,8 @@
 //! - follows `org.kde.KWin`, loads the script into each KWin that appears
 //!   ([`kwin`]) and unloads it at shutdown.
 
-pub mod kwin;
-pub mod tracker;
+pub(crate) mod kwin;
+pub(crate) mod tracker;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -36,7 +36,7 @@ use crate::core::reports::{GNOME_SHELL, KWIN, Report, Reported, ShellFeed};
 use tracker::Tracker;
 
 /// The extension's UUID, as `gnome-extensions` takes it.
-pub const GNOME_EXTENSION: &str = "contextd@contextd.org";
+pub(crate) const GNOME_EXTENSION: &str = "contextd@contextd.org";
 const GNOME_SHELL_NAME: &str = "org.gnome.Shell";
 const KWIN_NAME: &str = "org.kde.KWin";
 
@@ -46,7 +46,7 @@ const UNLOAD_TIMEOUT: Duration = Duration::from_millis(500);
 /// Start the source with the receiving end of the reports
 /// (`core::reports::Reporters::new`), unless both its names are disabled;
 /// then the receiver is dropped and reports fail as unavailable.
-pub fn spawn(ctx: &SourceContext, feed: ShellFeed) {
+pub(crate) fn spawn(ctx: &SourceContext, feed: ShellFeed) {
     let (gnome, kwin) = (ctx.enabled(GNOME_SHELL), ctx.enabled(KWIN));
     if gnome || kwin {
         ctx.tasks.spawn(run(ctx.clone(), feed, gnome, kwin));

@@ -28,7 +28,7 @@ use crate::desktop_entry::AppInfo;
 use crate::model::{Window, WindowAttribution};
 
 /// How long a report of no focus waits for a real one.
-pub const NULL_FOCUS_DELAY: Duration = Duration::from_millis(80);
+pub(crate) const NULL_FOCUS_DELAY: Duration = Duration::from_millis(80);
 
 const MAX_ID_CHARS: usize = 64;
 const MAX_APP_ID_CHARS: usize = 255;
@@ -36,7 +36,7 @@ const MAX_OUTPUT_CHARS: usize = 64;
 const MAX_OUTPUTS: usize = 16;
 
 /// Resolves an app id to its desktop entry.
-pub type Resolver = Box<dyn FnMut(&str) -> Option<AppInfo> + Send>;
+pub(crate) type Resolver = Box<dyn FnMut(&str) -> Option<AppInfo> + Send>;
 
 /// The shell's id as part of ours: printable ASCII kept, anything else
 /// (or an overlong one) hashed.
@@ -54,7 +54,7 @@ fn bounded(mut s: String, max: usize) -> String {
     s
 }
 
-pub struct Tracker {
+pub(crate) struct Tracker {
     source: &'static str,
     /// What the windows say attributed them (`app_id_source`).
     attribution: WindowAttribution,
@@ -88,7 +88,7 @@ impl std::fmt::Debug for Tracker {
 }
 
 impl Tracker {
-    pub fn new(source: &'static str, resolver: Resolver) -> Tracker {
+    pub(crate) fn new(source: &'static str, resolver: Resolver) -> Tracker {
         Tracker {
             source,
             attribution: crate::core::reports::attribution(source),
@@ -104,16 +104,12 @@ impl Tracker {
     }
 
     /// The connection whose reports these are.
-    pub fn owner(&self) -> Option<&str> {
+    pub(crate) fn owner(&self) -> Option<&str> {
         self.owner.as_deref()
     }
 
-    pub fn window_count(&self) -> usize {
-        self.windows.len()
-    }
-
     /// When [`Tracker::tick`] has something to do.
-    pub fn deadline(&self) -> Option<Instant> {
+    pub(crate) fn deadline(&self) -> Option<Instant> {
         self.pending_none
     }
 
@@ -122,7 +118,7 @@ impl Tracker {
     }
 
     /// Everything reported is gone (the reporter left or stopped).
-    pub fn reset(&mut self) -> Vec<SourceEvent> {
+    pub(crate) fn reset(&mut self) -> Vec<SourceEvent> {
         let mut out = Vec::new();
         self.owner = None;
         self.pending_none = None;
@@ -140,7 +136,7 @@ impl Tracker {
     /// The shell's well-known name changed hands (to `owner`, or to
     /// nobody): what another connection reported is gone, since it is not
     /// the shell any more.
-    pub fn name_owner(&mut self, owner: Option<&str>) -> Vec<SourceEvent> {
+    pub(crate) fn name_owner(&mut self, owner: Option<&str>) -> Vec<SourceEvent> {
         match self.owner.as_deref() {
             Some(o) if Some(o) != owner => self.reset(),
             _ => Vec::new(),
@@ -149,7 +145,7 @@ impl Tracker {
 
     /// A report from `owner`; `true` in the second place when `owner` is
     /// a new reporter (the previous one's windows are gone).
-    pub fn report(
+    pub(crate) fn report(
         &mut self,
         owner: &str,
         report: Report,
@@ -194,7 +190,7 @@ impl Tracker {
     }
 
     /// The wait for a real focus ended: apply the none.
-    pub fn tick(&mut self, now: Instant) -> Vec<SourceEvent> {
+    pub(crate) fn tick(&mut self, now: Instant) -> Vec<SourceEvent> {
         let mut out = Vec::new();
         if self.pending_none.is_some_and(|d| d <= now) {
             self.pending_none = None;

@@ -30,15 +30,15 @@ use super::NAME;
 use super::toplevels::{Resolver, Tracker};
 use crate::core::SourceEvent;
 
-pub const WLR_MANAGER: &str = "zwlr_foreign_toplevel_manager_v1";
-pub const EXT_LIST: &str = "ext_foreign_toplevel_list_v1";
+pub(crate) const WLR_MANAGER: &str = "zwlr_foreign_toplevel_manager_v1";
+pub(crate) const EXT_LIST: &str = "ext_foreign_toplevel_list_v1";
 const WLR_MAX_VERSION: u32 = 3;
 const EXT_MAX_VERSION: u32 = 1;
 const OUTPUT_MAX_VERSION: u32 = 4;
 
 /// Why a connection's thread ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ended {
+pub(crate) enum Ended {
     /// [`Connection::stop`] was called.
     Stopped,
     /// The core's channel closed (the daemon is stopping).
@@ -49,7 +49,7 @@ pub enum Ended {
 
 /// A running connection thread.
 #[derive(Debug)]
-pub struct Connection {
+pub(crate) struct Connection {
     stop: Arc<OwnedFd>,
     pub ended: oneshot::Receiver<Ended>,
     thread: Option<JoinHandle<()>>,
@@ -58,7 +58,7 @@ pub struct Connection {
 impl Connection {
     /// Start the thread on a connected socket. Windows get ids of
     /// connection `generation`.
-    pub fn start(
+    pub(crate) fn start(
         stream: UnixStream,
         generation: u64,
         tx: mpsc::Sender<SourceEvent>,
@@ -71,7 +71,7 @@ impl Connection {
 
     /// Start a thread named `name` that runs `body` with the eventfd that
     /// [`Connection::stop`] writes (the selection's thread uses it too).
-    pub fn spawn(
+    pub(crate) fn spawn(
         name: &str,
         body: impl FnOnce(&OwnedFd) -> Ended + Send + 'static,
     ) -> std::io::Result<Connection> {
@@ -100,7 +100,7 @@ impl Connection {
 
     /// Stop the thread and join it, waiting at most `bound`: the daemon's
     /// stop must not end while the thread still sends into the core.
-    pub async fn join(mut self, bound: std::time::Duration) -> bool {
+    pub(crate) async fn join(mut self, bound: std::time::Duration) -> bool {
         self.stop();
         match self.thread.take() {
             Some(t) => crate::shutdown::join_thread(t, "Wayland", bound).await,
@@ -109,7 +109,7 @@ impl Connection {
     }
 
     /// Ask the thread to stop; it ends at its next wake-up, which is now.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         let one: u64 = 1;
         // SAFETY: writing 8 bytes from a live u64 to our eventfd.
         unsafe {

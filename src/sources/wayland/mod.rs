@@ -25,9 +25,9 @@
 //! to be restarted (the systemd unit is ordered after the graphical
 //! session for that reason).
 
-pub mod client;
-pub mod selection;
-pub mod toplevels;
+pub(crate) mod client;
+pub(crate) mod selection;
+pub(crate) mod toplevels;
 
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -38,10 +38,10 @@ use super::{Backoff, SourceContext};
 use crate::core::SourceEvent;
 use client::{Connection, Ended};
 
-pub const NAME: &str = "wayland";
+pub(crate) const NAME: &str = "wayland";
 
 /// Where the compositor's socket is, or why that is not known.
-pub fn socket_path(
+pub(crate) fn socket_path(
     wayland_display: Option<&std::ffi::OsStr>,
     runtime_dir: Option<&std::ffi::OsStr>,
 ) -> Result<PathBuf, String> {
@@ -66,7 +66,7 @@ pub fn socket_path(
 }
 
 /// The source, with the socket from the environment.
-pub async fn run(ctx: SourceContext) {
+pub(crate) async fn run(ctx: SourceContext) {
     let path = socket_path(
         std::env::var_os("WAYLAND_DISPLAY").as_deref(),
         std::env::var_os("XDG_RUNTIME_DIR").as_deref(),

@@ -45,11 +45,11 @@ use crate::core::SourceEvent;
 use crate::model::Selection;
 use crate::sources::{Backoff, SourceContext};
 
-pub const NAME: &str = "selection";
-pub const EXT_MANAGER: &str = "ext_data_control_manager_v1";
-pub const WLR_MANAGER: &str = "zwlr_data_control_manager_v1";
+pub(crate) const NAME: &str = "selection";
+pub(crate) const EXT_MANAGER: &str = "ext_data_control_manager_v1";
+pub(crate) const WLR_MANAGER: &str = "zwlr_data_control_manager_v1";
 /// The text types read, best first.
-pub const TEXT_TYPES: [&str; 3] = ["text/plain;charset=utf-8", "UTF8_STRING", "text/plain"];
+pub(crate) const TEXT_TYPES: [&str; 3] = ["text/plain;charset=utf-8", "UTF8_STRING", "text/plain"];
 /// How long the selecting app has to write its selection.
 const READ_TIMEOUT: Duration = Duration::from_secs(1);
 /// What is read of a selection at most, the kept part included.
@@ -60,7 +60,7 @@ const THREAD_STOP: Duration = Duration::from_millis(300);
 const LIVED_LONG: Duration = Duration::from_secs(5);
 
 /// The source, on the compositor of `WAYLAND_DISPLAY`.
-pub async fn run(ctx: SourceContext) {
+pub(crate) async fn run(ctx: SourceContext) {
     let path = super::socket_path(
         std::env::var_os("WAYLAND_DISPLAY").as_deref(),
         std::env::var_os("XDG_RUNTIME_DIR").as_deref(),

@@ -38,8 +38,8 @@ use crate::core::state::truncate_text;
 use crate::desktop_entry::AppInfo;
 use crate::model::{Window, WindowAttribution, WindowStates};
 
-pub const MAX_APP_ID_CHARS: usize = 255;
-pub const MAX_IDENTIFIER_CHARS: usize = 64;
+pub(crate) const MAX_APP_ID_CHARS: usize = 255;
+pub(crate) const MAX_IDENTIFIER_CHARS: usize = 64;
 /// At most this many outputs are kept per window.
 const MAX_OUTPUTS: usize = 16;
 
@@ -50,7 +50,7 @@ const WLR_ACTIVATED: u32 = 2;
 const WLR_FULLSCREEN: u32 = 3;
 
 /// Resolves an app id to its desktop entry.
-pub type Resolver = Box<dyn FnMut(&str) -> Option<AppInfo> + Send>;
+pub(crate) type Resolver = Box<dyn FnMut(&str) -> Option<AppInfo> + Send>;
 
 fn bounded_app_id(mut s: String) -> String {
     if let Some((i, _)) = s.char_indices().nth(MAX_APP_ID_CHARS) {
@@ -147,7 +147,7 @@ enum Owner {
     Ext(u32),
 }
 
-pub struct Tracker {
+pub(crate) struct Tracker {
     generation: u64,
     next_seq: u64,
     next_n: u64,
@@ -180,7 +180,7 @@ impl Tracker {
     /// A tracker for connection number `generation`; `ext_mode` when
     /// `ext_foreign_toplevel_list_v1` is bound (the windows are then its
     /// handles).
-    pub fn new(generation: u64, ext_mode: bool, resolver: Resolver) -> Self {
+    pub(crate) fn new(generation: u64, ext_mode: bool, resolver: Resolver) -> Self {
         Tracker {
             generation,
             next_seq: 0,
@@ -197,12 +197,14 @@ impl Tracker {
         }
     }
 
-    pub fn ext_mode(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn ext_mode(&self) -> bool {
         self.ext_mode
     }
 
     /// How many windows the core has been told about and not told closed.
-    pub fn window_count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn window_count(&self) -> usize {
         self.reported.len()
     }
 
@@ -221,7 +223,7 @@ impl Tracker {
 
     // ------------------------------------------------------------ outputs
 
-    pub fn output_name(&mut self, output: u32, name: String) {
+    pub(crate) fn output_name(&mut self, output: u32, name: String) {
         let mut name = name;
         if let Some((i, _)) = name.char_indices().nth(64) {
             name.truncate(i);
@@ -229,7 +231,7 @@ impl Tracker {
         self.outputs.insert(output, name);
     }
 
-    pub fn output_removed(&mut self, output: u32) {
+    pub(crate) fn output_removed(&mut self, output: u32) {
         self.outputs.remove(&output);
         let keys: Vec<u32> = self
             .wlr
@@ -247,7 +249,7 @@ impl Tracker {
 
     // ------------------------------------------------------------ wlr
 
-    pub fn wlr_new(&mut self, key: u32) {
+    pub(crate) fn wlr_new(&mut self, key: u32) {
         let seq = self.seq();
         self.wlr.insert(
             key,
@@ -263,20 +265,20 @@ impl Tracker {
         );
     }
 
-    pub fn wlr_title(&mut self, key: u32, title: String) {
+    pub(crate) fn wlr_title(&mut self, key: u32, title: String) {
         if let Some(h) = self.wlr.get_mut(&key) {
             h.pending.title = Some(bounded_title(title));
         }
     }
 
-    pub fn wlr_app_id(&mut self, key: u32, app_id: String) {
+    pub(crate) fn wlr_app_id(&mut self, key: u32, app_id: String) {
         if let Some(h) = self.wlr.get_mut(&key) {
             h.pending.app_id = Some(bounded_app_id(app_id));
         }
     }
 
     /// The `state` array, as native-endian `u32`s.
-    pub fn wlr_state(&mut self, key: u32, values: &[u32]) {
+    pub(crate) fn wlr_state(&mut self, key: u32, values: &[u32]) {
         if let Some(h) = self.wlr.get_mut(&key) {
             let mut s = WindowStates::default();
             for v in values {
@@ -292,7 +294,7 @@ impl Tracker {
         }
     }
 
-    pub fn wlr_output_enter(&mut self, key: u32, output: u32) {
+    pub(crate) fn wlr_output_enter(&mut self, key: u32, output: u32) {
         if let Some(h) = self.wlr.get_mut(&key) {
             let v = h
                 .pending
@@ -304,7 +306,7 @@ impl Tracker {
         }
     }
 
-    pub fn wlr_output_leave(&mut self, key: u32, output: u32) {
+    pub(crate) fn wlr_output_leave(&mut self, key: u32, output: u32) {
         if let Some(h) = self.wlr.get_mut(&key) {
             let v = h
                 .pending
@@ -314,13 +316,13 @@ impl Tracker {
         }
     }
 
-    pub fn wlr_parent(&mut self, key: u32, parent: Option<u32>) {
+    pub(crate) fn wlr_parent(&mut self, key: u32, parent: Option<u32>) {
         if let Some(h) = self.wlr.get_mut(&key) {
             h.pending.parent = Some(parent.filter(|p| *p != key));
         }
     }
 
-    pub fn wlr_done(&mut self, key: u32) {
+    pub(crate) fn wlr_done(&mut self, key: u32) {
         let Some(h) = self.wlr.get_mut(&key) else {
             return;
         };
@@ -363,7 +365,7 @@ impl Tracker {
         // Children name this window as parent by id: nothing else changes.
     }
 
-    pub fn wlr_closed(&mut self, key: u32) {
+    pub(crate) fn wlr_closed(&mut self, key: u32) {
         let Some(h) = self.wlr.remove(&key) else {
             return;
         };
@@ -379,7 +381,7 @@ impl Tracker {
     }
 
     /// The compositor stopped sending wlr toplevels: all of them are gone.
-    pub fn wlr_finished(&mut self) {
+    pub(crate) fn wlr_finished(&mut self) {
         let keys: Vec<u32> = self.wlr.keys().copied().collect();
         for k in keys {
             self.wlr_closed(k);
@@ -400,7 +402,7 @@ impl Tracker {
 
     // ------------------------------------------------------------ ext
 
-    pub fn ext_new(&mut self, key: u32) {
+    pub(crate) fn ext_new(&mut self, key: u32) {
         let seq = self.seq();
         self.ext.insert(
             key,
@@ -415,19 +417,19 @@ impl Tracker {
         );
     }
 
-    pub fn ext_title(&mut self, key: u32, title: String) {
+    pub(crate) fn ext_title(&mut self, key: u32, title: String) {
         if let Some(h) = self.ext.get_mut(&key) {
             h.pending.title = Some(bounded_title(title));
         }
     }
 
-    pub fn ext_app_id(&mut self, key: u32, app_id: String) {
+    pub(crate) fn ext_app_id(&mut self, key: u32, app_id: String) {
         if let Some(h) = self.ext.get_mut(&key) {
             h.pending.app_id = Some(bounded_app_id(app_id));
         }
     }
 
-    pub fn ext_identifier(&mut self, key: u32, identifier: String) {
+    pub(crate) fn ext_identifier(&mut self, key: u32, identifier: String) {
         if let Some(h) = self.ext.get_mut(&key) {
             // The identifier is sent once and never changes; bound what is
             // kept before it is sanitised at `done`.
@@ -439,7 +441,7 @@ impl Tracker {
         }
     }
 
-    pub fn ext_done(&mut self, key: u32) {
+    pub(crate) fn ext_done(&mut self, key: u32) {
         let Some(h) = self.ext.get_mut(&key) else {
             return;
         };
@@ -490,7 +492,7 @@ impl Tracker {
         self.mark_ext(key);
     }
 
-    pub fn ext_closed(&mut self, key: u32) {
+    pub(crate) fn ext_closed(&mut self, key: u32) {
         let Some(h) = self.ext.remove(&key) else {
             return;
         };
@@ -505,7 +507,7 @@ impl Tracker {
         }
     }
 
-    pub fn ext_finished(&mut self) {
+    pub(crate) fn ext_finished(&mut self) {
         let keys: Vec<u32> = self.ext.keys().copied().collect();
         for k in keys {
             self.ext_closed(k);
@@ -681,7 +683,7 @@ impl Tracker {
     /// first, then closed windows, then the other changes, so that a focus
     /// move (or the close of the focused window) never shows as "no focus"
     /// in between.
-    pub fn flush(&mut self) -> Vec<SourceEvent> {
+    pub(crate) fn flush(&mut self) -> Vec<SourceEvent> {
         let dirty = std::mem::take(&mut self.dirty);
         let closed = std::mem::take(&mut self.closed);
         let mut active = Vec::new();
