@@ -16,8 +16,10 @@
 //!   (default 2), seed `CONTEXTD_FUZZ_SEED` (a number, or `random`; the
 //!   seed is printed), and prints inputs/s per target.
 //!
-//! The targets live here, in the crate's tests, so that they reach the
-//! `pub(crate)` parsers without widening the public API.
+//! The targets are a module of the library's own tests (`#[cfg(test)]
+//! #[path = "../fuzz/mod.rs"] mod fuzz;` in src/lib.rs), so that they reach
+//! the `pub(crate)` parsers without widening the public API, while the file
+//! stays out of src/ and out of every other build.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
