@@ -5,6 +5,10 @@
 //! reference "everything server" defines them. They carry no desktop
 //! context and need no consent; they exist so that the suite exercises
 //! rmcp and our transports end to end.
+//!
+//! The file is the library's module `mcp::conformance` (a `#[path]` in
+//! src/mcp/mod.rs): it is server code, but kept beside its test
+//! (tests/mcp_conformance.rs), out of the product's sources.
 
 #![allow(deprecated)] // sampling and logging are deprecated by 2026-07-28 but the suite tests them
 
