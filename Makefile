@@ -137,6 +137,10 @@ run: deps build
 # What CI runs (.ci/run). The first failing step stops make with a non-zero
 # status; the tests themselves all run (--no-fail-fast). The tests find Node 22
 # and the venv with PyPI mcp through CONTEXTD_NODE and CONTEXTD_PYTHON.
+# Nearly every integration test is in one binary (tests/it/): nextest runs
+# each test in a process of its own, plain `cargo test` as threads of one;
+# the one test that sets its process's environment has a binary to itself
+# (tests/fdo_own_notifications.rs), so both ways are safe.
 test: export CONTEXTD_NODE := $(CURDIR)/.tools/node22/bin/node
 test: export CONTEXTD_PYTHON := $(CURDIR)/.tools/venv/bin/python
 test:
