@@ -137,13 +137,19 @@ run: deps build
 # What CI runs (.ci/run). The first failing step stops make with a non-zero
 # status; the tests themselves all run (--no-fail-fast). The tests find Node 22
 # and the venv with PyPI mcp through CONTEXTD_NODE and CONTEXTD_PYTHON.
+# Nearly every integration test is in one binary (tests/it/): nextest runs
+# each test in a process of its own, plain `cargo test` as threads of one;
+# the one test that sets its process's environment has a binary to itself
+# (tests/fdo_own_notifications.rs), so both ways are safe.
 test: export CONTEXTD_NODE := $(CURDIR)/.tools/node22/bin/node
 test: export CONTEXTD_PYTHON := $(CURDIR)/.tools/venv/bin/python
 test:
 	@scripts/deps.sh --node --python
 	$(CARGO) fmt --check
 	$(CARGO) clippy --quiet --all-targets $(LOCKED) -- -D warnings
-	$(CARGO) clippy --quiet --all-targets $(LOCKED) --features conformance -- -D warnings
+	@# With the conformance feature only the library and the conformance
+	@# test differ: they are the ones to check again.
+	$(CARGO) clippy --quiet --lib --test mcp_conformance $(LOCKED) --features conformance -- -D warnings
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 	    set -x; $(CARGO) nextest run --cargo-quiet $(LOCKED) --no-fail-fast; \
 	else \
@@ -198,7 +204,7 @@ soak: deps
 	fi; \
 	set -x; CONTEXTD_SOAK_FUZZ_FIGURE="$$fig" $(CARGO) bench $(LOCKED) --bench soak
 
-# The fuzz targets of src/fuzz.rs (`make test` runs a short slice):
+# The fuzz targets of fuzz/mod.rs (`make test` runs a short slice):
 # CONTEXTD_FUZZ_CASES inputs in all (default 1000000) on
 # CONTEXTD_FUZZ_THREADS threads (default 2), seed CONTEXTD_FUZZ_SEED (fixed;
 # `random` picks one and prints it), CONTEXTD_FUZZ_TARGETS=a,b for some.

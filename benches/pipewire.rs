@@ -13,7 +13,7 @@
 
 #[path = "common.rs"]
 mod common;
-#[path = "../tests/pipewire_client/mod.rs"]
+#[path = "../tests/it/pipewire_client/mod.rs"]
 mod pipewire_client;
 
 use std::collections::HashMap;

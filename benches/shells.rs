@@ -15,7 +15,7 @@
 //!   ≤ 1 ms.
 //!
 //! The focus alternates between the two windows: on GNOME through a helper
-//! extension that activates a window by title (tests/shells/gnome.rs), on
+//! extension that activates a window by title (tests/it/shells/gnome.rs), on
 //! KWin through its WindowsRunner (what KRunner uses), as the tests do.
 //!
 //! A change is counted only when both saw it in order; one whose report
@@ -24,11 +24,11 @@
 //!
 //! Prints figures; asserts nothing.
 
-#[path = "../tests/common/bus.rs"]
+#[path = "../tests/it/common/bus.rs"]
 mod bus;
 #[path = "common.rs"]
 mod common;
-#[path = "../tests/shells/mod.rs"]
+#[path = "../tests/it/shells/mod.rs"]
 mod shells;
 
 use std::collections::HashMap;

@@ -29,7 +29,7 @@ NODE_MAJOR=22
 # The PyPI mcp release the MCP client tests are written against.
 MCP_VERSION=${CONTEXTD_MCP_VERSION:-2.3.0}
 # The PyPI pyld release (a JSON-LD processor) that expands the vocabulary's
-# entries in tests/vocabulary_jsonld.rs: the newest.
+# entries in tests/it/vocabulary_jsonld.rs: the newest.
 PYLD_VERSION=${CONTEXTD_PYLD_VERSION:-3.3.0}
 # The npm packages --node installs next to Node 22, pinned: the official MCP
 # conformance suite (run against the daemon's /mcp: the newest release, which
@@ -37,12 +37,12 @@ PYLD_VERSION=${CONTEXTD_PYLD_VERSION:-3.3.0}
 # session scenarios the newest no longer runs), the official TypeScript SDK
 # (the server the MCP benchmark measures itself against) and the MCP
 # Inspector, whose --cli mode is a real host that starts `contextctl mcp`
-# (tests/mcp_inspector.rs).
+# (tests/it/mcp_inspector.rs).
 CONFORMANCE_VERSION=0.2.0-alpha.12
 CONFORMANCE_2025_VERSION=0.1.16
 TS_SDK_VERSION=1.32.2
 INSPECTOR_VERSION=2.12.0
-# axe-core, injected into the dashboard's pages by tests/dashboard.rs to
+# axe-core, injected into the dashboard's pages by tests/it/dashboard.rs to
 # check their accessibility.
 AXE_VERSION=4.10.3
 
@@ -66,7 +66,7 @@ PACKAGES=(
     # GLib's headers and gdbus-codegen: the generated C clients of the tests
     # (tests/codegen) and the C provider example (examples/c-provider)
     libglib2.0-dev libglib2.0-dev-bin
-    # the toolkit clients of tests/toolkits.rs: Qt 5 (qdbusxml2cpp, moc,
+    # the toolkit clients of tests/it/toolkits.rs: Qt 5 (qdbusxml2cpp, moc,
     # QtDBus headers; g++ builds them), Qt 6's qdbusxml2cpp (run on every
     # XML) and GJS (PyGObject is python3-gi above)
     g++ qtbase5-dev qtbase5-dev-tools qt6-base-dev-tools gjs
@@ -75,7 +75,7 @@ PACKAGES=(
     # the shells that report windows (tests/shells_*.rs): GNOME Shell 43
     # (Mesa's software renderer) with GTK 3 test windows, and KWin 5.27
     gnome-shell libgl1-mesa-dri gir1.2-gtk-3.0 kwin-wayland
-    # the dashboard's browser test (tests/dashboard.rs): Debian's Chromium
+    # the dashboard's browser test (tests/it/dashboard.rs): Debian's Chromium
     # driven by Selenium through chromedriver; nothing downloads a browser
     chromium chromium-driver python3-selenium
     # tools the tests and scripts use

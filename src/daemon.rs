@@ -126,7 +126,8 @@ async fn teardown(conn: &Connection, tree: &Tree, mcp_lane: &Lane) {
 }
 
 /// Start everything into `tree`, serve until `shutdown` or the loss of the
-/// name, and say why it ended. Stopping is [`teardown`]'s job.
+/// name, and say why it ended. Stopping is [`teardown`]'s job. The steps
+/// run in this order, each starting its tasks into its level of `tree`.
 async fn serve(
     conn: &Connection,
     config: &Config,
@@ -134,19 +135,51 @@ async fn serve(
     mcp_lane: &Lane,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Exit, DaemonError> {
-    // A scripted clock only for replays that ask for one (timeline tests).
-    let manual = match (&config.replay, config.fake_clock) {
-        (Some(_), Some(at)) => Some(crate::core::clock::ManualClock::new(at)),
-        _ => None,
-    };
-    let clock: Arc<dyn crate::core::Clock> = match &manual {
-        Some(m) => m.clone(),
-        None => Arc::new(SystemClock),
-    };
+    let clocks = Clocks::of(config);
+    let store = open_store(conn, config, tree).await?;
+    let (core, tokens) = build_core(config, tree, clocks.clock, store).await?;
+    start_sources(conn, config, tree, &core, clocks.manual).await;
+    let publishers = start_publishers(conn, config, tree, mcp_lane, &core, tokens).await?;
+    Ok(wait(shutdown, publishers).await)
+}
 
-    // The encrypted store first: a wrong key must stop the daemon before
-    // anything is served.
-    let consent = &config.file.consent;
+/// The clock of the core: the system's, or a scripted one only for replays
+/// that ask for one (timeline tests), which the replay's `Clock` events set.
+struct Clocks {
+    clock: Arc<dyn crate::core::Clock>,
+    manual: Option<Arc<crate::core::clock::ManualClock>>,
+}
+
+impl Clocks {
+    fn of(config: &Config) -> Clocks {
+        let manual = match (&config.replay, config.fake_clock) {
+            (Some(_), Some(at)) => Some(crate::core::clock::ManualClock::new(at)),
+            _ => None,
+        };
+        let clock: Arc<dyn crate::core::Clock> = match &manual {
+            Some(m) => m.clone(),
+            None => Arc::new(SystemClock),
+        };
+        Clocks { clock, manual }
+    }
+}
+
+/// The open database, what it held at start, and its writer task (not yet
+/// started: it needs the core's notices).
+struct OpenStore {
+    db: store::Db,
+    db_tasks: store::db::DbTasks,
+    loaded: crate::core::consent::Loaded,
+}
+
+/// Step 1: the encrypted store, first: a wrong key must stop the daemon
+/// before anything is served. Its pool closes when the database level
+/// stops.
+async fn open_store(
+    conn: &Connection,
+    config: &Config,
+    tree: &Tree,
+) -> Result<OpenStore, DaemonError> {
     let db_path = config.paths.database();
     // Another program's file or a truncated one is said as such, before
     // the key is looked for (a missing key would be the wrong complaint).
@@ -167,6 +200,28 @@ async fn serve(
     }
     let loaded = db.load().await?;
     tracing::info!(path = %db_path.display(), key = %key_source, decisions = loaded.decisions.len(), "database open");
+    Ok(OpenStore {
+        db,
+        db_tasks,
+        loaded,
+    })
+}
+
+/// Step 2: the core on the store: the gate with the decisions loaded, the
+/// database's health as a source, the timeline and its writers, and the
+/// MCP token store (handed to the MCP publisher in step 4).
+async fn build_core(
+    config: &Config,
+    tree: &Tree,
+    clock: Arc<dyn crate::core::Clock>,
+    store: OpenStore,
+) -> Result<(Arc<Core>, Arc<dyn crate::core::tokens::TokenStore>), DaemonError> {
+    let OpenStore {
+        db,
+        db_tasks,
+        loaded,
+    } = store;
+    let consent = &config.file.consent;
     let settings = GateSettings {
         undecided: match consent.undecided {
             UndecidedMode::Ask => Verdict::Ask,
@@ -247,7 +302,19 @@ async fn serve(
         core.gate().notices.clone(),
         tree.writers.token(),
     ));
+    Ok((core, tokens))
+}
 
+/// Step 3: the sources, and the one task that applies their events to the
+/// state; the policy file counts as a source (its health, and its reload
+/// on change).
+async fn start_sources(
+    conn: &Connection,
+    config: &Config,
+    tree: &Tree,
+    core: &Arc<Core>,
+    manual: Option<Arc<crate::core::clock::ManualClock>>,
+) {
     // Events from every source go through one channel to the state. The
     // task that applies them also switches recording off and on with the
     // pause, so that the timeline's observer has one feed, in order. It
@@ -290,7 +357,7 @@ async fn serve(
         });
     }
 
-    load_policy(&core, &tx).await;
+    load_policy(core, &tx).await;
     let inotify = watch_config_dir(&config.paths.config_dir);
     tree.sources.spawn(policy_watcher(
         core.clone(),
@@ -324,32 +391,34 @@ async fn serve(
     let (reporters, reports) = crate::core::reports::Reporters::new(&extra);
     core.set_window_reports(reporters);
     sources::shells::spawn(&ctx, reports);
-    drop(ctx);
-    drop(tx);
+}
 
-    // Every object is served before the name is requested, so that no
-    // activated client finds an empty path.
-    let _shared = dbus::serve(
+/// What serving holds on to until the end: the D-Bus objects' shared state
+/// and the stream that says the name was lost.
+struct Serving {
+    _dbus: Arc<dbus::Shared>,
+    lost: zbus::fdo::NameLostStream,
+}
+
+/// Step 4: the publishers. D-Bus first, every object served before the
+/// name is requested, so that no activated client finds an empty path;
+/// then MCP (on its own lane) and the dashboard, once the name is ours.
+async fn start_publishers(
+    conn: &Connection,
+    config: &Config,
+    tree: &Tree,
+    mcp_lane: &Lane,
+    core: &Arc<Core>,
+    tokens: Arc<dyn crate::core::tokens::TokenStore>,
+) -> Result<Serving, DaemonError> {
+    let shared = dbus::serve(
         conn,
         core.clone(),
-        history_settings.enabled,
+        config.file.history.enabled,
         &tree.publishers,
     )
     .await?;
-    let dbus_proxy = DBusProxy::new(conn).await?;
-    let mut lost = dbus_proxy.receive_name_lost().await?;
-    let mut flags = RequestNameFlags::DO_NOT_QUEUE | RequestNameFlags::ALLOW_REPLACEMENT;
-    if config.replace {
-        flags |= RequestNameFlags::REPLACE_EXISTING;
-    }
-    let name = WellKnownName::from_static_str_unchecked(BUS_NAME);
-    match dbus_proxy.request_name(name, flags).await? {
-        RequestNameReply::PrimaryOwner | RequestNameReply::AlreadyOwner => {}
-        RequestNameReply::Exists | RequestNameReply::InQueue => {
-            let (owner, pid) = name_owner(&dbus_proxy).await;
-            return Err(DaemonError::NameTaken { owner, pid });
-        }
-    }
+    let lost = claim_name(conn, config.replace).await?;
     tracing::info!(name = BUS_NAME, "serving on the session bus");
 
     // MCP after the name is ours: a second instance must not take the
@@ -376,9 +445,40 @@ async fn serve(
         }
     }
     crate::dashboard::serve(&config.file.dashboard, core.clone(), &tree.publishers).await?;
+    Ok(Serving {
+        _dbus: shared,
+        lost,
+    })
+}
 
+/// Request the bus name (taking it over with `--replace`); the stream of
+/// its loss, subscribed to before asking so that no loss is missed.
+async fn claim_name(
+    conn: &Connection,
+    replace: bool,
+) -> Result<zbus::fdo::NameLostStream, DaemonError> {
+    let dbus_proxy = DBusProxy::new(conn).await?;
+    let lost = dbus_proxy.receive_name_lost().await?;
+    let mut flags = RequestNameFlags::DO_NOT_QUEUE | RequestNameFlags::ALLOW_REPLACEMENT;
+    if replace {
+        flags |= RequestNameFlags::REPLACE_EXISTING;
+    }
+    let name = WellKnownName::from_static_str_unchecked(BUS_NAME);
+    match dbus_proxy.request_name(name, flags).await? {
+        RequestNameReply::PrimaryOwner | RequestNameReply::AlreadyOwner => Ok(lost),
+        RequestNameReply::Exists | RequestNameReply::InQueue => {
+            let (owner, pid) = name_owner(&dbus_proxy).await;
+            Err(DaemonError::NameTaken { owner, pid })
+        }
+    }
+}
+
+/// Step 5: serve until `shutdown` completes or another instance takes the
+/// name.
+async fn wait(shutdown: impl Future<Output = ()>, serving: Serving) -> Exit {
+    let Serving { _dbus, mut lost } = serving;
     tokio::pin!(shutdown);
-    let exit = loop {
+    loop {
         tokio::select! {
             _ = &mut shutdown => break Exit::Shutdown,
             sig = lost.next() => {
@@ -393,8 +493,7 @@ async fn serve(
                 }
             }
         }
-    };
-    Ok(exit)
+    }
 }
 
 async fn name_owner(dbus: &DBusProxy<'_>) -> (String, Option<u32>) {

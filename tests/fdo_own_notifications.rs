@@ -7,7 +7,9 @@
 //! sources find the buses through the environment, which is set before
 //! any thread that could read it exists (this file has one test).
 
+#[path = "it/common/mod.rs"]
 mod common;
+#[path = "it/fdo/mod.rs"]
 mod fdo;
 
 use std::collections::HashMap;

@@ -17,7 +17,9 @@
 
 #![cfg(feature = "conformance")]
 
+#[path = "it/common/mod.rs"]
 mod common;
+#[path = "it/mcp_support/mod.rs"]
 mod mcp_support;
 
 use std::path::{Path, PathBuf};

@@ -11,7 +11,7 @@
 #   tests/session-smoke.sh              run it
 #   KEEP=1 tests/session-smoke.sh       keep the session directory (logs)
 #
-# CONTEXTD_BIN and CONTEXTCTL_BIN name the binaries (tests/scripts.rs passes
+# CONTEXTD_BIN and CONTEXTCTL_BIN name the binaries (tests/it/scripts.rs passes
 # cargo's); default target/debug/contextd and target/debug/contextctl.
 set -euo pipefail
 

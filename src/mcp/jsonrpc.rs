@@ -451,7 +451,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":5}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"resources/templates/list","params":{}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
-            // Found by the fuzzer (src/fuzz.rs): array params, which serde
+            // Found by the fuzzer (fuzz/mod.rs): array params, which serde
             // fits to a struct field by field and rmcp refuses.
             r#"{"jsonrpc":"2.0","id":1,"method":"prompts/list","params":[null,"jsonrpc"]}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["x",{}]}"#,

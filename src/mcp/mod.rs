@@ -15,7 +15,11 @@
 //! shows exactly what D-Bus shows.
 
 pub(crate) mod admin;
+// The official conformance suite's fixtures live beside its test, out of
+// src/, and are compiled only with the `conformance` feature (never in a
+// release build).
 #[cfg(feature = "conformance")]
+#[path = "../../tests/mcp_conformance/fixtures.rs"]
 pub mod conformance;
 pub(crate) mod consent;
 pub(crate) mod direct;

@@ -1,5 +1,5 @@
 """Drive Debian's Chromium through chromedriver (Selenium) for
-tests/dashboard.rs: one JSON command per line on stdin, one JSON answer per
+tests/it/dashboard.rs: one JSON command per line on stdin, one JSON answer per
 line on stdout. The Rust test decides what to do and checks the broker
 over D-Bus; this only works the page as a user would.
 

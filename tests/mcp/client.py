@@ -16,10 +16,10 @@ Scenarios:
              then a grant is written and `list_changed` must arrive
     dump     read everything a host can read (every read tool, every
              resource listed or not, every template, every prompt, every
-             completion) and report it all; tests/canaries.rs looks for
+             completion) and report it all; tests/it/canaries.rs looks for
              planted markers in it
     call     call one tool (--tool NAME, no arguments) and report it as
-             `call` (tests/dashboard.rs: a read on the timeline, a prompt
+             `call` (tests/it/dashboard.rs: a read on the timeline, a prompt
              answered in the dashboard)
     provided app-provided context: context://provided/document, the tool
              get_provided_context, completion of {kind}, the vocabulary,

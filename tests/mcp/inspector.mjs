@@ -2,7 +2,7 @@
 // @modelcontextprotocol/inspector) as the host of `contextctl mcp`, once per
 // method as a user or a script runs it: each run is a new Inspector process
 // that spawns a new bridge with the Inspector SDK's default environment.
-// Run by tests/mcp_inspector.rs through tests/mcp/minimal_env.sh, so this
+// Run by tests/it/mcp_inspector.rs through tests/mcp/minimal_env.sh, so this
 // process and every Inspector get only HOME LOGNAME PATH SHELL TERM USER.
 //
 //   node inspector.mjs LAUNCHER CONTEXTCTL ARGUMENTS_JSON

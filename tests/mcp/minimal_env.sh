@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # An MCP host as the SDKs start a stdio server: only HOME LOGNAME PATH SHELL
-# TERM USER reach `contextctl mcp`. Run by tests/mcp_minimal_env.rs (the
-# Python SDK) and tests/mcp_inspector.rs (the MCP Inspector CLI) inside a
+# TERM USER reach `contextctl mcp`. Run by tests/it/mcp_minimal_env.rs (the
+# Python SDK) and tests/it/mcp_inspector.rs (the MCP Inspector CLI) inside a
 # private mount namespace with a tmpfs on /run/user, so that the user's
 # runtime directory (/run/user/UID) and the session bus at its default
 # address (unix:path=/run/user/UID/bus) are the test's own.

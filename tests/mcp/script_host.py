@@ -2,7 +2,7 @@
 server, as Claude Code or any SDK host does, calls `get_active_window`, and
 prints one JSON line: this script's path and the answer (or error).
 
-Run by tests/mcp_minimal_env.rs as two copies under different names, each by
+Run by tests/it/mcp_minimal_env.rs as two copies under different names, each by
 the system's python3: the broker must tell the two apart (issue 28, hole 10).
 Standard library only, so that it runs with any python3.
 

@@ -1,5 +1,5 @@
 """Another local user's connections to loopback HTTP ports, for
-tests/http_other_uid.rs (run as that user, through runuser).
+tests/it/http_other_uid.rs (run as that user, through runuser).
 
     hold.py N PORT...
 

@@ -7,7 +7,7 @@ with their @type); CONTEXT_FILE is dbus-interfaces/contextd.jsonld. Prints
 {label: expanded} (pyld's expanded form: every key an IRI) on stdout. Any
 remote document is refused: the vocabulary must expand on its own.
 
-Run by tests/vocabulary_jsonld.rs with the venv python (PyPI pyld,
+Run by tests/it/vocabulary_jsonld.rs with the venv python (PyPI pyld,
 installed by scripts/deps.sh --python), which makes the assertions.
 """
 

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //
 // A Qt 5 client of the broker through the proxies qdbusxml2cpp generates
-// from dbus-interfaces/ (context1.h, subscription1.h; tests/toolkits.rs
+// from dbus-interfaces/ (context1.h, subscription1.h; tests/it/toolkits.rs
 // generates and builds them). It prints the active window's app id, the
 // number of grants (Consent1.ListGrants),
 // subscribes to `windows`, prints every Changed signal and exits after the

@@ -1,0 +1,312 @@
+//! Details are consented like categories: "Allow once" on a detail
+//! (`windows.titles`) gives one read that shows it, then none; every read
+//! that shows a detail is in the audit with the member called; a signal
+//! (a look) neither uses a one-time grant nor shows what only one allows.
+//!
+//! Written as the attack on the old broker, where a once-grant on a detail
+//! was only looked at: with `windows` granted, one "Allow once" on
+//! `windows.titles` gave titles on every later read, and the audit showed
+//! only `windows`.
+
+use crate::common;
+use crate::mcp_support;
+
+use common::agent::{AGENT_PATH, TestAgent};
+use common::dbusmock::Mock;
+use common::*;
+use contextd::client::json::dict_to_json;
+use contextd::client::proxy::{Consent1Proxy, Context1Proxy, Subscription1Proxy};
+use futures_util::StreamExt;
+use serde_json::Value;
+use zbus::wire::ObjectPath;
+
+struct Setup {
+    bus: Bus,
+    home: Home,
+    replay: Replay,
+    _sys: Bus,
+    _polkit: Mock,
+    _daemon: Daemon,
+}
+
+/// A broker with `windows` (not its titles) granted to this test program
+/// by policy.toml, one focused window "notes.txt", and a replay FIFO for
+/// more window events.
+async fn setup() -> Setup {
+    let bus = Bus::start();
+    let sys = Bus::start();
+    let polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
+    let home = Home::new();
+    home.write_config("[consent]\nprompt_timeout_s = 20\n");
+    home.write_policy(&[(&my_app_id(), &["windows"])]);
+    let mut replay = Replay::new(&home);
+    replay.send(&window_line(
+        "w1",
+        "org.gnome.TextEditor",
+        "notes.txt",
+        true,
+    ));
+    let daemon = Daemon::start_with(
+        &bus,
+        &home,
+        &["--replay", &replay.arg()],
+        &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
+    )
+    .await;
+    Setup {
+        bus,
+        home,
+        replay,
+        _sys: sys,
+        _polkit: polkit,
+        _daemon: daemon,
+    }
+}
+
+/// Serve `agent` on a connection of its own and register it (polkit
+/// allows).
+async fn register(bus: &Bus, agent: &TestAgent) -> zbus::Connection {
+    let conn = zbus::connection::Builder::address(bus.address.as_str())
+        .serve_at(AGENT_PATH, agent.clone())
+        .build()
+        .await
+        .expect("serve agent");
+    Consent1Proxy::new(&conn)
+        .await
+        .expect("proxy")
+        .register_agent(&ObjectPath::try_from(AGENT_PATH).expect("path"))
+        .await
+        .expect("register agent (polkit allows)");
+    conn
+}
+
+/// `RequestAccess(cats)` and the code of its `Response`.
+async fn request(conn: &zbus::Connection, cats: &[&str]) -> u32 {
+    let rule = zbus::MatchRule::builder()
+        .msg_type(zbus::message::Type::Signal)
+        .interface("org.contextd.Request1")
+        .member("Response")
+        .build()
+        .expect("rule");
+    let mut stream = zbus::MessageStream::for_match_rule(rule, conn, None)
+        .await
+        .expect("match");
+    let path = Context1Proxy::new(conn)
+        .await
+        .expect("proxy")
+        .request_access(cats, "testing details")
+        .await
+        .expect("RequestAccess");
+    loop {
+        let m = within(20, "Response", stream.next())
+            .await
+            .expect("stream")
+            .expect("message");
+        if m.header().path().map(|p| p.as_str()) == Some(path.as_str()) {
+            let (code, _): (u32, contextd::client::proxy::Dict) =
+                m.body().deserialize().expect("body");
+            return code;
+        }
+    }
+}
+
+/// The audit rows of this test program.
+async fn audit(conn: &zbus::Connection) -> Vec<Value> {
+    Consent1Proxy::new(conn)
+        .await
+        .expect("proxy")
+        .get_audit(0, 0, &my_app_id(), 1000)
+        .await
+        .expect("GetAudit")
+        .iter()
+        .map(dict_to_json)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_on_a_detail_gives_one_read_and_the_audit_names_it() {
+    with_timeout(120, async {
+        let s = setup().await;
+        let agent = TestAgent::new("once");
+        let _agent_conn = register(&s.bus, &agent).await;
+        let app = s.bus.connect().await;
+        let ctx = Context1Proxy::new(&app).await.expect("proxy");
+
+        // `windows` is granted: the window, without its title.
+        let w = dict_to_json(&ctx.get_active_window().await.expect("windows granted"));
+        assert_eq!(w["id"], "w1");
+        assert!(w.get("title").is_none(), "no title without the detail: {w}");
+
+        // The user allows the titles once.
+        assert_eq!(request(&app, &["windows.titles"]).await, 0, "allowed once");
+        assert_eq!(
+            agent.asked().last().map(|a| a.categories.clone()),
+            Some(vec!["windows.titles".to_owned()])
+        );
+
+        // A signal is a look: it neither shows the once-grant nor uses it.
+        let sub_path = ctx.subscribe(&["windows"]).await.expect("Subscribe");
+        let sub = Subscription1Proxy::builder(&app)
+            .path(sub_path)
+            .build()
+            .await
+            .expect("proxy");
+        let mut changed = sub.receive_changed().await.expect("Changed stream");
+        let mut replay = s.replay;
+        replay.send(&window_line(
+            "w1",
+            "org.gnome.TextEditor",
+            "draft.txt",
+            true,
+        ));
+        let sig = within(10, "Changed", changed.next()).await.expect("signal");
+        let args = sig.args().expect("args");
+        let data = dict_to_json(&args.data);
+        assert!(data["window"].is_object(), "{data}");
+        assert!(
+            data["window"].get("title").is_none(),
+            "a signal showed a title allowed only once: {data}"
+        );
+
+        // One read with the title...
+        let w = dict_to_json(&ctx.get_active_window().await.expect("read"));
+        assert_eq!(
+            w["title"], "draft.txt",
+            "the once-grant gives one title: {w}"
+        );
+        // ...then none, on every way to read windows.
+        let w = dict_to_json(&ctx.get_active_window().await.expect("read"));
+        assert!(w.get("title").is_none(), "the once-grant was used up: {w}");
+        let all: Vec<Value> = ctx
+            .list_windows()
+            .await
+            .expect("ListWindows")
+            .iter()
+            .map(dict_to_json)
+            .collect();
+        assert!(all.iter().all(|w| w.get("title").is_none()), "{all:?}");
+        let snap = dict_to_json(&ctx.get_snapshot().await.expect("GetSnapshot"));
+        assert!(
+            !snap.to_string().contains("draft.txt"),
+            "the snapshot shows no title: {snap}"
+        );
+
+        // The audit shows the detail, with the member that showed it and
+        // why it was allowed.
+        let rows = eventually(10, "the detail in the audit", || async {
+            let rows = audit(&app).await;
+            rows.iter()
+                .any(|r| r["category"] == "windows.titles")
+                .then_some(rows)
+        })
+        .await;
+        let titles: Vec<&Value> = rows
+            .iter()
+            .filter(|r| r["category"] == "windows.titles")
+            .collect();
+        assert_eq!(titles.len(), 1, "one read showed titles: {rows:?}");
+        assert_eq!(titles[0]["request"], "Context1.GetActiveWindow", "{rows:?}");
+        assert_eq!(titles[0]["reason"], "once", "{rows:?}");
+        assert_eq!(titles[0]["allowed"], true, "{rows:?}");
+        drop(s.home);
+    })
+    .await;
+}
+
+/// "Allow once" answers one call or one subscription: a `Subscribe` that
+/// names the detail uses the once-grant, and that subscription (only)
+/// carries titles while it lives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_that_names_the_detail_holds_its_once_grant() {
+    with_timeout(120, async {
+        let s = setup().await;
+        let agent = TestAgent::new("once");
+        let _agent_conn = register(&s.bus, &agent).await;
+        let app = s.bus.connect().await;
+        let ctx = Context1Proxy::new(&app).await.expect("proxy");
+        assert_eq!(request(&app, &["windows.titles"]).await, 0, "allowed once");
+
+        let sub_path = ctx
+            .subscribe(&["windows", "windows.titles"])
+            .await
+            .expect("Subscribe uses the once-grant");
+        let sub = Subscription1Proxy::builder(&app)
+            .path(sub_path)
+            .build()
+            .await
+            .expect("proxy");
+        let mut changed = sub.receive_changed().await.expect("Changed stream");
+        let mut replay = s.replay;
+        for title in ["one.txt", "two.txt"] {
+            replay.send(&window_line("w1", "org.gnome.TextEditor", title, true));
+            let sig = within(10, "Changed", changed.next()).await.expect("signal");
+            let data = dict_to_json(&sig.args().expect("args").data);
+            assert_eq!(data["window"]["title"], title, "{data}");
+        }
+        // The subscription used it: a read has no title.
+        let w = dict_to_json(&ctx.get_active_window().await.expect("read"));
+        assert!(w.get("title").is_none(), "{w}");
+        let rows = eventually(10, "Subscribe in the audit", || async {
+            let rows = audit(&app).await;
+            rows.iter()
+                .any(|r| r["category"] == "windows.titles" && r["request"] == "Context1.Subscribe")
+                .then_some(rows)
+        })
+        .await;
+        assert!(
+            !rows
+                .iter()
+                .any(|r| r["category"] == "windows.titles"
+                    && r["request"] == "Context1.GetActiveWindow"),
+            "{rows:?}"
+        );
+        drop(s.home);
+    })
+    .await;
+}
+
+/// MCP reads through the same service: a tool that shows titles is in the
+/// audit under the detail, with the tool called.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_tool_that_shows_a_detail_is_audited_under_it() {
+    with_timeout(120, async {
+        let host = mcp_support::python_app_id();
+        let m = Managed::start("", &[(&host, &["windows", "windows.titles"])]).await;
+        let report = tokio::task::block_in_place(|| {
+            mcp_support::run_client(
+                &m.bus,
+                &m.home,
+                &[
+                    "--transport",
+                    "stdio",
+                    "--mode",
+                    "legacy",
+                    "--scenario",
+                    "dump",
+                ],
+            )
+        });
+        let got = &report["read"]["tool get_active_window"]["ok"];
+        assert_eq!(
+            got["structuredContent"]["window"]["title"], "notes.txt",
+            "{got}"
+        );
+        let conn = m.bus.connect().await;
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        eventually(10, "the detail in the audit with the tool", || async {
+            let rows = consent.get_audit(0, 0, &host, 1000).await.ok()?;
+            rows.iter()
+                .map(dict_to_json)
+                .any(|e| {
+                    e["category"] == "windows.titles"
+                        && e["request"] == "tools/call get_active_window"
+                        && e["channel"] == "mcp-stdio"
+                        && e["allowed"] == true
+                        && e["reason"] == "policy"
+                })
+                .then_some(())
+        })
+        .await;
+    })
+    .await;
+}

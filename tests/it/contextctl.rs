@@ -1,0 +1,202 @@
+//! contextctl as a user runs it: readable tables, JSON for scripts, the
+//! how-to-grant message, and consent management through polkit.
+
+use crate::common;
+
+use std::process::Command;
+
+use common::dbusmock::Mock;
+use common::*;
+
+fn ctl(bus: &Bus, sys: Option<&Bus>, args: &[&str]) -> (i32, String, String) {
+    let mut c = Command::new(contextctl_bin());
+    c.env("DBUS_SESSION_BUS_ADDRESS", &bus.address).args(args);
+    if let Some(sys) = sys {
+        c.env("DBUS_SYSTEM_BUS_ADDRESS", &sys.address);
+    }
+    let (st, out, err) = run_cmd(&mut c, 30);
+    (st.code().unwrap_or(-1), out, err)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contextctl_reads_tables_json_and_says_how_to_grant() {
+    with_timeout(60, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        let replay = home.dir.path().join("r.jsonl");
+        std::fs::write(
+            &replay,
+            [
+                window_line("w1", "org.gnome.TextEditor", "notes.txt", true),
+                window_line("w2", "org.mozilla.firefox", "News", false),
+            ]
+            .join("\n"),
+        )
+        .expect("replay");
+        let _d = Daemon::start(&bus, &home, &["--replay", &replay.display().to_string()]).await;
+        let me = format!(
+            "exe:{}",
+            std::fs::canonicalize(contextctl_bin())
+                .expect("path")
+                .display()
+        );
+
+        // Without a grant: exit 1 and the fix, in words.
+        let (code, _out, err) = ctl(&bus, None, &["windows"]);
+        assert_eq!(code, 1);
+        assert!(
+            err.contains("NotAllowed")
+                && err.contains(&me)
+                && err.contains("contextctl consent grant"),
+            "{err}"
+        );
+        // status still works: sources need no consent, the rest is withheld.
+        let (code, out, _) = ctl(&bus, None, &["status"]);
+        assert_eq!(code, 0);
+        assert!(
+            out.contains("SOURCE") && out.contains("replay") && out.contains("Withheld"),
+            "{out}"
+        );
+
+        home.write_policy(&[(&me, &["windows.titles"])]);
+        let out = eventually(10, "granted", || async {
+            let (code, out, _) = ctl(&bus, None, &["windows"]);
+            (code == 0).then_some(out)
+        })
+        .await;
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[0].contains("APP ID") && lines[0].contains("TITLE"),
+            "{out}"
+        );
+        assert!(
+            lines.iter().any(|l| l.starts_with('*')
+                && l.contains("org.gnome.TextEditor")
+                && l.contains("notes.txt")),
+            "{out}"
+        );
+
+        let (code, out, _) = ctl(&bus, None, &["windows", "--json"]);
+        assert_eq!(code, 0);
+        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(v.as_array().map(Vec::len), Some(2));
+
+        let (code, out, _) = ctl(&bus, None, &["categories"]);
+        assert_eq!(code, 0);
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("windows.titles") && l.contains("yes")),
+            "{out}"
+        );
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("power") && l.contains("no")),
+            "{out}"
+        );
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contextctl_consent_and_audit() {
+    with_timeout(60, async {
+        let bus = Bus::start();
+        let sys = Bus::start();
+        let _polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
+        let home = Home::new();
+        home.write_policy(&[("org.from.Policy", &["power"])]);
+        let _d = Daemon::start_with(
+            &bus,
+            &home,
+            &[],
+            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
+        )
+        .await;
+
+        let (code, out, err) = ctl(
+            &bus,
+            Some(&sys),
+            &[
+                "consent",
+                "grant",
+                "org.example.Editor",
+                "windows",
+                "--for",
+                "8h",
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            out.contains("org.example.Editor may now read windows until"),
+            "{out}"
+        );
+        let (code, _, err) = ctl(
+            &bus,
+            Some(&sys),
+            &["consent", "deny", "org.example.Spy", "media.capture"],
+        );
+        assert_eq!(code, 0, "{err}");
+        let (code, out, _) = ctl(&bus, Some(&sys), &["consent", "list"]);
+        assert_eq!(code, 0);
+        assert!(
+            out.lines().any(|l| l.contains("org.example.Editor")
+                && l.contains("allow")
+                && !l.contains("never")),
+            "{out}"
+        );
+        assert!(
+            out.lines()
+                .any(|l| l.contains("org.example.Spy") && l.contains("deny")),
+            "{out}"
+        );
+        assert!(
+            out.lines()
+                .any(|l| l.contains("org.from.Policy") && l.contains("policy.toml")),
+            "{out}"
+        );
+
+        let (code, out, _) = ctl(&bus, Some(&sys), &["consent", "list", "--json"]);
+        assert_eq!(code, 0);
+        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(v["paused"], false);
+
+        let (code, _, _) = ctl(
+            &bus,
+            Some(&sys),
+            &["consent", "revoke", "org.example.Editor", "windows"],
+        );
+        assert_eq!(code, 0);
+        let (code, _, _) = ctl(&bus, Some(&sys), &["consent", "pause"]);
+        assert_eq!(code, 0);
+        let (code, out, _) = ctl(&bus, Some(&sys), &["consent", "list"]);
+        assert_eq!(code, 0);
+        assert!(out.contains("PAUSED"), "{out}");
+        let (code, _, _) = ctl(&bus, Some(&sys), &["consent", "resume"]);
+        assert_eq!(code, 0);
+
+        // contextctl's own refused reads are in the audit log.
+        let _ = ctl(&bus, Some(&sys), &["windows"]);
+        let out = eventually(10, "audit written", || async {
+            let (code, out, _) = ctl(&bus, Some(&sys), &["audit", "--since", "1h", "--json"]);
+            let v: serde_json::Value = serde_json::from_str(&out).ok()?;
+            (code == 0 && v.as_array().is_some_and(|a| !a.is_empty())).then_some(v)
+        })
+        .await;
+        let e = &out[0];
+        assert_eq!(e["category"], "windows");
+        assert_eq!(e["allowed"], false);
+        assert_eq!(e["channel"], "dbus");
+        let (code, out, _) = ctl(&bus, Some(&sys), &["audit"]);
+        assert_eq!(code, 0);
+        assert!(out.contains("refused"), "{out}");
+
+        let (code, _, err) = ctl(
+            &bus,
+            Some(&sys),
+            &["consent", "grant", "x.y", "windows", "--for", "soon"],
+        );
+        assert_eq!(code, 1);
+        assert!(err.contains("not a duration"), "{err}");
+    })
+    .await
+}

@@ -1,0 +1,113 @@
+//! The daemon owns its name, refuses a second instance clearly, hands over
+//! with --replace, and stops cleanly on SIGTERM.
+
+use crate::common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owns_name_second_instance_exits_1_sigterm_frees_name() {
+    with_timeout(60, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        let mut first = Daemon::start(&bus, &home, &[]).await;
+
+        // A second instance: exit code 1 and one clear line with the PID.
+        let (st, _out, err) = run_cmd(
+            Command::new(contextd_bin())
+                .env_clear()
+                .envs(home.envs(&bus))
+                .env("RUST_LOG", "off"),
+            10,
+        );
+        assert_eq!(st.code(), Some(1), "second instance: {}", exit_code(st));
+        let line = err
+            .lines()
+            .find(|l| l.contains("already owned"))
+            .unwrap_or_default();
+        assert!(
+            line.contains(&format!("PID {}", first.pid())) && line.contains("--replace"),
+            "unclear error: {err}"
+        );
+
+        // SIGTERM: exit 0 within 1 s, name released.
+        let t0 = Instant::now();
+        first.signal(libc::SIGTERM);
+        let st = first.wait_exit(Duration::from_secs(5)).expect("exited");
+        let took = t0.elapsed();
+        assert_eq!(st.code(), Some(0), "SIGTERM: {}", exit_code(st));
+        assert!(took < Duration::from_secs(1), "stop took {took:?}");
+        wait_for_owner(&bus, false).await;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replace_takes_over_and_old_instance_exits_cleanly() {
+    with_timeout(60, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        let mut first = Daemon::start(&bus, &home, &[]).await;
+        let mut second = Daemon::spawn(&bus, &home, &["--replace"]);
+        let st = first
+            .wait_exit(Duration::from_secs(5))
+            .expect("first exits on NameLost");
+        assert_eq!(st.code(), Some(0), "{}", exit_code(st));
+        assert!(first.stderr().contains("took"), "{}", first.stderr());
+        // The new one owns the name.
+        let conn = bus.connect().await;
+        let dbus = zbus::fdo::DBusProxy::new(&conn).await.expect("proxy");
+        let owner = dbus
+            .get_name_owner(zbus::names::BusName::try_from(BUS_NAME).expect("name"))
+            .await
+            .expect("owner");
+        let pid = dbus
+            .get_connection_unix_process_id(owner.into())
+            .await
+            .expect("pid");
+        assert_eq!(pid, second.pid());
+        second.signal(libc::SIGINT);
+        let st = second
+            .wait_exit(Duration::from_secs(5))
+            .expect("exits on SIGINT");
+        assert_eq!(st.code(), Some(0));
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_that_is_not_utf8_is_a_clear_error() {
+    with_timeout(30, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        let cfg = home.dir.path().join("config/contextd/config.toml");
+        std::fs::write(&cfg, b"[sources]\ndisabled = [\"\xff\"]\n").expect("write");
+        let (st, _out, err) = run_cmd(
+            Command::new(contextd_bin())
+                .env_clear()
+                .envs(home.envs(&bus)),
+            10,
+        );
+        assert_eq!(st.code(), Some(1));
+        assert!(
+            err.contains("config.toml") && err.contains("not valid UTF-8"),
+            "{err}"
+        );
+        std::fs::write(&cfg, "[sources]\nbogus = 1\n").expect("write");
+        let (st, _out, err) = run_cmd(
+            Command::new(contextd_bin())
+                .env_clear()
+                .envs(home.envs(&bus)),
+            10,
+        );
+        assert_eq!(st.code(), Some(1));
+        assert!(
+            err.contains("config.toml:2:1") && err.contains("bogus"),
+            "{err}"
+        );
+    })
+    .await
+}

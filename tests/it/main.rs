@@ -1,0 +1,82 @@
+//! The integration tests: one binary, one module per area (until issue 29
+//! each module was a test binary of its own, and each linked the whole
+//! crate: building them was most of CI's time).
+//!
+//! A new test goes into the module of its area, or into a new module here
+//! (`tests/it/NAME.rs` and a `mod NAME;` line below). The helpers are the
+//! modules `common` (a private bus, the real `contextd`, deadlines),
+//! `mcp_support`, `fdo`, `pipewire_client` and `shells`; a test module
+//! reaches them with `use crate::common;` and so on. Non-Rust helpers
+//! (Python, JavaScript, shell) stay in `tests/<area>/`.
+//!
+//! Under nextest each test runs in a process of its own; under plain
+//! `cargo test` the tests of this binary are threads of one process. The
+//! two binaries beside it are for what cannot share a process or a build:
+//! `tests/fdo_own_notifications.rs` runs the daemon inside the test process
+//! and sets its environment, and `tests/mcp_conformance.rs` needs the
+//! `conformance` feature.
+
+mod common;
+mod fdo;
+mod mcp_support;
+mod pipewire_client;
+mod shells;
+
+mod canaries;
+mod codegen;
+mod consent_details;
+mod consent_keyring;
+mod consent_manage;
+mod consent_metadata;
+mod consent_policy;
+mod consent_prompts;
+mod consent_store;
+mod contextctl;
+mod contextctl_media;
+mod daemon_lifecycle;
+mod dashboard;
+mod faults_db;
+mod faults_disk;
+mod faults_kill;
+mod faults_restart;
+mod faults_revoke;
+mod fdo_bad_input;
+mod fdo_location;
+mod fdo_mpris;
+mod fdo_network;
+mod fdo_notifications;
+mod fdo_power;
+mod fdo_prompt_not_recorded;
+mod fdo_restart;
+mod fdo_session;
+mod fdo_status;
+mod history;
+mod http_other_uid;
+mod introspection;
+mod layering;
+mod mcp_bridge;
+mod mcp_http;
+mod mcp_inspector;
+mod mcp_minimal_env;
+mod mcp_stdio;
+mod pipewire_consent;
+mod pipewire_microphone;
+mod pipewire_playback;
+mod pipewire_restart;
+mod pipewire_video;
+mod provider;
+mod provider_examples;
+mod recent_documents;
+mod scripts;
+mod shells_gnome;
+mod shells_kwin;
+mod shells_only_the_shell;
+mod shutdown;
+mod slow_readers;
+mod subscriptions;
+mod toolkits;
+mod v4l2_camera;
+mod vocabulary_jsonld;
+mod wayland;
+mod wayland_fake;
+mod wayland_selection;

@@ -1,0 +1,157 @@
+//! `kwin_wayland --virtual` 5.27 (tests/it/shells_kwin.rs, benches/shells.rs).
+//!
+//! `/usr/bin/kwin_wayland` carries the file capability `cap_sys_resource`,
+//! which a container without that capability cannot exec: this runs a copy
+//! without it, which the broker is told of in `[sources.shells] kwin`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::{GtkWindow, poll, stop};
+
+pub const SOCKET: &str = "kwin-test-0";
+
+/// `kwin_wayland` without its file capability, its name unchanged.
+pub fn kwin_copy(dir: &Path) -> PathBuf {
+    let exe = dir.join("kwin_wayland");
+    std::fs::copy("/usr/bin/kwin_wayland", &exe)
+        .expect("kwin_wayland (apt-get install kwin-wayland: scripts/deps.sh)");
+    exe
+}
+
+pub struct Kwin {
+    child: Child,
+    runtime_dir: tempfile::TempDir,
+    log: PathBuf,
+}
+
+impl Kwin {
+    /// Start KWin on the bus at `bus` and wait until its scripting answers.
+    pub async fn start(bus: &str, exe: &Path, home: &Path, n: u32) -> Kwin {
+        let runtime_dir = tempfile::tempdir().expect("tempdir");
+        let log = home.join(format!("kwin-{n}.log"));
+        let child = Command::new(exe)
+            .args([
+                "--virtual",
+                "--width",
+                "1280",
+                "--height",
+                "800",
+                "--socket",
+                SOCKET,
+                "--no-lockscreen",
+                "--no-global-shortcuts",
+                "--no-kactivities",
+            ])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("LANG", "C.UTF-8")
+            .env("HOME", home)
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env("XDG_DATA_HOME", home.join("data"))
+            .env("XDG_CACHE_HOME", home.join("cache"))
+            .env("XDG_RUNTIME_DIR", runtime_dir.path())
+            .env("DBUS_SESSION_BUS_ADDRESS", bus)
+            .env("QT_QPA_PLATFORM", "wayland")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("spawn kwin_wayland");
+        let kwin = Kwin {
+            child,
+            runtime_dir,
+            log,
+        };
+        let conn = zbus::connection::Builder::address(bus)
+            .build()
+            .await
+            .expect("connect");
+        poll(20, "KWin's scripting answers", || async {
+            conn.call_method(
+                Some("org.kde.KWin"),
+                "/Scripting",
+                Some("org.kde.kwin.Scripting"),
+                "isScriptLoaded",
+                &("nothing",),
+            )
+            .await
+            .ok()
+        })
+        .await;
+        kwin
+    }
+
+    pub fn window(&self, bus: &str, app_id: &str, title: &str) -> GtkWindow {
+        GtkWindow::open(self.runtime_dir.path(), SOCKET, bus, app_id, title)
+    }
+
+    pub fn stop(&mut self) {
+        stop(&mut self.child, Duration::from_secs(5));
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Kwin {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- kwin_wayland log ---\n{}", self.log());
+        }
+        self.stop();
+    }
+}
+
+/// Activate the window titled `title` the way KRunner does: KWin's
+/// WindowsRunner matches it, and running the match activates it.
+pub async fn activate(conn: &zbus::Connection, title: &str) {
+    type Match = (
+        String,
+        String,
+        String,
+        i32,
+        f64,
+        std::collections::HashMap<String, zbus::wire::OwnedVariant>,
+    );
+    let reply = conn
+        .call_method(
+            Some("org.kde.KWin"),
+            "/WindowsRunner",
+            Some("org.kde.krunner1"),
+            "Match",
+            &(title,),
+        )
+        .await
+        .expect("WindowsRunner.Match");
+    let matches: Vec<Match> = reply.body().deserialize().expect("matches");
+    let m = matches
+        .iter()
+        .find(|m| m.1 == title)
+        .unwrap_or_else(|| panic!("no match for {title}: {matches:?}"));
+    conn.call_method(
+        Some("org.kde.KWin"),
+        "/WindowsRunner",
+        Some("org.kde.krunner1"),
+        "Run",
+        &(m.0.as_str(), ""),
+    )
+    .await
+    .expect("WindowsRunner.Run");
+}
+
+pub async fn script_loaded(conn: &zbus::Connection) -> bool {
+    conn.call_method(
+        Some("org.kde.KWin"),
+        "/Scripting",
+        Some("org.kde.kwin.Scripting"),
+        "isScriptLoaded",
+        &("contextd",),
+    )
+    .await
+    .ok()
+    .and_then(|m| m.body().deserialize::<bool>().ok())
+    .unwrap_or(false)
+}
