@@ -35,6 +35,7 @@ mod contextctl;
 mod contextctl_media;
 mod daemon_lifecycle;
 mod dashboard;
+mod dashboard_pause;
 mod faults_db;
 mod faults_disk;
 mod faults_kill;

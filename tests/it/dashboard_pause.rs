@@ -6,13 +6,11 @@
 //! (`Paused` is for management callers only, `Recording` for apps with a
 //! lasting `history` grant).
 
-mod common;
-mod mcp_support;
-
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
-use common::*;
+use crate::common::*;
+use crate::mcp_support;
 use contextd::client::proxy::Consent1Proxy;
 use futures_util::StreamExt;
 use zbus::MessageStream;
