@@ -784,17 +784,9 @@ mod targets {
     }
 
     /// The argument lists of the tools.
-    const TOOL_ARGS: &[&[&str]] = &[
-        &[],
-        &["cursor", "limit"],
-        &["kind"],
-        &["summary", "body", "urgency"],
-        &["since", "until", "app", "limit"],
-        &["since", "until"],
-    ];
-
     pub(super) fn mcp_tool_args(s: &Settings) -> Outcome {
-        use crate::mcp::tools::{Args, decode_cursor, encode_cursor, page};
+        use crate::mcp::schema::*;
+        use crate::mcp::tools::{decode_cursor, encode_cursor, page};
         let kind = proptest::sample::select(&["windows", "notifications", "x"][..]);
         let cursor = prop_oneof![
             (kind.clone(), any::<usize>()).prop_map(|(k, n)| encode_cursor(k, n)),
@@ -816,23 +808,26 @@ mod targets {
             "mcp_tool_args",
             s,
             (
-                proptest::sample::select(TOOL_ARGS),
+                0..6usize,
                 prop::option::of(args),
                 kind,
                 0..300usize,
                 ".{0,24}",
             ),
-            |(allowed, args, kind, n, raw)| {
+            |(tool, args, kind, n, raw)| {
                 let _ = decode_cursor(kind, &raw);
-                let Ok(args) = Args::new(args, allowed) else {
-                    return;
+                // Every tool's argument type; the pages of the list tools.
+                let args = match tool {
+                    0 => return drop(parse::<NoArgs>(args)),
+                    1 => return drop(parse::<ProvidedArgs>(args)),
+                    2 => return drop(parse::<NotifyArgs>(args)),
+                    3 => return drop(parse::<ActivityArgs>(args)),
+                    4 => return drop(parse::<PeriodArgs>(args)),
+                    _ => match parse::<PageArgs>(args) {
+                        Ok(a) => a,
+                        Err(_) => return,
+                    },
                 };
-                for k in [
-                    "since", "until", "app", "kind", "summary", "body", "urgency",
-                ] {
-                    let _ = args.string(k);
-                }
-                let _ = args.limit();
                 if let Ok((items, next)) = page(vec![(); n], kind, &args) {
                     assert!(items.len() <= crate::mcp::tools::MAX_PAGE);
                     if let Some(next) = next {
@@ -1761,10 +1756,11 @@ mod regressions {
     /// release).
     #[test]
     fn page_cursor_at_the_end_of_usize() {
-        use crate::mcp::tools::{Args, encode_cursor, page};
+        use crate::mcp::schema::{PageArgs, parse};
+        use crate::mcp::tools::{encode_cursor, page};
         let cursor = encode_cursor("windows", usize::MAX);
         let args = serde_json::json!({ "cursor": cursor });
-        let args = Args::new(args.as_object().cloned(), &["cursor", "limit"]).expect("args");
+        let args = parse::<PageArgs>(args.as_object().cloned()).expect("args");
         let (items, next) = page(vec![1, 2, 3], "windows", &args).expect("a page");
         assert!(items.is_empty());
         assert_eq!(next, None);

@@ -14,7 +14,7 @@ use super::state::{Change, ChangeKind};
 use crate::model::{Category, MediaKind, StreamState};
 
 /// What a history row is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum HistoryKind {
     Focus,

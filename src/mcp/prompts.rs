@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 use super::Broker;
 use super::consent::{Mode, Subject};
 use super::error::{Error, wire};
+use super::output;
 use super::render::{data, is_plain, json_line, seal};
 use super::resources::{self, Res};
 use crate::core::read;
@@ -144,11 +145,7 @@ pub(crate) async fn get(
             } else {
                 "as contextd saw it since it started"
             };
-            let mut lines: Vec<String> = c
-                .sessions
-                .iter()
-                .map(|s| resources::to_json(s).map(|v| resources::capture_line(&v)))
-                .collect::<Result<_, _>>()?;
+            let mut lines: Vec<String> = c.sessions.iter().map(output::capture_line).collect();
             if c.more {
                 lines.push(format!("… and more after the first {}", read::MAX_CAPTURES));
             }

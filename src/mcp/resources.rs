@@ -3,13 +3,15 @@
 //! `core::view`, plus a short `text/markdown` summary for people and
 //! models).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::Broker;
 use super::consent::{Mode, Subject};
 use super::error::Error;
-pub(crate) use super::render::{Rendered, fit, to_json};
-use super::render::{clean, data, ident, json_line};
+use super::output::{
+    self, LocationOut, NetworkOut, Output, PowerOut, ProvidedOut, SelectionOut, SessionOut,
+};
+pub(crate) use super::render::{Rendered, fit};
 use crate::core::state::Change;
 use crate::core::view::CategoryView;
 use crate::core::{read, vocabulary};
@@ -391,42 +393,47 @@ pub(crate) async fn read(
 ) -> Result<Rendered, Error> {
     let core = &broker.core;
     Ok(fit(match res {
-        Res::Snapshot => {
-            let json = to_json(&core.read(subject, read::Snapshot, mode).await?)?;
-            let markdown = snapshot_markdown(&json);
-            Rendered { json, markdown }
-        }
-        Res::Windows => windows_rendered(
-            to_json(&core.read(subject, read::Windows, mode).await?)?,
-            None,
-        ),
-        Res::ActiveWindow => {
-            window_rendered(None, &core.read(subject, read::ActiveWindow, mode).await?)?
-        }
+        Res::Snapshot => core.read(subject, read::Snapshot, mode).await?.rendered()?,
+        Res::Windows => core.read(subject, read::Windows, mode).await?.rendered()?,
+        Res::ActiveWindow => core
+            .read(subject, read::ActiveWindow, mode)
+            .await?
+            .rendered()?,
         Res::Window(id) => {
             let v = core.read(subject, read::Window(id.clone()), mode).await?;
-            window_rendered(Some(id), &v)?
+            output::window(&v, Some(id))?
         }
-        Res::Media => media_rendered(to_json(&core.read(subject, read::Media, mode).await?)?),
-        Res::Session => state_rendered("session", core.read(subject, read::Session, mode).await?)?,
-        Res::Power => state_rendered("power", core.read(subject, read::Power, mode).await?)?,
-        Res::Network => state_rendered("network", core.read(subject, read::Network, mode).await?)?,
-        Res::Notifications => notifications_rendered(
-            to_json(&core.read(subject, read::Notifications, mode).await?)?,
-            None,
-        ),
-        Res::RecentDocuments => recent_documents_rendered(to_json(
-            &core.read(subject, read::RecentDocuments, mode).await?,
-        )?),
+        Res::Media => core.read(subject, read::Media, mode).await?.rendered()?,
+        Res::Session => {
+            SessionOut::from(core.read(subject, read::Session, mode).await?).rendered()?
+        }
+        Res::Power => PowerOut::from(core.read(subject, read::Power, mode).await?).rendered()?,
+        Res::Network => {
+            NetworkOut::from(core.read(subject, read::Network, mode).await?).rendered()?
+        }
+        Res::Notifications => core
+            .read(subject, read::Notifications, mode)
+            .await?
+            .rendered()?,
+        Res::RecentDocuments => core
+            .read(subject, read::RecentDocuments, mode)
+            .await?
+            .rendered()?,
         Res::Location => {
-            state_rendered("location", core.read(subject, read::Location, mode).await?)?
+            LocationOut::from(core.read(subject, read::Location, mode).await?).rendered()?
         }
-        Res::Selection => selection_rendered(core.read(subject, read::Selection, mode).await?)?,
+        Res::Selection => {
+            SelectionOut::from(core.read(subject, read::Selection, mode).await?).rendered()?
+        }
         Res::Provided(kind) => {
-            let v = core
+            let provided = core
                 .read(subject, read::Provided(kind.clone()), mode)
                 .await?;
-            provided_rendered(kind, json!({ "provided": to_json(&v)? }))
+            ProvidedOut {
+                kind: kind.clone(),
+                provided,
+            }
+            .rendered()?
         }
         Res::Vocabulary => return vocabulary_rendered(),
         Res::History(p) => {
@@ -447,21 +454,6 @@ pub(crate) async fn read(
             .await?
         }
     }))
-}
-
-/// One window (`Some(id)`) or the focused one.
-fn window_rendered(
-    id: Option<&str>,
-    v: &crate::core::view::WindowOneView,
-) -> Result<Rendered, Error> {
-    let json = to_json(v)?;
-    let line = json.get("window").filter(|w| !w.is_null()).map(window_line);
-    let markdown = match (id, line) {
-        (Some(id), Some(l)) => format!("# Window {id}\n\n{l}\n"),
-        (None, Some(l)) => format!("# Focused window\n\n{l}\n"),
-        (_, None) => "# Focused window\n\nNo window has focus.\n".into(),
-    };
-    Ok(Rendered { json, markdown })
 }
 
 /// The vocabulary: the JSON-LD `@context` (served as installed, see
@@ -488,431 +480,6 @@ Apps publish context about themselves by kind. Each entry is a JSON object whose
 Read a kind with context://provided/{kind} or the tool get_provided_context; each kind needs consent for provided.KIND.
 ");
     Ok(Rendered { json, markdown: md })
-}
-
-/// The selection: `available` and `selection`, and the text as a quote.
-fn selection_rendered(
-    v: crate::core::view::StateView<crate::core::view::SelectionView>,
-) -> Result<Rendered, Error> {
-    let markdown = match &v.value {
-        Some(s) => {
-            let cut = if s.truncated { " (cut at 64 KiB)" } else { "" };
-            format!(
-                "# Selected text\n\n{}\n\n({} characters, {}{cut})\n",
-                data("selected text", None, &s.text),
-                s.length,
-                ident("MIME type", &s.mime_type)
-            )
-        }
-        None if v.available => "# Selected text\n\nNo text is selected.\n".into(),
-        None => "# Selected text\n\nUnknown: the compositor does not offer the selection (see the sources).\n".into(),
-    };
-    Ok(Rendered {
-        json: json!({"available": v.available, "selection": to_json(&v.value)?}),
-        markdown,
-    })
-}
-
-/// The JSON (a `RecentDocumentsView`) and Markdown of the recent files.
-fn recent_documents_rendered(json: Value) -> Rendered {
-    let empty = Vec::new();
-    let docs = json
-        .get("documents")
-        .and_then(Value::as_array)
-        .unwrap_or(&empty);
-    let mut md = format!("# Recent documents ({})\n\n", docs.len());
-    if json.get("available") == Some(&Value::Bool(false)) {
-        md.push_str("Unknown: no list of recently used files was read.\n");
-    } else if docs.is_empty() {
-        md.push_str("No recent documents.\n");
-    }
-    for d in docs {
-        let place = d
-            .get("path")
-            .and_then(Value::as_str)
-            .unwrap_or_else(|| str_of(d, "uri"));
-        // File names are anyone's (a download names its file); the app
-        // that opened it is the one the list names.
-        let app = d.get("app").and_then(Value::as_str);
-        md.push_str(&format!("- {}", data("recent file", app, place)));
-        if let Some(m) = d.get("mime_type").and_then(Value::as_str) {
-            md.push_str(&format!(" ({})", ident("MIME type", m)));
-        }
-        let when = d
-            .get("modified")
-            .or_else(|| d.get("visited"))
-            .and_then(Value::as_str);
-        if let Some(t) = when {
-            md.push_str(&format!(", {t}"));
-        }
-        md.push('\n');
-    }
-    Rendered { json, markdown: md }
-}
-
-/// The JSON (`{"provided": [ProvidedView]}`) and Markdown of what apps
-/// publish of `kind`.
-pub(crate) fn provided_rendered(kind: &str, json: Value) -> Rendered {
-    let empty = Vec::new();
-    let entries = json
-        .get("provided")
-        .and_then(Value::as_array)
-        .unwrap_or(&empty);
-    let mut md = format!(
-        "# {} ({})
-
-",
-        provided_label(kind),
-        entries.len()
-    );
-    if entries.is_empty() {
-        md.push_str(
-            "No app publishes this now.
-",
-        );
-    }
-    for e in entries {
-        md.push_str(&format!(
-            "- {} (updated {})
-",
-            provided_line(e),
-            str_of(e, "updated")
-        ));
-    }
-    Rendered { json, markdown: md }
-}
-
-/// How a kind is said in summaries.
-fn provided_label(kind: &str) -> String {
-    match kind {
-        "document" => "Open document".into(),
-        "selection" => "Selected text".into(),
-        "task" => "Current task".into(),
-        "location" => "Location".into(),
-        "event" => "Event".into(),
-        "person" => "Person".into(),
-        other => format!("Provided context: {other}"),
-    }
-}
-
-/// One entry an app published: its name (or its data) fenced as the
-/// app's, then `[schema type]`.
-pub(crate) fn provided_line(e: &Value) -> String {
-    const MAX: usize = 200;
-    let cut = |s: &str| {
-        if s.chars().count() > MAX {
-            format!("{}…", s.chars().take(MAX).collect::<String>())
-        } else {
-            s.to_owned()
-        }
-    };
-    let d = e.get("data").unwrap_or(&Value::Null);
-    let (app, kind) = (str_of(e, "app_id"), str_of(e, "kind"));
-    let mut line = match vocabulary::title(d).or_else(|| d.get("text").and_then(Value::as_str)) {
-        Some(t) => data(kind, Some(app), &cut(t)),
-        None => data(&format!("{kind} as JSON"), Some(app), &cut(&json_line(d))),
-    };
-    if let Some(t) = d.get("@type").and_then(Value::as_str) {
-        line.push_str(&format!(" [{}]", ident("type", t)));
-    }
-    line
-}
-
-/// Session, power or network: `available` and the value under its name.
-fn state_rendered<T: serde::Serialize>(
-    key: &str,
-    v: crate::core::view::StateView<T>,
-) -> Result<Rendered, Error> {
-    let value = to_json(&v.value)?;
-    let markdown = if value.is_null() {
-        format!(
-            "# {}\n\nUnknown: the source that reports it is not running.\n",
-            capitalize(key)
-        )
-    } else {
-        format!(
-            "# {}\n\n- {}\n",
-            capitalize(key),
-            kv_pairs(&value).join("\n- ")
-        )
-    };
-    let mut m = Map::new();
-    m.insert("available".into(), json!(v.available));
-    m.insert(key.into(), value);
-    Ok(Rendered {
-        json: Value::Object(m),
-        markdown,
-    })
-}
-
-/// Media activity: JSON as the core's `MediaView`, and a summary.
-fn media_rendered(json: Value) -> Rendered {
-    let mut md = String::from("# Media activity\n\n");
-    if let Some(v) = json.get("media.playback").and_then(Value::as_array) {
-        md.push_str(&format!("Playing: {}\n", stream_summary(v)));
-    }
-    if let Some(v) = json.get("media.capture").and_then(Value::as_array) {
-        md.push_str(&format!("Capturing now: {}\n", stream_summary(v)));
-    }
-    if let Some(sessions) = json
-        .get("capture_sessions")
-        .and_then(Value::as_array)
-        .filter(|s| !s.is_empty())
-    {
-        md.push_str("\nUsed the microphone, camera or screen in the last 24 h:\n");
-        for c in sessions {
-            md.push_str(&format!("- {}\n", capture_line(c)));
-        }
-    }
-    Rendered { json, markdown: md }
-}
-
-fn withheld_has(json: &Value, c: Category) -> bool {
-    json.get("withheld")
-        .and_then(Value::as_array)
-        .is_some_and(|w| w.iter().any(|x| x.as_str() == Some(c.to_string().as_str())))
-}
-
-/// The JSON (a `WindowsView`) and markdown of a window list, or a page of
-/// it when `next` is given (`Some(None)`: the last page).
-pub(crate) fn windows_rendered(mut json: Value, next: Option<Option<String>>) -> Rendered {
-    let empty = Vec::new();
-    let ws = json
-        .get("windows")
-        .and_then(Value::as_array)
-        .unwrap_or(&empty);
-    let mut md = format!("# Open windows ({})\n\n", ws.len());
-    if ws.is_empty() {
-        md.push_str("No windows.\n");
-    }
-    for w in ws {
-        md.push_str(&format!("- {}\n", window_line(w)));
-    }
-    if withheld_has(&json, Category::WindowsTitles) {
-        md.push_str("\n(Titles withheld: the user has not granted windows.titles.)\n");
-    }
-    if let (Some(Some(c)), Value::Object(m)) = (&next, &mut json) {
-        m.insert("nextCursor".into(), json!(c));
-    }
-    Rendered { json, markdown: md }
-}
-
-/// The JSON (a `NotificationsView`) and markdown of a notification list,
-/// or a page of it.
-pub(crate) fn notifications_rendered(mut json: Value, next: Option<Option<String>>) -> Rendered {
-    let empty = Vec::new();
-    let ns = json
-        .get("notifications")
-        .and_then(Value::as_array)
-        .unwrap_or(&empty);
-    let mut md = format!("# Notifications ({})\n\n", ns.len());
-    if ns.is_empty() {
-        md.push_str("No notifications.\n");
-    }
-    for n in ns {
-        // The app name is what the sender says; summary and body are its.
-        let mut text = str_of(n, "summary").to_owned();
-        if let Some(b) = n
-            .get("body")
-            .and_then(Value::as_str)
-            .filter(|b| !b.is_empty())
-        {
-            text.push_str(" — ");
-            text.push_str(b);
-        }
-        md.push_str(&format!(
-            "- {} ({})\n",
-            data("notification", Some(str_of(n, "app_name")), &text),
-            str_of(n, "time")
-        ));
-    }
-    if let (Some(Some(c)), Value::Object(m)) = (&next, &mut json) {
-        m.insert("nextCursor".into(), json!(c));
-    }
-    Rendered { json, markdown: md }
-}
-
-pub(crate) fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
-    v.get(k).and_then(Value::as_str).unwrap_or("")
-}
-
-/// One line about a capture session: `app (microphone) from … to …`; a
-/// name that is only what the app claims is fenced as that.
-pub(crate) fn capture_line(c: &Value) -> String {
-    let end = match c.get("active").and_then(Value::as_bool) {
-        Some(true) => None,
-        _ => Some(str_of(c, "end")),
-    };
-    capture_span(&stream_who(c), str_of(c, "kind"), str_of(c, "start"), end)
-}
-
-/// `who (device) from START to END` (or `until now` while it goes on): a
-/// capture session or a capture interval of the timeline, said the same way.
-pub(crate) fn capture_span(who: &str, device: &str, start: &str, end: Option<&str>) -> String {
-    match end {
-        Some(end) => format!("{who} ({device}) from {start} to {end}"),
-        None => format!("{who} ({device}) from {start} until now"),
-    }
-}
-
-/// One line about a window: `Name (app.id) — title [focused] (id …)`, the
-/// title fenced as the app's.
-pub(crate) fn window_line(w: &Value) -> String {
-    let app = str_of(w, "app_id");
-    let mut s = match w.get("app_name").and_then(Value::as_str) {
-        Some(name) if name != app => format!("{} ({})", clean(name), ident("app id", app)),
-        _ => ident("app id", app),
-    };
-    if let Some(t) = w.get("title").and_then(Value::as_str) {
-        s.push_str(&format!(" — {}", data("window title", Some(app), t)));
-    }
-    if w.get("focused").and_then(Value::as_bool) == Some(true) {
-        s.push_str(" [focused]");
-    }
-    s.push_str(&format!(" (id {})", ident("window id", str_of(w, "id"))));
-    s
-}
-
-fn stream_summary(v: &[Value]) -> String {
-    if v.is_empty() {
-        return "nothing".into();
-    }
-    v.iter()
-        .map(|s| format!("{} ({})", stream_who(s), str_of(s, "kind")))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// Who a stream or capture session is: its app id (from the kernel), else
-/// the name the app claims, fenced as that.
-fn stream_who(s: &Value) -> String {
-    match (
-        s.get("app_id").and_then(Value::as_str),
-        s.get("claimed_name").and_then(Value::as_str),
-    ) {
-        (Some(a), _) => ident("app id", a),
-        (None, Some(n)) => data("name the app claims", None, n),
-        (None, None) => "an unknown app".into(),
-    }
-}
-
-fn capitalize(s: &str) -> String {
-    let mut c = s.chars();
-    c.next()
-        .map(|f| f.to_uppercase().chain(c).collect())
-        .unwrap_or_default()
-}
-
-/// `key: value` of a state (session, power, network, location). Names
-/// that others chose (the network's, the place's description) are fenced;
-/// other strings are shown when they are plain words of the source
-/// (`charging`, `wifi`), fenced otherwise.
-fn kv_pairs(v: &Value) -> Vec<String> {
-    fn has_text(v: &Value) -> bool {
-        match v {
-            Value::String(_) => true,
-            Value::Array(a) => a.iter().any(has_text),
-            Value::Object(m) => m.values().any(has_text),
-            _ => false,
-        }
-    }
-    match v {
-        Value::Object(m) => m
-            .iter()
-            .map(|(k, v)| {
-                let v = match v {
-                    Value::String(s) => match k.as_str() {
-                        "ssid" => data("network name", None, s),
-                        "name" | "description" => data("place name", None, s),
-                        _ => ident(k, s),
-                    },
-                    v if has_text(v) => data(k, None, &json_line(v)),
-                    v => v.to_string(),
-                };
-                format!("{k}: {v}")
-            })
-            .collect(),
-        other if has_text(other) => vec![data("value", None, &json_line(other))],
-        other => vec![other.to_string()],
-    }
-}
-
-/// A short summary of a rendered snapshot.
-pub(crate) fn snapshot_markdown(snap: &Value) -> String {
-    let mut md = String::from("# What the user is doing\n\n");
-    if let Some(ws) = snap.get("windows").and_then(Value::as_array) {
-        let active = snap.get("active_window").and_then(Value::as_str);
-        match ws.iter().find(|w| Some(str_of(w, "id")) == active) {
-            Some(w) => md.push_str(&format!("Focused: {}\n", window_line(w))),
-            None => md.push_str("Focused: no window\n"),
-        }
-        md.push_str(&format!("Open windows: {}\n", ws.len()));
-    }
-    for (key, label) in [
-        ("media.playback", "Playing"),
-        ("media.capture", "Capturing"),
-    ] {
-        if let Some(a) = snap.get(key).and_then(Value::as_array) {
-            md.push_str(&format!("{label}: {}\n", stream_summary(a)));
-        }
-    }
-    for key in ["session", "power", "network", "location"] {
-        if let Some(v) = snap.get(key) {
-            md.push_str(&format!(
-                "{}: {}\n",
-                capitalize(key),
-                kv_pairs(v).join("; ")
-            ));
-        }
-    }
-    if let Some(n) = snap.get("notifications").and_then(Value::as_array) {
-        md.push_str(&format!("Recent notifications: {}\n", n.len()));
-    }
-    if let Some(d) = snap.get("documents.recent").and_then(Value::as_array) {
-        let names: Vec<String> = d
-            .iter()
-            .take(5)
-            .map(|d| data("file name", None, str_of(d, "name")))
-            .collect();
-        md.push_str(&format!(
-            "Recent documents: {} ({})\n",
-            d.len(),
-            names.join(", ")
-        ));
-    }
-    // What apps publish (only the kinds the host may see are in the
-    // snapshot), the kinds that say what the user works on first.
-    if let Some(p) = snap.get("provided").and_then(Value::as_array)
-        && !p.is_empty()
-    {
-        md.push_str("\nWhat apps say about themselves:\n");
-        let rank = |e: &Value| match str_of(e, "kind") {
-            "document" => 0,
-            "task" => 1,
-            "selection" => 2,
-            "event" => 3,
-            _ => 4,
-        };
-        let mut entries: Vec<&Value> = p.iter().collect();
-        entries.sort_by_key(|e| rank(e));
-        for e in entries {
-            md.push_str(&format!(
-                "- {}: {}\n",
-                provided_label(str_of(e, "kind")),
-                provided_line(e)
-            ));
-        }
-    }
-    if let Some(w) = snap.get("withheld").and_then(Value::as_array)
-        && !w.is_empty()
-    {
-        let names: Vec<&str> = w.iter().filter_map(Value::as_str).collect();
-        md.push_str(&format!(
-            "\nWithheld (not granted to this host): {}\n",
-            names.join(", ")
-        ));
-    }
-    md
 }
 
 /// The resources whose content a change touches, for `updated`
@@ -1014,26 +581,30 @@ mod tests {
 
     #[test]
     fn provided_context_is_summed_up_and_its_changes_touch_its_resource() {
-        let entry = json!({
-            "app_id": "exe:/usr/bin/docs", "kind": "document", "updated": "2026-11-23T09:00:00.000Z",
-            "data": {"@type": "DigitalDocument", "name": "notes.odt"}
-        });
-        let r = provided_rendered("document", json!({"provided": [entry.clone()]}));
+        let entry = crate::core::view::ProvidedView {
+            app_id: "exe:/usr/bin/docs".into(),
+            kind: "document".into(),
+            data: json!({"@type": "DigitalDocument", "name": "notes.odt"}).into(),
+            updated: "2026-11-23T09:00:00.000Z".into(),
+        };
+        let out = |kind: &str, provided| ProvidedOut {
+            kind: kind.into(),
+            provided,
+        };
+        let md = out("document", vec![entry.clone()]).markdown();
         assert!(
-            r.markdown.starts_with("# Open document (1)")
-                && r.markdown
-                    .contains(" document from exe:/usr/bin/docs⟧notes.odt⟦/")
-                && r.markdown.contains("⟧ [DigitalDocument] (updated"),
-            "{}",
-            r.markdown
+            md.starts_with("# Open document (1)")
+                && md.contains(" document from exe:/usr/bin/docs⟧notes.odt⟦/")
+                && md.contains("⟧ [DigitalDocument] (updated"),
+            "{md}"
         );
-        let empty = provided_rendered("x-mine", json!({"provided": []}));
-        assert!(
-            empty.markdown.contains("No app publishes"),
-            "{}",
-            empty.markdown
-        );
-        let md = snapshot_markdown(&json!({"provided": [entry], "withheld": []}));
+        let empty = out("x-mine", vec![]).markdown();
+        assert!(empty.contains("No app publishes"), "{empty}");
+        let snapshot = crate::core::view::SnapshotView {
+            provided: vec![entry],
+            ..Default::default()
+        };
+        let md = snapshot.markdown();
         assert!(
             md.contains("Open document: ⟦")
                 && md.contains(" document from exe:/usr/bin/docs⟧notes.odt⟦/"),

@@ -6,12 +6,12 @@
 //! `windows.titles`, …); the rest is left out, never asked for.
 
 use chrono::{DateTime, Duration, Utc};
-use serde_json::json;
 
 use super::Broker;
 use super::consent::{Mode, Subject};
 use super::error::Error;
-use super::render::{Rendered, data, ident, to_json};
+use super::output::{ActivityOut, Output, TimeOut};
+use super::render::Rendered;
 use crate::core::history::{HistoryKind, Query};
 use crate::core::read;
 
@@ -69,53 +69,12 @@ pub(crate) async fn activity(
         cursor: None,
     };
     let page = broker.core.read(subject, read::History(q), mode).await?;
-    if page.events.is_empty() && page.next_cursor.is_none() {
-        return Ok(Rendered {
-            json: json!({"events": [], "truncated": false}),
-            markdown: "Nothing this host may see was recorded in that period.".into(),
-        });
+    ActivityOut {
+        period: (since, until),
+        truncated: page.next_cursor.is_some(),
+        events: page.events,
     }
-    let mut md = format!(
-        "{} events from {} to {}{}:\n",
-        page.events.len(),
-        since.to_rfc3339(),
-        until.to_rfc3339(),
-        if page.next_cursor.is_some() {
-            " (more: ask for a shorter period)"
-        } else {
-            ""
-        }
-    );
-    for e in &page.events {
-        let app = e.app_id.as_deref();
-        md.push_str(&format!(
-            "- {} {} {}{}\n",
-            e.start,
-            e.kind.as_str(),
-            app.map(|a| ident("app id", a)).unwrap_or_default(),
-            e.title
-                .as_deref()
-                .map(|t| format!(" — {}", data(title_of(e.kind), app, t)))
-                .unwrap_or_default()
-        ));
-    }
-    Ok(Rendered {
-        json: json!({"events": to_json(&page.events)?, "truncated": page.next_cursor.is_some()}),
-        markdown: md,
-    })
-}
-
-/// What the title of an event of `kind` is, as its fence says.
-fn title_of(kind: HistoryKind) -> &'static str {
-    match kind {
-        HistoryKind::Focus => "window title",
-        HistoryKind::Notification => "notification",
-        HistoryKind::Capture | HistoryKind::Playback => "media name",
-        HistoryKind::Document => "document",
-        HistoryKind::Task => "task",
-        HistoryKind::RecentDocument => "recent file",
-        _ => "title",
-    }
+    .rendered()
 }
 
 /// Focus, capture and playback time per app in `[since, until)`, each only
@@ -130,18 +89,7 @@ pub(crate) async fn time_per_app(
         .core
         .read(subject, read::Summary { since, until }, mode)
         .await?;
-    let mut md = String::from("Time per app:\n");
-    for t in &apps {
-        let app = ident("app id", &t.app_id);
-        match t.focus_s {
-            Some(s) => md.push_str(&format!("- {app}: {:.0} min focused\n", s / 60.0)),
-            None => md.push_str(&format!("- {app}\n")),
-        }
-    }
-    Ok(Rendered {
-        json: json!({"apps": to_json(&apps)?}),
-        markdown: md,
-    })
+    TimeOut { apps }.rendered()
 }
 
 /// App ids in the timeline, for completing the template's `app` (only

@@ -1,4 +1,5 @@
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::AppId;
@@ -99,7 +100,7 @@ pub struct Window {
 }
 
 /// What a media stream does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum MediaKind {
     /// Audio or video going out (`Stream/Output/*`).
@@ -118,7 +119,7 @@ impl MediaKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum StreamState {
     Running,
@@ -191,7 +192,7 @@ pub struct MediaStream {
 }
 
 /// An MPRIS player's `PlaybackStatus`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum PlaybackStatus {
     Playing,
@@ -202,7 +203,7 @@ pub enum PlaybackStatus {
 /// What an MPRIS player reports about the current track. Every field is
 /// the player's claim (its `Identity` goes to the stream's `claimed_name`);
 /// the stream's `app_id` is what the broker derived from its process.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct Player {
     /// `None` when the player does not say (or says something invalid).
@@ -220,7 +221,7 @@ pub struct Player {
 }
 
 /// The user's graphical session.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct SessionState {
     pub active: bool,
@@ -232,7 +233,7 @@ pub struct SessionState {
     pub preparing_for_sleep: bool,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct Power {
     pub on_battery: bool,
@@ -264,7 +265,7 @@ pub struct Network {
     pub ssid: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Urgency {
     Low,

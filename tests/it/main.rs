@@ -68,6 +68,7 @@ mod pipewire_video;
 mod provider;
 mod provider_examples;
 mod recent_documents;
+mod schemas_outputs;
 mod scripts;
 mod shells_gnome;
 mod shells_kwin;

@@ -1,0 +1,647 @@
+//! What each tool and resource returns, as types: the core's views (or the
+//! view under the key MCP gives it), each with its Markdown text. The
+//! structured content is the type serialized, its `outputSchema` is derived
+//! from the same type ([`super::schema::output`]), and the text is written
+//! from its fields, so that none of the three can drift from the others.
+//!
+//! Every value another program wrote goes into the text fenced by
+//! [`data`] (see [`super::render`]); identifiers through [`ident`].
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::error::Error;
+use super::render::{Rendered, clean, data, ident, json_line, to_json};
+use crate::core::history::HistoryKind;
+use crate::core::view::{
+    AppTotalsView, CaptureSessionView, HistoryEventView, MediaView, NetworkView, NotificationsView,
+    PlaceView, ProvidedView, RecentDocumentsView, SelectionView, SnapshotView, StateView,
+    StreamView, WindowOneView, WindowView, WindowsView,
+};
+use crate::core::vocabulary;
+use crate::model::{Category, MediaKind, Power, SessionState};
+
+/// A result: its JSON is the type, its text is [`Output::markdown`].
+pub(crate) trait Output: Serialize + JsonSchema + Sized {
+    /// The short Markdown text for people and models (to be [sealed]).
+    ///
+    /// [sealed]: super::render::seal
+    fn markdown(&self) -> String;
+
+    /// The JSON and the text (not yet cut to size: see
+    /// [`super::render::fit`]).
+    fn rendered(&self) -> Result<Rendered, Error> {
+        Ok(Rendered {
+            json: to_json(self)?,
+            markdown: self.markdown(),
+        })
+    }
+}
+
+/// A page of a list view: the view with one page of its list, and the
+/// cursor of the next page, if any.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Paged<V> {
+    #[serde(flatten)]
+    pub view: V,
+    /// Present when there are more; pass it back as `cursor`.
+    #[serde(rename = "nextCursor", skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        description = "Present when there are more: pass it back as cursor for the next page"
+    )]
+    pub next_cursor: Option<String>,
+}
+
+impl<V: Output> Output for Paged<V> {
+    fn markdown(&self) -> String {
+        self.view.markdown()
+    }
+}
+
+/// Session, power, network, location and selection: whether a source
+/// reports it (`available`) and its value under its own name.
+macro_rules! state_output {
+    ($(#[$doc:meta])* $name:ident, $key:ident: $ty:ty, $title:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Serialize, JsonSchema)]
+        pub(crate) struct $name {
+            pub available: bool,
+            pub $key: Option<$ty>,
+        }
+
+        impl From<StateView<$ty>> for $name {
+            fn from(v: StateView<$ty>) -> Self {
+                $name {
+                    available: v.available,
+                    $key: v.value,
+                }
+            }
+        }
+
+        impl Output for $name {
+            fn markdown(&self) -> String {
+                state_markdown($title, self.$key.as_ref().map(Pairs::pairs))
+            }
+        }
+    };
+}
+
+state_output!(
+    /// `get_session_state`, `context://session`.
+    SessionOut, session: SessionState, "Session"
+);
+state_output!(
+    /// `get_power`, `context://power`.
+    PowerOut, power: Power, "Power"
+);
+state_output!(
+    /// `get_network`, `context://network`.
+    NetworkOut, network: NetworkView, "Network"
+);
+state_output!(
+    /// `get_location`, `context://location`.
+    LocationOut, location: PlaceView, "Location"
+);
+
+/// `get_selection`, `context://selection`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct SelectionOut {
+    pub available: bool,
+    pub selection: Option<SelectionView>,
+}
+
+impl From<StateView<SelectionView>> for SelectionOut {
+    fn from(v: StateView<SelectionView>) -> Self {
+        SelectionOut {
+            available: v.available,
+            selection: v.value,
+        }
+    }
+}
+
+impl Output for SelectionOut {
+    fn markdown(&self) -> String {
+        match &self.selection {
+            Some(s) => {
+                let cut = if s.truncated { " (cut at 64 KiB)" } else { "" };
+                format!(
+                    "# Selected text\n\n{}\n\n({} characters, {}{cut})\n",
+                    data("selected text", None, &s.text),
+                    s.length,
+                    ident("MIME type", &s.mime_type)
+                )
+            }
+            None if self.available => "# Selected text\n\nNo text is selected.\n".into(),
+            None => "# Selected text\n\nUnknown: the compositor does not offer the selection (see the sources).\n".into(),
+        }
+    }
+}
+
+/// `get_provided_context`, `context://provided/{kind}`: what apps publish
+/// of one kind.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct ProvidedOut {
+    /// The kind read (it names the text's heading; not in the JSON).
+    #[serde(skip)]
+    pub kind: String,
+    pub provided: Vec<ProvidedView>,
+}
+
+impl Output for ProvidedOut {
+    fn markdown(&self) -> String {
+        let mut md = format!(
+            "# {} ({})\n\n",
+            provided_label(&self.kind),
+            self.provided.len()
+        );
+        if self.provided.is_empty() {
+            md.push_str("No app publishes this now.\n");
+        }
+        for e in &self.provided {
+            md.push_str(&format!("- {} (updated {})\n", provided_line(e), e.updated));
+        }
+        md
+    }
+}
+
+/// `send_notification`: the id the notification server gave.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct NotifiedOut {
+    #[schemars(description = "The notification server's id of the notification")]
+    pub id: u32,
+}
+
+impl Output for NotifiedOut {
+    fn markdown(&self) -> String {
+        format!("Notification shown (id {}).", self.id)
+    }
+}
+
+/// `get_recent_activity`, `context://history…`: the events of a period.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct ActivityOut {
+    /// The period read, `[since, until)` (said in the text).
+    #[serde(skip)]
+    pub period: (DateTime<Utc>, DateTime<Utc>),
+    pub events: Vec<HistoryEventView>,
+    /// There were more events than the limit: read a shorter period.
+    #[schemars(description = "There were more events in the period: read a shorter one")]
+    pub truncated: bool,
+}
+
+impl Output for ActivityOut {
+    fn markdown(&self) -> String {
+        if self.events.is_empty() && !self.truncated {
+            return "Nothing this host may see was recorded in that period.".into();
+        }
+        let (since, until) = self.period;
+        let mut md = format!(
+            "{} events from {} to {}{}:\n",
+            self.events.len(),
+            since.to_rfc3339(),
+            until.to_rfc3339(),
+            if self.truncated {
+                " (more: ask for a shorter period)"
+            } else {
+                ""
+            }
+        );
+        for e in &self.events {
+            let app = e.app_id.as_deref();
+            md.push_str(&format!(
+                "- {} {} {}{}\n",
+                e.start,
+                e.kind.as_str(),
+                app.map(|a| ident("app id", a)).unwrap_or_default(),
+                e.title
+                    .as_deref()
+                    .map(|t| format!(" — {}", data(title_of(e.kind), app, t)))
+                    .unwrap_or_default()
+            ));
+        }
+        md
+    }
+}
+
+/// What the title of an event of `kind` is, as its fence says.
+fn title_of(kind: HistoryKind) -> &'static str {
+    match kind {
+        HistoryKind::Focus => "window title",
+        HistoryKind::Notification => "notification",
+        HistoryKind::Capture | HistoryKind::Playback => "media name",
+        HistoryKind::Document => "document",
+        HistoryKind::Task => "task",
+        HistoryKind::RecentDocument => "recent file",
+        _ => "title",
+    }
+}
+
+/// `summarize_time`: time per app.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct TimeOut {
+    pub apps: Vec<AppTotalsView>,
+}
+
+impl Output for TimeOut {
+    fn markdown(&self) -> String {
+        let mut md = String::from("Time per app:\n");
+        for t in &self.apps {
+            let app = ident("app id", &t.app_id);
+            match t.focus_s {
+                Some(s) => md.push_str(&format!("- {app}: {:.0} min focused\n", s / 60.0)),
+                None => md.push_str(&format!("- {app}\n")),
+            }
+        }
+        md
+    }
+}
+
+impl Output for SnapshotView {
+    fn markdown(&self) -> String {
+        let mut md = String::from("# What the user is doing\n\n");
+        if let Some(ws) = &self.windows {
+            let active = self.active_window.as_deref();
+            match ws.iter().find(|w| Some(w.id.as_str()) == active) {
+                Some(w) => md.push_str(&format!("Focused: {}\n", window_line(w))),
+                None => md.push_str("Focused: no window\n"),
+            }
+            md.push_str(&format!("Open windows: {}\n", ws.len()));
+        }
+        for (streams, label) in [(&self.playback, "Playing"), (&self.capture, "Capturing")] {
+            if let Some(a) = streams {
+                md.push_str(&format!("{label}: {}\n", stream_summary(a)));
+            }
+        }
+        let states = [
+            ("Session", self.session.as_ref().map(Pairs::pairs)),
+            ("Power", self.power.as_ref().map(Pairs::pairs)),
+            ("Network", self.network.as_ref().map(Pairs::pairs)),
+            ("Location", self.location.as_deref().map(Pairs::pairs)),
+        ];
+        for (label, pairs) in states {
+            if let Some(p) = pairs {
+                md.push_str(&format!("{label}: {}\n", p.join("; ")));
+            }
+        }
+        if let Some(n) = &self.notifications {
+            md.push_str(&format!("Recent notifications: {}\n", n.len()));
+        }
+        if let Some(d) = &self.recent_documents {
+            let names: Vec<String> = d
+                .iter()
+                .take(5)
+                .map(|d| data("file name", None, &d.name))
+                .collect();
+            md.push_str(&format!(
+                "Recent documents: {} ({})\n",
+                d.len(),
+                names.join(", ")
+            ));
+        }
+        // What apps publish (only the kinds the host may see are in the
+        // snapshot), the kinds that say what the user works on first.
+        if !self.provided.is_empty() {
+            md.push_str("\nWhat apps say about themselves:\n");
+            let rank = |e: &ProvidedView| match e.kind.as_str() {
+                "document" => 0,
+                "task" => 1,
+                "selection" => 2,
+                "event" => 3,
+                _ => 4,
+            };
+            let mut entries: Vec<&ProvidedView> = self.provided.iter().collect();
+            entries.sort_by_key(|e| rank(e));
+            for e in entries {
+                md.push_str(&format!(
+                    "- {}: {}\n",
+                    provided_label(&e.kind),
+                    provided_line(e)
+                ));
+            }
+        }
+        if !self.withheld.is_empty() {
+            md.push_str(&format!(
+                "\nWithheld (not granted to this host): {}\n",
+                self.withheld.0.join(", ")
+            ));
+        }
+        md
+    }
+}
+
+impl Output for WindowsView {
+    fn markdown(&self) -> String {
+        let mut md = format!("# Open windows ({})\n\n", self.windows.len());
+        if self.windows.is_empty() {
+            md.push_str("No windows.\n");
+        }
+        for w in &self.windows {
+            md.push_str(&format!("- {}\n", window_line(w)));
+        }
+        if self.withheld.contains(&Category::WindowsTitles.to_string()) {
+            md.push_str("\n(Titles withheld: the user has not granted windows.titles.)\n");
+        }
+        md
+    }
+}
+
+/// The focused window (`id` `None`) or the window `id`.
+pub(crate) fn window(v: &WindowOneView, id: Option<&str>) -> Result<Rendered, Error> {
+    let line = v.window.as_ref().map(window_line);
+    let markdown = match (id, line) {
+        (Some(id), Some(l)) => format!("# Window {id}\n\n{l}\n"),
+        (None, Some(l)) => format!("# Focused window\n\n{l}\n"),
+        (_, None) => "# Focused window\n\nNo window has focus.\n".into(),
+    };
+    Ok(Rendered {
+        json: to_json(v)?,
+        markdown,
+    })
+}
+
+impl Output for WindowOneView {
+    fn markdown(&self) -> String {
+        window(self, None).map(|r| r.markdown).unwrap_or_default()
+    }
+}
+
+impl Output for NotificationsView {
+    fn markdown(&self) -> String {
+        let ns = &self.notifications;
+        let mut md = format!("# Notifications ({})\n\n", ns.len());
+        if ns.is_empty() {
+            md.push_str("No notifications.\n");
+        }
+        for n in ns {
+            // The app name is what the sender says; summary and body are its.
+            let mut text = n.summary.clone();
+            if let Some(b) = n.body.as_deref().filter(|b| !b.is_empty()) {
+                text.push_str(" — ");
+                text.push_str(b);
+            }
+            md.push_str(&format!(
+                "- {} ({})\n",
+                data("notification", Some(&n.app_name), &text),
+                n.time
+            ));
+        }
+        md
+    }
+}
+
+impl Output for MediaView {
+    fn markdown(&self) -> String {
+        let mut md = String::from("# Media activity\n\n");
+        if let Some(v) = &self.playback {
+            md.push_str(&format!("Playing: {}\n", stream_summary(v)));
+        }
+        if let Some(v) = &self.capture {
+            md.push_str(&format!("Capturing now: {}\n", stream_summary(v)));
+        }
+        if let Some(sessions) = self.capture_sessions.as_ref().filter(|s| !s.is_empty()) {
+            md.push_str("\nUsed the microphone, camera or screen in the last 24 h:\n");
+            for c in sessions {
+                md.push_str(&format!("- {}\n", capture_line(c)));
+            }
+        }
+        md
+    }
+}
+
+impl Output for RecentDocumentsView {
+    fn markdown(&self) -> String {
+        let docs = &self.documents;
+        let mut md = format!("# Recent documents ({})\n\n", docs.len());
+        if !self.available {
+            md.push_str("Unknown: no list of recently used files was read.\n");
+        } else if docs.is_empty() {
+            md.push_str("No recent documents.\n");
+        }
+        for d in docs {
+            let place = d.path.as_deref().unwrap_or(&d.uri);
+            // File names are anyone's (a download names its file); the app
+            // that opened it is the one the list names.
+            md.push_str(&format!(
+                "- {}",
+                data("recent file", d.app.as_deref(), place)
+            ));
+            if let Some(m) = &d.mime_type {
+                md.push_str(&format!(" ({})", ident("MIME type", m)));
+            }
+            if let Some(t) = d.modified.as_ref().or(d.visited.as_ref()) {
+                md.push_str(&format!(", {t}"));
+            }
+            md.push('\n');
+        }
+        md
+    }
+}
+
+/// How the JSON names a kind of stream (its serde name).
+fn kind_name(k: MediaKind) -> &'static str {
+    match k {
+        MediaKind::Playback => "playback",
+        MediaKind::Microphone => "microphone",
+        MediaKind::Camera => "camera",
+        MediaKind::Screen => "screen",
+    }
+}
+
+/// One line about a capture session: `app (microphone) from … to …`; a
+/// name that is only what the app claims is fenced as that.
+pub(crate) fn capture_line(c: &CaptureSessionView) -> String {
+    let who = stream_who(c.app_id.as_deref(), c.claimed_name.as_deref());
+    let (device, start) = (kind_name(c.kind), &c.start);
+    if c.active {
+        format!("{who} ({device}) from {start} until now")
+    } else {
+        let end = c.end.as_deref().unwrap_or("");
+        format!("{who} ({device}) from {start} to {end}")
+    }
+}
+
+/// One line about a window: `Name (app.id) — title [focused] (id …)`, the
+/// title fenced as the app's.
+pub(crate) fn window_line(w: &WindowView) -> String {
+    let app = w.app_id.as_str();
+    let mut s = match w.app_name.as_deref() {
+        Some(name) if name != app => format!("{} ({})", clean(name), ident("app id", app)),
+        _ => ident("app id", app),
+    };
+    if let Some(t) = &w.title {
+        s.push_str(&format!(" — {}", data("window title", Some(app), t)));
+    }
+    if w.focused {
+        s.push_str(" [focused]");
+    }
+    s.push_str(&format!(" (id {})", ident("window id", &w.id)));
+    s
+}
+
+fn stream_summary(v: &[StreamView]) -> String {
+    if v.is_empty() {
+        return "nothing".into();
+    }
+    v.iter()
+        .map(|s| {
+            let who = stream_who(s.app_id.as_deref(), s.claimed_name.as_deref());
+            format!("{who} ({})", kind_name(s.kind))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Who a stream or capture session is: its app id (from the kernel), else
+/// the name the app claims, fenced as that.
+fn stream_who(app_id: Option<&str>, claimed_name: Option<&str>) -> String {
+    match (app_id, claimed_name) {
+        (Some(a), _) => ident("app id", a),
+        (None, Some(n)) => data("name the app claims", None, n),
+        (None, None) => "an unknown app".into(),
+    }
+}
+
+/// `# Title` and a state's `key: value` lines, or that it is unknown.
+fn state_markdown(title: &str, pairs: Option<Vec<String>>) -> String {
+    match pairs {
+        None => format!("# {title}\n\nUnknown: the source that reports it is not running.\n"),
+        Some(p) => format!("# {title}\n\n- {}\n", p.join("\n- ")),
+    }
+}
+
+/// A state's fields as `key: value`, in the order of its JSON's keys
+/// (alphabetical). Names that others chose (the network's, the place's
+/// description) are fenced; other strings are shown when they are plain
+/// words of the source (`charging`, `wifi`), fenced otherwise.
+trait Pairs {
+    fn pairs(&self) -> Vec<String>;
+}
+
+/// A scalar as its JSON writes it (`true`, `25.0`, `3600`).
+fn scalar<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// A string the source chose from a few words (or a time): shown plain
+/// when it plainly is one, fenced as `key` otherwise.
+fn word(key: &str, v: &str) -> String {
+    format!("{key}: {}", ident(key, v))
+}
+
+impl Pairs for SessionState {
+    fn pairs(&self) -> Vec<String> {
+        let mut v = vec![
+            format!("active: {}", self.active),
+            format!("idle: {}", self.idle),
+        ];
+        if let Some(t) = &self.idle_since {
+            // As the JSON writes it (chrono's serde form).
+            let t = to_json(t)
+                .ok()
+                .and_then(|t| t.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            v.push(word("idle_since", &t));
+        }
+        v.push(format!("locked: {}", self.locked));
+        v.push(format!("preparing_for_sleep: {}", self.preparing_for_sleep));
+        v
+    }
+}
+
+impl Pairs for Power {
+    fn pairs(&self) -> Vec<String> {
+        let mut v = vec![format!("on_battery: {}", self.on_battery)];
+        if let Some(p) = &self.percentage {
+            v.push(format!("percentage: {}", scalar(p)));
+        }
+        if let Some(s) = &self.state {
+            v.push(word("state", s));
+        }
+        if let Some(t) = &self.time_to_empty_s {
+            v.push(format!("time_to_empty_s: {t}"));
+        }
+        if let Some(t) = &self.time_to_full_s {
+            v.push(format!("time_to_full_s: {t}"));
+        }
+        if let Some(w) = &self.warning_level {
+            v.push(word("warning_level", w));
+        }
+        v
+    }
+}
+
+impl Pairs for NetworkView {
+    fn pairs(&self) -> Vec<String> {
+        let mut v = vec![
+            word("connectivity", &self.connectivity),
+            format!("metered: {}", self.metered),
+        ];
+        if let Some(t) = &self.primary_type {
+            v.push(word("primary_type", t));
+        }
+        if let Some(s) = &self.ssid {
+            v.push(format!("ssid: {}", data("network name", None, s)));
+        }
+        v
+    }
+}
+
+impl Pairs for PlaceView {
+    fn pairs(&self) -> Vec<String> {
+        // The coordinates as one JSON object, its keys in order.
+        let geo = to_json(&self.geo)
+            .map(|g| g.to_string())
+            .unwrap_or_default();
+        let mut v = vec![
+            word("@type", self.schema_type),
+            format!("accuracy: {}", scalar(&self.accuracy)),
+            format!("geo: {geo}"),
+        ];
+        if let Some(n) = &self.name {
+            v.push(format!("name: {}", data("place name", None, n)));
+        }
+        if let Some(t) = &self.updated {
+            v.push(word("updated", t));
+        }
+        v
+    }
+}
+
+/// How a kind is said in summaries.
+fn provided_label(kind: &str) -> String {
+    match kind {
+        "document" => "Open document".into(),
+        "selection" => "Selected text".into(),
+        "task" => "Current task".into(),
+        "location" => "Location".into(),
+        "event" => "Event".into(),
+        "person" => "Person".into(),
+        other => format!("Provided context: {other}"),
+    }
+}
+
+/// One entry an app published: its name (or its data) fenced as the
+/// app's, then `[schema type]`. The data is the app's JSON object, free
+/// in form: it is read as JSON.
+fn provided_line(e: &ProvidedView) -> String {
+    const MAX: usize = 200;
+    let cut = |s: &str| {
+        if s.chars().count() > MAX {
+            format!("{}…", s.chars().take(MAX).collect::<String>())
+        } else {
+            s.to_owned()
+        }
+    };
+    let d: &Value = &e.data;
+    let (app, kind) = (e.app_id.as_str(), e.kind.as_str());
+    let mut line = match vocabulary::title(d).or_else(|| d.get("text").and_then(Value::as_str)) {
+        Some(t) => data(kind, Some(app), &cut(t)),
+        None => data(&format!("{kind} as JSON"), Some(app), &cut(&json_line(d))),
+    };
+    if let Some(t) = d.get("@type").and_then(Value::as_str) {
+        line.push_str(&format!(" [{}]", ident("type", t)));
+    }
+    line
+}
