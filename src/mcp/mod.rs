@@ -20,7 +20,7 @@ pub(crate) mod admin;
 // release build).
 #[cfg(feature = "conformance")]
 #[path = "../../tests/mcp_conformance/fixtures.rs"]
-pub mod conformance;
+pub(crate) mod conformance;
 pub(crate) mod consent;
 pub(crate) mod direct;
 pub(crate) mod error;

@@ -36,7 +36,7 @@ fn empty_schema() -> Value {
     json!({"type": "object", "properties": {}})
 }
 
-pub fn tools() -> Vec<Value> {
+pub(crate) fn tools() -> Vec<Value> {
     let simple = |name: &str, description: &str| json!({"name": name, "description": description, "inputSchema": empty_schema()});
     vec![
         simple("test_simple_text", "Tests simple text content response"),
@@ -180,7 +180,7 @@ fn text(t: &str) -> Result<CallToolResult, ErrorData> {
 }
 
 /// Fixture tools that need nothing from the session.
-pub async fn call(
+pub(crate) async fn call(
     name: &str,
     args: Option<Map<String, Value>>,
 ) -> Option<Result<CallToolResult, ErrorData>> {
@@ -255,7 +255,7 @@ async fn elicit(
 
 /// Fixture tools that depend on the request (its `_meta`, the inputs a
 /// 2026-07-28 host sends back) or talk back to the host during the call.
-pub async fn call_with_context(
+pub(crate) async fn call_with_context(
     req: &CallToolRequestParams,
     ctx: &RequestContext<RoleServer>,
 ) -> Option<Result<CallToolResponse, ErrorData>> {
@@ -504,14 +504,14 @@ fn input_required(
 // process, and a conformance build is never a user's daemon.
 
 /// The tasks of this process.
-pub fn tasks() -> &'static TaskManager {
+pub(crate) fn tasks() -> &'static TaskManager {
     static TASKS: std::sync::OnceLock<TaskManager> = std::sync::OnceLock::new();
     TASKS.get_or_init(TaskManager::new)
 }
 
 /// The capabilities a conformance build declares beyond the product's: the
 /// Tasks extension.
-pub fn declare(caps: &mut rmcp::model::ServerCapabilities) {
+pub(crate) fn declare(caps: &mut rmcp::model::ServerCapabilities) {
     caps.extensions
         .get_or_insert_with(Default::default)
         .insert(rmcp::model::TASKS_EXTENSION_ID.to_owned(), Map::new());
@@ -681,7 +681,7 @@ async fn task(
 
 /// The multi-round fixture prompt (an `InputRequiredResult` on a request
 /// that is not a tool call).
-pub fn get_prompt(req: &GetPromptRequestParams) -> Option<Result<GetPromptResponse, ErrorData>> {
+pub(crate) fn get_prompt(req: &GetPromptRequestParams) -> Option<Result<GetPromptResponse, ErrorData>> {
     if req.name != "test_input_required_result_prompt" {
         return None;
     }
@@ -845,7 +845,7 @@ async fn talking_back(
     })
 }
 
-pub fn prompts() -> Vec<Value> {
+pub(crate) fn prompts() -> Vec<Value> {
     vec![
         json!({"name": "test_simple_prompt", "title": "Simple Test Prompt", "description": "A simple prompt without arguments"}),
         json!({"name": "test_prompt_with_arguments", "title": "Prompt With Arguments", "description": "A prompt with required arguments", "arguments": [
@@ -860,7 +860,7 @@ pub fn prompts() -> Vec<Value> {
     ]
 }
 
-pub fn prompt(
+pub(crate) fn prompt(
     name: &str,
     args: &Option<Map<String, Value>>,
 ) -> Option<Result<GetPromptResult, Error>> {
@@ -893,15 +893,15 @@ pub fn prompt(
     ))
 }
 
-pub fn completes(name: &str) -> bool {
+pub(crate) fn completes(name: &str) -> bool {
     name.starts_with("test_")
 }
 
-pub fn complete(_name: &str, _arg: &str, _prefix: &str) -> Vec<String> {
+pub(crate) fn complete(_name: &str, _arg: &str, _prefix: &str) -> Vec<String> {
     Vec::new()
 }
 
-pub fn resources() -> Vec<Value> {
+pub(crate) fn resources() -> Vec<Value> {
     vec![
         json!({"uri": "test://static-text", "name": "static-text", "title": "Static Text Resource", "description": "A static text resource for testing", "mimeType": "text/plain"}),
         json!({"uri": "test://static-binary", "name": "static-binary", "title": "Static Binary Resource", "description": "A static binary resource (image) for testing", "mimeType": "image/png"}),
@@ -909,14 +909,14 @@ pub fn resources() -> Vec<Value> {
     ]
 }
 
-pub fn templates() -> Vec<Value> {
+pub(crate) fn templates() -> Vec<Value> {
     vec![json!({
         "uriTemplate": "test://template/{id}/data", "name": "template", "title": "Resource Template",
         "description": "A resource template with parameter substitution", "mimeType": "application/json"
     })]
 }
 
-pub fn read(uri: &str) -> Option<Result<ReadResourceResult, ErrorData>> {
+pub(crate) fn read(uri: &str) -> Option<Result<ReadResourceResult, ErrorData>> {
     let contents = match uri {
         "test://static-text" => {
             json!([{"uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource."}])
@@ -935,6 +935,6 @@ pub fn read(uri: &str) -> Option<Result<ReadResourceResult, ErrorData>> {
     Some(wire(json!({"resultType": "complete", "contents": contents})).map_err(Into::into))
 }
 
-pub fn is_fixture(uri: &str) -> bool {
+pub(crate) fn is_fixture(uri: &str) -> bool {
     uri.starts_with("test://")
 }
