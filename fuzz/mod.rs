@@ -829,7 +829,7 @@ mod targets {
                     },
                 };
                 if let Ok((items, next)) = page(vec![(); n], kind, &args) {
-                    assert!(items.len() <= crate::mcp::tools::MAX_PAGE);
+                    assert!(items.len() <= crate::mcp::schema::MAX_PAGE);
                     if let Some(next) = next {
                         assert!(decode_cursor(kind, &next).is_ok_and(|o| o < n));
                     }

@@ -20,8 +20,14 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use super::timeline;
-use super::tools::{DEFAULT_PAGE, MAX_BODY, MAX_PAGE, MAX_SUMMARY};
 use crate::model::Urgency;
+
+/// Default and largest page of `list_windows` / `list_notifications`.
+pub(crate) const DEFAULT_PAGE: usize = 50;
+pub(crate) const MAX_PAGE: usize = 100;
+/// Limits of `send_notification`.
+pub(crate) const MAX_SUMMARY: usize = 256;
+pub(crate) const MAX_BODY: usize = 4096;
 
 fn settings() -> SchemaSettings {
     let mut s = SchemaSettings::draft2020_12();

@@ -31,13 +31,6 @@ use crate::core::view::{
 };
 use crate::model::Category;
 
-/// Default and largest page of `list_windows` / `list_notifications`.
-pub(crate) const DEFAULT_PAGE: usize = 50;
-pub(crate) const MAX_PAGE: usize = 100;
-/// Limits of `send_notification`.
-pub(crate) const MAX_SUMMARY: usize = 256;
-pub(crate) const MAX_BODY: usize = 4096;
-
 /// The sentence each tool that returns such text ends its description
 /// with (the server's instructions say it at more length).
 fn theirs(what: &str) -> String {
@@ -589,7 +582,7 @@ mod tests {
         let p = schema::parse::<PageArgs>(args(json!({"limit": 5, "cursor": "x"})));
         assert!(p.is_ok_and(|p| p.limit() == 5 && p.cursor.as_deref() == Some("x")));
         let p = schema::parse::<PageArgs>(None).map(|p| p.limit());
-        assert_eq!(p, Ok(DEFAULT_PAGE));
+        assert_eq!(p, Ok(schema::DEFAULT_PAGE));
         for (v, said) in [
             (
                 json!({"limit": 0}),
@@ -629,7 +622,7 @@ mod tests {
             e.err().as_deref(),
             Some("'urgency' must be one of low, normal, critical")
         );
-        let long = "x".repeat(MAX_SUMMARY + 1);
+        let long = "x".repeat(schema::MAX_SUMMARY + 1);
         let e = schema::parse::<NotifyArgs>(args(json!({ "summary": long })));
         assert_eq!(
             e.err().as_deref(),

@@ -681,7 +681,9 @@ async fn task(
 
 /// The multi-round fixture prompt (an `InputRequiredResult` on a request
 /// that is not a tool call).
-pub(crate) fn get_prompt(req: &GetPromptRequestParams) -> Option<Result<GetPromptResponse, ErrorData>> {
+pub(crate) fn get_prompt(
+    req: &GetPromptRequestParams,
+) -> Option<Result<GetPromptResponse, ErrorData>> {
     if req.name != "test_input_required_result_prompt" {
         return None;
     }
