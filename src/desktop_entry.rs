@@ -44,11 +44,11 @@ const MAX_VALUE_CHARS: usize = 256;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct AppInfo {
     /// The desktop file id, e.g. `org.gnome.TextEditor.desktop`.
-    pub desktop_id: String,
+    pub(crate) desktop_id: String,
     /// `Name=` (unlocalised).
-    pub name: String,
+    pub(crate) name: String,
     /// `Icon=`: an icon name or an absolute path.
-    pub icon: Option<String>,
+    pub(crate) icon: Option<String>,
 }
 
 #[derive(Debug, Clone)]

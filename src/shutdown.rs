@@ -109,14 +109,14 @@ impl Level {
 pub(crate) struct Tree {
     root: CancellationToken,
     /// D-Bus and MCP: every connection, session, subscription and prompt.
-    pub publishers: Level,
+    pub(crate) publishers: Level,
     /// Everything that feeds the state: the sources, the policy watcher,
     /// and the task that applies their events.
-    pub sources: Level,
+    pub(crate) sources: Level,
     /// The history and audit writers and the retention of both.
-    pub writers: Level,
+    pub(crate) writers: Level,
     /// The connection pool, closed when this level stops.
-    pub database: Level,
+    pub(crate) database: Level,
 }
 
 impl Default for Tree {
@@ -165,10 +165,10 @@ impl Tree {
 /// stays under the 2 s in which a SIGTERM must end the daemon.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Bounds {
-    pub publishers: Duration,
-    pub sources: Duration,
-    pub writers: Duration,
-    pub database: Duration,
+    pub(crate) publishers: Duration,
+    pub(crate) sources: Duration,
+    pub(crate) writers: Duration,
+    pub(crate) database: Duration,
 }
 
 impl Default for Bounds {

@@ -48,17 +48,17 @@ pub(crate) const MAX_SESSIONS: usize = 1000;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct CaptureSession {
     /// The stream's id (source-prefixed, e.g. `pw-1-57`).
-    pub stream_id: String,
+    pub(crate) stream_id: String,
     /// What was captured: microphone, camera or screen.
-    pub kind: MediaKind,
+    pub(crate) kind: MediaKind,
     /// The app, as derived from the kernel (the stream's PID), when known.
-    pub app_id: Option<AppId>,
-    pub pid: Option<u32>,
+    pub(crate) app_id: Option<AppId>,
+    pub(crate) pid: Option<u32>,
     /// What the app claimed to be (`application.name`); never an identity.
-    pub claimed_name: Option<String>,
-    pub start: DateTime<Utc>,
+    pub(crate) claimed_name: Option<String>,
+    pub(crate) start: DateTime<Utc>,
     /// `None` while the capture goes on.
-    pub end: Option<DateTime<Utc>>,
+    pub(crate) end: Option<DateTime<Utc>>,
 }
 
 /// The bounded log of capture sessions, oldest first.

@@ -179,28 +179,28 @@ pub struct AppInfo {
 /// One decision of the gate about one access.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct AuditEntry {
-    pub time: DateTime<Utc>,
-    pub app: AppId,
-    pub category: Category,
-    pub channel: Channel,
+    pub(crate) time: DateTime<Utc>,
+    pub(crate) app: AppId,
+    pub(crate) category: Category,
+    pub(crate) channel: Channel,
     /// What the app called: `Context1.GetActiveWindow`, `tools/call
     /// get_active_window`, `resources/read context://windows` (empty in
     /// rows written before this was recorded).
-    pub request: String,
-    pub allowed: bool,
+    pub(crate) request: String,
+    pub(crate) allowed: bool,
     /// Why: `policy`, `prompt`, `manage`, `once`, `denied`, `paused`,
     /// `undecided`, `no-answer`.
-    pub reason: String,
+    pub(crate) reason: String,
     /// How many identical decisions this row stands for.
-    pub count: u64,
+    pub(crate) count: u64,
 }
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct AuditQuery {
-    pub since: Option<DateTime<Utc>>,
-    pub until: Option<DateTime<Utc>>,
-    pub app: Option<AppId>,
-    pub limit: u32,
+    pub(crate) since: Option<DateTime<Utc>>,
+    pub(crate) until: Option<DateTime<Utc>>,
+    pub(crate) app: Option<AppId>,
+    pub(crate) limit: u32,
 }
 
 /// What is loaded from the store at start.

@@ -44,9 +44,9 @@ pub(crate) enum Decision {
 #[derive(Debug, Clone)]
 pub(crate) struct GateSettings {
     /// What an undecided (app, category) gets: `Ask` (default) or `Deny`.
-    pub undecided: Verdict,
+    pub(crate) undecided: Verdict,
     /// How long an unanswered prompt keeps denying before asking again.
-    pub cooldown: chrono::Duration,
+    pub(crate) cooldown: chrono::Duration,
 }
 
 impl Default for GateSettings {
@@ -87,7 +87,7 @@ pub(crate) struct Gate {
     /// publishers re-check live subscriptions at once.
     generation: watch::Sender<u64>,
     /// What changed, for the user's control surfaces.
-    pub notices: super::notice::Notices,
+    pub(crate) notices: super::notice::Notices,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

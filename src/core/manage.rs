@@ -15,42 +15,42 @@ use crate::model::Category;
 /// An app that asked for context, and how it was identified.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct AppView {
-    pub app_id: String,
-    pub identity_source: &'static str,
-    pub first_seen: String,
-    pub last_seen: String,
+    pub(crate) app_id: String,
+    pub(crate) identity_source: &'static str,
+    pub(crate) first_seen: String,
+    pub(crate) last_seen: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub icon: Option<String>,
+    pub(crate) icon: Option<String>,
 }
 
 /// A live decision: the user's, or policy.toml's (origin `policy`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct GrantView {
-    pub app_id: String,
+    pub(crate) app_id: String,
     /// A category, or `*` for a policy grant of everything.
-    pub category: String,
-    pub decision: &'static str,
-    pub origin: &'static str,
+    pub(crate) category: String,
+    pub(crate) decision: &'static str,
+    pub(crate) origin: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub created: Option<String>,
+    pub(crate) created: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub expires: Option<String>,
+    pub(crate) expires: Option<String>,
 }
 
 /// One row of the audit log (identical decisions folded, with a count).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct AuditView {
-    pub time: String,
-    pub app_id: String,
-    pub category: String,
-    pub channel: &'static str,
+    pub(crate) time: String,
+    pub(crate) app_id: String,
+    pub(crate) category: String,
+    pub(crate) channel: &'static str,
     /// What the app called (see `core::consent::AuditEntry::request`).
-    pub request: String,
-    pub allowed: bool,
-    pub reason: String,
-    pub count: u64,
+    pub(crate) request: String,
+    pub(crate) allowed: bool,
+    pub(crate) reason: String,
+    pub(crate) count: u64,
 }
 
 impl Core {

@@ -45,8 +45,8 @@ impl CategoryPattern {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Grant {
-    pub category: CategoryPattern,
-    pub expires: Option<DateTime<Utc>>,
+    pub(crate) category: CategoryPattern,
+    pub(crate) expires: Option<DateTime<Utc>>,
 }
 
 /// A parsed policy file.

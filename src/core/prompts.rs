@@ -20,13 +20,13 @@ use crate::model::{AppId, Category, IdentitySource};
 /// What a prompt shows.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct PromptRequest {
-    pub app: AppId,
-    pub identity_source: IdentitySource,
-    pub display_name: Option<String>,
-    pub icon: Option<String>,
-    pub categories: Vec<Category>,
-    pub channel: Channel,
-    pub reason: String,
+    pub(crate) app: AppId,
+    pub(crate) identity_source: IdentitySource,
+    pub(crate) display_name: Option<String>,
+    pub(crate) icon: Option<String>,
+    pub(crate) categories: Vec<Category>,
+    pub(crate) channel: Channel,
+    pub(crate) reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -190,18 +190,18 @@ impl Prompts {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub(crate) struct PendingView {
     /// What [`Prompts::answer`] takes.
-    pub id: u64,
-    pub app_id: String,
+    pub(crate) id: u64,
+    pub(crate) app_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub app_name: Option<String>,
+    pub(crate) app_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub icon: Option<String>,
-    pub categories: super::view::Names,
+    pub(crate) icon: Option<String>,
+    pub(crate) categories: super::view::Names,
     /// `dbus` or `mcp`.
-    pub channel: String,
+    pub(crate) channel: String,
     /// What the app called and why (the MCP host, tool and arguments).
-    pub reason: String,
-    pub since: String,
+    pub(crate) reason: String,
+    pub(crate) since: String,
 }
 
 /// Start a prompt for `req` (or join the one already showing for the same
@@ -219,7 +219,7 @@ pub(crate) fn start(core: &Arc<Core>, req: PromptRequest) -> watch::Receiver<Opt
 /// wait, the prompt is withdrawn.
 #[derive(Debug)]
 pub(crate) struct Waiting {
-    pub rx: watch::Receiver<Option<Outcome>>,
+    pub(crate) rx: watch::Receiver<Option<Outcome>>,
     showing: Showing,
 }
 

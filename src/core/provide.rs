@@ -185,30 +185,30 @@ impl Providers {
 /// and `Consent1.ListProviders`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ProviderView {
-    pub app_id: String,
+    pub(crate) app_id: String,
     /// The app's name from its desktop entry, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub app_name: Option<String>,
+    pub(crate) app_name: Option<String>,
     /// What it publishes now, by kind.
-    pub kinds: Vec<ProvidedKindView>,
+    pub(crate) kinds: Vec<ProvidedKindView>,
     /// Whether the user lets it publish.
-    pub allowed: bool,
+    pub(crate) allowed: bool,
     /// Since when it may not (RFC 3339), when refused.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub refused_since: Option<String>,
+    pub(crate) refused_since: Option<String>,
 }
 
 /// One kind an app publishes now.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ProvidedKindView {
-    pub kind: String,
+    pub(crate) kind: String,
     /// When the app first published it (since it last appeared).
-    pub since: String,
+    pub(crate) since: String,
     /// When it last changed it.
-    pub updated: String,
+    pub(crate) updated: String,
     /// The entry's `name`, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
 }
 
 impl Core {

@@ -39,9 +39,9 @@ pub(crate) use questions::*;
 /// it came over (recorded with every access).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Subject {
-    pub app_id: AppId,
-    pub source: IdentitySource,
-    pub channel: Channel,
+    pub(crate) app_id: AppId,
+    pub(crate) source: IdentitySource,
+    pub(crate) channel: Channel,
 }
 
 /// Reports that the broker is waiting for the user (MCP
@@ -207,11 +207,11 @@ impl Seen<'_> {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub(crate) struct CapturesView {
     /// Oldest first.
-    pub sessions: Vec<CaptureSessionView>,
+    pub(crate) sessions: Vec<CaptureSessionView>,
     /// From the timeline (else: what the broker saw since it started).
-    pub from_timeline: bool,
+    pub(crate) from_timeline: bool,
     /// More sessions than [`MAX_CAPTURES`] were in the period.
-    pub more: bool,
+    pub(crate) more: bool,
 }
 
 /// The answer to [`Core::request_access`].

@@ -25,16 +25,16 @@ use crate::model::{AppId, Category, IdentitySource};
 /// What a publisher knows of a reader when it starts.
 #[derive(Debug, Clone)]
 pub(crate) struct ReaderInfo {
-    pub app: AppId,
-    pub identity_source: IdentitySource,
-    pub channel: Channel,
+    pub(crate) app: AppId,
+    pub(crate) identity_source: IdentitySource,
+    pub(crate) channel: Channel,
     /// How it reads: `subscription` (D-Bus), `stdio`, `http`, `sse` (MCP).
-    pub transport: &'static str,
+    pub(crate) transport: &'static str,
     /// The MCP host's `clientInfo` (name and version), if it gave one.
-    pub client: Option<String>,
+    pub(crate) client: Option<String>,
     /// What it follows (a subscription's categories; an MCP session's
     /// subscribed resources' categories, which grow as it subscribes).
-    pub categories: Vec<Category>,
+    pub(crate) categories: Vec<Category>,
 }
 
 #[derive(Debug)]
@@ -187,19 +187,19 @@ impl Drop for Registration {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ReaderView {
     /// What `Consent1.EndReader` takes.
-    pub id: u64,
-    pub app_id: String,
-    pub identity_source: &'static str,
+    pub(crate) id: u64,
+    pub(crate) app_id: String,
+    pub(crate) identity_source: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub icon: Option<String>,
+    pub(crate) icon: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub client: Option<String>,
-    pub channel: &'static str,
-    pub transport: &'static str,
-    pub since: String,
-    pub categories: super::view::Names,
+    pub(crate) client: Option<String>,
+    pub(crate) channel: &'static str,
+    pub(crate) transport: &'static str,
+    pub(crate) since: String,
+    pub(crate) categories: super::view::Names,
 }
 
 impl Core {

@@ -85,12 +85,12 @@ const QUEUE: usize = 256;
 /// A window as a shell reports it; ids are the shell's own.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct ReportedWindow {
-    pub app_id: String,
-    pub title: String,
+    pub(crate) app_id: String,
+    pub(crate) title: String,
     /// `activated` is never set here: focus is reported on its own.
-    pub states: WindowStates,
-    pub outputs: Vec<String>,
-    pub parent: Option<String>,
+    pub(crate) states: WindowStates,
+    pub(crate) outputs: Vec<String>,
+    pub(crate) parent: Option<String>,
 }
 
 /// One report of a shell.
@@ -120,11 +120,11 @@ pub(crate) enum Report {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Reported {
     /// [`GNOME_SHELL`] or [`KWIN`].
-    pub source: &'static str,
+    pub(crate) source: &'static str,
     /// The reporter's connection (a D-Bus unique name): what it reported
     /// lives as long as that, and as long as it owns the shell's name.
-    pub owner: String,
-    pub report: Report,
+    pub(crate) owner: String,
+    pub(crate) report: Report,
 }
 
 /// What the `shells` source receives: the reports, in order, and who owns
@@ -133,8 +133,8 @@ pub(crate) struct Reported {
 /// just before its sender lost the name never outlives the loss.
 #[derive(Debug)]
 pub(crate) struct ShellFeed {
-    pub reports: mpsc::Receiver<Reported>,
-    pub owners: watch::Receiver<NameOwners>,
+    pub(crate) reports: mpsc::Receiver<Reported>,
+    pub(crate) owners: watch::Receiver<NameOwners>,
 }
 
 impl ShellFeed {

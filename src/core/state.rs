@@ -33,33 +33,33 @@ const CHANGE_CAPACITY: usize = 4096;
 /// One focus change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct FocusChange {
-    pub window_id: Option<String>,
-    pub app_id: Option<String>,
-    pub at: DateTime<Utc>,
+    pub(crate) window_id: Option<String>,
+    pub(crate) app_id: Option<String>,
+    pub(crate) at: DateTime<Utc>,
 }
 
 /// Everything the broker knows right now.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Snapshot {
-    pub windows: BTreeMap<String, Window>,
-    pub active_window: Option<String>,
-    pub focus_history: VecDeque<FocusChange>,
-    pub streams: BTreeMap<String, MediaStream>,
-    pub session: Option<SessionState>,
-    pub power: Option<Power>,
-    pub network: Option<Network>,
-    pub notifications: VecDeque<Notification>,
-    pub provided: BTreeMap<(AppId, String), ProvidedContext>,
+    pub(crate) windows: BTreeMap<String, Window>,
+    pub(crate) active_window: Option<String>,
+    pub(crate) focus_history: VecDeque<FocusChange>,
+    pub(crate) streams: BTreeMap<String, MediaStream>,
+    pub(crate) session: Option<SessionState>,
+    pub(crate) power: Option<Power>,
+    pub(crate) network: Option<Network>,
+    pub(crate) notifications: VecDeque<Notification>,
+    pub(crate) provided: BTreeMap<(AppId, String), ProvidedContext>,
     /// Where the machine is (`None` while unknown).
-    pub location: Option<Location>,
+    pub(crate) location: Option<Location>,
     /// The primary selection: only its current value, read on request
     /// (see `SourceEvent::Selection`).
-    pub selection: Option<Selection>,
+    pub(crate) selection: Option<Selection>,
     /// The recently used files, newest first (`None` while unknown).
-    pub recent_documents: Option<Vec<RecentDocument>>,
-    pub sources: BTreeMap<String, SourceStatus>,
+    pub(crate) recent_documents: Option<Vec<RecentDocument>>,
+    pub(crate) sources: BTreeMap<String, SourceStatus>,
     /// Capture sessions of the last 24 hours (see `core::captures`).
-    pub captures: CaptureLog,
+    pub(crate) captures: CaptureLog,
 }
 
 impl Snapshot {

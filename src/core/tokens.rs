@@ -66,7 +66,7 @@ pub(crate) trait TokenStore: Send + Sync + std::fmt::Debug {
 /// (every request checks the token anyway).
 #[derive(Debug, Clone)]
 pub(crate) struct Tokens {
-    pub store: std::sync::Arc<dyn TokenStore>,
+    pub(crate) store: std::sync::Arc<dyn TokenStore>,
     revoked: tokio::sync::broadcast::Sender<String>,
 }
 

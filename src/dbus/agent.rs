@@ -19,8 +19,8 @@ pub(crate) const AGENT_INTERFACE: &str = "org.contextd.ConsentAgent1";
 /// One registered agent: a peer and the object path it serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Agent {
-    pub owner: String,
-    pub path: OwnedObjectPath,
+    pub(crate) owner: String,
+    pub(crate) path: OwnedObjectPath,
 }
 
 /// Registered agents; the most recent one answers.
@@ -59,8 +59,8 @@ impl Agents {
 /// The D-Bus prompter.
 #[derive(Debug, Clone)]
 pub(crate) struct DBusPrompter {
-    pub conn: Connection,
-    pub agents: Arc<Agents>,
+    pub(crate) conn: Connection,
+    pub(crate) agents: Arc<Agents>,
 }
 
 pub(crate) fn parse_answer(

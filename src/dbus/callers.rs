@@ -18,13 +18,13 @@ use crate::core::identity::{self, Identity};
 /// A bus peer as the broker knows it.
 #[derive(Debug, Clone)]
 pub(crate) struct Caller {
-    pub identity: Identity,
-    pub uid: u32,
+    pub(crate) identity: Identity,
+    pub(crate) uid: u32,
     /// The process's start time (clock ticks after boot), read before and
     /// after its identity was resolved and the same both times: with the
     /// PID it names this one process, which polkit checks again
     /// (`dbus::polkit`). 0 when `/proc` did not say.
-    pub start_time: u64,
+    pub(crate) start_time: u64,
 }
 
 impl Caller {

@@ -35,18 +35,18 @@ pub(crate) use crate::names::{BUS_NAME, PATH};
 /// What every interface of the D-Bus publisher shares.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub core: Arc<Core>,
-    pub conn: Connection,
-    pub callers: callers::Callers,
-    pub subs: Arc<subscription::Subscriptions>,
-    pub agents: Arc<agent::Agents>,
+    pub(crate) core: Arc<Core>,
+    pub(crate) conn: Connection,
+    pub(crate) callers: callers::Callers,
+    pub(crate) subs: Arc<subscription::Subscriptions>,
+    pub(crate) agents: Arc<agent::Agents>,
     /// Unique names of the panels that asked for `Consent1.Changed`
     /// (`WatchChanges`): the signal goes to each, never to the bus.
-    pub consent_watchers: std::sync::Mutex<std::collections::BTreeSet<String>>,
-    pub polkit: polkit::Polkit,
+    pub(crate) consent_watchers: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    pub(crate) polkit: polkit::Polkit,
     /// The publishers' tracker: tasks that outlive a call (a request's
     /// answer) are spawned here, so that shutdown joins them.
-    pub tasks: TaskTracker,
+    pub(crate) tasks: TaskTracker,
     next_request: AtomicU64,
 }
 

@@ -39,11 +39,11 @@ pub(crate) struct Polkit {
 /// The process polkit is asked about, as the broker identified it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Process {
-    pub pid: u32,
-    pub uid: u32,
+    pub(crate) pid: u32,
+    pub(crate) uid: u32,
     /// Read when the caller was identified; 0 if it could not be read
     /// (polkit then reads it itself, the old, racy way).
-    pub start_time: u64,
+    pub(crate) start_time: u64,
 }
 
 /// What a management call asks, for polkit's `details` (shown by the
@@ -52,13 +52,13 @@ pub(crate) struct Process {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Request {
     /// The D-Bus member (`SetGrant`, `Revoke`, …).
-    pub operation: String,
+    pub(crate) operation: String,
     /// The app the call is about, if one.
-    pub app: Option<String>,
+    pub(crate) app: Option<String>,
     /// The categories the call is about, if any.
-    pub categories: Vec<String>,
+    pub(crate) categories: Vec<String>,
     /// What it does, in words: "allow exe:/usr/bin/foo to see windows".
-    pub summary: String,
+    pub(crate) summary: String,
 }
 
 impl Request {

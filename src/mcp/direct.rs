@@ -43,11 +43,11 @@ const VERSION: &str = "2026-07-28";
 /// What answering needs.
 #[derive(Debug)]
 pub(crate) struct Direct {
-    pub broker: Arc<Broker>,
+    pub(crate) broker: Arc<Broker>,
     /// `[mcp.http] responses = "json"`: rmcp answers a request without a
     /// session as JSON; otherwise on an event stream that carries the
     /// answer and ends. This writes the same.
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// A `tools/call` as this module accepts it: exactly these members.

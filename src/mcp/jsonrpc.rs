@@ -35,8 +35,8 @@ pub(crate) enum Screened {
 pub(crate) struct Rejection {
     /// The id of the request when it could be read; `null` otherwise, as
     /// JSON-RPC 2.0 asks for parse errors and invalid requests.
-    pub id: Option<RequestId>,
-    pub error: ErrorData,
+    pub(crate) id: Option<RequestId>,
+    pub(crate) error: ErrorData,
 }
 
 impl Rejection {
@@ -378,7 +378,7 @@ pub(crate) fn screen_value(v: Value) -> Screened {
 /// extensions.
 #[derive(Debug, Clone)]
 pub(crate) struct Screen(
-    pub std::sync::Arc<std::sync::Mutex<Option<rmcp::model::ClientJsonRpcMessage>>>,
+    pub(crate) std::sync::Arc<std::sync::Mutex<Option<rmcp::model::ClientJsonRpcMessage>>>,
 );
 
 #[cfg(test)]

@@ -52,13 +52,13 @@ use crate::shutdown::Level;
 /// What every MCP session shares.
 #[derive(Debug)]
 pub(crate) struct Broker {
-    pub core: Arc<Core>,
-    pub notifier: notify::Notifier,
+    pub(crate) core: Arc<Core>,
+    pub(crate) notifier: notify::Notifier,
     /// Cancelled at shutdown; every session's token is a child.
-    pub cancel: CancellationToken,
+    pub(crate) cancel: CancellationToken,
     /// The publishers' tracker: every connection's and session's task is
     /// spawned here, so that shutdown joins them.
-    pub tasks: TaskTracker,
+    pub(crate) tasks: TaskTracker,
 }
 
 #[derive(Debug, thiserror::Error)]

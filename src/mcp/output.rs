@@ -45,13 +45,13 @@ pub(crate) trait Output: Serialize + JsonSchema + Sized {
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct Paged<V> {
     #[serde(flatten)]
-    pub view: V,
+    pub(crate) view: V,
     /// Present when there are more; pass it back as `cursor`.
     #[serde(rename = "nextCursor", skip_serializing_if = "Option::is_none")]
     #[schemars(
         description = "Present when there are more: pass it back as cursor for the next page"
     )]
-    pub next_cursor: Option<String>,
+    pub(crate) next_cursor: Option<String>,
 }
 
 impl<V: Output> Output for Paged<V> {
@@ -67,7 +67,7 @@ macro_rules! state_output {
         $(#[$doc])*
         #[derive(Debug, Serialize, JsonSchema)]
         pub(crate) struct $name {
-            pub available: bool,
+            pub(crate) available: bool,
             pub $key: Option<$ty>,
         }
 
@@ -108,8 +108,8 @@ state_output!(
 /// `get_selection`, `context://selection`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct SelectionOut {
-    pub available: bool,
-    pub selection: Option<SelectionView>,
+    pub(crate) available: bool,
+    pub(crate) selection: Option<SelectionView>,
 }
 
 impl From<StateView<SelectionView>> for SelectionOut {
@@ -145,8 +145,8 @@ impl Output for SelectionOut {
 pub(crate) struct ProvidedOut {
     /// The kind read (it names the text's heading; not in the JSON).
     #[serde(skip)]
-    pub kind: String,
-    pub provided: Vec<ProvidedView>,
+    pub(crate) kind: String,
+    pub(crate) provided: Vec<ProvidedView>,
 }
 
 impl Output for ProvidedOut {
@@ -170,7 +170,7 @@ impl Output for ProvidedOut {
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct NotifiedOut {
     #[schemars(description = "The notification server's id of the notification")]
-    pub id: u32,
+    pub(crate) id: u32,
 }
 
 impl Output for NotifiedOut {
@@ -184,11 +184,11 @@ impl Output for NotifiedOut {
 pub(crate) struct ActivityOut {
     /// The period read, `[since, until)` (said in the text).
     #[serde(skip)]
-    pub period: (DateTime<Utc>, DateTime<Utc>),
-    pub events: Vec<HistoryEventView>,
+    pub(crate) period: (DateTime<Utc>, DateTime<Utc>),
+    pub(crate) events: Vec<HistoryEventView>,
     /// There were more events than the limit: read a shorter period.
     #[schemars(description = "There were more events in the period: read a shorter one")]
-    pub truncated: bool,
+    pub(crate) truncated: bool,
 }
 
 impl Output for ActivityOut {
@@ -241,7 +241,7 @@ fn title_of(kind: HistoryKind) -> &'static str {
 /// `summarize_time`: time per app.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct TimeOut {
-    pub apps: Vec<AppTotalsView>,
+    pub(crate) apps: Vec<AppTotalsView>,
 }
 
 impl Output for TimeOut {

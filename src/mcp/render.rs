@@ -62,8 +62,8 @@ pub(crate) const MAX_RESULT_BYTES: usize = 256 * 1024;
 /// A rendered resource (or tool result).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Rendered {
-    pub json: Value,
-    pub markdown: String,
+    pub(crate) json: Value,
+    pub(crate) markdown: String,
 }
 
 /// A view as JSON (views always serialize; a failure is a bug, said so).

@@ -228,13 +228,13 @@ pub(crate) struct PageArgs {
     #[schemars(
         description = "Opaque cursor from a previous call's nextCursor, to get the next page"
     )]
-    pub cursor: Option<String>,
+    pub(crate) cursor: Option<String>,
     #[schemars(
         range(min = 1, max = MAX_PAGE),
         extend("default" = DEFAULT_PAGE),
         description = format!("How many per page (1-{MAX_PAGE}, default {DEFAULT_PAGE})")
     )]
-    pub limit: Option<u64>,
+    pub(crate) limit: Option<u64>,
 }
 
 impl PageArgs {
@@ -250,7 +250,7 @@ impl PageArgs {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ProvidedArgs {
     #[schemars(description = super::resources::kinds_said())]
-    pub kind: String,
+    pub(crate) kind: String,
 }
 
 /// `send_notification`.
@@ -258,14 +258,14 @@ pub(crate) struct ProvidedArgs {
 #[serde(deny_unknown_fields)]
 pub(crate) struct NotifyArgs {
     #[schemars(length(min = 1, max = MAX_SUMMARY), description = "The one-line title")]
-    pub summary: String,
+    pub(crate) summary: String,
     #[schemars(length(max = MAX_BODY), description = "Optional longer text")]
-    pub body: Option<String>,
+    pub(crate) body: Option<String>,
     #[schemars(
         extend("default" = "normal"),
         description = "How urgent (default normal)"
     )]
-    pub urgency: Option<Urgency>,
+    pub(crate) urgency: Option<Urgency>,
 }
 
 /// `get_recent_activity`: a period, an app, at most how many events.
@@ -273,17 +273,17 @@ pub(crate) struct NotifyArgs {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ActivityArgs {
     #[schemars(extend("format" = "date-time"), description = SINCE)]
-    pub since: Option<String>,
+    pub(crate) since: Option<String>,
     #[schemars(extend("format" = "date-time"), description = UNTIL)]
-    pub until: Option<String>,
+    pub(crate) until: Option<String>,
     #[schemars(description = "Only this app id")]
-    pub app: Option<String>,
+    pub(crate) app: Option<String>,
     #[schemars(
         range(min = 1, max = timeline::MAX_EVENTS),
         extend("default" = timeline::DEFAULT_EVENTS),
         description = "At most this many events; `truncated` says when there were more"
     )]
-    pub limit: Option<u32>,
+    pub(crate) limit: Option<u32>,
 }
 
 /// `summarize_time`: a period.
@@ -291,9 +291,9 @@ pub(crate) struct ActivityArgs {
 #[serde(deny_unknown_fields)]
 pub(crate) struct PeriodArgs {
     #[schemars(extend("format" = "date-time"), description = SINCE)]
-    pub since: Option<String>,
+    pub(crate) since: Option<String>,
     #[schemars(extend("format" = "date-time"), description = UNTIL)]
-    pub until: Option<String>,
+    pub(crate) until: Option<String>,
 }
 
 const SINCE: &str = "Start (RFC 3339); default one hour ago (24 hours for summarize_time)";

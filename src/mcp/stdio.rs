@@ -80,7 +80,7 @@ pub(crate) fn private_dir(dir: &Path) -> Result<(), SocketError> {
 /// `--replace` successor may have bound its own at the same path).
 #[derive(Debug)]
 pub(crate) struct BoundSocket {
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     listener: Option<UnixListener>,
     ino: (u64, u64),
 }

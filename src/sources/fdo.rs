@@ -307,10 +307,10 @@ pub(crate) fn type_of(v: &Variant<'_>) -> String {
 /// Reads properties of one object, warning once per property that is
 /// missing or has the wrong type, and returning `None` for it.
 pub(crate) struct Reader<'a> {
-    pub props: &'a Props,
-    pub warned: &'a Warned,
+    pub(crate) props: &'a Props,
+    pub(crate) warned: &'a Warned,
     /// Shown in warnings: `org.freedesktop.UPower.Device`.
-    pub what: &'a str,
+    pub(crate) what: &'a str,
 }
 
 impl Reader<'_> {
@@ -441,7 +441,7 @@ pub(crate) async fn signal_stream(
 /// The properties of one interface of one object, kept current from
 /// `PropertiesChanged`.
 pub(crate) struct PropsWatch {
-    pub props: Props,
+    pub(crate) props: Props,
     stream: MessageStream,
     conn: Connection,
     sender: String,
@@ -586,7 +586,7 @@ impl PropsWatch {
 /// Follows who owns a well-known name.
 pub(crate) struct NameWatch {
     stream: MessageStream,
-    pub owner: Option<String>,
+    pub(crate) owner: Option<String>,
 }
 
 impl NameWatch {

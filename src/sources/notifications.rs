@@ -202,8 +202,8 @@ pub(crate) struct Tracker {
     /// Ids of the notifications reported and not closed yet, oldest first.
     shown: VecDeque<String>,
     /// Unique name of the notification server, if one runs.
-    pub server: Option<String>,
-    pub warned: Warned,
+    pub(crate) server: Option<String>,
+    pub(crate) warned: Warned,
 }
 
 impl Tracker {

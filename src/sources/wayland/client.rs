@@ -51,7 +51,7 @@ pub(crate) enum Ended {
 #[derive(Debug)]
 pub(crate) struct Connection {
     stop: Arc<OwnedFd>,
-    pub ended: oneshot::Receiver<Ended>,
+    pub(crate) ended: oneshot::Receiver<Ended>,
     thread: Option<JoinHandle<()>>,
 }
 
