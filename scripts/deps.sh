@@ -20,6 +20,13 @@
 #                        tests run as root (default: contextd-test)
 #   CONTEXTD_MCP_VERSION the PyPI mcp version for --python (default: 2.3.0)
 #   CONTEXTD_PYLD_VERSION the PyPI pyld version for --python (default: 3.3.0)
+#   CONTEXTD_TOOLS_CACHE where --node and --python install, once per machine
+#                        (default: $XDG_CACHE_HOME/contextd/tools, else
+#                        ~/.cache/contextd/tools); a clone's .tools is a link
+#                        to it, so a new clone installs nothing again. Every
+#                        tool there is pinned and checked by version, so clones
+#                        of other versions share it safely (one installs at a
+#                        time: a lock). A .tools that is a directory is kept.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -259,6 +266,22 @@ done
 
 install_packages "${PACKAGES[@]}"
 ensure_test_user
+if [ "$CHECK_ONLY" = 0 ] && { [ "$WANT_PYTHON" = 1 ] || [ "$WANT_NODE" = 1 ]; }; then
+    # The Node and Python tools are heavy parts like the Debian packages:
+    # installed once per machine, outside the clone, and linked in.
+    if [ ! -e "$TOOLS" ] && [ ! -L "$TOOLS" ]; then
+        cache=${CONTEXTD_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/contextd/tools}
+        mkdir -p "$cache"
+        ln -s "$cache" "$TOOLS"
+    fi
+    mkdir -p "$TOOLS"
+    # Install by the real path: a venv and npm write it into what they
+    # install, and it must outlive the clone that first installed it.
+    TOOLS=$(cd "$TOOLS" && pwd -P)
+    # Two clones installing at once take turns.
+    exec 9>"$TOOLS/.lock"
+    flock 9
+fi
 if [ "$WANT_PYTHON" = 1 ]; then install_python; fi
 if [ "$WANT_NODE" = 1 ]; then
     install_node
