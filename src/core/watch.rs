@@ -136,6 +136,14 @@ impl Watch {
         self
     }
 
+    /// The app it watches for (`None` for the owner).
+    pub(crate) fn app(&self) -> Option<&AppId> {
+        match &self.who {
+            Watcher::App { app, .. } => Some(app),
+            Watcher::Owner => None,
+        }
+    }
+
     /// The reader's registration, for a publisher whose reader follows
     /// more as it goes (an MCP session subscribing).
     pub(crate) fn registration(&self) -> Option<Arc<Registration>> {

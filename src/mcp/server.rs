@@ -34,7 +34,7 @@ use super::error::{Error, PERMISSION_DENIED, wire};
 use super::resources::{self, MARKDOWN_MIME, Res};
 use super::{prompts, tools, watch};
 use crate::core::readers::{ReaderInfo, Registration};
-use crate::core::{Follow, Watcher};
+use crate::core::{Follow, Watch, Watcher};
 use crate::model::Category;
 
 /// Where the handler learns its host's identity.
@@ -59,6 +59,21 @@ struct Session {
     /// Listed in `Consent1.ListReaders` while the session's notification
     /// loop runs.
     reader: OnceLock<Arc<Registration>>,
+    /// Feeds taken for `subscriptions/listen` requests before rmcp
+    /// acknowledges them (it acknowledges before it calls `listen`), so
+    /// that a change made right after the acknowledgement is not missed.
+    listening: Parked,
+}
+
+/// Feeds waiting for their `listen` call (see [`Session::listening`]).
+#[derive(Default)]
+struct Parked(Mutex<Vec<Watch>>);
+
+impl std::fmt::Debug for Parked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.lock().map(|v| v.len()).unwrap_or_default();
+        write!(f, "Parked({n})")
+    }
 }
 
 pub(crate) struct ContextServer {
@@ -105,6 +120,17 @@ impl ContextServer {
 
     /// The subject of a request: the session's, or the request's token
     /// (which must be the one the session started with).
+    /// A feed of everything this session's app may learn, from now.
+    fn app_feed(&self, subject: &Subject) -> Watch {
+        self.broker.core.watch(
+            Watcher::App {
+                app: subject.app_id.clone(),
+                held: Vec::new(),
+            },
+            Follow::All,
+        )
+    }
+
     fn subject(&self, ext: &rmcp::model::Extensions) -> Result<Subject, ErrorData> {
         if self.end.is_cancelled() {
             return Err(ErrorData::new(
@@ -191,20 +217,10 @@ impl ContextServer {
             .filter_map(|u| Res::parse(u))
             .flat_map(|r| r.categories())
             .collect();
-        let feed = self
-            .broker
-            .core
-            .watch(
-                Watcher::App {
-                    app: subject.app_id.clone(),
-                    held: Vec::new(),
-                },
-                Follow::All,
-            )
-            .register(
-                reader_info(&subject, self.transport, client, subscribed),
-                self.end.clone(),
-            );
+        let feed = self.app_feed(&subject).register(
+            reader_info(&subject, self.transport, client, subscribed),
+            self.end.clone(),
+        );
         if let Some(r) = feed.registration() {
             let _ = self.session.reader.set(r);
         }
@@ -467,6 +483,27 @@ impl ServerHandler for ContextServer {
     ) -> Option<SubscriptionFilter> {
         // Consent is applied per notification in the loop (a grant can come
         // and go while the stream is open); here only URIs we serve pass.
+        // The feed starts now, before rmcp acknowledges the request: a
+        // host may change context as soon as it reads the acknowledgement.
+        let bound = match &self.origin {
+            Origin::Fixed(s) => Some(s.clone()),
+            Origin::PerRequest => self.session.subject.get().cloned(),
+        };
+        if let Some(subject) = bound {
+            let feed = self.app_feed(&subject);
+            let mut parked = self
+                .session
+                .listening
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            // A request refused after this (rmcp could not establish it)
+            // leaves its feed here: keep only the newest few.
+            if parked.len() >= 8 {
+                parked.remove(0);
+            }
+            parked.push(feed);
+        }
         let mut f = SubscriptionFilter::default();
         f.resources_list_changed = requested.resources_list_changed;
         f.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
@@ -491,20 +528,23 @@ impl ServerHandler for ContextServer {
             .flat_map(|r| r.categories())
             .collect();
         // Ending it ends this stream (its request), and the session too.
-        let feed = self
-            .broker
-            .core
-            .watch(
-                Watcher::App {
-                    app: subject.app_id.clone(),
-                    held: Vec::new(),
-                },
-                Follow::All,
-            )
-            .register(
-                reader_info(&subject, self.transport, client, categories),
-                cancel.clone(),
-            );
+        // The feed parked when the request was accepted, if there is one
+        // for this app (one per request; any of them is as good).
+        let parked = {
+            let mut p = self
+                .session
+                .listening
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            p.iter()
+                .position(|w| w.app() == Some(&subject.app_id))
+                .map(|i| p.swap_remove(i))
+        };
+        let feed = parked.unwrap_or_else(|| self.app_feed(&subject)).register(
+            reader_info(&subject, self.transport, client, categories),
+            cancel.clone(),
+        );
         watch::run(
             self.broker.clone(),
             subject,
