@@ -35,6 +35,20 @@ GNOME_SHELL_EXTENSIONS_DIR ?= $(DATADIR)/gnome-shell/extensions
 GNOME_SHELL_EXTENSION ?= $(shell v=$$(gnome-shell --version 2>/dev/null | sed -n 's/^GNOME Shell \([0-9]*\).*/\1/p' || true); \
 	if [ -n "$$v" ] && [ "$$v" -lt 45 ]; then echo legacy; else echo esm; fi)
 
+# Dependencies are compiled once per machine, not once per clone: cargo's
+# build dir (its intermediate artifacts: every compiled crate, build-script
+# output) lives under ~/.cache/contextd/build and is shared by every clone of
+# this repository on the machine, while each clone's target/ keeps its own
+# binaries. Cargo names a workspace crate's artifacts by its path relative to
+# the workspace, so a new clone recompiles contextd itself over the previous
+# clone's artifacts (the dir does not grow per clone) and reuses every
+# dependency that Cargo.lock, the toolchain and the flags leave unchanged.
+# `make test` holds a lock on it for its whole run (two clones' test runs
+# would otherwise replace each other's test binaries). Set
+# CARGO_BUILD_BUILD_DIR=target to keep everything in the clone.
+CONTEXTD_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/contextd
+export CARGO_BUILD_BUILD_DIR ?= $(CONTEXTD_CACHE)/build
+
 # --locked once there is a lock file to hold the build to.
 LOCKED := $(if $(wildcard Cargo.lock),--locked,)
 RELEASE := $(CURDIR)/target/release
@@ -44,7 +58,7 @@ BINARIES := contextd contextctl
 RUN_DIR := $(CURDIR)/.run
 RUN_SESSION := $(RUN_DIR)/session
 
-.PHONY: all deps build run test test-scripts lint fmt clippy bench soak fuzz \
+.PHONY: all deps build run test test-locked test-scripts lint fmt clippy bench soak fuzz \
 	install install-bin install-data uninstall clean
 
 all: build
@@ -141,10 +155,16 @@ run: deps build
 # each test in a process of its own, plain `cargo test` as threads of one;
 # the one test that sets its process's environment has a binary to itself
 # (tests/fdo_own_notifications.rs), so both ways are safe.
-test: export CONTEXTD_NODE := $(CURDIR)/.tools/node22/bin/node
-test: export CONTEXTD_PYTHON := $(CURDIR)/.tools/venv/bin/python
 test:
 	@scripts/deps.sh --node --python
+	@mkdir -p "$(CARGO_BUILD_BUILD_DIR)"
+	@flock -n "$(CARGO_BUILD_BUILD_DIR)/.make-test.lock" true || \
+	    echo "make test: another clone's make test runs on this machine; waiting for it"
+	@flock "$(CARGO_BUILD_BUILD_DIR)/.make-test.lock" $(MAKE) --no-print-directory test-locked
+
+test-locked: export CONTEXTD_NODE := $(CURDIR)/.tools/node22/bin/node
+test-locked: export CONTEXTD_PYTHON := $(CURDIR)/.tools/venv/bin/python
+test-locked:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --quiet --all-targets $(LOCKED) -- -D warnings
 	@# With the conformance feature only the library and the conformance

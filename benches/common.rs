@@ -255,10 +255,10 @@ pub fn rss_parts(pid: u32) -> String {
 /// `examples/wl_toplevels` of the release build, built if missing: a
 /// Wayland client that maps toplevels on demand.
 pub fn wl_toplevels_bin() -> std::path::PathBuf {
-    let exe = std::env::current_exe().expect("exe");
-    let bin = exe
+    // Beside the binaries, in target/<profile>/examples/ (this test's own
+    // executable may be in cargo's build dir, elsewhere).
+    let bin = Path::new(env!("CARGO_BIN_EXE_contextd"))
         .parent()
-        .and_then(|d| d.parent())
         .map(|d| d.join("examples/wl_toplevels"))
         .expect("target dir");
     if !bin.exists() {

@@ -259,13 +259,17 @@ fn build_qt_client(dir: &Path) -> PathBuf {
         ("context1", "org.contextd.Context1"),
         ("subscription1", "org.contextd.Subscription1"),
     ] {
+        // Copied beside the output: qdbusxml2cpp writes its command line
+        // into what it generates, and the compiled client is cached by
+        // what was compiled (below), which must not name the clone.
         let xml = interfaces().join(format!("{iface}.xml"));
+        std::fs::copy(&xml, dir.join(format!("{iface}.xml"))).expect("copy the XML");
         let (st, _o, e) = run_cmd(
             Command::new(bins.join("qdbusxml2cpp"))
                 .current_dir(dir)
                 .arg("-p")
                 .arg(format!("{base}.h:{base}.cpp"))
-                .arg(&xml),
+                .arg(format!("{iface}.xml")),
             60,
         );
         assert!(st.success(), "qdbusxml2cpp {}: {e}", xml.display());
@@ -286,6 +290,38 @@ fn build_qt_client(dir: &Path) -> PathBuf {
         10,
     );
     assert!(st.success(), "pkg-config Qt5DBus: run scripts/deps.sh: {e}");
+    // The compiler's output depends only on these sources and the tools:
+    // once compiled on a machine, it is kept (like ccache would), so that
+    // each run generates and checks the proxies but does not spend half a
+    // minute of CPU compiling the same C++ again.
+    let (_, cxx, _) = run_cmd(Command::new("g++").arg("--version"), 10);
+    let (_, qt, _) = run_cmd(
+        Command::new("pkg-config").args(["--modversion", "Qt5DBus"]),
+        10,
+    );
+    let mut key = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in [cxx.as_bytes(), qt.as_bytes(), flags.as_bytes()] {
+        key.update(part);
+        key.update(b"\0");
+    }
+    let headers = ["consent1.h", "context1.h", "subscription1.h"].map(|h| dir.join(h));
+    for src in sources.iter().chain(&headers) {
+        key.update(&std::fs::read(src).expect("a Qt client source"));
+        key.update(b"\0");
+    }
+    let key: String = key.finish().as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .map(|c| c.join("contextd/qt-client"));
+    if let Some(cached) = cache.as_ref().map(|c| c.join(&key))
+        && cached.is_file()
+    {
+        return cached;
+    }
     let exe = dir.join("qt-client");
     let (st, _o, e) = run_cmd(
         Command::new("g++")
@@ -298,6 +334,18 @@ fn build_qt_client(dir: &Path) -> PathBuf {
         300,
     );
     assert!(st.success(), "the Qt client does not compile: {e}");
+    // Kept for the next run: copied under a name of its own, then renamed
+    // into place, so a concurrent run never sees half a file.
+    if let Some(cache) = cache {
+        let tmp = cache.join(format!("{key}.{}", std::process::id()));
+        let kept = std::fs::create_dir_all(&cache)
+            .and_then(|()| std::fs::copy(&exe, &tmp))
+            .and_then(|_| std::fs::rename(&tmp, cache.join(&key)));
+        if let Err(e) = kept {
+            println!("the Qt client is not cached ({e}); it is compiled again next time");
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
     exe
 }
 

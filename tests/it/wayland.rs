@@ -7,7 +7,7 @@
 use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -65,11 +65,10 @@ pub struct Toplevels {
 }
 
 pub fn wl_toplevels_bin() -> PathBuf {
-    // target/<profile>/deps/<this test> → target/<profile>/examples/.
-    let exe = std::env::current_exe().expect("exe");
-    let bin = exe
+    // Beside the binaries, in target/<profile>/examples/ (this test's own
+    // executable may be in cargo's build dir, elsewhere).
+    let bin = Path::new(env!("CARGO_BIN_EXE_contextd"))
         .parent()
-        .and_then(|d| d.parent())
         .map(|d| d.join("examples/wl_toplevels"))
         .expect("target dir");
     if !bin.exists() {
