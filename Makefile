@@ -144,7 +144,7 @@ run: deps build
 test: export CONTEXTD_NODE := $(CURDIR)/.tools/node22/bin/node
 test: export CONTEXTD_PYTHON := $(CURDIR)/.tools/venv/bin/python
 test:
-	@scripts/deps.sh --node --python
+	@scripts/deps.sh --node --python --boot-root
 	$(CARGO) fmt --check
 	$(CARGO) clippy --quiet --all-targets $(LOCKED) -- -D warnings
 	@# With the conformance feature only the library and the conformance

@@ -128,12 +128,27 @@ trap 'exit 143' TERM
 # container's systemd builds its tree below it and two runs never meet.
 NSPAWN=(systemd-nspawn --quiet --boot --register=no --volatile=overlay
     --directory="$IMAGE" --machine="$MACHINE"
-    --bind-ro="$WORK:/run/contextd-test" --console=pipe)
+    --bind-ro="$WORK:/run/contextd-test" --console=pipe
+    # Only a loopback of its own: the daemon's dashboard and anything with an
+    # abstract socket in there never meet the host's (or other tests').
+    --private-network
+    # nspawn's own seccomp filter refuses mlock() unless the container keeps
+    # CAP_IPC_LOCK; on a real machine an unprivileged process may lock up to
+    # its RLIMIT_MEMLOCK, and SQLCipher locks its key pages (else it logs
+    # "sqlcipher_mlock: mlock() returned -1 errno=1").
+    --system-call-filter=@memlock)
 if [ -d /run/systemd/system ]; then
     log "host runs systemd: nspawn asks it for a scope"
 else
     NSPAWN+=(--keep-unit)
     for h in $(cgroup_roots); do
+        # The cgroups of runs that were killed before they could clean up
+        # (named by their script's PID, which is gone): empty by now.
+        for old in "$h"/contextd-boot-*; do
+            if [ -d "$old" ] && ! kill -0 "${old##*-}" 2>/dev/null; then
+                find "$old" -depth -type d -exec rmdir {} + 2>/dev/null || true
+            fi
+        done
         mkdir "$h/$MACHINE"
         CGROUPS+=("$h/$MACHINE")
     done

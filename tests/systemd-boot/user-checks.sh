@@ -155,8 +155,8 @@ else
     fail "systemctl --user stop contextd (exit $rc)" "$out" "$after" "$log"
 fi
 if grep -q 'SIGTERM' <<<"$log" &&
-    ! grep -Eqi 'did not stop|timed out|core dump|dumped core|killing process|failed with result' <<<"$log"; then
-    ok "the stop was clean (the daemon logged SIGTERM; no timeout, no kill, no core)"
+    ! grep -Eqi 'did not stop|timed out|core dump|dumped core|killing process|failed with result|panicked' <<<"$log"; then
+    ok "the stop was clean (the daemon logged SIGTERM; no timeout, no kill, no core, no panic)"
 else
     fail "the stop was clean" "$log"
 fi
