@@ -16,13 +16,14 @@
 # test user. Nothing of contextd is in it: the test installs the package into
 # a throwaway copy each time.
 #
-# It lives outside the clone, in $CONTEXTD_ROOTS_CACHE/bookworm (default:
-# $XDG_CACHE_HOME/contextd/roots, else ~/.cache/contextd/roots), and is made
-# under a lock, so two clones or two tests never build it at once. A stamp
-# holds the hash of its recipe (the variables and functions below, not the
-# comments): when the recipe changes, the root is made again; else a run takes
-# milliseconds. It is built beside the old one and swapped in at the end, so
-# an interrupted build leaves no half root behind.
+# It lives outside the clone, in $CONTEXTD_ROOTS_CACHE/bookworm-HASH (default:
+# $XDG_CACHE_HOME/contextd/roots, else ~/.cache/contextd/roots), HASH being
+# that of its recipe (the variables and functions below, not the comments):
+# when the recipe changes, a new root is made; else a run takes milliseconds.
+# It is made under a lock, so two clones or two tests never build it at once,
+# in a scratch directory renamed at the end, so an interrupted build leaves no
+# half root behind. Each boot holds a shared lock on ROOT.lock while it runs;
+# a new build removes the roots of other recipes that no boot holds.
 #
 # Needs root and debootstrap (scripts/deps.sh installs it) and the Debian
 # mirror (deb.debian.org, or $CONTEXTD_DEBIAN_MIRROR). The first build takes a
@@ -82,9 +83,9 @@ case "${1:-}" in
     *) die "unknown argument: $1" ;;
 esac
 
-ROOT=$CACHE/$NAME
-STAMP=$ROOT/.contextd-recipe
 HASH=$(recipe_hash)
+ROOT=$CACHE/$NAME-${HASH:0:16}
+STAMP=$ROOT/.contextd-recipe
 
 current() { [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$HASH" ]; }
 
@@ -122,6 +123,16 @@ fi
 configure_root "$NEW"
 printf '%s\n' "$HASH" >"$NEW/.contextd-recipe"
 rm -rf "$ROOT"
+: >"$ROOT.lock"
 mv "$NEW" "$ROOT"
+# The roots of other recipes (other clones, older versions), unless a boot
+# holds one right now.
+for old in "$CACHE/$NAME"-*; do
+    if [ "$old" = "$ROOT" ] || [ ! -d "$old" ]; then continue; fi
+    if flock -n -x "$old.lock" rm -rf "$old"; then
+        rm -f "$old.lock"
+        log "removed $old (another recipe)"
+    fi
+done
 log "made $ROOT in $(($(date +%s) - START)) s"
 printf '%s\n' "$ROOT"

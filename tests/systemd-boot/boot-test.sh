@@ -38,6 +38,9 @@ DEB=$(realpath "$1")
 command -v systemd-nspawn >/dev/null 2>&1 || die "systemd-nspawn is missing: run scripts/deps.sh"
 
 IMAGE=$("$ROOT/scripts/boot-root.sh")
+# Held while the container runs: no new build removes this root meanwhile.
+exec 8<"$IMAGE.lock"
+flock -s 8
 log "root: $IMAGE"
 
 WORK=$(mktemp -d /tmp/contextd-boot.XXXXXX)
