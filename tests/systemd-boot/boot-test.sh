@@ -52,6 +52,7 @@ cp "$HERE/user-checks.sh" "$WORK/"
 MACHINE=contextd-boot-$$
 NSPAWN_PID=
 LEADER=
+WATCHER=
 CGROUPS=()
 
 # Run a command inside the container, as root, with a clean environment.
@@ -90,9 +91,20 @@ describe_host() {
     echo "host: user namespaces: $(cat /proc/sys/user/max_user_namespaces 2>/dev/null)"
 }
 
+# Remove the cgroups made for nspawn (the container's systemd made more below
+# them; all empty once it is gone).
+remove_cgroups() {
+    local cg
+    for cg in "${CGROUPS[@]}"; do
+        if [ -d "$cg" ]; then find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
+        [ ! -d "$cg" ] || log "warning: could not remove $cg"
+    done
+}
+
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
+    if [ -n "$WATCHER" ]; then kill "$WATCHER" 2>/dev/null || true; fi
     if [ -n "$NSPAWN_PID" ] && kill -0 "$NSPAWN_PID" 2>/dev/null; then
         log "powering off"
         # SIGRTMIN+4 asks systemd for poweroff.target (systemd(1)).
@@ -106,12 +118,7 @@ cleanup() {
         fi
         wait "$NSPAWN_PID" 2>/dev/null || true
     fi
-    local cg
-    for cg in "${CGROUPS[@]}"; do
-        # The container's systemd made cgroups below ours; all empty now.
-        if [ -d "$cg" ]; then find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
-        [ ! -d "$cg" ] || log "warning: could not remove $cg"
-    done
+    remove_cgroups
     if [ "$rc" -ne 0 ] && [ -s "$WORK/nspawn.log" ]; then
         echo "--- systemd-nspawn's output (the container's console):"
         tail -n 40 "$WORK/nspawn.log"
@@ -145,10 +152,13 @@ if [ -d /run/systemd/system ]; then
 else
     NSPAWN+=(--keep-unit)
     for h in $(cgroup_roots); do
-        # The cgroups of runs that were killed before they could clean up
-        # (named by their script's PID, which is gone): empty by now.
+        # The cgroups of runs killed before they could clean up (named by
+        # their script's PID, which is gone): whatever still runs there goes.
         for old in "$h"/contextd-boot-*; do
             if [ -d "$old" ] && ! kill -0 "${old##*-}" 2>/dev/null; then
+                # shellcheck disable=SC2046 # one PID a word
+                kill -KILL $(find "$old" -name cgroup.procs -exec cat {} +) 2>/dev/null || true
+                sleep 0.5
                 find "$old" -depth -type d -exec rmdir {} + 2>/dev/null || true
             fi
         done
@@ -180,6 +190,20 @@ while [ -z "$LEADER" ]; do
     [ -n "$LEADER" ] || sleep 0.1
 done
 log "systemd runs as PID 1 of the container (pid $LEADER on the host)"
+# If this script is killed outright (SIGKILL: no trap runs), nspawn dies with
+# it (--pdeathsig) but the container's PID 1 would live on: this watcher ends
+# it (and its PID namespace with it) and cleans up. The normal exit path
+# stops the watcher first.
+(
+    trap '' INT TERM
+    while kill -0 $$ 2>/dev/null; do sleep 0.5; done
+    kill -KILL "$LEADER" "$NSPAWN_PID" 2>/dev/null || true
+    sleep 1
+    remove_cgroups
+    rmdir "/run/systemd/nspawn/propagate/$MACHINE" 2>/dev/null || true
+    rm -rf "$WORK"
+) </dev/null >/dev/null 2>&1 &
+WATCHER=$!
 
 # Until its manager listens, systemctl cannot connect; then --wait waits for
 # the boot to finish.
