@@ -47,7 +47,6 @@ WORK=$(mktemp -d /tmp/contextd-boot.XXXXXX)
 # The container reads the package and the checks from here (read-only); the
 # test user must reach the checks.
 chmod 0755 "$WORK"
-cp "$DEB" "$WORK/"
 cp "$HERE/user-checks.sh" "$WORK/"
 MACHINE=contextd-boot-$$
 NSPAWN_PID=
