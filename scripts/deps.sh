@@ -8,6 +8,9 @@
 #                              .tools/axe
 #                              (the MCP tests and the `make bench` anchor)
 #   scripts/deps.sh --python   also the PyPI `mcp` and `pyld` packages in .tools/venv
+#   scripts/deps.sh --boot-root  also the Debian 12 root that the systemd boot test
+#                              boots (scripts/boot-root.sh: once per machine, in
+#                              ~/.cache/contextd/roots; a few minutes the first time)
 #   scripts/deps.sh --check    only report what is missing; exit 1 if anything is
 #
 # Idempotent: it only installs what is missing, and a second run takes well
@@ -85,6 +88,9 @@ PACKAGES=(
     # the dashboard's browser test (tests/it/dashboard.rs): Debian's Chromium
     # driven by Selenium through chromedriver; nothing downloads a browser
     chromium chromium-driver python3-selenium
+    # the systemd boot test (tests/it/systemd_boot.rs): debootstrap makes a
+    # Debian 12 root once (scripts/boot-root.sh), systemd-nspawn boots it
+    debootstrap systemd-container
     # tools the tests and scripts use
     sqlite3 procps psmisc util-linux coreutils python3-venv ca-certificates shellcheck
 )
@@ -252,12 +258,14 @@ install_python() {
 
 WANT_NODE=0
 WANT_PYTHON=0
+WANT_BOOT_ROOT=0
 CHECK_ONLY=0
 FAILED=0
 for arg in "$@"; do
     case "$arg" in
         --node) WANT_NODE=1 ;;
         --python) WANT_PYTHON=1 ;;
+        --boot-root) WANT_BOOT_ROOT=1 ;;
         --check) CHECK_ONLY=1 ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; die "unknown argument: $arg" ;;
@@ -290,6 +298,18 @@ if [ "$WANT_NODE" = 1 ]; then
     install_npm_package "$TOOLS/ts-sdk" @modelcontextprotocol/sdk "$TS_SDK_VERSION"
     install_npm_package "$TOOLS/inspector" @modelcontextprotocol/inspector "$INSPECTOR_VERSION"
     install_npm_package "$TOOLS/axe" axe-core "$AXE_VERSION"
+fi
+if [ "$WANT_BOOT_ROOT" = 1 ]; then
+    if [ "$CHECK_ONLY" = 1 ]; then
+        if ! "$ROOT/scripts/boot-root.sh" --check; then
+            log "missing or stale: the boot test's root (scripts/boot-root.sh makes it)"
+            FAILED=1
+        fi
+    elif can_root; then
+        as_root "$ROOT/scripts/boot-root.sh" >/dev/null
+    else
+        log "the boot test's root needs root to make (debootstrap); skipped"
+    fi
 fi
 if [ "$FAILED" = 1 ]; then
     die "something is missing (see above); run scripts/deps.sh to install it"

@@ -76,6 +76,7 @@ mod shells_only_the_shell;
 mod shutdown;
 mod slow_readers;
 mod subscriptions;
+mod systemd_boot;
 mod toolkits;
 mod v4l2_camera;
 mod vocabulary_jsonld;
