@@ -164,19 +164,28 @@ test:
 
 test-locked: export CONTEXTD_NODE := $(CURDIR)/.tools/node22/bin/node
 test-locked: export CONTEXTD_PYTHON := $(CURDIR)/.tools/venv/bin/python
+# Clippy lints while the tests are built, instead of in a check pass of
+# its own: clippy-driver is a rustc that also lints, and as cargo's
+# workspace wrapper it compiles (and lints, -D warnings) only this crate's
+# targets; the dependencies build with rustc, once. What `cargo clippy
+# --all-targets -- -D warnings` checks, with every crate compiled once
+# instead of once to check and once to test.
+test-locked: export RUSTC_WORKSPACE_WRAPPER := clippy-driver
+test-locked: export CLIPPY_ARGS := -D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 test-locked:
 	$(CARGO) fmt --check
-	$(CARGO) clippy --quiet --all-targets $(LOCKED) -- -D warnings
-	@# With the conformance feature only the library and the conformance
-	@# test differ: they are the ones to check again.
-	$(CARGO) clippy --quiet --lib --test mcp_conformance $(LOCKED) --features conformance -- -D warnings
+	@# Every target, linted and built: the library, its unit tests, the
+	@# binaries, the examples, the integration tests and (in test mode,
+	@# not run) the benches.
+	$(CARGO) test --quiet --no-run --all-targets $(LOCKED)
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 	    set -x; $(CARGO) nextest run --cargo-quiet $(LOCKED) --no-fail-fast; \
 	else \
 	    set -x; $(CARGO) test --quiet $(LOCKED) --no-fail-fast; \
 	fi
 	@# The MCP conformance suite needs the fixture tools of the `conformance`
-	@# feature (never in a release build); this builds that feature for it.
+	@# feature (never in a release build); this builds (and lints) the
+	@# library with that feature and the conformance test.
 	$(CARGO) test --quiet $(LOCKED) --features conformance --test mcp_conformance
 
 # The shell tests on their own (the Rust tests call them too), the session's

@@ -223,12 +223,18 @@ async fn kwin_reports_windows_and_focus_through_the_script() {
 
         // A new broker loads it again and gets the windows.
         let _daemon = Daemon::start(&bus, &home, &[]).await;
-        eventually(10, "windows reported to the new broker", || async {
-            let ws = windows(&ctx).await;
-            (find(&ws, ONE)?["title"] == "Window one again").then_some(())
-        })
+        // The script sends the windows, then the focus.
+        eventually(
+            10,
+            "windows and focus reported to the new broker",
+            || async {
+                let ws = windows(&ctx).await;
+                (find(&ws, ONE)?["title"] == "Window one again"
+                    && active(&ctx).await["app_id"] == ONE)
+                    .then_some(())
+            },
+        )
         .await;
-        assert_eq!(active(&ctx).await["app_id"], ONE);
         assert!(script_loaded(&conn).await);
     })
     .await
