@@ -160,7 +160,12 @@ test:
 	@mkdir -p "$(CARGO_BUILD_BUILD_DIR)"
 	@flock -n "$(CARGO_BUILD_BUILD_DIR)/.make-test.lock" true || \
 	    echo "make test: another clone's make test runs on this machine; waiting for it"
-	@flock "$(CARGO_BUILD_BUILD_DIR)/.make-test.lock" $(MAKE) --no-print-directory test-locked
+	@flock "$(CARGO_BUILD_BUILD_DIR)/.make-test.lock" $(SUBMAKE) --no-print-directory test-locked
+
+# $(MAKE) by another name: a recipe line that names $(MAKE) runs even under
+# `make -n`, and this one would wait for the lock that a running make test
+# holds.
+SUBMAKE := $(MAKE)
 
 test-locked: export CONTEXTD_NODE := $(CURDIR)/.tools/node22/bin/node
 test-locked: export CONTEXTD_PYTHON := $(CURDIR)/.tools/venv/bin/python
