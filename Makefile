@@ -160,7 +160,7 @@ test:
 	@mkdir -p "$(CARGO_BUILD_BUILD_DIR)"
 	@flock -n "$(CARGO_BUILD_BUILD_DIR)/.make-test.lock" true || \
 	    echo "make test: another clone's make test runs on this machine; waiting for it"
-	@flock "$(CARGO_BUILD_BUILD_DIR)/.make-test.lock" $(SUBMAKE) --no-print-directory test-locked
+	@flock -o "$(CARGO_BUILD_BUILD_DIR)/.make-test.lock" $(SUBMAKE) --no-print-directory test-locked
 
 # $(MAKE) by another name: a recipe line that names $(MAKE) runs even under
 # `make -n`, and this one would wait for the lock that a running make test

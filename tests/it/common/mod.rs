@@ -487,7 +487,12 @@ pub fn window_line(id: &str, app_id: &str, title: &str, activated: bool) -> Stri
 
 /// Run a command with a timeout; returns (status, stdout, stderr).
 pub fn run_cmd(cmd: &mut Command, secs: u64) -> (ExitStatus, String, String) {
+    // A process group of its own, so that a timeout ends what the command
+    // started too: a script's children left behind hold whatever they
+    // inherited (a pipe the output is read from, a lock of make test).
+    use std::os::unix::process::CommandExt;
     let child = cmd
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -508,8 +513,8 @@ pub fn run_cmd(cmd: &mut Command, secs: u64) -> (ExitStatus, String, String) {
             )
         }
         Err(_) => {
-            // SAFETY: kill(2) on the child we spawned.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // SAFETY: kill(2) on the process group of the child we spawned.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
             panic!("command {cmd:?} timed out after {secs} s");
         }
     }
