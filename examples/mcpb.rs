@@ -13,7 +13,8 @@ mod bundle;
 use std::path::Path;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: mcpb bundle SRC OUT_DIR | mcpb server-json SRC BUNDLE.mcpb URL OUT.json";
+const USAGE: &str =
+    "usage: mcpb bundle SRC OUT_DIR | mcpb server-json SRC BUNDLE.mcpb URL OUT.json";
 
 fn run(args: &[String]) -> std::io::Result<()> {
     let version = env!("CARGO_PKG_VERSION");
@@ -29,10 +30,7 @@ fn run(args: &[String]) -> std::io::Result<()> {
             text.push('\n');
             std::fs::write(out, text)
         }
-        _ => Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            USAGE,
-        )),
+        _ => Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, USAGE)),
     }
 }
 

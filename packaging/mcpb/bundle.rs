@@ -102,7 +102,10 @@ pub fn server_json(src: &Path, version: &str, url: &str, sha256: &str) -> io::Re
     if p.get("registryType") != Some(&Value::from("mcpb")) {
         return Err(invalid("server.in.json's package is not an mcpb".into()));
     }
-    p.insert("identifier".into(), url.replace("{version}", version).into());
+    p.insert(
+        "identifier".into(),
+        url.replace("{version}", version).into(),
+    );
     p.insert("version".into(), version.into());
     p.insert("fileSha256".into(), sha256.into());
     Ok(Value::Object(s))
