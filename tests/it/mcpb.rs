@@ -429,3 +429,20 @@ print(json.dumps({"errors": errors, "refused": refused}))
         "the schema let a bad server.json pass: {r}"
     );
 }
+
+/// The launcher is POSIX sh (Claude Desktop runs it with /bin/sh, dash on
+/// Debian and Ubuntu): it parses, and shellcheck (scripts/deps.sh installs
+/// it) finds nothing in it as sh.
+#[test]
+fn the_launcher_is_clean_posix_sh() {
+    let launcher = repo().join("packaging/mcpb").join(bundle::LAUNCHER);
+    let (st, out, err) = run_cmd(Command::new("dash").arg("-n").arg(&launcher), 30);
+    assert!(st.success(), "dash -n: {out}{err}");
+    let (st, out, err) = run_cmd(
+        Command::new("shellcheck")
+            .args(["--shell=sh", "--severity=style"])
+            .arg(&launcher),
+        60,
+    );
+    assert!(st.success(), "shellcheck ({st}):\n{out}{err}");
+}
