@@ -11,6 +11,8 @@
 #   make bench     build and run the benchmark
 #   make soak      the daemon under load and faults for a bounded time, with
 #                  a figures table; fails on errors, panics, lost data (below)
+#   make mcpb      Claude Desktop's MCP bundle target/mcpb/contextd.mcpb and the
+#                  MCP registry's target/mcpb/server.json (packaging/mcpb/)
 #   make install   binaries, user unit, D-Bus activation file, polkit policy,
 #                  interface XML and the GNOME Shell extension (not enabled:
 #                  a user enables it) under $(DESTDIR)$(PREFIX)
@@ -58,7 +60,7 @@ BINARIES := contextd contextctl
 RUN_DIR := $(CURDIR)/.run
 RUN_SESSION := $(RUN_DIR)/session
 
-.PHONY: all deps build run test test-locked test-scripts lint fmt clippy bench soak fuzz \
+.PHONY: all deps build run test test-locked test-scripts lint fmt clippy bench soak fuzz mcpb \
 	install install-bin install-data uninstall clean
 
 all: build
@@ -246,6 +248,27 @@ soak: deps
 # holding over 64 MiB.
 fuzz:
 	$(CARGO) test $(LOCKED) --lib fuzz::full -- --ignored --exact --nocapture
+
+# Claude Desktop's MCP bundle (packaging/mcpb/, README "Claude Desktop"):
+# examples/mcpb.rs writes its directory (manifest.json with this version and
+# the tools of tools/list, the launcher, the icon), the official MCPB CLI
+# (npm @anthropic-ai/mcpb, pinned in scripts/deps.sh) validates and packs it
+# into target/mcpb/contextd.mcpb, and server.json for the MCP registry gets
+# the bundle's SHA-256 and its address MCPB_URL ({version} is replaced: set
+# it to the release's download URL when publishing). The last line printed
+# is the bundle's path. The bundle carries no binary: it runs the installed
+# contextctl, so one bundle serves every architecture.
+MCPB_OUT := $(CURDIR)/target/mcpb
+MCPB_URL ?= https://contextd.org/download/{version}/contextd.mcpb
+MCPB_CLI = "$(CURDIR)/.tools/node22/bin/node" "$(CURDIR)/.tools/mcpb/node_modules/@anthropic-ai/mcpb/dist/cli/cli.js"
+mcpb:
+	@scripts/deps.sh --node
+	$(CARGO) run --quiet $(LOCKED) --example mcpb -- bundle packaging/mcpb "$(MCPB_OUT)/contextd"
+	$(MCPB_CLI) validate "$(MCPB_OUT)/contextd"
+	$(MCPB_CLI) pack "$(MCPB_OUT)/contextd" "$(MCPB_OUT)/contextd.mcpb"
+	$(CARGO) run --quiet $(LOCKED) --example mcpb -- server-json packaging/mcpb \
+	    "$(MCPB_OUT)/contextd.mcpb" '$(MCPB_URL)' "$(MCPB_OUT)/server.json"
+	@echo "$(MCPB_OUT)/contextd.mcpb"
 
 install: install-bin install-data
 

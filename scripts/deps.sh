@@ -4,8 +4,8 @@
 #   scripts/deps.sh            Debian packages + the `contextd-test` user
 #   scripts/deps.sh --node     also Node 22 in .tools/node22, the MCP conformance suite in
 #                              .tools/conformance, the TypeScript MCP SDK in .tools/ts-sdk
-#                              the MCP Inspector in .tools/inspector and axe-core in
-#                              .tools/axe
+#                              the MCP Inspector in .tools/inspector, axe-core in
+#                              .tools/axe and the MCPB CLI in .tools/mcpb
 #                              (the MCP tests and the `make bench` anchor)
 #   scripts/deps.sh --python   also the PyPI `mcp` and `pyld` packages in .tools/venv
 #   scripts/deps.sh --boot-root  also the Debian 12 root that the systemd boot test
@@ -55,6 +55,10 @@ INSPECTOR_VERSION=2.12.0
 # axe-core, injected into the dashboard's pages by tests/it/dashboard.rs to
 # check their accessibility.
 AXE_VERSION=4.10.3
+# The official MCP Bundle CLI (`mcpb validate`, `mcpb pack`, `mcpb unpack`):
+# `make mcpb` builds Claude Desktop's bundle with it and tests/it/mcpb.rs
+# checks the bundle with it (the newest release).
+MCPB_VERSION=2.1.2
 
 # Every Debian package a build, a test or `make run` needs.
 PACKAGES=(
@@ -298,6 +302,7 @@ if [ "$WANT_NODE" = 1 ]; then
     install_npm_package "$TOOLS/ts-sdk" @modelcontextprotocol/sdk "$TS_SDK_VERSION"
     install_npm_package "$TOOLS/inspector" @modelcontextprotocol/inspector "$INSPECTOR_VERSION"
     install_npm_package "$TOOLS/axe" axe-core "$AXE_VERSION"
+    install_npm_package "$TOOLS/mcpb" @anthropic-ai/mcpb "$MCPB_VERSION"
 fi
 if [ "$WANT_BOOT_ROOT" = 1 ]; then
     if [ "$CHECK_ONLY" = 1 ]; then
