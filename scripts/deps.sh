@@ -85,6 +85,9 @@ PACKAGES=(
     # the dashboard's browser test (tests/it/dashboard.rs): Debian's Chromium
     # driven by Selenium through chromedriver; nothing downloads a browser
     chromium chromium-driver python3-selenium
+    # the Debian package (make deb, tests/it/package.rs): debhelper around
+    # make install, dpkg-dev's dpkg-shlibdeps and friends, lintian
+    debhelper dpkg-dev lintian
     # tools the tests and scripts use
     sqlite3 procps psmisc util-linux coreutils python3-venv ca-certificates shellcheck
 )
