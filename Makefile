@@ -16,6 +16,8 @@
 #   make install   binaries, user unit, D-Bus activation file, polkit policy,
 #                  interface XML and the GNOME Shell extension (not enabled:
 #                  a user enables it) under $(DESTDIR)$(PREFIX)
+#   make deb       the Debian package, target/deb/contextd_VERSION_ARCH.deb
+#                  (scripts/deb.sh; its path is the last line printed)
 #   make clean     cargo clean and remove .run/
 
 SHELL := /bin/bash
@@ -53,7 +55,11 @@ export CARGO_BUILD_BUILD_DIR ?= $(CONTEXTD_CACHE)/build
 
 # --locked once there is a lock file to hold the build to.
 LOCKED := $(if $(wildcard Cargo.lock),--locked,)
-RELEASE := $(CURDIR)/target/release
+# Where cargo puts the release build (it honours CARGO_TARGET_DIR).
+RELEASE := $(abspath $(or $(CARGO_TARGET_DIR),$(CURDIR)/target))/release
+# `make install BINARIES_DIR=DIR` installs the binaries found in DIR and
+# builds nothing (the package test packs the binaries cargo built for it).
+BINARIES_DIR ?=
 BINARIES := contextd contextctl
 
 # `make run` without a desktop: everything lives under .run/ (gitignored).
@@ -61,7 +67,7 @@ RUN_DIR := $(CURDIR)/.run
 RUN_SESSION := $(RUN_DIR)/session
 
 .PHONY: all deps build run test test-locked test-scripts lint fmt clippy bench soak fuzz mcpb \
-	install install-bin install-data uninstall clean
+	install install-bin install-data uninstall deb clean
 
 all: build
 
@@ -272,9 +278,9 @@ mcpb:
 
 install: install-bin install-data
 
-install-bin: build
+install-bin: $(if $(BINARIES_DIR),,build)
 	install -d "$(DESTDIR)$(BINDIR)"
-	install -m 0755 $(addprefix $(RELEASE)/,$(BINARIES)) "$(DESTDIR)$(BINDIR)/"
+	install -m 0755 $(addprefix $(or $(BINARIES_DIR),$(RELEASE))/,$(BINARIES)) "$(DESTDIR)$(BINDIR)/"
 
 # Everything but the binaries; needs no cargo.
 install-data:
@@ -308,6 +314,12 @@ uninstall:
 	    "$(DESTDIR)$(POLKIT_ACTIONS_DIR)/org.contextd.policy" \
 	    "$(DESTDIR)$(DBUS_INTERFACES_DIR)"/org.contextd.*.xml
 	rm -rf "$(DESTDIR)$(GNOME_SHELL_EXTENSIONS_DIR)/contextd@contextd.org"
+
+# The Debian package (debian/, debhelper around `make install`): built,
+# checked against Cargo.toml's version, its path printed last. With
+# BINARIES_DIR=DIR it packs the binaries in DIR instead of a release build.
+deb:
+	@CONTEXTD_BINARIES_DIR="$(BINARIES_DIR)" scripts/deb.sh
 
 clean:
 	-scripts/session.sh stop "$(RUN_SESSION)" 2>/dev/null

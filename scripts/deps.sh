@@ -95,6 +95,9 @@ PACKAGES=(
     # the systemd boot test (tests/it/systemd_boot.rs): debootstrap makes a
     # Debian 12 root once (scripts/boot-root.sh), systemd-nspawn boots it
     debootstrap systemd-container
+    # the Debian package (make deb, tests/it/package.rs): debhelper around
+    # make install, dpkg-dev's dpkg-shlibdeps and friends, lintian
+    debhelper dpkg-dev lintian
     # tools the tests and scripts use
     sqlite3 procps psmisc util-linux coreutils python3-venv ca-certificates shellcheck
 )

@@ -137,7 +137,8 @@ policy_content() {
 # runs cargo) with DESTDIR and PREFIX=/usr puts every file where it belongs.
 make_install() {
     local dest=$TMP/dest target=install-data
-    if [ -x target/release/contextd ] && [ -x target/release/contextctl ]; then
+    local release=${CARGO_TARGET_DIR:-target}/release
+    if [ -x "$release/contextd" ] && [ -x "$release/contextctl" ]; then
         target="install CARGO=true"
     fi
     # shellcheck disable=SC2086 # $target is two words on purpose

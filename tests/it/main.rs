@@ -61,6 +61,7 @@ mod mcp_inspector;
 mod mcp_minimal_env;
 mod mcp_stdio;
 mod mcpb;
+mod package;
 mod pipewire_consent;
 mod pipewire_microphone;
 mod pipewire_playback;
