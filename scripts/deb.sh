@@ -21,6 +21,8 @@
 #   CONTEXTD_DEB_OUT       write the package there instead of target/deb
 #                          (the test does, so that a test build never
 #                          replaces the release build's package)
+#   CONTEXTD_DEB_FAST=1    gzip -1 instead of xz (the tests: xz takes most of
+#                          a minute on their unoptimised binaries)
 #
 # One build at a time per clone (a lock in target/): debian/contextd is the
 # staging tree.

@@ -245,8 +245,8 @@ fn which(tool: &str) -> bool {
 }
 
 /// `make deb` with the test's binaries, into `out`: the package's path
-/// (the last line it prints).
-fn build_package(out: &Path) -> PathBuf {
+/// (the last line it prints). The systemd boot test installs the same.
+pub(crate) fn build_package(out: &Path) -> PathBuf {
     let bindir = Path::new(contextd_bin()).parent().expect("bin dir");
     let (st, stdout, stderr) = run_cmd(
         Command::new("make")
@@ -256,6 +256,9 @@ fn build_package(out: &Path) -> PathBuf {
             .arg("deb")
             .arg(format!("BINARIES_DIR={}", bindir.display()))
             .env("CONTEXTD_DEB_OUT", out)
+            // gzip -1: xz takes most of a minute on these unoptimised
+            // binaries, and the test only installs the package.
+            .env("CONTEXTD_DEB_FAST", "1")
             // Not cargo's jobserver: make runs on its own here.
             .env_remove("MAKEFLAGS")
             .env_remove("MFLAGS")

@@ -28,30 +28,11 @@ fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
-/// The package the test installs.
-///
-/// STAND-IN until the lead merges `make deb`: a minimal .deb of what `make
-/// install` installs, with this test's own binaries
-/// (`tests/systemd-boot/standin-deb.sh`). The lead replaces the body with
-/// running `make deb` and taking the last line of its output
-/// (`target/deb/contextd_<version>_<arch>.deb`); nothing else changes, the
-/// boot test installs whatever .deb this returns.
+/// The package the test installs: `make deb` with the test's own binaries,
+/// as the package test builds it (the same debian/ and scripts/deb.sh as a
+/// release package).
 fn package(out: &Path) -> PathBuf {
-    let bindir = Path::new(env!("CARGO_BIN_EXE_contextd"))
-        .parent()
-        .expect("the binaries' directory");
-    let (st, stdout, stderr) = run_cmd(
-        Command::new("bash")
-            .arg(repo("tests/systemd-boot/standin-deb.sh"))
-            .arg(bindir)
-            .arg(out)
-            .env_remove("MAKEFLAGS")
-            .env_remove("MAKELEVEL"),
-        300,
-    );
-    assert!(st.success(), "the package:\n{stdout}\n{stderr}");
-    let deb = stdout.lines().last().unwrap_or_default();
-    PathBuf::from(deb)
+    crate::package::build_package(out)
 }
 
 #[test]
