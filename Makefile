@@ -12,8 +12,9 @@
 #   make soak      the daemon under load and faults for a bounded time, with
 #                  a figures table; fails on errors, panics, lost data (below)
 #   make install   binaries, user unit, D-Bus activation file, polkit policy,
-#                  interface XML and the GNOME Shell extension (not enabled:
-#                  a user enables it) under $(DESTDIR)$(PREFIX)
+#                  interface XML, the GNOME Shell extension (not enabled:
+#                  a user enables it), man pages and bash/zsh/fish
+#                  completions under $(DESTDIR)$(PREFIX)
 #   make clean     cargo clean and remove .run/
 
 SHELL := /bin/bash
@@ -30,6 +31,10 @@ DBUS_SERVICES_DIR ?= $(DATADIR)/dbus-1/services
 DBUS_INTERFACES_DIR ?= $(DATADIR)/dbus-1/interfaces
 POLKIT_ACTIONS_DIR ?= $(DATADIR)/polkit-1/actions
 GNOME_SHELL_EXTENSIONS_DIR ?= $(DATADIR)/gnome-shell/extensions
+MAN1DIR ?= $(DATADIR)/man/man1
+BASH_COMPLETION_DIR ?= $(DATADIR)/bash-completion/completions
+ZSH_COMPLETION_DIR ?= $(DATADIR)/zsh/vendor-completions
+FISH_COMPLETION_DIR ?= $(DATADIR)/fish/vendor_completions.d
 # The GNOME Shell extension's format: `legacy` (GNOME 43, 44) or `esm` (45
 # and later); by default the one the installed gnome-shell takes, else esm.
 GNOME_SHELL_EXTENSION ?= $(shell v=$$(gnome-shell --version 2>/dev/null | sed -n 's/^GNOME Shell \([0-9]*\).*/\1/p' || true); \
@@ -38,6 +43,9 @@ GNOME_SHELL_EXTENSION ?= $(shell v=$$(gnome-shell --version 2>/dev/null | sed -n
 # --locked once there is a lock file to hold the build to.
 LOCKED := $(if $(wildcard Cargo.lock),--locked,)
 RELEASE := $(CURDIR)/target/release
+# Man pages and completion scripts, written by `contextctl generate-files`
+# from the clap definitions (src/cli/).
+GENERATED := $(CURDIR)/target/generated
 BINARIES := contextd contextctl
 
 # `make run` without a desktop: everything lives under .run/ (gitignored).
@@ -45,7 +53,7 @@ RUN_DIR := $(CURDIR)/.run
 RUN_SESSION := $(RUN_DIR)/session
 
 .PHONY: all deps build run test test-scripts lint fmt clippy bench soak fuzz \
-	install install-bin install-data uninstall clean
+	generated install install-bin install-data install-generated uninstall clean
 
 all: build
 
@@ -213,7 +221,20 @@ soak: deps
 fuzz:
 	$(CARGO) test $(LOCKED) --lib fuzz::full -- --ignored --exact --nocapture
 
-install: install-bin install-data
+install: install-bin install-data install-generated
+
+# The man pages and completions, from the release contextctl.
+generated: build
+	rm -rf "$(GENERATED)"
+	"$(RELEASE)/contextctl" generate-files "$(GENERATED)"
+
+install-generated: generated
+	install -d "$(DESTDIR)$(MAN1DIR)" "$(DESTDIR)$(BASH_COMPLETION_DIR)" \
+	    "$(DESTDIR)$(ZSH_COMPLETION_DIR)" "$(DESTDIR)$(FISH_COMPLETION_DIR)"
+	install -m 0644 "$(GENERATED)/man/contextd.1" "$(GENERATED)/man/contextctl.1" "$(DESTDIR)$(MAN1DIR)/"
+	install -m 0644 "$(GENERATED)/completions/contextctl.bash" "$(DESTDIR)$(BASH_COMPLETION_DIR)/contextctl"
+	install -m 0644 "$(GENERATED)/completions/_contextctl" "$(DESTDIR)$(ZSH_COMPLETION_DIR)/_contextctl"
+	install -m 0644 "$(GENERATED)/completions/contextctl.fish" "$(DESTDIR)$(FISH_COMPLETION_DIR)/contextctl.fish"
 
 install-bin: build
 	install -d "$(DESTDIR)$(BINDIR)"
@@ -249,7 +270,11 @@ uninstall:
 	    "$(DESTDIR)$(SYSTEMD_USER_UNIT_DIR)/contextd.service" \
 	    "$(DESTDIR)$(DBUS_SERVICES_DIR)/org.contextd.Broker1.service" \
 	    "$(DESTDIR)$(POLKIT_ACTIONS_DIR)/org.contextd.policy" \
-	    "$(DESTDIR)$(DBUS_INTERFACES_DIR)"/org.contextd.*.xml
+	    "$(DESTDIR)$(DBUS_INTERFACES_DIR)"/org.contextd.*.xml \
+	    "$(DESTDIR)$(MAN1DIR)/contextd.1" "$(DESTDIR)$(MAN1DIR)/contextctl.1" \
+	    "$(DESTDIR)$(BASH_COMPLETION_DIR)/contextctl" \
+	    "$(DESTDIR)$(ZSH_COMPLETION_DIR)/_contextctl" \
+	    "$(DESTDIR)$(FISH_COMPLETION_DIR)/contextctl.fish"
 	rm -rf "$(DESTDIR)$(GNOME_SHELL_EXTENSIONS_DIR)/contextd@contextd.org"
 
 clean:

@@ -85,6 +85,10 @@ PACKAGES=(
     # the dashboard's browser test (tests/it/dashboard.rs): Debian's Chromium
     # driven by Selenium through chromedriver; nothing downloads a browser
     chromium chromium-driver python3-selenium
+    # the man pages and shell completions contextctl generates
+    # (tests/it/manpages.rs): man -l renders them, each shell loads and runs
+    # its completion script
+    man-db groff-base bash-completion zsh fish
     # tools the tests and scripts use
     sqlite3 procps psmisc util-linux coreutils python3-venv ca-certificates shellcheck
 )

@@ -55,6 +55,7 @@ mod history;
 mod http_other_uid;
 mod introspection;
 mod layering;
+mod manpages;
 mod mcp_bridge;
 mod mcp_http;
 mod mcp_inspector;
