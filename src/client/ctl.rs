@@ -30,15 +30,22 @@ pub enum CtlError {
 impl From<zbus::Error> for CtlError {
     fn from(e: zbus::Error) -> Self {
         // D-Bus errors already read well: "org.contextd.Error.NotAllowed: ...".
-        match &e {
-            zbus::Error::MethodError(name, msg, _)
-                if let Some(u) = crate::client::reach::from_call_error(
-                    name.as_str(),
-                    msg.as_deref().unwrap_or(""),
-                ) =>
-            {
-                CtlError::Unreachable(u)
+        // The daemon gone or not startable: what to do instead.
+        let unreachable = match &e {
+            zbus::Error::MethodError(name, msg, _) => {
+                crate::client::reach::from_call_error(name.as_str(), msg.as_deref().unwrap_or(""))
             }
+            // The bus's own errors (Spawn.*, ServiceUnknown) arrive parsed.
+            zbus::Error::FDO(fdo) => crate::client::reach::from_call_error(
+                zbus::DBusError::name(fdo.as_ref()).as_str(),
+                zbus::DBusError::description(fdo.as_ref()).unwrap_or(""),
+            ),
+            _ => None,
+        };
+        if let Some(u) = unreachable {
+            return CtlError::Unreachable(u);
+        }
+        match &e {
             zbus::Error::MethodError(name, Some(msg), _) => {
                 let short = name.as_str().trim_start_matches("org.contextd.Error.");
                 CtlError::Call(format!("{short}: {msg}"))

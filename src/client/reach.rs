@@ -106,7 +106,9 @@ pub async fn start_by_name(timeout: std::time::Duration) -> Result<(), Unreachab
         Ok(Ok(_)) => Ok(()),
         Ok(Err(zbus::fdo::Error::ServiceUnknown(_))) => Err(diagnose(&dbus).await),
         Ok(Err(e)) => Err(Unreachable::StartFailed {
-            detail: e.to_string(),
+            detail: zbus::DBusError::description(&e)
+                .map(str::to_owned)
+                .unwrap_or_else(|| e.to_string()),
         }),
         Err(_) => Err(Unreachable::StartFailed {
             detail: format!(
@@ -126,8 +128,11 @@ pub(crate) fn from_call_error(name: &str, message: &str) -> Option<Unreachable> 
         || name == "org.freedesktop.DBus.Error.ServiceUnknown"
         || name == "org.freedesktop.DBus.Error.NameHasNoOwner"
     {
+        // The message says it ("Process org.contextd.Broker1 exited with
+        // status 1"); the error's name is for programs.
+        let detail = if message.is_empty() { name } else { message };
         return Some(Unreachable::StartFailed {
-            detail: format!("{name}: {message}"),
+            detail: detail.to_owned(),
         });
     }
     None

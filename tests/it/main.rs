@@ -61,6 +61,7 @@ mod mcp_http;
 mod mcp_inspector;
 mod mcp_minimal_env;
 mod mcp_stdio;
+mod not_running;
 mod pipewire_consent;
 mod pipewire_microphone;
 mod pipewire_playback;
