@@ -79,6 +79,7 @@ mod shutdown;
 mod slow_readers;
 mod subscriptions;
 mod toolkits;
+mod upgrade;
 mod v4l2_camera;
 mod vocabulary_jsonld;
 mod wayland;
