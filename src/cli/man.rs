@@ -131,7 +131,18 @@ fn head(man: &Man, out: &mut Vec<u8>) -> std::io::Result<()> {
 }
 
 fn man_for(cmd: clap::Command) -> Man {
-    Man::new(cmd).manual(MANUAL)
+    let man = Man::new(cmd).manual(MANUAL);
+    // The page's date: the build's, as packagers pass it for reproducible
+    // builds (SOURCE_DATE_EPOCH); none otherwise, so that generating twice
+    // gives the same file.
+    match std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
+    {
+        Some(t) => man.date(t.format("%Y-%m-%d").to_string()),
+        None => man,
+    }
 }
 
 /// `contextd(1)`.

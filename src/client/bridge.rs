@@ -143,7 +143,7 @@ fn host_message(e: &BridgeError) -> String {
 /// `method`) with a JSON-RPC error carrying `message`; notifications and
 /// unreadable lines are skipped. Gives up at end of input or after
 /// [`REFUSE_WAIT`].
-pub async fn refuse_first_request<I, O>(input: I, mut output: O, message: &str)
+async fn refuse_first_request<I, O>(input: I, mut output: O, message: &str)
 where
     I: AsyncRead + Unpin,
     O: AsyncWrite + Unpin,
