@@ -88,7 +88,7 @@ PACKAGES=(
     # the man pages and shell completions contextctl generates
     # (tests/it/manpages.rs): man -l renders them, each shell loads and runs
     # its completion script
-    man-db groff-base bash-completion zsh fish
+    man-db groff-base zsh fish
     # tools the tests and scripts use
     sqlite3 procps psmisc util-linux coreutils python3-venv ca-certificates shellcheck
 )

@@ -200,15 +200,35 @@ pub(crate) fn contextctl() -> std::io::Result<Vec<u8>> {
             "2 for invalid arguments.",
         ],
     );
-    paragraphs(
-        &mut roff,
-        "EXAMPLES",
-        &[
+    roff.control("SH", ["EXAMPLES"]);
+    for (i, (what, command)) in [
+        (
+            "Let Firefox see the open windows for eight hours:",
             "contextctl consent grant exe:/usr/bin/firefox windows --for 8h",
+        ),
+        (
+            "What the text editor did in the last two hours:",
             "contextctl history --since 2h --app org.gnome.TextEditor",
+        ),
+        (
+            "Completion for fish, when the package did not install it:",
             "contextctl completions fish > ~/.config/fish/completions/contextctl.fish",
-        ],
-    );
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if i > 0 {
+            roff.control("PP", []);
+        }
+        roff.text([roman(what)]);
+        // A command line as typed: no filling, no hyphenation.
+        roff.control("RS", []);
+        roff.control("nf", []);
+        roff.text([bold(command)]);
+        roff.control("fi", []);
+        roff.control("RE", []);
+    }
     paragraphs(
         &mut roff,
         "SEE ALSO",
