@@ -14,8 +14,9 @@
 #   make mcpb      Claude Desktop's MCP bundle target/mcpb/contextd.mcpb and the
 #                  MCP registry's target/mcpb/server.json (packaging/mcpb/)
 #   make install   binaries, user unit, D-Bus activation file, polkit policy,
-#                  interface XML and the GNOME Shell extension (not enabled:
-#                  a user enables it) under $(DESTDIR)$(PREFIX)
+#                  interface XML, the GNOME Shell extension (not enabled:
+#                  a user enables it), man pages and bash/zsh/fish
+#                  completions under $(DESTDIR)$(PREFIX)
 #   make deb       the Debian package, target/deb/contextd_VERSION_ARCH.deb
 #                  (scripts/deb.sh; its path is the last line printed)
 #   make clean     cargo clean and remove .run/
@@ -34,6 +35,10 @@ DBUS_SERVICES_DIR ?= $(DATADIR)/dbus-1/services
 DBUS_INTERFACES_DIR ?= $(DATADIR)/dbus-1/interfaces
 POLKIT_ACTIONS_DIR ?= $(DATADIR)/polkit-1/actions
 GNOME_SHELL_EXTENSIONS_DIR ?= $(DATADIR)/gnome-shell/extensions
+MAN1DIR ?= $(DATADIR)/man/man1
+BASH_COMPLETION_DIR ?= $(DATADIR)/bash-completion/completions
+ZSH_COMPLETION_DIR ?= $(DATADIR)/zsh/vendor-completions
+FISH_COMPLETION_DIR ?= $(DATADIR)/fish/vendor_completions.d
 # The GNOME Shell extension's format: `legacy` (GNOME 43, 44) or `esm` (45
 # and later); by default the one the installed gnome-shell takes, else esm.
 GNOME_SHELL_EXTENSION ?= $(shell v=$$(gnome-shell --version 2>/dev/null | sed -n 's/^GNOME Shell \([0-9]*\).*/\1/p' || true); \
@@ -60,6 +65,9 @@ RELEASE := $(abspath $(or $(CARGO_TARGET_DIR),$(CURDIR)/target))/release
 # `make install BINARIES_DIR=DIR` installs the binaries found in DIR and
 # builds nothing (the package test packs the binaries cargo built for it).
 BINARIES_DIR ?=
+# Man pages and completion scripts, written by `contextctl generate-files`
+# from the clap definitions (src/cli/).
+GENERATED := $(abspath $(or $(CARGO_TARGET_DIR),$(CURDIR)/target))/generated
 BINARIES := contextd contextctl
 
 # `make run` without a desktop: everything lives under .run/ (gitignored).
@@ -67,7 +75,7 @@ RUN_DIR := $(CURDIR)/.run
 RUN_SESSION := $(RUN_DIR)/session
 
 .PHONY: all deps build run test test-locked test-scripts lint fmt clippy bench soak fuzz mcpb \
-	install install-bin install-data uninstall deb clean
+	generated install install-bin install-data install-generated uninstall deb clean
 
 all: build
 
@@ -276,7 +284,20 @@ mcpb:
 	    "$(MCPB_OUT)/contextd.mcpb" '$(MCPB_URL)' "$(MCPB_OUT)/server.json"
 	@echo "$(MCPB_OUT)/contextd.mcpb"
 
-install: install-bin install-data
+install: install-bin install-data install-generated
+
+# The man pages and completions, from the release contextctl.
+generated: $(if $(BINARIES_DIR),,build)
+	rm -rf "$(GENERATED)"
+	"$(or $(BINARIES_DIR),$(RELEASE))/contextctl" generate-files "$(GENERATED)"
+
+install-generated: generated
+	install -d "$(DESTDIR)$(MAN1DIR)" "$(DESTDIR)$(BASH_COMPLETION_DIR)" \
+	    "$(DESTDIR)$(ZSH_COMPLETION_DIR)" "$(DESTDIR)$(FISH_COMPLETION_DIR)"
+	install -m 0644 "$(GENERATED)/man/contextd.1" "$(GENERATED)/man/contextctl.1" "$(DESTDIR)$(MAN1DIR)/"
+	install -m 0644 "$(GENERATED)/completions/contextctl.bash" "$(DESTDIR)$(BASH_COMPLETION_DIR)/contextctl"
+	install -m 0644 "$(GENERATED)/completions/_contextctl" "$(DESTDIR)$(ZSH_COMPLETION_DIR)/_contextctl"
+	install -m 0644 "$(GENERATED)/completions/contextctl.fish" "$(DESTDIR)$(FISH_COMPLETION_DIR)/contextctl.fish"
 
 install-bin: $(if $(BINARIES_DIR),,build)
 	install -d "$(DESTDIR)$(BINDIR)"
@@ -312,7 +333,11 @@ uninstall:
 	    "$(DESTDIR)$(SYSTEMD_USER_UNIT_DIR)/contextd.service" \
 	    "$(DESTDIR)$(DBUS_SERVICES_DIR)/org.contextd.Broker1.service" \
 	    "$(DESTDIR)$(POLKIT_ACTIONS_DIR)/org.contextd.policy" \
-	    "$(DESTDIR)$(DBUS_INTERFACES_DIR)"/org.contextd.*.xml
+	    "$(DESTDIR)$(DBUS_INTERFACES_DIR)"/org.contextd.*.xml \
+	    "$(DESTDIR)$(MAN1DIR)/contextd.1" "$(DESTDIR)$(MAN1DIR)/contextctl.1" \
+	    "$(DESTDIR)$(BASH_COMPLETION_DIR)/contextctl" \
+	    "$(DESTDIR)$(ZSH_COMPLETION_DIR)/_contextctl" \
+	    "$(DESTDIR)$(FISH_COMPLETION_DIR)/contextctl.fish"
 	rm -rf "$(DESTDIR)$(GNOME_SHELL_EXTENSIONS_DIR)/contextd@contextd.org"
 
 # The Debian package (debian/, debhelper around `make install`): built,

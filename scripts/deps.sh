@@ -98,6 +98,10 @@ PACKAGES=(
     # the Debian package (make deb, tests/it/package.rs): debhelper around
     # make install, dpkg-dev's dpkg-shlibdeps and friends, lintian
     debhelper dpkg-dev lintian
+    # the man pages and shell completions contextctl generates
+    # (tests/it/manpages.rs): man -l renders them, each shell loads and runs
+    # its completion script
+    man-db groff-base zsh fish
     # tools the tests and scripts use
     sqlite3 procps psmisc util-linux coreutils python3-venv ca-certificates shellcheck
 )

@@ -20,13 +20,16 @@
 //! - [`store`]: opening the encrypted database, for the tests that check
 //!   what is on disk and the benches that fill the timeline;
 //! - [`internals`]: the few items the integration tests and benches
-//!   compare against or drive directly (hidden from the docs).
+//!   compare against or drive directly, and the binaries' command lines
+//!   (`internals::cli`, shared with the man page and completion generator)
+//!   (hidden from the docs).
 //!
 //! The layers are modules of one crate; `tests/layering.rs` checks that
 //! publishers import neither the store nor each other.
 
 #![warn(unreachable_pub)]
 
+pub(crate) mod cli;
 pub mod client;
 pub mod config;
 pub(crate) mod core;
@@ -70,4 +73,13 @@ pub mod internals {
     pub use crate::mcp::tools::catalog as mcp_tool_catalog;
     pub use crate::sources::wayland::run_at as run_wayland_source_at;
     pub use crate::sources::{Backoff, SourceContext};
+    /// The command lines of both binaries, which also render the man pages
+    /// and completion scripts (`contextctl generate-files`,
+    /// `contextctl completions`).
+    pub mod cli {
+        pub use crate::cli::{
+            Command, ConsentCommand, ContextctlArgs, ContextdArgs, ProvidersCommand,
+            ReadersCommand, TokenCommand, completions, generate_files,
+        };
+    }
 }

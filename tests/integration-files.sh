@@ -157,7 +157,12 @@ make_install() {
         [ -e "$f" ] && expected+=("usr/share/dbus-1/interfaces/$(basename "$f")")
     done
     if [ "$target" != install-data ]; then
-        expected+=(usr/bin/contextd usr/bin/contextctl)
+        # The binaries, and what contextctl generates (man pages, completions).
+        expected+=(usr/bin/contextd usr/bin/contextctl
+            usr/share/man/man1/contextd.1 usr/share/man/man1/contextctl.1
+            usr/share/bash-completion/completions/contextctl
+            usr/share/zsh/vendor-completions/_contextctl
+            usr/share/fish/vendor_completions.d/contextctl.fish)
     fi
     for f in "${expected[@]}"; do
         [ -f "$dest/$f" ] || fail "make $target did not install /$f"

@@ -1,39 +1,11 @@
 //! The broker daemon. Thin: parse arguments, set up logging, run.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
 use contextd::config::{Config, ConfigFile, McpHttpConfig, Paths};
 use contextd::daemon::{self, DaemonError};
-
-/// The desktop context broker: knows what you are doing and tells only
-/// the apps you allowed.
-#[derive(Debug, Parser)]
-#[command(version, about)]
-struct Args {
-    /// Take the bus name over from a running instance.
-    #[arg(long)]
-    replace: bool,
-    /// Feed scripted events from a JSON-lines file or FIFO (tests,
-    /// benchmarks).
-    #[arg(long, value_name = "FILE")]
-    replay: Option<PathBuf>,
-    /// With --replay: a clock that starts at this RFC 3339 time and moves
-    /// only when the script says (tests of the timeline).
-    #[arg(long, value_name = "TIME", requires = "replay")]
-    fake_clock: Option<chrono::DateTime<chrono::Utc>>,
-    /// Use this config file instead of $XDG_CONFIG_HOME/contextd/config.toml.
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Serve MCP over HTTP on this loopback address (e.g. 127.0.0.1:8765),
-    /// as `[mcp.http] listen` in config.toml does.
-    #[arg(long, value_name = "ADDR")]
-    http: Option<std::net::SocketAddr>,
-    /// More log detail (-v debug, -vv trace); RUST_LOG overrides.
-    #[arg(short, long, action = clap::ArgAction::Count)]
-    verbose: u8,
-}
+use contextd::internals::cli::ContextdArgs as Args;
 
 /// Eight malloc arenas, one for each thread that allocates while it works
 /// (the main thread, the two workers of the main runtime and of the MCP

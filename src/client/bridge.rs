@@ -28,8 +28,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(15);
 pub enum BridgeError {
     #[error("{0}")]
     Setup(String),
-    #[error("cannot start contextd through D-Bus activation: {0}")]
-    Activation(String),
+    /// No bus, or no daemon and nothing that starts it: what to do.
+    #[error("{0}")]
+    Unreachable(#[from] super::reach::Unreachable),
     #[error("contextd did not open {path} within {secs} s after activation")]
     NoSocket { path: String, secs: u64 },
     #[error("{0}")]
@@ -57,36 +58,8 @@ pub async fn connect(name: &str) -> Result<UnixStream, BridgeError> {
             )));
         }
     }
-    activate().await?;
+    super::reach::start_by_name(START_TIMEOUT).await?;
     wait_for(&path).await
-}
-
-/// `StartServiceByName(org.contextd.Broker1)` on the session bus: returns
-/// once the daemon owns its name (it opens its sockets right after).
-async fn activate() -> Result<(), BridgeError> {
-    let address = crate::config::session_bus_address().ok_or_else(|| {
-        BridgeError::Activation(
-            "no session bus: $DBUS_SESSION_BUS_ADDRESS is not set and there is no bus in the runtime directory; start contextd yourself (systemctl --user start contextd), or pass DBUS_SESSION_BUS_ADDRESS in this server's \"env\" in the MCP host's config".into(),
-        )
-    })?;
-    let conn = zbus::connection::Builder::address(address.as_str())
-        .build()
-        .await
-        .map_err(|e| {
-            BridgeError::Activation(format!("cannot reach the session bus at {address}: {e}"))
-        })?;
-    let dbus = zbus::fdo::DBusProxy::new(&conn)
-        .await
-        .map_err(|e| BridgeError::Activation(e.to_string()))?;
-    let name = zbus::names::WellKnownName::from_static_str_unchecked(BUS_NAME);
-    let call = dbus.start_service_by_name(name, 0);
-    tokio::time::timeout(START_TIMEOUT, call)
-        .await
-        .map_err(|_| {
-            BridgeError::Activation(format!("no answer within {} s", START_TIMEOUT.as_secs()))
-        })?
-        .map_err(|e| BridgeError::Activation(e.to_string()))?;
-    Ok(())
 }
 
 async fn wait_for(path: &Path) -> Result<UnixStream, BridgeError> {
@@ -125,10 +98,80 @@ async fn pump<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     }
 }
 
-/// Relay stdin/stdout to the daemon until either side ends.
+/// Relay stdin/stdout to the daemon until either side ends. When the
+/// daemon cannot be reached, the host's first request (its `initialize`)
+/// gets a JSON-RPC error saying why and what fixes it, which hosts show
+/// the user (a server that only exits shows as "disconnected", with the
+/// reason buried in a log); the same line goes to stderr.
 pub async fn run() -> Result<(), BridgeError> {
-    let stream = connect(crate::names::MCP_SOCKET).await?;
+    let stream = match connect(crate::names::MCP_SOCKET).await {
+        Ok(s) => s,
+        Err(e) => {
+            let message = host_message(&e);
+            refuse_first_request(tokio::io::stdin(), tokio::io::stdout(), &message).await;
+            return Err(BridgeError::Setup(message));
+        }
+    };
     relay(stream, tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+/// How long to wait for the host's first request when there is only an
+/// error to answer it with.
+const REFUSE_WAIT: Duration = Duration::from_secs(10);
+
+/// The JSON-RPC code of the refusal: a server error (-32000 to -32099 are
+/// the implementation's own).
+const UNREACHABLE_CODE: i64 = -32000;
+
+/// The message for an MCP host's user. Without a session bus, the likely
+/// cause is a host that starts servers with a bare environment: say which
+/// variables to pass.
+fn host_message(e: &BridgeError) -> String {
+    match e {
+        BridgeError::Unreachable(u @ super::reach::Unreachable::NoBus { .. }) => {
+            // SAFETY: getuid(2) has no failure mode and touches no memory.
+            let uid = unsafe { libc::getuid() };
+            format!(
+                "{u} If an MCP host runs this server, pass the session in its \"env\" in the host's config: \"env\": {{\"XDG_RUNTIME_DIR\": \"/run/user/{uid}\", \"DBUS_SESSION_BUS_ADDRESS\": \"unix:path=/run/user/{uid}/bus\"}}"
+            )
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Answer the first request read from `input` (a line with an `id` and a
+/// `method`) with a JSON-RPC error carrying `message`; notifications and
+/// unreadable lines are skipped. Gives up at end of input or after
+/// [`REFUSE_WAIT`].
+async fn refuse_first_request<I, O>(input: I, mut output: O, message: &str)
+where
+    I: AsyncRead + Unpin,
+    O: AsyncWrite + Unpin,
+{
+    use tokio::io::AsyncBufReadExt;
+    let answer = async {
+        // A line at most 1 MiB: the host's initialize is far smaller.
+        let mut lines = tokio::io::BufReader::new(input.take(1 << 20)).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let Ok(request) = serde_json::from_str::<serde_json::Value>(&line) else {
+                continue;
+            };
+            let (Some(id), Some(_)) = (request.get("id"), request.get("method")) else {
+                continue;
+            };
+            let reply = serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "error": { "code": UNREACHABLE_CODE, "message": message },
+            });
+            let mut text = reply.to_string();
+            text.push('\n');
+            let _ = output.write_all(text.as_bytes()).await;
+            let _ = output.flush().await;
+            return;
+        }
+    };
+    let _ = tokio::time::timeout(REFUSE_WAIT, answer).await;
 }
 
 /// Relay `input` → `stream` → `output`. When the host closes its end, the

@@ -20,8 +20,9 @@ pub struct Output {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CtlError {
-    #[error("cannot reach the session bus: {0}")]
-    Connect(zbus::Error),
+    /// No bus, or no daemon and nothing that starts it: what to do.
+    #[error("{0}")]
+    Unreachable(#[from] crate::client::reach::Unreachable),
     #[error("{0}")]
     Call(String),
 }
@@ -29,6 +30,21 @@ pub enum CtlError {
 impl From<zbus::Error> for CtlError {
     fn from(e: zbus::Error) -> Self {
         // D-Bus errors already read well: "org.contextd.Error.NotAllowed: ...".
+        // The daemon gone or not startable: what to do instead.
+        let unreachable = match &e {
+            zbus::Error::MethodError(name, msg, _) => {
+                crate::client::reach::from_call_error(name.as_str(), msg.as_deref().unwrap_or(""))
+            }
+            // The bus's own errors (Spawn.*, ServiceUnknown) arrive parsed.
+            zbus::Error::FDO(fdo) => crate::client::reach::from_call_error(
+                zbus::DBusError::name(fdo.as_ref()).as_str(),
+                zbus::DBusError::description(fdo.as_ref()).unwrap_or(""),
+            ),
+            _ => None,
+        };
+        if let Some(u) = unreachable {
+            return CtlError::Unreachable(u);
+        }
         match &e {
             zbus::Error::MethodError(name, Some(msg), _) => {
                 let short = name.as_str().trim_start_matches("org.contextd.Error.");
@@ -41,8 +57,10 @@ impl From<zbus::Error> for CtlError {
 
 pub type Result<T> = std::result::Result<T, CtlError>;
 
+/// The session bus, with contextd on it or activatable (else an error
+/// that says what to do: `client::reach`).
 pub async fn connect() -> Result<Connection> {
-    Connection::session().await.map_err(CtlError::Connect)
+    Ok(crate::client::reach::session_bus().await?)
 }
 
 /// `--json`, or the sentence for an empty list: `true` when nothing is

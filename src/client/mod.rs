@@ -8,6 +8,7 @@ pub mod bridge;
 pub mod ctl;
 pub mod json;
 pub mod proxy;
+pub mod reach;
 
 use std::path::PathBuf;
 
