@@ -286,18 +286,25 @@ mcpb:
 
 install: install-bin install-data install-generated
 
-# The man pages and completions, from the release contextctl.
+# The man pages and completions, from the release contextctl (or the one in
+# BINARIES_DIR), into target/generated/ to look at.
 generated: $(if $(BINARIES_DIR),,build)
 	rm -rf "$(GENERATED)"
 	"$(or $(BINARIES_DIR),$(RELEASE))/contextctl" generate-files "$(GENERATED)"
 
-install-generated: generated
+# Installed from a directory of this run's own: two installs at once (the
+# tests build the package while another checks make install) never share
+# the files they install.
+install-generated: $(if $(BINARIES_DIR),,build)
+	@set -e; gen=$$(mktemp -d); trap 'rm -rf "$$gen"' EXIT; \
+	set -x; \
+	"$(or $(BINARIES_DIR),$(RELEASE))/contextctl" generate-files "$$gen"; \
 	install -d "$(DESTDIR)$(MAN1DIR)" "$(DESTDIR)$(BASH_COMPLETION_DIR)" \
-	    "$(DESTDIR)$(ZSH_COMPLETION_DIR)" "$(DESTDIR)$(FISH_COMPLETION_DIR)"
-	install -m 0644 "$(GENERATED)/man/contextd.1" "$(GENERATED)/man/contextctl.1" "$(DESTDIR)$(MAN1DIR)/"
-	install -m 0644 "$(GENERATED)/completions/contextctl.bash" "$(DESTDIR)$(BASH_COMPLETION_DIR)/contextctl"
-	install -m 0644 "$(GENERATED)/completions/_contextctl" "$(DESTDIR)$(ZSH_COMPLETION_DIR)/_contextctl"
-	install -m 0644 "$(GENERATED)/completions/contextctl.fish" "$(DESTDIR)$(FISH_COMPLETION_DIR)/contextctl.fish"
+	    "$(DESTDIR)$(ZSH_COMPLETION_DIR)" "$(DESTDIR)$(FISH_COMPLETION_DIR)"; \
+	install -m 0644 "$$gen/man/contextd.1" "$$gen/man/contextctl.1" "$(DESTDIR)$(MAN1DIR)/"; \
+	install -m 0644 "$$gen/completions/contextctl.bash" "$(DESTDIR)$(BASH_COMPLETION_DIR)/contextctl"; \
+	install -m 0644 "$$gen/completions/_contextctl" "$(DESTDIR)$(ZSH_COMPLETION_DIR)/_contextctl"; \
+	install -m 0644 "$$gen/completions/contextctl.fish" "$(DESTDIR)$(FISH_COMPLETION_DIR)/contextctl.fish"
 
 install-bin: $(if $(BINARIES_DIR),,build)
 	install -d "$(DESTDIR)$(BINDIR)"

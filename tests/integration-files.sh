@@ -138,7 +138,12 @@ policy_content() {
 make_install() {
     local dest=$TMP/dest target=install-data
     local release=${CARGO_TARGET_DIR:-target}/release
-    if [ -x "$release/contextd" ] && [ -x "$release/contextctl" ]; then
+    # The binaries the caller names (the Rust test passes its own), else a
+    # release build if there is one, else only what needs no binary.
+    if [ -n "${CONTEXTD_BIN:-}" ] && [ -x "${CONTEXTCTL_BIN:-}" ] &&
+        [ "$(dirname "$CONTEXTD_BIN")" = "$(dirname "$CONTEXTCTL_BIN")" ]; then
+        target="install BINARIES_DIR=$(dirname "$CONTEXTD_BIN")"
+    elif [ -x "$release/contextd" ] && [ -x "$release/contextctl" ]; then
         target="install CARGO=true"
     fi
     # shellcheck disable=SC2086 # $target is two words on purpose
