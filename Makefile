@@ -195,19 +195,22 @@ test-locked: export RUSTC_WORKSPACE_WRAPPER := clippy-driver
 test-locked: export CLIPPY_ARGS := -D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 test-locked:
 	$(CARGO) fmt --check
-	@# Every target, linted and built: the library, its unit tests, the
-	@# binaries, the examples, the integration tests and (in test mode,
-	@# not run) the benches.
-	$(CARGO) test --quiet --no-run --all-targets $(LOCKED)
+	@# Every target, linted and built once, with the `conformance` feature:
+	@# the library, its unit tests, the binaries, the examples, the
+	@# integration tests (the MCP conformance suite's among them) and (in
+	@# test mode, not run) the benches. The feature compiles in the
+	@# conformance suite's fixtures, which only the conformance test's
+	@# daemon turns on (`[mcp.http] conformance`); every other test daemon
+	@# serves what a release build serves.
+	$(CARGO) test --quiet --no-run --all-targets --features conformance $(LOCKED)
+	@# What a release build compiles, without the feature: checked and
+	@# linted (check mode; it is not run).
+	$(CARGO) check --quiet --lib --bins $(LOCKED)
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
-	    set -x; $(CARGO) nextest run --cargo-quiet $(LOCKED) --no-fail-fast; \
+	    set -x; $(CARGO) nextest run --cargo-quiet --features conformance $(LOCKED) --no-fail-fast; \
 	else \
-	    set -x; $(CARGO) test --quiet $(LOCKED) --no-fail-fast; \
+	    set -x; $(CARGO) test --quiet --features conformance $(LOCKED) --no-fail-fast; \
 	fi
-	@# The MCP conformance suite needs the fixture tools of the `conformance`
-	@# feature (never in a release build); this builds (and lints) the
-	@# library with that feature and the conformance test.
-	$(CARGO) test --quiet $(LOCKED) --features conformance --test mcp_conformance
 
 # The shell tests on their own (the Rust tests call them too), the session's
 # with the release binaries.

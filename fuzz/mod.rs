@@ -1292,7 +1292,7 @@ mod targets {
         "responses",
         "json",
         "sse",
-        "conformance_anonymous",
+        "conformance",
         "[dashboard]",
         "windows",
         "provided.*",

@@ -266,11 +266,13 @@ pub struct McpHttpConfig {
     /// Hosts on 2025 sessions always get event streams, as rmcp serves them.
     #[serde(default)]
     pub responses: Responses,
-    /// Conformance builds only: treat requests without a bearer token as the
-    /// subject `token:conformance` (the official suite sends none).
+    /// Conformance builds only: serve the official conformance suite's
+    /// fixtures (tools, resources, prompts it expects) and treat requests
+    /// without a bearer token as the subject `token:conformance` (the suite
+    /// sends none). A release build has no such setting.
     #[cfg(feature = "conformance")]
     #[serde(default)]
-    pub conformance_anonymous: bool,
+    pub conformance: bool,
 }
 
 /// `[mcp.http] responses`: see [`McpHttpConfig::responses`].
@@ -292,7 +294,7 @@ impl McpHttpConfig {
             allowed_origins: Vec::new(),
             responses: Responses::default(),
             #[cfg(feature = "conformance")]
-            conformance_anonymous: false,
+            conformance: false,
         }
     }
 }

@@ -7,12 +7,13 @@
 //! 0.1.16, the last 2025-era release, with `--suite all` (its session
 //! scenarios are stricter than the newest's).
 //!
-//! Only with the `conformance` cargo feature (`make test` runs it that
-//! way): the suite calls fixture tools (`test_simple_text`, ...) that a
-//! real build does not have, and its client sends no bearer token, so the
-//! daemon runs with `conformance_anonymous = true` (a setting that exists
-//! only in that build), which makes a token-less request the subject
-//! `token:conformance`. Host and Origin are still checked, and the suite
+//! Only with the `conformance` cargo feature (`make test` builds every
+//! test with it): the suite calls fixture tools (`test_simple_text`, ...)
+//! that a release build does not have, and its client sends no bearer
+//! token, so the daemon runs with `[mcp.http] conformance = true` (a
+//! setting that exists only in that build), which turns the fixtures on
+//! and makes a token-less request the subject `token:conformance`. Other
+//! test daemons leave it off and serve what a release build serves. Host and Origin are still checked, and the suite
 //! checks that itself (`dns-rebinding-protection`).
 
 #![cfg(feature = "conformance")]
@@ -104,7 +105,7 @@ async fn official_conformance_suites_pass_every_server_scenario() {
         let home = Home::new();
         std::fs::write(
             home.dir.path().join("config/contextd/config.toml"),
-            "[mcp.http]\nlisten = \"127.0.0.1:0\"\nconformance_anonymous = true\n",
+            "[mcp.http]\nlisten = \"127.0.0.1:0\"\nconformance = true\n",
         )
         .expect("config");
         home.write_policy(&[("token:conformance", &["*"])]);

@@ -187,9 +187,10 @@ pub(super) fn accept(headers: &HeaderMap, body: &[u8]) -> Option<(Call, Option<S
     }
     // The conformance fixtures need rmcp's request context.
     #[cfg(feature = "conformance")]
-    if super::conformance::tools()
-        .iter()
-        .any(|t| t["name"] == call.params.name.as_str())
+    if super::fixtures_on()
+        && super::conformance::tools()
+            .iter()
+            .any(|t| t["name"] == call.params.name.as_str())
     {
         return None;
     }

@@ -157,7 +157,12 @@ impl Guard {
             origins,
             direct: None,
             #[cfg(feature = "conformance")]
-            anonymous: cfg.conformance_anonymous,
+            anonymous: {
+                if cfg.conformance {
+                    super::FIXTURES_ON.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                cfg.conformance
+            },
         }
     }
 

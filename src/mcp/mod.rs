@@ -21,6 +21,21 @@ pub(crate) mod admin;
 #[cfg(feature = "conformance")]
 #[path = "../../tests/mcp_conformance/fixtures.rs"]
 pub(crate) mod conformance;
+
+/// Conformance builds only: whether this daemon serves the fixtures, set
+/// once from `[mcp.http] conformance` when its HTTP server starts. `make
+/// test` builds every test with the feature (one build of the crate, not
+/// one per feature set), so the fixtures are compiled into every test
+/// daemon; only the conformance test's daemon turns them on, and every
+/// other test talks to the MCP server a release build has.
+#[cfg(feature = "conformance")]
+static FIXTURES_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the conformance fixtures are served (see [`FIXTURES_ON`]).
+#[cfg(feature = "conformance")]
+pub(crate) fn fixtures_on() -> bool {
+    FIXTURES_ON.load(std::sync::atomic::Ordering::Relaxed)
+}
 pub(crate) mod consent;
 pub(crate) mod direct;
 pub(crate) mod error;

@@ -42,7 +42,9 @@ pub(crate) fn catalog() -> Vec<Value> {
         }),
     ];
     #[cfg(feature = "conformance")]
-    v.extend(super::conformance::prompts());
+    if super::fixtures_on() {
+        v.extend(super::conformance::prompts());
+    }
     v.shrink_to_fit();
     v
 }
@@ -166,7 +168,9 @@ pub(crate) async fn get(
         }
         _ => {
             #[cfg(feature = "conformance")]
-            if let Some(r) = super::conformance::prompt(name, &args) {
+            if super::fixtures_on()
+                && let Some(r) = super::conformance::prompt(name, &args)
+            {
                 return r;
             }
             Err(Error::InvalidParams(format!(
@@ -193,7 +197,7 @@ pub(crate) async fn complete(
             ("what_am_i_doing", "detail") => DETAILS.iter().map(|s| s.to_string()).collect(),
             ("privacy_report", "period") => PERIODS.iter().map(|s| s.to_string()).collect(),
             #[cfg(feature = "conformance")]
-            (name, argname) if super::conformance::completes(name) => {
+            (name, argname) if super::fixtures_on() && super::conformance::completes(name) => {
                 super::conformance::complete(name, argname, prefix)
             }
             ("what_am_i_doing" | "privacy_report", a) => {

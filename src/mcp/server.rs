@@ -317,13 +317,14 @@ pub(crate) fn server_info() -> Result<ServerConfig, Error> {
 impl ServerHandler for ContextServer {
     fn get_info(&self) -> ServerConfig {
         match server_info() {
-            #[cfg(feature = "conformance")]
+            #[allow(unused_mut)]
             Ok(mut i) => {
-                super::conformance::declare(&mut i.capabilities);
+                #[cfg(feature = "conformance")]
+                if super::fixtures_on() {
+                    super::conformance::declare(&mut i.capabilities);
+                }
                 i
             }
-            #[cfg(not(feature = "conformance"))]
-            Ok(i) => i,
             Err(e) => {
                 tracing::error!(error = %e, "bad server info");
                 ServerConfig::default()
@@ -377,7 +378,9 @@ impl ServerHandler for ContextServer {
             .map(Res::listing)
             .collect();
         #[cfg(feature = "conformance")]
-        list.extend(super::conformance::resources());
+        if super::fixtures_on() {
+            list.extend(super::conformance::resources());
+        }
         Ok(wire(
             json!({ "resources": list, "resultType": "complete" }),
         )?)
@@ -393,7 +396,9 @@ impl ServerHandler for ContextServer {
         #[allow(unused_mut)]
         let mut list = resources::templates();
         #[cfg(feature = "conformance")]
-        list.extend(super::conformance::templates());
+        if super::fixtures_on() {
+            list.extend(super::conformance::templates());
+        }
         Ok(wire(
             json!({ "resourceTemplates": list, "resultType": "complete" }),
         )?)
@@ -406,7 +411,10 @@ impl ServerHandler for ContextServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let subject = self.subject(&ctx.extensions)?;
         #[cfg(feature = "conformance")]
-        if let Some(r) = super::conformance::read(&request.uri) {
+        if let Some(r) = super::fixtures_on()
+            .then(|| super::conformance::read(&request.uri))
+            .flatten()
+        {
             return r.map(ReadResourceResponse::from);
         }
         let res = res_of(&request.uri)?;
@@ -436,7 +444,7 @@ impl ServerHandler for ContextServer {
     ) -> Result<(), ErrorData> {
         let subject = self.subject(&ctx.extensions)?;
         #[cfg(feature = "conformance")]
-        if super::conformance::is_fixture(&request.uri) {
+        if super::fixtures_on() && super::conformance::is_fixture(&request.uri) {
             return Ok(());
         }
         let res = res_of(&request.uri)?;
@@ -583,7 +591,9 @@ impl ServerHandler for ContextServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let subject = self.subject(&ctx.extensions)?;
         #[cfg(feature = "conformance")]
-        if let Some(r) = super::conformance::call_with_context(&request, &ctx).await {
+        if super::fixtures_on()
+            && let Some(r) = super::conformance::call_with_context(&request, &ctx).await
+        {
             return r;
         }
         let mode = consent::ask_named(
@@ -631,7 +641,9 @@ impl ServerHandler for ContextServer {
     ) -> Result<GetPromptResponse, ErrorData> {
         let subject = self.subject(&ctx.extensions)?;
         #[cfg(feature = "conformance")]
-        if let Some(r) = super::conformance::get_prompt(&request) {
+        if super::fixtures_on()
+            && let Some(r) = super::conformance::get_prompt(&request)
+        {
             return r;
         }
         let mode = consent::ask_named(
@@ -688,6 +700,9 @@ impl ServerHandler for ContextServer {
         request: rmcp::model::GetTaskParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        if !super::fixtures_on() {
+            return Err(ErrorData::method_not_found::<rmcp::model::GetTaskMethod>());
+        }
         Ok(rmcp::model::GetTaskResult::new(
             super::conformance::tasks().get_task(&request.task_id)?,
         ))
@@ -699,6 +714,9 @@ impl ServerHandler for ContextServer {
         request: rmcp::model::UpdateTaskParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        if !super::fixtures_on() {
+            return Err(ErrorData::method_not_found::<rmcp::model::UpdateTaskMethod>());
+        }
         super::conformance::tasks().update_task(&request.task_id, request.input_responses)
     }
 
@@ -708,6 +726,9 @@ impl ServerHandler for ContextServer {
         request: rmcp::model::CancelTaskParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        if !super::fixtures_on() {
+            return Err(ErrorData::method_not_found::<rmcp::model::CancelTaskMethod>());
+        }
         super::conformance::tasks().cancel_task(&request.task_id)
     }
 

@@ -123,7 +123,9 @@ pub fn catalog() -> Vec<Value> {
     v.push(send_tool());
     v.extend(history_tools());
     #[cfg(feature = "conformance")]
-    v.extend(super::conformance::tools());
+    if super::fixtures_on() {
+        v.extend(super::conformance::tools());
+    }
     v.shrink_to_fit();
     v
 }
@@ -308,7 +310,9 @@ pub(crate) async fn call(
         "summarize_time" => summarize_time(broker, subject, args, mode).await,
         _ => {
             #[cfg(feature = "conformance")]
-            if let Some(r) = super::conformance::call(name, args).await {
+            if super::fixtures_on()
+                && let Some(r) = super::conformance::call(name, args).await
+            {
                 return r;
             }
             return Err(rmcp::ErrorData::invalid_params(
