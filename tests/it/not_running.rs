@@ -5,12 +5,10 @@
 //! fails, and no session bus at all. `contextctl mcp` answers the host's
 //! `initialize` with the same message as a JSON-RPC error.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::Duration;
+use std::process::{Command, ExitStatus};
 
-use crate::common::{Bus, contextctl_bin};
+use crate::common::{Bus, contextctl_bin, run_cmd_input};
 
 /// Commands that talk to the daemon in the different ways contextctl has:
 /// D-Bus reads, a D-Bus change, a subscription, the admin socket.
@@ -71,40 +69,14 @@ fn run(
     env: &[(String, String)],
     input: &str,
 ) -> (ExitStatus, String, String) {
-    let mut child = Command::new(program)
-        .args(args)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn contextctl");
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(input.as_bytes());
-        // Dropped: the input ends here (a host keeps its end open; the
-        // bridge answers before it reads the end either way).
-    }
-    let pid = child.id() as i32;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(out) => {
-            let out = out.expect("output");
-            (
-                out.status,
-                String::from_utf8_lossy(&out.stdout).into_owned(),
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            )
-        }
-        Err(_) => {
-            // SAFETY: kill(2) on the child we spawned.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("contextctl {args:?} did not finish within 30 s");
-        }
-    }
+    run_cmd_input(
+        Command::new(program)
+            .args(args)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v))),
+        input,
+        30,
+    )
 }
 
 /// contextctl alone in a directory, as when only the client is installed

@@ -487,17 +487,39 @@ pub fn window_line(id: &str, app_id: &str, title: &str, activated: bool) -> Stri
 
 /// Run a command with a timeout; returns (status, stdout, stderr).
 pub fn run_cmd(cmd: &mut Command, secs: u64) -> (ExitStatus, String, String) {
+    run_cmd_with(cmd, None, secs)
+}
+
+/// [`run_cmd`] with `input` on the command's stdin (closed after it).
+pub fn run_cmd_input(cmd: &mut Command, input: &str, secs: u64) -> (ExitStatus, String, String) {
+    run_cmd_with(cmd, Some(input.as_bytes()), secs)
+}
+
+fn run_cmd_with(
+    cmd: &mut Command,
+    input: Option<&[u8]>,
+    secs: u64,
+) -> (ExitStatus, String, String) {
     // A process group of its own, so that a timeout ends what the command
     // started too: a script's children left behind hold whatever they
     // inherited (a pipe the output is read from, a lock of make test).
     use std::os::unix::process::CommandExt;
-    let child = cmd
+    let mut child = cmd
         .process_group(0)
-        .stdin(Stdio::null())
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn command");
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        // Dropped after: the input ends there. A command that exits before
+        // reading it all is not an error here.
+        let _ = std::io::Write::write_all(&mut stdin, input);
+    }
     let pid = child.id() as i32;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
