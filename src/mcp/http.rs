@@ -127,8 +127,6 @@ pub(crate) struct Guard {
     /// Answers the plain stateless `tools/call`s on `/mcp` (see
     /// [`super::direct`]); `None` where only the guard is wanted.
     direct: Option<super::direct::Direct>,
-    #[cfg(feature = "conformance")]
-    anonymous: bool,
 }
 
 impl Guard {
@@ -156,13 +154,6 @@ impl Guard {
             hosts,
             origins,
             direct: None,
-            #[cfg(feature = "conformance")]
-            anonymous: {
-                if cfg.conformance {
-                    super::FIXTURES_ON.store(true, std::sync::atomic::Ordering::Relaxed);
-                }
-                cfg.conformance
-            },
         }
     }
 
@@ -189,7 +180,7 @@ impl Guard {
         };
         let Some(auth) = req.headers().get(header::AUTHORIZATION) else {
             #[cfg(feature = "conformance")]
-            if self.anonymous {
+            if super::fixtures_on() {
                 return subject("conformance");
             }
             return Err(Box::new(unauthorized(
@@ -427,6 +418,10 @@ fn router(
     index: Arc<SessionIndex>,
     cancel: CancellationToken,
 ) -> Router {
+    #[cfg(feature = "conformance")]
+    if cfg.conformance {
+        super::serve_fixtures();
+    }
     let guard_state = Arc::new(Guard {
         direct: Some(super::direct::Direct {
             broker: broker.clone(),

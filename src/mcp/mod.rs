@@ -31,6 +31,14 @@ pub(crate) mod conformance;
 #[cfg(feature = "conformance")]
 static FIXTURES_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Turn the conformance fixtures on for this daemon (its `[mcp.http]
+/// conformance`), when its HTTP server is set up: the fixtures, and
+/// token-less requests as `token:conformance` (see [`FIXTURES_ON`]).
+#[cfg(feature = "conformance")]
+pub(crate) fn serve_fixtures() {
+    FIXTURES_ON.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Whether the conformance fixtures are served (see [`FIXTURES_ON`]).
 #[cfg(feature = "conformance")]
 pub(crate) fn fixtures_on() -> bool {
