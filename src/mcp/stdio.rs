@@ -86,18 +86,32 @@ pub(crate) struct BoundSocket {
 }
 
 impl BoundSocket {
+    /// Bind `dir/name` so that it appears already listening: the socket is
+    /// bound and chmod-ed under a temporary name, then renamed into place.
+    /// Binding at the final path would leave a moment (between `bind` and
+    /// `listen`) in which the file exists and a client that sees it gets
+    /// `ECONNREFUSED`; the rename also replaces a stale socket (or a
+    /// `--replace` predecessor's) in one step, so clients never find none.
     pub(crate) fn bind(dir: &Path, name: &str) -> Result<BoundSocket, SocketError> {
         private_dir(dir)?;
         let path = dir.join(name);
-        match std::fs::remove_file(&path) {
+        let tmp = dir.join(format!(".{name}.{}", std::process::id()));
+        match std::fs::remove_file(&tmp) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(&path)(e)),
+            Err(e) => return Err(io(&tmp)(e)),
         }
-        let listener = UnixListener::bind(&path).map_err(io(&path))?;
-        let meta = std::fs::metadata(&path).map_err(io(&path))?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-            .map_err(io(&path))?;
+        let listener = UnixListener::bind(&tmp).map_err(io(&tmp))?;
+        let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+            .and_then(|()| std::fs::metadata(&tmp))
+            .and_then(|meta| std::fs::rename(&tmp, &path).map(|()| meta));
+        let meta = match placed {
+            Ok(meta) => meta,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(io(&path)(e));
+            }
+        };
         Ok(BoundSocket {
             ino: (meta.dev(), meta.ino()),
             path,
@@ -509,4 +523,38 @@ async fn write_lines<W: AsyncWrite + Unpin>(
         }
     }
     let _ = write.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The socket appears listening, replaces a stale one, and leaves no
+    /// temporary name behind.
+    #[tokio::test]
+    async fn the_socket_appears_listening_and_replaces_a_stale_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let run = dir.path().join("run");
+        let stale = {
+            private_dir(&run).expect("dir");
+            let l = std::os::unix::net::UnixListener::bind(run.join("mcp.sock")).expect("stale");
+            drop(l);
+            std::fs::metadata(run.join("mcp.sock"))
+                .expect("stale file")
+                .ino()
+        };
+        let bound = BoundSocket::bind(&run, "mcp.sock").expect("bind");
+        let meta = std::fs::metadata(&bound.path).expect("placed");
+        assert_ne!(meta.ino(), stale, "the stale socket must be replaced");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        std::os::unix::net::UnixStream::connect(&bound.path).expect("listening once visible");
+        let names: Vec<_> = std::fs::read_dir(&run)
+            .expect("list")
+            .filter_map(|e| e.ok().map(|e| e.file_name()))
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("mcp.sock")]);
+        let path = bound.path.clone();
+        drop(bound);
+        assert!(!path.exists(), "removed on drop");
+    }
 }
