@@ -347,9 +347,10 @@ install-data:
 	    *) echo "GNOME_SHELL_EXTENSION must be legacy or esm" >&2; exit 1 ;; \
 	esac; \
 	ext="$(DESTDIR)$(GNOME_SHELL_EXTENSIONS_DIR)/contextd@contextd.org"; \
-	echo "install -m 0644 $$src/contextd@contextd.org/{extension.js,metadata.json} $$ext/"; \
+	files=$$(ls "$$src/contextd@contextd.org"/*.js "$$src/contextd@contextd.org/metadata.json"); \
+	echo "install -m 0644" $$files "$$ext/"; \
 	install -d "$$ext"; \
-	install -m 0644 "$$src/contextd@contextd.org/extension.js" "$$src/contextd@contextd.org/metadata.json" "$$ext/"
+	install -m 0644 $$files "$$ext/"
 
 uninstall:
 	rm -f $(addprefix "$(DESTDIR)$(BINDIR)/,$(addsuffix ",$(BINARIES))) \
