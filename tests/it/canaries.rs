@@ -413,8 +413,34 @@ fn mcp_reads(bus: &Bus, home: &Home) -> String {
     read.to_string()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_marker_shows_exactly_where_it_is_granted() {
+/// The table's rounds run in [`SHARDS`] tests, each with its own daemon,
+/// so that the suite can run them side by side (one test of 30 rounds was
+/// the longest of the suite by far, and its tail).
+mod every_marker_shows_exactly_where_it_is_granted {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rounds_1_of_3() {
+        super::every_marker_in_rounds(0).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rounds_2_of_3() {
+        super::every_marker_in_rounds(1).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rounds_3_of_3() {
+        super::every_marker_in_rounds(2).await;
+    }
+}
+
+/// How many tests share the table (round `i` is in shard `i % SHARDS`).
+const SHARDS: usize = 3;
+
+/// The rounds of the table in `shard`: every one of them checks every
+/// marker on every publisher. Each round's changes are numbered from 1 in
+/// the shard, as the whole table numbered them, so that every round really
+/// changes what it sends (the session's idle flag alternates with it).
+async fn every_marker_in_rounds(shard: usize) {
     with_timeout(600, async {
         let bus = Bus::start();
         let home = Home::new();
@@ -465,7 +491,12 @@ async fn every_marker_shows_exactly_where_it_is_granted() {
         .await;
 
         let mut failures = Vec::new();
-        for (round, grants) in table().into_iter().enumerate() {
+        let rounds = table()
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| i % SHARDS == shard)
+            .map(|(_, grants)| grants);
+        for (round, grants) in rounds.enumerate() {
             let eff = effective(&grants);
             if grants.is_empty() {
                 home.write_policy(&[]);
