@@ -172,7 +172,7 @@ run: deps build
 # the one test that sets its process's environment has a binary to itself
 # (tests/fdo_own_notifications.rs), so both ways are safe.
 test:
-	@scripts/deps.sh --node --python --boot-root
+	@scripts/deps.sh --node --python --boot-root --desktop-root
 	@mkdir -p "$(CARGO_BUILD_BUILD_DIR)"
 	@flock -n "$(CARGO_BUILD_BUILD_DIR)/.make-test.lock" true || \
 	    echo "make test: another clone's make test runs on this machine; waiting for it"

@@ -11,6 +11,11 @@
 #   scripts/deps.sh --boot-root  also the Debian 12 root that the systemd boot test
 #                              boots (scripts/boot-root.sh: once per machine, in
 #                              ~/.cache/contextd/roots; a few minutes the first time)
+#   scripts/deps.sh --desktop-root  also the Debian 13 root with today's desktops
+#                              (GNOME Shell 48, KWin 6, sway 1.10, PipeWire 1.4) that
+#                              tests/it/debian13.rs runs them from (scripts/roots.sh
+#                              desktop13: once per machine, about 1.7 GB; several
+#                              minutes the first time)
 #   scripts/deps.sh --check    only report what is missing; exit 1 if anything is
 #
 # Idempotent: it only installs what is missing, and a second run takes well
@@ -95,6 +100,8 @@ PACKAGES=(
     # the systemd boot test (tests/it/systemd_boot.rs): debootstrap makes a
     # Debian 12 root once (scripts/boot-root.sh), systemd-nspawn boots it
     debootstrap systemd-container
+    # in-root.sh runs Debian 13's desktops with unshare and chroot (util-linux,
+    # coreutils: always there)
     # the Debian package (make deb, tests/it/package.rs): debhelper around
     # make install, dpkg-dev's dpkg-shlibdeps and friends, lintian
     debhelper dpkg-dev lintian
@@ -270,6 +277,7 @@ install_python() {
 WANT_NODE=0
 WANT_PYTHON=0
 WANT_BOOT_ROOT=0
+WANT_DESKTOP_ROOT=0
 CHECK_ONLY=0
 FAILED=0
 for arg in "$@"; do
@@ -277,6 +285,7 @@ for arg in "$@"; do
         --node) WANT_NODE=1 ;;
         --python) WANT_PYTHON=1 ;;
         --boot-root) WANT_BOOT_ROOT=1 ;;
+        --desktop-root) WANT_DESKTOP_ROOT=1 ;;
         --check) CHECK_ONLY=1 ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; die "unknown argument: $arg" ;;
@@ -311,18 +320,21 @@ if [ "$WANT_NODE" = 1 ]; then
     install_npm_package "$TOOLS/axe" axe-core "$AXE_VERSION"
     install_npm_package "$TOOLS/mcpb" @anthropic-ai/mcpb "$MCPB_VERSION"
 fi
-if [ "$WANT_BOOT_ROOT" = 1 ]; then
+# The Debian roots (scripts/roots.sh RECIPE): made once per machine.
+make_root() { # RECIPE WHAT
     if [ "$CHECK_ONLY" = 1 ]; then
-        if ! "$ROOT/scripts/boot-root.sh" --check; then
-            log "missing or stale: the boot test's root (scripts/boot-root.sh makes it)"
+        if ! "$ROOT/scripts/roots.sh" "$1" --check; then
+            log "missing or stale: $2 (scripts/roots.sh $1 makes it)"
             FAILED=1
         fi
     elif can_root; then
-        as_root "$ROOT/scripts/boot-root.sh" >/dev/null
+        as_root "$ROOT/scripts/roots.sh" "$1" >/dev/null
     else
-        log "the boot test's root needs root to make (debootstrap); skipped"
+        log "$2 needs root to make (debootstrap); skipped"
     fi
-fi
+}
+if [ "$WANT_BOOT_ROOT" = 1 ]; then make_root boot "the boot test's root"; fi
+if [ "$WANT_DESKTOP_ROOT" = 1 ]; then make_root desktop13 "the Debian 13 desktops' root"; fi
 if [ "$FAILED" = 1 ]; then
     die "something is missing (see above); run scripts/deps.sh to install it"
 fi

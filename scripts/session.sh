@@ -7,7 +7,7 @@
 # the user's own session is touched; everything lives in one directory.
 #
 # Usage:
-#   scripts/session.sh start DIR [--no-bus] [--no-sway] [--no-pipewire]
+#   scripts/session.sh start DIR [--root ROOT] [--no-bus] [--no-sway] [--no-pipewire]
 #                                [--no-windows] [--system-bus] [--mocks]
 #                                [--timeout SECS]
 #   scripts/session.sh stop DIR                 stop everything start started
@@ -42,7 +42,15 @@
 #   CONTEXTD_SESSION_NO_BUS, CONTEXTD_SESSION_NO_SWAY, CONTEXTD_SESSION_NO_PIPEWIRE,
 #   CONTEXTD_SESSION_NO_WINDOWS, CONTEXTD_SESSION_SYSTEM_BUS, CONTEXTD_SESSION_MOCKS,
 #   CONTEXTD_SESSION_TIMEOUT (seconds each part may take to be ready; default 20),
-#   CONTEXTD_TEST_USER (who runs sway when we are root; default contextd-test).
+#   CONTEXTD_TEST_USER (who runs sway when we are root; default contextd-test),
+#   CONTEXTD_SESSION_ROOT (as --root).
+#
+# --root ROOT runs the desktop parts (sway, its foot windows, PipeWire and
+# WirePlumber) with their files from ROOT, a root of scripts/roots.sh (e.g.
+# `scripts/roots.sh desktop13`: sway 1.10, PipeWire 1.4), through
+# scripts/in-root.sh (needs root); the buses, the mocks and the tools this
+# script polls with (swaymsg, pw-cli, wpctl) stay the host's, and talk to
+# them through their sockets like any client.
 #
 # Logs: DIR/dbus.log, DIR/system-dbus.log, DIR/pipewire-dbus.log (a bus only
 # for WirePlumber, with --no-bus), DIR/sway.log, DIR/pipewire.log,
@@ -81,6 +89,7 @@
 set -euo pipefail
 
 SCRIPT=$(basename "$0")
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TEST_USER=${CONTEXTD_TEST_USER:-contextd-test}
 TIMEOUT=${CONTEXTD_SESSION_TIMEOUT:-20}
 PY=/usr/bin/python3
@@ -174,6 +183,13 @@ launch() { # NAME LOG COMMAND...
     record_pid "$name" "$pid"
 }
 
+# The prefix that runs a desktop part in the session's root (--root), if any.
+in_root() {
+    if [ -n "${SESSION_ROOT:-}" ]; then
+        printf '%s\n' "$HERE/in-root.sh" "$SESSION_ROOT"
+    fi
+}
+
 # The base environment of everything we start: nothing of the caller's desktop.
 base_env() {
     printf '%s\n' env -i "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin" \
@@ -216,8 +232,8 @@ wait_ready() { # NAME LOG WHAT CHECK...
 # Settings of this session, written by start, read by the other commands.
 save_conf() {
     {
-        printf 'WANT_BUS=%s\nWANT_SYSTEM_BUS=%s\nWANT_SWAY=%s\nWANT_PIPEWIRE=%s\nWANT_WINDOWS=%s\nWANT_MOCKS=%s\n' \
-            "$WANT_BUS" "$WANT_SYSTEM_BUS" "$WANT_SWAY" "$WANT_PIPEWIRE" "$WANT_WINDOWS" "$WANT_MOCKS"
+        printf 'WANT_BUS=%s\nWANT_SYSTEM_BUS=%s\nWANT_SWAY=%s\nWANT_PIPEWIRE=%s\nWANT_WINDOWS=%s\nWANT_MOCKS=%s\nSESSION_ROOT=%s\n' \
+            "$WANT_BUS" "$WANT_SYSTEM_BUS" "$WANT_SWAY" "$WANT_PIPEWIRE" "$WANT_WINDOWS" "$WANT_MOCKS" "$SESSION_ROOT"
     } >"$DIR/session.conf"
 }
 
@@ -225,11 +241,12 @@ load_conf() {
     [ -r "$DIR/session.conf" ] || die "$DIR is not a session directory (no session.conf); run: $SCRIPT start $DIR"
     local line key value
     WANT_MOCKS=0
+    SESSION_ROOT=
     while IFS= read -r line; do
         key=${line%%=*}
         value=${line#*=}
         case "$key" in
-            WANT_BUS|WANT_SYSTEM_BUS|WANT_SWAY|WANT_PIPEWIRE|WANT_WINDOWS|WANT_MOCKS) printf -v "$key" '%s' "$value" ;;
+            WANT_BUS|WANT_SYSTEM_BUS|WANT_SWAY|WANT_PIPEWIRE|WANT_WINDOWS|WANT_MOCKS|SESSION_ROOT) printf -v "$key" '%s' "$value" ;;
         esac
     done <"$DIR/session.conf"
 }
@@ -567,10 +584,11 @@ EOF
     mapfile -t env_cmd < <(base_env)
     env_cmd+=("HOME=$sr" "XDG_RUNTIME_DIR=$sr" "WLR_BACKENDS=headless"
         "WLR_LIBINPUT_NO_DEVICES=1" "WLR_RENDERER=pixman")
+    mapfile -t -O "${#env_cmd[@]}" env_cmd < <(in_root)
     if [ "$(id -u)" -eq 0 ]; then
         chown "$TEST_USER:" "$cfg"
         launch sway "$log" "${env_cmd[@]}" \
-            setpriv --reuid="$TEST_USER" --regid="$TEST_USER" --init-groups -- sway -c "$cfg"
+            setpriv --reuid="$(id -u "$TEST_USER")" --regid="$(id -g "$TEST_USER")" --clear-groups -- sway -c "$cfg"
     else
         launch sway "$log" "${env_cmd[@]}" sway -c "$cfg"
     fi
@@ -636,6 +654,7 @@ open_window() { # APP_ID TITLE
     local -a env_cmd
     mapfile -t env_cmd < <(base_env)
     env_cmd+=("HOME=$DIR/home" "XDG_RUNTIME_DIR=$RUNTIME" "WAYLAND_DISPLAY=wayland-1")
+    mapfile -t -O "${#env_cmd[@]}" env_cmd < <(in_root)
     # shellcheck disable=SC2016 # expanded by the window's shell
     launch "window-$app_id" "$log" "${env_cmd[@]}" \
         foot --app-id="$app_id" --title="$title" \
@@ -685,12 +704,27 @@ open_demo_windows() {
 pipewire_answers() { timeout 2 pw-cli -r "$RUNTIME/pipewire-0" info 0; }
 
 # WirePlumber is at work once it has chosen the default sink and source.
-wireplumber_ready() {
+default_is() { # sink|source NODE_NAME
     local env=(env "XDG_RUNTIME_DIR=$RUNTIME" "PIPEWIRE_RUNTIME_DIR=$RUNTIME")
+    local up
+    up=${1^^}
     # grep -c reads all input: grep -q's early exit would break the pipe
     # and fail the pipeline under pipefail.
-    "${env[@]}" timeout 2 wpctl inspect @DEFAULT_AUDIO_SINK@ | grep -c 'node.name = "contextd-null-sink"' >/dev/null &&
-        "${env[@]}" timeout 2 wpctl inspect @DEFAULT_AUDIO_SOURCE@ | grep -c 'node.name = "contextd-null-source"' >/dev/null
+    "${env[@]}" timeout 2 wpctl inspect "@DEFAULT_AUDIO_${up}@" | grep -c "node.name = \"$2\"" >/dev/null
+}
+
+wireplumber_ready() {
+    default_is sink contextd-null-sink && default_is source contextd-null-source
+}
+
+# WirePlumber 0.4 makes the virtual null source the default source by
+# itself; 0.5 (Debian 13) never picks a virtual source on its own. Name it
+# as the user's choice would (the "default" metadata's configured source),
+# which both follow.
+configure_default_source() {
+    default_is sink contextd-null-sink || return 1
+    env "XDG_RUNTIME_DIR=$RUNTIME" "PIPEWIRE_RUNTIME_DIR=$RUNTIME" timeout 2 \
+        pw-metadata 0 default.configured.audio.source '{ "name": "contextd-null-source" }' Spa:String:JSON
 }
 
 start_pipewire() {
@@ -738,9 +772,12 @@ EOF
         fi
         env_cmd+=("DBUS_SESSION_BUS_ADDRESS=unix:path=$DIR/pipewire_bus")
     fi
+    mapfile -t -O "${#env_cmd[@]}" env_cmd < <(in_root)
     launch pipewire "$DIR/pipewire.log" "${env_cmd[@]}" pipewire
     wait_ready pipewire "$DIR/pipewire.log" "answer (pw-cli info 0)" pipewire_answers || return 1
     launch wireplumber "$DIR/wireplumber.log" "${env_cmd[@]}" wireplumber
+    wait_ready wireplumber "$DIR/wireplumber.log" "default sink (wpctl inspect), then the source named" \
+        configure_default_source || return 1
     wait_ready wireplumber "$DIR/wireplumber.log" "default sink and source (wpctl inspect)" wireplumber_ready
 }
 
@@ -789,6 +826,7 @@ cmd_start() {
     WANT_WINDOWS=$((1 - ${CONTEXTD_SESSION_NO_WINDOWS:-0}))
     WANT_SYSTEM_BUS=${CONTEXTD_SESSION_SYSTEM_BUS:-0}
     WANT_MOCKS=${CONTEXTD_SESSION_MOCKS:-0}
+    SESSION_ROOT=${CONTEXTD_SESSION_ROOT:-}
     while [ $# -gt 0 ]; do
         arg=$1
         shift
@@ -799,6 +837,8 @@ cmd_start() {
             --no-windows) WANT_WINDOWS=0 ;;
             --system-bus) WANT_SYSTEM_BUS=1 ;;
             --mocks) WANT_MOCKS=1 ;;
+            --root) SESSION_ROOT=${1:?--root needs a root of scripts/roots.sh}; shift ;;
+            --root=*) SESSION_ROOT=${arg#*=} ;;
             --timeout) TIMEOUT=${1:?--timeout needs seconds}; shift ;;
             --timeout=*) TIMEOUT=${arg#*=} ;;
             -*) die "unknown option for start: $arg" ;;
@@ -807,6 +847,10 @@ cmd_start() {
     done
     [ "$WANT_SWAY" = 1 ] || WANT_WINDOWS=0
     if [ "$WANT_MOCKS" = 1 ]; then WANT_SYSTEM_BUS=1; fi
+    if [ -n "$SESSION_ROOT" ]; then
+        [ -x "$SESSION_ROOT/bin/sh" ] || die "--root $SESSION_ROOT: no root there (make one with scripts/roots.sh)"
+        SESSION_ROOT=$(cd "$SESSION_ROOT" && pwd -P)
+    fi
     set_dir "$dir" create
     mkdir -p "$DIR/pids" "$DIR/home"
     local name

@@ -211,7 +211,7 @@ scripts_shellcheck() {
         echo "shellcheck not installed; skipped"
         return 0
     fi
-    shellcheck scripts/*.sh tests/*.sh tests/systemd-boot/*.sh examples/*.sh .ci/run
+    shellcheck scripts/*.sh scripts/roots/*.sh tests/*.sh tests/systemd-boot/*.sh tests/debian13/*.sh examples/*.sh .ci/run
 }
 
 # The interface files are well-formed XML (gdbus-codegen and zbus-xmlgen

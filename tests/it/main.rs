@@ -36,6 +36,7 @@ mod contextctl_media;
 mod daemon_lifecycle;
 mod dashboard;
 mod dashboard_pause;
+mod debian13;
 mod faults_db;
 mod faults_disk;
 mod faults_kill;

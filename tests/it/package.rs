@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{contextd_bin, run_cmd};
+use crate::common::{contextctl_bin, contextd_bin, run_cmd};
 
 /// One package test per machine at a time (the lead and the helpers share
 /// one, and `dpkg -i` is machine-wide).
@@ -76,7 +76,7 @@ fn the_package_installs_activates_and_leaves_user_data() {
     }
 
     let tmp = tempfile::tempdir().expect("tempdir");
-    let deb = build_package(&tmp.path().join("deb"));
+    let deb = shared_package();
     run_lintian(&deb);
     let depends = field(&deb, "Depends");
     for dep in ["libc6", "default-dbus-session-bus | dbus-session-bus"] {
@@ -280,6 +280,76 @@ pub(crate) fn build_package(out: &Path) -> PathBuf {
         "{name}"
     );
     deb
+}
+
+/// The package of this test build, made once for all the tests that
+/// install it (the package test, the systemd boot test, Debian 13's), under
+/// a lock, and again when a binary or a packaging file changed.
+pub(crate) fn shared_package() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("shared-deb");
+    std::fs::create_dir_all(&dir).expect("mkdir shared-deb");
+    let lock = std::fs::File::create(dir.join(".lock")).expect("lock file");
+    // SAFETY: flock(2) on a descriptor we own, held until it is closed.
+    let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
+    assert_eq!(rc, 0, "flock shared-deb");
+    let stamp = package_inputs_stamp();
+    let stamp_file = dir.join(".stamp");
+    let built = std::fs::read_dir(&dir)
+        .expect("list shared-deb")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "deb"));
+    if let Some(deb) = built
+        && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(stamp.as_str())
+    {
+        return deb;
+    }
+    for e in std::fs::read_dir(&dir).expect("list shared-deb").flatten() {
+        if e.path().extension().is_some_and(|x| x == "deb") {
+            std::fs::remove_file(e.path()).expect("remove an old package");
+        }
+    }
+    let deb = build_package(&dir);
+    std::fs::write(&stamp_file, stamp).expect("write the stamp");
+    deb
+}
+
+/// What the package is made of, as (path, length, modification time) of
+/// the binaries and of every tracked file of the packaging and its data
+/// (tracked: `make deb` writes debhelper's own files into debian/).
+fn package_inputs_stamp() -> String {
+    let stamp = |p: &Path| {
+        let m = std::fs::metadata(p).ok();
+        let len = m.as_ref().map(|m| m.len()).unwrap_or_default();
+        let t = m
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        format!("{} {len} {t}", p.display())
+    };
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (st, files, err) = run_cmd(
+        Command::new("git").arg("-C").arg(repo).args([
+            "ls-files",
+            "--",
+            "Makefile",
+            "Cargo.toml",
+            "debian",
+            "data",
+            "systemd",
+            "polkit",
+            "dbus-interfaces",
+            "scripts/deb.sh",
+        ]),
+        30,
+    );
+    assert!(st.success(), "git ls-files: {err}");
+    [contextd_bin(), contextctl_bin()]
+        .into_iter()
+        .map(|b| stamp(Path::new(b)))
+        .chain(files.lines().map(|f| stamp(&repo.join(f))))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// lintian with the package's own overrides: no error, no warning.

@@ -19,13 +19,42 @@ use pipewire_client::Proc;
 use serde_json::Value;
 
 fn pw_play(session: &Session, wav: &std::path::Path) -> Proc {
-    let mut cmd = Command::new("pw-play");
+    let mut cmd = session.command("pw-play");
     session.apply(&mut cmd);
     cmd.arg("--properties={application.name=\"TestPlayer\"}")
         .arg(wav)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    Proc(cmd.spawn().expect("pw-play (pipewire-bin)"))
+    let p = Proc(cmd.spawn().expect("pw-play (pipewire-bin)"));
+    // From a root, pw-play is exec'd by scripts/in-root.sh under the same
+    // pid: wait until it is pw-play, as the broker will see it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_link(format!("/proc/{}/exe", p.pid())).is_ok_and(|e| {
+        // pw-play is a link to pw-cat.
+        e.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("pw-"))
+    }) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "pw-play not exec'd in 10 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    p
+}
+
+/// The version of the session's PipeWire server (the core object's, as
+/// `pw-cli info 0` prints it).
+fn pipewire_server_version(session: &Session) -> String {
+    let mut cmd = Command::new("pw-cli");
+    session.apply(&mut cmd);
+    let (st, out, err) = run_cmd(cmd.args(["info", "0"]), 10);
+    assert!(st.success(), "pw-cli info 0: {out}{err}");
+    out.lines()
+        .find_map(|l| l.trim().strip_prefix("version: "))
+        .map(|v| v.trim_matches('"').to_owned())
+        .unwrap_or_else(|| panic!("no version in pw-cli info 0: {out}"))
 }
 
 async fn playback_of(ctx: &Context1Proxy<'_>, pid: u32) -> Option<Value> {
@@ -39,8 +68,26 @@ async fn playback_of(ctx: &Context1Proxy<'_>, pid: u32) -> Option<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pw_play_is_a_playback_stream_of_its_process() {
+    pw_play_is_a_playback_stream_of_its_process_in(&[], "0.3").await;
+}
+
+/// pw-play before and after the broker starts, in the session of
+/// `session.sh start --no-sway FLAGS` (`--root ROOT`: another Debian's
+/// PipeWire and pw-play), whose PipeWire's version starts with
+/// `pipewire_version`.
+pub(crate) async fn pw_play_is_a_playback_stream_of_its_process_in(
+    flags: &[&str],
+    pipewire_version: &str,
+) {
     with_timeout(90, async {
-        let session = Session::start(&["--no-sway"]);
+        let mut args = vec!["--no-sway"];
+        args.extend_from_slice(flags);
+        let session = Session::start(&args);
+        let version = pipewire_server_version(&session);
+        assert!(
+            version.starts_with(pipewire_version),
+            "PipeWire {pipewire_version} expected, the server is {version}"
+        );
         let home = Home::new();
         home.write_policy(&[(&my_app_id(), &["media.playback"])]);
         let wav = home.dir.path().join("tone.wav");

@@ -30,9 +30,9 @@ fn repo(path: &str) -> PathBuf {
 
 /// The package the test installs: `make deb` with the test's own binaries,
 /// as the package test builds it (the same debian/ and scripts/deb.sh as a
-/// release package).
-fn package(out: &Path) -> PathBuf {
-    crate::package::build_package(out)
+/// release package), made once for the tests that install it.
+fn package() -> PathBuf {
+    crate::package::shared_package()
 }
 
 #[test]
@@ -45,8 +45,7 @@ fn systemd_user_manager_activates_and_stops_the_installed_daemon() {
         );
         return;
     }
-    let out = tempfile::tempdir().expect("tempdir");
-    let deb = package(out.path());
+    let deb = package();
     let (st, stdout, stderr) = run_cmd(
         Command::new("bash")
             .arg(repo("tests/systemd-boot/boot-test.sh"))

@@ -42,10 +42,17 @@ fn find<'a>(ws: &'a [Value], app_id: &str) -> Option<&'a Value> {
 }
 
 fn swaymsg(session: &Session, cmd: &str) {
+    swaymsg_output(session, &[cmd]);
+}
+
+/// `swaymsg ARGS` in the session (the host's swaymsg: sway's IPC is JSON
+/// over a socket, the same for every sway); its output.
+fn swaymsg_output(session: &Session, args: &[&str]) -> String {
     let mut c = Command::new("swaymsg");
     session.apply(&mut c);
-    let (st, out, err) = run_cmd(c.arg(cmd), 10);
-    assert!(st.success(), "swaymsg {cmd}: {out}{err}");
+    let (st, out, err) = run_cmd(c.args(args), 10);
+    assert!(st.success(), "swaymsg {args:?}: {out}{err}");
+    out
 }
 
 /// `utime + stime` of a process, in clock ticks.
@@ -157,8 +164,31 @@ async fn changed_until(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn windows_titles_focus_changes_and_desktop_entries() {
+    windows_titles_focus_changes_and_desktop_entries_in(&[], "1.7", "wl-").await;
+}
+
+/// The windows, titles by grant, focus to a subscriber, title changes and
+/// closes of sway in the session of `session.sh start --no-pipewire FLAGS`
+/// (`--root ROOT`: the sway of another Debian), whose version starts with
+/// `sway_version`; window ids start with `id_prefix` (`wl-` when the wlr
+/// protocol makes the windows, `ext-` when `ext_foreign_toplevel_list_v1`
+/// does).
+pub(crate) async fn windows_titles_focus_changes_and_desktop_entries_in(
+    flags: &[&str],
+    sway_version: &str,
+    id_prefix: &str,
+) {
     with_timeout(120, async {
-        let session = Session::start(&["--no-pipewire"]);
+        let mut args = vec!["--no-pipewire"];
+        args.extend_from_slice(flags);
+        let session = Session::start(&args);
+        let version = swaymsg_output(&session, &["-t", "get_version", "-r"]);
+        let version: Value = serde_json::from_str(&version).expect("get_version JSON");
+        let human = version["human_readable"].as_str().unwrap_or_default();
+        assert!(
+            human.starts_with(sway_version),
+            "sway {sway_version} expected, got {version}"
+        );
         let home = Home::new();
         home.write_policy(&[
             (&my_app_id(), &["windows", "windows.titles"]),
@@ -193,7 +223,7 @@ async fn windows_titles_focus_changes_and_desktop_entries() {
         assert_eq!(d1["outputs"], serde_json::json!(["HEADLESS-1"]));
         assert_ne!(d1["id"], d2["id"]);
         let id1 = d1["id"].as_str().expect("id").to_owned();
-        assert!(id1.starts_with("wl-"), "{id1}");
+        assert!(id1.starts_with(id_prefix), "{id1}");
         let src = source(&ctx, "wayland").await.expect("wayland source");
         assert_eq!(src["available"], true, "{src}");
 

@@ -9,6 +9,8 @@ use super::run_cmd;
 
 pub struct Session {
     pub dir: tempfile::TempDir,
+    /// The root its desktop parts run from (`--root ROOT`), if any.
+    pub root: Option<String>,
     /// The session's environment (`DIR/env.list`); an empty value means
     /// the variable must be unset.
     pub env: HashMap<String, String>,
@@ -36,7 +38,29 @@ impl Session {
             .filter_map(|l| l.split_once('='))
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect();
-        Session { dir, env }
+        let root = flags
+            .iter()
+            .position(|f| *f == "--root")
+            .and_then(|i| flags.get(i + 1))
+            .map(|r| (*r).to_owned());
+        Session { dir, env, root }
+    }
+
+    /// A command for `program` as the session's desktop runs it: from the
+    /// session's root when it has one (`scripts/in-root.sh ROOT program`:
+    /// that Debian's pw-play talks to that Debian's PipeWire), else the
+    /// host's. The session's environment is not applied (see [`Self::apply`]).
+    pub fn command(&self, program: &str) -> Command {
+        match &self.root {
+            Some(root) => {
+                let mut c = Command::new(
+                    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/in-root.sh"),
+                );
+                c.arg(root).arg(program);
+                c
+            }
+            None => Command::new(program),
+        }
     }
 
     pub fn path(&self) -> &Path {

@@ -1,0 +1,118 @@
+//! The desktops users run today (issue 34), from a Debian 13 root
+//! (`scripts/roots.sh desktop13`, made once per machine by scripts/deps.sh):
+//! what runs inside it (the compositor, its windows) is Debian 13's, started
+//! through `scripts/in-root.sh`; the broker is the one built here, on the
+//! host, and reaches them through their sockets as it reaches any desktop.
+//!
+//! - sway 1.10 (wlroots 0.18) offers both `ext_foreign_toplevel_list_v1` and
+//!   `zwlr_foreign_toplevel_manager_v1`: the ext list makes the windows (its
+//!   stable identifier is the window's identity: `ext-` ids) and the wlr
+//!   handles give their states (ext has none), so focus still reaches a
+//!   subscriber. The same acceptance as for sway 1.7 (tests/it/wayland.rs).
+//! - PipeWire 1.4 and WirePlumber 0.5, with pw-play from the root: the
+//!   broker's libpipewire 0.3.65 speaks the same native protocol.
+//! - The Debian package installs there and D-Bus activation starts it: the
+//!   packaged binary on Debian 13's libraries.
+
+use crate::common::run_cmd;
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The first run on a machine makes the root (debootstrap and apt: several
+/// minutes; `make test` makes it before, in scripts/deps.sh).
+const MAKE_ROOT_SECS: u64 = 1200;
+
+/// The Debian 13 root, held (a shared lock on ROOT.lock: no new recipe
+/// removes it while a test uses it) until dropped.
+pub(crate) struct Root {
+    pub(crate) path: String,
+    _lock: File,
+}
+
+/// The root, or `None` (with the reason printed) where it cannot be used:
+/// making it and running in it need root (debootstrap, unshare, chroot).
+pub(crate) fn root() -> Option<Root> {
+    // SAFETY: geteuid(2) has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: the Debian 13 root needs root to make and enter (CI runs as root)");
+        return None;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/roots.sh");
+    let (st, out, err) = run_cmd(Command::new(script).arg("desktop13"), MAKE_ROOT_SECS);
+    assert!(
+        st.success(),
+        "scripts/roots.sh desktop13 failed:\n{out}\n{err}"
+    );
+    let path = out.lines().last().unwrap_or_default().trim().to_owned();
+    assert!(
+        PathBuf::from(&path).join("usr/bin/sway").exists(),
+        "no sway in the root at {path:?}:\n{err}"
+    );
+    let lock = File::open(format!("{path}.lock")).expect("the root's lock file");
+    // SAFETY: flock(2) on a descriptor we own; it blocks only while a build
+    // that removes old roots holds the lock.
+    let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_SH) };
+    assert_eq!(rc, 0, "flock {path}.lock");
+    Some(Root { path, _lock: lock })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sway_1_10_windows_titles_and_focus_through_the_ext_list() {
+    let Some(root) = root() else { return };
+    crate::wayland::windows_titles_focus_changes_and_desktop_entries_in(
+        &["--root", &root.path],
+        "1.10",
+        "ext-",
+    )
+    .await;
+}
+
+/// PipeWire 1.4 with WirePlumber from the root, and its pw-play: a stream
+/// of its process, listed before and after the broker starts, followed by
+/// a subscriber (tests/it/pipewire_playback.rs on Debian 12's 0.3.65).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipewire_1_4_playback_is_a_stream_of_its_process() {
+    let Some(root) = root() else { return };
+    crate::pipewire_playback::pw_play_is_a_playback_stream_of_its_process_in(
+        &["--root", &root.path],
+        "1.4",
+    )
+    .await;
+}
+
+/// The package of the installed issue installs on Debian 13 (in a
+/// throwaway copy of the root, with no network: what it depends on is
+/// there) and D-Bus activation from the installed files starts it there
+/// (tests/debian13/package.sh).
+#[test]
+fn the_package_installs_and_activates_on_debian_13() {
+    let Some(root) = root() else { return };
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The root sees the host's /tmp, not the clone: the package and the
+    // script go there.
+    let tmp = tempfile::Builder::new()
+        .prefix("contextd-debian13-")
+        .tempdir_in("/tmp")
+        .expect("tempdir in /tmp");
+    let deb = tmp.path().join("contextd.deb");
+    std::fs::copy(crate::package::shared_package(), &deb).expect("copy the package");
+    let script = tmp.path().join("package.sh");
+    std::fs::copy(repo.join("tests/debian13/package.sh"), &script).expect("copy the script");
+    let (st, out, err) = run_cmd(
+        Command::new(repo.join("scripts/in-root.sh"))
+            .arg("--overlay")
+            .arg(&root.path)
+            .arg("/bin/sh")
+            .arg(&script)
+            .arg(&deb)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"),
+        120,
+    );
+    println!("{out}");
+    assert!(st.success(), "the package on Debian 13:\n{out}\n{err}");
+    assert!(out.contains("debian13-package: ok"), "{out}");
+}
