@@ -116,3 +116,18 @@ fn the_package_installs_and_activates_on_debian_13() {
     assert!(st.success(), "the package on Debian 13:\n{out}\n{err}");
     assert!(out.contains("debian13-package: ok"), "{out}");
 }
+
+/// KWin 6 (`kwin_wayland --virtual`) with the broker's script, loaded over
+/// `/Scripting` (KWin 6 names its scripts `/Scripting/ScriptN`): windows,
+/// focus exactly once per activation, caption changes, KWin leaving and
+/// coming back, the script unloaded when the broker stops
+/// (tests/it/shells_kwin.rs on Debian 12's 5.27).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kwin_6_reports_windows_and_focus_through_the_script() {
+    let Some(root) = root() else { return };
+    crate::shells_kwin::kwin_reports_windows_and_focus_through_the_script_in(
+        Some(&root.path),
+        "kwin 6.",
+    )
+    .await;
+}

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use common::*;
 use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
-use shells::kwin::{Kwin, activate, kwin_copy, script_loaded};
+use shells::kwin::{Kwin, activate, kwin_copy_from, script_loaded};
 use shells::*;
 
 const ONE: &str = "org.example.One";
@@ -26,23 +26,55 @@ const TWO: &str = "org.example.Two";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kwin_reports_windows_and_focus_through_the_script() {
+    kwin_reports_windows_and_focus_through_the_script_in(None, "kwin 5.27").await;
+}
+
+/// The whole acceptance, for the KWin of `root` (a root of
+/// scripts/roots.sh) or the host's, whose `--version` starts with
+/// `version`.
+pub(crate) async fn kwin_reports_windows_and_focus_through_the_script_in(
+    root: Option<&str>,
+    version: &str,
+) {
     with_timeout(180, async {
         let bus = Bus::start();
         let home = Home::new();
         let kwin_home = tempfile::tempdir().expect("tempdir");
-        let exe = kwin_copy(kwin_home.path());
+        let exe = kwin_copy_from(root, kwin_home.path());
+        let mut v = match root {
+            Some(r) => {
+                let mut c = Command::new(
+                    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/in-root.sh"),
+                );
+                c.arg(r).arg(&exe);
+                c
+            }
+            None => Command::new(&exe),
+        };
+        let (_, out, _) = run_cmd(v.arg("--version"), 30);
+        assert!(out.starts_with(version), "KWin {version} expected: {out}");
         home.write_policy(&[
             (&my_app_id(), &["windows", "windows.titles", "history"]),
             ("exe:/usr/bin/gdbus", &["windows"]),
         ]);
-        home.write_config(&format!("[sources.shells]\nkwin = \"{}\"\n", exe.display()));
+        // KWin's executable as the kernel shows it to the broker: from a
+        // root entered with chroot, the path below the root.
+        let seen_exe = format!("{}{}", root.unwrap_or(""), exe.display());
+        home.write_config(&format!("[sources.shells]\nkwin = \"{seen_exe}\"\n"));
         let mut daemon = Daemon::start(&bus, &home, &[]).await;
         let conn = bus.connect().await;
         let ctx = Context1Proxy::new(&conn).await.expect("proxy");
         assert_eq!(source(&ctx, "kwin").await, None, "no KWin, no source");
 
         // KWin starts: the broker loads its script, which reports.
-        let mut kwin = Kwin::start(&bus.address, &exe, kwin_home.path(), 1).await;
+        let mut kwin = Kwin::start_in(root, &bus.address, &exe, kwin_home.path(), 1).await;
+        assert_eq!(
+            std::fs::read_link(format!("/proc/{}/exe", kwin.pid()))
+                .ok()
+                .map(|p| p.display().to_string()),
+            Some(seen_exe.clone()),
+            "the broker would not know this KWin"
+        );
         eventually(10, "the kwin source available", || async {
             let s = source(&ctx, "kwin").await?;
             (s["available"] == true).then_some(())
@@ -200,7 +232,7 @@ async fn kwin_reports_windows_and_focus_through_the_script() {
         assert!(active(&ctx).await["app_id"].is_null());
 
         // Back: the script is loaded again, the new KWin's windows listed.
-        let kwin = Kwin::start(&bus.address, &exe, kwin_home.path(), 2).await;
+        let kwin = Kwin::start_in(root, &bus.address, &exe, kwin_home.path(), 2).await;
         let _again = kwin.window(&bus.address, ONE, "Window one again");
         let ws = eventually(15, "windows back with KWin", || async {
             let ws = windows(&ctx).await;

@@ -1,4 +1,5 @@
-//! `kwin_wayland --virtual` 5.27 (tests/it/shells_kwin.rs, benches/shells.rs).
+//! `kwin_wayland --virtual` 5.27 (tests/it/shells_kwin.rs, benches/shells.rs),
+//! or 6 from the Debian 13 root (tests/it/debian13.rs).
 //!
 //! `/usr/bin/kwin_wayland` carries the file capability `cap_sys_resource`,
 //! which a container without that capability cannot exec: this runs a copy
@@ -14,9 +15,17 @@ pub const SOCKET: &str = "kwin-test-0";
 
 /// `kwin_wayland` without its file capability, its name unchanged.
 pub fn kwin_copy(dir: &Path) -> PathBuf {
+    kwin_copy_from(None, dir)
+}
+
+/// [`kwin_copy`] of the `kwin_wayland` of `root` (a root of
+/// scripts/roots.sh), or of the host's. `dir` must be one the root sees at
+/// the same path (under /tmp).
+pub fn kwin_copy_from(root: Option<&str>, dir: &Path) -> PathBuf {
     let exe = dir.join("kwin_wayland");
-    std::fs::copy("/usr/bin/kwin_wayland", &exe)
-        .expect("kwin_wayland (apt-get install kwin-wayland: scripts/deps.sh)");
+    let from = format!("{}/usr/bin/kwin_wayland", root.unwrap_or(""));
+    std::fs::copy(&from, &exe)
+        .unwrap_or_else(|e| panic!("{from}: {e} (apt-get install kwin-wayland: scripts/deps.sh)"));
     exe
 }
 
@@ -29,9 +38,24 @@ pub struct Kwin {
 impl Kwin {
     /// Start KWin on the bus at `bus` and wait until its scripting answers.
     pub async fn start(bus: &str, exe: &Path, home: &Path, n: u32) -> Kwin {
+        Kwin::start_in(None, bus, exe, home, n).await
+    }
+
+    /// [`Kwin::start`] with its files from `root` (scripts/in-root.sh), if
+    /// given: `exe` is then a copy of that root's ([`kwin_copy_from`]).
+    pub async fn start_in(root: Option<&str>, bus: &str, exe: &Path, home: &Path, n: u32) -> Kwin {
         let runtime_dir = tempfile::tempdir().expect("tempdir");
         let log = home.join(format!("kwin-{n}.log"));
-        let child = Command::new(exe)
+        let mut cmd = match root {
+            Some(r) => {
+                let mut c =
+                    Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/in-root.sh"));
+                c.arg(r).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
+        let child = cmd
             .args([
                 "--virtual",
                 "--width",
@@ -87,6 +111,10 @@ impl Kwin {
         GtkWindow::open(self.runtime_dir.path(), SOCKET, bus, app_id, title)
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn stop(&mut self) {
         stop(&mut self.child, Duration::from_secs(5));
     }
@@ -106,7 +134,9 @@ impl Drop for Kwin {
 }
 
 /// Activate the window titled `title` the way KRunner does: KWin's
-/// WindowsRunner matches it, and running the match activates it.
+/// WindowsRunner matches it, and running the match activates it. KWin 6
+/// has no WindowsRunner (the runner moved to Plasma's KRunner): there a
+/// one-line script sets `workspace.activeWindow`, as a click would.
 pub async fn activate(conn: &zbus::Connection, title: &str) {
     type Match = (
         String,
@@ -116,7 +146,7 @@ pub async fn activate(conn: &zbus::Connection, title: &str) {
         f64,
         std::collections::HashMap<String, zbus::wire::OwnedVariant>,
     );
-    let reply = conn
+    let reply = match conn
         .call_method(
             Some("org.kde.KWin"),
             "/WindowsRunner",
@@ -125,7 +155,13 @@ pub async fn activate(conn: &zbus::Connection, title: &str) {
             &(title,),
         )
         .await
-        .expect("WindowsRunner.Match");
+    {
+        Ok(r) => r,
+        Err(zbus::Error::FDO(e)) if matches!(*e, zbus::fdo::Error::UnknownObject(_)) => {
+            return activate_by_script(conn, title).await;
+        }
+        Err(e) => panic!("WindowsRunner.Match: {e}"),
+    };
     let matches: Vec<Match> = reply.body().deserialize().expect("matches");
     let m = matches
         .iter()
@@ -140,6 +176,55 @@ pub async fn activate(conn: &zbus::Connection, title: &str) {
     )
     .await
     .expect("WindowsRunner.Run");
+}
+
+/// KWin 6: load, run and unload a script that activates the window titled
+/// `title` (its file in /tmp, which a KWin in a root sees too).
+async fn activate_by_script(conn: &zbus::Connection, title: &str) {
+    const PLUGIN: &str = "contextd-test-activate";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("activate.js");
+    let t = serde_json::to_string(title).expect("title as JSON");
+    std::fs::write(
+        &path,
+        format!(
+            "var ws = workspace.windowList();\n\
+             for (var i = 0; i < ws.length; i++) {{\n\
+             \x20   if (ws[i].caption === {t}) {{ workspace.activeWindow = ws[i]; }}\n\
+             }}\n"
+        ),
+    )
+    .expect("write the script");
+    let reply = conn
+        .call_method(
+            Some("org.kde.KWin"),
+            "/Scripting",
+            Some("org.kde.kwin.Scripting"),
+            "loadScript",
+            &(path.to_str().expect("utf-8 path"), PLUGIN),
+        )
+        .await
+        .expect("loadScript");
+    let id: i32 = reply.body().deserialize().expect("script id");
+    assert!(id >= 0, "KWin refused the activation script ({id})");
+    conn.call_method(
+        Some("org.kde.KWin"),
+        format!("/Scripting/Script{id}").as_str(),
+        Some("org.kde.kwin.Script"),
+        "run",
+        &(),
+    )
+    .await
+    .expect("run the activation script");
+    conn.call_method(
+        Some("org.kde.KWin"),
+        "/Scripting",
+        Some("org.kde.kwin.Scripting"),
+        "unloadScript",
+        &(PLUGIN,),
+    )
+    .await
+    .expect("unloadScript");
 }
 
 pub async fn script_loaded(conn: &zbus::Connection) -> bool {
