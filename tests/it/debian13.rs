@@ -131,3 +131,19 @@ async fn kwin_6_reports_windows_and_focus_through_the_script() {
     )
     .await;
 }
+
+/// GNOME Shell 48 headless with the ES-module extension (45 and later):
+/// the GNOME 43 acceptance (tests/it/shells_gnome.rs): the extension off is
+/// said with its command, windows with titles by grant, focus to a
+/// subscriber, a caller that is not the shell refused, the shell leaving
+/// and coming back, the broker restarting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gnome_shell_48_reports_windows_through_the_es_module_extension() {
+    let Some(root) = root() else { return };
+    crate::shells_gnome::gnome_shell_reports_windows_focus_and_titles_through_the_extension_in(
+        Some(&root.path),
+        "48.",
+        "gnome-shell-45",
+    )
+    .await;
+}

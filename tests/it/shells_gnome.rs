@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use common::*;
 use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
-use shells::gnome::{GnomeShell, UUID, data_dir};
+use shells::gnome::{GnomeShell, UUID, data_dir_for};
 use shells::*;
 
 const ONE: &str = "org.example.One";
@@ -25,6 +25,22 @@ const TWO: &str = "org.example.Two";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
+    gnome_shell_reports_windows_focus_and_titles_through_the_extension_in(
+        None,
+        "43",
+        "gnome-shell",
+    )
+    .await;
+}
+
+/// The whole acceptance, for the GNOME Shell of `root` (a root of
+/// scripts/roots.sh) or the host's, whose version starts with `version`,
+/// with the extension of `data/FORMAT`.
+pub(crate) async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension_in(
+    root: Option<&str>,
+    version: &str,
+    format: &str,
+) {
     with_timeout(180, async {
         let bus = Bus::start();
         let home = Home::new();
@@ -33,7 +49,13 @@ async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
             ("exe:/usr/bin/gdbus", &["windows"]),
         ]);
         let shell_home = tempfile::tempdir().expect("tempdir");
-        let data = data_dir(shell_home.path());
+        let data = data_dir_for(shell_home.path(), format);
+        // The shell's executable as the kernel shows it to the broker: from
+        // a root entered with chroot, the path below the root.
+        let seen_exe = format!("{}/usr/bin/gnome-shell", root.unwrap_or(""));
+        if root.is_some() {
+            home.write_config(&format!("[sources.shells]\ngnome_shell = \"{seen_exe}\"\n"));
+        }
         let mut daemon = Daemon::start(&bus, &home, &[]).await;
         let conn = bus.connect().await;
         let ctx = Context1Proxy::new(&conn).await.expect("proxy");
@@ -43,8 +65,36 @@ async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
 
         // GNOME Shell runs, the extension is installed but not enabled:
         // ListSources says so, with the command; the broker enables nothing.
-        let mut shell =
-            GnomeShell::start(&bus.address, &data, shell_home.path(), "contextd-test").await;
+        let mut shell = GnomeShell::start_in(
+            root,
+            &bus.address,
+            &data,
+            shell_home.path(),
+            "contextd-test",
+        )
+        .await;
+        let shell_version: String = zbus::Proxy::new(
+            &conn,
+            "org.gnome.Shell",
+            "/org/gnome/Shell",
+            "org.gnome.Shell",
+        )
+        .await
+        .expect("org.gnome.Shell proxy")
+        .get_property("ShellVersion")
+        .await
+        .expect("ShellVersion");
+        assert!(
+            shell_version.starts_with(version),
+            "GNOME Shell {version} expected, got {shell_version}"
+        );
+        assert_eq!(
+            std::fs::read_link(format!("/proc/{}/exe", shell.pid()))
+                .ok()
+                .map(|p| p.display().to_string()),
+            Some(seen_exe.clone()),
+            "the broker would not know this shell"
+        );
         let src = eventually(10, "the extension is said to be off", || async {
             let s = source(&ctx, "gnome-shell").await?;
             s["last_error"]
@@ -274,8 +324,14 @@ async fn gnome_shell_reports_windows_focus_and_titles_through_the_extension() {
 
         // Back (the extension enabled by the session mode this time): the
         // new shell's windows, with new ids.
-        let shell =
-            GnomeShell::start(&bus.address, &data, shell_home.path(), "contextd-test-on").await;
+        let shell = GnomeShell::start_in(
+            root,
+            &bus.address,
+            &data,
+            shell_home.path(),
+            "contextd-test-on",
+        )
+        .await;
         let _again = shell.window(&bus.address, ONE, "Window one again");
         let ws = eventually(15, "windows back with the shell", || async {
             let ws = windows(&ctx).await;

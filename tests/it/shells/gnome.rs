@@ -25,9 +25,32 @@ impl GnomeShell {
     /// Start it on the bus at `bus` in session mode `mode` (a file of
     /// `data_dir`), and wait until its extension system answers there.
     pub async fn start(bus: &str, data_dir: &Path, home: &Path, mode: &str) -> GnomeShell {
+        GnomeShell::start_in(None, bus, data_dir, home, mode).await
+    }
+
+    /// [`GnomeShell::start`] with the gnome-shell of `root` (a root of
+    /// scripts/roots.sh, through scripts/in-root.sh), if given. `data_dir`
+    /// and `home` must be where the root sees them at the same path
+    /// (under /tmp).
+    pub async fn start_in(
+        root: Option<&str>,
+        bus: &str,
+        data_dir: &Path,
+        home: &Path,
+        mode: &str,
+    ) -> GnomeShell {
         let runtime_dir = tempfile::tempdir().expect("tempdir");
         let log = home.join(format!("gnome-shell-{mode}.log"));
-        let child = Command::new("gnome-shell")
+        let mut cmd = match root {
+            Some(r) => {
+                let mut c =
+                    Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/in-root.sh"));
+                c.arg(r).arg("gnome-shell");
+                c
+            }
+            None => Command::new("gnome-shell"),
+        };
+        let child = cmd
             .args([
                 "--headless",
                 "--wayland",
@@ -89,6 +112,10 @@ impl GnomeShell {
         GtkWindow::open(self.runtime_dir.path(), DISPLAY, bus, app_id, title)
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn stop(&mut self) {
         stop(&mut self.child, Duration::from_secs(5));
     }
@@ -112,14 +139,25 @@ impl Drop for GnomeShell {
 /// which would keep the focus from new windows) and `contextd-test-on`
 /// (the same with the extension enabled by the mode).
 pub fn data_dir(root: &Path) -> PathBuf {
+    data_dir_for(root, "gnome-shell")
+}
+
+/// [`data_dir`] with the extension of `data/FORMAT` (`gnome-shell`: the
+/// legacy format of GNOME 43 and 44; `gnome-shell-45`: the ES modules of
+/// 45 and later): every file of it, as `make install` installs them.
+pub fn data_dir_for(root: &Path, format: &str) -> PathBuf {
     let data = root.join("share");
     let ext = data.join("gnome-shell/extensions").join(UUID);
     std::fs::create_dir_all(&ext).expect("mkdir");
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("data/gnome-shell")
+        .join("data")
+        .join(format)
         .join(UUID);
-    for f in ["extension.js", "metadata.json"] {
-        std::fs::copy(src.join(f), ext.join(f)).expect("copy the extension");
+    for f in std::fs::read_dir(&src)
+        .expect("the extension's files")
+        .flatten()
+    {
+        std::fs::copy(f.path(), ext.join(f.file_name())).expect("copy the extension");
     }
     let modes = data.join("gnome-shell/modes");
     std::fs::create_dir_all(&modes).expect("mkdir");
