@@ -243,7 +243,7 @@ clippy:
 # same run; none asserts (timing belongs here, not in tests).
 bench: export CONTEXTD_NODE := $(CURDIR)/.tools/node22/bin/node
 bench: deps
-	@scripts/deps.sh --node
+	@scripts/deps.sh --node --desktop-root
 	$(CARGO) build --release $(LOCKED) --example wl_toplevels
 	$(CARGO) bench $(LOCKED) --bench broker --bench pipewire --bench fdo --bench wayland --bench mcp --bench history --bench provider --bench dashboard --bench v4l2 --bench shells
 
@@ -292,7 +292,7 @@ MCPB_OUT := $(CURDIR)/target/mcpb
 MCPB_URL ?= https://contextd.org/download/{version}/contextd.mcpb
 MCPB_CLI = "$(CURDIR)/.tools/node22/bin/node" "$(CURDIR)/.tools/mcpb/node_modules/@anthropic-ai/mcpb/dist/cli/cli.js"
 mcpb:
-	@scripts/deps.sh --node
+	@scripts/deps.sh --node --desktop-root
 	$(CARGO) run --quiet $(LOCKED) --example mcpb -- bundle packaging/mcpb "$(MCPB_OUT)/contextd"
 	$(MCPB_CLI) validate "$(MCPB_OUT)/contextd"
 	$(MCPB_CLI) pack "$(MCPB_OUT)/contextd" "$(MCPB_OUT)/contextd.mcpb"

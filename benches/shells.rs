@@ -1,6 +1,8 @@
 //! `make bench` for the shells that report windows (GNOME Shell 43 with the
-//! extension of data/gnome-shell, KWin 5.27 with the script of data/kwin),
-//! each in its own private session bus, with two real GTK windows:
+//! extension of data/gnome-shell, KWin 5.27 with the script of data/kwin;
+//! and side by side, from the Debian 13 root, GNOME Shell 48 with the
+//! ES-module extension and KWin 6), each in its own private session bus,
+//! with two real GTK windows:
 //!
 //! - added focus latency: a bare D-Bus monitor (`BecomeMonitor`) sees the
 //!   compositor's own `org.contextd.WindowReports1.ReportFocus` call to
@@ -53,17 +55,57 @@ fn main() {
 }
 
 async fn run() {
-    let g = path(Shell::Gnome).await;
-    let k = path(Shell::Kwin).await;
+    let g = path(Shell::Gnome, None).await;
+    let k = path(Shell::Kwin, None).await;
+    // Today's desktops, from the Debian 13 root (scripts/roots.sh desktop13).
+    let root = debian13_root();
+    let (g48, k6) = match &root {
+        Ok(r) => (
+            Some(path(Shell::Gnome, Some(r)).await),
+            Some(path(Shell::Kwin, Some(r)).await),
+        ),
+        Err(_) => (None, None),
+    };
     println!(
         "contextd shells benchmark ({CHANGES} focus changes per path after {WARMUP} warm-up, two GTK windows)"
     );
     for (name, r) in [
-        ("GNOME Shell 43 (extension)", &g),
-        ("KWin 5.27 (script)", &k),
+        ("GNOME Shell 43 (legacy extension, Debian 12)", Some(&g)),
+        (
+            "GNOME Shell 48 (ES-module extension, Debian 13)",
+            g48.as_ref(),
+        ),
+        ("KWin 5.27 (script, Debian 12)", Some(&k)),
+        ("KWin 6 (script, Debian 13)", k6.as_ref()),
     ] {
-        r.print(name);
+        match (r, &root) {
+            (Some(r), _) => r.print(name),
+            (None, Err(why)) => println!("  {name}: not measured: {why}"),
+            (None, Ok(_)) => {}
+        }
     }
+}
+
+/// The Debian 13 root, if this machine has it (made by `scripts/deps.sh
+/// --desktop-root`, which `make bench` runs), or why not.
+fn debian13_root() -> Result<String, String> {
+    // SAFETY: geteuid(2) has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("entering the Debian 13 root needs root".into());
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/roots.sh");
+    let out = std::process::Command::new(&script)
+        .args(["desktop13", "--check"])
+        .status()
+        .map_err(|e| format!("{}: {e}", script.display()))?;
+    if !out.success() {
+        return Err("no Debian 13 root (scripts/deps.sh --desktop-root makes it)".into());
+    }
+    let out = std::process::Command::new(&script)
+        .arg("desktop13")
+        .output()
+        .map_err(|e| format!("{}: {e}", script.display()))?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 #[derive(Clone, Copy)]
@@ -185,21 +227,25 @@ impl Figures {
     }
 }
 
-async fn path(shell: Shell) -> Figures {
+/// The figures of one shell: the host's, or the one of `root` (a root of
+/// scripts/roots.sh).
+async fn path(shell: Shell, root: Option<&str>) -> Figures {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_bus, address) = private_bus(dir.path());
     let shell_home = dir.path().join("shell");
     std::fs::create_dir_all(&shell_home).expect("mkdir");
 
     grant_self(&dir.path().join("config"), &["windows"]);
-    let kwin_exe = matches!(shell, Shell::Kwin).then(|| kwin::kwin_copy(&shell_home));
-    if let Some(exe) = &kwin_exe {
-        std::fs::write(
-            dir.path().join("config/contextd/config.toml"),
-            format!("[sources.shells]\nkwin = \"{}\"\n", exe.display()),
-        )
-        .expect("config");
-    }
+    let kwin_exe = matches!(shell, Shell::Kwin).then(|| kwin::kwin_copy_from(root, &shell_home));
+    // The shell's executable as the kernel shows it to the broker: from a
+    // root entered with chroot, the path below the root.
+    let r = root.unwrap_or("");
+    let config = match (&kwin_exe, root) {
+        (Some(exe), _) => format!("[sources.shells]\nkwin = \"{r}{}\"\n", exe.display()),
+        (None, Some(_)) => format!("[sources.shells]\ngnome_shell = \"{r}/usr/bin/gnome-shell\"\n"),
+        (None, None) => String::new(),
+    };
+    std::fs::write(dir.path().join("config/contextd/config.toml"), config).expect("config");
     let _daemon = Proc(
         contextd(dir.path())
             .env("DBUS_SESSION_BUS_ADDRESS", &address)
@@ -210,15 +256,26 @@ async fn path(shell: Shell) -> Figures {
     // The shell, and the means to move its focus.
     let (gs, kw, name) = match shell {
         Shell::Gnome => {
-            let data = gnome::data_dir(&shell_home);
-            gnome::install_focus_helper(&data);
-            let s =
-                gnome::GnomeShell::start(&address, &data, &shell_home, "contextd-test-focus").await;
+            let format = if root.is_some() {
+                "gnome-shell-45"
+            } else {
+                "gnome-shell"
+            };
+            let data = gnome::data_dir_for(&shell_home, format);
+            gnome::install_focus_helper_for(&data, format);
+            let s = gnome::GnomeShell::start_in(
+                root,
+                &address,
+                &data,
+                &shell_home,
+                "contextd-test-focus",
+            )
+            .await;
             (Some(s), None, "gnome-shell")
         }
         Shell::Kwin => {
             let exe = kwin_exe.as_deref().expect("kwin");
-            let k = kwin::Kwin::start(&address, exe, &shell_home, 1).await;
+            let k = kwin::Kwin::start_in(root, &address, exe, &shell_home, 1).await;
             (None, Some(k), "kwin")
         }
     };

@@ -167,12 +167,66 @@ fn main() {
 }
 
 async fn run() {
+    let bookworm = measure(None).await;
+    let trixie = match debian13_root() {
+        Ok(r) => Ok(measure(Some(&r)).await),
+        Err(why) => Err(why),
+    };
+    println!(
+        "contextd Wayland benchmark ({REPS} x {CHANGES} focus changes after {WARMUP} warm-up)"
+    );
+    bookworm.print("headless sway 1.7 (Debian 12): wlr foreign-toplevel");
+    match trixie {
+        Ok(f) => f.print("headless sway 1.10 (Debian 13): ext foreign-toplevel list + wlr states"),
+        Err(why) => println!("  headless sway 1.10 (Debian 13): not measured: {why}"),
+    }
+}
+
+/// The Debian 13 root, if this machine has it (made by `scripts/deps.sh
+/// --desktop-root`, which `make bench` runs), or why not.
+fn debian13_root() -> Result<String, String> {
+    // SAFETY: geteuid(2) has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("entering the Debian 13 root needs root".into());
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/roots.sh");
+    let ok = Command::new(&script)
+        .args(["desktop13", "--check"])
+        .status()
+        .map_err(|e| format!("{}: {e}", script.display()))?;
+    if !ok.success() {
+        return Err("no Debian 13 root (scripts/deps.sh --desktop-root makes it)".into());
+    }
+    let out = Command::new(&script)
+        .arg("desktop13")
+        .output()
+        .map_err(|e| format!("{}: {e}", script.display()))?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// What one sway gave.
+struct WaylandFigures {
+    reps: Vec<(Duration, Duration, Duration)>,
+    p99s: Vec<Duration>,
+    p99: Duration,
+    missed: usize,
+    rss_idle: u64,
+    rss_300: u64,
+    parts_300: String,
+    listed: Duration,
+    list_ms: f64,
+}
+
+/// The figures of the sway of `session.sh start --root ROOT` (or the
+/// host's).
+async fn measure(root: Option<&str>) -> WaylandFigures {
     let dir = tempfile::tempdir().expect("tempdir");
     let sdir = dir.path().join("s");
     let st = Command::new(script())
         .arg("start")
         .arg(&sdir)
         .arg("--no-pipewire")
+        .args(root.map(|r| ["--root", r]).into_iter().flatten())
         .stdout(Stdio::null())
         .status()
         .expect("session.sh");
@@ -326,43 +380,70 @@ async fn run() {
         let _ = writeln!(stdin, "quit");
     }
 
-    println!(
-        "contextd Wayland benchmark (headless sway 1.7, {REPS} x {CHANGES} focus changes after {WARMUP} warm-up)"
-    );
-    for (i, (p50, p99, max)) in reps.iter().enumerate() {
+    drop(daemon);
+    WaylandFigures {
+        reps,
+        p99s,
+        p99,
+        missed,
+        rss_idle,
+        rss_300,
+        parts_300: parts_300.to_string(),
+        listed,
+        list_ms,
+    }
+}
+
+impl WaylandFigures {
+    fn print(&self, name: &str) {
+        let WaylandFigures {
+            reps,
+            p99s,
+            p99,
+            missed,
+            rss_idle,
+            rss_300,
+            parts_300,
+            listed,
+            list_ms,
+        } = self;
+        let (p99, missed, rss_idle, rss_300, listed, list_ms) =
+            (*p99, *missed, *rss_idle, *rss_300, *listed, *list_ms);
+        println!("  {name}");
+        for (i, (p50, p99, max)) in reps.iter().enumerate() {
+            println!(
+                "  run {}: added focus latency (broker subscriber - bare wlr client)  p50 {:>7.1} µs   p99 {:>7.1} µs   max {:>7.1} µs",
+                i + 1,
+                us(*p50),
+                us(*p99),
+                us(*max)
+            );
+        }
         println!(
-            "  run {}: added focus latency (broker subscriber - bare wlr client)  p50 {:>7.1} µs   p99 {:>7.1} µs   max {:>7.1} µs",
-            i + 1,
-            us(*p50),
-            us(*p99),
-            us(*max)
+            "  added p99: min {:.1} µs  median {:.1} µs  max {:.1} µs",
+            us(p99s[0]),
+            us(p99),
+            us(p99s[p99s.len() - 1])
+        );
+        println!(
+            "  median p99 target <= 1 ms: {}{}",
+            verdict(p99 <= Duration::from_millis(1)),
+            if missed > 0 {
+                format!(" ({missed} changes not seen by both)")
+            } else {
+                String::new()
+            }
+        );
+        println!(
+            "  daemon RSS: {:.1} MB with 2 windows, {:.1} MB with 302 (target <= 20 MB: {})",
+            rss_idle as f64 / 1024.0,
+            rss_300 as f64 / 1024.0,
+            verdict(rss_300 <= 20 * 1024)
+        );
+        println!("  of which with 302: {parts_300}");
+        println!(
+            "  300 windows listed {:.0} ms after the client mapped them; ListWindows of 302: {list_ms:.2} ms",
+            listed.as_secs_f64() * 1000.0
         );
     }
-    println!(
-        "  added p99: min {:.1} µs  median {:.1} µs  max {:.1} µs",
-        us(p99s[0]),
-        us(p99),
-        us(p99s[p99s.len() - 1])
-    );
-    println!(
-        "  median p99 target <= 1 ms: {}{}",
-        verdict(p99 <= Duration::from_millis(1)),
-        if missed > 0 {
-            format!(" ({missed} changes not seen by both)")
-        } else {
-            String::new()
-        }
-    );
-    println!(
-        "  daemon RSS: {:.1} MB with 2 windows, {:.1} MB with 302 (target <= 20 MB: {})",
-        rss_idle as f64 / 1024.0,
-        rss_300 as f64 / 1024.0,
-        verdict(rss_300 <= 20 * 1024)
-    );
-    println!("  of which with 302: {parts_300}");
-    println!(
-        "  300 windows listed {:.0} ms after the client mapped them; ListWindows of 302: {list_ms:.2} ms",
-        listed.as_secs_f64() * 1000.0
-    );
-    drop(daemon);
 }

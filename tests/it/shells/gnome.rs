@@ -181,19 +181,28 @@ pub fn data_dir_for(root: &Path, format: &str) -> PathBuf {
 /// the contextd extension. It serves `Activate(s title) -> b` on
 /// `/org/contextd/BenchFocus` of GNOME Shell's connection.
 pub fn install_focus_helper(data: &Path) {
+    install_focus_helper_for(data, "gnome-shell")
+}
+
+/// [`install_focus_helper`] in the format of `data/FORMAT`'s extension
+/// (`gnome-shell`: legacy, for 43 and 44; `gnome-shell-45`: ES module).
+pub fn install_focus_helper_for(data: &Path, format: &str) {
     let ext = data.join("gnome-shell/extensions").join(FOCUS_UUID);
     std::fs::create_dir_all(&ext).expect("mkdir");
+    let esm = format == "gnome-shell-45";
+    let versions = if esm {
+        r#""45", "46", "47", "48", "49""#
+    } else {
+        r#""43", "44""#
+    };
     std::fs::write(
         ext.join("metadata.json"),
         format!(
-            r#"{{"uuid": "{FOCUS_UUID}", "name": "contextd bench focus", "description": "Activates a window by title (benches only)", "shell-version": ["43", "44"]}}"#
+            r#"{{"uuid": "{FOCUS_UUID}", "name": "contextd bench focus", "description": "Activates a window by title (benches only)", "shell-version": [{versions}]}}"#
         ),
     )
     .expect("metadata");
-    std::fs::write(
-        ext.join("extension.js"),
-        r#"const { Gio } = imports.gi;
-const IFACE = `<node><interface name="org.contextd.BenchFocus">
+    let helper = r#"const IFACE = `<node><interface name="org.contextd.BenchFocus">
   <method name="Activate"><arg type="s" direction="in"/><arg type="b" direction="out"/></method>
 </interface></node>`;
 class Helper {
@@ -215,12 +224,17 @@ class Helper {
         return true;
     }
 }
-function init() {
-    return new Helper();
-}
-"#,
-    )
-    .expect("extension.js");
+"#;
+    let js = if esm {
+        format!(
+            "import Gio from 'gi://Gio';\nimport {{Extension}} from 'resource:///org/gnome/shell/extensions/extension.js';\n{helper}\nexport default class BenchFocus extends Extension {{\n    enable() {{ this._h = new Helper(); this._h.enable(); }}\n    disable() {{ this._h.disable(); this._h = null; }}\n}}\n"
+        )
+    } else {
+        format!(
+            "const {{ Gio }} = imports.gi;\n{helper}function init() {{\n    return new Helper();\n}}\n"
+        )
+    };
+    std::fs::write(ext.join("extension.js"), js).expect("extension.js");
     std::fs::write(
         data.join("gnome-shell/modes/contextd-test-focus.json"),
         format!(
