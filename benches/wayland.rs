@@ -412,7 +412,7 @@ impl WaylandFigures {
         println!("  {name}");
         for (i, (p50, p99, max)) in reps.iter().enumerate() {
             println!(
-                "  run {}: added focus latency (broker subscriber - bare wlr client)  p50 {:>7.1} µs   p99 {:>7.1} µs   max {:>7.1} µs",
+                "    run {}: added focus latency (broker subscriber - bare wlr client)  p50 {:>7.1} µs   p99 {:>7.1} µs   max {:>7.1} µs",
                 i + 1,
                 us(*p50),
                 us(*p99),
@@ -420,13 +420,13 @@ impl WaylandFigures {
             );
         }
         println!(
-            "  added p99: min {:.1} µs  median {:.1} µs  max {:.1} µs",
+            "    added p99: min {:.1} µs  median {:.1} µs  max {:.1} µs",
             us(p99s[0]),
             us(p99),
             us(p99s[p99s.len() - 1])
         );
         println!(
-            "  median p99 target <= 1 ms: {}{}",
+            "    median p99 target <= 1 ms: {}{}",
             verdict(p99 <= Duration::from_millis(1)),
             if missed > 0 {
                 format!(" ({missed} changes not seen by both)")
@@ -435,14 +435,14 @@ impl WaylandFigures {
             }
         );
         println!(
-            "  daemon RSS: {:.1} MB with 2 windows, {:.1} MB with 302 (target <= 20 MB: {})",
+            "    daemon RSS: {:.1} MB with 2 windows, {:.1} MB with 302 (target <= 20 MB: {})",
             rss_idle as f64 / 1024.0,
             rss_300 as f64 / 1024.0,
             verdict(rss_300 <= 20 * 1024)
         );
-        println!("  of which with 302: {parts_300}");
+        println!("    of which with 302: {parts_300}");
         println!(
-            "  300 windows listed {:.0} ms after the client mapped them; ListWindows of 302: {list_ms:.2} ms",
+            "    300 windows listed {:.0} ms after the client mapped them; ListWindows of 302: {list_ms:.2} ms",
             listed.as_secs_f64() * 1000.0
         );
     }
