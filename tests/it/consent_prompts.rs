@@ -29,7 +29,7 @@ async fn setup(config: &str) -> Setup {
     let sys = Bus::start();
     let polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
     let home = Home::new();
-    home.write_config(config);
+    home.write_config(&common::agent::trusting_this_program(config));
     Setup {
         bus,
         sys,

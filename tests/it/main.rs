@@ -24,6 +24,7 @@ mod shells;
 
 mod canaries;
 mod codegen;
+mod consent_agents;
 mod consent_details;
 mod consent_keyring;
 mod consent_manage;
