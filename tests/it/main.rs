@@ -76,6 +76,7 @@ mod recent_documents;
 mod schemas_outputs;
 mod scripts;
 mod shells_gnome;
+mod shells_gnome_consent;
 mod shells_kwin;
 mod shells_only_the_shell;
 mod shutdown;

@@ -118,8 +118,15 @@ pub fn data_dir(root: &Path) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("data/gnome-shell")
         .join(UUID);
-    for f in ["extension.js", "metadata.json"] {
-        std::fs::copy(src.join(f), ext.join(f)).expect("copy the extension");
+    // As `make install` does: metadata.json and every module.
+    for entry in std::fs::read_dir(&src).expect("the extension's directory") {
+        let name = entry.expect("entry").file_name();
+        let keep = name
+            .to_str()
+            .is_some_and(|n| n == "metadata.json" || n.ends_with(".js"));
+        if keep {
+            std::fs::copy(src.join(&name), ext.join(&name)).expect("copy the extension");
+        }
     }
     let modes = data.join("gnome-shell/modes");
     std::fs::create_dir_all(&modes).expect("mkdir");
