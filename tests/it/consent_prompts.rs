@@ -452,6 +452,11 @@ async fn an_mcp_host_is_asked_with_its_name_and_what_it_called() {
         );
         assert_eq!(a.channel, "mcp-stdio");
         assert_eq!(a.app["id"], serde_json::json!(mcp_support::python_app_id()));
+        // The same in parts, for a consent UI (no arguments: no key).
+        assert_eq!(a.app["host"], "mcp 0.1.0", "{a:?}");
+        assert_eq!(a.app["call"], "tools/call", "{a:?}");
+        assert_eq!(a.app["call_name"], "get_active_window", "{a:?}");
+        assert!(a.app.get("arguments").is_none(), "{a:?}");
         assert_eq!(a.categories, ["windows"]);
         assert!(
             asked
