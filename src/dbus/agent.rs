@@ -386,6 +386,9 @@ mod tests {
         assert_eq!(parse_answer("always", &none), Ok(Answer::Always));
         assert_eq!(parse_answer("deny", &none), Ok(Answer::Deny));
         assert!(parse_answer("duration", &none).is_err());
+        // Escape: declined (no cool-down), unlike an empty answer.
+        assert_eq!(parse_answer("cancel", &none), Err(PromptError::Declined));
+        assert_eq!(parse_answer("", &none), Err(PromptError::Dismissed));
         let mut o = HashMap::new();
         o.insert("duration_s".to_owned(), OwnedVariant::from(3600u32));
         assert_eq!(

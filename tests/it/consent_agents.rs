@@ -178,6 +178,19 @@ async fn only_trusted_agents_register() {
             "{src}"
         );
 
+        let (st, out, err) = run_cmd(
+            Command::new(contextctl_bin())
+                .arg("sources")
+                .env("DBUS_SESSION_BUS_ADDRESS", &s.bus.address),
+            20,
+        );
+        assert!(st.success(), "contextctl sources: {err}");
+        assert!(
+            out.lines().any(|l| l.starts_with("consent-agent")
+                && l.contains("notification: no trusted consent agent registered")),
+            "{out}"
+        );
+
         // An ordinary program, and one that took the shell's name first.
         assert_eq!(python_registers(&s.bus.address, false), NOT_ALLOWED);
         assert_eq!(python_registers(&s.bus.address, true), NOT_ALLOWED);

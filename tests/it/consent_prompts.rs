@@ -376,6 +376,15 @@ async fn without_an_agent_a_notification_asks_and_always_allow_grants() {
             "body names the app: {:?}",
             args[4]
         );
+        // Critical (Plasma shows it during Do Not Disturb), kept until
+        // answered, with the sender's name for Plasma.
+        let hints = &args[6];
+        assert_eq!(hints["urgency"], 2, "{hints}");
+        assert_eq!(hints["resident"], true, "{hints}");
+        assert_eq!(
+            hints["x-kde-display-appname"], "Desktop context (contextd)",
+            "{hints}"
+        );
 
         // The user clicks "Always allow" (the server emits ActionInvoked).
         notifier
@@ -456,7 +465,7 @@ async fn an_mcp_host_is_asked_with_its_name_and_what_it_called() {
         assert_eq!(a.app["host"], "mcp 0.1.0", "{a:?}");
         assert_eq!(a.app["call"], "tools/call", "{a:?}");
         assert_eq!(a.app["call_name"], "get_active_window", "{a:?}");
-        assert!(a.app.get("arguments").is_none(), "{a:?}");
+        assert!(!a.app.contains_key("arguments"), "{a:?}");
         assert_eq!(a.categories, ["windows"]);
         assert!(
             asked
