@@ -25,7 +25,7 @@ const ATTACK_BUS: &str = "CONTEXTD_TEST_ATTACK_BUS";
 /// Register as agent from a python3 process (an ordinary unsandboxed
 /// program), which first takes `org.gnome.Shell` when `take_shell_name`:
 /// what it heard, `OK` or the error's name.
-fn python_registers(bus: &str, take_shell_name: bool) -> String {
+pub fn python_registers(bus: &str, take_shell_name: bool) -> String {
     let script = r#"
 import sys
 from gi.repository import Gio, GLib

@@ -1,7 +1,8 @@
 //! The consent dialog of the GNOME Shell extension, in real GNOME Shell 43
 //! (headless): the extension registers as the broker's consent agent (the
-//! broker trusts it: gnome-shell's executable, owning org.gnome.Shell);
-//! an app that is not granted asks; the dialog shows its question (seen in
+//! broker trusts it: gnome-shell's executable, owning org.gnome.Shell)
+//! and another program that tries is refused; an app that is not granted
+//! asks; the dialog shows its question (seen in
 //! the shell's own actor tree, and in a screenshot the shell takes, saved
 //! under target/tmp/); a second question waits for the first; Escape
 //! denies that call only; an answer given elsewhere makes the broker
@@ -285,6 +286,13 @@ async fn the_shell_asks_in_a_dialog_queues_cancels_and_grants() {
             (s["available"] == true).then_some(())
         })
         .await;
+
+        // Another program registering is refused; the shell stays the
+        // agent (the dialogs below are its).
+        assert_eq!(
+            crate::consent_agents::python_registers(&bus.address, false),
+            "org.contextd.Error.NotAllowed"
+        );
 
         // An app that is not granted asks: the dialog shows its question.
         let power = Asked::new(&conn, &["power"], "to show your battery in my panel").await;
