@@ -369,10 +369,13 @@ async fn the_shell_asks_in_a_dialog_queues_cancels_and_grants() {
             .iter()
             .map(contextd::client::json::dict_to_json)
             .collect();
+        // Stored, from the prompt, for good: "Always allow", not the
+        // default "Allow once" (kept in memory only) nor "for a day".
         assert!(
-            grants
-                .iter()
-                .any(|g| g["category"] == "power" && g["decision"] == "allow"),
+            grants.iter().any(|g| g["category"] == "power"
+                && g["decision"] == "allow"
+                && g["origin"] == "prompt"
+                && g.get("expires").is_none()),
             "{grants:?}"
         );
         eventually(20, "the dialog is gone", || async {
