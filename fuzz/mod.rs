@@ -1277,6 +1277,7 @@ mod targets {
         "prompt_timeout_s",
         "cooldown_s",
         "audit_days",
+        "agents",
         "[history]",
         "enabled",
         "days",

@@ -204,6 +204,13 @@ pub struct ConsentConfig {
     pub cooldown_s: u64,
     /// Days the audit log is kept.
     pub audit_days: u32,
+    /// Programs (absolute paths of executables) to trust as consent agents
+    /// (`org.contextd.Consent1.RegisterAgent`), besides GNOME Shell
+    /// itself: a UI of the user's choice on another desktop. Any other
+    /// program that registers is refused, so that nothing can answer
+    /// prompts in the user's place by registering first.
+    #[serde(deserialize_with = "absolute_paths")]
+    pub agents: Vec<PathBuf>,
 }
 
 impl Default for ConsentConfig {
@@ -213,6 +220,7 @@ impl Default for ConsentConfig {
             prompt_timeout_s: 60,
             cooldown_s: 30,
             audit_days: 30,
+            agents: Vec::new(),
         }
     }
 }
@@ -352,6 +360,18 @@ impl Default for V4l2Config {
     }
 }
 
+/// Paths that must each be absolute ([`absolute_path`]).
+fn absolute_paths<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+    let v = Vec::<PathBuf>::deserialize(d)?;
+    if let Some(p) = v.iter().find(|p| !p.is_absolute()) {
+        return Err(serde::de::Error::custom(format!(
+            "{} is not an absolute path",
+            p.display()
+        )));
+    }
+    Ok(v)
+}
+
 /// A path that must be absolute (a relative one would depend on where the
 /// daemon happens to be started).
 fn absolute_path<'de, D: serde::Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
@@ -434,6 +454,26 @@ mod tests {
             vec!["pipewire"]
         );
         assert!(ConfigFile::load(&dir.path().join("none.toml")).is_ok());
+    }
+
+    #[test]
+    fn consent_agents_are_absolute_paths() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("config.toml");
+        std::fs::write(&f, "[consent]\nagents = [\"/usr/libexec/my-agent\"]\n").expect("write");
+        assert_eq!(
+            ConfigFile::load(&f).expect("ok").consent.agents,
+            vec![PathBuf::from("/usr/libexec/my-agent")]
+        );
+        std::fs::write(&f, "[consent]\nagents = [\"my-agent\"]\n").expect("write");
+        let e = ConfigFile::load(&f).expect_err("relative");
+        assert!(matches!(e, ConfigError::Syntax { line: 2, .. }), "{e}");
+        assert!(e.to_string().contains("not an absolute path"), "{e}");
+        std::fs::write(&f, "[consent]\nagents = \"/usr/bin/x\"\n").expect("write");
+        assert!(matches!(
+            ConfigFile::load(&f).expect_err("not a list"),
+            ConfigError::Syntax { .. }
+        ));
     }
 
     #[test]

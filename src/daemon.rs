@@ -244,6 +244,12 @@ async fn build_core(
         Duration::from_secs(consent.prompt_timeout_s.max(1)),
         tree.publishers.clone(),
     );
+    // Who may answer prompts: GNOME Shell (also where [sources.shells]
+    // says it is installed) and the programs config.toml names.
+    core.set_agent_trust(crate::core::agents::AgentTrust::new(
+        config.file.sources.shells.gnome_shell.as_deref(),
+        &consent.agents,
+    ));
     // A database that stops taking writes (a full disk) is the `database`
     // entry of ListSources until it takes them again (store::health).
     {

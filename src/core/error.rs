@@ -34,6 +34,10 @@ pub enum Error {
     /// (the executable, or the shell's bus name).
     #[error("{app} may not report windows: {why}")]
     NotAReporter { app: AppId, why: String },
+    /// A caller that is not a trusted consent agent registered as one
+    /// (`core::agents`); `why` says which rule refused it.
+    #[error("{app} may not answer prompts: {why}")]
+    NotAnAgent { app: AppId, why: String },
     #[error("{0}")]
     Unavailable(String),
     #[error("{0}")]

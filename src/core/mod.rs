@@ -3,6 +3,7 @@
 //! wayland or pipewire type appears here; publishers and sources adapt to
 //! it, and the store implements the traits it owns.
 
+pub(crate) mod agents;
 pub(crate) mod captures;
 pub(crate) mod change;
 pub(crate) mod clock;

@@ -3,6 +3,13 @@
 //! desktop notification), once per (app, categories) at a time. The answer
 //! is applied to the gate; a prompt that fails, times out or is dismissed
 //! stores nothing and denies for a short cool-down.
+//!
+//! One question is on the screen at a time: the others wait in line (and
+//! in `ListPending`), and their time to answer starts when they are shown.
+//! The broker keeps the line rather than each UI because it is the one
+//! that knows every question (an answer from the dashboard, a withdrawal,
+//! a timeout), and because then no agent, however simple, can stack
+//! dialogs or let a question time out before the user saw it.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -27,6 +34,23 @@ pub(crate) struct PromptRequest {
     pub(crate) categories: Vec<Category>,
     pub(crate) channel: Channel,
     pub(crate) reason: String,
+    /// For an MCP host: what it called, for a UI to show apart from the
+    /// reason.
+    pub(crate) call: Option<HostCall>,
+}
+
+/// What an MCP host called, as a prompt shows it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct HostCall {
+    /// The name and version the host gave (`clientInfo`, a claim).
+    pub(crate) host: Option<String>,
+    /// `tools/call`, `resources/read`, `prompts/get`, ...
+    pub(crate) method: String,
+    /// The tool, resource or prompt.
+    pub(crate) name: String,
+    /// Its arguments as compact JSON (cut to a length a prompt shows),
+    /// when it has any.
+    pub(crate) arguments: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -37,6 +61,11 @@ pub(crate) enum PromptError {
     Timeout,
     #[error("the prompt was closed without an answer")]
     Dismissed,
+    /// The user closed the question without choosing (Escape in the
+    /// consent dialog): this call is denied, nothing is stored, and, the
+    /// user having seen it, the next call asks again (no cool-down).
+    #[error("the user closed the question without choosing")]
+    Declined,
     #[error("the prompt failed: {0}")]
     Failed(String),
     /// Everyone waiting for the answer gave up (an MCP host cancelled its
@@ -106,6 +135,10 @@ pub(crate) struct Prompts {
     /// Open surfaces that answer prompts besides the prompter's UI (the
     /// dashboard while a page of it is open).
     surfaces: Arc<AtomicUsize>,
+    /// Held by the question on the screen: the next one waits for it.
+    screen: Arc<tokio::sync::Mutex<()>>,
+    /// Who may register as consent agent.
+    pub(crate) agent_trust: RwLock<super::agents::AgentTrust>,
 }
 
 /// A surface that answers prompts is open while this lives.
@@ -126,6 +159,8 @@ impl Prompts {
             timeout,
             next_id: std::sync::atomic::AtomicU64::new(1),
             surfaces: Arc::new(AtomicUsize::new(0)),
+            screen: Arc::new(tokio::sync::Mutex::new(())),
+            agent_trust: RwLock::new(super::agents::AgentTrust::default()),
         }
     }
 
@@ -284,9 +319,20 @@ fn show(core: &Arc<Core>, mut req: PromptRequest) -> Showing {
         let stop = core.tasks.token();
         let surfaces = core.prompts.surfaces.clone();
         let open = move || surfaces.load(Ordering::SeqCst) > 0;
-        let result = match prompter {
-            None => Err(PromptError::NoUi("no prompt UI is available".into())),
-            Some(p) => {
+        // Wait for the question before this one to leave the screen; an
+        // answer from elsewhere, a withdrawal or the stop end the wait.
+        let screen = core.prompts.screen.clone();
+        let turn = tokio::select! {
+            t = screen.lock_owned() => Ok(Ok(t)),
+            _ = stop.cancelled() => Err(PromptError::Failed("the broker is stopping".into())),
+            _ = withdraw.cancelled() => Err(PromptError::Withdrawn),
+            a = &mut answer_rx => a.map_err(|_| PromptError::Failed("the prompt was dropped".into())).map(Err),
+        };
+        let result = match (turn, prompter) {
+            (Err(e), _) => Err(e),
+            (Ok(Err(a)), _) => Ok(a),
+            (Ok(Ok(_)), None) => Err(PromptError::NoUi("no prompt UI is available".into())),
+            (Ok(Ok(_turn)), Some(p)) => {
                 let ask = tokio::time::timeout(
                     timeout + Duration::from_secs(1),
                     p.ask(req.clone(), timeout, withdraw.clone()),
@@ -387,7 +433,9 @@ async fn apply(core: &Core, req: &PromptRequest, outcome: &Outcome) {
                     .await
             }
             // Withdrawn by the app, not ignored by the user: no cool-down.
-            Outcome::NoAnswer(PromptError::Withdrawn) => Ok(()),
+            // Declined: the user saw it and said "not now" to this call
+            // only; the next call asks again.
+            Outcome::NoAnswer(PromptError::Withdrawn | PromptError::Declined) => Ok(()),
             Outcome::NoAnswer(_) => {
                 core.gate.cool_down(&req.app, cat);
                 Ok(())

@@ -73,6 +73,8 @@ pub(crate) enum Mode {
         reason: String,
         /// What the host called, for the audit (`tools/call NAME`, …).
         request: String,
+        /// The same, in parts, for a consent UI to show apart.
+        call: Option<prompts::HostCall>,
     },
 }
 
@@ -381,7 +383,10 @@ impl Core {
         let Some(owned) = self.arc() else {
             return Requested::Denied("the broker is stopping".into());
         };
-        Requested::Asking(prompts::start(&owned, prompt_request(who, ask, reason)))
+        Requested::Asking(prompts::start(
+            &owned,
+            prompt_request(who, ask, reason, None),
+        ))
     }
 
     /// The first of `categories` that `app` may no longer see (a live
@@ -614,11 +619,11 @@ impl Core {
         let Some(owned) = self.arc() else {
             return Err(pending());
         };
-        let reason = match &mode {
-            Mode::Ask { reason, .. } => reason.as_str(),
-            _ => "",
+        let (reason, call) = match &mode {
+            Mode::Ask { reason, call, .. } => (reason.as_str(), call.clone()),
+            _ => ("", None),
         };
-        let prompt = prompt_request(who, ask.clone(), reason);
+        let prompt = prompt_request(who, ask.clone(), reason, call);
         let Mode::Ask {
             progress, cancel, ..
         } = mode
@@ -702,8 +707,14 @@ impl Core {
 
 /// The prompt asking the user about `who` reading `categories`; the app's
 /// name and icon are looked up by the prompter.
-fn prompt_request(who: &Subject, categories: Vec<Category>, reason: &str) -> PromptRequest {
+fn prompt_request(
+    who: &Subject,
+    categories: Vec<Category>,
+    reason: &str,
+    call: Option<prompts::HostCall>,
+) -> PromptRequest {
     PromptRequest {
+        call,
         app: who.app_id.clone(),
         identity_source: who.source,
         display_name: None,

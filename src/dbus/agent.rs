@@ -11,16 +11,19 @@ use tokio_util::sync::CancellationToken;
 use zbus::Connection;
 use zbus::wire::{OwnedObjectPath, OwnedVariant, Variant};
 
+use crate::core::agents::TrustedAgent;
 use crate::core::consent::{Answer, BoxFut};
 use crate::core::prompts::{PromptError, PromptRequest, Prompter};
 
 pub(crate) const AGENT_INTERFACE: &str = "org.contextd.ConsentAgent1";
 
-/// One registered agent: a peer and the object path it serves.
+/// One registered agent: a peer and the object path it serves, and why
+/// the core trusted it (`core::agents`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Agent {
     pub(crate) owner: String,
     pub(crate) path: OwnedObjectPath,
+    pub(crate) trusted: TrustedAgent,
 }
 
 /// Registered agents; the most recent one answers.
@@ -36,7 +39,7 @@ impl Agents {
 
     pub(crate) fn register(&self, a: Agent) {
         let mut l = self.lock();
-        l.retain(|x| *x != a);
+        l.retain(|x| !(x.owner == a.owner && x.path == a.path));
         l.push(a);
     }
 
@@ -47,13 +50,50 @@ impl Agents {
         l.len() != n
     }
 
-    pub(crate) fn drop_owner(&self, owner: &str) {
-        self.lock().retain(|x| x.owner != owner);
+    /// Forget the agents of `owner` (it left the bus): whether it had any.
+    pub(crate) fn drop_owner(&self, owner: &str) -> bool {
+        let mut l = self.lock();
+        let n = l.len();
+        l.retain(|x| x.owner != owner);
+        l.len() != n
+    }
+
+    /// Forget the agents trusted as the shell on the connection that just
+    /// lost the shell's name: whether there were any.
+    pub(crate) fn drop_shell(&self, owner: &str) -> bool {
+        let mut l = self.lock();
+        let n = l.len();
+        l.retain(|x| !(x.owner == owner && x.trusted == TrustedAgent::Shell));
+        l.len() != n
     }
 
     pub(crate) fn current(&self) -> Option<Agent> {
         self.lock().last().cloned()
     }
+}
+
+/// The shell's well-known name: an agent trusted as the shell must own it.
+pub(crate) const SHELL_NAME: &str = "org.gnome.Shell";
+
+/// Who owns `name` on the bus now, as the bus says (`None`: nobody, or
+/// the bus did not answer).
+pub(crate) async fn name_owner(conn: &Connection, name: &str) -> Option<String> {
+    let reply = conn
+        .call_method(
+            Some("org.freedesktop.DBus"),
+            "/org/freedesktop/DBus",
+            Some("org.freedesktop.DBus"),
+            "GetNameOwner",
+            &(name,),
+        )
+        .await
+        .ok()?;
+    reply.body().deserialize::<String>().ok()
+}
+
+/// Tell the core which agent asks now (for `ListSources`).
+pub(crate) fn announce(core: &crate::core::Core, agents: &Agents) {
+    core.prompts_asked_by(agents.current().map(|a| a.trusted).as_ref());
 }
 
 /// The D-Bus prompter.
@@ -74,9 +114,12 @@ pub(crate) fn parse_answer(
         Variant::I64(n) => Some(*n),
         _ => None,
     });
-    Answer::parse(answer, secs)
-        .map_err(PromptError::Failed)?
-        .ok_or(PromptError::Dismissed)
+    match Answer::parse(answer, secs).map_err(PromptError::Failed)? {
+        Some(a) => Ok(a),
+        // The user closed the dialog without choosing (Escape).
+        None if answer == "cancel" => Err(PromptError::Declined),
+        None => Err(PromptError::Dismissed),
+    }
 }
 
 /// Who asks, as `Ask` and `Cancel` describe the app.
@@ -92,6 +135,38 @@ fn app_dict(req: &PromptRequest) -> HashMap<&str, Variant<'_>> {
     }
     if let Some(i) = &req.icon {
         app.insert("icon", Variant::from(i.as_str()));
+    }
+    // What is asked, and for a host what it called: keys added to this
+    // dict (agents ignore the keys they do not know), documented in
+    // dbus-interfaces/org.contextd.ConsentAgent1.xml.
+    app.insert(
+        "identity",
+        Variant::from(req.identity_source.meaning().to_owned()),
+    );
+    let questions: Vec<HashMap<&str, Variant<'_>>> = req
+        .categories
+        .iter()
+        .map(|c| {
+            let mut q: HashMap<&str, Variant<'_>> = HashMap::new();
+            q.insert("category", Variant::from(c.to_string()));
+            q.insert("description", Variant::from(c.description()));
+            q.insert("sensitive", Variant::from(c.is_sensitive()));
+            if let Some(base) = c.base() {
+                q.insert("detail_of", Variant::from(base.to_string()));
+            }
+            q
+        })
+        .collect();
+    app.insert("questions", Variant::from(questions));
+    if let Some(call) = &req.call {
+        if let Some(h) = &call.host {
+            app.insert("host", Variant::from(h.as_str()));
+        }
+        app.insert("call", Variant::from(call.method.as_str()));
+        app.insert("call_name", Variant::from(call.name.as_str()));
+        if let Some(a) = &call.arguments {
+            app.insert("arguments", Variant::from(a.as_str()));
+        }
     }
     app
 }
@@ -196,9 +271,23 @@ async fn ask_notification(
         "deny",
         "Deny",
     ];
+    // Critical (urgency 2): the spec's servers keep it until answered, and
+    // KDE Plasma shows critical popups during Do Not Disturb (its
+    // notification applet's `urgencies` take CriticalUrgency while
+    // inhibited when "Show critical notifications" is on, the default:
+    // NotificationManager::Settings::criticalPopupsInDoNotDisturbMode) and
+    // can keep them on top (`keepCriticalAlwaysOnTop`). `resident`: the
+    // notification stays after an action until it is closed (we close
+    // it). `x-kde-display-appname`: the name Plasma shows as the sender,
+    // instead of the raw app name. Servers ignore hints they do not know.
     let mut hints: HashMap<&str, Variant<'_>> = HashMap::new();
     hints.insert("urgency", Variant::U8(2));
     hints.insert("resident", Variant::Bool(true));
+    hints.insert("transient", Variant::Bool(false));
+    hints.insert(
+        "x-kde-display-appname",
+        Variant::from("Desktop context (contextd)"),
+    );
     hints.insert("x-contextd-prompt", Variant::Bool(true));
     let icon = req.icon.clone().unwrap_or_else(|| "dialog-question".into());
     let reply = proxy
@@ -297,6 +386,9 @@ mod tests {
         assert_eq!(parse_answer("always", &none), Ok(Answer::Always));
         assert_eq!(parse_answer("deny", &none), Ok(Answer::Deny));
         assert!(parse_answer("duration", &none).is_err());
+        // Escape: declined (no cool-down), unlike an empty answer.
+        assert_eq!(parse_answer("cancel", &none), Err(PromptError::Declined));
+        assert_eq!(parse_answer("", &none), Err(PromptError::Dismissed));
         let mut o = HashMap::new();
         o.insert("duration_s".to_owned(), OwnedVariant::from(3600u32));
         assert_eq!(

@@ -1,6 +1,7 @@
 //! `org.contextd.Consent1`: the user manages what apps may see.
 //! Documented in `dbus-interfaces/org.contextd.Consent1.xml`. Every call
-//! is authorised with polkit (`org.contextd.manage-consent`).
+//! is authorised with polkit (`org.contextd.manage-consent`), but
+//! `RegisterAgent`, which the core's agent trust decides (`core::agents`).
 
 use std::sync::Arc;
 
@@ -210,21 +211,43 @@ impl Consent1 {
     }
 
     /// Become the UI that answers prompts: the broker calls
-    /// `org.contextd.ConsentAgent1.Ask` on `agent` at the caller.
+    /// `org.contextd.ConsentAgent1.Ask` on `agent` at the caller. Only a
+    /// trusted agent may (`core::agents`: GNOME Shell owning its name, or
+    /// a program named in config.toml); that is the whole check, no polkit
+    /// (the shell is the one that would show polkit's dialog).
     async fn register_agent(
         &self,
         agent: ObjectPath<'_>,
         #[zbus(header)] hdr: Header<'_>,
     ) -> Result<()> {
-        let who = self.shared.authorize_manage(&hdr).await?;
         let owner = hdr
             .sender()
             .map(|s| s.as_str().to_owned())
             .ok_or_else(|| Error::Failed("message has no sender".into()))?;
+        let who = self.shared.caller(&hdr).await?;
+        let subject = self.shared.subject(&hdr).await?;
+        // Asked of the bus now, never taken from the caller.
+        let owns_shell_name = super::agent::name_owner(&self.shared.conn, super::agent::SHELL_NAME)
+            .await
+            .is_some_and(|o| o == owner);
+        let trusted =
+            match self
+                .shared
+                .core
+                .trust_agent(&subject, who.executable.as_deref(), owns_shell_name)
+            {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(app = %who.app_id, error = %e, "consent agent refused");
+                    return Err(e.into());
+                }
+            };
         self.shared.agents.register(Agent {
             owner,
             path: agent.into(),
+            trusted,
         });
+        super::agent::announce(&self.shared.core, &self.shared.agents);
         tracing::info!(app = %who.app_id, "consent agent registered");
         Ok(())
     }
@@ -239,6 +262,7 @@ impl Consent1 {
             .map(|s| s.as_str().to_owned())
             .unwrap_or_default();
         if self.shared.agents.unregister(&owner, agent.as_str()) {
+            super::agent::announce(&self.shared.core, &self.shared.agents);
             Ok(())
         } else {
             Err(Error::NotFound(format!(

@@ -250,6 +250,8 @@ impl Context1 {
                             let (code, msg) = match &outcome {
                                 o if o.allowed() => (request::GRANTED, "allowed".to_owned()),
                                 prompts::Outcome::Answered(_) => (request::DENIED, "the user denied it".to_owned()),
+                                // Escape: the user's own "no" to this call.
+                                prompts::Outcome::NoAnswer(e @ prompts::PromptError::Declined) => (request::DENIED, e.to_string()),
                                 prompts::Outcome::NoAnswer(e) => (request::ENDED, e.to_string()),
                             };
                             respond(code, Some(msg)).await;

@@ -27,7 +27,8 @@ impl From<core::Error> for Error {
         match e {
             core::Error::NotAllowed { .. }
             | core::Error::PublishRefused { .. }
-            | core::Error::NotAReporter { .. } => Error::NotAllowed(msg),
+            | core::Error::NotAReporter { .. }
+            | core::Error::NotAnAgent { .. } => Error::NotAllowed(msg),
             core::Error::Pending { .. } => Error::Pending(msg),
             core::Error::NotFound(_) => Error::NotFound(msg),
             core::Error::InvalidArgs(_) => Error::InvalidArgs(msg),

@@ -159,6 +159,7 @@ pub(crate) async fn serve(
         conn: conn.clone(),
         agents: agents.clone(),
     }));
+    core.prompts_asked_by(None);
     let shared = Arc::new(Shared {
         core: core.clone(),
         conn: conn.clone(),
@@ -185,9 +186,17 @@ pub(crate) async fn serve(
                         let Some(sig) = sig else { break };
                         let Ok(args) = sig.args() else { continue };
                         let name = args.name().as_str();
+                        if name == agent::SHELL_NAME
+                            && let Some(old) = args.old_owner().as_ref()
+                            && shared.agents.drop_shell(old.as_str())
+                        {
+                            agent::announce(&shared.core, &shared.agents);
+                        }
                         if name.starts_with(':') && args.new_owner().is_none() {
                             shared.callers.forget(name);
-                            shared.agents.drop_owner(name);
+                            if shared.agents.drop_owner(name) {
+                                agent::announce(&shared.core, &shared.agents);
+                            }
                             shared.core.provider_gone(name);
                             shared
                                 .consent_watchers

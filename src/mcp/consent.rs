@@ -42,6 +42,17 @@ pub(crate) fn client_of(ctx: &RequestContext<RoleServer>) -> Option<String> {
 /// the name and version the host gave (its `clientInfo`, a claim: the app the
 /// user decides about is the one the kernel names).
 pub(crate) fn ask(ctx: &RequestContext<RoleServer>, request: &str, what: &str) -> Mode {
+    ask_with(ctx, request, what, None)
+}
+
+/// [`ask`] with the arguments of the call (compact JSON), for a consent
+/// UI to show apart.
+fn ask_with(
+    ctx: &RequestContext<RoleServer>,
+    request: &str,
+    what: &str,
+    arguments: Option<String>,
+) -> Mode {
     let progress = ctx.meta.get_progress_token().map(|token| {
         let peer = ctx.peer.clone();
         let report: crate::core::read::Progress = Arc::new(move |step, message| {
@@ -56,7 +67,14 @@ pub(crate) fn ask(ctx: &RequestContext<RoleServer>, request: &str, what: &str) -
         });
         report
     });
-    asking(client_of(ctx), progress, ctx.ct.clone(), request, what)
+    asking(
+        client_of(ctx),
+        progress,
+        ctx.ct.clone(),
+        request,
+        what,
+        arguments,
+    )
 }
 
 /// [`ask`] from its parts, for a request answered without rmcp's request
@@ -68,13 +86,22 @@ pub(crate) fn asking(
     cancel: CancellationToken,
     request: &str,
     what: &str,
+    arguments: Option<String>,
 ) -> Mode {
+    let (method, name) = request.split_once(' ').unwrap_or((request, ""));
+    let call = crate::core::prompts::HostCall {
+        host: client.clone(),
+        method: method.to_owned(),
+        name: name.to_owned(),
+        arguments,
+    };
     let host = client.unwrap_or_else(|| "An MCP host".to_owned());
     Mode::Ask {
         progress,
         cancel,
         reason: format!("{host} (MCP) asks for {what}"),
         request: request.to_owned(),
+        call: Some(call),
     }
 }
 
@@ -88,7 +115,23 @@ pub(crate) fn ask_named(
     args: &Option<serde_json::Map<String, serde_json::Value>>,
 ) -> Mode {
     let (request, what) = named(method, noun, name, args);
-    ask(ctx, &request, &what)
+    ask_with(ctx, &request, &what, arguments_text(args))
+}
+
+/// The arguments of a call as a prompt shows them: compact JSON cut to a
+/// length a prompt can show; `None` without any.
+pub(crate) fn arguments_text(
+    args: &Option<serde_json::Map<String, serde_json::Value>>,
+) -> Option<String> {
+    const MAX: usize = 200;
+    let a = args.as_ref().filter(|a| !a.is_empty())?;
+    let text = serde_json::Value::Object(a.clone()).to_string();
+    Some(if text.chars().count() > MAX {
+        let cut: String = text.chars().take(MAX).collect();
+        format!("{cut}…")
+    } else {
+        text
+    })
 }
 
 /// A call of a named thing as the audit records it (`METHOD NAME`) and as
@@ -100,19 +143,7 @@ pub(crate) fn named(
     name: &str,
     args: &Option<serde_json::Map<String, serde_json::Value>>,
 ) -> (String, String) {
-    const MAX: usize = 200;
-    let args = match args.as_ref().filter(|a| !a.is_empty()) {
-        None => "no arguments".to_owned(),
-        Some(a) => {
-            let text = serde_json::Value::Object(a.clone()).to_string();
-            if text.chars().count() > MAX {
-                let cut: String = text.chars().take(MAX).collect();
-                format!("{cut}…")
-            } else {
-                text
-            }
-        }
-    };
+    let args = arguments_text(args).unwrap_or_else(|| "no arguments".to_owned());
     (
         format!("{method} {name}"),
         format!("the {noun} {name} with {args}"),

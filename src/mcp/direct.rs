@@ -213,7 +213,8 @@ pub(super) async fn answer(
     // with it, as rmcp cancels a request whose connection closed.
     let cancel = CancellationToken::new();
     let _ends_with_request = cancel.clone().drop_guard();
-    let mode = consent::asking(client, None, cancel, &request, &what);
+    let arguments = consent::arguments_text(&params.arguments);
+    let mode = consent::asking(client, None, cancel, &request, &what, arguments);
     // No log message goes with a failed call: this request set no
     // `logLevel` in its `_meta` (one that does goes to rmcp), and SEP-2575
     // sends none without (`ContextServer::log`).

@@ -56,9 +56,9 @@ impl From<core::Error> for Error {
             core::Error::InvalidArgs(_) | core::Error::LimitExceeded(_) => {
                 Error::InvalidParams(message)
             }
-            core::Error::PublishRefused { .. } | core::Error::NotAReporter { .. } => {
-                Error::Unavailable(message)
-            }
+            core::Error::PublishRefused { .. }
+            | core::Error::NotAReporter { .. }
+            | core::Error::NotAnAgent { .. } => Error::Unavailable(message),
             core::Error::Unavailable(_) => Error::Unavailable(message),
             core::Error::Failed(_) => Error::Internal(message),
         }

@@ -37,7 +37,9 @@ async fn setup() -> Setup {
     let sys = Bus::start();
     let polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
     let home = Home::new();
-    home.write_config("[consent]\nprompt_timeout_s = 20\n");
+    home.write_config(&common::agent::trusting_this_program(
+        "[consent]\nprompt_timeout_s = 20\n",
+    ));
     home.write_policy(&[(&my_app_id(), &["windows"])]);
     let mut replay = Replay::new(&home);
     replay.send(&window_line(

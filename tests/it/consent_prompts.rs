@@ -29,7 +29,7 @@ async fn setup(config: &str) -> Setup {
     let sys = Bus::start();
     let polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
     let home = Home::new();
-    home.write_config(config);
+    home.write_config(&common::agent::trusting_this_program(config));
     Setup {
         bus,
         sys,
@@ -376,6 +376,15 @@ async fn without_an_agent_a_notification_asks_and_always_allow_grants() {
             "body names the app: {:?}",
             args[4]
         );
+        // Critical (Plasma shows it during Do Not Disturb), kept until
+        // answered, with the sender's name for Plasma.
+        let hints = &args[6];
+        assert_eq!(hints["urgency"], 2, "{hints}");
+        assert_eq!(hints["resident"], true, "{hints}");
+        assert_eq!(
+            hints["x-kde-display-appname"], "Desktop context (contextd)",
+            "{hints}"
+        );
 
         // The user clicks "Always allow" (the server emits ActionInvoked).
         notifier
@@ -452,6 +461,11 @@ async fn an_mcp_host_is_asked_with_its_name_and_what_it_called() {
         );
         assert_eq!(a.channel, "mcp-stdio");
         assert_eq!(a.app["id"], serde_json::json!(mcp_support::python_app_id()));
+        // The same in parts, for a consent UI (no arguments: no key).
+        assert_eq!(a.app["host"], "mcp 0.1.0", "{a:?}");
+        assert_eq!(a.app["call"], "tools/call", "{a:?}");
+        assert_eq!(a.app["call_name"], "get_active_window", "{a:?}");
+        assert!(!a.app.contains_key("arguments"), "{a:?}");
         assert_eq!(a.categories, ["windows"]);
         assert!(
             asked

@@ -24,6 +24,7 @@ mod shells;
 
 mod canaries;
 mod codegen;
+mod consent_agents;
 mod consent_details;
 mod consent_keyring;
 mod consent_manage;
@@ -76,6 +77,7 @@ mod recent_documents;
 mod schemas_outputs;
 mod scripts;
 mod shells_gnome;
+mod shells_gnome_consent;
 mod shells_kwin;
 mod shells_only_the_shell;
 mod shutdown;

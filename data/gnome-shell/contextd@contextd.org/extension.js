@@ -180,6 +180,9 @@ class Reporter {
 // --- end of reporter ---
 
 let reporter = null;
+// The consent dialog (consentDialog.js): GNOME Shell as the broker's
+// consent agent.
+let consentAgent = null;
 
 function init() {
 }
@@ -187,11 +190,18 @@ function init() {
 function enable() {
     reporter = new Reporter();
     reporter.enable();
+    const Me = imports.misc.extensionUtils.getCurrentExtension();
+    consentAgent = new Me.imports.consentDialog.ConsentAgent();
+    consentAgent.enable();
 }
 
 function disable() {
     if (reporter) {
         reporter.disable();
         reporter = null;
+    }
+    if (consentAgent) {
+        consentAgent.disable();
+        consentAgent = null;
     }
 }

@@ -10,6 +10,18 @@ use zbus::wire::{OwnedVariant, Variant};
 
 pub const AGENT_PATH: &str = "/org/example/ConsentAgent";
 
+/// `config` with this test program named a trusted consent agent
+/// (`[consent] agents`): the broker refuses any other agent but GNOME
+/// Shell. `config` must have its `[consent]` section first, or none.
+pub fn trusting_this_program(config: &str) -> String {
+    let exe = std::env::current_exe().expect("current_exe");
+    let line = format!("agents = [{:?}]\n", exe.display().to_string());
+    match config.strip_prefix("[consent]\n") {
+        Some(rest) => format!("[consent]\n{line}{rest}"),
+        None => format!("[consent]\n{line}{config}"),
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Asked {
     pub app: HashMap<String, serde_json::Value>,
@@ -94,7 +106,11 @@ impl TestAgent {
         tokio::time::sleep(b.delay).await;
         if b.answer == "hold" {
             self.release.notified().await;
-            b.answer = "once".into();
+            // What the test set meanwhile, else `once`.
+            b.answer = self.behaviour.lock().expect("lock").answer.clone();
+            if b.answer == "hold" {
+                b.answer = "once".into();
+            }
         }
         let mut opts = HashMap::new();
         if b.answer == "duration" {

@@ -153,11 +153,15 @@ pub fn data_dir_for(root: &Path, format: &str) -> PathBuf {
         .join("data")
         .join(format)
         .join(UUID);
-    for f in std::fs::read_dir(&src)
-        .expect("the extension's files")
-        .flatten()
-    {
-        std::fs::copy(f.path(), ext.join(f.file_name())).expect("copy the extension");
+    // As `make install` does: metadata.json and every module.
+    for entry in std::fs::read_dir(&src).expect("the extension's directory") {
+        let name = entry.expect("entry").file_name();
+        let keep = name
+            .to_str()
+            .is_some_and(|n| n == "metadata.json" || n.ends_with(".js"));
+        if keep {
+            std::fs::copy(src.join(&name), ext.join(&name)).expect("copy the extension");
+        }
     }
     let modes = data.join("gnome-shell/modes");
     std::fs::create_dir_all(&modes).expect("mkdir");

@@ -1,0 +1,205 @@
+//! Who may answer prompts in the user's place: the consent agents
+//! (`org.contextd.ConsentAgent1`, registered with
+//! `org.contextd.Consent1.RegisterAgent`).
+//!
+//! An agent sees every question and its answer becomes the user's
+//! decision, so registering one is trusted from two kinds of caller only,
+//! neither of them told by what the caller sends:
+//! - **the desktop shell**: its executable is GNOME Shell's (the identity
+//!   comes from the caller's credentials, through the pinned
+//!   `/proc/PID`, like every caller's) *and* its connection owns
+//!   `org.gnome.Shell` as the bus says now. The executable alone proves
+//!   little (any unsandboxed process can run `/usr/bin/gnome-shell`), the
+//!   name alone nothing (anyone takes a free name); the two together are
+//!   the shell that runs the session;
+//! - **a program the user named** in `config.toml` (`[consent] agents`),
+//!   by the absolute path of its executable: a copy or a link elsewhere is
+//!   another path.
+//!
+//! Everyone else is refused with `NotAllowed`. Same-uid code that chooses
+//! to attack (ptrace the shell, preload a library into it) is beyond what
+//! this can stop, as DESIGN.md says of every check here.
+
+use std::path::{Path, PathBuf};
+
+use super::error::{Error, Result};
+use super::read::Subject;
+use crate::model::IdentitySource;
+
+/// Where Debian (and every distribution we know) installs GNOME Shell.
+pub(crate) const GNOME_SHELL_EXECUTABLE: &str = "/usr/bin/gnome-shell";
+
+/// Who may register as agent.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AgentTrust {
+    /// GNOME Shell's executables: the default one and `[sources.shells]
+    /// gnome_shell` (a shell installed elsewhere).
+    shell: Vec<PathBuf>,
+    /// `[consent] agents`.
+    named: Vec<PathBuf>,
+}
+
+impl Default for AgentTrust {
+    fn default() -> Self {
+        AgentTrust::new(None, &[])
+    }
+}
+
+/// Why an agent was trusted: what `contextctl sources` says is asking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TrustedAgent {
+    /// GNOME Shell, owning `org.gnome.Shell`.
+    Shell,
+    /// A program named in `config.toml`, by its path.
+    Named(PathBuf),
+}
+
+impl TrustedAgent {
+    /// In words, for `contextctl sources`.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            TrustedAgent::Shell => "GNOME Shell (owns org.gnome.Shell)".to_owned(),
+            TrustedAgent::Named(p) => format!("{} (named in config.toml)", p.display()),
+        }
+    }
+}
+
+impl AgentTrust {
+    pub(crate) fn new(extra_shell: Option<&Path>, named: &[PathBuf]) -> Self {
+        let mut shell = vec![PathBuf::from(GNOME_SHELL_EXECUTABLE)];
+        shell.extend(extra_shell.map(Path::to_path_buf));
+        AgentTrust {
+            shell,
+            named: named.to_vec(),
+        }
+    }
+
+    /// Whether `who`, whose executable (read through its pinned `/proc`
+    /// directory when its identity was resolved) is `executable`, may
+    /// register as agent; `owns_shell_name`: its connection owns
+    /// `org.gnome.Shell`, as the bus said just now.
+    pub(crate) fn decide(
+        &self,
+        who: &Subject,
+        executable: Option<&Path>,
+        owns_shell_name: bool,
+    ) -> Result<TrustedAgent> {
+        // Sandboxed apps have no executable path here, and cannot be
+        // named: a Flatpak or Snap is never an agent.
+        let unsandboxed = matches!(
+            who.source,
+            IdentitySource::Executable | IdentitySource::Systemd | IdentitySource::Interpreter
+        );
+        if let (true, Some(exe)) = (unsandboxed, executable) {
+            if owns_shell_name && self.shell.iter().any(|s| s == exe) {
+                return Ok(TrustedAgent::Shell);
+            }
+            if let Some(p) = self.named.iter().find(|p| *p == exe) {
+                return Ok(TrustedAgent::Named(p.clone()));
+            }
+        }
+        let why = if executable.is_some_and(|e| self.shell.iter().any(|s| s == e)) {
+            "it runs GNOME Shell's executable but does not own org.gnome.Shell".to_owned()
+        } else {
+            "only GNOME Shell (owning org.gnome.Shell) and the programs named in \
+             config.toml ([consent] agents) may answer prompts"
+                .to_owned()
+        };
+        Err(Error::NotAnAgent {
+            app: who.app_id.clone(),
+            why,
+        })
+    }
+}
+
+/// The entry of `ListSources` (`contextctl sources`) that says how
+/// prompts are asked: available while a trusted agent is registered;
+/// else its error says that notifications ask, and why.
+pub(crate) const SURFACE_SOURCE: &str = "consent-agent";
+
+impl super::Core {
+    /// Who may register as agent (from `config.toml`).
+    pub(crate) fn set_agent_trust(&self, trust: AgentTrust) {
+        *self
+            .prompts
+            .agent_trust
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = trust;
+    }
+
+    /// Whether `who` may register as agent ([`AgentTrust::decide`]).
+    pub(crate) fn trust_agent(
+        &self,
+        who: &Subject,
+        executable: Option<&Path>,
+        owns_shell_name: bool,
+    ) -> Result<TrustedAgent> {
+        self.prompts
+            .agent_trust
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .decide(who, executable, owns_shell_name)
+    }
+
+    /// The agent that answers prompts now (`None`: none is registered and
+    /// a desktop notification asks), for `ListSources`.
+    pub(crate) fn prompts_asked_by(&self, agent: Option<&TrustedAgent>) {
+        self.state().apply(super::SourceEvent::SourceStatus {
+            source: SURFACE_SOURCE.into(),
+            available: agent.is_some(),
+            error: match agent {
+                Some(_) => None,
+                None => Some("notification: no trusted consent agent registered".into()),
+            },
+        });
+        if let Some(a) = agent {
+            tracing::info!(agent = %a.describe(), "prompts are asked by the consent agent");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::Channel;
+    use crate::model::AppId;
+
+    fn exe(path: &str) -> Subject {
+        Subject {
+            app_id: AppId::from_exe(path).expect("id"),
+            source: IdentitySource::Executable,
+            channel: Channel::DBus,
+        }
+    }
+
+    #[test]
+    fn the_shell_needs_its_name_and_a_named_program_its_path() {
+        let t = AgentTrust::new(None, &[PathBuf::from("/usr/libexec/my-agent")]);
+        let shell = Path::new(GNOME_SHELL_EXECUTABLE);
+        let who = exe(GNOME_SHELL_EXECUTABLE);
+        assert_eq!(t.decide(&who, Some(shell), true), Ok(TrustedAgent::Shell));
+        assert!(matches!(
+            t.decide(&who, Some(shell), false),
+            Err(Error::NotAnAgent { .. })
+        ));
+        let named = Path::new("/usr/libexec/my-agent");
+        assert_eq!(
+            t.decide(&exe("/usr/libexec/my-agent"), Some(named), false),
+            Ok(TrustedAgent::Named(named.to_path_buf()))
+        );
+        // A copy elsewhere, owning the shell's name or not.
+        let copy = Path::new("/tmp/x/gnome-shell");
+        assert!(
+            t.decide(&exe("/tmp/x/gnome-shell"), Some(copy), true)
+                .is_err()
+        );
+        // A sandboxed app, whatever it claims.
+        let flatpak = Subject {
+            app_id: AppId::new("org.example.App").expect("id"),
+            source: IdentitySource::Flatpak,
+            channel: Channel::DBus,
+        };
+        assert!(t.decide(&flatpak, Some(shell), true).is_err());
+        assert!(t.decide(&flatpak, None, true).is_err());
+    }
+}

@@ -1,0 +1,425 @@
+//! The consent dialog of the GNOME Shell extension, in real GNOME Shell 43
+//! (headless): the extension registers as the broker's consent agent (the
+//! broker trusts it: gnome-shell's executable, owning org.gnome.Shell)
+//! and another program that tries is refused; an app that is not granted
+//! asks; the dialog shows its question (seen in
+//! the shell's own actor tree, and in a screenshot the shell takes, saved
+//! under target/tmp/); a second question waits for the first; Escape
+//! denies that call only; an answer given elsewhere makes the broker
+//! `Cancel` the dialog; a key press on "Always allow" grants.
+//!
+//! The actor tree is read by a probe extension the test installs (like
+//! the benches' focus helper): GNOME Shell 43 has no D-Bus call to read
+//! it (`Eval` needs unsafe mode), and the contextd extension carries no
+//! test hook.
+
+use crate::common;
+use crate::shells;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::dbusmock::Mock;
+use common::*;
+use contextd::client::proxy::{Consent1Proxy, Context1Proxy};
+use futures_util::StreamExt;
+use shells::gnome::{GnomeShell, UUID, data_dir};
+
+const PROBE_UUID: &str = "contextd-test-probe@contextd.org";
+const PROBE_PATH: &str = "/org/contextd/TestProbe";
+const PROBE_IFACE: &str = "org.contextd.TestProbe";
+
+/// The probe: `Dialogs() -> s` (JSON: per consent dialog open on the
+/// screen, its texts and its buttons), `Key(s keyval name)` (a press and
+/// release from a virtual keyboard, as a user types), `Focus(s label)`
+/// (key focus to the button of that label, as Tab would), `Screenshot(s
+/// path)` (the stage, by the shell's own screenshot code).
+const PROBE_JS: &str = r#"'use strict';
+const {Clutter, Gio, GLib, Shell, St} = imports.gi;
+const Main = imports.ui.main;
+const ModalDialog = imports.ui.modalDialog;
+const IFACE = `<node><interface name="org.contextd.TestProbe">
+  <method name="Dialogs"><arg type="s" direction="out"/></method>
+  <method name="Key"><arg type="s" direction="in"/><arg type="b" direction="out"/></method>
+  <method name="Focus"><arg type="s" direction="in"/><arg type="b" direction="out"/></method>
+  <method name="Screenshot"><arg type="s" direction="in"/><arg type="b" direction="out"/></method>
+</interface></node>`;
+function walk(actor, out) {
+    if (actor instanceof St.Button)
+        out.buttons.push(actor.label || '');
+    else if (actor instanceof St.Label)
+        out.texts.push(actor.get_text());
+    for (const c of actor.get_children())
+        walk(c, out);
+}
+function dialogs() {
+    return Main.layoutManager.modalDialogGroup.get_children().filter(a =>
+        a.get_name() === 'contextd-consent-dialog' &&
+        (a.state === ModalDialog.State.OPENED || a.state === ModalDialog.State.OPENING));
+}
+class Probe {
+    enable() {
+        this._kbd = Clutter.get_default_backend().get_default_seat()
+            .create_virtual_device(Clutter.InputDeviceType.KEYBOARD_DEVICE);
+        this._obj = Gio.DBusExportedObject.wrapJSObject(IFACE, this);
+        this._obj.export(Gio.DBus.session, '/org/contextd/TestProbe');
+    }
+    disable() {
+        this._obj.unexport();
+    }
+    Dialogs() {
+        return JSON.stringify(dialogs().map(d => {
+            const out = {
+                texts: [], buttons: [], name: d.accessible_name,
+                opened: d.state === ModalDialog.State.OPENED,
+            };
+            walk(d, out);
+            return out;
+        }));
+    }
+    Key(name) {
+        const keyval = Clutter[`KEY_${name}`];
+        if (!keyval)
+            return false;
+        const t = GLib.get_monotonic_time();
+        this._kbd.notify_keyval(t, keyval, Clutter.KeyState.PRESSED);
+        this._kbd.notify_keyval(t + 1000, keyval, Clutter.KeyState.RELEASED);
+        return true;
+    }
+    Focus(label) {
+        for (const d of dialogs()) {
+            const b = d.buttonLayout.get_children().find(x => x.label === label);
+            if (b) {
+                b.grab_key_focus();
+                return true;
+            }
+        }
+        return false;
+    }
+    // The stage painted into a texture (clutter_stage_paint_to_content),
+    // then written as PNG: the shell's screenshot UI does the same.
+    ScreenshotAsync([path], invocation) {
+        // A headless shell stays in its startup animation (the UI at
+        // opacity 0, scaled down; Main.layoutManager._startingUp): show
+        // it as it ends, or the picture is the bare stage.
+        const ui = Main.layoutManager.uiGroup;
+        ui.remove_all_transitions();
+        ui.opacity = 255;
+        ui.set_scale(1, 1);
+        const fail = e => {
+            log(`probe: screenshot: ${e}`);
+            invocation.return_value(new GLib.Variant('(b)', [false]));
+        };
+        new Shell.Screenshot().screenshot_stage_to_content((shooter, res) => {
+            try {
+                const [content, scale] = shooter.screenshot_stage_to_content_finish(res);
+                const texture = content.get_texture();
+                const stream = Gio.File.new_for_path(path)
+                    .replace(null, false, Gio.FileCreateFlags.NONE, null);
+                Shell.Screenshot.composite_to_stream(texture, 0, 0, -1, -1, scale,
+                    null, 0, 0, 1, stream, (_o, r) => {
+                        try {
+                            Shell.Screenshot.composite_to_stream_finish(r);
+                            stream.close(null);
+                            invocation.return_value(new GLib.Variant('(b)', [true]));
+                        } catch (e) {
+                            fail(e);
+                        }
+                    });
+            } catch (e) {
+                fail(e);
+            }
+        });
+    }
+}
+function init() {
+    return new Probe();
+}
+"#;
+
+/// Install the probe in `data` and a mode, `contextd-test-consent`, that
+/// enables it with the contextd extension.
+fn install_probe(data: &Path) {
+    let ext = data.join("gnome-shell/extensions").join(PROBE_UUID);
+    std::fs::create_dir_all(&ext).expect("mkdir");
+    std::fs::write(
+        ext.join("metadata.json"),
+        format!(
+            r#"{{"uuid": "{PROBE_UUID}", "name": "contextd test probe", "description": "Reads the consent dialog (tests only)", "shell-version": ["43", "44"]}}"#
+        ),
+    )
+    .expect("metadata");
+    std::fs::write(ext.join("extension.js"), PROBE_JS).expect("extension.js");
+    std::fs::write(
+        data.join("gnome-shell/modes/contextd-test-consent.json"),
+        format!(
+            r#"{{"parentMode": "user", "hasOverview": false, "enabledExtensions": ["{UUID}", "{PROBE_UUID}"]}}"#
+        ),
+    )
+    .expect("mode");
+}
+
+async fn probe<T>(conn: &zbus::Connection, method: &str, args: &T) -> zbus::Message
+where
+    T: serde::Serialize + zbus::wire::DynamicType,
+{
+    conn.call_method(
+        Some("org.gnome.Shell"),
+        PROBE_PATH,
+        Some(PROBE_IFACE),
+        method,
+        args,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("probe {method}: {e}"))
+}
+
+/// The consent dialogs on the screen.
+async fn dialogs(conn: &zbus::Connection) -> Vec<serde_json::Value> {
+    let m = probe(conn, "Dialogs", &()).await;
+    let text: String = m.body().deserialize().expect("string");
+    serde_json::from_str(&text).expect("json")
+}
+
+async fn key(conn: &zbus::Connection, name: &str) {
+    let m = probe(conn, "Key", &(name,)).await;
+    assert!(m.body().deserialize::<bool>().expect("bool"), "key {name}");
+}
+
+/// Wait until exactly one dialog shows and its texts contain `what`.
+async fn one_dialog_about(conn: &zbus::Connection, what: &str) -> serde_json::Value {
+    eventually(20, &format!("one dialog about {what}"), || async {
+        let ds = dialogs(conn).await;
+        let shown = ds.len() == 1
+            && ds[0]["texts"]
+                .as_array()?
+                .iter()
+                .any(|t| t.as_str().is_some_and(|t| t.contains(what)));
+        shown.then(|| ds[0].clone())
+    })
+    .await
+}
+
+/// A `RequestAccess` whose `Response` is listened for before it is made.
+struct Asked {
+    stream: zbus::MessageStream,
+    path: String,
+}
+
+impl Asked {
+    async fn new(conn: &zbus::Connection, cats: &[&str], reason: &str) -> Asked {
+        let rule = zbus::MatchRule::builder()
+            .msg_type(zbus::message::Type::Signal)
+            .interface("org.contextd.Request1")
+            .member("Response")
+            .build()
+            .expect("rule");
+        let stream = zbus::MessageStream::for_match_rule(rule, conn, None)
+            .await
+            .expect("match");
+        let path = Context1Proxy::new(conn)
+            .await
+            .expect("proxy")
+            .request_access(cats, reason)
+            .await
+            .expect("RequestAccess")
+            .to_string();
+        Asked { stream, path }
+    }
+
+    /// The `Response` code (0 granted, 1 denied, 2 ended).
+    async fn code(mut self) -> u32 {
+        loop {
+            let m = tokio::time::timeout(Duration::from_secs(20), self.stream.next())
+                .await
+                .expect("Response in time")
+                .expect("stream")
+                .expect("message");
+            if m.header().path().is_some_and(|p| p.as_str() == self.path) {
+                let (code, _): (u32, contextd::client::proxy::Dict) =
+                    m.body().deserialize().expect("body");
+                return code;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shell_asks_in_a_dialog_queues_cancels_and_grants() {
+    with_timeout(180, async {
+        let bus = Bus::start();
+        let sys = Bus::start();
+        // Polkit for the "panel" that answers elsewhere (AnswerPending).
+        let _polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
+        let home = Home::new();
+        home.write_config("[consent]\nprompt_timeout_s = 60\ncooldown_s = 600\n");
+        let shell_home = tempfile::tempdir().expect("tempdir");
+        let data = data_dir(shell_home.path());
+        install_probe(&data);
+        let _daemon = Daemon::start_with(
+            &bus,
+            &home,
+            &[],
+            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
+        )
+        .await;
+        let _shell = GnomeShell::start(
+            &bus.address,
+            &data,
+            shell_home.path(),
+            "contextd-test-consent",
+        )
+        .await;
+        let conn = bus.connect().await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+
+        // The extension registered, and the broker trusted it.
+        eventually(20, "the shell is the consent agent", || async {
+            let s = ctx
+                .list_sources()
+                .await
+                .ok()?
+                .iter()
+                .map(contextd::client::json::dict_to_json)
+                .find(|s| s["name"] == "consent-agent")?;
+            (s["available"] == true).then_some(())
+        })
+        .await;
+
+        // Another program registering is refused; the shell stays the
+        // agent (the dialogs below are its).
+        assert_eq!(
+            crate::consent_agents::python_registers(&bus.address, false),
+            "org.contextd.Error.NotAllowed"
+        );
+
+        // An app that is not granted asks: the dialog shows its question.
+        let power = Asked::new(&conn, &["power"], "to show your battery in my panel").await;
+        let d = one_dialog_about(&conn, "Battery level and whether you are on battery").await;
+        let texts = d["texts"].to_string();
+        assert!(texts.contains("to show your battery in my panel"), "{d}");
+        assert!(texts.contains(&my_app_id()), "{d}");
+        assert_eq!(
+            d["buttons"],
+            serde_json::json!(["Deny", "Allow once", "Allow for a day", "Always allow"]),
+            "{d}"
+        );
+        assert!(
+            d["name"].as_str().is_some_and(|n| n.starts_with("Allow “")),
+            "no accessible name: {d}"
+        );
+        eventually(20, "the dialog has faded in", || async {
+            (dialogs(&conn).await.first()?["opened"] == true).then_some(())
+        })
+        .await;
+        let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gnome-consent-dialog.png");
+        let m = probe(&conn, "Screenshot", &(shot.display().to_string(),)).await;
+        assert!(m.body().deserialize::<bool>().expect("bool"), "screenshot");
+        assert!(
+            std::fs::metadata(&shot).is_ok_and(|m| m.len() > 1000),
+            "no screenshot at {}",
+            shot.display()
+        );
+
+        // A second question waits for the first: still one dialog.
+        let network = Asked::new(&conn, &["network"], "to know if you are online").await;
+        eventually(20, "two questions pending", || async {
+            (consent.list_pending().await.ok()?.len() == 2).then_some(())
+        })
+        .await;
+        one_dialog_about(&conn, "Battery level").await;
+
+        // Escape: denied for this call only; the network question follows.
+        key(&conn, "Escape").await;
+        assert_eq!(power.code().await, 1, "Escape denies the call");
+        one_dialog_about(&conn, "Network connectivity").await;
+
+        // Answered elsewhere (a settings panel): the broker cancels the
+        // dialog, which goes.
+        let pending = consent.list_pending().await.expect("pending");
+        let id = pending
+            .iter()
+            .map(contextd::client::json::dict_to_json)
+            .find(|p| p["categories"].to_string().contains("network"))
+            .and_then(|p| p["id"].as_u64())
+            .expect("the network question's id");
+        assert!(
+            consent
+                .answer_pending(id, "deny", 0)
+                .await
+                .expect("AnswerPending")
+        );
+        assert_eq!(network.code().await, 1);
+        eventually(20, "the dialog is withdrawn", || async {
+            dialogs(&conn).await.is_empty().then_some(())
+        })
+        .await;
+
+        // Escape stored nothing: the app asks again, and "Always allow"
+        // (key focus, then Return, as a keyboard user) grants it.
+        let again = Asked::new(&conn, &["power"], "to show your battery in my panel").await;
+        one_dialog_about(&conn, "Battery level").await;
+        let m = probe(&conn, "Focus", &("Always allow",)).await;
+        assert!(m.body().deserialize::<bool>().expect("bool"), "focus");
+        key(&conn, "Return").await;
+        assert_eq!(again.code().await, 0, "Always allow grants");
+        let grants = consent.list_grants().await.expect("grants");
+        let grants: Vec<serde_json::Value> = grants
+            .iter()
+            .map(contextd::client::json::dict_to_json)
+            .collect();
+        // Stored, from the prompt, for good: "Always allow", not the
+        // default "Allow once" (kept in memory only) nor "for a day".
+        assert!(
+            grants.iter().any(|g| g["category"] == "power"
+                && g["decision"] == "allow"
+                && g["origin"] == "prompt"
+                && g.get("expires").is_none()),
+            "{grants:?}"
+        );
+        eventually(20, "the dialog is gone", || async {
+            dialogs(&conn).await.is_empty().then_some(())
+        })
+        .await;
+    })
+    .await;
+}
+
+/// The consent agent is the same code in the legacy extension (GNOME 43,
+/// 44) and the ES module (45 and later), and both extension.js hook it.
+#[test]
+fn both_extension_formats_carry_the_same_consent_agent() {
+    let read = |dir: &str, file: &str| -> String {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("data")
+            .join(dir)
+            .join(UUID)
+            .join(file);
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    };
+    let part = |dir: &str| -> String {
+        let text = read(dir, "consentDialog.js");
+        let start = text.find("// --- consent agent").expect("start marker");
+        let end = text
+            .find("// --- end of consent agent ---")
+            .expect("end marker");
+        text[start..end].to_owned()
+    };
+    assert_eq!(part("gnome-shell"), part("gnome-shell-45"));
+    assert!(read("gnome-shell", "consentDialog.js").contains("var ConsentAgent = Agent;"));
+    assert!(read("gnome-shell-45", "consentDialog.js").contains("export {Agent as ConsentAgent};"));
+    assert!(read("gnome-shell", "extension.js").contains("consentDialog.ConsentAgent()"));
+    assert!(read("gnome-shell-45", "extension.js").contains("from './consentDialog.js'"));
+    for dir in ["gnome-shell", "gnome-shell-45"] {
+        let ext = read(dir, "extension.js");
+        assert!(
+            ext.contains("consentAgent.enable()") || ext.contains("_consentAgent.enable()"),
+            "{dir}: the agent is not enabled"
+        );
+        assert!(
+            ext.contains("consentAgent.disable()") || ext.contains("_consentAgent.disable()"),
+            "{dir}: the agent is not disabled"
+        );
+    }
+}
