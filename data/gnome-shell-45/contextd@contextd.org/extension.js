@@ -14,6 +14,8 @@ import Meta from 'gi://Meta';
 
 import {Extension} from 'resource:///org/gnome/shell/extensions/extension.js';
 
+import {ReadingIndicator} from './indicator.js';
+
 // --- reporter: identical in data/gnome-shell and data/gnome-shell-45 ---
 const BUS_NAME = 'org.contextd.Broker1';
 const OBJECT_PATH = '/org/contextd/Broker1';
@@ -186,12 +188,18 @@ export default class ContextdExtension extends Extension {
     enable() {
         this._reporter = new Reporter();
         this._reporter.enable();
+        this._indicator = new ReadingIndicator();
+        this._indicator.enable();
     }
 
     disable() {
         if (this._reporter) {
             this._reporter.disable();
             this._reporter = null;
+        }
+        if (this._indicator) {
+            this._indicator.disable();
+            this._indicator = null;
         }
     }
 }

@@ -180,6 +180,8 @@ class Reporter {
 // --- end of reporter ---
 
 let reporter = null;
+// The privacy indicator (indicator.js).
+let indicator = null;
 
 function init() {
 }
@@ -187,11 +189,18 @@ function init() {
 function enable() {
     reporter = new Reporter();
     reporter.enable();
+    const Me = imports.misc.extensionUtils.getCurrentExtension();
+    indicator = new Me.imports.indicator.ReadingIndicator();
+    indicator.enable();
 }
 
 function disable() {
     if (reporter) {
         reporter.disable();
         reporter = null;
+    }
+    if (indicator) {
+        indicator.disable();
+        indicator = null;
     }
 }

@@ -56,6 +56,9 @@ impl GnomeShell {
             // settings, which is all it needs, and nothing touches dconf.
             .env("GSETTINGS_BACKEND", "memory")
             .env("NO_AT_BRIDGE", "1")
+            // The extension's test hooks (what its indicator shows, a
+            // screenshot) are served only with this set.
+            .env("CONTEXTD_SHELL_TEST", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log"))
@@ -118,8 +121,12 @@ pub fn data_dir(root: &Path) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("data/gnome-shell")
         .join(UUID);
-    for f in ["extension.js", "metadata.json"] {
-        std::fs::copy(src.join(f), ext.join(f)).expect("copy the extension");
+    // Every file, as `make install` installs every .js (indicator.js ...).
+    for f in std::fs::read_dir(&src)
+        .expect("the extension's files")
+        .flatten()
+    {
+        std::fs::copy(f.path(), ext.join(f.file_name())).expect("copy the extension");
     }
     let modes = data.join("gnome-shell/modes");
     std::fs::create_dir_all(&modes).expect("mkdir");
