@@ -106,7 +106,7 @@ impl Marks {
         let now = self.now();
         let set = |slot: &Slot| {
             let prev = slot.last.load(Ordering::Relaxed);
-            if now.saturating_sub(prev) >= GRANULE_MS {
+            if prev == 0 || now.saturating_sub(prev) >= GRANULE_MS {
                 slot.last.store(now, Ordering::Relaxed);
             }
             prev

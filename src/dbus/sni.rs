@@ -145,6 +145,11 @@ struct Item {
     ui: Arc<Ui>,
 }
 
+/// An icon as pixels, `(iiay)` (none is sent: the icon is a themed name).
+type Pixmap = (i32, i32, Vec<u8>);
+/// `(sa(iiay)ss)`: icon name, pixmaps, title, text.
+type ToolTip = (String, Vec<Pixmap>, String, String);
+
 #[interface(name = "org.kde.StatusNotifierItem", introspection_docs = false)]
 impl Item {
     #[zbus(property)]
@@ -178,7 +183,7 @@ impl Item {
     }
 
     #[zbus(property)]
-    fn icon_pixmap(&self) -> Vec<(i32, i32, Vec<u8>)> {
+    fn icon_pixmap(&self) -> Vec<Pixmap> {
         Vec::new()
     }
 
@@ -193,7 +198,7 @@ impl Item {
     }
 
     #[zbus(property)]
-    fn tool_tip(&self) -> (String, Vec<(i32, i32, Vec<u8>)>, String, String) {
+    fn tool_tip(&self) -> ToolTip {
         (
             ICON.to_owned(),
             Vec::new(),
@@ -246,11 +251,11 @@ type Layout = (i32, Props, Vec<OwnedVariant>);
 
 /// One entry of the layout, `(ia{sv}av)`, as a child (in a variant).
 fn node(id: i32, p: Props, children: Vec<OwnedVariant>) -> zbus::Result<Structure<'static>> {
-    Ok(Structure::builder()
+    Structure::builder()
         .add_field(id)
         .add_field(p)
         .add_field(children)
-        .build()?)
+        .build()
 }
 
 /// Every entry of the menu but the root, with its id.
@@ -305,7 +310,9 @@ fn entries(s: &mut MenuState) -> Vec<(i32, Props)> {
 
 struct Menu {
     ui: Arc<Ui>,
-    tasks: tokio_util::task::TaskTracker,
+    /// The publishers' level: `contextctl dashboard` runs there, and is
+    /// killed when it stops.
+    level: Level,
 }
 
 #[interface(name = "com.canonical.dbusmenu", introspection_docs = false)]
@@ -428,7 +435,7 @@ impl Menu {
                 }
             }
             DASHBOARD => {
-                self.tasks.spawn(open_dashboard());
+                self.level.spawn(open_dashboard(self.level.token()));
             }
             _ => {
                 let reader = self.ui.lock().reader_of(id).map(|r| r.id);
@@ -444,7 +451,7 @@ impl Menu {
 
 /// `contextctl dashboard`: the one installed beside this daemon, else the
 /// one on `PATH`.
-async fn open_dashboard() {
+async fn open_dashboard(cancel: tokio_util::sync::CancellationToken) {
     let sibling = std::env::current_exe()
         .ok()
         .and_then(|e| e.parent().map(|d| d.join("contextctl")))
@@ -457,7 +464,12 @@ async fn open_dashboard() {
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .status();
-    match tokio::time::timeout(std::time::Duration::from_secs(120), run).await {
+    let run = tokio::time::timeout(std::time::Duration::from_secs(120), run);
+    let done = tokio::select! {
+        _ = cancel.cancelled() => return,
+        done = run => done,
+    };
+    match done {
         Ok(Ok(st)) if st.success() => {}
         Ok(Ok(st)) => tracing::warn!(%st, "contextctl dashboard failed"),
         Ok(Err(e)) => {
@@ -479,11 +491,7 @@ struct Shown {
 static NEXT_ITEM: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
 
 impl Shown {
-    async fn open(
-        core: Arc<Core>,
-        address: Option<&str>,
-        tasks: tokio_util::task::TaskTracker,
-    ) -> zbus::Result<Shown> {
+    async fn open(core: Arc<Core>, address: Option<&str>, level: Level) -> zbus::Result<Shown> {
         let ui = Arc::new(Ui {
             core,
             state: Mutex::new(MenuState::default()),
@@ -501,7 +509,7 @@ impl Shown {
                 MENU_PATH,
                 Menu {
                     ui: ui.clone(),
-                    tasks,
+                    level,
                 },
             )
             .name(name.clone())
@@ -569,7 +577,7 @@ async fn run(
             reading.borrow_and_update().anyone() && shell_shows.borrow_and_update().is_none();
         match (want, shown.as_ref()) {
             (true, None) => {
-                match Shown::open(core.clone(), address.as_deref(), level.tracker()).await {
+                match Shown::open(core.clone(), address.as_deref(), level.clone()).await {
                     Ok(s) => shown = Some(s),
                     Err(e) => tracing::warn!(error = %e, "cannot show the privacy indicator"),
                 }

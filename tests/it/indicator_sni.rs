@@ -175,6 +175,8 @@ async fn prop(
 }
 
 type Props = HashMap<String, OwnedVariant>;
+/// `(sa(iiay)ss)`: icon name, pixmaps, title, text.
+type ToolTip = (String, Vec<(i32, i32, Vec<u8>)>, String, String);
 
 /// The menu's entries (id, label, enabled) from `GetLayout`.
 async fn menu(conn: &zbus::Connection, name: &str) -> Vec<(i32, String, bool)> {
@@ -262,11 +264,10 @@ async fn the_indicator_shows_who_reads_and_its_menu_ends_and_pauses() {
             .try_into()
             .expect("s");
         assert!(!icon.is_empty());
-        let (_, _, title, text): (String, Vec<(i32, i32, Vec<u8>)>, String, String) =
-            prop(&conn, &name, &path, sni, "ToolTip")
-                .await
-                .try_into()
-                .expect("(sa(iiay)ss)");
+        let (_, _, title, text): ToolTip = prop(&conn, &name, &path, sni, "ToolTip")
+            .await
+            .try_into()
+            .expect("(sa(iiay)ss)");
         assert!(!title.is_empty());
         assert!(
             text.contains(&my_app_id()),
@@ -379,6 +380,42 @@ async fn with_the_indicator_off_nothing_is_registered() {
                 .any(|n| n.starts_with("org.kde.StatusNotifierItem")),
             "{names:?}"
         );
+        watcher.stop().await;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_alone_shows_the_indicator_for_the_window() {
+    with_timeout(60, async {
+        let m = Managed::start(
+            "[consent]\nundecided = \"deny\"\n[ui]\nrecent_read_s = 1\n",
+            &[(&my_app_id(), &["windows"])],
+        )
+        .await;
+        let watcher = RunningWatcher::start(&m.bus).await;
+        let conn = m.bus.connect().await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        // One read, no subscription: the app reads now, for the window.
+        ctx.list_windows().await.expect("ListWindows");
+        let (name, _) = one_item(&watcher).await;
+        let entries = menu(&conn, &name).await;
+        assert!(
+            entries
+                .iter()
+                .any(|(_, l, on)| !*on && l.contains(&my_app_id()) && l.contains("just now")),
+            "the reader is listed, with nothing to end: {entries:?}"
+        );
+        eventually(10, "the indicator goes after the window", || async {
+            watcher.items().is_empty().then_some(())
+        })
+        .await;
+        // A refused read is no read.
+        ctx.list_recent_documents()
+            .await
+            .expect_err("recent documents are not granted");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(watcher.items().is_empty(), "{:?}", watcher.items());
         watcher.stop().await;
     })
     .await
