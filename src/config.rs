@@ -141,6 +141,31 @@ pub struct ConfigFile {
     /// `[identity]`: how processes that share an executable are told apart.
     #[serde(default)]
     pub identity: IdentityConfig,
+    /// `[ui]`: what the broker shows on the desktop itself.
+    #[serde(default)]
+    pub ui: UiConfig,
+}
+
+/// `[ui]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UiConfig {
+    /// Show the privacy indicator while an app or AI host reads: the
+    /// broker's own StatusNotifierItem (KDE Plasma, waybar, GNOME with
+    /// AppIndicator) unless the GNOME Shell extension shows its own.
+    pub indicator: bool,
+    /// Seconds an app that read still counts as reading (besides apps
+    /// with a live subscription or session).
+    pub recent_read_s: u64,
+}
+
+impl Default for UiConfig {
+    fn default() -> Self {
+        UiConfig {
+            indicator: true,
+            recent_read_s: 10,
+        }
+    }
 }
 
 /// `[identity]`.

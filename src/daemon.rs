@@ -424,8 +424,30 @@ async fn start_publishers(
         &tree.publishers,
     )
     .await?;
+    // Before the name is ours: the shell's first Indicator1.Watch hears it.
+    shared.indicator.enabled.store(
+        config.file.ui.indicator,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let lost = claim_name(conn, config.replace).await?;
     tracing::info!(name = BUS_NAME, "serving on the session bus");
+
+    // Who reads now (live readers, reads of the last seconds), and the
+    // privacy indicator that shows it: the broker's StatusNotifierItem,
+    // unless the GNOME Shell extension shows its own (dbus::sni).
+    let ui = &config.file.ui;
+    tree.publishers.spawn(core.clone().run_reading(
+        Duration::from_secs(ui.recent_read_s),
+        tree.publishers.token(),
+    ));
+    if ui.indicator {
+        dbus::sni::start(
+            core.clone(),
+            None,
+            shared.indicator.shell.subscribe(),
+            &tree.publishers,
+        );
+    }
 
     // MCP after the name is ours: a second instance must not take the
     // first one's socket. Clients that activated us wait for the socket.

@@ -88,6 +88,9 @@ pub(crate) struct Gate {
     generation: watch::Sender<u64>,
     /// What changed, for the user's control surfaces.
     pub(crate) notices: super::notice::Notices,
+    /// The last allowed read of each app (who reads now, for the
+    /// privacy indicators: `core::reading`).
+    pub(crate) reads: super::reading::Marks,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -129,6 +132,7 @@ impl Gate {
             clock,
             generation,
             notices: super::notice::Notices::default(),
+            reads: super::reading::Marks::default(),
         }
     }
 
@@ -438,6 +442,9 @@ impl Gate {
             Err(_) => (false, "denied"),
         };
         self.audit(app, category, (channel, request), allowed, reason);
+        if allowed {
+            self.reads.note(app);
+        }
         match r {
             Ok(AllowedBy::Once) => (Decision::Allow, true),
             Ok(_) => (Decision::Allow, false),

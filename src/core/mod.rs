@@ -20,6 +20,7 @@ pub(crate) mod prompts;
 pub(crate) mod provide;
 pub(crate) mod read;
 pub(crate) mod readers;
+pub(crate) mod reading;
 pub(crate) mod reports;
 pub(crate) mod state;
 pub(crate) mod tickets;
@@ -54,6 +55,8 @@ pub(crate) struct Core {
     providers: provide::Providers,
     /// Who is reading now (`Consent1.ListReaders`).
     readers: readers::Readers,
+    /// Who reads now, for the privacy indicators (`core::reading`).
+    reading: reading::Feed,
     /// One-time tickets that open the dashboard.
     tickets: tickets::Tickets,
     clock: Arc<dyn Clock>,
@@ -82,6 +85,7 @@ impl Core {
             prompts: prompts::Prompts::new(prompt_timeout),
             providers: provide::Providers::default(),
             readers,
+            reading: reading::Feed::default(),
             tickets: tickets::Tickets::default(),
             clock,
             history: std::sync::OnceLock::new(),

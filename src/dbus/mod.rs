@@ -8,9 +8,11 @@ pub(crate) mod consent1;
 pub(crate) mod context1;
 pub(crate) mod error;
 pub(crate) mod history1;
+pub(crate) mod indicator1;
 pub(crate) mod polkit;
 pub(crate) mod provider1;
 pub(crate) mod request;
+pub(crate) mod sni;
 pub(crate) mod subscription;
 pub(crate) mod variant;
 pub(crate) mod window_reports1;
@@ -48,6 +50,9 @@ pub(crate) struct Shared {
     /// answer) are spawned here, so that shutdown joins them.
     pub(crate) tasks: TaskTracker,
     next_request: AtomicU64,
+    /// The privacy indicator: on or off, and the shell that shows its own
+    /// (`Indicator1.Watch`; no StatusNotifierItem meanwhile).
+    pub(crate) indicator: indicator1::IndicatorState,
 }
 
 impl Shared {
@@ -170,6 +175,7 @@ pub(crate) async fn serve(
         polkit: polkit::Polkit::default(),
         tasks: level.tracker(),
         next_request: AtomicU64::new(0),
+        indicator: indicator1::IndicatorState::default(),
     });
 
     // Peers leaving: forget their identity, drop their subscriptions and
@@ -198,6 +204,7 @@ pub(crate) async fn serve(
                                 agent::announce(&shared.core, &shared.agents);
                             }
                             shared.core.provider_gone(name);
+                            indicator1::peer_gone(&shared, name);
                             shared
                                 .consent_watchers
                                 .lock()
@@ -253,6 +260,7 @@ pub(crate) async fn serve(
         window_reports1::shell_name_changes(&dbus).await,
         level.token(),
     ));
+    let shell_owners_for_indicator = shell_owners.clone();
     conn.object_server()
         .at(
             PATH,
@@ -263,6 +271,7 @@ pub(crate) async fn serve(
         )
         .await?;
     level.spawn(consent1::watch_changes(shared.clone(), level.token()));
+    indicator1::serve(&shared, shell_owners_for_indicator, level).await?;
     until_serving(conn).await?;
     Ok(shared)
 }

@@ -58,7 +58,7 @@ impl NameOwners {
     }
 
     /// Ask the bus who owns the name of the shell `source`.
-    async fn ask(&self, shared: &Shared, source: &'static str) {
+    pub(crate) async fn ask(&self, shared: &Shared, source: &'static str) {
         let Some(name) = reports::bus_name(source) else {
             return;
         };

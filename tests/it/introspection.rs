@@ -132,6 +132,10 @@ async fn live_introspection_matches_the_xml_files() {
             live(&conn, PATH, "org.contextd.WindowReports1").await,
             from_file("org.contextd.WindowReports1")
         );
+        assert_eq!(
+            live(&conn, PATH, "org.contextd.Indicator1").await,
+            from_file("org.contextd.Indicator1")
+        );
 
         // A request stays alive while its prompt waits: a notification
         // server that never answers keeps it waiting.
@@ -207,6 +211,7 @@ async fn live_introspection_matches_the_xml_files() {
                     "org.contextd.Consent1.xml",
                     "org.contextd.ConsentAgent1.xml",
                     "org.contextd.History1.xml",
+                    "org.contextd.Indicator1.xml",
                     "org.contextd.Provider1.xml",
                     "org.contextd.Request1.xml",
                     "org.contextd.Subscription1.xml",

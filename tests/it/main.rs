@@ -55,6 +55,8 @@ mod fdo_session;
 mod fdo_status;
 mod history;
 mod http_other_uid;
+mod indicator_gnome;
+mod indicator_sni;
 mod introspection;
 mod layering;
 mod manpages;

@@ -15,6 +15,7 @@ import Meta from 'gi://Meta';
 import {Extension} from 'resource:///org/gnome/shell/extensions/extension.js';
 
 import {ConsentAgent} from './consentDialog.js';
+import {ReadingIndicator} from './indicator.js';
 
 // --- reporter: identical in data/gnome-shell and data/gnome-shell-45 ---
 const BUS_NAME = 'org.contextd.Broker1';
@@ -191,6 +192,8 @@ export default class ContextdExtension extends Extension {
         // The consent dialog: GNOME Shell as the broker's consent agent.
         this._consentAgent = new ConsentAgent();
         this._consentAgent.enable();
+        this._indicator = new ReadingIndicator();
+        this._indicator.enable();
     }
 
     disable() {
@@ -201,6 +204,10 @@ export default class ContextdExtension extends Extension {
         if (this._consentAgent) {
             this._consentAgent.disable();
             this._consentAgent = null;
+        }
+        if (this._indicator) {
+            this._indicator.disable();
+            this._indicator = null;
         }
     }
 }

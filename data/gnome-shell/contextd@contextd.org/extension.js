@@ -183,6 +183,8 @@ let reporter = null;
 // The consent dialog (consentDialog.js): GNOME Shell as the broker's
 // consent agent.
 let consentAgent = null;
+// The privacy indicator (indicator.js).
+let indicator = null;
 
 function init() {
 }
@@ -193,6 +195,8 @@ function enable() {
     const Me = imports.misc.extensionUtils.getCurrentExtension();
     consentAgent = new Me.imports.consentDialog.ConsentAgent();
     consentAgent.enable();
+    indicator = new Me.imports.indicator.ReadingIndicator();
+    indicator.enable();
 }
 
 function disable() {
@@ -203,5 +207,9 @@ function disable() {
     if (consentAgent) {
         consentAgent.disable();
         consentAgent = null;
+    }
+    if (indicator) {
+        indicator.disable();
+        indicator = null;
     }
 }

@@ -79,6 +79,9 @@ impl GnomeShell {
             // settings, which is all it needs, and nothing touches dconf.
             .env("GSETTINGS_BACKEND", "memory")
             .env("NO_AT_BRIDGE", "1")
+            // The extension's test hooks (what its indicator shows, a
+            // screenshot) are served only with this set.
+            .env("CONTEXTD_SHELL_TEST", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log"))
