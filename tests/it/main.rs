@@ -52,6 +52,7 @@ mod fdo_restart;
 mod fdo_session;
 mod fdo_status;
 mod history;
+mod http_keepalive;
 mod http_other_uid;
 mod introspection;
 mod layering;
