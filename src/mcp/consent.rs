@@ -56,7 +56,12 @@ pub(crate) fn ask(ctx: &RequestContext<RoleServer>, request: &str, what: &str) -
         });
         report
     });
-    asking(client_of(ctx), progress, ctx.ct.clone(), request, what)
+    // Over the stdio socket, the wait also ends when the host goes away.
+    let cancel = match ctx.extensions.get::<super::stdio::HostGone>() {
+        Some(gone) => gone.link(&ctx.ct),
+        None => ctx.ct.clone(),
+    };
+    asking(client_of(ctx), progress, cancel, request, what)
 }
 
 /// [`ask`] from its parts, for a request answered without rmcp's request

@@ -262,7 +262,11 @@ async fn connection(
     };
     tracing::debug!(app = %subject.app_id, "MCP host connected over the socket");
     let (r, w) = stream.into_split();
-    let transport = ChannelTransport::spawn_lines(r, w, cancel.clone(), &broker.tasks);
+    let gone = HostGone {
+        token: cancel.child_token(),
+        tasks: broker.tasks.clone(),
+    };
+    let transport = ChannelTransport::spawn_lines(r, w, cancel.clone(), &broker.tasks, Some(gone));
     let server = ContextServer::new(
         broker,
         Origin::Fixed(subject.clone()),
@@ -329,6 +333,7 @@ impl ChannelTransport {
         write: W,
         cancel: CancellationToken,
         tasks: &TaskTracker,
+        gone: Option<HostGone>,
     ) -> ChannelTransport
     where
         R: AsyncRead + Unpin + Send + 'static,
@@ -342,7 +347,7 @@ impl ChannelTransport {
             read,
             in_tx,
             err_tx,
-            pending.clone(),
+            (pending.clone(), gone),
             cancel.clone(),
         ));
         tasks.spawn(write_lines(write, out_rx, err_rx, pending, cancel));
@@ -368,6 +373,36 @@ impl Transport<RoleServer> for ChannelTransport {
     async fn close(&mut self) -> Result<(), Self::Error> {
         self.rx.close();
         Ok(())
+    }
+}
+
+/// The host closed its input (`contextctl mcp`'s stdin ended: the host
+/// quit). Every request of the connection carries this (in its
+/// extensions); a request waiting for the user stops waiting when it is
+/// cancelled ([`HostGone::link`]): its prompt is withdrawn and nothing is
+/// stored. Requests that do not wait for the user still finish and their
+/// answers are written while the other end reads.
+#[derive(Debug, Clone)]
+pub(crate) struct HostGone {
+    token: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl HostGone {
+    /// A token cancelled when `request` is (rmcp cancels it on
+    /// `notifications/cancelled` and once the answer is sent) or the host
+    /// goes away, whichever comes first.
+    pub(crate) fn link(&self, request: &CancellationToken) -> CancellationToken {
+        let linked = request.child_token();
+        let gone = self.token.clone();
+        let t = linked.clone();
+        self.tasks.spawn(async move {
+            tokio::select! {
+                _ = gone.cancelled() => t.cancel(),
+                _ = t.cancelled() => {}
+            }
+        });
+        linked
     }
 }
 
@@ -401,7 +436,7 @@ pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
     read: R,
     tx: mpsc::Sender<ClientJsonRpcMessage>,
     errors: mpsc::Sender<Rejection>,
-    pending: Pending,
+    (pending, gone): (Pending, Option<HostGone>),
     cancel: CancellationToken,
 ) {
     let mut reader = BufReader::with_capacity(64 * 1024, read);
@@ -414,6 +449,11 @@ pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
         };
         let available = match chunk {
             Ok([]) => {
+                // The host is gone: what waits for the user stops now
+                // (its answer, an error, is written like the others').
+                if let Some(g) = &gone {
+                    g.token.cancel();
+                }
                 tokio::select! {
                     _ = cancel.cancelled() => {}
                     _ = pending.drained() => {}
@@ -457,9 +497,13 @@ pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
             continue;
         }
         match jsonrpc::screen(text) {
-            Screened::Pass(m) => {
-                if let ClientJsonRpcMessage::Request(r) = m.as_ref() {
+            Screened::Pass(mut m) => {
+                if let ClientJsonRpcMessage::Request(r) = m.as_mut() {
                     pending.lock().insert(r.id.clone());
+                    if let Some(g) = &gone {
+                        use rmcp::model::GetExtensions as _;
+                        r.request.extensions_mut().insert(g.clone());
+                    }
                 }
                 if tx.send(*m).await.is_err() {
                     return;

@@ -58,6 +58,7 @@ mod introspection;
 mod layering;
 mod manpages;
 mod mcp_bridge;
+mod mcp_host_gone;
 mod mcp_http;
 mod mcp_inspector;
 mod mcp_minimal_env;
