@@ -243,6 +243,7 @@ async fn build_core(
         clock,
         Duration::from_secs(consent.prompt_timeout_s.max(1)),
         tree.publishers.clone(),
+        config.file.limits.change_feed,
     );
     // A database that stops taking writes (a full disk) is the `database`
     // entry of ListSources until it takes them again (store::health).

@@ -22,6 +22,7 @@ mod mcp_support;
 mod pipewire_client;
 mod shells;
 
+mod backpressure;
 mod canaries;
 mod codegen;
 mod consent_details;
