@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::Broker;
-use super::consent::{Channel, Subject};
+use super::consent::{Channel, HostGone, Subject};
 use super::jsonrpc::{self, MAX_MESSAGE_BYTES, Rejection, Screened};
 use super::server::{ContextServer, Origin};
 use crate::core::identity;
@@ -262,10 +262,7 @@ async fn connection(
     };
     tracing::debug!(app = %subject.app_id, "MCP host connected over the socket");
     let (r, w) = stream.into_split();
-    let gone = HostGone {
-        token: cancel.child_token(),
-        tasks: broker.tasks.clone(),
-    };
+    let gone = HostGone::new(cancel.child_token(), broker.tasks.clone());
     let transport = ChannelTransport::spawn_lines(r, w, cancel.clone(), &broker.tasks, Some(gone));
     let server = ContextServer::new(
         broker,
@@ -376,36 +373,6 @@ impl Transport<RoleServer> for ChannelTransport {
     }
 }
 
-/// The host closed its input (`contextctl mcp`'s stdin ended: the host
-/// quit). Every request of the connection carries this (in its
-/// extensions); a request waiting for the user stops waiting when it is
-/// cancelled ([`HostGone::link`]): its prompt is withdrawn and nothing is
-/// stored. Requests that do not wait for the user still finish and their
-/// answers are written while the other end reads.
-#[derive(Debug, Clone)]
-pub(crate) struct HostGone {
-    token: CancellationToken,
-    tasks: TaskTracker,
-}
-
-impl HostGone {
-    /// A token cancelled when `request` is (rmcp cancels it on
-    /// `notifications/cancelled` and once the answer is sent) or the host
-    /// goes away, whichever comes first.
-    pub(crate) fn link(&self, request: &CancellationToken) -> CancellationToken {
-        let linked = request.child_token();
-        let gone = self.token.clone();
-        let t = linked.clone();
-        self.tasks.spawn(async move {
-            tokio::select! {
-                _ = gone.cancelled() => t.cancel(),
-                _ = t.cancelled() => {}
-            }
-        });
-        linked
-    }
-}
-
 /// Requests passed to rmcp and not answered yet. rmcp stops serving as
 /// soon as its input ends, dropping answers in flight; a host that writes
 /// its requests and closes stdin (`echo … | contextctl mcp`) still gets
@@ -452,7 +419,7 @@ pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
                 // The host is gone: what waits for the user stops now
                 // (its answer, an error, is written like the others').
                 if let Some(g) = &gone {
-                    g.token.cancel();
+                    g.cancel();
                 }
                 tokio::select! {
                     _ = cancel.cancelled() => {}

@@ -106,7 +106,7 @@ async fn a_dbus_subscriber_that_stops_reading_hears_lagged_once_then_current_cha
 
         // 400 changes of 1000-character titles while it does not read.
         let title = |i: usize| format!("flood {i} {}", "x".repeat(1000));
-        let last = format!("flood 399 ");
+        let last = "flood 399 ".to_owned();
         let mut replay = tokio::task::spawn_blocking(move || {
             for i in 0..400 {
                 replay.send(&window_line("w1", "org.gnome.TextEditor", &title(i), true));
@@ -219,11 +219,11 @@ async fn an_mcp_host_that_stops_reading_is_disconnected() {
             let started = std::time::Instant::now();
             let mut i = 0usize;
             while started.elapsed() < Duration::from_secs(60) {
-                let (a, b) = if i % 2 == 0 { ("w1", "w2") } else { ("w2", "w1") };
+                let (a, b) = if i.is_multiple_of(2) { ("w1", "w2") } else { ("w2", "w1") };
                 replay.send(&window_line(a, "org.gnome.TextEditor", "a", true));
                 replay.send(&window_line(b, "org.mozilla.firefox", "b", false));
                 i += 1;
-                if i % 500 == 0 && std::fs::read_to_string(&d.stderr_path)
+                if i.is_multiple_of(500) && std::fs::read_to_string(&d.stderr_path)
                     .is_ok_and(|l| l.contains("disconnecting an MCP reader"))
                 {
                     return (replay, d);

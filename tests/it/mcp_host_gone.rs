@@ -144,7 +144,6 @@ async fn a_host_that_closes_stdin_takes_its_prompt_with_it() {
         .await;
 
         // The host quits: stdin closes.
-        drop(send);
         drop(stdin);
         let closed = Instant::now();
         let mut bridge = bridge;
