@@ -24,7 +24,15 @@
 //!      unavailable; the service is started again (scripts/session.sh) and
 //!      the time until `ListSources` says available is its recovery time.
 //!
-//!    RSS and CPU of the daemon are sampled every 3 s.
+//!    RSS and CPU of the daemon are sampled every 3 s (and once before
+//!    the load).
+//!    - `CONTEXTD_SOAK_SLOW_READERS` (4) MCP hosts on the stdio socket
+//!      subscribe to the active window and never read: the daemon must
+//!      disconnect them (`[limits] reader_stall_s` = 5 here).
+//!
+//!    After the load: RSS must come back within 10 % of its value before
+//!    the load (within 30 s), and every slow reader must have been
+//!    disconnected (with at least 30 s of load).
 //! 3. `CONTEXTD_SOAK_KILLS` (100) times: the daemon starts on the same
 //!    database, records focus changes (the driver keeps going) and audits
 //!    D-Bus reads, and is killed with SIGKILL after 0.3-1.3 s. After each
@@ -37,7 +45,9 @@
 //! Fails (exit status 1) on: any MCP transport error, HTTP error status or
 //! JSON-RPC error; a D-Bus call failing other than with a typed
 //! `org.contextd.Error`; the daemon exiting; a panic in its log; a source
-//! not marked unavailable or not back within 15 s; RSS over
+//! not marked unavailable or not back within 15 s; RSS not back within
+//! 10 % of its pre-load value 30 s after the load; a slow reader not
+//! disconnected; RSS over
 //! `CONTEXTD_SOAK_MAX_RSS_MB` (200) or still growing (the last sample over
 //! 1.5× the one at a third of the load, plus 8 MB); a database that does
 //! not open or fails its integrity check; history lost over
@@ -223,7 +233,7 @@ impl Home {
         .expect("policy");
         std::fs::write(
             cfg.join("config.toml"),
-            "[mcp.http]\nlisten = \"127.0.0.1:0\"\n\n[history]\nenabled = true\n",
+            "[mcp.http]\nlisten = \"127.0.0.1:0\"\n\n[history]\nenabled = true\n\n[limits]\nreader_stall_s = 5\n",
         )
         .expect("config");
         Home {
@@ -974,6 +984,48 @@ async fn fault_once(
     r
 }
 
+// ------------------------------------------------------------- slow readers
+
+/// How long RSS may take to come back after the load.
+const RSS_SETTLE: Duration = Duration::from_secs(30);
+
+/// `n` MCP hosts on the stdio socket (this process, granted everything)
+/// that subscribe to the active window and then never read: the focus
+/// driver fills their queues, and the daemon must cut them off.
+fn slow_readers(s: &Session, n: usize) -> Vec<UnixStream> {
+    let path = PathBuf::from(s.get("XDG_RUNTIME_DIR")).join("contextd/mcp.sock");
+    let mut out = Vec::new();
+    for i in 0..n {
+        let opened = (|| -> std::io::Result<UnixStream> {
+            let mut sock = UnixStream::connect(&path)?;
+            sock.set_read_timeout(Some(Duration::from_secs(10)))?;
+            let mut r = BufReader::new(sock.try_clone()?);
+            let mut line = String::new();
+            writeln!(
+                sock,
+                r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"slow-{i}","version":"1"}}}}}}"#
+            )?;
+            r.read_line(&mut line)?;
+            writeln!(
+                sock,
+                r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+            )?;
+            writeln!(
+                sock,
+                r#"{{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{{"uri":"context://windows/active"}}}}"#
+            )?;
+            line.clear();
+            r.read_line(&mut line)?;
+            Ok(sock)
+        })();
+        match opened {
+            Ok(sock) => out.push(sock),
+            Err(e) => println!("  a slow reader could not subscribe: {e}"),
+        }
+    }
+    out
+}
+
 // ------------------------------------------------------------- figures
 
 fn ms(d: Duration) -> f64 {
@@ -1088,6 +1140,10 @@ async fn run() -> bool {
     println!("  idle Peer.Ping: {}", lat_line(&mut idle));
 
     // ---- the load
+    // What the daemon holds before it: the figure RSS must come back to.
+    let rss_before_load = rss_kib(pid);
+    let n_slow = env_num("CONTEXTD_SOAK_SLOW_READERS", 4) as usize;
+    let slow = tokio::task::block_in_place(|| slow_readers(&session, n_slow));
     let deadline = Instant::now() + Duration::from_secs(secs);
     let load_start = Instant::now();
     let focus = Arc::new(Focus {
@@ -1352,6 +1408,45 @@ async fn run() -> bool {
         }
     }
 
+    // ---- after the load: memory comes back, slow readers were cut off
+    let slow_opened = slow.len();
+    drop(slow);
+    let settled = Instant::now();
+    let limit_kib = rss_before_load + rss_before_load / 10;
+    let mut rss_after = rss_kib(pid);
+    while rss_after > limit_kib && settled.elapsed() < RSS_SETTLE {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        rss_after = rss_kib(pid);
+    }
+    let settle_secs = settled.elapsed().as_secs_f64();
+    let slow_cut = std::fs::read_to_string(&home.log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("disconnecting an MCP reader"))
+        .count();
+    println!(
+        "  RSS after load: {:.1} MB {settle_secs:.0} s after it stopped (before it: {:.1} MB; within 10 %: {})",
+        rss_after as f64 / 1024.0,
+        rss_before_load as f64 / 1024.0,
+        if rss_after <= limit_kib { "yes" } else { "NO" }
+    );
+    println!(
+        "  slow readers disconnected: {slow_cut} of {slow_opened} (subscribed, never read; reader_stall_s = 5)"
+    );
+    if rss_after > limit_kib {
+        failures.push(format!(
+            "RSS did not come back after the load: {:.1} MB {settle_secs:.0} s after it, {:.1} MB before it",
+            rss_after as f64 / 1024.0,
+            rss_before_load as f64 / 1024.0
+        ));
+    }
+    if secs >= 30 && slow_cut < slow_opened {
+        failures.push(format!(
+            "{} of {slow_opened} slow readers were not disconnected",
+            slow_opened - slow_cut
+        ));
+    }
+
     // ---- kill -9 during writes
     drop(conn);
     drop(ping_conn);
@@ -1598,6 +1693,21 @@ async fn run() -> bool {
         samples.first().map_or(0.0, |s| s.1 as f64 / 1024.0),
         samples.last().map_or(0.0, |s| s.1 as f64 / 1024.0),
         peak as f64 / 1024.0
+    );
+    let _ = writeln!(
+        t,
+        "| RSS after load | {:.1} MB {settle_secs:.0} s after the load stopped, {:.1} MB before it (target within 10 %: {}) |",
+        rss_after as f64 / 1024.0,
+        rss_before_load as f64 / 1024.0,
+        if rss_after <= limit_kib {
+            "met"
+        } else {
+            "MISS"
+        }
+    );
+    let _ = writeln!(
+        t,
+        "| slow readers disconnected | {slow_cut} of {slow_opened} MCP hosts that subscribed and never read (queue full for `reader_stall_s` = 5 s) |"
     );
     for (f, (n, good, mut rec)) in per {
         rec.sort();

@@ -906,7 +906,7 @@ mod targets {
                     reader,
                     tx,
                     etx,
-                    crate::mcp::stdio::Pending::default(),
+                    (crate::mcp::stdio::Pending::default(), None),
                     eof,
                 );
                 let collect = async {

@@ -80,6 +80,9 @@ PACKAGES=(
     pipewire pipewire-bin wireplumber
     # mocked system services and notifications
     python3 python3-dbusmock python3-gi libnotify-bin
+    # a real notification daemon (in the headless sway) for the prompts of
+    # tests/it/mcp_host_gone.rs: makoctl lists what is on screen
+    mako-notifier
     # a real Secret Service for the database key
     gnome-keyring
     # GLib's headers and gdbus-codegen: the generated C clients of the tests

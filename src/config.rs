@@ -144,6 +144,9 @@ pub struct ConfigFile {
     /// `[ui]`: what the broker shows on the desktop itself.
     #[serde(default)]
     pub ui: UiConfig,
+    /// `[limits]`: how far a reader may fall behind.
+    #[serde(default)]
+    pub limits: LimitsConfig,
 }
 
 /// `[ui]`.
@@ -164,6 +167,29 @@ impl Default for UiConfig {
         UiConfig {
             indicator: true,
             recent_read_s: 10,
+        }
+    }
+}
+
+/// `[limits]`: back-pressure. A reader (a D-Bus subscription, an MCP
+/// session, the dashboard) that falls more than `change_feed` changes
+/// behind is told once that it missed changes (D-Bus `Lagged`, an MCP log
+/// message) and goes on from the current state; an MCP reader whose queue
+/// stays full for `reader_stall_s` seconds is disconnected.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Changes a reader may be behind before it is told it lagged.
+    pub change_feed: usize,
+    /// Seconds an MCP reader's full queue is waited for.
+    pub reader_stall_s: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            change_feed: crate::core::state::CHANGE_CAPACITY,
+            reader_stall_s: 30,
         }
     }
 }

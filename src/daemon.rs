@@ -243,6 +243,7 @@ async fn build_core(
         clock,
         Duration::from_secs(consent.prompt_timeout_s.max(1)),
         tree.publishers.clone(),
+        config.file.limits.change_feed,
     );
     // Who may answer prompts: GNOME Shell (also where [sources.shells]
     // says it is installed) and the programs config.toml names.

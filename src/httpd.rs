@@ -12,16 +12,27 @@
 //! non-loopback peers (only with `[mcp.http] allow_remote = true`, whose
 //! uid no kernel here knows) have their own, so they cannot use up the
 //! user's either.
+//!
+//! A refusal sent before the request's body was read (401, 403, 413 on the
+//! declared length) carries `Connection: close` (the publisher sets it);
+//! such a connection ends with a lingering close ([`linger`]): our side
+//! is half-closed after the response, and what the client still sends is
+//! read and dropped until it closes (bounded in time and bytes). Closing a
+//! socket with unread bytes in it makes the kernel answer with a reset,
+//! which reaches a client still writing its body before it reads the
+//! response: it would see a broken connection instead of the status.
 
 mod peer;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -29,6 +40,10 @@ use tokio_util::task::TaskTracker;
 
 /// How long a client may take to send a request's head.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// A lingering close waits at most this long for the client to close.
+const LINGER_TIME: Duration = Duration::from_secs(5);
+/// ... and reads (and drops) at most this much of what it still sends.
+const LINGER_BYTES: u64 = 64 << 20;
 
 /// Who a connection comes from, as far as slots go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +126,29 @@ pub(crate) async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        // Hyper gets a second descriptor of the socket: dropping its own
+        // does not close the connection, so that [`linger`] can end it.
+        let (stream, ours) = match split_fd(stream) {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::debug!(peer = %addr, error = %e, "cannot set up a {what} connection");
+                continue;
+            }
+        };
+        let closing = Arc::new(AtomicBool::new(false));
+        let seen = closing.clone();
+        let app = app.clone().layer(axum::middleware::map_response(
+            move |r: axum::response::Response| {
+                let seen = seen.clone();
+                async move {
+                    if closes(&r) {
+                        seen.store(true, Ordering::Relaxed);
+                    }
+                    r
+                }
+            },
+        ));
+        let service = TowerToHyperService::new(app);
         let cancel = cancel.clone();
         tasks.spawn(async move {
             let mut builder = hyper::server::conn::http1::Builder::new();
@@ -121,18 +158,71 @@ pub(crate) async fn serve(
                 .keep_alive(true);
             let conn = builder.serve_connection(TokioIo::new(stream), service);
             tokio::pin!(conn);
-            tokio::select! {
+            let stopped = tokio::select! {
                 r = conn.as_mut() => {
                     if let Err(e) = r {
                         tracing::debug!(error = %e, "HTTP connection ended");
                     }
+                    false
                 }
                 _ = cancel.cancelled() => {
                     conn.as_mut().graceful_shutdown();
                     let _ = tokio::time::timeout(Duration::from_millis(300), conn).await;
+                    true
+                }
+            };
+            if !stopped && closing.load(Ordering::Relaxed) {
+                tokio::select! {
+                    _ = cancel.cancelled() => {}
+                    _ = linger(ours) => {}
                 }
             }
             drop(permit);
         });
+    }
+}
+
+/// Two descriptors of one accepted socket: one for hyper, one kept to end
+/// the connection ourselves.
+fn split_fd(stream: TcpStream) -> std::io::Result<(TcpStream, TcpStream)> {
+    let std = stream.into_std()?;
+    let other = std.try_clone()?;
+    Ok((TcpStream::from_std(std)?, TcpStream::from_std(other)?))
+}
+
+/// Whether a response ends its connection (`Connection: close`).
+fn closes(r: &axum::response::Response) -> bool {
+    r.headers()
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("close"))
+}
+
+/// A lingering close: half-close our side (the response is out; the
+/// client reads it and sees the end), then read and drop what the client
+/// still sends until it closes, [`LINGER_TIME`] passes or
+/// [`LINGER_BYTES`] came. Only then is the socket closed, with nothing
+/// unread in it, so no reset overtakes the response.
+async fn linger(mut stream: TcpStream) {
+    let _ = stream.shutdown().await;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total: u64 = 0;
+    let drain = async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    total += n as u64;
+                    if total >= LINGER_BYTES {
+                        break;
+                    }
+                }
+            }
+        }
+    };
+    if tokio::time::timeout(LINGER_TIME, drain).await.is_err() {
+        tracing::debug!("a client did not close within {LINGER_TIME:?} after a refusal");
     }
 }

@@ -174,9 +174,17 @@ where
     let _ = tokio::time::timeout(REFUSE_WAIT, answer).await;
 }
 
-/// Relay `input` → `stream` → `output`. When the host closes its end, the
-/// daemon still answers what it received, then closes; when the daemon
-/// closes, the bridge exits.
+/// After the host closed stdin, how long the bridge still copies the
+/// daemon's answers to stdout before it exits.
+const GONE_GRACE: Duration = Duration::from_millis(500);
+
+/// Relay `input` → `stream` → `output`. When the daemon closes, the bridge
+/// exits. When the host closes stdin, the host is gone (an MCP host that
+/// quits closes it): the daemon is told at once (half-close), stops what
+/// waits for the user (its prompts are withdrawn, nothing is stored) and
+/// answers the rest; the bridge copies what comes within [`GONE_GRACE`]
+/// to stdout (while the host still reads it) and exits. A question nobody
+/// can answer any more never keeps the bridge, or the prompt, around.
 pub async fn relay<I, O>(stream: UnixStream, input: I, output: O) -> Result<(), BridgeError>
 where
     I: AsyncRead + Unpin,
@@ -201,9 +209,14 @@ where
             if let Err(e) = r {
                 tracing::debug!(error = %e, "reading stdin failed");
             }
-            // Drain the daemon's remaining answers.
-            down.await?;
-            Ok(())
+            // The answers already made, for a host that still reads.
+            match tokio::time::timeout(GONE_GRACE, down).await {
+                Ok(r) => r.map(|_| ()).map_err(BridgeError::from),
+                Err(_) => {
+                    tracing::debug!("the host closed stdin; not waiting for more answers");
+                    Ok(())
+                }
+            }
         }
     }
 }

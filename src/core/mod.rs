@@ -76,11 +76,12 @@ impl Core {
         clock: Arc<dyn Clock>,
         prompt_timeout: std::time::Duration,
         tasks: crate::shutdown::Level,
+        change_feed: usize,
     ) -> Arc<Self> {
         let readers = readers::Readers::new(gate.notices.clone());
         Arc::new_cyclic(|me| Core {
             me: me.clone(),
-            state: State::new(clock.clone()),
+            state: State::with_capacity(clock.clone(), change_feed),
             gate,
             prompts: prompts::Prompts::new(prompt_timeout),
             providers: provide::Providers::default(),

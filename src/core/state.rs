@@ -26,9 +26,9 @@ pub(crate) const NOTIFICATIONS_LEN: usize = 50;
 /// send megabytes per window.
 pub const MAX_TEXT_CHARS: usize = 1024;
 pub(crate) const TRUNCATION_MARKER: &str = "…[truncated]";
-/// Capacity of the change broadcast; a subscriber that falls further behind
-/// is told to re-read the snapshot.
-const CHANGE_CAPACITY: usize = 4096;
+/// Capacity of the change broadcast by default (`[limits] change_feed`);
+/// a subscriber that falls further behind is told to re-read the snapshot.
+pub(crate) const CHANGE_CAPACITY: usize = 4096;
 
 /// One focus change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -122,8 +122,15 @@ fn same_window(a: &Window, b: &Window) -> bool {
 }
 
 impl State {
+    #[cfg(test)]
     pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
-        let (tx, _) = broadcast::channel(CHANGE_CAPACITY);
+        State::with_capacity(clock, CHANGE_CAPACITY)
+    }
+
+    /// A state whose change broadcast keeps `capacity` changes (at least
+    /// one) for the slowest reader.
+    pub(crate) fn with_capacity(clock: Arc<dyn Clock>, capacity: usize) -> Self {
+        let (tx, _) = broadcast::channel(capacity.max(1));
         State {
             snapshot: RwLock::new(Snapshot::default()),
             tx,

@@ -60,6 +60,10 @@ pub(crate) enum Item {
     /// The feed fell behind and dropped `missed` changes (of every
     /// category, so the number is for logs, never for a reader): what the
     /// reader follows may have changed unseen, it should read it again.
+    /// The backlog is dropped with it: what follows is current. A reader
+    /// that falls `[limits] change_feed` behind again within a second
+    /// hears one more `Lagged` at the end of that second, not one per
+    /// burst.
     Lagged { missed: u64 },
     /// Decisions changed (a grant, policy.toml, an expiry): what the
     /// reader may see may differ now.
@@ -102,7 +106,16 @@ pub(crate) struct Watch {
     reader: Option<Arc<Registration>>,
     queue: VecDeque<Item>,
     over: bool,
+    /// When the last `Lagged` was given, and whether the feed fell behind
+    /// again since (told at the end of [`LAG_QUIET`]).
+    lagged_at: Option<tokio::time::Instant>,
+    lag_again: Option<u64>,
 }
+
+/// Falling behind again within this long after a `Lagged` is told once,
+/// at its end: a reader in a storm of changes hears one `Lagged`, not one
+/// per burst.
+const LAG_QUIET: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Core {
     /// A feed of what `who` may learn of changes in `follow`, from now
@@ -122,6 +135,8 @@ impl Core {
             reader: None,
             queue: VecDeque::new(),
             over: false,
+            lagged_at: None,
+            lag_again: None,
         }
     }
 }
@@ -177,9 +192,24 @@ impl Watch {
                     None => std::future::pending().await,
                 }
             };
+            let told_again = self
+                .lagged_at
+                .map(|t| t + LAG_QUIET)
+                .filter(|_| self.lag_again.is_some());
+            let told_again = async {
+                match told_again {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 _ = self.stop.cancelled() => self.queue.push_back(Item::Ended),
+                _ = told_again => {
+                    let missed = self.lag_again.take().unwrap_or_default();
+                    self.lagged_at = Some(tokio::time::Instant::now());
+                    self.queue.push_back(Item::Lagged { missed });
+                }
                 _ = ended => self.queue.push_back(Item::EndedByUser),
                 r = self.generation.changed() => match r {
                     Ok(()) => self.gate_changed(),
@@ -192,7 +222,18 @@ impl Watch {
                 msg = self.rx.recv() => match msg {
                     Ok(c) => self.changed(c),
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
-                        self.queue.push_back(Item::Lagged { missed });
+                        // What is still queued is stale too: skip to now,
+                        // so that the reader hears one `Lagged` and then
+                        // only what changes from the current state on
+                        // (never a replay of a backlog).
+                        self.rx = self.rx.resubscribe();
+                        let now = tokio::time::Instant::now();
+                        if self.lagged_at.is_some_and(|t| now < t + LAG_QUIET) {
+                            *self.lag_again.get_or_insert(0) += missed;
+                        } else {
+                            self.lagged_at = Some(now);
+                            self.queue.push_back(Item::Lagged { missed });
+                        }
                     }
                     Err(broadcast::error::RecvError::Closed) => self.queue.push_back(Item::Ended),
                 },

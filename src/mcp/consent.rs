@@ -11,6 +11,7 @@ use std::sync::Arc;
 use rmcp::model::ProgressNotificationParam;
 use rmcp::service::{RequestContext, RoleServer};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 pub(crate) use crate::core::{Channel, Mode, Subject};
 
@@ -67,14 +68,12 @@ fn ask_with(
         });
         report
     });
-    asking(
-        client_of(ctx),
-        progress,
-        ctx.ct.clone(),
-        request,
-        what,
-        arguments,
-    )
+    // Over the stdio socket, the wait also ends when the host goes away.
+    let cancel = match ctx.extensions.get::<HostGone>() {
+        Some(gone) => gone.link(&ctx.ct),
+        None => ctx.ct.clone(),
+    };
+    asking(client_of(ctx), progress, cancel, request, what, arguments)
 }
 
 /// [`ask`] from its parts, for a request answered without rmcp's request
@@ -148,4 +147,45 @@ pub(crate) fn named(
         format!("{method} {name}"),
         format!("the {noun} {name} with {args}"),
     )
+}
+
+/// The host closed its input (`contextctl mcp`'s stdin ended: the host
+/// quit). Every request of the connection carries this (in its
+/// extensions); a request waiting for the user stops waiting when it is
+/// cancelled ([`HostGone::link`]): its prompt is withdrawn and nothing is
+/// stored. Requests that do not wait for the user still finish and their
+/// answers are written while the other end reads.
+#[derive(Debug, Clone)]
+pub(crate) struct HostGone {
+    token: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl HostGone {
+    /// `token` is cancelled when the host goes away (or with the
+    /// connection); the links' tasks go on `tasks`.
+    pub(crate) fn new(token: CancellationToken, tasks: TaskTracker) -> HostGone {
+        HostGone { token, tasks }
+    }
+
+    /// The host is gone.
+    pub(crate) fn cancel(&self) {
+        self.token.cancel();
+    }
+
+    /// A token cancelled when `request` is (rmcp cancels it on
+    /// `notifications/cancelled` and once the answer is sent) or the host
+    /// goes away, whichever comes first.
+    pub(crate) fn link(&self, request: &CancellationToken) -> CancellationToken {
+        let linked = request.child_token();
+        let gone = self.token.clone();
+        let t = linked.clone();
+        self.tasks.spawn(async move {
+            tokio::select! {
+                _ = gone.cancelled() => t.cancel(),
+                _ = t.cancelled() => {}
+            }
+        });
+        linked
+    }
 }

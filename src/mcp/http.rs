@@ -14,6 +14,15 @@
 //! 3. POST bodies: at most 1 MiB (413), read within 30 s (408), and
 //!    screened as JSON-RPC (400 with -32700/-32600/-32602).
 //!
+//! A refusal made before the body was read (401, 403, 413 on the declared
+//! length) still gets to a client that is busy sending its body: a small
+//! body (at most [`DRAIN_BYTES`]) is read and dropped first, and the
+//! connection stays open for the next request; anything larger, or a body
+//! refused after part of it was read (413, 408, 400), gets
+//! `Connection: close` and a lingering close ([`crate::httpd`]), so the
+//! client reads the status before the connection ends, over HTTP/1.1
+//! (the only version served).
+//!
 //! Connections: headers must arrive within 10 s (also between requests on
 //! an idle keep-alive connection), at most 256 of the user's own at once;
 //! a loopback peer of another uid is closed before a byte is read
@@ -51,6 +60,11 @@ use crate::model::{AppId, IdentitySource};
 /// Where clients find the server (port 0 picks one).
 pub(crate) const URL_FILE: &str = "mcp-http.url";
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The body of a refused request is read and dropped, to keep the
+/// connection, when it is at most this long...
+const DRAIN_BYTES: usize = 64 * 1024;
+/// ... and arrives within this long; else the connection is closed.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 const MAX_CONNECTIONS: usize = 256;
 const MAX_INDEXED_SESSIONS: usize = 4096;
 
@@ -285,7 +299,7 @@ impl Guard {
 pub(crate) async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
     let subject = match g.head(&req) {
         Ok(s) => s,
-        Err(r) => return *r,
+        Err(r) => return refused(req.into_body(), *r).await,
     };
     req.extensions_mut().insert(subject);
     if req.method() == http::Method::POST {
@@ -295,23 +309,25 @@ pub(crate) async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: N
             Limited::new(body, MAX_MESSAGE_BYTES).collect(),
         )
         .await;
+        // A body not read to its end: the connection cannot carry another
+        // request, and ends after the answer (see the module docs).
         let bytes = match collected {
             Err(_) => {
-                return plain(
+                return closing(plain(
                     StatusCode::REQUEST_TIMEOUT,
                     "the request body took too long",
-                );
+                ));
             }
             Ok(Err(e)) => {
                 if e.downcast_ref::<http_body_util::LengthLimitError>()
                     .is_some()
                 {
-                    return too_large();
+                    return closing(too_large());
                 }
-                return plain(
+                return closing(plain(
                     StatusCode::BAD_REQUEST,
                     &format!("cannot read the body: {e}"),
-                );
+                ));
             }
             Ok(Ok(c)) => c.to_bytes(),
         };
@@ -357,6 +373,36 @@ pub(crate) async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: N
         req = Request::from_parts(parts, Body::from(bytes));
     }
     next.run(req).await
+}
+
+/// `response` says the connection ends after it.
+fn closing(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// Send `response`, a refusal made before the request's `body` was read.
+/// A small body is read and dropped first, so that the connection can
+/// carry the next request; a larger one (or one that does not come) is
+/// left unread and the connection closes after the response, lingering
+/// ([`crate::httpd`]) so that the client reads it.
+async fn refused(body: Body, response: Response) -> Response {
+    use axum::body::HttpBody as _;
+    if body.is_end_stream() {
+        return response;
+    }
+    let declared = body.size_hint().exact();
+    if declared.is_some_and(|n| n > DRAIN_BYTES as u64) {
+        return closing(response);
+    }
+    let drained =
+        tokio::time::timeout(DRAIN_TIMEOUT, Limited::new(body, DRAIN_BYTES).collect()).await;
+    match drained {
+        Ok(Ok(_)) => response,
+        _ => closing(response),
+    }
 }
 
 fn too_large() -> Response {

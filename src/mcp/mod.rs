@@ -82,6 +82,9 @@ pub(crate) struct Broker {
     /// The publishers' tracker: every connection's and session's task is
     /// spawned here, so that shutdown joins them.
     pub(crate) tasks: TaskTracker,
+    /// How long a session's full queue is waited for before the reader
+    /// is disconnected (`[limits] reader_stall_s`).
+    pub(crate) stall: std::time::Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -120,6 +123,7 @@ pub(crate) async fn serve(
         notifier: notify::Notifier::new(conn),
         cancel: level.token(),
         tasks: level.tracker(),
+        stall: std::time::Duration::from_secs(config.file.limits.reader_stall_s.max(1)),
     });
 
     let store = Tokens::new(tokens);

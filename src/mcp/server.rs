@@ -233,7 +233,7 @@ impl ContextServer {
             subject,
             out,
             feed,
-            self.cancel.clone(),
+            (self.cancel.clone(), self.end.clone()),
         ));
     }
 }
@@ -558,7 +558,7 @@ impl ServerHandler for ContextServer {
             subject,
             watch::Out::Listen(ctx.sink().clone()),
             feed,
-            cancel,
+            (cancel, self.end.clone()),
         )
         .await;
         Ok(())

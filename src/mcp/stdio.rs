@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::Broker;
-use super::consent::{Channel, Subject};
+use super::consent::{Channel, HostGone, Subject};
 use super::jsonrpc::{self, MAX_MESSAGE_BYTES, Rejection, Screened};
 use super::server::{ContextServer, Origin};
 use crate::core::identity;
@@ -262,7 +262,8 @@ async fn connection(
     };
     tracing::debug!(app = %subject.app_id, "MCP host connected over the socket");
     let (r, w) = stream.into_split();
-    let transport = ChannelTransport::spawn_lines(r, w, cancel.clone(), &broker.tasks);
+    let gone = HostGone::new(cancel.child_token(), broker.tasks.clone());
+    let transport = ChannelTransport::spawn_lines(r, w, cancel.clone(), &broker.tasks, Some(gone));
     let server = ContextServer::new(
         broker,
         Origin::Fixed(subject.clone()),
@@ -329,6 +330,7 @@ impl ChannelTransport {
         write: W,
         cancel: CancellationToken,
         tasks: &TaskTracker,
+        gone: Option<HostGone>,
     ) -> ChannelTransport
     where
         R: AsyncRead + Unpin + Send + 'static,
@@ -342,7 +344,7 @@ impl ChannelTransport {
             read,
             in_tx,
             err_tx,
-            pending.clone(),
+            (pending.clone(), gone),
             cancel.clone(),
         ));
         tasks.spawn(write_lines(write, out_rx, err_rx, pending, cancel));
@@ -401,7 +403,7 @@ pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
     read: R,
     tx: mpsc::Sender<ClientJsonRpcMessage>,
     errors: mpsc::Sender<Rejection>,
-    pending: Pending,
+    (pending, gone): (Pending, Option<HostGone>),
     cancel: CancellationToken,
 ) {
     let mut reader = BufReader::with_capacity(64 * 1024, read);
@@ -414,6 +416,11 @@ pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
         };
         let available = match chunk {
             Ok([]) => {
+                // The host is gone: what waits for the user stops now
+                // (its answer, an error, is written like the others').
+                if let Some(g) = &gone {
+                    g.cancel();
+                }
                 tokio::select! {
                     _ = cancel.cancelled() => {}
                     _ = pending.drained() => {}
@@ -457,9 +464,13 @@ pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
             continue;
         }
         match jsonrpc::screen(text) {
-            Screened::Pass(m) => {
-                if let ClientJsonRpcMessage::Request(r) = m.as_ref() {
+            Screened::Pass(mut m) => {
+                if let ClientJsonRpcMessage::Request(r) = m.as_mut() {
                     pending.lock().insert(r.id.clone());
+                    if let Some(g) = &gone {
+                        use rmcp::model::GetExtensions as _;
+                        r.request.extensions_mut().insert(g.clone());
+                    }
                 }
                 if tx.send(*m).await.is_err() {
                     return;

@@ -3,6 +3,21 @@
 //! may see it), and `notifications/resources/list_changed` when consent
 //! changes what the host may see.
 //!
+//! Back-pressure: every notification waits until the session's queue
+//! takes it; a queue that stays full for `[limits] reader_stall_s` (the
+//! host stopped reading) ends the connection, with the reason in the log
+//! ([`Stalled`]). Meanwhile the loop holds no backlog: the core's feed
+//! drops what the loop could not take and says so once
+//! ([`Item::Lagged`]); the host then gets one
+//! `notifications/resources/list_changed` ("what you can see may have
+//! changed: list again"; to a `subscriptions/listen` stream only when it
+//! asked for list changes) and `resources/updated` for every resource it
+//! subscribed to and may still see: the current state to re-read. Why
+//! `list_changed` and not a `notifications/message`: every host acts on
+//! it, a lag may indeed have changed the list (provided contexts come and
+//! go), and logging is deprecated (SEP-2577) and filtered by the host's
+//! level.
+//!
 //! One loop per session serves both protocol generations: handshake
 //! sessions (`resources/subscribe`, notifications through the session's
 //! peer) and 2026-07-28 `subscriptions/listen` streams (notifications
@@ -10,6 +25,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rmcp::model::ResourceUpdatedNotificationParam;
 use rmcp::service::{Peer, RoleServer, SubscriptionSink};
@@ -114,6 +130,15 @@ impl Out {
         r.is_ok()
     }
 
+    /// Tell the host it missed changes (see the module docs); `false`
+    /// when the host is gone.
+    async fn lagged(&self) -> bool {
+        if !self.wants_list_changed() {
+            return true;
+        }
+        self.list_changed().await
+    }
+
     fn closed(&self) -> bool {
         match self {
             Out::Session { peer, .. } => peer.is_transport_closed(),
@@ -122,16 +147,49 @@ impl Out {
     }
 }
 
+/// A host whose queue stayed full for the stall limit.
+#[derive(Debug)]
+struct Stalled;
+
+/// Send with `send` unless the queue stays full for `limit`.
+async fn within<F: Future<Output = bool>>(limit: Duration, send: F) -> Result<bool, Stalled> {
+    tokio::time::timeout(limit, send).await.map_err(|_| Stalled)
+}
+
 /// Notify `subject` of what `watch` (the core's feed for it) yields until
 /// `cancel` (the session or the listen request ended), the feed is over,
-/// or the host goes away.
+/// or the host goes away. A host that does not take a notification within
+/// the broker's stall limit is disconnected: `end` is cancelled (the
+/// connection's token on stdio and SSE, the session's on Streamable HTTP).
 pub(crate) async fn run(
     broker: Arc<Broker>,
     subject: Subject,
     out: Out,
-    mut watch: Watch,
-    cancel: CancellationToken,
+    watch: Watch,
+    (cancel, end): (CancellationToken, CancellationToken),
 ) {
+    let limit = broker.stall;
+    if let Err(Stalled) = notify(&broker, &subject, &out, watch, &cancel).await {
+        tracing::warn!(
+            app = %subject.app_id,
+            channel = subject.channel.as_str(),
+            "disconnecting an MCP reader: its queue stayed full for {} s (it stopped reading); its notifications are dropped",
+            limit.as_secs()
+        );
+        end.cancel();
+    }
+}
+
+async fn notify(
+    broker: &Arc<Broker>,
+    subject: &Subject,
+    out: &Out,
+    mut watch: Watch,
+    cancel: &CancellationToken,
+) -> Result<(), Stalled> {
+    let broker = broker.clone();
+    let subject = subject.clone();
+    let limit = broker.stall;
     let core = broker.core.clone();
     let mut listed = visible_resources(&broker, &subject).await;
     loop {
@@ -146,7 +204,7 @@ pub(crate) async fn run(
                 if now != listed {
                     listed = now;
                     tracing::debug!(app = %subject.app_id, "resource list changed for this host");
-                    if out.wants_list_changed() && !out.list_changed().await {
+                    if out.wants_list_changed() && !within(limit, out.list_changed()).await? {
                         break;
                     }
                 }
@@ -164,7 +222,10 @@ pub(crate) async fn run(
             Some(Item::Lagged { missed }) => {
                 // We missed changes: tell the host to re-read everything
                 // it subscribed to and may still see.
-                tracing::debug!(missed, "notification loop fell behind");
+                tracing::info!(app = %subject.app_id, missed, "an MCP reader fell behind; it is told to re-read");
+                if !within(limit, out.lagged()).await? {
+                    break;
+                }
                 let mut all = Vec::new();
                 for uri in out.subscribed() {
                     if let Some(res) = Res::parse(&uri)
@@ -178,7 +239,7 @@ pub(crate) async fn run(
         };
         let subscribed: BTreeSet<String> = out.subscribed().into_iter().collect();
         for uri in uris.iter().filter(|u| subscribed.contains(*u)) {
-            if !out.updated(uri).await {
+            if !within(limit, out.updated(uri)).await? {
                 break;
             }
         }
@@ -186,6 +247,7 @@ pub(crate) async fn run(
             break;
         }
     }
+    Ok(())
 }
 
 /// Whether `subject` may read `res` now (without asking).

@@ -1,0 +1,253 @@
+//! Back-pressure is explicit (`[limits]`, small here so that a few hundred
+//! changes do what millions would):
+//! - a D-Bus subscriber that stops reading, long enough that the broker's
+//!   feed for it overflows, hears ONE `Lagged` when it reads again and then
+//!   the changes from the current state on (not a replay of a backlog);
+//! - an MCP host that stops reading is disconnected once its queue stayed
+//!   full for `reader_stall_s`, and the log says why.
+
+use crate::common;
+use crate::mcp_support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use mcp_support::*;
+
+/// A python3 (GLib) subscriber: subscribes to windows, stops itself
+/// (SIGSTOP: nobody reads its socket), and once continued prints each
+/// signal of its subscription as a line: `lagged` or `changed TITLE`.
+const SUBSCRIBER: &str = r#"
+import os, signal, sys
+from gi.repository import Gio, GLib
+conn = Gio.DBusConnection.new_for_address_sync(
+    sys.argv[1],
+    Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION,
+    None, None)
+r = conn.call_sync("org.contextd.Broker1", "/org/contextd/Broker1", "org.contextd.Context1",
+    "Subscribe", GLib.Variant("(as)", (["windows", "windows.titles"],)), GLib.VariantType("(o)"),
+    Gio.DBusCallFlags.NONE, 10000, None)
+path = r.unpack()[0]
+def on_signal(c, sender, p, iface, name, params):
+    if name == "Lagged":
+        print("lagged", flush=True)
+    elif name == "Changed":
+        cat, data = params.unpack()
+        print("changed", data.get("window", {}).get("title", ""), flush=True)
+conn.signal_subscribe(None, "org.contextd.Subscription1", None, path, None,
+    Gio.DBusSignalFlags.NONE, on_signal)
+print(path, flush=True)
+os.kill(os.getpid(), signal.SIGSTOP)
+GLib.MainLoop().run()
+"#;
+
+fn stopped(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit(')')
+        .next()
+        .is_some_and(|r| r.trim_start().starts_with('T'))
+}
+
+/// Whether an MCP host reading the active window over HTTP sees `title`.
+fn active_is(addr: std::net::SocketAddr, tok: &str, session: &str, title: &str) -> bool {
+    let (code, msgs) = http_call(
+        addr,
+        tok,
+        session,
+        br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"get_active_window","arguments":{}}}"#,
+    );
+    code == 200 && msgs.iter().any(|m| m.to_string().contains(title))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dbus_subscriber_that_stops_reading_hears_lagged_once_then_current_changes() {
+    with_timeout(120, async {
+        // What the bus holds for a reader counts against its sender's
+        // max_incoming_bytes: with a small one, the bus stops reading the
+        // broker while the subscriber is stopped, and the broker's feed for
+        // the subscription overflows (16 changes).
+        let bus = Bus::start_with(r#"<limit name="max_incoming_bytes">200000</limit>"#);
+        let home = Home::new();
+        home.write_config("[consent]\nundecided = \"deny\"\n[limits]\nchange_feed = 16\n");
+        let python = std::fs::canonicalize("/usr/bin/python3").expect("python3");
+        let python = format!("exe:{}", python.display());
+        let cats: &[&str] = &["windows", "windows.titles"];
+        home.write_policy(&[(&python, cats), ("token:lag", cats)]);
+        let mut replay = Replay::new(&home);
+        let _d = daemon_with_windows(&bus, &home, &mut replay, &["--http", "127.0.0.1:0"]).await;
+        let addr = http_addr(&home);
+        let tok = token(&bus, &home, "lag");
+        let session = http_session(addr, &tok);
+
+        let mut child = Command::new("/usr/bin/python3")
+            .arg("-c")
+            .arg(SUBSCRIBER)
+            .arg(&bus.address)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3");
+        let pid = child.id();
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let _sub = scopeguard(child);
+        let mut line = String::new();
+        out.read_line(&mut line).expect("path");
+        assert!(
+            line.starts_with("/org/contextd/"),
+            "no subscription: {line:?}"
+        );
+        eventually(10, "the subscriber stopped", || async {
+            stopped(pid).then_some(())
+        })
+        .await;
+
+        // 400 changes of 1000-character titles while it does not read.
+        let title = |i: usize| format!("flood {i} {}", "x".repeat(1000));
+        let last = "flood 399 ".to_owned();
+        let mut replay = tokio::task::spawn_blocking(move || {
+            for i in 0..400 {
+                replay.send(&window_line("w1", "org.gnome.TextEditor", &title(i), true));
+            }
+            replay
+        })
+        .await
+        .expect("flood");
+        eventually(60, "the broker applied the flood", || async {
+            active_is(addr, &tok, &session, &last).then_some(())
+        })
+        .await;
+
+        // It reads again; then one change more.
+        // SAFETY: kill(2) on the child we started.
+        unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+        replay.send(&window_line("w1", "org.gnome.TextEditor", "now", true));
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for l in out.lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut seen: Vec<String> = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let l = rx.recv_timeout(left).unwrap_or_else(|_| {
+                panic!(
+                    "no change \"now\" within 60 s; heard {} signals",
+                    seen.len()
+                )
+            });
+            let done = l == "changed now";
+            seen.push(l);
+            if done {
+                break;
+            }
+        }
+        let lagged: Vec<usize> = seen
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| *l == "lagged")
+            .map(|(i, _)| i)
+            .collect();
+        let short: Vec<String> = seen.iter().map(|l| l.chars().take(24).collect()).collect();
+        eprintln!("the subscriber heard: {short:?}");
+        // Told that it missed changes: once for the storm, or again for
+        // what came a second later (never once per burst).
+        assert!(!lagged.is_empty(), "no Lagged: {short:?}");
+        assert!(
+            lagged.len() <= 1 + seen.len() / 16,
+            "a Lagged per burst: {short:?}"
+        );
+        // And then the current state: the last change reached it.
+        assert!(seen.last().is_some_and(|l| l == "changed now"));
+    })
+    .await;
+}
+
+/// Kill and reap a child on drop.
+fn scopeguard(child: std::process::Child) -> impl Drop {
+    struct G(std::process::Child);
+    impl Drop for G {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    G(child)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_host_that_stops_reading_is_disconnected() {
+    with_timeout(120, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        home.write_config("[consent]\nundecided = \"deny\"\n[limits]\nreader_stall_s = 1\n");
+        home.write_policy(&[(&my_app_id(), &["windows", "windows.titles"])]);
+        let mut replay = Replay::new(&home);
+        let d = daemon_with_windows(&bus, &home, &mut replay, &[]).await;
+
+        // The test itself is the host (a process on the socket is its own
+        // host); it subscribes and then never reads.
+        let mut s = UnixStream::connect(runtime(&home).join("mcp.sock")).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        let mut r = BufReader::new(s.try_clone().expect("clone"));
+        let mut send = |m: &str| {
+            s.write_all(m.as_bytes()).expect("write");
+            s.write_all(b"\n").expect("newline");
+        };
+        send(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"stops-reading","version":"1"}}}"#,
+        );
+        let mut line = String::new();
+        r.read_line(&mut line).expect("initialize answer");
+        send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        send(
+            r#"{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"context://windows/active"}}"#,
+        );
+        line.clear();
+        r.read_line(&mut line).expect("subscribe answer");
+        assert!(line.contains(r#""id":2"#), "{line}");
+
+        // Focus moves back and forth until the broker gives up on it.
+        let flood = tokio::task::spawn_blocking(move || {
+            let started = std::time::Instant::now();
+            let mut i = 0usize;
+            while started.elapsed() < Duration::from_secs(60) {
+                let (a, b) = if i.is_multiple_of(2) { ("w1", "w2") } else { ("w2", "w1") };
+                replay.send(&window_line(a, "org.gnome.TextEditor", "a", true));
+                replay.send(&window_line(b, "org.mozilla.firefox", "b", false));
+                i += 1;
+                if i.is_multiple_of(500) && std::fs::read_to_string(&d.stderr_path)
+                    .is_ok_and(|l| l.contains("disconnecting an MCP reader"))
+                {
+                    return (replay, d);
+                }
+            }
+            (replay, d)
+        });
+        let (_replay, d) = flood.await.expect("flood");
+        let log = d.stderr();
+        assert!(
+            log.lines().any(|l| l.contains("disconnecting an MCP reader")
+                && l.contains("stopped reading")),
+            "no disconnection logged"
+        );
+        // The connection is closed: what was queued is read to its end.
+        let mut buf = [0u8; 65536];
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+                Err(e) => panic!("the connection stayed open: {e}"),
+            }
+        }
+    })
+    .await;
+}

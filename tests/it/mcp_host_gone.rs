@@ -1,0 +1,186 @@
+//! A host that is gone is gone: an MCP host (this test) runs
+//! `contextctl mcp`, calls a tool that needs the user's consent, and
+//! closes the bridge's stdin while the prompt is on the screen of a real
+//! notification daemon (mako, in a headless sway). The bridge exits and the
+//! prompt leaves mako's list within 1 s, and nothing is stored.
+
+use crate::common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::session::Session;
+use common::*;
+
+/// The session's environment with the broker's own directories from
+/// `home` (as `Daemon::start_in_session` gives the daemon).
+fn env(session: &Session, home: &Home) -> Vec<(String, String)> {
+    let address = session
+        .get("DBUS_SESSION_BUS_ADDRESS")
+        .expect("session bus")
+        .to_owned();
+    let mut env: Vec<(String, String)> = session
+        .env
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for (k, v) in home.envs_for(&address) {
+        if k != "XDG_RUNTIME_DIR" {
+            env.retain(|(ek, _)| *ek != k);
+            env.push((k, v));
+        }
+    }
+    env
+}
+
+/// A process killed on drop.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// mako's notifications, as `makoctl list` gives them: (id, summary).
+fn makoctl_list(env: &[(String, String)]) -> Option<Vec<(u64, String)>> {
+    let out = Command::new("makoctl")
+        .arg("list")
+        .env_clear()
+        .envs(env.iter().cloned())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let list = v["data"].get(0)?.as_array()?;
+    Some(
+        list.iter()
+            .map(|n| {
+                (
+                    n["id"]["data"].as_u64().unwrap_or(0),
+                    n["summary"]["data"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect(),
+    )
+}
+
+fn prompts(env: &[(String, String)]) -> usize {
+    makoctl_list(env)
+        .unwrap_or_default()
+        .iter()
+        .filter(|(_, s)| s.contains("wants to know what you are doing"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_closes_stdin_takes_its_prompt_with_it() {
+    with_timeout(120, async {
+        let session = Session::start(&["--no-pipewire", "--no-windows"]);
+        let home = Home::new();
+        home.ask_undecided();
+        let env = env(&session, &home);
+        let mako_log = std::fs::File::create(session.path().join("mako.log")).expect("log");
+        let _mako = Proc(
+            Command::new("mako")
+                .env_clear()
+                .envs(env.iter().cloned())
+                .stdout(Stdio::null())
+                .stderr(mako_log)
+                .spawn()
+                .expect("spawn mako (scripts/deps.sh installs mako-notifier)"),
+        );
+        eventually(20, "mako answers makoctl", || async {
+            makoctl_list(&env).map(|_| ())
+        })
+        .await;
+        let daemon = Daemon::start_in_session(&session, &home, &[]).await;
+
+        let mut child = Command::new(contextctl_bin())
+            .arg("mcp")
+            .env_clear()
+            .envs(env.iter().cloned())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn contextctl mcp");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let bridge = Proc(child);
+        let (tx, lines) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut send = |line: &str| {
+            stdin.write_all(line.as_bytes()).expect("write");
+            stdin.write_all(b"\n").expect("newline");
+            stdin.flush().expect("flush");
+        };
+        send(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"gone","version":"1"}}}"#,
+        );
+        let init = lines
+            .recv_timeout(Duration::from_secs(15))
+            .expect("initialize answered");
+        assert!(init.contains("\"result\""), "{init}");
+        send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        send(
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_active_window","arguments":{}}}"#,
+        );
+        eventually(20, "the consent prompt in mako's list", || async {
+            (prompts(&env) == 1).then_some(())
+        })
+        .await;
+
+        // The host quits: stdin closes.
+        drop(stdin);
+        let closed = Instant::now();
+        let mut bridge = bridge;
+        let deadline = closed + Duration::from_secs(1);
+        let status = loop {
+            if let Some(st) = bridge.0.try_wait().expect("wait") {
+                break st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the bridge did not exit within 1 s after its stdin closed"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(status.success(), "bridge: {status:?}");
+        loop {
+            if prompts(&env) == 0 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the prompt is still in mako's list 1 s after the host left: {:?}",
+                makoctl_list(&env)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+
+        // Withdrawn, not answered: nothing is stored (a withdrawn prompt
+        // writes no decision and starts no cool-down).
+        eventually(10, "the daemon logs the withdrawn prompt", || async {
+            daemon
+                .stderr()
+                .lines()
+                .any(|l| l.contains("prompt ended") && l.contains("NoAnswer(Withdrawn)"))
+                .then_some(())
+        })
+        .await;
+    })
+    .await;
+}
