@@ -79,7 +79,7 @@ pub mod internals {
     pub mod cli {
         pub use crate::cli::{
             Command, ConsentCommand, ContextctlArgs, ContextdArgs, ProvidersCommand,
-            ReadersCommand, TokenCommand, completions, generate_files,
+            ReadersCommand, RecoveryCommand, TokenCommand, completions, generate_files,
         };
     }
 }

@@ -184,6 +184,13 @@ pub enum Command {
         #[arg(long, default_value_t = 100)]
         limit: u32,
     },
+    /// When the database could not be used (see `contextctl status`): end
+    /// the degraded state by accepting the new database (needs polkit
+    /// authorisation).
+    Recovery {
+        #[command(subcommand)]
+        command: RecoveryCommand,
+    },
     /// The MCP stdio server, for MCP hosts (Claude Desktop, Claude Code, ...):
     /// relays stdin/stdout to contextd, starting it if needed. The host that
     /// runs this command is the app asked for consent.
@@ -269,6 +276,13 @@ pub enum ProvidersCommand {
         /// exe:/usr/bin/firefox, systemd:org.mozilla.firefox, token:NAME).
         app: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RecoveryCommand {
+    /// Accept the new database: apps are asked again for what you have
+    /// not decided (the old file stays where it was moved).
+    Dismiss,
 }
 
 #[derive(Debug, Subcommand)]

@@ -857,6 +857,17 @@ pub async fn consent_forget(conn: &Connection, app: &str) -> Result<()> {
     Ok(())
 }
 
+pub async fn recovery_dismiss(conn: &Connection) -> Result<()> {
+    if Consent1Proxy::new(conn).await?.dismiss_recovery().await? {
+        println!(
+            "The new database is accepted: apps are asked again for what you have not decided."
+        );
+    } else {
+        println!("contextd was not degraded: nothing to dismiss.");
+    }
+    Ok(())
+}
+
 pub async fn consent_pause(conn: &Connection, paused: bool) -> Result<()> {
     Consent1Proxy::new(conn).await?.set_paused(paused).await?;
     println!(

@@ -210,6 +210,10 @@ pub struct Loaded {
     pub apps: Vec<AppInfo>,
     /// Apps whose publications the user refused, and since when.
     pub refused_publishers: Vec<(AppId, DateTime<Utc>)>,
+    /// Why the broker runs degraded (the database replaced an unusable
+    /// file, or its key is missing): undecided access is then denied,
+    /// never asked, until the user acts.
+    pub recovery: Option<String>,
 }
 
 /// The persistent side of consent. Decision writes are awaited (they are
@@ -226,6 +230,11 @@ pub(crate) trait ConsentStore: Send + Sync + fmt::Debug {
         app: AppId,
         since: Option<DateTime<Utc>>,
     ) -> BoxFut<'_, Result<(), Error>>;
+    /// The user acted on a recovery (dismissed it, or imported a backup):
+    /// forget the note, so that the next start is not degraded.
+    fn clear_recovery(&self) -> BoxFut<'_, Result<(), Error>> {
+        Box::pin(async { Ok(()) })
+    }
     fn audit(&self, e: AuditEntry);
     fn query_audit(&self, q: AuditQuery) -> BoxFut<'_, Result<Vec<AuditEntry>, Error>>;
 }

@@ -268,6 +268,37 @@ impl Consent1 {
         Ok(self.shared.core.paused())
     }
 
+    /// End the degraded state after the database could not be used: the
+    /// user accepts the new database (undecided access is asked again).
+    /// False when the broker was not degraded.
+    #[zbus(out_args("ended"))]
+    async fn dismiss_recovery(&self, #[zbus(header)] hdr: Header<'_>) -> Result<bool> {
+        let who = self
+            .shared
+            .authorize_manage_for(
+                &hdr,
+                polkit::Request {
+                    summary: "accept the new consent database and ask apps again".into(),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let ended = self.shared.core.end_recovery().await?;
+        if ended {
+            tracing::info!(by = %who.app_id, "recovery dismissed: no longer degraded");
+        }
+        Ok(ended)
+    }
+
+    /// Why the broker runs degraded (its database could not be used), or
+    /// the empty string.
+    #[zbus(property(emits_changed_signal = "false"))]
+    async fn recovery(&self, #[zbus(header)] hdr: Option<Header<'_>>) -> Result<String> {
+        let hdr = hdr.ok_or_else(|| Error::NotAllowed("no caller".into()))?;
+        self.shared.authorize_manage(&hdr).await?;
+        Ok(self.shared.core.recovery().unwrap_or_default())
+    }
+
     /// Send the caller `Changed` (only to it) until it leaves the bus.
     async fn watch_changes(&self, #[zbus(header)] hdr: Header<'_>) -> Result<()> {
         self.shared.authorize_manage(&hdr).await?;

@@ -11,6 +11,7 @@ pub mod health;
 pub mod history;
 mod history_read;
 pub mod key;
+pub mod recovery;
 mod secret;
 pub mod secret_service;
 pub mod tokens;
