@@ -80,6 +80,7 @@ mod shells_only_the_shell;
 mod shutdown;
 mod slow_readers;
 mod store_recovery;
+mod store_revoke_full;
 mod subscriptions;
 mod systemd_boot;
 mod toolkits;
