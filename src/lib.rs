@@ -78,7 +78,7 @@ pub mod internals {
     /// `contextctl completions`).
     pub mod cli {
         pub use crate::cli::{
-            Command, ConsentCommand, ContextctlArgs, ContextdArgs, ProvidersCommand,
+            Command, ConsentCommand, ContextctlArgs, ContextdArgs, KeyCommand, ProvidersCommand,
             ReadersCommand, RecoveryCommand, TokenCommand, completions, generate_files,
         };
     }

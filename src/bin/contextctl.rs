@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use contextd::client::ctl;
 use contextd::internals::cli::{
-    Command, ConsentCommand, ContextctlArgs as Args, ProvidersCommand, ReadersCommand,
+    Command, ConsentCommand, ContextctlArgs as Args, KeyCommand, ProvidersCommand, ReadersCommand,
     RecoveryCommand, TokenCommand,
 };
 
@@ -107,6 +107,9 @@ fn main() -> ExitCode {
             Command::Readers { command } => match command.unwrap_or(ReadersCommand::List) {
                 ReadersCommand::List => ctl::readers(&conn, out).await,
                 ReadersCommand::End { id } => ctl::end_reader(&conn, id).await,
+            },
+            Command::Key { command } => match command {
+                KeyCommand::Rotate => ctl::key_rotate(&conn).await,
             },
             Command::Recovery { command } => match command {
                 RecoveryCommand::Dismiss => ctl::recovery_dismiss(&conn).await,

@@ -191,6 +191,11 @@ pub enum Command {
         #[command(subcommand)]
         command: RecoveryCommand,
     },
+    /// The database key (needs polkit authorisation).
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
     /// The MCP stdio server, for MCP hosts (Claude Desktop, Claude Code, ...):
     /// relays stdin/stdout to contextd, starting it if needed. The host that
     /// runs this command is the app asked for consent.
@@ -276,6 +281,14 @@ pub enum ProvidersCommand {
         /// exe:/usr/bin/firefox, systemd:org.mozilla.firefox, token:NAME).
         app: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Re-encrypt the database under a new key, kept where the old one was
+    /// (the Secret Service, or the key file); the old key no longer opens
+    /// it. Back up the new key if you keep backups of the database.
+    Rotate,
 }
 
 #[derive(Debug, Subcommand)]

@@ -857,6 +857,12 @@ pub async fn consent_forget(conn: &Connection, app: &str) -> Result<()> {
     Ok(())
 }
 
+pub async fn key_rotate(conn: &Connection) -> Result<()> {
+    let at = Consent1Proxy::new(conn).await?.rotate_key().await?;
+    println!("The database has a new key, kept in {at}. The old key no longer opens it.");
+    Ok(())
+}
+
 pub async fn recovery_dismiss(conn: &Connection) -> Result<()> {
     if Consent1Proxy::new(conn).await?.dismiss_recovery().await? {
         println!(

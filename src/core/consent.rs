@@ -235,6 +235,11 @@ pub(crate) trait ConsentStore: Send + Sync + fmt::Debug {
     fn clear_recovery(&self) -> BoxFut<'_, Result<(), Error>> {
         Box::pin(async { Ok(()) })
     }
+    /// Re-encrypt the store under a new key, kept where the old one was;
+    /// returns where that is.
+    fn rotate_key(&self) -> BoxFut<'_, Result<String, Error>> {
+        Box::pin(async { Err(Error::Unavailable("no database key to rotate".into())) })
+    }
     fn audit(&self, e: AuditEntry);
     fn query_audit(&self, q: AuditQuery) -> BoxFut<'_, Result<Vec<AuditEntry>, Error>>;
 }

@@ -161,6 +161,16 @@ impl Core {
         self.gate.recovery()
     }
 
+    /// Re-key the database (the user's `contextctl key rotate`); where
+    /// the new key is kept.
+    pub(crate) async fn rotate_key(&self) -> Result<String> {
+        let store = self
+            .gate
+            .store()
+            .ok_or_else(|| Error::Unavailable("no database".into()))?;
+        store.rotate_key().await
+    }
+
     /// The user acted on the recovery: end the degraded state (and its
     /// `recovery` entry in `ListSources`). Whether there was one.
     pub(crate) async fn end_recovery(&self) -> Result<bool> {

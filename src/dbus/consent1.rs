@@ -290,6 +290,25 @@ impl Consent1 {
         Ok(ended)
     }
 
+    /// Re-encrypt the database under a new key, stored where the old one
+    /// was; returns where that is.
+    #[zbus(out_args("kept_in"))]
+    async fn rotate_key(&self, #[zbus(header)] hdr: Header<'_>) -> Result<String> {
+        let who = self
+            .shared
+            .authorize_manage_for(
+                &hdr,
+                polkit::Request {
+                    summary: "re-encrypt the consent database under a new key".into(),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let at = self.shared.core.rotate_key().await?;
+        tracing::info!(by = %who.app_id, "database key rotated");
+        Ok(at)
+    }
+
     /// Why the broker runs degraded (its database could not be used), or
     /// the empty string.
     #[zbus(property(emits_changed_signal = "false"))]

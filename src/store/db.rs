@@ -6,9 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 use sqlx::{Row, SqliteConnection};
 use tokio_util::sync::CancellationToken;
 
@@ -219,6 +217,8 @@ pub struct Db {
     path: PathBuf,
     audit: Arc<AuditQueue>,
     health: Health,
+    /// The key and where it came from, for `rotate_key` (none in memory).
+    pub(super) key_home: super::rotate::SharedKeyHome,
 }
 
 /// What runs beside the database: the audit writer and the daily purge.
@@ -384,20 +384,7 @@ impl Db {
                 None => {}
             }
         }
-        let opts = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .pragma("key", format!("\"x'{}'\"", key.hex()))
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .pragma("secure_delete", "ON")
-            .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(5));
-        // Statement logging would print the key (PRAGMA key) at debug level.
-        let opts = {
-            use sqlx::ConnectOptions;
-            opts.disable_statement_logging()
-        };
+        let opts = super::rotate::options(path, key);
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(opts)
@@ -431,6 +418,7 @@ impl Db {
                 path: path.to_owned(),
                 audit: audit.clone(),
                 health: Health::new(path),
+                key_home: Default::default(),
             },
             DbTasks { audit },
         ))
@@ -475,6 +463,7 @@ impl Db {
                 path: path.to_owned(),
                 audit: audit.clone(),
                 health: Health::new(path),
+                key_home: Default::default(),
             },
             DbTasks { audit },
         ))
@@ -497,6 +486,21 @@ impl Db {
             .await
             .map_err(|e| self.health.error("the recovery note", e))?;
         Ok(())
+    }
+
+    /// Remember the key and where it came from, so that it can be rotated
+    /// (`contextctl key rotate`).
+    pub async fn set_key_home(
+        &self,
+        source: KeySource,
+        key: DbKey,
+        session: Option<zbus::Connection>,
+    ) {
+        *self.key_home.lock().await = Some(super::rotate::KeyHome {
+            source,
+            key,
+            session,
+        });
     }
 
     /// Whether the database takes writes; shared with the history writer.
@@ -867,6 +871,10 @@ impl ConsentStore for Db {
             self.health.wrote();
             Ok(())
         })
+    }
+
+    fn rotate_key(&self) -> BoxFut<'_, Result<String, Error>> {
+        Box::pin(Db::rotate_key(self))
     }
 
     fn clear_recovery(&self) -> BoxFut<'_, Result<(), Error>> {

@@ -12,6 +12,7 @@ pub mod history;
 mod history_read;
 pub mod key;
 pub mod recovery;
+mod rotate;
 mod secret;
 pub mod secret_service;
 pub mod tokens;

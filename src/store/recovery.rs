@@ -140,7 +140,7 @@ pub async fn open(
         }
         Err(e) => return Err(e.into()),
     };
-    drop(key);
+    db.set_key_home(source.clone(), key, session.cloned()).await;
     let found_now = moved.is_some();
     if let Some((to, reason)) = &moved {
         tracing::error!(

@@ -84,7 +84,8 @@ async fn a_revoke_on_a_full_disk_holds_now_and_after_a_restart() {
         eventually(60, "the database said to be unavailable", || {
             next += 1;
             replay.send(
-                &json!({"type": "focus", "id": if next % 2 == 0 { "a" } else { "b" }}).to_string(),
+                &json!({"type": "focus", "id": if next.is_multiple_of(2) { "a" } else { "b" }})
+                    .to_string(),
             );
             let ctx = &ctx;
             async move {
