@@ -108,6 +108,8 @@ fn main() -> ExitCode {
                 ReadersCommand::List => ctl::readers(&conn, out).await,
                 ReadersCommand::End { id } => ctl::end_reader(&conn, id).await,
             },
+            Command::Export { history } => ctl::export(&conn, history).await,
+            Command::Import { file } => ctl::import(&conn, out, &file).await,
             Command::Key { command } => match command {
                 KeyCommand::Rotate => ctl::key_rotate(&conn).await,
             },

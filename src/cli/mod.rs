@@ -191,6 +191,22 @@ pub enum Command {
         #[command(subcommand)]
         command: RecoveryCommand,
     },
+    /// Write your decisions, token names (never their secrets), refused
+    /// publishers and, with --history, the timeline to stdout as JSON Lines
+    /// (needs polkit authorisation), e.g. `contextctl export --history >
+    /// contextd-backup.jsonl`.
+    Export {
+        /// Include the timeline.
+        #[arg(long)]
+        history: bool,
+    },
+    /// Merge a file written by `contextctl export` into what is here: the
+    /// newer decision wins, a deny beats an allow on a tie; a bad line
+    /// changes nothing (needs polkit authorisation).
+    Import {
+        /// The export file.
+        file: PathBuf,
+    },
     /// The database key (needs polkit authorisation).
     Key {
         #[command(subcommand)]

@@ -80,6 +80,8 @@ pub mod consent {
         fn set_paused(&self, paused: bool) -> zbus::Result<()>;
         fn dismiss_recovery(&self) -> zbus::Result<bool>;
         fn rotate_key(&self) -> zbus::Result<String>;
+        fn export(&self, history: bool) -> zbus::Result<String>;
+        fn import(&self, data: &str) -> zbus::Result<Dict>;
         fn list_pending(&self) -> zbus::Result<Vec<Dict>>;
         fn answer_pending(&self, id: u64, answer: &str, duration_s: u32) -> zbus::Result<bool>;
         fn list_readers(&self) -> zbus::Result<Vec<Dict>>;

@@ -203,6 +203,31 @@ pub(crate) struct AuditQuery {
     pub(crate) limit: u32,
 }
 
+/// One interval or point of the timeline as exported (the `history`
+/// table's columns but its id).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct HistoryRow {
+    pub(crate) kind: String,
+    pub(crate) category: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) app_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) detail: Option<String>,
+    pub(crate) start_ms: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) end_ms: Option<i64>,
+}
+
+/// What only the store holds for an export: token names and creation
+/// times (never their hashes), and the timeline when asked.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StoreExport {
+    pub(crate) tokens: Vec<(String, i64)>,
+    pub(crate) history: Vec<HistoryRow>,
+}
+
 /// What is loaded from the store at start.
 #[derive(Debug, Clone, Default)]
 pub struct Loaded {
@@ -234,6 +259,14 @@ pub(crate) trait ConsentStore: Send + Sync + fmt::Debug {
     /// forget the note, so that the next start is not degraded.
     fn clear_recovery(&self) -> BoxFut<'_, Result<(), Error>> {
         Box::pin(async { Ok(()) })
+    }
+    /// Token names and (with `history`) the timeline, for an export.
+    fn export_rows(&self, _history: bool) -> BoxFut<'_, Result<StoreExport, Error>> {
+        Box::pin(async { Ok(StoreExport::default()) })
+    }
+    /// Add imported timeline rows not there yet; how many were added.
+    fn import_history(&self, _rows: Vec<HistoryRow>) -> BoxFut<'_, Result<u64, Error>> {
+        Box::pin(async { Ok(0) })
     }
     /// Re-encrypt the store under a new key, kept where the old one was;
     /// returns where that is.

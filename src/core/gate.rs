@@ -72,7 +72,7 @@ type Key = (AppId, Category);
 pub(crate) struct Gate {
     policy: RwLock<Arc<Policy>>,
     policy_path: PathBuf,
-    decisions: RwLock<HashMap<AppId, HashMap<Category, StoredDecision>>>,
+    pub(super) decisions: RwLock<HashMap<AppId, HashMap<Category, StoredDecision>>>,
     apps: RwLock<HashMap<AppId, AppInfo>>,
     /// Apps whose publications the user refused, and since when.
     refused_publishers: RwLock<HashMap<AppId, DateTime<Utc>>>,

@@ -16,6 +16,7 @@ pub(crate) mod manage;
 pub(crate) mod notice;
 pub(crate) mod pending;
 pub(crate) mod policy;
+pub(crate) mod portable;
 pub(crate) mod prompts;
 pub(crate) mod provide;
 pub(crate) mod read;

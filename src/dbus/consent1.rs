@@ -290,6 +290,44 @@ impl Consent1 {
         Ok(ended)
     }
 
+    /// The user's decisions, token names, refused publishers and (with
+    /// `history`) the timeline, as versioned JSON Lines.
+    #[zbus(out_args("data"))]
+    async fn export(&self, history: bool, #[zbus(header)] hdr: Header<'_>) -> Result<String> {
+        let who = self
+            .shared
+            .authorize_manage_for(
+                &hdr,
+                polkit::Request {
+                    summary: "export your consent decisions".into(),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let data = self.shared.core.export(history).await?;
+        tracing::info!(by = %who.app_id, history, "exported");
+        Ok(data)
+    }
+
+    /// Merge an export (see Export) into what is here: the newer decision
+    /// wins, a deny beats an allow on a tie. A bad line changes nothing.
+    #[zbus(out_args("report"))]
+    async fn import(&self, data: String, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
+        let who = self
+            .shared
+            .authorize_manage_for(
+                &hdr,
+                polkit::Request {
+                    summary: "import consent decisions and history from a file".into(),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let report = self.shared.core.import(&data).await?;
+        tracing::info!(by = %who.app_id, decisions = report.decisions, history = report.history, "imported");
+        Ok(variant::dict(&report)?)
+    }
+
     /// Re-encrypt the database under a new key, stored where the old one
     /// was; returns where that is.
     #[zbus(out_args("kept_in"))]

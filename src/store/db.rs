@@ -873,6 +873,20 @@ impl ConsentStore for Db {
         })
     }
 
+    fn export_rows(
+        &self,
+        history: bool,
+    ) -> BoxFut<'_, Result<crate::core::consent::StoreExport, Error>> {
+        Db::export_rows(self, history)
+    }
+
+    fn import_history(
+        &self,
+        rows: Vec<crate::core::consent::HistoryRow>,
+    ) -> BoxFut<'_, Result<u64, Error>> {
+        Db::import_history(self, rows)
+    }
+
     fn rotate_key(&self) -> BoxFut<'_, Result<String, Error>> {
         Box::pin(Db::rotate_key(self))
     }

@@ -11,6 +11,7 @@ pub mod health;
 pub mod history;
 mod history_read;
 pub mod key;
+mod portable;
 pub mod recovery;
 mod rotate;
 mod secret;
