@@ -228,6 +228,24 @@ pub(crate) struct StoreExport {
     pub(crate) history: Vec<HistoryRow>,
 }
 
+/// A decision in force in memory, not yet stored.
+#[derive(Debug, Clone)]
+pub(crate) enum PendingWrite {
+    /// A deny (a prompt's or a management call's).
+    Put(StoredDecision),
+    /// A revocation (back to undecided).
+    Delete(AppId, Category),
+}
+
+impl PendingWrite {
+    pub(crate) fn key(&self) -> (&AppId, &Category) {
+        match self {
+            PendingWrite::Put(d) => (&d.app, &d.category),
+            PendingWrite::Delete(a, c) => (a, c),
+        }
+    }
+}
+
 /// What is loaded from the store at start.
 #[derive(Debug, Clone, Default)]
 pub struct Loaded {

@@ -94,7 +94,7 @@ pub(crate) struct Gate {
     /// Revocations and denies in force in memory but not yet stored (a
     /// full or read-only disk): written by `super::pending` until they
     /// are.
-    pub(super) pending: Mutex<Vec<super::pending::PendingWrite>>,
+    pub(super) pending: Mutex<Vec<super::consent::PendingWrite>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -538,7 +538,7 @@ impl Gate {
             lock(&self.once).remove(&(app.clone(), category.clone()));
             lock(&self.cooldown).remove(&(app.clone(), category.clone()));
             self.bump();
-            self.write_or_keep(super::pending::PendingWrite::Put(d))
+            self.write_or_keep(super::consent::PendingWrite::Put(d))
                 .await;
             return Ok(());
         }
@@ -584,7 +584,7 @@ impl Gate {
             .is_some();
         lock(&self.once).remove(&(app.clone(), category.clone()));
         self.bump();
-        self.write_or_keep(super::pending::PendingWrite::Delete(
+        self.write_or_keep(super::consent::PendingWrite::Delete(
             app.clone(),
             category.clone(),
         ))

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::Core;
-use super::consent::StoredDecision;
+use super::consent::PendingWrite;
 use super::event::SourceEvent;
 use super::gate::Gate;
 use crate::model::{AppId, Category};
@@ -27,24 +27,6 @@ pub(crate) const RETRY: Duration = Duration::from_secs(2);
 
 /// The `ListSources` entry that says revocations wait to be written.
 pub(crate) const SOURCE: &str = "revocations";
-
-/// A decision in force in memory, not yet stored.
-#[derive(Debug, Clone)]
-pub(crate) enum PendingWrite {
-    /// A deny (a prompt's or a management call's).
-    Put(StoredDecision),
-    /// A revocation (back to undecided).
-    Delete(AppId, Category),
-}
-
-impl PendingWrite {
-    fn key(&self) -> (&AppId, &Category) {
-        match self {
-            PendingWrite::Put(d) => (&d.app, &d.category),
-            PendingWrite::Delete(a, c) => (a, c),
-        }
-    }
-}
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
