@@ -43,6 +43,9 @@ pub enum DaemonError {
     /// The database could not be opened (a wrong key among others).
     #[error(transparent)]
     Db(#[from] store::DbError),
+    /// The database could not be opened nor set aside.
+    #[error(transparent)]
+    Recovery(#[from] store::recovery::RecoveryError),
     /// Reading the open database through core's store traits failed.
     #[error(transparent)]
     Store(#[from] crate::core::Error),
@@ -137,9 +140,17 @@ async fn serve(
 ) -> Result<Exit, DaemonError> {
     let clocks = Clocks::of(config);
     let store = open_store(conn, config, tree).await?;
+    let notify = store.notify;
     let (core, tokens) = build_core(config, tree, clocks.clock, store).await?;
     start_sources(conn, config, tree, &core, clocks.manual).await;
     let publishers = start_publishers(conn, config, tree, mcp_lane, &core, tokens).await?;
+    if notify && let Some(reason) = core.recovery() {
+        tree.publishers.spawn(notify_degraded(
+            conn.clone(),
+            reason,
+            tree.publishers.token(),
+        ));
+    }
     Ok(wait(shutdown, publishers).await)
 }
 
@@ -170,6 +181,9 @@ struct OpenStore {
     db: store::Db,
     db_tasks: store::db::DbTasks,
     loaded: crate::core::consent::Loaded,
+    /// The database could not be used and this start found it: the user
+    /// gets one notification.
+    notify: bool,
 }
 
 /// Step 1: the encrypted store, first: a wrong key must stop the daemon
@@ -181,12 +195,23 @@ async fn open_store(
     tree: &Tree,
 ) -> Result<OpenStore, DaemonError> {
     let db_path = config.paths.database();
-    // Another program's file or a truncated one is said as such, before
-    // the key is looked for (a missing key would be the wrong complaint).
-    store::Db::inspect(&db_path)?;
-    let (key, key_source) = store::key::load(&config.paths.state_dir, &db_path, Some(conn)).await?;
-    let (db, db_tasks) = store::Db::open(&db_path, &key, &key_source).await?;
-    drop(key);
+    // A file that cannot be used is set aside and the broker runs
+    // degraded; a missing key for an existing file runs it in memory
+    // (store::recovery). Never a new database or key silently.
+    let opened = store::recovery::open(
+        &config.paths.state_dir,
+        &db_path,
+        Some(conn),
+        chrono::Utc::now(),
+    )
+    .await?;
+    let store::recovery::Opened {
+        db,
+        tasks: db_tasks,
+        key_source,
+        degraded,
+        found_now,
+    } = opened;
     {
         // The pool closes when the database level stops, after the
         // writers have written their last batches.
@@ -198,12 +223,17 @@ async fn open_store(
             tracing::debug!("database closed");
         });
     }
-    let loaded = db.load().await?;
-    tracing::info!(path = %db_path.display(), key = %key_source, decisions = loaded.decisions.len(), "database open");
+    let mut loaded = db.load().await?;
+    if degraded.is_some() {
+        loaded.recovery = degraded;
+    }
+    let key = key_source.map_or_else(|| "none (in memory)".to_owned(), |k| k.to_string());
+    tracing::info!(path = %db_path.display(), %key, decisions = loaded.decisions.len(), degraded = loaded.recovery.is_some(), "database open");
     Ok(OpenStore {
         db,
         db_tasks,
         loaded,
+        notify: found_now,
     })
 }
 
@@ -220,6 +250,7 @@ async fn build_core(
         db,
         db_tasks,
         loaded,
+        notify: _,
     } = store;
     let consent = &config.file.consent;
     let settings = GateSettings {
@@ -265,6 +296,20 @@ async fn build_core(
             }
         });
     }
+    // Degraded (store::recovery): said in ListSources until the user acts.
+    if let Some(reason) = core.recovery() {
+        core.state().apply(SourceEvent::SourceStatus {
+            source: crate::core::RECOVERY_SOURCE.into(),
+            available: false,
+            error: Some(format!(
+                "degraded: {reason} Undecided access is denied, never asked, until you act: restore a backup (contextctl import FILE) or accept the new database (contextctl recovery dismiss); see the README, \"When the database cannot be used\""
+            )),
+        });
+    }
+    // Revocations the disk did not take are retried until written, the
+    // last time after the publishers stopped (core::pending).
+    tree.writers
+        .spawn(core.clone().write_revocations(tree.writers.token()));
     let audit_keep = chrono::Duration::days(i64::from(consent.audit_days.max(1)));
     // The timeline: recorded from every change, in order, as it is
     // applied; written by its own task in batches.
@@ -637,6 +682,44 @@ async fn policy_watcher(
                 }
             }
         }
+    }
+}
+
+/// Tell the user, once, that the broker runs degraded: a desktop
+/// notification (org.freedesktop.Notifications), if a server runs. The
+/// details are in `contextctl status`, the dashboard and the log.
+async fn notify_degraded(conn: Connection, reason: String, cancel: CancellationToken) {
+    let hints: std::collections::HashMap<&str, zbus::wire::Variant<'_>> =
+        [("urgency", zbus::wire::Variant::from(2u8))]
+            .into_iter()
+            .collect();
+    let body = format!(
+        "{reason}\nApps are denied anything you have not decided until you act: see contextctl status."
+    );
+    let args = (
+        "contextd",
+        0u32,
+        "dialog-warning",
+        "Your context permissions could not be read",
+        body.as_str(),
+        Vec::<&str>::new(),
+        hints,
+        -1i32,
+    );
+    let call = conn.call_method(
+        Some("org.freedesktop.Notifications"),
+        "/org/freedesktop/Notifications",
+        Some("org.freedesktop.Notifications"),
+        "Notify",
+        &args,
+    );
+    tokio::select! {
+        _ = cancel.cancelled() => {}
+        r = tokio::time::timeout(Duration::from_secs(5), call) => match r {
+            Ok(Ok(_)) => tracing::info!("the user was notified that contextd runs degraded"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot notify the user that contextd runs degraded"),
+            Err(_) => tracing::warn!("the notification server did not answer"),
+        },
     }
 }
 

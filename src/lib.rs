@@ -78,8 +78,8 @@ pub mod internals {
     /// `contextctl completions`).
     pub mod cli {
         pub use crate::cli::{
-            Command, ConsentCommand, ContextctlArgs, ContextdArgs, ProvidersCommand,
-            ReadersCommand, TokenCommand, completions, generate_files,
+            Command, ConsentCommand, ContextctlArgs, ContextdArgs, KeyCommand, ProvidersCommand,
+            ReadersCommand, RecoveryCommand, TokenCommand, completions, generate_files,
         };
     }
 }

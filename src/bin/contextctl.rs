@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use contextd::client::ctl;
 use contextd::internals::cli::{
-    Command, ConsentCommand, ContextctlArgs as Args, ProvidersCommand, ReadersCommand, TokenCommand,
+    Command, ConsentCommand, ContextctlArgs as Args, KeyCommand, ProvidersCommand, ReadersCommand,
+    RecoveryCommand, TokenCommand,
 };
 
 fn main() -> ExitCode {
@@ -106,6 +107,14 @@ fn main() -> ExitCode {
             Command::Readers { command } => match command.unwrap_or(ReadersCommand::List) {
                 ReadersCommand::List => ctl::readers(&conn, out).await,
                 ReadersCommand::End { id } => ctl::end_reader(&conn, id).await,
+            },
+            Command::Export { history } => ctl::export(&conn, history).await,
+            Command::Import { file } => ctl::import(&conn, out, &file).await,
+            Command::Key { command } => match command {
+                KeyCommand::Rotate => ctl::key_rotate(&conn).await,
+            },
+            Command::Recovery { command } => match command {
+                RecoveryCommand::Dismiss => ctl::recovery_dismiss(&conn).await,
             },
             Command::Audit { app, since, limit } => {
                 ctl::audit(&conn, out, app.as_deref(), &since, limit).await

@@ -184,6 +184,34 @@ pub enum Command {
         #[arg(long, default_value_t = 100)]
         limit: u32,
     },
+    /// When the database could not be used (see `contextctl status`): end
+    /// the degraded state by accepting the new database (needs polkit
+    /// authorisation).
+    Recovery {
+        #[command(subcommand)]
+        command: RecoveryCommand,
+    },
+    /// Write your decisions, token names (never their secrets), refused
+    /// publishers and, with --history, the timeline to stdout as JSON Lines
+    /// (needs polkit authorisation), e.g. `contextctl export --history >
+    /// contextd-backup.jsonl`.
+    Export {
+        /// Include the timeline.
+        #[arg(long)]
+        history: bool,
+    },
+    /// Merge a file written by `contextctl export` into what is here: the
+    /// newer decision wins, a deny beats an allow on a tie; a bad line
+    /// changes nothing (needs polkit authorisation).
+    Import {
+        /// The export file.
+        file: PathBuf,
+    },
+    /// The database key (needs polkit authorisation).
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
     /// The MCP stdio server, for MCP hosts (Claude Desktop, Claude Code, ...):
     /// relays stdin/stdout to contextd, starting it if needed. The host that
     /// runs this command is the app asked for consent.
@@ -269,6 +297,21 @@ pub enum ProvidersCommand {
         /// exe:/usr/bin/firefox, systemd:org.mozilla.firefox, token:NAME).
         app: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Re-encrypt the database under a new key, kept where the old one was
+    /// (the Secret Service, or the key file); the old key no longer opens
+    /// it. Back up the new key if you keep backups of the database.
+    Rotate,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RecoveryCommand {
+    /// Accept the new database: apps are asked again for what you have
+    /// not decided (the old file stays where it was moved).
+    Dismiss,
 }
 
 #[derive(Debug, Subcommand)]

@@ -857,6 +857,58 @@ pub async fn consent_forget(conn: &Connection, app: &str) -> Result<()> {
     Ok(())
 }
 
+pub async fn export(conn: &Connection, history: bool) -> Result<()> {
+    let data = Consent1Proxy::new(conn).await?.export(history).await?;
+    use std::io::Write;
+    std::io::stdout()
+        .write_all(data.as_bytes())
+        .map_err(|e| CtlError::Call(format!("writing the export: {e}")))?;
+    Ok(())
+}
+
+pub async fn import(conn: &Connection, out: Output, file: &std::path::Path) -> Result<()> {
+    let data = std::fs::read_to_string(file)
+        .map_err(|e| CtlError::Call(format!("{}: {e}", file.display())))?;
+    let report = dict_to_json(&Consent1Proxy::new(conn).await?.import(&data).await?);
+    if out.json {
+        print_json(&report);
+        return Ok(());
+    }
+    println!(
+        "Imported {} decisions ({} newer ones here kept), {} refused publishers, {} timeline entries.",
+        report["decisions"],
+        report["decisions_kept"],
+        report["refused_publishers"],
+        report["history"]
+    );
+    let tokens = array(&report, "tokens_to_recreate");
+    if !tokens.is_empty() {
+        let names: Vec<&str> = tokens.iter().filter_map(Value::as_str).collect();
+        println!(
+            "Tokens are never exported: create them again with contextctl token create NAME ({}).",
+            names.join(", ")
+        );
+    }
+    Ok(())
+}
+
+pub async fn key_rotate(conn: &Connection) -> Result<()> {
+    let at = Consent1Proxy::new(conn).await?.rotate_key().await?;
+    println!("The database has a new key, kept in {at}. The old key no longer opens it.");
+    Ok(())
+}
+
+pub async fn recovery_dismiss(conn: &Connection) -> Result<()> {
+    if Consent1Proxy::new(conn).await?.dismiss_recovery().await? {
+        println!(
+            "The new database is accepted: apps are asked again for what you have not decided."
+        );
+    } else {
+        println!("contextd was not degraded: nothing to dismiss.");
+    }
+    Ok(())
+}
+
 pub async fn consent_pause(conn: &Connection, paused: bool) -> Result<()> {
     Consent1Proxy::new(conn).await?.set_paused(paused).await?;
     println!(

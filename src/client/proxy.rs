@@ -78,6 +78,10 @@ pub mod consent {
         fn register_agent(&self, agent: &zbus::wire::ObjectPath<'_>) -> zbus::Result<()>;
         fn unregister_agent(&self, agent: &zbus::wire::ObjectPath<'_>) -> zbus::Result<()>;
         fn set_paused(&self, paused: bool) -> zbus::Result<()>;
+        fn dismiss_recovery(&self) -> zbus::Result<bool>;
+        fn rotate_key(&self) -> zbus::Result<String>;
+        fn export(&self, history: bool) -> zbus::Result<String>;
+        fn import(&self, data: &str) -> zbus::Result<Dict>;
         fn list_pending(&self) -> zbus::Result<Vec<Dict>>;
         fn answer_pending(&self, id: u64, answer: &str, duration_s: u32) -> zbus::Result<bool>;
         fn list_readers(&self) -> zbus::Result<Vec<Dict>>;
@@ -87,6 +91,8 @@ pub mod consent {
         // Read each time: the broker sends no PropertiesChanged for it.
         #[zbus(property(emits_changed_signal = "false"))]
         fn paused(&self) -> zbus::Result<bool>;
+        #[zbus(property(emits_changed_signal = "false"))]
+        fn recovery(&self) -> zbus::Result<String>;
         #[zbus(signal)]
         fn changed(&self, parts: Vec<String>) -> zbus::Result<()>;
     }

@@ -203,6 +203,49 @@ pub(crate) struct AuditQuery {
     pub(crate) limit: u32,
 }
 
+/// One interval or point of the timeline as exported (the `history`
+/// table's columns but its id).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct HistoryRow {
+    pub(crate) kind: String,
+    pub(crate) category: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) app_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) detail: Option<String>,
+    pub(crate) start_ms: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) end_ms: Option<i64>,
+}
+
+/// What only the store holds for an export: token names and creation
+/// times (never their hashes), and the timeline when asked.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StoreExport {
+    pub(crate) tokens: Vec<(String, i64)>,
+    pub(crate) history: Vec<HistoryRow>,
+}
+
+/// A decision in force in memory, not yet stored.
+#[derive(Debug, Clone)]
+pub(crate) enum PendingWrite {
+    /// A deny (a prompt's or a management call's).
+    Put(StoredDecision),
+    /// A revocation (back to undecided).
+    Delete(AppId, Category),
+}
+
+impl PendingWrite {
+    pub(crate) fn key(&self) -> (&AppId, &Category) {
+        match self {
+            PendingWrite::Put(d) => (&d.app, &d.category),
+            PendingWrite::Delete(a, c) => (a, c),
+        }
+    }
+}
+
 /// What is loaded from the store at start.
 #[derive(Debug, Clone, Default)]
 pub struct Loaded {
@@ -210,6 +253,10 @@ pub struct Loaded {
     pub apps: Vec<AppInfo>,
     /// Apps whose publications the user refused, and since when.
     pub refused_publishers: Vec<(AppId, DateTime<Utc>)>,
+    /// Why the broker runs degraded (the database replaced an unusable
+    /// file, or its key is missing): undecided access is then denied,
+    /// never asked, until the user acts.
+    pub recovery: Option<String>,
 }
 
 /// The persistent side of consent. Decision writes are awaited (they are
@@ -226,6 +273,24 @@ pub(crate) trait ConsentStore: Send + Sync + fmt::Debug {
         app: AppId,
         since: Option<DateTime<Utc>>,
     ) -> BoxFut<'_, Result<(), Error>>;
+    /// The user acted on a recovery (dismissed it, or imported a backup):
+    /// forget the note, so that the next start is not degraded.
+    fn clear_recovery(&self) -> BoxFut<'_, Result<(), Error>> {
+        Box::pin(async { Ok(()) })
+    }
+    /// Token names and (with `history`) the timeline, for an export.
+    fn export_rows(&self, _history: bool) -> BoxFut<'_, Result<StoreExport, Error>> {
+        Box::pin(async { Ok(StoreExport::default()) })
+    }
+    /// Add imported timeline rows not there yet; how many were added.
+    fn import_history(&self, _rows: Vec<HistoryRow>) -> BoxFut<'_, Result<u64, Error>> {
+        Box::pin(async { Ok(0) })
+    }
+    /// Re-encrypt the store under a new key, kept where the old one was;
+    /// returns where that is.
+    fn rotate_key(&self) -> BoxFut<'_, Result<String, Error>> {
+        Box::pin(async { Err(Error::Unavailable("no database key to rotate".into())) })
+    }
     fn audit(&self, e: AuditEntry);
     fn query_audit(&self, q: AuditQuery) -> BoxFut<'_, Result<Vec<AuditEntry>, Error>>;
 }

@@ -72,7 +72,7 @@ type Key = (AppId, Category);
 pub(crate) struct Gate {
     policy: RwLock<Arc<Policy>>,
     policy_path: PathBuf,
-    decisions: RwLock<HashMap<AppId, HashMap<Category, StoredDecision>>>,
+    pub(super) decisions: RwLock<HashMap<AppId, HashMap<Category, StoredDecision>>>,
     apps: RwLock<HashMap<AppId, AppInfo>>,
     /// Apps whose publications the user refused, and since when.
     refused_publishers: RwLock<HashMap<AppId, DateTime<Utc>>>,
@@ -91,6 +91,13 @@ pub(crate) struct Gate {
     /// The last allowed read of each app (who reads now, for the
     /// privacy indicators: `core::reading`).
     pub(crate) reads: super::reading::Marks,
+    /// Why the broker runs degraded, while it does (`store::recovery`):
+    /// undecided access is then denied, never asked.
+    recovery: RwLock<Option<String>>,
+    /// Revocations and denies in force in memory but not yet stored (a
+    /// full or read-only disk): written by `super::pending` until they
+    /// are.
+    pub(super) pending: Mutex<Vec<super::consent::PendingWrite>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -133,7 +140,31 @@ impl Gate {
             generation,
             notices: super::notice::Notices::default(),
             reads: super::reading::Marks::default(),
+            recovery: RwLock::new(loaded.recovery),
+            pending: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Why the broker runs degraded, if it does.
+    pub(crate) fn recovery(&self) -> Option<String> {
+        self.recovery
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The user acted on the recovery: undecided access is asked again
+    /// (if config.toml says so), now and after a restart.
+    pub(crate) async fn end_recovery(&self) -> Result<bool, Error> {
+        if self.recovery().is_none() {
+            return Ok(false);
+        }
+        if let Some(store) = &self.store {
+            store.clear_recovery().await?;
+        }
+        *self.recovery.write().unwrap_or_else(|e| e.into_inner()) = None;
+        self.bump();
+        Ok(true)
     }
 
     pub(crate) fn policy_path(&self) -> &Path {
@@ -297,13 +328,21 @@ impl Gate {
                     .into(),
             }));
         }
-        if stored.is_some() || self.settings.undecided == Verdict::Ask {
+        let degraded = self.recovery().is_some();
+        if stored.is_some() || (self.settings.undecided == Verdict::Ask && !degraded) {
             return Err(Decision::Ask);
         }
         Err(Decision::Deny(Error::NotAllowed {
             app: app.clone(),
             category: cat.clone(),
-            hint: self.grant_hint(app, cat),
+            hint: if degraded {
+                format!(
+                    "contextd runs degraded (its database could not be used; see contextctl status): undecided access is denied until the user acts. {}",
+                    self.grant_hint(app, cat)
+                )
+            } else {
+                self.grant_hint(app, cat)
+            },
         }))
     }
 
@@ -493,9 +532,27 @@ impl Gate {
             origin,
             created: self.clock.now(),
         };
+        // A deny takes effect at once, stored or not (revocation always
+        // wins); a write that fails is kept and retried (`pending`). Any
+        // other decision is in force only once stored.
+        if verdict == Verdict::Deny {
+            self.decisions
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(app.clone())
+                .or_default()
+                .insert(category.clone(), d.clone());
+            lock(&self.once).remove(&(app.clone(), category.clone()));
+            lock(&self.cooldown).remove(&(app.clone(), category.clone()));
+            self.bump();
+            self.write_or_keep(super::consent::PendingWrite::Put(d))
+                .await;
+            return Ok(());
+        }
         if let Some(store) = &self.store {
             store.put_decision(d.clone()).await?;
         }
+        self.superseded(app, category);
         self.decisions
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -522,10 +579,9 @@ impl Gate {
     }
 
     /// Remove a stored decision (back to undecided).
+    /// Takes effect at once, stored or not: a write that fails (a full or
+    /// read-only disk) is kept and retried until written (`pending`).
     pub(crate) async fn revoke(&self, app: &AppId, category: &Category) -> Result<bool, Error> {
-        if let Some(store) = &self.store {
-            store.delete_decision(app.clone(), category.clone()).await?;
-        }
         let removed = self
             .decisions
             .write()
@@ -535,6 +591,11 @@ impl Gate {
             .is_some();
         lock(&self.once).remove(&(app.clone(), category.clone()));
         self.bump();
+        self.write_or_keep(super::consent::PendingWrite::Delete(
+            app.clone(),
+            category.clone(),
+        ))
+        .await;
         Ok(removed)
     }
 

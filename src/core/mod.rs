@@ -15,7 +15,9 @@ pub(crate) mod history;
 pub(crate) mod identity;
 pub(crate) mod manage;
 pub(crate) mod notice;
+pub(crate) mod pending;
 pub(crate) mod policy;
+pub(crate) mod portable;
 pub(crate) mod prompts;
 pub(crate) mod provide;
 pub(crate) mod read;
@@ -41,6 +43,10 @@ pub(crate) use gate::{Gate, GateSettings};
 pub(crate) use read::{Mode, Subject};
 pub(crate) use state::{Change, State};
 pub(crate) use watch::{Follow, Item, Watch, Watcher};
+
+/// The `ListSources` entry that says the broker runs degraded because its
+/// database could not be used (`store::recovery`).
+pub(crate) const RECOVERY_SOURCE: &str = "recovery";
 
 /// The core as publishers see it.
 #[derive(Debug)]
@@ -154,6 +160,37 @@ impl Core {
     /// Whether sharing is paused (for the user's own surfaces).
     pub(crate) fn paused(&self) -> bool {
         self.gate.paused()
+    }
+
+    /// Why the broker runs degraded (its database could not be used),
+    /// if it does: undecided access is denied meanwhile.
+    pub(crate) fn recovery(&self) -> Option<String> {
+        self.gate.recovery()
+    }
+
+    /// Re-key the database (the user's `contextctl key rotate`); where
+    /// the new key is kept.
+    pub(crate) async fn rotate_key(&self) -> Result<String> {
+        let store = self
+            .gate
+            .store()
+            .ok_or_else(|| Error::Unavailable("no database".into()))?;
+        store.rotate_key().await
+    }
+
+    /// The user acted on the recovery: end the degraded state (and its
+    /// `recovery` entry in `ListSources`). Whether there was one.
+    pub(crate) async fn end_recovery(&self) -> Result<bool> {
+        let ended = self.gate.end_recovery().await?;
+        if ended {
+            self.state().apply(SourceEvent::SourceStatus {
+                source: RECOVERY_SOURCE.into(),
+                available: true,
+                error: None,
+            });
+            self.gate.notices.bump(notice::Part::Grants);
+        }
+        Ok(ended)
     }
 
     /// Whether `app` holds a grant of `category` (lasting or for a while,

@@ -292,6 +292,94 @@ impl Consent1 {
         Ok(self.shared.core.paused())
     }
 
+    /// End the degraded state after the database could not be used: the
+    /// user accepts the new database (undecided access is asked again).
+    /// False when the broker was not degraded.
+    #[zbus(out_args("ended"))]
+    async fn dismiss_recovery(&self, #[zbus(header)] hdr: Header<'_>) -> Result<bool> {
+        let who = self
+            .shared
+            .authorize_manage_for(
+                &hdr,
+                polkit::Request {
+                    summary: "accept the new consent database and ask apps again".into(),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let ended = self.shared.core.end_recovery().await?;
+        if ended {
+            tracing::info!(by = %who.app_id, "recovery dismissed: no longer degraded");
+        }
+        Ok(ended)
+    }
+
+    /// The user's decisions, token names, refused publishers and (with
+    /// `history`) the timeline, as versioned JSON Lines.
+    #[zbus(out_args("data"))]
+    async fn export(&self, history: bool, #[zbus(header)] hdr: Header<'_>) -> Result<String> {
+        let who = self
+            .shared
+            .authorize_manage_for(
+                &hdr,
+                polkit::Request {
+                    summary: "export your consent decisions".into(),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let data = self.shared.core.export(history).await?;
+        tracing::info!(by = %who.app_id, history, "exported");
+        Ok(data)
+    }
+
+    /// Merge an export (see Export) into what is here: the newer decision
+    /// wins, a deny beats an allow on a tie. A bad line changes nothing.
+    #[zbus(out_args("report"))]
+    async fn import(&self, data: String, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
+        let who = self
+            .shared
+            .authorize_manage_for(
+                &hdr,
+                polkit::Request {
+                    summary: "import consent decisions and history from a file".into(),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let report = self.shared.core.import(&data).await?;
+        tracing::info!(by = %who.app_id, decisions = report.decisions, history = report.history, "imported");
+        Ok(variant::dict(&report)?)
+    }
+
+    /// Re-encrypt the database under a new key, stored where the old one
+    /// was; returns where that is.
+    #[zbus(out_args("kept_in"))]
+    async fn rotate_key(&self, #[zbus(header)] hdr: Header<'_>) -> Result<String> {
+        let who = self
+            .shared
+            .authorize_manage_for(
+                &hdr,
+                polkit::Request {
+                    summary: "re-encrypt the consent database under a new key".into(),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let at = self.shared.core.rotate_key().await?;
+        tracing::info!(by = %who.app_id, "database key rotated");
+        Ok(at)
+    }
+
+    /// Why the broker runs degraded (its database could not be used), or
+    /// the empty string.
+    #[zbus(property(emits_changed_signal = "false"))]
+    async fn recovery(&self, #[zbus(header)] hdr: Option<Header<'_>>) -> Result<String> {
+        let hdr = hdr.ok_or_else(|| Error::NotAllowed("no caller".into()))?;
+        self.shared.authorize_manage(&hdr).await?;
+        Ok(self.shared.core.recovery().unwrap_or_default())
+    }
+
     /// Send the caller `Changed` (only to it) until it leaves the bus.
     async fn watch_changes(&self, #[zbus(header)] hdr: Header<'_>) -> Result<()> {
         self.shared.authorize_manage(&hdr).await?;

@@ -6,9 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 use sqlx::{Row, SqliteConnection};
 use tokio_util::sync::CancellationToken;
 
@@ -103,21 +101,60 @@ impl AuditQueue {
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
     #[error(
-        "{path}: cannot decrypt with {key}: wrong key, or not a contextd database. The file was not changed; restore the right key (or move the file away to start afresh)"
+        "{path}: cannot decrypt with {key}: wrong key, or not a contextd database (random bytes look the same). It was not changed; if the key is the wrong one, put the right one back and move the file back"
     )]
     WrongKey { path: String, key: KeySource },
     #[error("{path}: {error}")]
     Open { path: String, error: String },
     #[error("{path}: migrating the schema failed: {error}")]
     Migrate { path: String, error: String },
-    #[error(
-        "{path} is damaged: {detail}. It was not changed, and no new database was made in its place. Restore it from a backup, or move it away to start afresh (the grants, history and audit it holds are then lost)"
-    )]
+    #[error("{path} is damaged: {detail}. It was not changed")]
     Corrupt { path: String, detail: String },
     #[error(
-        "{path} is a plain SQLite database, not contextd's encrypted one: another program's file, or one copied there by hand. It was not changed. Move it away (contextd then starts a new database), or put contextd's own file back"
+        "{path} is a plain SQLite database, not contextd's encrypted one: another program's file, or one copied there by hand. It was not changed"
     )]
     Foreign { path: String },
+    /// A file of no bytes: a crash, a full disk or a sync tool cut it to
+    /// nothing. Never taken for a new database.
+    #[error(
+        "{path} is empty (0 bytes): cut to nothing by a crash, a full disk or a sync tool. It was not changed"
+    )]
+    Empty { path: String },
+    /// Written by a newer contextd: this one does not know its schema.
+    #[error(
+        "{path} was written by a newer contextd (schema {found}, this version knows up to {known}). It was not changed; run the newer version again to use it"
+    )]
+    Newer {
+        path: String,
+        found: i64,
+        known: i64,
+    },
+}
+
+impl DbError {
+    /// Whether the file itself is unusable here (empty, cut short,
+    /// damaged, another program's, of a newer schema, not opened by the
+    /// key in hand), as opposed to a failure around it (permissions, a
+    /// migration that failed): such a file is set aside, never used.
+    pub fn file_unusable(&self) -> bool {
+        matches!(
+            self,
+            DbError::WrongKey { .. }
+                | DbError::Corrupt { .. }
+                | DbError::Foreign { .. }
+                | DbError::Empty { .. }
+                | DbError::Newer { .. }
+        )
+    }
+}
+
+/// The newest migration this build knows.
+fn known_schema() -> i64 {
+    sqlx::migrate!("./migrations")
+        .iter()
+        .map(|m| m.version)
+        .max()
+        .unwrap_or(0)
 }
 
 /// The first bytes of an unencrypted SQLite database. SQLCipher encrypts
@@ -128,10 +165,10 @@ const PLAIN_SQLITE: &[u8; 16] = b"SQLite format 3\0";
 /// encrypted file is a whole number of pages.
 const PAGE: u64 = 4096;
 
-/// What can be told of the file at `path` before decrypting it: another
-/// program's plain SQLite database, or a file cut short (not a whole
-/// number of pages). An empty file is a database not written yet (a
-/// first start stopped before its first write), which SQLite fills.
+/// What can be told of the file at `path` before decrypting it: an empty
+/// file, another program's plain SQLite database, or a file cut short
+/// (not a whole number of pages). An empty file is never taken for a new
+/// database (issue 32): whatever emptied it also took the user's grants.
 fn inspect(path: &Path, shown: &str) -> Result<(), DbError> {
     use std::io::Read;
     let open_error = |e: std::io::Error| DbError::Open {
@@ -140,6 +177,11 @@ fn inspect(path: &Path, shown: &str) -> Result<(), DbError> {
     };
     let mut f = std::fs::File::open(path).map_err(open_error)?;
     let len = f.metadata().map_err(open_error)?.len();
+    if len == 0 {
+        return Err(DbError::Empty {
+            path: shown.to_owned(),
+        });
+    }
     let mut head = [0u8; 16];
     let mut got = 0;
     while got < head.len() {
@@ -175,6 +217,8 @@ pub struct Db {
     path: PathBuf,
     audit: Arc<AuditQueue>,
     health: Health,
+    /// The key and where it came from, for `rotate_key` (none in memory).
+    pub(super) key_home: super::rotate::SharedKeyHome,
 }
 
 /// What runs beside the database: the audit writer and the daily purge.
@@ -285,10 +329,34 @@ impl Db {
                 ),
                 Err(_) => None,
             };
+            // A schema newer than this build's: a migration would fail
+            // half-way (or worse, succeed around what it does not know).
+            let found: Option<i64> = if matches!(quick, Some(Ok(ref v)) if v == "ok") {
+                sqlx::query_scalar(
+                    // No such table (not migrated yet): an error, so None.
+                    "SELECT max(version) FROM _sqlx_migrations",
+                )
+                .fetch_optional(&mut conn)
+                .await
+                .ok()
+                .flatten()
+                .flatten()
+            } else {
+                None
+            };
             use sqlx::Connection;
             let _ = conn.close().await;
             if let Err(e) = check {
                 return Err(first_pages(e));
+            }
+            if let Some(found) = found
+                && found > known_schema()
+            {
+                return Err(DbError::Newer {
+                    path: shown.clone(),
+                    found,
+                    known: known_schema(),
+                });
             }
             match quick {
                 Some(Ok(v)) if v == "ok" => {}
@@ -316,20 +384,7 @@ impl Db {
                 None => {}
             }
         }
-        let opts = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .pragma("key", format!("\"x'{}'\"", key.hex()))
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .pragma("secure_delete", "ON")
-            .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(5));
-        // Statement logging would print the key (PRAGMA key) at debug level.
-        let opts = {
-            use sqlx::ConnectOptions;
-            opts.disable_statement_logging()
-        };
+        let opts = super::rotate::options(path, key);
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(opts)
@@ -363,9 +418,89 @@ impl Db {
                 path: path.to_owned(),
                 audit: audit.clone(),
                 health: Health::new(path),
+                key_home: Default::default(),
             },
             DbTasks { audit },
         ))
+    }
+
+    /// A database in memory, for a broker that must run without its file
+    /// (the key of an existing database is missing: the file is left
+    /// alone and no new key is made). Nothing written here outlives the
+    /// process; `path` names the real file in messages.
+    pub async fn open_memory(path: &Path) -> Result<(Db, DbTasks), DbError> {
+        let shown = path.display().to_string();
+        let opts = SqliteConnectOptions::from_str("sqlite::memory:")
+            .map_err(|e| DbError::Open {
+                path: shown.clone(),
+                error: e.to_string(),
+            })?
+            .foreign_keys(true);
+        // One connection kept for good: each connection to `:memory:` is
+        // a database of its own.
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(opts)
+            .await
+            .map_err(|e| DbError::Open {
+                path: shown.clone(),
+                error: e.to_string(),
+            })?;
+        sqlx::migrate!("./migrations")
+            .run(&pool)
+            .await
+            .map_err(|e| DbError::Migrate {
+                path: shown.clone(),
+                error: e.to_string(),
+            })?;
+        let audit = Arc::new(AuditQueue::default());
+        Ok((
+            Db {
+                pool,
+                path: path.to_owned(),
+                audit: audit.clone(),
+                health: Health::new(path),
+                key_home: Default::default(),
+            },
+            DbTasks { audit },
+        ))
+    }
+
+    /// Note in this (new) database that it replaced an unusable file,
+    /// moved to `moved_to`, for `reason`: the broker stays degraded across
+    /// restarts until the user acts ([`ConsentStore::clear_recovery`]).
+    pub async fn record_recovery(
+        &self,
+        moved_to: &Path,
+        reason: &str,
+        since: DateTime<Utc>,
+    ) -> Result<(), Error> {
+        sqlx::query("INSERT INTO recovery (moved_to, reason, since_ms) VALUES (?, ?, ?)")
+            .bind(moved_to.display().to_string())
+            .bind(reason)
+            .bind(ms(since))
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.health.error("the recovery note", e))?;
+        Ok(())
+    }
+
+    /// Remember the key and where it came from, so that it can be rotated
+    /// (`contextctl key rotate`).
+    pub async fn set_key_home(
+        &self,
+        source: KeySource,
+        key: DbKey,
+        session: Option<zbus::Connection>,
+    ) {
+        *self.key_home.lock().await = Some(super::rotate::KeyHome {
+            source,
+            key,
+            session,
+        });
     }
 
     /// Whether the database takes writes; shared with the history writer.
@@ -457,6 +592,21 @@ impl Db {
                 first_seen: from_ms(r.try_get(4).unwrap_or_default()),
                 last_seen: from_ms(r.try_get(5).unwrap_or_default()),
             });
+        }
+        let rows = sqlx::query("SELECT moved_to, reason FROM recovery ORDER BY id")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(failed)?;
+        let notes: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                let moved: String = r.try_get(0).unwrap_or_default();
+                let reason: String = r.try_get(1).unwrap_or_default();
+                format!("{reason}. It was moved to {moved}.")
+            })
+            .collect();
+        if !notes.is_empty() {
+            loaded.recovery = Some(notes.join(" "));
         }
         let rows = sqlx::query("SELECT app_id, since_ms FROM refused_publishers")
             .fetch_all(&self.pool)
@@ -718,6 +868,35 @@ impl ConsentStore for Db {
             .execute(&self.pool)
             .await
             .map_err(|e| self.health.error("the app", e))?;
+            self.health.wrote();
+            Ok(())
+        })
+    }
+
+    fn export_rows(
+        &self,
+        history: bool,
+    ) -> BoxFut<'_, Result<crate::core::consent::StoreExport, Error>> {
+        Db::export_rows(self, history)
+    }
+
+    fn import_history(
+        &self,
+        rows: Vec<crate::core::consent::HistoryRow>,
+    ) -> BoxFut<'_, Result<u64, Error>> {
+        Db::import_history(self, rows)
+    }
+
+    fn rotate_key(&self) -> BoxFut<'_, Result<String, Error>> {
+        Box::pin(Db::rotate_key(self))
+    }
+
+    fn clear_recovery(&self) -> BoxFut<'_, Result<(), Error>> {
+        Box::pin(async move {
+            sqlx::query("DELETE FROM recovery")
+                .execute(&self.pool)
+                .await
+                .map_err(|e| self.health.error("the end of the recovery", e))?;
             self.health.wrote();
             Ok(())
         })

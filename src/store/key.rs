@@ -90,6 +90,32 @@ fn create_key_file(path: &Path) -> Result<DbKey, KeyError> {
     Ok(key)
 }
 
+/// Put `key` in the key file at `path` in place of the old one: written
+/// beside it (0600), synced, then renamed over it, so that the file holds
+/// the old key or the new one, never half of either.
+pub(crate) fn replace_key_file(path: &Path, key: &DbKey) -> Result<(), KeyError> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".new");
+    let tmp = PathBuf::from(tmp);
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| io(&tmp, e))?;
+    f.write_all(key.hex().as_bytes()).map_err(|e| io(&tmp, e))?;
+    f.write_all(b"\n").map_err(|e| io(&tmp, e))?;
+    f.sync_all().map_err(|e| io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| io(path, e))?;
+    if let Some(dir) = path.parent()
+        && let Ok(d) = std::fs::File::open(dir)
+    {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
 /// Find the key, in order: credentials, Secret Service, key file. A new key
 /// is created only when the database does not exist yet.
 pub async fn load(

@@ -121,11 +121,25 @@ pub async fn get_or_create(conn: &Connection, create: bool) -> Result<Option<DbK
     if !create {
         return Ok(None);
     }
+    let key = DbKey::random()?;
+    put(conn, &session, &key, false).await?;
+    tracing::info!("stored a new database key in the Secret Service");
+    Ok(Some(key))
+}
+
+/// Store `key` in the item `application=contextd` (replacing the one
+/// there when `replace`): `contextctl key rotate` puts the new key where
+/// the old one was.
+async fn put(
+    conn: &Connection,
+    session: &OwnedObjectPath,
+    key: &DbKey,
+    replace: bool,
+) -> Result<(), KeyError> {
     let collection: OwnedObjectPath = call(conn, PATH, SERVICE, "ReadAlias", &("default",)).await?;
     if collection.as_str() == "/" {
         return Err(err("the keyring has no default collection"));
     }
-    let key = DbKey::random()?;
     let mut props: HashMap<&str, Variant<'_>> = HashMap::new();
     props.insert(
         "org.freedesktop.Secret.Item.Label",
@@ -146,12 +160,24 @@ pub async fn get_or_create(conn: &Connection, create: bool) -> Result<Option<DbK
         collection.as_str(),
         "org.freedesktop.Secret.Collection",
         "CreateItem",
-        &(props, secret, false),
+        &(props, secret, replace),
     )
     .await?;
     if item.as_str() == "/" && !prompt(conn, &p).await? {
         return Err(err("the user refused to store the key in the keyring"));
     }
-    tracing::info!("stored a new database key in the Secret Service");
-    Ok(Some(key))
+    Ok(())
+}
+
+/// Replace the key in the Secret Service (key rotation).
+pub async fn replace(conn: &Connection, key: &DbKey) -> Result<(), KeyError> {
+    let (_out, session): (OwnedVariant, OwnedObjectPath) = call(
+        conn,
+        PATH,
+        SERVICE,
+        "OpenSession",
+        &("plain", Variant::from("")),
+    )
+    .await?;
+    put(conn, &session, key, true).await
 }

@@ -1,13 +1,14 @@
-//! A damaged or foreign file at the database's path: the broker refuses to
-//! start with an error that names the file, says what is wrong and what
-//! the user can do, and leaves every file as it was (no repair, no new
-//! database made in its place). The wrong key and the missing key are in
-//! tests/it/consent_store.rs.
+//! A damaged or foreign file at the database's path: the broker never
+//! repairs it nor takes it for a new one. It moves it aside byte for byte
+//! (`contextd.db.broken-TIME`, with its `-wal`/`-shm`), starts degraded on
+//! a new database and says why, naming the file and what the user can do
+//! (issue 32; before, it refused to start). The empty, random-bytes and
+//! newer-schema files and the missing key are in
+//! tests/it/store_recovery.rs.
 
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use common::*;
@@ -85,38 +86,68 @@ async fn populated(bus: &Bus) -> Home {
     home
 }
 
-/// Start the broker on `home` and expect it to refuse: exit 1 within 20 s
-/// with an error naming the database file; returns its stderr.
-fn refused(bus: &Bus, home: &Home) -> String {
-    let (st, _out, err) = run_cmd(
-        Command::new(contextd_bin())
-            .env_clear()
-            .envs(home.envs(bus))
-            .env("PATH", std::env::var("PATH").unwrap_or_default()),
-        20,
+/// Start the broker on `home` and expect it to run degraded, saying so in
+/// `ListSources` with the file's name, what is wrong and where it was
+/// moved; stop it and return what it said.
+async fn refused(bus: &Bus, home: &Home) -> String {
+    let mut d = Daemon::start(bus, home, &[]).await;
+    let conn = bus.connect().await;
+    let ctx = contextd::client::proxy::Context1Proxy::new(&conn)
+        .await
+        .expect("proxy");
+    let src = ctx
+        .list_sources()
+        .await
+        .expect("ListSources")
+        .iter()
+        .map(contextd::client::json::dict_to_json)
+        .find(|s| s["name"] == "recovery")
+        .unwrap_or_else(|| panic!("not degraded: {}", d.stderr()));
+    let said = src["last_error"].as_str().unwrap_or_default().to_owned();
+    d.signal(libc::SIGTERM);
+    assert_eq!(
+        d.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()),
+        Some(0),
+        "{}",
+        d.stderr()
     );
-    assert_eq!(st.code(), Some(1), "the broker did not refuse: {err}");
     let path = home.db_path().display().to_string();
-    assert!(err.contains(&path), "the error does not name {path}: {err}");
-    // One line says it all: the file, what is wrong, that it is unchanged.
-    let line = err
-        .lines()
-        .find(|l| l.starts_with("contextd: ") && l.contains(&path))
-        .unwrap_or_else(|| panic!("no error line naming {path}: {err}"));
-    assert!(
-        line.contains("was not changed"),
-        "the error does not say the file is unchanged: {err}"
-    );
-    line.to_owned()
+    assert!(said.contains(&path), "it does not name {path}: {said}");
+    assert!(said.contains("was not changed"), "{said}");
+    assert!(said.contains("moved to"), "{said}");
+    said
 }
 
-/// The files are as they were: the same names and the same bytes.
+/// The files are kept: each one's bytes under its name set aside
+/// (`contextd.db.broken-TIME[-wal|-shm]`); the database's name now holds
+/// a new database.
 fn unchanged(home: &Home, before: &[(PathBuf, Vec<u8>)]) {
     let after = files(home);
-    let names = |v: &[(PathBuf, Vec<u8>)]| v.iter().map(|f| f.0.clone()).collect::<Vec<_>>();
-    assert_eq!(names(&after), names(before), "files appeared or went");
-    for (a, b) in after.iter().zip(before) {
-        assert!(a.1 == b.1, "{} changed", a.0.display());
+    for (path, bytes) in before {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let suffix = name.strip_prefix("contextd.db").unwrap_or(name);
+        let kept = after.iter().find(|(p, _)| {
+            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            n.starts_with("contextd.db.broken-")
+                && if suffix.is_empty() {
+                    !n.ends_with("-wal") && !n.ends_with("-shm")
+                } else {
+                    n.ends_with(suffix)
+                }
+        });
+        let Some((p, b)) = kept else {
+            panic!(
+                "{} was not kept: {:?}",
+                path.display(),
+                after.iter().map(|f| &f.0).collect::<Vec<_>>()
+            );
+        };
+        assert!(
+            b == bytes,
+            "{} changed (kept as {})",
+            path.display(),
+            p.display()
+        );
     }
 }
 
@@ -140,7 +171,7 @@ fn truncate(path: &Path, len: u64) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_truncated_database_is_refused_and_left_as_it_is() {
+async fn a_truncated_database_is_set_aside_untouched() {
     with_timeout(120, async {
         let bus = Bus::start();
         let home = populated(&bus).await;
@@ -148,16 +179,31 @@ async fn a_truncated_database_is_refused_and_left_as_it_is() {
         // Cut at a page boundary: only reading the pages tells.
         truncate(&home.db_path(), (len / 2) / 4096 * 4096);
         let before = files(&home);
-        let err = refused(&bus, &home);
+        let err = refused(&bus, &home).await;
         eprintln!("cut at a page: {err}");
         assert!(err.contains("is damaged"), "{err}");
-        assert!(err.contains("Restore it from a backup"), "{err}");
+        assert!(err.contains("restore a backup"), "{err}");
         unchanged(&home, &before);
 
-        // Cut inside a page.
+        // Cut inside a page: the file set aside is put back (the new
+        // database made meanwhile goes) and cut again.
+        for (p, _) in files(&home) {
+            let n = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let aside_db = n.starts_with("contextd.db.broken-")
+                && !n.ends_with("-wal")
+                && !n.ends_with("-shm");
+            if aside_db {
+                std::fs::rename(&p, home.db_path()).expect("put back");
+            } else {
+                std::fs::remove_file(&p).expect("rm");
+            }
+        }
         truncate(&home.db_path(), (len / 2) / 4096 * 4096 - 1000);
         let before = files(&home);
-        let err = refused(&bus, &home);
+        let err = refused(&bus, &home).await;
         eprintln!("cut in a page: {err}");
         assert!(err.contains("is damaged"), "{err}");
         assert!(err.contains("not a whole number"), "{err}");
@@ -167,7 +213,7 @@ async fn a_truncated_database_is_refused_and_left_as_it_is() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_corrupted_page_is_refused_and_left_as_it_is() {
+async fn a_corrupted_page_is_set_aside_untouched() {
     with_timeout(120, async {
         let bus = Bus::start();
         let home = populated(&bus).await;
@@ -176,7 +222,7 @@ async fn a_corrupted_page_is_refused_and_left_as_it_is() {
         // the file, and only that page fails its HMAC.
         overwrite(&home.db_path(), (len / 3) / 4096 * 4096 + 1000, &[0x5a; 64]);
         let before = files(&home);
-        let err = refused(&bus, &home);
+        let err = refused(&bus, &home).await;
         eprintln!("{err}");
         assert!(err.contains("is damaged"), "{err}");
         assert!(
@@ -211,7 +257,7 @@ async fn write_foreign(path: &Path) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_foreign_sqlite_file_is_refused_and_left_as_it_is() {
+async fn a_foreign_sqlite_file_is_set_aside_untouched() {
     with_timeout(120, async {
         let bus = Bus::start();
         // Where contextd never ran (no key yet): the file is what is
@@ -219,15 +265,10 @@ async fn a_foreign_sqlite_file_is_refused_and_left_as_it_is() {
         let fresh = Home::new();
         write_foreign(&fresh.db_path()).await;
         let before = files(&fresh);
-        let err = refused(&bus, &fresh);
+        let err = refused(&bus, &fresh).await;
         eprintln!("{err}");
         assert!(err.contains("plain SQLite database"), "{err}");
-        assert!(err.contains("Move it away"), "{err}");
         unchanged(&fresh, &before);
-        assert!(
-            !fresh.dir.path().join("state/contextd/db.key").exists(),
-            "a key was made for another program's file"
-        );
 
         // In place of contextd's own database.
         let home = populated(&bus).await;
@@ -236,7 +277,7 @@ async fn a_foreign_sqlite_file_is_refused_and_left_as_it_is() {
         }
         write_foreign(&home.db_path()).await;
         let before = files(&home);
-        let err = refused(&bus, &home);
+        let err = refused(&bus, &home).await;
         assert!(err.contains("plain SQLite database"), "{err}");
         unchanged(&home, &before);
     })

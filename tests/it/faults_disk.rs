@@ -23,10 +23,10 @@ use serde_json::{Value, json};
 
 /// A tmpfs mounted on a directory, unmounted on drop (lazily, so that a
 /// process still holding a file there cannot keep it mounted).
-struct Tmpfs(PathBuf);
+pub(crate) struct Tmpfs(PathBuf);
 
 impl Tmpfs {
-    fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+    pub(crate) fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
         let st = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700")])
             .arg("tmpfs")
@@ -44,7 +44,7 @@ impl Drop for Tmpfs {
 }
 
 /// Fill the file system holding `dir` with one file; returns its path.
-fn fill(dir: &Path) -> PathBuf {
+pub(crate) fn fill(dir: &Path) -> PathBuf {
     use std::io::Write;
     let path = dir.join("filler");
     let mut f = std::fs::File::create(&path).expect("filler");

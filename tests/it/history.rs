@@ -15,9 +15,9 @@ use contextd::client::json::dict_to_json;
 use contextd::client::proxy::{Consent1Proxy, History1Proxy};
 use serde_json::{Value, json};
 
-const DAY: &str = "2026-11-21T08:00:00Z";
+pub(crate) const DAY: &str = "2026-11-21T08:00:00Z";
 
-fn t(hhmm: &str) -> DateTime<Utc> {
+pub(crate) fn t(hhmm: &str) -> DateTime<Utc> {
     format!("2026-11-21T{hhmm}:00Z").parse().expect("time")
 }
 
@@ -36,7 +36,7 @@ fn win(id: &str, app: &str, title: &str) -> String {
 /// 09:00-10:30 editor, 10:30-11:00 browser, 11:00 password manager,
 /// 11:10 a private window, 11:20-15:00 editor; microphone 12:00-12:30;
 /// locked 13:00-14:00; 15:00 nothing focused.
-fn day() -> Vec<String> {
+pub(crate) fn day() -> Vec<String> {
     vec![
         win("ed", "org.gnome.TextEditor", "report.odt"),
         win("fx", "org.mozilla.firefox", "News"),

@@ -1,0 +1,116 @@
+//! `contextctl key rotate` (issue 32): the database is re-encrypted under
+//! a new key kept where the old one was (here the key file); every grant
+//! is kept, the broker goes on reading and writing, and the old key no
+//! longer opens the file.
+
+use crate::common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use contextd::client::json::dict_to_json;
+use contextd::client::proxy::{Consent1Proxy, Context1Proxy};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotate_keeps_every_grant_and_the_old_key_no_longer_opens_the_file() {
+    with_timeout(120, async {
+        let mut m = Managed::start("[consent]\nundecided = \"deny\"\n", &[]).await;
+        let conn = m.bus.connect().await;
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        let me = my_app_id();
+        consent
+            .set_grant(&me, "windows", "allow", 0)
+            .await
+            .expect("grant");
+        consent
+            .set_grant("org.example.Other", "media.playback", "deny", 0)
+            .await
+            .expect("deny");
+        let list = || async {
+            let mut v: Vec<String> = consent
+                .list_grants()
+                .await
+                .expect("ListGrants")
+                .iter()
+                .map(|g| {
+                    let g = dict_to_json(g);
+                    format!("{} {} {}", g["app_id"], g["category"], g["decision"])
+                })
+                .collect();
+            v.sort();
+            v
+        };
+        let before = list().await;
+        let key_file = m.home.dir.path().join("state/contextd/db.key");
+        let old_key = std::fs::read(&key_file).expect("key");
+
+        let (st, out, err) = run_cmd(
+            Command::new(contextctl_bin())
+                .args(["key", "rotate"])
+                .env_clear()
+                .envs(m.home.envs(&m.bus))
+                .env("DBUS_SYSTEM_BUS_ADDRESS", &m.sys.address),
+            30,
+        );
+        assert!(st.success(), "{out}{err}");
+        assert!(out.contains("db.key"), "{out}");
+        let new_key = std::fs::read(&key_file).expect("key");
+        assert_ne!(old_key, new_key, "the key file holds the old key");
+
+        // The broker goes on: the same grants, reads, a new write.
+        assert_eq!(list().await, before);
+        ctx.get_active_window()
+            .await
+            .expect("a read after the rotation");
+        consent
+            .set_grant("org.example.After", "power", "allow", 0)
+            .await
+            .expect("a write after the rotation");
+        m.daemon.signal(libc::SIGTERM);
+        assert_eq!(
+            m.daemon
+                .wait_exit(Duration::from_secs(10))
+                .and_then(|s| s.code()),
+            Some(0),
+            "{}",
+            m.daemon.stderr()
+        );
+
+        // The old key opens nothing.
+        {
+            use sqlx::{ConnectOptions, Connection};
+            let old = contextd::store::DbKey::parse(&old_key).expect("old key");
+            let mut c = sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(m.home.db_path())
+                .read_only(true)
+                .pragma("key", format!("\"x'{}'\"", old.hex()))
+                .connect()
+                .await
+                .expect("a connection (the key is checked at the first read)");
+            let r = sqlx::query_scalar::<_, i64>("SELECT count(*) FROM sqlite_master")
+                .fetch_one(&mut c)
+                .await;
+            assert!(r.is_err(), "the old key still opens the database");
+            let _ = c.close().await;
+        }
+        // The new one opens it, with every grant.
+        let db = open_db(&m.home).await;
+        let mut apps: Vec<String> =
+            sqlx::query_scalar("SELECT app_id || ' ' || category FROM decisions")
+                .fetch_all(db.pool())
+                .await
+                .expect("decisions");
+        apps.sort();
+        db.pool().close().await;
+        let mut want = vec![
+            format!("{me} windows"),
+            "org.example.After power".to_owned(),
+            "org.example.Other media.playback".to_owned(),
+        ];
+        want.sort();
+        assert_eq!(apps, want);
+    })
+    .await
+}

@@ -1,0 +1,165 @@
+//! Revocation always wins (issue 32): on a full disk a revoke is in force
+//! at once (the next read is refused), the write the disk refused is
+//! retried and said (`revocations` in ListSources), and once space is
+//! back a restart still refuses: the revoked grant never comes back.
+//!
+//! `XDG_DATA_HOME` on a small tmpfs, as tests/it/faults_disk.rs does
+//! (needs root; elsewhere the test says so and does nothing).
+
+use crate::common;
+use crate::faults_disk::{Tmpfs, fill};
+
+use std::time::Duration;
+
+use common::dbusmock::Mock;
+use common::*;
+use contextd::client::json::dict_to_json;
+use contextd::client::proxy::{Consent1Proxy, Context1Proxy};
+use serde_json::{Value, json};
+
+async fn source(ctx: &Context1Proxy<'_>, name: &str) -> Option<Value> {
+    ctx.list_sources()
+        .await
+        .expect("ListSources")
+        .iter()
+        .map(dict_to_json)
+        .find(|s| s["name"] == name)
+}
+
+fn refused<T>(r: zbus::Result<T>) -> bool {
+    matches!(r, Err(zbus::Error::MethodError(ref n, _, _)) if n.as_str() == "org.contextd.Error.NotAllowed")
+}
+
+async fn start(bus: &Bus, sys: &Bus, home: &Home, replay: &Replay) -> Daemon {
+    Daemon::start_with(
+        bus,
+        home,
+        &["--replay", &replay.arg()],
+        &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoke_on_a_full_disk_holds_now_and_after_a_restart() {
+    with_timeout(180, async {
+        let bus = Bus::start();
+        let sys = Bus::start();
+        let _polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
+        let home = Home::new();
+        let data = home.dir.path().join("data");
+        let Some(_tmpfs) = Tmpfs::mount(&data, "3m") else {
+            eprintln!(
+                "SKIPPED: cannot mount a tmpfs on {} (not root?); the full-disk test needs one",
+                data.display()
+            );
+            return;
+        };
+        let mut replay = Replay::new(&home);
+        let window = |id: &str, app: &str| {
+            json!({"type": "window", "window": {"id": id, "app_id": app, "title": id.repeat(1000)}})
+                .to_string()
+        };
+        replay.send(&window("a", "org.a.App"));
+        replay.send(&window("b", "org.b.App"));
+        replay.send(&json!({"type": "focus", "id": "a"}).to_string());
+        let mut d = start(&bus, &sys, &home, &replay).await;
+        let conn = bus.connect().await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        let me = my_app_id();
+
+        // A stored grant: we read.
+        consent
+            .set_grant(&me, "windows", "allow", 0)
+            .await
+            .expect("grant");
+        ctx.get_active_window()
+            .await
+            .expect("a read with the grant");
+
+        // The disk fills; recording goes on until a write finds no room.
+        let filler = fill(&data);
+        let mut next = 0usize;
+        eventually(60, "the database said to be unavailable", || {
+            next += 1;
+            replay.send(
+                &json!({"type": "focus", "id": if next.is_multiple_of(2) { "a" } else { "b" }})
+                    .to_string(),
+            );
+            let ctx = &ctx;
+            async move {
+                source(ctx, "database")
+                    .await
+                    .filter(|s| s["available"] == false)
+            }
+        })
+        .await;
+
+        // The revoke holds at once, stored or not.
+        consent
+            .revoke(&me, "windows")
+            .await
+            .expect("a revoke on a full disk");
+        assert!(
+            refused(ctx.get_active_window().await),
+            "the read after a revoke on a full disk was not refused"
+        );
+        // The write usually finds no room and waits (said as the
+        // `revocations` entry); SQLite may still find room in its
+        // write-ahead log, and then it is simply stored.
+        let deadline = std::time::Instant::now() + Duration::from_secs(8);
+        let mut said = None;
+        while std::time::Instant::now() < deadline && said.is_none() {
+            said = source(&ctx, "revocations")
+                .await
+                .filter(|s| s["available"] == false);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        match &said {
+            Some(said) => {
+                eprintln!("while full: {said}");
+                assert!(
+                    said["last_error"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains("not yet stored"),
+                    "{said}"
+                );
+            }
+            None => eprintln!("the full disk still took the revocation (room in the WAL)"),
+        }
+        // Still refused while it waits.
+        assert!(refused(ctx.get_active_window().await));
+
+        // Space returns; a restart (a clean stop) still refuses.
+        std::fs::remove_file(&filler).expect("free the space");
+        d.signal(libc::SIGTERM);
+        assert_eq!(
+            d.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()),
+            Some(0),
+            "{}",
+            d.stderr()
+        );
+        let _d = start(&bus, &sys, &home, &replay).await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        assert!(
+            refused(ctx.get_active_window().await),
+            "a restart resurrected the revoked grant"
+        );
+        let grants: Vec<Value> = Consent1Proxy::new(&conn)
+            .await
+            .expect("proxy")
+            .list_grants()
+            .await
+            .expect("ListGrants")
+            .iter()
+            .map(dict_to_json)
+            .collect();
+        assert!(
+            !grants.iter().any(|g| g["app_id"] == me.as_str()),
+            "{grants:?}"
+        );
+    })
+    .await
+}
