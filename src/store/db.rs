@@ -206,6 +206,37 @@ fn inspect(path: &Path, shown: &str) -> Result<(), DbError> {
     Ok(())
 }
 
+/// The pool's options: a connection that comes back to the pool inside a
+/// transaction is closed, not handed out again.
+///
+/// Why: when a write fails with `SQLITE_FULL` (or an I/O error, `BUSY`,
+/// `NOMEM`), SQLite may roll the transaction back by itself or keep it
+/// open; sqlx's own count of the connection's transactions then no longer
+/// matches, its `ROLLBACK TO SAVEPOINT` leaves a transaction open, and a
+/// connection returned to the pool that way swallows every later statement
+/// into a transaction nobody commits: a revocation written on a disk that
+/// just had room again said "stored", and a restart brought the grant
+/// back (tests/it/store_revoke_full.rs found it). SQLite itself says
+/// whether a connection is in a transaction (`sqlite3_get_autocommit`).
+fn pool_options() -> SqlitePoolOptions {
+    SqlitePoolOptions::new().after_release(|conn, _meta| {
+        Box::pin(async move {
+            let mut handle = conn.lock_handle().await?;
+            // SAFETY: the handle is valid while `handle` holds the
+            // connection's lock, and sqlite3_get_autocommit only reads it.
+            let autocommit = unsafe {
+                libsqlite3_sys::sqlite3_get_autocommit(handle.as_raw_handle().as_ptr())
+            } != 0;
+            if !autocommit {
+                tracing::warn!(
+                    "a database connection came back inside a transaction (after a failed write); closing it"
+                );
+            }
+            Ok(autocommit)
+        })
+    })
+}
+
 fn failed(e: sqlx::Error) -> Error {
     Error::Failed(format!("database: {e}"))
 }
@@ -385,7 +416,7 @@ impl Db {
             }
         }
         let opts = super::rotate::options(path, key);
-        let pool = SqlitePoolOptions::new()
+        let pool = pool_options()
             .max_connections(4)
             .connect_with(opts)
             .await
@@ -438,7 +469,7 @@ impl Db {
             .foreign_keys(true);
         // One connection kept for good: each connection to `:memory:` is
         // a database of its own.
-        let pool = SqlitePoolOptions::new()
+        let pool = pool_options()
             .max_connections(1)
             .min_connections(1)
             .idle_timeout(None)

@@ -145,7 +145,8 @@ async fn a_revoke_on_a_full_disk_holds_now_and_after_a_restart() {
         let ctx = Context1Proxy::new(&conn).await.expect("proxy");
         assert!(
             refused(ctx.get_active_window().await),
-            "a restart resurrected the revoked grant"
+            "a restart resurrected the revoked grant; the first broker said:\n{}",
+            d.stderr()
         );
         let grants: Vec<Value> = Consent1Proxy::new(&conn)
             .await
