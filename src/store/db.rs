@@ -218,21 +218,38 @@ fn inspect(path: &Path, shown: &str) -> Result<(), DbError> {
 /// just had room again said "stored", and a restart brought the grant
 /// back (tests/it/store_revoke_full.rs found it). SQLite itself says
 /// whether a connection is in a transaction (`sqlite3_get_autocommit`).
-fn pool_options() -> SqlitePoolOptions {
-    SqlitePoolOptions::new().after_release(|conn, _meta| {
+///
+/// `in_memory`: the one connection of an in-memory database is the
+/// database, so it is rolled back instead of closed.
+fn pool_options(in_memory: bool) -> SqlitePoolOptions {
+    SqlitePoolOptions::new().after_release(move |conn, _meta| {
         Box::pin(async move {
-            let mut handle = conn.lock_handle().await?;
-            // SAFETY: the handle is valid while `handle` holds the
-            // connection's lock, and sqlite3_get_autocommit only reads it.
-            let autocommit = unsafe {
-                libsqlite3_sys::sqlite3_get_autocommit(handle.as_raw_handle().as_ptr())
-            } != 0;
-            if !autocommit {
-                tracing::warn!(
-                    "a database connection came back inside a transaction (after a failed write); closing it"
-                );
+            let autocommit = {
+                let mut handle = conn.lock_handle().await?;
+                // SAFETY: the handle is valid while `handle` holds the
+                // connection's lock, and sqlite3_get_autocommit only reads it.
+                let on = unsafe {
+                    libsqlite3_sys::sqlite3_get_autocommit(handle.as_raw_handle().as_ptr())
+                };
+                on != 0
+            };
+            if autocommit {
+                return Ok(true);
             }
-            Ok(autocommit)
+            tracing::warn!(
+                in_memory,
+                "a database connection came back inside a transaction (after a failed write); {}",
+                if in_memory {
+                    "rolling it back"
+                } else {
+                    "closing it"
+                }
+            );
+            if in_memory {
+                sqlx::query("ROLLBACK").execute(&mut *conn).await?;
+                return Ok(true);
+            }
+            Ok(false)
         })
     })
 }
@@ -416,7 +433,7 @@ impl Db {
             }
         }
         let opts = super::rotate::options(path, key);
-        let pool = pool_options()
+        let pool = pool_options(false)
             .max_connections(4)
             .connect_with(opts)
             .await
@@ -435,11 +452,20 @@ impl Db {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
         }
+        Db::migrated(pool, path, shown).await
+    }
+
+    /// The last step of opening: the migrations, then the store.
+    async fn migrated(
+        pool: SqlitePool,
+        path: &Path,
+        shown: String,
+    ) -> Result<(Db, DbTasks), DbError> {
         sqlx::migrate!("./migrations")
             .run(&pool)
             .await
             .map_err(|e| DbError::Migrate {
-                path: shown.clone(),
+                path: shown,
                 error: e.to_string(),
             })?;
         let audit = Arc::new(AuditQueue::default());
@@ -469,7 +495,7 @@ impl Db {
             .foreign_keys(true);
         // One connection kept for good: each connection to `:memory:` is
         // a database of its own.
-        let pool = pool_options()
+        let pool = pool_options(true)
             .max_connections(1)
             .min_connections(1)
             .idle_timeout(None)
@@ -480,24 +506,7 @@ impl Db {
                 path: shown.clone(),
                 error: e.to_string(),
             })?;
-        sqlx::migrate!("./migrations")
-            .run(&pool)
-            .await
-            .map_err(|e| DbError::Migrate {
-                path: shown.clone(),
-                error: e.to_string(),
-            })?;
-        let audit = Arc::new(AuditQueue::default());
-        Ok((
-            Db {
-                pool,
-                path: path.to_owned(),
-                audit: audit.clone(),
-                health: Health::new(path),
-                key_home: Default::default(),
-            },
-            DbTasks { audit },
-        ))
+        Db::migrated(pool, path, shown).await
     }
 
     /// Note in this (new) database that it replaced an unusable file,

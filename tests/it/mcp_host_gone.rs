@@ -14,28 +14,6 @@ use std::time::{Duration, Instant};
 use common::session::Session;
 use common::*;
 
-/// The session's environment with the broker's own directories from
-/// `home` (as `Daemon::start_in_session` gives the daemon).
-fn env(session: &Session, home: &Home) -> Vec<(String, String)> {
-    let address = session
-        .get("DBUS_SESSION_BUS_ADDRESS")
-        .expect("session bus")
-        .to_owned();
-    let mut env: Vec<(String, String)> = session
-        .env
-        .iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    for (k, v) in home.envs_for(&address) {
-        if k != "XDG_RUNTIME_DIR" {
-            env.retain(|(ek, _)| *ek != k);
-            env.push((k, v));
-        }
-    }
-    env
-}
-
 /// A process killed on drop.
 struct Proc(Child);
 
@@ -85,7 +63,7 @@ async fn a_host_that_closes_stdin_takes_its_prompt_with_it() {
         let session = Session::start(&["--no-pipewire", "--no-windows"]);
         let home = Home::new();
         home.ask_undecided();
-        let env = env(&session, &home);
+        let env = session_env(&session, &home);
         let mako_log = std::fs::File::create(session.path().join("mako.log")).expect("log");
         let _mako = Proc(
             Command::new("mako")

@@ -301,21 +301,7 @@ impl Daemon {
             .get("DBUS_SESSION_BUS_ADDRESS")
             .expect("session bus")
             .to_owned();
-        let mut env: Vec<(String, String)> = session
-            .env
-            .iter()
-            .filter(|(_, v)| !v.is_empty())
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        // The broker's own directories come from `home`, except the runtime
-        // dir, which is the session's (Wayland and PipeWire sockets live there).
-        for (k, v) in home.envs_for(&address) {
-            if k != "XDG_RUNTIME_DIR" {
-                env.retain(|(ek, _)| *ek != k);
-                env.push((k, v));
-            }
-        }
-        let d = Daemon::spawn_env(home, env, args);
+        let d = Daemon::spawn_env(home, session_env(session, home), args);
         wait_for_owner_at(&address, true).await;
         d
     }
@@ -543,6 +529,30 @@ fn run_cmd_with(
 }
 
 /// The daemon's database, opened with its key file.
+/// The environment of a program of the broker's user in `session`: the
+/// session's, with the broker's own directories from `home`, except the
+/// runtime dir, which is the session's (Wayland and PipeWire sockets live
+/// there).
+pub fn session_env(session: &session::Session, home: &Home) -> Vec<(String, String)> {
+    let address = session
+        .get("DBUS_SESSION_BUS_ADDRESS")
+        .expect("session bus")
+        .to_owned();
+    let mut env: Vec<(String, String)> = session
+        .env
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for (k, v) in home.envs_for(&address) {
+        if k != "XDG_RUNTIME_DIR" {
+            env.retain(|(ek, _)| *ek != k);
+            env.push((k, v));
+        }
+    }
+    env
+}
+
 pub async fn open_db(home: &Home) -> contextd::store::Db {
     let key_file = home.dir.path().join("state/contextd/db.key");
     let key = contextd::store::DbKey::parse(&std::fs::read(&key_file).expect("key")).expect("key");
