@@ -147,3 +147,16 @@ async fn gnome_shell_48_reports_windows_through_the_es_module_extension() {
     )
     .await;
 }
+
+/// The privacy indicator of the ES-module extension in GNOME Shell 48:
+/// shown in the top bar while a subscriber reads, with its menu, and gone
+/// after (tests/it/indicator_gnome.rs on GNOME Shell 43).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gnome_shell_48_shows_the_indicator_while_a_subscriber_reads() {
+    let Some(root) = root() else { return };
+    crate::indicator_gnome::gnome_shell_shows_the_indicator_while_a_subscriber_reads_in(
+        Some(&root.path),
+        "gnome-shell-45",
+    )
+    .await;
+}

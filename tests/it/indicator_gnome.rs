@@ -14,7 +14,7 @@ use crate::shells;
 
 use common::*;
 use contextd::client::proxy::Context1Proxy;
-use shells::gnome::{GnomeShell, data_dir};
+use shells::gnome::{GnomeShell, data_dir_for};
 
 const HOOK: &str = "/org/contextd/ShellTest/Indicator";
 const HOOK_IFACE: &str = "org.contextd.ShellTest.Indicator";
@@ -47,18 +47,41 @@ async fn sni_names(conn: &zbus::Connection) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gnome_shell_shows_the_indicator_while_a_subscriber_reads() {
+    gnome_shell_shows_the_indicator_while_a_subscriber_reads_in(None, "gnome-shell").await;
+}
+
+/// The whole test for the GNOME Shell of `root` (a root of
+/// scripts/roots.sh) or the host's, with the extension of `data/FORMAT`.
+pub(crate) async fn gnome_shell_shows_the_indicator_while_a_subscriber_reads_in(
+    root: Option<&str>,
+    format: &str,
+) {
     with_timeout(180, async {
         let bus = Bus::start();
         let home = Home::new();
-        home.write_config("[consent]\nundecided = \"deny\"\n[ui]\nrecent_read_s = 1\n");
+        // The shell's executable as the kernel shows it to the broker: from
+        // a root, the path below the root.
+        let shells = match root {
+            Some(r) => format!("[sources.shells]\ngnome_shell = \"{r}/usr/bin/gnome-shell\"\n"),
+            None => String::new(),
+        };
+        home.write_config(&format!(
+            "{shells}[consent]\nundecided = \"deny\"\n[ui]\nrecent_read_s = 1\n"
+        ));
         home.write_policy(&[(&my_app_id(), &["windows"])]);
         let shell_home = tempfile::tempdir().expect("tempdir");
-        let data = data_dir(shell_home.path());
+        let data = data_dir_for(shell_home.path(), format);
         let _daemon = Daemon::start(&bus, &home, &[]).await;
         let conn = bus.connect().await;
         let ctx = Context1Proxy::new(&conn).await.expect("proxy");
-        let shell =
-            GnomeShell::start(&bus.address, &data, shell_home.path(), "contextd-test-on").await;
+        let shell = GnomeShell::start_in(
+            root,
+            &bus.address,
+            &data,
+            shell_home.path(),
+            "contextd-test-on",
+        )
+        .await;
 
         // Nobody reads: the hook answers, no indicator.
         let (on, _) = eventually(20, "the extension's test hook", || shown(&conn)).await;
@@ -95,19 +118,23 @@ async fn gnome_shell_shows_the_indicator_while_a_subscriber_reads() {
         // A picture of it, for people.
         let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
         std::fs::create_dir_all(dir).expect("target/tmp");
-        let png = dir.join("indicator-gnome-shell.png");
+        let png = dir.join(format!("indicator-{format}.png"));
         let _ = std::fs::remove_file(&png);
+        // Taken where a shell in a root can write (its home is under
+        // /tmp), then kept beside the other test pictures.
+        let shot = shell_home.path().join("indicator.png");
         let reply = conn
             .call_method(
                 Some("org.gnome.Shell"),
                 HOOK,
                 Some(HOOK_IFACE),
                 "Screenshot",
-                &(png.display().to_string(),),
+                &(shot.display().to_string(),),
             )
             .await
             .expect("Screenshot");
         assert!(reply.body().deserialize::<bool>().expect("b"), "screenshot");
+        std::fs::copy(&shot, &png).expect("keep the screenshot");
         assert!(
             std::fs::metadata(&png).is_ok_and(|m| m.len() > 0),
             "{}",
