@@ -160,3 +160,15 @@ async fn gnome_shell_48_shows_the_indicator_while_a_subscriber_reads() {
     )
     .await;
 }
+
+/// PipeWire 1.4's pw-record from the root is microphone capture of its
+/// process, with a capture session that ends in the day list
+/// (tests/it/pipewire_microphone.rs on Debian 12's 0.3.65).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipewire_1_4_capture_is_a_microphone_session_of_its_process() {
+    let Some(root) = root() else { return };
+    crate::pipewire_microphone::pw_record_is_microphone_capture_and_ends_in_the_day_list_in(&[
+        "--root", &root.path,
+    ])
+    .await;
+}

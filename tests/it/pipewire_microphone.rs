@@ -5,7 +5,7 @@
 use crate::common;
 use crate::pipewire_client;
 
-use std::process::Command;
+use std::time::Duration;
 
 use common::session::Session;
 use common::*;
@@ -16,8 +16,16 @@ use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pw_record_is_microphone_capture_and_ends_in_the_day_list() {
+    pw_record_is_microphone_capture_and_ends_in_the_day_list_in(&[]).await;
+}
+
+/// The whole test in the session of `session.sh start --no-sway FLAGS`
+/// (`--root ROOT`: another Debian's PipeWire, WirePlumber and pw-record).
+pub(crate) async fn pw_record_is_microphone_capture_and_ends_in_the_day_list_in(flags: &[&str]) {
     with_timeout(90, async {
-        let session = Session::start(&["--no-sway"]);
+        let mut args = vec!["--no-sway"];
+        args.extend_from_slice(flags);
+        let session = Session::start(&args);
         let home = Home::new();
         home.write_policy(&[(&my_app_id(), &["media.capture"])]);
         let _d = Daemon::start_in_session(&session, &home, &[]).await;
@@ -25,14 +33,31 @@ async fn pw_record_is_microphone_capture_and_ends_in_the_day_list() {
         let ctx = Context1Proxy::new(&conn).await.expect("proxy");
 
         let out = home.dir.path().join("out.wav");
-        let mut cmd = Command::new("pw-record");
+        let mut cmd = session.command("pw-record");
         session.apply(&mut cmd);
         cmd.arg(&out)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         let mut rec = Proc(cmd.spawn().expect("pw-record"));
         let pid = rec.pid();
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).expect("exe");
+        // From a root, pw-record (a link to pw-cat) is exec'd by
+        // scripts/in-root.sh under the same pid: wait until it runs.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let exe = loop {
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).expect("exe");
+            if exe
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("pw-"))
+            {
+                break exe;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "pw-record not exec'd in 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
 
         let s = eventually(20, "pw-record capturing", || async {
             let m = dict_to_json(&ctx.get_media().await.ok()?);
