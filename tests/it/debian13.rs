@@ -172,3 +172,18 @@ async fn pipewire_1_4_capture_is_a_microphone_session_of_its_process() {
     ])
     .await;
 }
+
+/// The consent dialog of the ES-module extension in GNOME Shell 48: the
+/// shell registers as the consent agent (an intruder is refused), the
+/// dialog shows the question, a second waits, Escape denies the call
+/// only, a Cancel removes it, "Always allow" by keyboard grants
+/// (tests/it/shells_gnome_consent.rs on GNOME Shell 43).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gnome_shell_48_asks_in_a_dialog_queues_cancels_and_grants() {
+    let Some(root) = root() else { return };
+    crate::shells_gnome_consent::the_shell_asks_in_a_dialog_queues_cancels_and_grants_in(
+        Some(&root.path),
+        "gnome-shell-45",
+    )
+    .await;
+}

@@ -23,7 +23,7 @@ use common::dbusmock::Mock;
 use common::*;
 use contextd::client::proxy::{Consent1Proxy, Context1Proxy};
 use futures_util::StreamExt;
-use shells::gnome::{GnomeShell, UUID, data_dir};
+use shells::gnome::{GnomeShell, UUID, data_dir_for};
 
 const PROBE_UUID: &str = "contextd-test-probe@contextd.org";
 const PROBE_PATH: &str = "/org/contextd/TestProbe";
@@ -34,11 +34,26 @@ const PROBE_IFACE: &str = "org.contextd.TestProbe";
 /// release from a virtual keyboard, as a user types), `Focus(s label)`
 /// (key focus to the button of that label, as Tab would), `Screenshot(s
 /// path)` (the stage, by the shell's own screenshot code).
-const PROBE_JS: &str = r#"'use strict';
+/// The probe's imports in the legacy format (GNOME 43, 44).
+const PROBE_LEGACY_HEAD: &str = r#"'use strict';
 const {Clutter, Gio, GLib, Shell, St} = imports.gi;
 const Main = imports.ui.main;
 const ModalDialog = imports.ui.modalDialog;
-const IFACE = `<node><interface name="org.contextd.TestProbe">
+"#;
+/// The probe's imports as ES modules (GNOME 45 and later).
+const PROBE_ESM_HEAD: &str = r#"import Clutter from 'gi://Clutter';
+import Gio from 'gi://Gio';
+import GLib from 'gi://GLib';
+import Shell from 'gi://Shell';
+import St from 'gi://St';
+import * as Main from 'resource:///org/gnome/shell/ui/main.js';
+import * as ModalDialog from 'resource:///org/gnome/shell/ui/modalDialog.js';
+import {Extension} from 'resource:///org/gnome/shell/extensions/extension.js';
+"#;
+/// The probe's entry point in each format.
+const PROBE_LEGACY_TAIL: &str = "function init() {\n    return new Probe();\n}\n";
+const PROBE_ESM_TAIL: &str = "export default class ProbeExtension extends Extension {\n    enable() {\n        this._probe = new Probe();\n        this._probe.enable();\n    }\n    disable() {\n        this._probe.disable();\n        this._probe = null;\n    }\n}\n";
+const PROBE_JS: &str = r#"const IFACE = `<node><interface name="org.contextd.TestProbe">
   <method name="Dialogs"><arg type="s" direction="out"/></method>
   <method name="Key"><arg type="s" direction="in"/><arg type="b" direction="out"/></method>
   <method name="Focus"><arg type="s" direction="in"/><arg type="b" direction="out"/></method>
@@ -132,24 +147,35 @@ class Probe {
         });
     }
 }
-function init() {
-    return new Probe();
-}
 "#;
 
 /// Install the probe in `data` and a mode, `contextd-test-consent`, that
-/// enables it with the contextd extension.
-fn install_probe(data: &Path) {
+/// enables it with the contextd extension; in the format of
+/// `data/FORMAT`'s extension (`gnome-shell`: legacy; `gnome-shell-45`: ES
+/// modules).
+fn install_probe(data: &Path, format: &str) {
     let ext = data.join("gnome-shell/extensions").join(PROBE_UUID);
     std::fs::create_dir_all(&ext).expect("mkdir");
+    let esm = format == "gnome-shell-45";
+    let versions = if esm {
+        r#""45", "46", "47", "48", "49""#
+    } else {
+        r#""43", "44""#
+    };
     std::fs::write(
         ext.join("metadata.json"),
         format!(
-            r#"{{"uuid": "{PROBE_UUID}", "name": "contextd test probe", "description": "Reads the consent dialog (tests only)", "shell-version": ["43", "44"]}}"#
+            r#"{{"uuid": "{PROBE_UUID}", "name": "contextd test probe", "description": "Reads the consent dialog (tests only)", "shell-version": [{versions}]}}"#
         ),
     )
     .expect("metadata");
-    std::fs::write(ext.join("extension.js"), PROBE_JS).expect("extension.js");
+    let (head, tail) = if esm {
+        (PROBE_ESM_HEAD, PROBE_ESM_TAIL)
+    } else {
+        (PROBE_LEGACY_HEAD, PROBE_LEGACY_TAIL)
+    };
+    std::fs::write(ext.join("extension.js"), format!("{head}{PROBE_JS}{tail}"))
+        .expect("extension.js");
     std::fs::write(
         data.join("gnome-shell/modes/contextd-test-consent.json"),
         format!(
@@ -246,16 +272,33 @@ impl Asked {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shell_asks_in_a_dialog_queues_cancels_and_grants() {
+    the_shell_asks_in_a_dialog_queues_cancels_and_grants_in(None, "gnome-shell").await;
+}
+
+/// The whole test for the GNOME Shell of `root` (a root of
+/// scripts/roots.sh) or the host's, with the extension of `data/FORMAT`.
+pub(crate) async fn the_shell_asks_in_a_dialog_queues_cancels_and_grants_in(
+    root: Option<&str>,
+    format: &str,
+) {
     with_timeout(180, async {
         let bus = Bus::start();
         let sys = Bus::start();
         // Polkit for the "panel" that answers elsewhere (AnswerPending).
         let _polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
         let home = Home::new();
-        home.write_config("[consent]\nprompt_timeout_s = 60\ncooldown_s = 600\n");
+        // The shell's executable as the kernel shows it to the broker: from
+        // a root, the path below the root.
+        let shells = match root {
+            Some(r) => format!("[sources.shells]\ngnome_shell = \"{r}/usr/bin/gnome-shell\"\n"),
+            None => String::new(),
+        };
+        home.write_config(&format!(
+            "{shells}[consent]\nprompt_timeout_s = 60\ncooldown_s = 600\n"
+        ));
         let shell_home = tempfile::tempdir().expect("tempdir");
-        let data = data_dir(shell_home.path());
-        install_probe(&data);
+        let data = data_dir_for(shell_home.path(), format);
+        install_probe(&data, format);
         let _daemon = Daemon::start_with(
             &bus,
             &home,
@@ -263,7 +306,8 @@ async fn the_shell_asks_in_a_dialog_queues_cancels_and_grants() {
             &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
         )
         .await;
-        let _shell = GnomeShell::start(
+        let _shell = GnomeShell::start_in(
+            root,
             &bus.address,
             &data,
             shell_home.path(),
@@ -313,14 +357,20 @@ async fn the_shell_asks_in_a_dialog_queues_cancels_and_grants() {
             (dialogs(&conn).await.first()?["opened"] == true).then_some(())
         })
         .await;
-        let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gnome-consent-dialog.png");
-        let m = probe(&conn, "Screenshot", &(shot.display().to_string(),)).await;
+        // Taken where a shell in a root can write (its home is under
+        // /tmp), then kept beside the other test pictures.
+        let taken = shell_home.path().join("dialog.png");
+        let m = probe(&conn, "Screenshot", &(taken.display().to_string(),)).await;
         assert!(m.body().deserialize::<bool>().expect("bool"), "screenshot");
         assert!(
-            std::fs::metadata(&shot).is_ok_and(|m| m.len() > 1000),
+            std::fs::metadata(&taken).is_ok_and(|m| m.len() > 1000),
             "no screenshot at {}",
-            shot.display()
+            taken.display()
         );
+        let shot =
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("consent-dialog-{format}.png"));
+        std::fs::create_dir_all(env!("CARGO_TARGET_TMPDIR")).expect("target/tmp");
+        std::fs::copy(&taken, &shot).expect("keep the screenshot");
 
         // A second question waits for the first: still one dialog.
         let network = Asked::new(&conn, &["network"], "to know if you are online").await;
