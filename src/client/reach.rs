@@ -101,6 +101,17 @@ pub async fn start_by_name(timeout: std::time::Duration) -> Result<(), Unreachab
             detail: e.to_string(),
         })?;
     let name = zbus::names::WellKnownName::from_static_str_unchecked(BUS_NAME);
+    // Already there (a daemon that is still starting: its name is taken
+    // before its sockets are bound). Asked first because the bus daemon
+    // answers StartServiceByName with ServiceUnknown for a name without an
+    // activation file even while the name has an owner (a broker started
+    // by hand, `make run`).
+    if let Ok(true) = dbus
+        .name_has_owner(zbus::names::BusName::from(name.clone()))
+        .await
+    {
+        return Ok(());
+    }
     let started = tokio::time::timeout(timeout, dbus.start_service_by_name(name, 0)).await;
     match started {
         Ok(Ok(_)) => Ok(()),

@@ -63,6 +63,7 @@ mod introspection;
 mod layering;
 mod manpages;
 mod mcp_bridge;
+mod mcp_bridge_starting;
 mod mcp_host_gone;
 mod mcp_http;
 mod mcp_inspector;
