@@ -11,8 +11,7 @@ use crate::common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::agent::{AGENT_PATH, TestAgent, trusting_this_program};
-use common::dbusmock::Mock;
+use common::agent::{AgentBroker, TestAgent, serve_and_register};
 use common::*;
 use contextd::client::proxy::{Consent1Proxy, Context1Proxy};
 use zbus::wire::ObjectPath;
@@ -114,53 +113,18 @@ async fn surface(conn: &zbus::Connection) -> serde_json::Value {
         .expect("a consent-agent entry in ListSources")
 }
 
-struct Setup {
-    bus: Bus,
-    sys: Bus,
-    home: Home,
-    _polkit: Mock,
-}
+type Setup = AgentBroker;
 
-/// polkit allows management to everyone: what refuses an agent is the
-/// trust check alone.
 async fn setup(config: &str) -> Setup {
-    let bus = Bus::start();
-    let sys = Bus::start();
-    let polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
-    let home = Home::new();
-    home.write_config(&trusting_this_program(config));
-    Setup {
-        bus,
-        sys,
-        home,
-        _polkit: polkit,
-    }
+    AgentBroker::new(config).await
 }
 
 async fn start(s: &Setup) -> Daemon {
-    Daemon::start_with(
-        &s.bus,
-        &s.home,
-        &[],
-        &[("DBUS_SYSTEM_BUS_ADDRESS", &s.sys.address)],
-    )
-    .await
+    s.start(&[]).await
 }
 
-/// Serve `agent` on a connection of its own and register it.
 async fn register(bus: &Bus, agent: &TestAgent) -> zbus::Connection {
-    let conn = zbus::connection::Builder::address(bus.address.as_str())
-        .serve_at(AGENT_PATH, agent.clone())
-        .build()
-        .await
-        .expect("serve agent");
-    Consent1Proxy::new(&conn)
-        .await
-        .expect("proxy")
-        .register_agent(&ObjectPath::try_from(AGENT_PATH).expect("path"))
-        .await
-        .expect("register agent (this program is named in config.toml)");
-    conn
+    serve_and_register(&bus.address, agent).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,14 +11,13 @@
 use crate::common;
 use crate::mcp_support;
 
-use common::agent::{AGENT_PATH, TestAgent};
+use common::agent::{TestAgent, serve_and_register};
 use common::dbusmock::Mock;
 use common::*;
 use contextd::client::json::dict_to_json;
 use contextd::client::proxy::{Consent1Proxy, Context1Proxy, Subscription1Proxy};
 use futures_util::StreamExt;
 use serde_json::Value;
-use zbus::wire::ObjectPath;
 
 struct Setup {
     bus: Bus,
@@ -65,21 +64,8 @@ async fn setup() -> Setup {
     }
 }
 
-/// Serve `agent` on a connection of its own and register it (polkit
-/// allows).
 async fn register(bus: &Bus, agent: &TestAgent) -> zbus::Connection {
-    let conn = zbus::connection::Builder::address(bus.address.as_str())
-        .serve_at(AGENT_PATH, agent.clone())
-        .build()
-        .await
-        .expect("serve agent");
-    Consent1Proxy::new(&conn)
-        .await
-        .expect("proxy")
-        .register_agent(&ObjectPath::try_from(AGENT_PATH).expect("path"))
-        .await
-        .expect("register agent (polkit allows)");
-    conn
+    serve_and_register(&bus.address, agent).await
 }
 
 /// `RequestAccess(cats)` and the code of its `Response`.

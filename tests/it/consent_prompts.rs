@@ -7,7 +7,7 @@ use crate::mcp_support;
 
 use std::time::Duration;
 
-use common::agent::{AGENT_PATH, TestAgent};
+use common::agent::{AGENT_PATH, AgentBroker, TestAgent, serve_and_register};
 use common::dbusmock::Mock;
 use common::*;
 use contextd::client::proxy::{Consent1Proxy, Context1Proxy, Request1Proxy};
@@ -17,35 +17,14 @@ use zbus::wire::ObjectPath;
 const PENDING: &str = "org.contextd.Error.Pending";
 const NOT_ALLOWED: &str = "org.contextd.Error.NotAllowed";
 
-struct Setup {
-    bus: Bus,
-    sys: Bus,
-    home: Home,
-    _polkit: Mock,
-}
+type Setup = AgentBroker;
 
 async fn setup(config: &str) -> Setup {
-    let bus = Bus::start();
-    let sys = Bus::start();
-    let polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
-    let home = Home::new();
-    home.write_config(&common::agent::trusting_this_program(config));
-    Setup {
-        bus,
-        sys,
-        home,
-        _polkit: polkit,
-    }
+    AgentBroker::new(config).await
 }
 
 async fn start(s: &Setup, args: &[&str]) -> Daemon {
-    Daemon::start_with(
-        &s.bus,
-        &s.home,
-        args,
-        &[("DBUS_SYSTEM_BUS_ADDRESS", &s.sys.address)],
-    )
-    .await
+    s.start(args).await
 }
 
 /// Start the broker with one focused window (`w1`) replayed.
@@ -59,23 +38,8 @@ async fn start_with_window(s: &Setup) -> Daemon {
     start(s, &["--replay", &replay.display().to_string()]).await
 }
 
-/// Serve `agent` on a connection of its own and register it as the
-/// consent agent (polkit allows): that connection.
 async fn register(s: &Setup, agent: &TestAgent) -> zbus::Connection {
-    // Served from the start (Builder::serve_at): an object added to a
-    // running connection can miss the first call made to it.
-    let conn = zbus::connection::Builder::address(s.bus.address.as_str())
-        .serve_at(AGENT_PATH, agent.clone())
-        .build()
-        .await
-        .expect("serve agent");
-    Consent1Proxy::new(&conn)
-        .await
-        .expect("proxy")
-        .register_agent(&ObjectPath::try_from(AGENT_PATH).expect("path"))
-        .await
-        .expect("register agent (polkit allows)");
-    conn
+    serve_and_register(&s.bus.address, agent).await
 }
 
 /// Request access and wait for the Response code.

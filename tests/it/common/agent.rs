@@ -131,3 +131,64 @@ impl TestAgent {
         self.cancelled.lock().expect("lock").push((id, categories));
     }
 }
+
+/// A broker whose `org.contextd.manage-consent` polkit allows everyone
+/// (so that what refuses an agent is the trust check alone), with this
+/// test program named a trusted agent: the setup of the agent tests.
+pub struct AgentBroker {
+    pub bus: super::Bus,
+    pub sys: super::Bus,
+    pub home: super::Home,
+    _polkit: super::dbusmock::Mock,
+}
+
+impl AgentBroker {
+    /// Buses, polkit and a home whose config.toml is `config` trusting
+    /// this program (see [`trusting_this_program`]); no broker yet.
+    pub async fn new(config: &str) -> AgentBroker {
+        let bus = super::Bus::start();
+        let sys = super::Bus::start();
+        let polkit =
+            super::dbusmock::Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"])
+                .await;
+        let home = super::Home::new();
+        home.write_config(&trusting_this_program(config));
+        AgentBroker {
+            bus,
+            sys,
+            home,
+            _polkit: polkit,
+        }
+    }
+
+    /// Start the broker with `args`, the system bus being the one with
+    /// polkit.
+    pub async fn start(&self, args: &[&str]) -> super::Daemon {
+        super::Daemon::start_with(
+            &self.bus,
+            &self.home,
+            args,
+            &[("DBUS_SYSTEM_BUS_ADDRESS", &self.sys.address)],
+        )
+        .await
+    }
+}
+
+/// Serve `agent` on a connection of its own to the bus at `address` and
+/// register it as the consent agent: that connection. Served from the
+/// start (`Builder::serve_at`): an object added to a running connection
+/// can miss the first call made to it.
+pub async fn serve_and_register(address: &str, agent: &TestAgent) -> zbus::Connection {
+    let conn = zbus::connection::Builder::address(address)
+        .serve_at(AGENT_PATH, agent.clone())
+        .build()
+        .await
+        .expect("serve agent");
+    contextd::client::proxy::Consent1Proxy::new(&conn)
+        .await
+        .expect("proxy")
+        .register_agent(&zbus::wire::ObjectPath::try_from(AGENT_PATH).expect("path"))
+        .await
+        .expect("register agent (this program is named in config.toml, polkit allows)");
+    conn
+}
