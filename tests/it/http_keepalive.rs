@@ -8,7 +8,7 @@
 use crate::common;
 use crate::mcp_support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::Duration;
@@ -89,25 +89,7 @@ fn write_all_behind(s: &TcpStream, bytes: Vec<u8>) -> std::thread::JoinHandle<st
 
 /// Read one response: (status, headers lower-cased, body).
 fn read_response(r: &mut BufReader<TcpStream>) -> (u16, Vec<(String, String)>, Vec<u8>) {
-    let mut status = String::new();
-    r.read_line(&mut status).expect("status line");
-    let code: u16 = status
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("bad status line {status:?}"));
-    let mut hs = Vec::new();
-    loop {
-        let mut line = String::new();
-        r.read_line(&mut line).expect("header");
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = line.split_once(':') {
-            hs.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
-        }
-    }
+    let (code, hs) = read_head(r);
     let len: usize = header(&hs, "content-length")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);

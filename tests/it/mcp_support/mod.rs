@@ -185,6 +185,17 @@ pub fn http(
     // write of the rest is then fine.
     let _ = s.write_all(body);
     let mut r = BufReader::new(s);
+    let (code, hs) = read_head(&mut r);
+    let chunked = header(&hs, "transfer-encoding").is_some_and(|v| v.contains("chunked"));
+    let mut raw = Vec::new();
+    let _ = r.read_to_end(&mut raw);
+    let body = if chunked { dechunk(&raw) } else { raw };
+    (code, hs, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// Read a response's status line and headers (names lower-cased), up to
+/// the empty line.
+pub fn read_head(r: &mut impl BufRead) -> (u16, Vec<(String, String)>) {
     let mut status = String::new();
     r.read_line(&mut status).expect("status line");
     let code: u16 = status
@@ -193,7 +204,6 @@ pub fn http(
         .and_then(|c| c.parse().ok())
         .unwrap_or_else(|| panic!("bad status line {status:?}"));
     let mut hs = Vec::new();
-    let mut chunked = false;
     loop {
         let mut line = String::new();
         r.read_line(&mut line).expect("header");
@@ -202,17 +212,10 @@ pub fn http(
             break;
         }
         if let Some((k, v)) = line.split_once(':') {
-            let (k, v) = (k.trim().to_ascii_lowercase(), v.trim().to_owned());
-            if k == "transfer-encoding" && v.contains("chunked") {
-                chunked = true;
-            }
-            hs.push((k, v));
+            hs.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
         }
     }
-    let mut raw = Vec::new();
-    let _ = r.read_to_end(&mut raw);
-    let body = if chunked { dechunk(&raw) } else { raw };
-    (code, hs, String::from_utf8_lossy(&body).into_owned())
+    (code, hs)
 }
 
 pub fn dechunk(mut raw: &[u8]) -> Vec<u8> {
