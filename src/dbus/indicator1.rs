@@ -50,15 +50,7 @@ impl Indicator1 {
     /// The caller must be the shell, over the connection that owns its
     /// name (asking the bus when the core does not know it as that).
     async fn check(&self, hdr: &Header<'_>) -> Result<String> {
-        let who = self.shared.subject(hdr).await?;
-        let source = self.shared.core.window_reporter(&who)?;
-        let sender = hdr
-            .sender()
-            .map(|s| s.to_string())
-            .ok_or_else(|| Error::Failed("message has no sender".into()))?;
-        if !self.shared.core.owns_shell_name(source, &sender) {
-            self.owners.ask(&self.shared, source).await;
-        }
+        let (source, sender) = self.owners.shell_caller(&self.shared, hdr).await?;
         if !self.shared.core.owns_shell_name(source, &sender) {
             let name = reports::bus_name(source).unwrap_or(source);
             return Err(Error::NotAllowed(format!(

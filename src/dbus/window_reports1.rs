@@ -84,6 +84,25 @@ impl NameOwners {
             Err(e) => tracing::warn!(name, error = %e, "cannot ask who owns the shell's name"),
         }
     }
+
+    /// The shell a caller is by its executable (else `NotAllowed`), and
+    /// its connection; the bus is asked who owns the shell's name when the
+    /// core does not know the caller as the owner (a new shell's first
+    /// call can overtake the signal of its name). Whether the caller owns
+    /// it is then the core's answer (`Core::owns_shell_name`).
+    pub(crate) async fn shell_caller(
+        &self,
+        shared: &Shared,
+        hdr: &Header<'_>,
+    ) -> Result<(&'static str, String)> {
+        let who = shared.subject(hdr).await?;
+        let source = shared.core.window_reporter(&who)?;
+        let sender = sender(hdr)?;
+        if !shared.core.owns_shell_name(source, &sender) {
+            self.ask(shared, source).await;
+        }
+        Ok((source, sender))
+    }
 }
 
 /// The owner changes of the shells' names, each with its shell.
@@ -137,13 +156,10 @@ impl WindowReports1 {
     /// shell's name (asking the bus if the core does not know it as that:
     /// a new shell's first report can overtake the signal of its name).
     async fn check(&self, hdr: &Header<'_>) -> Result<()> {
-        let who = self.shared.subject(hdr).await?;
-        let source = self.shared.core.window_reporter(&who)?;
-        let sender = sender(hdr)?;
-        if !self.shared.core.owns_shell_name(source, &sender) {
-            self.owners.ask(&self.shared, source).await;
-        }
-        Ok(())
+        self.owners
+            .shell_caller(&self.shared, hdr)
+            .await
+            .map(|_| ())
     }
 
     /// Check the caller ([`WindowReports1::check`]) and hand the report to
