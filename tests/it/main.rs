@@ -57,6 +57,7 @@ mod fdo_status;
 mod history;
 mod http_keepalive;
 mod http_other_uid;
+mod indicator_attack;
 mod indicator_gnome;
 mod indicator_sni;
 mod introspection;
