@@ -391,26 +391,71 @@ async fn dbus_signals(
     text.join("\n")
 }
 
-/// Everything the MCP host can read, as one text.
-fn mcp_reads(bus: &Bus, home: &Home) -> String {
-    let r = run_client(
-        bus,
-        home,
-        &[
-            "--transport",
-            "stdio",
-            "--mode",
-            "legacy",
-            "--scenario",
-            "dump",
-        ],
-    );
-    let read = r.get("read").cloned().unwrap_or(Value::Null);
-    assert!(
-        read.as_object().is_some_and(|m| m.len() > 20),
-        "the MCP dump read too little: {r}"
-    );
-    read.to_string()
+/// One MCP host (the Python SDK over `contextctl mcp`) kept for every
+/// round of a test: each round asks it for a dump of everything it can
+/// read now. Starting Python and the session once per round was most of a
+/// round's cost; the gate is asked on every read, so a kept session sees
+/// each round's grants as a new one would.
+struct DumpHost {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl DumpHost {
+    fn start(bus: &Bus, home: &Home) -> Self {
+        let mut cmd = client_command(
+            bus,
+            home,
+            &[
+                "--transport",
+                "stdio",
+                "--mode",
+                "legacy",
+                "--scenario",
+                "dump",
+                "--serve",
+            ],
+        );
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        let mut child = cmd.spawn().expect("start the Python MCP host");
+        let stdin = child.stdin.take().expect("host stdin");
+        let stdout = std::io::BufReader::new(child.stdout.take().expect("host stdout"));
+        DumpHost {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Everything the host can read now, as one text.
+    fn dump(&mut self) -> String {
+        use std::io::{BufRead, Write};
+        writeln!(self.stdin, "dump").expect("ask the host for a dump");
+        self.stdin.flush().expect("flush");
+        let mut line = String::new();
+        let n = self
+            .stdout
+            .read_line(&mut line)
+            .expect("read the host's report");
+        assert!(n > 0, "the Python MCP host exited (its stderr is above)");
+        let r: Value = serde_json::from_str(line.trim())
+            .unwrap_or_else(|e| panic!("report is not JSON ({e}): {line}"));
+        let read = r.get("read").cloned().unwrap_or(Value::Null);
+        assert!(
+            read.as_object().is_some_and(|m| m.len() > 20),
+            "the MCP dump read too little: {r}"
+        );
+        read.to_string()
+    }
+}
+
+impl Drop for DumpHost {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// The table's rounds run in [`SHARDS`] tests, each with its own daemon,
@@ -490,6 +535,7 @@ async fn every_marker_in_rounds(shard: usize) {
         })
         .await;
 
+        let mut mcp_host = tokio::task::block_in_place(|| DumpHost::start(&bus, &home));
         let mut failures = Vec::new();
         let rounds = table()
             .into_iter()
@@ -517,7 +563,7 @@ async fn every_marker_in_rounds(shard: usize) {
             .await;
             let dbus = dbus_reads(&ctx, &hist).await;
             let signals = dbus_signals(&conn, &ctx, &mut replay, &eff, round as u32 + 1).await;
-            let mcp = tokio::task::block_in_place(|| mcp_reads(&bus, &home));
+            let mcp = tokio::task::block_in_place(|| mcp_host.dump());
             for m in MARKERS {
                 let want = visible(m, &eff);
                 for (publisher, text, expected) in [

@@ -17,7 +17,9 @@ Scenarios:
     dump     read everything a host can read (every read tool, every
              resource listed or not, every template, every prompt, every
              completion) and report it all; tests/it/canaries.rs looks for
-             planted markers in it
+             planted markers in it; with --serve, one dump (and one
+             report line) per line read from stdin, in one session, until
+             stdin closes
     call     call one tool (--tool NAME, no arguments) and report it as
              `call` (tests/it/dashboard.rs: a read on the timeline, a prompt
              answered in the dashboard)
@@ -360,6 +362,7 @@ async def main():
     p.add_argument("--changes")
     p.add_argument("--no-updates", action="store_true")
     p.add_argument("--tool")
+    p.add_argument("--serve", action="store_true")
     args = p.parse_args()
     inbox = Inbox()
     report = {}
@@ -368,6 +371,16 @@ async def main():
         report["server"] = dump(info)
         if args.scenario == "full":
             await full(client, args, inbox, report)
+        elif args.scenario == "dump" and args.serve:
+            # One host for many rounds: each line on stdin asks for a dump
+            # of what the host may read now (the Python start and the
+            # session's set-up are paid once).
+            loop = asyncio.get_running_loop()
+            while await loop.run_in_executor(None, sys.stdin.readline):
+                await dump_all(client, args, inbox, report)
+                sys.stdout.write(json.dumps({"read": report["read"]}) + "\n")
+                sys.stdout.flush()
+            return
         elif args.scenario == "dump":
             await dump_all(client, args, inbox, report)
         elif args.scenario == "call":
