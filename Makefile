@@ -167,10 +167,10 @@ run: deps build
 # What CI runs (.ci/run). The first failing step stops make with a non-zero
 # status; the tests themselves all run (--no-fail-fast). The tests find Node 22
 # and the venv with PyPI mcp through CONTEXTD_NODE and CONTEXTD_PYTHON.
-# Nearly every integration test is in one binary (tests/it/): nextest runs
-# each test in a process of its own, plain `cargo test` as threads of one;
-# the one test that sets its process's environment has a binary to itself
-# (tests/fdo_own_notifications.rs), so both ways are safe.
+# The integration tests are one binary (tests/it/): nextest runs each test
+# in a process of its own, plain `cargo test` as threads of one; the one
+# test that needs its own environment runs the binary again for itself
+# (tests/it/fdo_own_notifications.rs), so both ways are safe.
 test:
 	@scripts/deps.sh --node --python --boot-root --desktop-root
 	@mkdir -p "$(CARGO_BUILD_BUILD_DIR)"

@@ -10,11 +10,10 @@
 //! (Python, JavaScript, shell) stay in `tests/<area>/`.
 //!
 //! Under nextest each test runs in a process of its own; under plain
-//! `cargo test` the tests of this binary are threads of one process. The
-//! two binaries beside it are for what cannot share a process or a build:
-//! `tests/fdo_own_notifications.rs` runs the daemon inside the test process
-//! and sets its environment, and `tests/mcp_conformance.rs` needs the
-//! `conformance` feature.
+//! `cargo test` the tests of this binary are threads of one process, so a
+//! test that needs its own environment runs this binary again for itself
+//! (`fdo_own_notifications`). `mcp_conformance` needs the `conformance`
+//! feature (which `make test` builds) and is declared only with it.
 
 mod common;
 mod fdo;
@@ -49,6 +48,7 @@ mod fdo_location;
 mod fdo_mpris;
 mod fdo_network;
 mod fdo_notifications;
+mod fdo_own_notifications;
 mod fdo_power;
 mod fdo_prompt_not_recorded;
 mod fdo_restart;
@@ -65,6 +65,8 @@ mod layering;
 mod manpages;
 mod mcp_bridge;
 mod mcp_bridge_starting;
+#[cfg(feature = "conformance")]
+mod mcp_conformance;
 mod mcp_host_gone;
 mod mcp_http;
 mod mcp_inspector;

@@ -8,7 +8,7 @@
 //!
 //! The file is the library's module `mcp::conformance` (a `#[path]` in
 //! src/mcp/mod.rs): it is server code, but kept beside its test
-//! (tests/mcp_conformance.rs), out of the product's sources.
+//! (tests/it/mcp_conformance.rs), out of the product's sources.
 
 #![allow(deprecated)] // sampling and logging are deprecated by 2026-07-28 but the suite tests them
 

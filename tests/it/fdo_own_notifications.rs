@@ -2,15 +2,15 @@
 //! context: a `Notify` sent on the broker's own main session connection is
 //! not recorded, one from any other connection is.
 //!
-//! The broker runs in this process (`daemon::run_on`) on a connection the
-//! test holds, so that the test can send from that very connection. The
-//! sources find the buses through the environment, which is set before
-//! any thread that could read it exists (this file has one test).
+//! The broker runs inside a test process (`daemon::run_on`) on a
+//! connection the test holds, so that the test can send from that very
+//! connection. The sources find the buses through the environment, which
+//! a test thread cannot set safely while other threads may read it: the
+//! test runs this binary again with only [`broker_in_this_process`] and
+//! the buses' addresses in its environment from the start.
 
-#[path = "it/common/mod.rs"]
-mod common;
-#[path = "it/fdo/mod.rs"]
-mod fdo;
+use crate::common;
+use crate::fdo;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -44,17 +44,46 @@ async fn notify(conn: &zbus::Connection, summary: &str) -> u32 {
     .expect("id")
 }
 
+/// Where the test tells its second process the home directory.
+const HOME_VAR: &str = "CONTEXTD_TEST_OWN_NOTIFICATIONS_HOME";
+
 #[test]
 fn notify_from_the_brokers_own_connection_is_not_recorded() {
     let buses = Buses::start();
     let home = Home::new();
     home.write_policy(&[(&my_app_id(), &["notifications"])]);
-    // SAFETY: the only test in this binary; no other thread runs yet (the
-    // runtime is built below), so nothing reads the environment meanwhile.
-    unsafe {
-        std::env::set_var("DBUS_SESSION_BUS_ADDRESS", &buses.session.address);
-        std::env::set_var("DBUS_SYSTEM_BUS_ADDRESS", &buses.system.address);
-    }
+    let exe = std::env::current_exe().expect("this test binary");
+    let (st, out, err) = run_cmd(
+        std::process::Command::new(exe)
+            .args([
+                "--exact",
+                "fdo_own_notifications::broker_in_this_process",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("DBUS_SESSION_BUS_ADDRESS", &buses.session.address)
+            .env("DBUS_SYSTEM_BUS_ADDRESS", &buses.system.address)
+            .env(HOME_VAR, home.dir.path()),
+        90,
+    );
+    assert!(
+        st.success() && out.contains("1 passed"),
+        "the broker's own process failed ({st}):\n{out}\n{err}"
+    );
+}
+
+/// The broker and the checks, in a process whose environment names the
+/// test's buses (only the test above runs it).
+#[test]
+#[ignore = "run by notify_from_the_brokers_own_connection_is_not_recorded in a process of its own"]
+fn broker_in_this_process() {
+    let Some(dir) = std::env::var_os(HOME_VAR) else {
+        eprintln!("{HOME_VAR} unset: run notify_from_the_brokers_own_connection_is_not_recorded");
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let session = std::env::var("DBUS_SESSION_BUS_ADDRESS").expect("the session bus");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -62,13 +91,12 @@ fn notify_from_the_brokers_own_connection_is_not_recorded() {
         .expect("runtime");
     rt.block_on(with_timeout(60, async {
         let _server = Mock::template(
-            &buses.session.address,
+            &session,
             false,
             "notification_daemon",
             "org.freedesktop.Notifications",
         )
         .await;
-        let dir = home.dir.path();
         let config = Config {
             paths: Paths {
                 config_dir: dir.join("config/contextd"),
@@ -81,19 +109,19 @@ fn notify_from_the_brokers_own_connection_is_not_recorded() {
             replace: false,
             fake_clock: None,
         };
-        let broker = buses.session.connect().await;
+        let broker = connect_to(&session).await;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let daemon = tokio::spawn(contextd::daemon::run_on(broker.clone(), config, async {
             let _ = stop_rx.await;
         }));
-        wait_for_owner(&buses.session, true).await;
-        let me = buses.session.connect().await;
+        wait_for_owner_at(&session, true).await;
+        let me = connect_to(&session).await;
         until_source(&me, "notifications", true).await;
 
         // From the broker's own connection: a consent prompt.
         notify(&broker, "Allow Foo to read your windows?").await;
         // From an app.
-        let app = buses.session.connect().await;
+        let app = connect_to(&session).await;
         notify(&app, "From an app").await;
 
         let s = until_snapshot(&me, "the app's notification", |s| {

@@ -8,20 +8,17 @@
 //! scenarios are stricter than the newest's).
 //!
 //! Only with the `conformance` cargo feature (`make test` builds every
-//! test with it): the suite calls fixture tools (`test_simple_text`, ...)
-//! that a release build does not have, and its client sends no bearer
+//! test with it; `tests/it/main.rs` declares this module only then): the
+//! suite calls fixture tools (`test_simple_text`, ...) that a release
+//! build does not have, and its client sends no bearer
 //! token, so the daemon runs with `[mcp.http] conformance = true` (a
 //! setting that exists only in that build), which turns the fixtures on
 //! and makes a token-less request the subject `token:conformance`. Other
 //! test daemons leave it off and serve what a release build serves. Host and Origin are still checked, and the suite
 //! checks that itself (`dns-rebinding-protection`).
 
-#![cfg(feature = "conformance")]
-
-#[path = "it/common/mod.rs"]
-mod common;
-#[path = "it/mcp_support/mod.rs"]
-mod mcp_support;
+use crate::common;
+use crate::mcp_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
