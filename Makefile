@@ -240,12 +240,14 @@ clippy:
 	$(CARGO) clippy --quiet --all-targets $(LOCKED) -- -D warnings
 
 # Each bench prints its figures and their ratio to a floor measured in the
-# same run; none asserts (timing belongs here, not in tests).
+# same run; none asserts (timing belongs here, not in tests). The benches
+# are one binary (benches/main.rs): name some to run only those, e.g.
+# `cargo bench --bench benches -- wayland mcp`.
 bench: export CONTEXTD_NODE := $(CURDIR)/.tools/node22/bin/node
 bench: deps
 	@scripts/deps.sh --node --desktop-root
 	$(CARGO) build --release $(LOCKED) --example wl_toplevels
-	$(CARGO) bench $(LOCKED) --bench broker --bench pipewire --bench fdo --bench wayland --bench mcp --bench history --bench provider --bench dashboard --bench v4l2 --bench shells
+	$(CARGO) bench $(LOCKED) --bench benches -- broker pipewire fdo wayland mcp history provider dashboard v4l2 shells
 
 # Issue 16's soak (benches/soak.rs), loopback only, in a private session of
 # scripts/session.sh with mocked system services: CONTEXTD_SOAK_SECS (60) s
@@ -268,7 +270,7 @@ soak: deps
 	        -- --ignored --exact --nocapture | tee "$$log"; \
 	    fig="$$(sed -n 's/^fuzz: total //p' "$$log"), 0 failures (a slice run by this make soak)"; \
 	fi; \
-	set -x; CONTEXTD_SOAK_FUZZ_FIGURE="$$fig" $(CARGO) bench $(LOCKED) --bench soak
+	set -x; CONTEXTD_SOAK_FUZZ_FIGURE="$$fig" $(CARGO) bench $(LOCKED) --bench benches -- soak
 
 # The fuzz targets of fuzz/mod.rs (`make test` runs a short slice):
 # CONTEXTD_FUZZ_CASES inputs in all (default 1000000) on

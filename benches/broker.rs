@@ -6,8 +6,7 @@
 //! Prints figures and ratios; asserts nothing (timing belongs here, not in
 //! tests).
 
-#[path = "common.rs"]
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -150,7 +149,7 @@ async fn start_permission_store(
     None
 }
 
-fn main() {
+pub(crate) fn main() {
     block_on(1, run());
 }
 

@@ -7,7 +7,7 @@
 //! a bare static server in this process: the ratio is what the broker's
 //! rendering and checks add. Floor and dashboard alternate, in blocks.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -115,7 +115,7 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 
-fn main() {
+pub(crate) fn main() {
     block_on(2, async {
         let dir = tempfile::tempdir().expect("tempdir");
         let (_bus, address) = start_bus(dir.path());

@@ -9,8 +9,7 @@
 //! Prints p50/p99 over 200 changes and the added time; asserts nothing
 //! (timing belongs here, not in tests).
 
-#[path = "common.rs"]
-mod common;
+use crate::common;
 
 use std::num::NonZeroUsize;
 use std::process::{Command, Stdio};
@@ -29,7 +28,7 @@ const UPOWER: &str = "org.freedesktop.UPower";
 const DISPLAY: &str = "/org/freedesktop/UPower/devices/DisplayDevice";
 const DEVICE_IFACE: &str = "org.freedesktop.UPower.Device";
 
-fn main() {
+pub(crate) fn main() {
     block_on(2, run());
 }
 

@@ -22,7 +22,7 @@ const APPS: [&str; 8] = [
     "exe:/usr/bin/pw-record",
 ];
 
-fn main() {
+pub(crate) fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -19,8 +19,7 @@
 //! Targets (from the issue): tool p50/p99 ≤ 1.5× ping; contextd ≥ 5× the
 //! TypeScript SDK's requests/s. Prints figures and ratios; asserts nothing.
 
-#[path = "common.rs"]
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -368,7 +367,7 @@ async fn throughput_for(
     done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
 }
 
-fn main() {
+pub(crate) fn main() {
     if let Some(reply) = std::env::args().skip_while(|a| a != CEILING_ARG).nth(1) {
         block_on(2, ceiling_server(reply));
         return;
@@ -376,7 +375,8 @@ fn main() {
     block_on(2, run());
 }
 
-/// The argument that makes this binary the transport ceiling's server.
+/// The argument that makes this binary (`benches mcp --ceiling-server R`)
+/// the transport ceiling's server.
 const CEILING_ARG: &str = "--ceiling-server";
 
 /// The transport ceiling: a bare hyper HTTP/1.1 server, in a process of its
@@ -444,7 +444,7 @@ async fn ceiling_server(result: String) {
 /// Start the ceiling's server answering `result`; its address.
 async fn start_ceiling(result: &str) -> (tokio::process::Child, String) {
     let mut child = tokio::process::Command::new(std::env::current_exe().expect("exe"))
-        .args([CEILING_ARG, result])
+        .args(["mcp", CEILING_ARG, result])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)

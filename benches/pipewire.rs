@@ -11,10 +11,8 @@
 //!
 //! Prints figures; asserts nothing (timing belongs here, not in tests).
 
-#[path = "common.rs"]
-mod common;
-#[path = "../tests/it/pipewire_client/mod.rs"]
-mod pipewire_client;
+use crate::common;
+use crate::pipewire_client;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -91,7 +89,7 @@ impl Drop for Session {
     }
 }
 
-fn main() {
+pub(crate) fn main() {
     block_on(1, run());
 }
 

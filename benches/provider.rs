@@ -11,8 +11,7 @@
 //!
 //! Prints figures and ratios; asserts nothing.
 
-#[path = "common.rs"]
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -26,7 +25,7 @@ const PROVIDERS: usize = 1000;
 const PUBLISH_SAMPLES: usize = 300;
 const CALLS: usize = 500;
 
-fn main() {
+pub(crate) fn main() {
     block_on(2, run());
 }
 

@@ -28,10 +28,9 @@
 
 #[path = "../tests/it/common/bus.rs"]
 mod bus;
-#[path = "common.rs"]
-mod common;
+use crate::common;
 #[path = "../tests/it/shells/mod.rs"]
-mod shells;
+mod shell_helpers;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -40,7 +39,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
 use futures_util::StreamExt;
-use shells::{Changes, find, gnome, is_focus_on, kwin, poll, source, windows};
+use shell_helpers::{Changes, find, gnome, is_focus_on, kwin, poll, source, windows};
 use tokio::sync::mpsc;
 
 const CHANGES: usize = 100;
@@ -50,7 +49,7 @@ const WINDOWS: [(&str, &str); 2] = [
     ("org.example.Two", "Window two"),
 ];
 
-fn main() {
+pub(crate) fn main() {
     block_on(2, run());
 }
 
@@ -298,7 +297,7 @@ async fn path(shell: Shell, root: Option<&str>) -> Figures {
         .expect("sub");
     let mut changes = Changes::new(sub.receive_changed().await.expect("changed"));
 
-    let _windows: Vec<shells::GtkWindow> = WINDOWS
+    let _windows: Vec<shell_helpers::GtkWindow> = WINDOWS
         .iter()
         .map(|(app, title)| match (&gs, &kw) {
             (Some(g), _) => g.window(&address, app, title),

@@ -55,10 +55,8 @@
 //! the Ping ratio, recovery over 2 s) is printed, marked MISS when over its
 //! target, and does not fail the run.
 
-#[path = "common.rs"]
-mod common;
-#[path = "../tests/it/pipewire_client/mod.rs"]
-mod pipewire_client;
+use crate::common;
+use crate::pipewire_client;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -1041,7 +1039,7 @@ fn lat_line(lat: &mut [Duration]) -> String {
     )
 }
 
-fn main() {
+pub(crate) fn main() {
     let ok = {
         let ok = Arc::new(AtomicBool::new(false));
         let o = ok.clone();

@@ -11,8 +11,7 @@
 //!
 //! Prints figures; asserts nothing.
 
-#[path = "common.rs"]
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -75,7 +74,7 @@ async fn next_event(
     }
 }
 
-fn main() {
+pub(crate) fn main() {
     block_on(2, run());
 }
 

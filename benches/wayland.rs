@@ -12,8 +12,7 @@
 //!
 //! Prints figures; asserts nothing.
 
-#[path = "common.rs"]
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -162,7 +161,7 @@ fn bare_client(env: &[(String, String)]) -> std_mpsc::Receiver<(Instant, String)
 // ---------------------------------------------------------------- RSS
 // (rss_kib and wl_toplevels_bin are in common.rs)
 
-fn main() {
+pub(crate) fn main() {
     block_on(1, run());
 }
 
