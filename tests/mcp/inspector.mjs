@@ -17,9 +17,11 @@
 // and prints one JSON report on stdout: the environment the Inspector gave
 // its stdio server (`environ`, seen through a `sh` that execs the bridge)
 // and every run with its exit status, result and stderr. It does not judge;
-// the test does.
+// the test does. The calls after each list run three at a time (each is its
+// own Inspector and bridge, as when a user runs several; one after the
+// other they were the longest test of the suite).
 
-import { spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -34,53 +36,74 @@ const runs = [];
 // for a tool result with isError, whose result is still on stdout).
 function inspector(label, method, server = [contextctl, "mcp"]) {
     const started = Date.now();
-    const r = spawnSync(
-        process.execPath,
-        [launcher, "--cli", "--format", "json", ...method, "--", ...server],
-        { encoding: "utf8", timeout: 60_000, maxBuffer: 64 << 20 },
-    );
-    const run = {
-        label,
-        argv: method,
-        status: r.status,
-        signal: r.signal,
-        ms: Date.now() - started,
-        result: null,
-        error: null,
-        stderr: (r.stderr ?? "").slice(-4000),
-    };
-    if (r.error) run.error = { code: "spawn", message: String(r.error) };
-    try {
-        run.result = JSON.parse(r.stdout).result ?? null;
-    } catch {
-        run.stdout = (r.stdout ?? "").slice(0, 4000);
-    }
-    // The error envelope is the last JSON line of stderr (the server's own
-    // stderr comes before it).
-    for (const line of (r.stderr ?? "").trim().split("\n").reverse()) {
-        try {
-            const e = JSON.parse(line);
-            if (e && e.error) {
-                run.error = e.error;
-                break;
+    return new Promise((resolve) => {
+        const child = spawn(
+            process.execPath,
+            [launcher, "--cli", "--format", "json", ...method, "--", ...server],
+            { stdio: ["ignore", "pipe", "pipe"], timeout: 60_000 },
+        );
+        let stdout = "";
+        let stderr = "";
+        child.stdout.setEncoding("utf8").on("data", (d) => (stdout += d));
+        child.stderr.setEncoding("utf8").on("data", (d) => (stderr += d));
+        let spawnError = null;
+        child.on("error", (e) => (spawnError = e));
+        child.on("close", (status, signal) => {
+            const run = {
+                label,
+                argv: method,
+                status,
+                signal,
+                ms: Date.now() - started,
+                result: null,
+                error: null,
+                stderr: stderr.slice(-4000),
+            };
+            if (spawnError) run.error = { code: "spawn", message: String(spawnError) };
+            try {
+                run.result = JSON.parse(stdout).result ?? null;
+            } catch {
+                run.stdout = stdout.slice(0, 4000);
             }
-        } catch {
-            // not the envelope
+            // The error envelope is the last JSON line of stderr (the
+            // server's own stderr comes before it).
+            for (const line of stderr.trim().split("\n").reverse()) {
+                try {
+                    const e = JSON.parse(line);
+                    if (e && e.error) {
+                        run.error = e.error;
+                        break;
+                    }
+                } catch {
+                    // not the envelope
+                }
+            }
+            runs.push(run);
+            resolve(run.result);
+        });
+    });
+}
+
+// Run `each` over `items`, `n` at a time.
+async function pool(items, each, n = 3) {
+    let next = 0;
+    const worker = async () => {
+        while (next < items.length) {
+            await each(items[next++]);
         }
-    }
-    runs.push(run);
-    return run.result;
+    };
+    await Promise.all(Array.from({ length: Math.min(n, items.length) }, worker));
 }
 
 // The first run finds no daemon: its bridge activates it on the bus.
-inspector("initialize", ["--method", "initialize"]);
+await inspector("initialize", ["--method", "initialize"]);
 
 // What the Inspector gives its stdio server: a shell that writes its own
 // environment and execs the bridge (same process, same parent: the
 // Inspector), so that this run is an ordinary one too.
 const probeDir = mkdtempSync(join(tmpdir(), "inspector-env-"));
 const probe = join(probeDir, "environ");
-inspector("environ", ["--method", "initialize"], [
+await inspector("environ", ["--method", "initialize"], [
     "/bin/sh",
     "-c",
     'cat /proc/$$/environ > "$0" && exec "$@"',
@@ -96,36 +119,36 @@ try {
 }
 rmSync(probeDir, { recursive: true, force: true });
 
-const tools = inspector("tools/list", ["--method", "tools/list"])?.tools ?? [];
-for (const t of tools) {
-    const args = given.tools?.[t.name] ?? {};
+const tools = (await inspector("tools/list", ["--method", "tools/list"]))?.tools ?? [];
+await pool(tools, (t) =>
     inspector(`tools/call ${t.name}`, [
         "--method",
         "tools/call",
         "--tool-name",
         t.name,
         "--tool-args-json",
-        JSON.stringify(args),
-    ]);
-}
+        JSON.stringify(given.tools?.[t.name] ?? {}),
+    ]),
+);
 
-const resources = inspector("resources/list", ["--method", "resources/list"])?.resources ?? [];
-for (const r of resources) {
-    inspector(`resources/read ${r.uri}`, ["--method", "resources/read", "--uri", r.uri]);
-}
+const resources =
+    (await inspector("resources/list", ["--method", "resources/list"]))?.resources ?? [];
+await pool(resources, (r) =>
+    inspector(`resources/read ${r.uri}`, ["--method", "resources/read", "--uri", r.uri]),
+);
 
-inspector("resources/templates/list", ["--method", "resources/templates/list"]);
+await inspector("resources/templates/list", ["--method", "resources/templates/list"]);
 
-const prompts = inspector("prompts/list", ["--method", "prompts/list"])?.prompts ?? [];
-for (const p of prompts) {
+const prompts = (await inspector("prompts/list", ["--method", "prompts/list"]))?.prompts ?? [];
+await pool(prompts, (p) => {
     const pairs = Object.entries(given.prompts?.[p.name] ?? {}).map(([k, v]) => `${k}=${v}`);
-    inspector(`prompts/get ${p.name}`, [
+    return inspector(`prompts/get ${p.name}`, [
         "--method",
         "prompts/get",
         "--prompt-name",
         p.name,
         ...(pairs.length ? ["--prompt-args", ...pairs] : []),
     ]);
-}
+});
 
 process.stdout.write(JSON.stringify({ environ, runs }) + "\n");
