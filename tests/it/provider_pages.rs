@@ -280,7 +280,9 @@ async fn no_page_for_a_reader_without_the_grant_on_dbus_or_mcp() {
             percent_encoding::utf8_percent_encode(&cursor, percent_encoding::NON_ALPHANUMERIC)
         );
         let m = read(3, &page_uri);
-        let text = m["result"]["contents"][0]["text"].as_str().expect("JSON text");
+        let text = m["result"]["contents"][0]["text"]
+            .as_str()
+            .expect("JSON text");
         let page: Value = serde_json::from_str(text).expect("JSON");
         assert_eq!(page["provided"].as_array().map(Vec::len), Some(2), "{m}");
         assert_eq!(page["provided"][0]["app_id"], ids[1].as_str(), "{m}");
@@ -385,7 +387,10 @@ async fn an_app_over_its_byte_budget_is_refused_and_keeps_what_it_had() {
             .expect("a replacement counts once");
         // Retracting one makes room.
         provider.retract("x-b").await.expect("retract");
-        provider.publish("x-e", &blob('e')).await.expect("room again");
+        provider
+            .publish("x-e", &blob('e'))
+            .await
+            .expect("room again");
         assert_eq!(ctx.get_provided("x-e").await.expect("read").len(), 1);
     })
     .await
