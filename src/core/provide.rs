@@ -45,10 +45,11 @@ pub(crate) const MAX_APP_BYTES: usize = 256 * 1024;
 /// that many apps cannot grow the daemon without bound: 16 MiB, 64 apps
 /// at their budget.
 pub(crate) const MAX_TOTAL_BYTES: usize = 16 * 1024 * 1024;
-/// What an entry costs beyond its text and names: its place in the
-/// state's map, the change that announced it, the bookkeeping here (the
-/// maps of owners and publish order), the timestamps, measured with the
-/// provider bench (1000 apps × 6 kinds).
+/// What an entry costs beyond its text and names: its slots in the
+/// state's map and in the maps here (entries, owners, publish order),
+/// the timestamps and the allocator's rounding, as heaptrack showed them
+/// with the provider bench (1000 apps × 6 kinds); an estimate, so that
+/// an app of many tiny entries is not counted as free.
 const ENTRY_OVERHEAD: usize = 256;
 
 /// The bytes an entry holds: its text once (shared by the state, the
@@ -327,7 +328,10 @@ impl Core {
             )));
         }
         let old_bytes = inner.entries.get(&key).map_or(0, |e| e.bytes);
-        let app_bytes = inner.bytes_of(app) - old.map_or(0, |(b, _)| b) + bytes;
+        let app_bytes = inner
+            .bytes_of(app)
+            .saturating_sub(old.map_or(0, |(b, _)| b))
+            + bytes;
         if app_bytes > MAX_APP_BYTES {
             return Err(Error::LimitExceeded(format!(
                 "{app} would hold {app_bytes} bytes of published context (its connections' entries count together, each with {ENTRY_OVERHEAD} bytes of bookkeeping), more than the {MAX_APP_BYTES} an app may; publish less, or retract a kind first"
