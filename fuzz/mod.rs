@@ -1245,7 +1245,7 @@ mod targets {
         drive("provider_entry", s, (kinds, data), |(kind, data)| {
             let _ = crate::core::vocabulary::check_kind(&kind);
             if let Ok(v) = crate::core::vocabulary::check_entry(&kind, &data.text()) {
-                let _ = crate::core::vocabulary::title(&v);
+                let _ = crate::core::vocabulary::title(&crate::model::ProvidedData::new(&v));
             }
         })
     }

@@ -20,6 +20,12 @@ pub trait Context1 {
     fn list_sources(&self) -> zbus::Result<Vec<Dict>>;
     fn list_categories(&self) -> zbus::Result<Vec<Dict>>;
     fn get_provided(&self, kind: &str) -> zbus::Result<Vec<Dict>>;
+    fn get_provided_page(
+        &self,
+        kind: &str,
+        limit: u32,
+        cursor: &str,
+    ) -> zbus::Result<(Vec<Dict>, String)>;
     fn list_recent_documents(&self) -> zbus::Result<Vec<Dict>>;
     fn get_location(&self) -> zbus::Result<Dict>;
     fn get_selection(&self) -> zbus::Result<Dict>;

@@ -453,7 +453,7 @@ impl Recorder {
                 };
                 let app = context.app_id.to_string();
                 let name = (*kind != ChangeKind::Closed)
-                    .then(|| crate::core::vocabulary::title(&context.data).map(str::to_owned))
+                    .then(|| crate::core::vocabulary::title(&context.data))
                     .flatten();
                 let key = (app.clone(), hk);
                 let open = self.provided.get(&key).cloned();

@@ -16,7 +16,7 @@
 //! count every connection of the app together.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
@@ -27,7 +27,7 @@ use super::event::SourceEvent;
 use super::read::Subject;
 use super::view::time;
 use super::{Core, vocabulary};
-use crate::model::{AppId, ProvidedContext};
+use crate::model::{AppId, ProvidedContext, ProvidedData};
 
 /// Entries one app may have at once, over all its connections (each
 /// connection's kinds count).
@@ -36,10 +36,63 @@ pub(crate) const MAX_KINDS_PER_APP: usize = 16;
 pub(crate) const PUBLISHES_PER_SECOND: f64 = 10.0;
 /// ... and in a burst.
 pub(crate) const PUBLISH_BURST: f64 = 10.0;
-/// What every app's entries may weigh together (JSON bytes), so that many
-/// apps cannot grow the daemon without bound: 16 MiB, 256 apps with 4
-/// full-size entries each.
+/// What one app's entries may hold, over all its connections, in bytes
+/// the broker holds for them ([`held`]): 256 KiB, four full-size entries
+/// or a thousand small ones' worth, so that one app cannot take what
+/// the broker keeps for everyone.
+pub(crate) const MAX_APP_BYTES: usize = 256 * 1024;
+/// What every app's entries may hold together (bytes, as [`held`]), so
+/// that many apps cannot grow the daemon without bound: 16 MiB, 64 apps
+/// at their budget.
 pub(crate) const MAX_TOTAL_BYTES: usize = 16 * 1024 * 1024;
+/// What an entry costs beyond its text and names: its slots in the
+/// state's map and in the maps here (entries, owners, publish order),
+/// the timestamps and the allocator's rounding, as heaptrack showed them
+/// with the provider bench (1000 apps × 6 kinds); an estimate, so that
+/// an app of many tiny entries is not counted as free.
+const ENTRY_OVERHEAD: usize = 256;
+
+/// The bytes an entry holds: its text once (shared by the state, the
+/// changes and the readers), the names it is kept under (the app id
+/// twice, the owner three times, the kind four times) and the rest of
+/// its bookkeeping.
+fn held(data: &ProvidedData, app: &AppId, owner: &str, kind: &str) -> usize {
+    data.len() + 2 * app.as_str().len() + 3 * owner.len() + 4 * kind.len() + ENTRY_OVERHEAD
+}
+
+/// The most entries one page of a kind holds (`read::ProvidedPage`) ...
+pub(crate) const MAX_PAGE: usize = 1000;
+/// ... and how many when the reader does not say.
+pub(crate) const DEFAULT_PAGE: usize = 100;
+
+/// The cursor of the page after `app`'s entry of `kind`: opaque to
+/// readers (URL-safe base64 of `kind:app`), so that its form can change.
+/// It tells no more than the page it ends: the app id of its last entry.
+pub(crate) fn encode_cursor(kind: &str, app: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{kind}:{app}"))
+}
+
+/// The app a cursor of `kind` ends at; a cursor of another kind, or
+/// anything not made by [`encode_cursor`], is `InvalidArgs`.
+pub(crate) fn decode_cursor(kind: &str, cursor: &str) -> Result<AppId> {
+    use base64::Engine;
+    let bad = || {
+        Error::InvalidArgs(format!(
+            "invalid cursor '{}': pass back a next_cursor a page of provided.{kind} returned",
+            cursor.chars().take(64).collect::<String>()
+        ))
+    };
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .map_err(|_| bad())?;
+    let text = String::from_utf8(bytes).map_err(|_| bad())?;
+    let (k, app) = text.split_once(':').ok_or_else(bad)?;
+    if k != kind {
+        return Err(bad());
+    }
+    AppId::new(app).map_err(|_| bad())
+}
 
 /// Rate buckets kept before idle ones are dropped on a publish (they are
 /// also dropped when an app retracts or goes): apps that only ever fail
@@ -94,8 +147,10 @@ struct Inner {
     entries: HashMap<Key, Entry>,
     /// Each connection's kinds.
     by_owner: HashMap<String, HashSet<String>>,
-    /// Each app's entries of a kind, by publish order: the last is shown.
-    by_app: BTreeMap<Shown, BTreeMap<u64, String>>,
+    /// Each app's entries of a kind, by publish order: the last is
+    /// shown. Nearly always one (one connection publishes a kind): a list,
+    /// not a map, whose smallest node would weigh more than the entry.
+    by_app: BTreeMap<Shown, Vec<(u64, String)>>,
     buckets: HashMap<AppId, Bucket>,
     bytes: usize,
     /// The last publish's number.
@@ -112,12 +167,27 @@ impl Inner {
             .sum()
     }
 
+    /// The bytes `app`'s entries hold, over all its connections.
+    fn bytes_of(&self, app: &AppId) -> usize {
+        self.by_app
+            .range((app.clone(), String::new())..)
+            .take_while(|((a, _), _)| a == app)
+            .flat_map(|((_, kind), owners)| {
+                owners.iter().filter_map(|(_, owner)| {
+                    self.entries
+                        .get(&(owner.clone(), kind.clone()))
+                        .map(|e| e.bytes)
+                })
+            })
+            .sum()
+    }
+
     /// The connection whose entry readers see for `shown`, with its
     /// publish number.
     fn shown(&self, shown: &Shown) -> Option<(u64, &str)> {
         self.by_app
             .get(shown)
-            .and_then(|o| o.last_key_value())
+            .and_then(|o| o.last())
             .map(|(seq, owner)| (*seq, owner.as_str()))
     }
 
@@ -131,7 +201,7 @@ impl Inner {
         self.by_app
             .entry((entry.context.app_id.clone(), kind.clone()))
             .or_default()
-            .insert(entry.seq, owner.to_owned());
+            .push((entry.seq, owner.to_owned()));
         self.entries.insert((owner.to_owned(), kind), entry);
     }
 
@@ -147,7 +217,7 @@ impl Inner {
         }
         let shown = (e.context.app_id.clone(), kind.clone());
         if let Some(owners) = self.by_app.get_mut(&shown) {
-            owners.remove(&e.seq);
+            owners.retain(|(seq, _)| *seq != e.seq);
             if owners.is_empty() {
                 self.by_app.remove(&shown);
             }
@@ -215,8 +285,9 @@ impl Core {
     /// Set the entry of `kind` of the connection `owner` (of the app
     /// `who`) to `json` (a JSON object in the vocabulary), until that
     /// connection goes. Checked in this order: the user's refusal, the
-    /// rate, the data, the number of entries and the total size; a
-    /// publish that fails leaves every entry as it was.
+    /// rate, the data, the number of entries, the bytes the app holds and
+    /// the bytes all apps hold; a publish that fails leaves every entry as
+    /// it was.
     pub(crate) fn publish(&self, who: &Subject, owner: &str, kind: &str, json: &str) -> Result<()> {
         let app = &who.app_id;
         if !self.gate.may_publish(app) {
@@ -238,8 +309,8 @@ impl Core {
                 )));
             }
         }
-        let data = vocabulary::check_entry(kind, json)?;
-        let bytes = json.len();
+        let data = ProvidedData::new(&vocabulary::check_entry(kind, json)?);
+        let bytes = held(&data, app, owner, kind);
         let key: Key = (owner.to_owned(), kind.to_owned());
         let stamp = self.clock.now();
         let mut inner = self.providers.lock();
@@ -257,6 +328,15 @@ impl Core {
             )));
         }
         let old_bytes = inner.entries.get(&key).map_or(0, |e| e.bytes);
+        let app_bytes = inner
+            .bytes_of(app)
+            .saturating_sub(old.map_or(0, |(b, _)| b))
+            + bytes;
+        if app_bytes > MAX_APP_BYTES {
+            return Err(Error::LimitExceeded(format!(
+                "{app} would hold {app_bytes} bytes of published context (its connections' entries count together, each with {ENTRY_OVERHEAD} bytes of bookkeeping), more than the {MAX_APP_BYTES} an app may; publish less, or retract a kind first"
+            )));
+        }
         let total = inner.bytes - old_bytes + bytes;
         if total > MAX_TOTAL_BYTES {
             return Err(Error::LimitExceeded(format!(
@@ -282,7 +362,7 @@ impl Core {
         let context = ProvidedContext {
             app_id: app.clone(),
             kind: kind.to_owned(),
-            data: Arc::new(data),
+            data,
             updated: stamp,
         };
         let seq = inner.seq;
@@ -412,7 +492,7 @@ impl Core {
                             kind: kind.clone(),
                             since: time(&since),
                             updated: time(&p.updated),
-                            name: vocabulary::title(&p.data).map(str::to_owned),
+                            name: vocabulary::title(&p.data),
                         });
                 }
             });

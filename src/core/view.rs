@@ -328,7 +328,7 @@ pub(crate) struct ProvidedView {
         with = "serde_json::Map<String, serde_json::Value>",
         description = format!("What the app published; {THEIRS}")
     )]
-    pub(crate) data: std::sync::Arc<serde_json::Value>,
+    pub(crate) data: crate::model::ProvidedData,
     #[schemars(extend("format" = "date-time"))]
     pub(crate) updated: String,
 }
@@ -342,6 +342,14 @@ impl ProvidedView {
             updated: time(&p.updated),
         }
     }
+}
+
+/// A page of what apps published of one kind, by app id.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct ProvidedPageView {
+    pub(crate) provided: Vec<ProvidedView>,
+    /// Pass back to read the next page; `None` on the last.
+    pub(crate) next_cursor: Option<String>,
 }
 
 /// The selected text, as a schema.org `Quotation` (the shape of the

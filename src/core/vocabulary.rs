@@ -430,8 +430,8 @@ fn check_keys(kind: &str, path: &str, key: Option<&str>, v: &Value) -> Result<()
 pub(crate) const CONTEXT_IRI: &str = "urn:contextd:vocabulary";
 
 /// The name of an entry, for the timeline and short listings.
-pub(crate) fn title(data: &Value) -> Option<&str> {
-    data.get("name").and_then(Value::as_str)
+pub(crate) fn title(data: &crate::model::ProvidedData) -> Option<String> {
+    data.string("name")
 }
 
 #[cfg(test)]

@@ -14,17 +14,30 @@ use super::request;
 use super::subscription;
 use super::variant::{self, Dict};
 use crate::core::read::{self, Requested};
-use crate::core::{Mode, prompts, view};
+use crate::core::{Mode, prompts, provide, view};
 use crate::model::Category;
 
 /// The interface version, bumped when methods are added.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 pub(crate) struct Context1 {
     pub(crate) shared: Arc<Shared>,
     /// `GetActiveWindow` is the hottest read; between focus changes it
     /// answers the same view.
     pub(crate) active: variant::DictCache<view::WindowView>,
+}
+
+/// One provided entry as `GetProvided` answers it: `app_id`, `kind`,
+/// `updated`, `data` (`a{sv}`, read straight from the entry's JSON text)
+/// and `json` (that text itself, shared, not copied).
+fn provided_record(p: &view::ProvidedView) -> std::result::Result<Dict, variant::VariantError> {
+    let mut d = Dict::with_capacity(5);
+    d.insert("app_id".into(), variant::string(p.app_id.clone())?);
+    d.insert("kind".into(), variant::string(p.kind.clone())?);
+    d.insert("updated".into(), variant::string(p.updated.clone())?);
+    d.insert("data".into(), variant::json_object(p.data.as_str())?);
+    d.insert("json".into(), variant::shared_string(p.data.shared()));
+    Ok(d)
 }
 
 pub(crate) fn parse_categories(categories: &[String]) -> Result<Vec<Category>> {
@@ -105,11 +118,47 @@ impl Context1 {
             .shared
             .read(&hdr, read::Provided(kind), super::access(&hdr))
             .await?;
-        let mut out = variant::dicts(&views)?;
-        for (d, p) in out.iter_mut().zip(&views) {
-            d.insert("json".into(), variant::string(p.data.to_string())?);
-        }
-        Ok(out)
+        Ok(views
+            .iter()
+            .map(provided_record)
+            .collect::<std::result::Result<_, _>>()?)
+    }
+
+    /// One page of what apps publish of `kind`, by app id: at most
+    /// `limit` records (1 to 1000; 0 for 100) after `cursor` (empty for
+    /// the first page), and the cursor of the next page (empty on the
+    /// last). Needs `provided.KIND`, for every page.
+    #[zbus(out_args("entries", "next_cursor"))]
+    async fn get_provided_page(
+        &self,
+        kind: String,
+        limit: u32,
+        cursor: String,
+        #[zbus(header)] hdr: Header<'_>,
+    ) -> Result<(Vec<Dict>, String)> {
+        let limit = match usize::try_from(limit) {
+            Ok(0) => provide::DEFAULT_PAGE,
+            Ok(n) if n <= provide::MAX_PAGE => n,
+            _ => {
+                return Err(Error::InvalidArgs(format!(
+                    "limit must be from 1 to {} (0 for {}), not {limit}",
+                    provide::MAX_PAGE,
+                    provide::DEFAULT_PAGE
+                )));
+            }
+        };
+        let q = read::ProvidedPage {
+            kind,
+            cursor: (!cursor.is_empty()).then_some(cursor),
+            limit,
+        };
+        let page = self.shared.read(&hdr, q, super::access(&hdr)).await?;
+        let entries = page
+            .provided
+            .iter()
+            .map(provided_record)
+            .collect::<std::result::Result<_, _>>()?;
+        Ok((entries, page.next_cursor.unwrap_or_default()))
     }
 
     /// The text selected last (the primary selection). Needs `selection`.

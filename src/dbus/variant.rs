@@ -15,7 +15,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use serde::Serialize;
-use serde::ser;
+use serde::{de, ser};
 use zbus::wire::{OwnedVariant, Variant};
 
 pub(crate) type Dict = HashMap<String, OwnedVariant>;
@@ -461,7 +461,87 @@ impl<T: Serialize + PartialEq> DictCache<T> {
     }
 }
 
-/// A list of views as `aa{sv}`.
+/// JSON text, read straight into D-Bus values by the rules above (object
+/// → `a{sv}` with `null` members left out, string → `s`, integer → `x`
+/// or `t`, number → `d`, bool → `b`, array → `as`/`aa{sv}`/`av`), with no
+/// `serde_json::Value` tree between: provided context is held as text
+/// (`model::ProvidedData`), and `GetProvided` writes its entries this way.
+struct FromJson;
+
+impl<'de> de::Visitor<'de> for FromJson {
+    type Value = Node;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Node, E> {
+        Ok(Node::Other(Variant::Bool(v)))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Node, E> {
+        Ok(Node::Other(Variant::I64(v)))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Node, E> {
+        Ok(Node::Other(match i64::try_from(v) {
+            Ok(i) => Variant::I64(i),
+            Err(_) => Variant::U64(v),
+        }))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Node, E> {
+        Ok(Node::Other(Variant::F64(v)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Node, E> {
+        Ok(Node::Str(v.to_owned()))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Node, E> {
+        Ok(Node::Str(v))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Node, E> {
+        Ok(Node::Skip)
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(n) = seq.next_element_seed(FromJson)? {
+            items.push(n);
+        }
+        Ok(Node::Other(list(items, false)))
+    }
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
+        let mut fields = Fields::with_capacity(map.size_hint().unwrap_or(0));
+        while let Some(k) = map.next_key::<String>()? {
+            if let Some(v) = map.next_value_seed(FromJson)?.into_variant() {
+                fields.insert(k, v);
+            }
+        }
+        Ok(Node::Dict(fields))
+    }
+}
+
+impl<'de> de::DeserializeSeed<'de> for FromJson {
+    type Value = Node;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Node, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+/// A JSON object's text as an `a{sv}` variant (see [`FromJson`]).
+pub(crate) fn json_object(text: &str) -> Result<OwnedVariant, VariantError> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let node = de::DeserializeSeed::deserialize(FromJson, &mut de)
+        .map_err(|e| VariantError(format!("not JSON: {e}")))?;
+    match node {
+        Node::Dict(d) => {
+            OwnedVariant::try_from(Variant::from(d)).map_err(|e| VariantError(e.to_string()))
+        }
+        _ => Err(VariantError("only a JSON object is an a{sv}".into())),
+    }
+}
+
+/// A shared string as an owned variant, without copying it.
+pub(crate) fn shared_string(s: Arc<str>) -> OwnedVariant {
+    OwnedVariant::from(zbus::wire::Str::from(s))
+}
+
 /// One string as an owned variant.
 pub(crate) fn string(s: String) -> Result<OwnedVariant, VariantError> {
     OwnedVariant::try_from(Variant::from(s)).map_err(|e| VariantError(e.to_string()))

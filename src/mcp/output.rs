@@ -20,7 +20,6 @@ use crate::core::view::{
     PlaceView, ProvidedView, RecentDocumentsView, SelectionView, SnapshotView, StateView,
     StreamView, WindowOneView, WindowView, WindowsView,
 };
-use crate::core::vocabulary;
 use crate::model::{Category, MediaKind, Power, SessionState};
 
 /// A result: its JSON is the type, its text is [`Output::markdown`].
@@ -634,11 +633,12 @@ fn provided_line(e: &ProvidedView) -> String {
             s.to_owned()
         }
     };
-    let d: &Value = &e.data;
+    let d = e.data.value();
     let (app, kind) = (e.app_id.as_str(), e.kind.as_str());
-    let mut line = match vocabulary::title(d).or_else(|| d.get("text").and_then(Value::as_str)) {
+    let name = d.get("name").and_then(Value::as_str);
+    let mut line = match name.or_else(|| d.get("text").and_then(Value::as_str)) {
         Some(t) => data(kind, Some(app), &cut(t)),
-        None => data(&format!("{kind} as JSON"), Some(app), &cut(&json_line(d))),
+        None => data(&format!("{kind} as JSON"), Some(app), &cut(&json_line(&d))),
     };
     if let Some(t) = d.get("@type").and_then(Value::as_str) {
         line.push_str(&format!(" [{}]", ident("type", t)));

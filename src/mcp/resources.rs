@@ -9,9 +9,10 @@ use super::Broker;
 use super::consent::{Mode, Subject};
 use super::error::Error;
 use super::output::{
-    self, LocationOut, NetworkOut, Output, PowerOut, ProvidedOut, SelectionOut, SessionOut,
+    self, LocationOut, NetworkOut, Output, Paged, PowerOut, ProvidedOut, SelectionOut, SessionOut,
 };
 pub(crate) use super::render::{Rendered, fit};
+use super::schema::MAX_PAGE;
 use crate::core::state::Change;
 use crate::core::view::CategoryView;
 use crate::core::{read, vocabulary};
@@ -47,9 +48,14 @@ pub enum Res {
     /// The shared vocabulary of what apps publish: the JSON-LD `@context`
     /// (public, needs no consent).
     Vocabulary,
-    /// What apps publish of one kind (`context://provided/{kind}`); the
-    /// kind is one that can be published (checked by [`Res::provided`]).
+    /// What apps publish of one kind (`context://provided/{kind}`), its
+    /// first page; the kind is one that can be published (checked by
+    /// [`Res::provided`]).
     Provided(String),
+    /// A later page of a kind (`context://provided/{kind}?cursor=…`, the
+    /// `nextCursor` of the page before, as given: checked when read).
+    /// Changes are announced for the kind's first page only.
+    ProvidedPage(String, String),
 }
 
 /// The query of a `context://history` URI, as given (checked when read).
@@ -182,7 +188,25 @@ impl Res {
             "selection" => Res::Selection,
             "vocabulary" => Res::Vocabulary,
             p if p.starts_with("history") => Res::History(HistoryParams::parse(p)?),
-            p if p.starts_with("provided/") => Res::provided(p.strip_prefix("provided/")?)?,
+            p if p.starts_with("provided/") => {
+                let p = p.strip_prefix("provided/")?;
+                match p.split_once('?') {
+                    None => Res::provided(p)?,
+                    Some((kind, query)) => {
+                        let Res::Provided(kind) = Res::provided(kind)? else {
+                            return None;
+                        };
+                        let cursor =
+                            percent_encoding::percent_decode_str(query.strip_prefix("cursor=")?)
+                                .decode_utf8()
+                                .ok()?;
+                        if cursor.is_empty() || cursor.len() > 1024 {
+                            return None;
+                        }
+                        Res::ProvidedPage(kind, cursor.into_owned())
+                    }
+                }
+            }
             p => {
                 let id = p.strip_prefix("windows/")?;
                 // Window ids are the broker's own; anything odd cannot be one.
@@ -196,6 +220,15 @@ impl Res {
                 Res::Window(id.to_owned())
             }
         })
+    }
+
+    /// The resource whose changes are announced for this one: a later
+    /// page of provided context is its kind's (its first page's URI).
+    pub fn watched(self) -> Res {
+        match self {
+            Res::ProvidedPage(kind, _) => Res::Provided(kind),
+            r => r,
+        }
     }
 
     pub fn uri(&self) -> String {
@@ -215,6 +248,13 @@ impl Res {
             Res::History(p) => p.uri(),
             Res::Vocabulary => "context://vocabulary".into(),
             Res::Provided(kind) => format!("{PROVIDED_PREFIX}{kind}"),
+            Res::ProvidedPage(kind, cursor) => {
+                let c = percent_encoding::utf8_percent_encode(
+                    cursor,
+                    percent_encoding::NON_ALPHANUMERIC,
+                );
+                format!("{PROVIDED_PREFIX}{kind}?cursor={c}")
+            }
         }
     }
 
@@ -235,7 +275,9 @@ impl Res {
     pub fn categories(&self) -> Vec<Category> {
         match self {
             Res::Snapshot | Res::Vocabulary => vec![],
-            Res::Provided(kind) => vec![Category::Provided(kind.clone())],
+            Res::Provided(kind) | Res::ProvidedPage(kind, _) => {
+                vec![Category::Provided(kind.clone())]
+            }
             Res::Windows | Res::ActiveWindow | Res::Window(_) => vec![Category::Windows],
             Res::Media => vec![Category::MediaPlayback, Category::MediaCapture],
             Res::Session => vec![Category::Session],
@@ -265,7 +307,7 @@ impl Res {
             Res::Selection => "Selected text",
             Res::History(_) => "Timeline",
             Res::Vocabulary => "Vocabulary of app-provided context",
-            Res::Provided(_) => "What apps publish",
+            Res::Provided(_) | Res::ProvidedPage(..) => "What apps publish",
         }
     }
 
@@ -296,7 +338,9 @@ impl Res {
             }
             Res::History(_) => HISTORY_DESCRIPTION.into(),
             Res::Vocabulary => VOCABULARY_DESCRIPTION.into(),
-            Res::Provided(kind) => format!("What apps publish about their {kind}"),
+            Res::Provided(kind) | Res::ProvidedPage(kind, _) => {
+                format!("What apps publish about their {kind}")
+            }
         };
         let cats = self.categories();
         if cats.is_empty() {
@@ -321,7 +365,7 @@ impl Res {
 
 const VOCABULARY_DESCRIPTION: &str = "The JSON-LD @context of what apps publish about themselves (context://provided/{kind}): the keys of each kind's entries as schema.org terms. Public: needs no consent";
 
-const PROVIDED_DESCRIPTION: &str = "What apps publish about themselves of one kind (the open document, the selection, the current task, ...): each app's id, its entry (JSON with a schema.org @type, see context://vocabulary) and when it was updated. kind is document, selection, task, location, event, person or an app's own x-NAME";
+const PROVIDED_DESCRIPTION: &str = "What apps publish about themselves of one kind (the open document, the selection, the current task, ...): each app's id, its entry (JSON with a schema.org @type, see context://vocabulary) and when it was updated. kind is document, selection, task, location, event, person or an app's own x-NAME. Up to 100 entries by app id; when there are more, `nextCursor` is set: read context://provided/{kind}?cursor=NEXTCURSOR (percent-encoded) for the next page (changes are announced for the first page's URI)";
 
 const HISTORY_DESCRIPTION: &str = "What happened in a period, oldest first: focus intervals, microphone/camera/screen use, playback, locked/idle/sleep, notifications, the documents and tasks apps published (by name). since and until are RFC 3339 date-times (default: the hour before now), app an app id. Up to 1000 events; `truncated` says when there were more (read a shorter period). Each event only with its own category (titles with windows.titles, documents with provided.document, ...)";
 
@@ -425,15 +469,9 @@ pub(crate) async fn read(
         Res::Selection => {
             SelectionOut::from(core.read(subject, read::Selection, mode).await?).rendered()?
         }
-        Res::Provided(kind) => {
-            let provided = core
-                .read(subject, read::Provided(kind.clone()), mode)
-                .await?;
-            ProvidedOut {
-                kind: kind.clone(),
-                provided,
-            }
-            .rendered()?
+        Res::Provided(kind) => provided_page(broker, subject, kind, None, MAX_PAGE, mode).await?,
+        Res::ProvidedPage(kind, cursor) => {
+            provided_page(broker, subject, kind, Some(cursor.clone()), MAX_PAGE, mode).await?
         }
         Res::Vocabulary => return vocabulary_rendered(),
         Res::History(p) => {
@@ -454,6 +492,39 @@ pub(crate) async fn read(
             .await?
         }
     }))
+}
+
+/// One page of what apps publish of `kind` (at most `limit` entries after
+/// `cursor`, the first page without one) and the cursor of the next, as
+/// `get_provided_context` and `context://provided/{kind}` answer it.
+pub(crate) async fn provided_page(
+    broker: &Broker,
+    subject: &Subject,
+    kind: &str,
+    cursor: Option<String>,
+    limit: usize,
+    mode: Mode,
+) -> Result<Rendered, Error> {
+    let page = broker
+        .core
+        .read(
+            subject,
+            read::ProvidedPage {
+                kind: kind.to_owned(),
+                cursor,
+                limit,
+            },
+            mode,
+        )
+        .await?;
+    Paged {
+        view: ProvidedOut {
+            kind: kind.to_owned(),
+            provided: page.provided,
+        },
+        next_cursor: page.next_cursor,
+    }
+    .rendered()
 }
 
 /// The vocabulary: the JSON-LD `@context` (served as installed, see

@@ -251,6 +251,16 @@ impl PageArgs {
 pub(crate) struct ProvidedArgs {
     #[schemars(description = super::resources::kinds_said())]
     pub(crate) kind: String,
+    #[schemars(
+        description = "Opaque cursor from a previous call's nextCursor, to get the next page"
+    )]
+    pub(crate) cursor: Option<String>,
+    #[schemars(
+        range(min = 1, max = MAX_PAGE),
+        extend("default" = DEFAULT_PAGE),
+        description = format!("How many entries per page (1-{MAX_PAGE}, default {DEFAULT_PAGE})")
+    )]
+    pub(crate) limit: Option<u64>,
 }
 
 /// `send_notification`.

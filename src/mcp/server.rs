@@ -447,7 +447,7 @@ impl ServerHandler for ContextServer {
         if super::fixtures_on() && super::conformance::is_fixture(&request.uri) {
             return Ok(());
         }
-        let res = res_of(&request.uri)?;
+        let res = res_of(&request.uri)?.watched();
         // Subscribing reads the resource: asked for, and decided, as a read.
         let uri = res.uri();
         let mode = consent::ask(
@@ -481,7 +481,7 @@ impl ServerHandler for ContextServer {
             .subscribed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(&request.uri);
+            .remove(&Res::parse(&request.uri).map_or(request.uri, |r| r.watched().uri()));
         Ok(())
     }
 

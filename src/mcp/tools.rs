@@ -163,12 +163,12 @@ fn place_tools() -> Vec<Value> {
             ),
             "Recent documents",
         ),
-        read_tool::<ProvidedArgs, ProvidedOut>(
+        read_tool::<ProvidedArgs, Paged<ProvidedOut>>(
             "get_provided_context",
             "Get what apps publish",
             format!(
                 "{}{}",
-                "What apps publish about themselves of one kind: document (the open document), selection, task, location, event, person, or an app's own x-NAME. Each entry has the app's id, its data (a JSON object with a schema.org @type; context://vocabulary maps its keys) and when it was updated. Needs the `provided.KIND` grant (provided.document, ...).",
+                "What apps publish about themselves of one kind: document (the open document), selection, task, location, event, person, or an app's own x-NAME. Each entry has the app's id, its data (a JSON object with a schema.org @type; context://vocabulary maps its keys) and when it was updated. By app id, a page at a time (pass nextCursor back as cursor). Needs the `provided.KIND` grant (provided.document, ...).",
                 theirs("Entries")
             ),
             "App-provided context",
@@ -390,14 +390,18 @@ async fn provided_context(
     args: Option<Map<String, Value>>,
     mode: Mode,
 ) -> CallToolResult {
-    let res = schema::parse::<ProvidedArgs>(args)
-        .and_then(|a| Res::provided(&a.kind).ok_or_else(|| resources::kind_error(&a.kind)));
-    match res {
-        Ok(res) => match resources::read(broker, subject, &res, mode).await {
-            Ok(r) => success(r),
-            Err(e) => refusal(e),
-        },
-        Err(e) => tool_error(e),
+    let args = match schema::parse::<ProvidedArgs>(args) {
+        Ok(a) if Res::provided(&a.kind).is_some() => a,
+        Ok(a) => return tool_error(resources::kind_error(&a.kind)),
+        Err(e) => return tool_error(e),
+    };
+    let limit = args
+        .limit
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(schema::DEFAULT_PAGE);
+    match resources::provided_page(broker, subject, &args.kind, args.cursor, limit, mode).await {
+        Ok(r) => success(render::fit(r)),
+        Err(e) => refusal(e),
     }
 }
 

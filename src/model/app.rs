@@ -31,7 +31,7 @@ pub const SYSTEMD_PREFIX: &str = "systemd:";
 /// only, never to `node:…` ids.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct AppId(String);
+pub struct AppId(std::sync::Arc<str>);
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum AppIdError {
@@ -55,7 +55,7 @@ impl AppId {
         if s.chars().any(char::is_control) {
             return Err(AppIdError::Control);
         }
-        Ok(AppId(s))
+        Ok(AppId(s.into()))
     }
 
     /// An app known only by its executable.
@@ -87,7 +87,7 @@ impl TryFrom<String> for AppId {
 
 impl From<AppId> for String {
     fn from(a: AppId) -> String {
-        a.0
+        a.0.to_string()
     }
 }
 

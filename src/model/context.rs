@@ -296,9 +296,122 @@ pub struct ProvidedContext {
     pub kind: String,
     /// Shared, not copied: the state, the change broadcast and every
     /// reader's view point at the one entry (an entry can be 64 KiB).
-    pub data: std::sync::Arc<serde_json::Value>,
+    pub data: ProvidedData,
     #[serde(default = "Utc::now")]
     pub updated: DateTime<Utc>,
+}
+
+/// What an app published, held as the checked JSON text of its object
+/// (compact, keys in order), once: the state, the change broadcast, the
+/// publishers' bookkeeping and every reader's view share the one text.
+/// A `serde_json::Value` tree per entry weighed several times its text
+/// (a map node, a `String` and a `Value` per key and value), with 1000
+/// apps × 6 kinds most of what they cost; readers that need a field
+/// parse it out on demand ([`ProvidedData::title`]), and answers are
+/// written from the text.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProvidedData(std::sync::Arc<str>);
+
+impl ProvidedData {
+    /// Hold `v` as text (an object: `core::vocabulary::check_entry`
+    /// checks every entry).
+    pub fn new(v: &serde_json::Value) -> Self {
+        // Writing a JSON value to a string cannot fail.
+        let text = serde_json::to_string(v).unwrap_or_else(|_| "{}".to_owned());
+        ProvidedData(text.into())
+    }
+
+    /// The JSON text of the object.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The shared text itself (D-Bus strings can point at it).
+    pub fn shared(&self) -> std::sync::Arc<str> {
+        self.0.clone()
+    }
+
+    /// The bytes of text held.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The object as a tree, for readers that walk it (a summary's line).
+    pub fn value(&self) -> serde_json::Value {
+        serde_json::from_str(&self.0).unwrap_or_default()
+    }
+
+    /// A top-level string field, parsed out of the text without building
+    /// the rest.
+    pub fn string(&self, key: &str) -> Option<String> {
+        use serde::de::{self, IgnoredAny, MapAccess, Visitor};
+        struct Field<'k>(&'k str);
+        impl<'de> Visitor<'de> for Field<'_> {
+            type Value = Option<String>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut found = None;
+                while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if k == self.0 {
+                        found = match map.next_value::<serde_json::Value>()? {
+                            serde_json::Value::String(s) => Some(s),
+                            _ => None,
+                        };
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(found)
+            }
+        }
+        let mut de = serde_json::Deserializer::from_str(&self.0);
+        de::Deserializer::deserialize_map(&mut de, Field(key))
+            .ok()
+            .flatten()
+    }
+}
+
+impl std::fmt::Debug for ProvidedData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::fmt::Display for ProvidedData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Written as the JSON object it is. Through a tree parsed for the
+/// occasion (a change, an MCP answer, which is a tree anyway): the hot
+/// read, `GetProvided` on D-Bus, writes its values straight from the text
+/// (`dbus::variant::json_dict`) and shares the text as its `json`.
+impl Serialize for ProvidedData {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let v: serde_json::Value =
+            serde_json::from_str(&self.0).map_err(serde::ser::Error::custom)?;
+        v.serialize(s)
+    }
+}
+
+impl From<serde_json::Value> for ProvidedData {
+    fn from(v: serde_json::Value) -> Self {
+        ProvidedData::new(&v)
+    }
+}
+
+impl<'de> Deserialize<'de> for ProvidedData {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let obj = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+        Ok(ProvidedData::new(&serde_json::Value::Object(obj)))
+    }
 }
 
 /// The text the user selected last (the primary selection), as the

@@ -14,6 +14,6 @@ pub use app::{AppId, AppIdError, IdentitySource, SYSTEMD_PREFIX};
 pub use category::{Category, CategoryError};
 pub use context::{
     Location, MediaKind, MediaStream, Network, Notification, PlaybackStatus, Player, Power,
-    ProvidedContext, RecentDocument, Selection, SessionState, SourceStatus, StreamAttribution,
-    StreamState, Urgency, Window, WindowAttribution, WindowStates,
+    ProvidedContext, ProvidedData, RecentDocument, Selection, SessionState, SourceStatus,
+    StreamAttribution, StreamState, Urgency, Window, WindowAttribution, WindowStates,
 };

@@ -82,6 +82,7 @@ mod pipewire_restart;
 mod pipewire_video;
 mod provider;
 mod provider_examples;
+mod provider_pages;
 mod recent_documents;
 mod schemas_outputs;
 mod scripts;

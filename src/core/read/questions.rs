@@ -13,10 +13,10 @@ use crate::core::error::{Error, Result};
 use crate::core::history::{HistoryKind, Query};
 use crate::core::view::{
     self, AppTotalsView, CategoryView, HistoryEventView, HistoryPage, MediaView, NetworkView,
-    NotificationsView, PlaceView, ProvidedView, RecentDocumentsView, SelectionView, SnapshotView,
-    SourceView, StateView, WindowOneView, WindowsView,
+    NotificationsView, PlaceView, ProvidedPageView, ProvidedView, RecentDocumentsView,
+    SelectionView, SnapshotView, SourceView, StateView, WindowOneView, WindowsView,
 };
-use crate::core::vocabulary;
+use crate::core::{provide, vocabulary};
 use crate::model::{self, Category};
 
 /// How far back [`HistoryApps`] looks: longer than any retention.
@@ -308,6 +308,60 @@ impl Read for Provided {
                 .filter(|((_, k), _)| *k == kind)
                 .map(|(_, p)| ProvidedView::new(p))
                 .collect()
+        }))
+    }
+}
+
+/// One page of what apps published of one kind (`provided.KIND`), by app
+/// id: the entries after the cursor's app, at most `limit` of them
+/// (clamped to 1..=[`provide::MAX_PAGE`]). The cursor is checked after
+/// the gate, so a reader without the grant learns nothing from one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProvidedPage {
+    pub(crate) kind: String,
+    /// A `next_cursor` of an earlier page of this kind; `None` for the
+    /// first.
+    pub(crate) cursor: Option<String>,
+    pub(crate) limit: usize,
+}
+
+impl Read for ProvidedPage {
+    type View = ProvidedPageView;
+
+    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+        Ok(Needs::base(Category::provided(&self.kind)?))
+    }
+
+    async fn view(self, seen: Seen<'_>) -> Result<ProvidedPageView> {
+        let after = match &self.cursor {
+            Some(c) => Some(provide::decode_cursor(&self.kind, c)?),
+            None => None,
+        };
+        let limit = self.limit.clamp(1, provide::MAX_PAGE);
+        let kind = self.kind;
+        Ok(seen.core.state.read(|s| {
+            // Keys are (app, kind): the entries after the cursor's app
+            // start after its (app, kind) key, and a page of N looks at
+            // about N apps' entries, not at everyone's.
+            let start = match after {
+                Some(app) => std::ops::Bound::Excluded((app, kind.clone())),
+                None => std::ops::Bound::Unbounded,
+            };
+            let mut it = s
+                .provided
+                .range((start, std::ops::Bound::Unbounded))
+                .filter(|((_, k), _)| *k == kind)
+                .map(|(_, p)| p);
+            let provided: Vec<ProvidedView> =
+                it.by_ref().take(limit).map(ProvidedView::new).collect();
+            let next_cursor = match (it.next(), provided.last()) {
+                (Some(_), Some(last)) => Some(provide::encode_cursor(&kind, &last.app_id)),
+                _ => None,
+            };
+            ProvidedPageView {
+                provided,
+                next_cursor,
+            }
         }))
     }
 }

@@ -33,6 +33,17 @@ pub trait Context1 {
         kind: &str,
     ) -> zbus::Result<Vec<std::collections::HashMap<String, zbus::OwnedVariant>>>;
 
+    /// GetProvidedPage method
+    fn get_provided_page(
+        &self,
+        kind: &str,
+        limit: u32,
+        cursor: &str,
+    ) -> zbus::Result<(
+        Vec<std::collections::HashMap<String, zbus::OwnedVariant>>,
+        String,
+    )>;
+
     /// ListSources method
     fn list_sources(
         &self,
