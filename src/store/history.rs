@@ -7,6 +7,7 @@ mod pending;
 use std::time::Duration;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
@@ -51,9 +52,8 @@ const SUMMED: [HistoryKind; 3] = [
 ];
 /// Their codes (see [`kind_code`]).
 const SUMMED_SQL: &str = "kind IN (0, 1, 2) AND app IS NOT NULL";
-/// The text of a row's app id and title (`timeline_text`).
+/// The text of a row's app id (`timeline_text`).
 const APP_TEXT: &str = "(SELECT text FROM timeline_text WHERE id = app)";
-const TITLE_TEXT: &str = "(SELECT text FROM timeline_text WHERE id = title)";
 
 /// Rows a retention or forget step deletes in one transaction: a few
 /// milliseconds of work, so the writer (and a revocation) never waits
@@ -61,8 +61,16 @@ const TITLE_TEXT: &str = "(SELECT text FROM timeline_text WHERE id = title)";
 const STEP_ROWS: i64 = 1000;
 /// Free pages an incremental vacuum step gives back (1 MB).
 const STEP_PAGES: i64 = 256;
-/// The pause between two steps, in which the writers get their turn.
+/// The shortest pause between two steps, in which the writers get their
+/// turn.
 const STEP_PAUSE: Duration = Duration::from_millis(2);
+
+/// After a step that began at `began`: pause as long as it took (at least
+/// [`STEP_PAUSE`]), so that forgetting takes at most half a core and the
+/// readers and writers always have the other half.
+async fn pause(began: std::time::Instant) {
+    tokio::time::sleep(began.elapsed().max(STEP_PAUSE)).await;
+}
 
 /// The code of a kind in `timeline.kind` (the rows of `timeline_kind`,
 /// migrations/0009; a test compares). Never change one: they are on disk.
@@ -100,6 +108,7 @@ pub struct History {
 pub struct HistoryWriter {
     pool: SqlitePool,
     handed: Arc<Handed>,
+    texts: Texts,
     /// Told of every batch written or not (a full disk).
     health: Health,
 }
@@ -113,6 +122,25 @@ struct Handed {
     /// Wakes the writer when the first operation arrives (its wait
     /// starts) and when a batch is full.
     wake: Notify,
+    /// Counts the transactions that deleted texts (`timeline_text`), bumped
+    /// before they commit: the writer forgets the ids it remembers when it
+    /// changed (see [`Texts`]).
+    texts_gone: AtomicU64,
+}
+
+/// The writer's `timeline_text` ids of the texts it wrote lately, so that
+/// a focus change costs one statement, not one more per text. Valid while
+/// no transaction deleted texts since ([`Handed::texts_gone`], read under
+/// the write lock); emptied when it grows past [`Texts::MAX`] and when a
+/// batch fails (its new texts were rolled back).
+#[derive(Debug, Default)]
+pub(crate) struct Texts {
+    gone: u64,
+    ids: HashMap<String, i64>,
+}
+
+impl Texts {
+    const MAX: usize = 4096;
 }
 
 impl Handed {
@@ -172,23 +200,26 @@ fn kinds_apps(empty_all: bool) -> String {
 /// the page read every row before the period: 90 ms instead of 2 ms over a
 /// million rows); the period's own bound, raised to the cursor, is the range.
 fn sql_page() -> String {
-    let cols = format!("id, kind, {APP_TEXT}, {TITLE_TEXT}, detail, start_ms, dur_ms");
+    // The texts by join (cursors kept open), not by a subquery per row.
+    let cols = "t.id AS id, kind, a.text, ti.text, detail, start_ms, dur_ms";
+    let texts =
+        "LEFT JOIN timeline_text a ON a.id = t.app LEFT JOIN timeline_text ti ON ti.id = t.title";
     let filters = format!(
-        "{} AND (+start_ms > ?6 OR (+start_ms = ?6 AND id > ?7))",
+        "{} AND (+start_ms > ?6 OR (+start_ms = ?6 AND t.id > ?7))",
         kinds_apps(false)
     );
     format!(
-        "SELECT {cols} FROM timeline INDEXED BY timeline_start
+        "SELECT {cols} FROM timeline t INDEXED BY timeline_start {texts}
               WHERE start_ms >= ?3 - {LONG_MS} AND start_ms < ?3 AND start_ms < ?1
                 AND coalesce(start_ms + dur_ms, ?2) > ?3
                 AND {filters}
              UNION ALL
-             SELECT {cols} FROM timeline INDEXED BY timeline_long
+             SELECT {cols} FROM timeline t INDEXED BY timeline_long {texts}
               WHERE start_ms < ?3 - {LONG_MS} AND start_ms < ?1 AND {LONG}
                 AND coalesce(start_ms + dur_ms, ?2) > ?3
                 AND {filters}
              UNION ALL
-             SELECT {cols} FROM timeline INDEXED BY timeline_start
+             SELECT {cols} FROM timeline t INDEXED BY timeline_start {texts}
               WHERE start_ms >= max(?3, ?6) AND start_ms < ?1 AND {filters}
              ORDER BY start_ms, id LIMIT ?8"
     )
@@ -273,10 +304,7 @@ impl Hourly {
         let mut hour = start - start.rem_euclid(HOUR_MS);
         while hour < end {
             let part = end.min(hour + HOUR_MS) - start.max(hour);
-            *self
-                .0
-                .entry((hour, app, kind))
-                .or_default() += sign * part;
+            *self.0.entry((hour, app, kind)).or_default() += sign * part;
             hour += HOUR_MS;
         }
     }
@@ -351,11 +379,11 @@ async fn returning(
 
 /// Delete the texts no row uses any more (`timeline_text_unused`): a
 /// forgotten title is gone with its last row, not kept as a string.
-async fn drop_unused_texts(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
+async fn drop_unused_texts(conn: &mut SqliteConnection) -> Result<u64, sqlx::Error> {
     sqlx::query("DELETE FROM timeline_text WHERE refs <= 0")
         .execute(conn)
         .await
-        .map(|_| ())
+        .map(|r| r.rows_affected())
 }
 
 /// Totals per app being added up.
@@ -452,6 +480,7 @@ impl History {
             HistoryWriter {
                 pool,
                 handed,
+                texts: Texts::default(),
                 health,
             },
             next,
@@ -622,6 +651,7 @@ impl History {
         let sql = sql_forget();
         let mut n = 0;
         loop {
+            let began = std::time::Instant::now();
             let mut tx = self.pool.begin().await.map_err(failed)?;
             let mut hourly = Hourly::default();
             let q = sqlx::query(trusted(sql.clone()))
@@ -635,13 +665,13 @@ impl History {
                 .await
                 .map_err(failed)?;
             hourly.apply(&mut tx).await.map_err(failed)?;
-            drop_unused_texts(&mut tx).await.map_err(failed)?;
+            self.drop_unused_texts(&mut tx).await.map_err(failed)?;
             tx.commit().await.map_err(failed)?;
             n += step;
             if step < STEP_ROWS as u64 {
                 break;
             }
-            tokio::time::sleep(STEP_PAUSE).await;
+            pause(began).await;
         }
         self.shrink().await;
         Ok(n)
@@ -680,9 +710,19 @@ impl History {
                 tracing::warn!(error = %e, "giving free pages back failed");
                 break;
             }
-            tokio::time::sleep(STEP_PAUSE).await;
+            pause(std::time::Instant::now()).await;
         }
         self.checkpoint().await;
+    }
+
+    /// [`drop_unused_texts`], telling the writer before the commit when
+    /// ids it may remember are gone.
+    async fn drop_unused_texts(&self, conn: &mut SqliteConnection) -> Result<u64, sqlx::Error> {
+        let n = drop_unused_texts(conn).await?;
+        if n > 0 {
+            self.handed.texts_gone.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(n)
     }
 
     async fn checkpoint(&self) {
@@ -712,6 +752,7 @@ impl History {
         let mut from = i64::MIN;
         let mut n = 0;
         loop {
+            let began = std::time::Instant::now();
             let mut tx = self.pool.begin().await.map_err(failed)?;
             let mut hourly = Hourly::default();
             let mut q = sqlx::query(trusted(sql.clone())).bind(STEP_ROWS).bind(from);
@@ -722,14 +763,14 @@ impl History {
                 .await
                 .map_err(failed)?;
             hourly.apply(&mut tx).await.map_err(failed)?;
-            drop_unused_texts(&mut tx).await.map_err(failed)?;
+            self.drop_unused_texts(&mut tx).await.map_err(failed)?;
             tx.commit().await.map_err(failed)?;
             n += step;
             if step < STEP_ROWS as u64 {
                 break;
             }
             from = last_start;
-            tokio::time::sleep(STEP_PAUSE).await;
+            pause(began).await;
         }
         if n > 0 {
             self.shrink().await;
@@ -742,11 +783,11 @@ impl History {
 /// insert's trigger counts the row), remembered for the batch in `known`.
 async fn text_id(
     conn: &mut SqliteConnection,
-    known: &mut HashMap<String, i64>,
+    known: &mut Texts,
     text: Option<&str>,
 ) -> Result<Option<i64>, sqlx::Error> {
     let Some(text) = text else { return Ok(None) };
-    if let Some(id) = known.get(text) {
+    if let Some(id) = known.ids.get(text) {
         return Ok(Some(*id));
     }
     let id: i64 = sqlx::query_scalar(
@@ -756,23 +797,35 @@ async fn text_id(
     .bind(text)
     .fetch_one(&mut *conn)
     .await?;
-    known.insert(text.to_owned(), id);
+    if known.ids.len() >= Texts::MAX {
+        known.ids.clear();
+    }
+    known.ids.insert(text.to_owned(), id);
     Ok(Some(id))
 }
 
+/// Write `batch` in one transaction. `known` is valid only while
+/// `texts_gone` stays as it was: read after the write lock is taken
+/// (`BEGIN IMMEDIATE`), since a forget bumps it before it commits.
 async fn write(
     pool: &SqlitePool,
     batch: &mut Vec<HistoryOp>,
     alive: DateTime<Utc>,
+    known: &mut Texts,
+    texts_gone: &AtomicU64,
 ) -> Result<(), sqlx::Error> {
-    let mut tx = pool.begin().await?;
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let gone = texts_gone.load(Ordering::SeqCst);
+    if gone != known.gone {
+        known.ids.clear();
+        known.gone = gone;
+    }
     let mut hourly = Hourly::default();
-    let mut known = HashMap::new();
     for op in batch.drain(..) {
         match op {
             HistoryOp::Open(e) => {
-                let app = text_id(&mut tx, &mut known, e.app_id.as_deref()).await?;
-                let title = text_id(&mut tx, &mut known, e.title.as_deref()).await?;
+                let app = text_id(&mut tx, known, e.app_id.as_deref()).await?;
+                let title = text_id(&mut tx, known, e.title.as_deref()).await?;
                 let (start, end) = (ms(e.start), e.end.map(ms));
                 let written = sqlx::query(
                     "INSERT INTO timeline (id, kind, app, title, detail, start_ms, dur_ms)
@@ -839,7 +892,7 @@ impl HistoryWriter {
     /// timer while idle); a full batch is written at once, so under a
     /// burst the writer commits a bounded transaction after another, and
     /// the timeline on disk is never more than about a second behind.
-    pub async fn run(self, cancel: CancellationToken) {
+    pub async fn run(mut self, cancel: CancellationToken) {
         let mut deadline: Option<tokio::time::Instant> = None;
         let mut behind = Behind::default();
         loop {
@@ -872,7 +925,7 @@ impl HistoryWriter {
     }
 
     /// Take one batch and write it in one transaction.
-    async fn write_batch(&self, behind: &mut Behind) {
+    async fn write_batch(&mut self, behind: &mut Behind) {
         let batch = self.handed.pending().take(BATCH);
         behind.dropped += batch.dropped;
         if behind.warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
@@ -889,7 +942,19 @@ impl HistoryWriter {
         // A batch that cannot be written is dropped (and counted in the
         // database's health), not put back: the pending operations stay
         // bounded, and the next batch tries again.
-        match write(&self.pool, &mut ops, Utc::now()).await {
+        let written = write(
+            &self.pool,
+            &mut ops,
+            Utc::now(),
+            &mut self.texts,
+            &self.handed.texts_gone,
+        )
+        .await;
+        if written.is_err() {
+            // Texts this batch added were rolled back with it.
+            self.texts.ids.clear();
+        }
+        match written {
             Ok(()) => self.health.wrote(),
             Err(e) if is_write_fault(&e) => self.health.failed(&e, Lost::History(n)),
             Err(e) => tracing::warn!(error = %e, "cannot write the history"),
@@ -1042,6 +1107,7 @@ mod tests {
         let mut rng = Lcg(7);
         let mut model: Vec<HistoryEvent> = Vec::new();
         let mut batch = Vec::new();
+        let (mut texts, gone) = (Texts::default(), AtomicU64::new(0));
         let mut t = t0 - 3 * HOUR_MS;
         while t < now - 30 * MIN {
             let kind = match rng.next(20) {
@@ -1083,13 +1149,21 @@ mod tests {
                 ..e
             });
             if batch.len() > 300 {
-                write(&pool, &mut batch, from_ms(t)).await.expect("write");
+                write(&pool, &mut batch, from_ms(t), &mut texts, &gone)
+                    .await
+                    .expect("write");
             }
             t += 1000 * rng.next(300);
         }
-        write(&pool, &mut batch, from_ms(now - 20 * MIN))
-            .await
-            .expect("write");
+        write(
+            &pool,
+            &mut batch,
+            from_ms(now - 20 * MIN),
+            &mut texts,
+            &gone,
+        )
+        .await
+        .expect("write");
         assert!(model.iter().filter(|e| e.end.is_none()).count() > 2);
         assert!(model.len() > 1000);
         check(&h, &model, &mut rng, t0, now).await;
@@ -1291,7 +1365,9 @@ mod tests {
             // On `timeline`: a bounded range of timeline_start, the few
             // rows of timeline_long or timeline_open, or lookups by id.
             let unbounded = plan.iter().find(|l| {
-                (l.starts_with("SCAN timeline ") || l.starts_with("SEARCH timeline "))
+                ["SCAN timeline ", "SEARCH timeline ", "SCAN t ", "SEARCH t "]
+                    .iter()
+                    .any(|p| l.starts_with(p))
                     && !l.contains("timeline_long")
                     && !l.contains("timeline_open")
                     && !l.contains("(rowid=?)")
@@ -1321,7 +1397,13 @@ mod tests {
                 .expect("kinds");
         let want: Vec<(i64, String, String)> = HistoryKind::ALL
             .iter()
-            .map(|k| (kind_code(*k), k.as_str().to_owned(), k.category().to_string()))
+            .map(|k| {
+                (
+                    kind_code(*k),
+                    k.as_str().to_owned(),
+                    k.category().to_string(),
+                )
+            })
             .collect();
         assert_eq!(rows, want);
         let mode: i64 = sqlx::query_scalar("PRAGMA auto_vacuum")
@@ -1413,21 +1495,31 @@ mod tests {
             .expect("rollup");
         let all = "SELECT quote(id)||quote(kind)||quote(category)||quote(app_id)||quote(title)
                    ||quote(detail)||quote(start_ms)||quote(end_ms) FROM history ORDER BY id";
-        let before: Vec<String> = sqlx::query_scalar(all).fetch_all(&pool).await.expect("rows");
+        let before: Vec<String> = sqlx::query_scalar(all)
+            .fetch_all(&pool)
+            .await
+            .expect("rows");
         let hourly = "SELECT quote(hour_ms)||quote(app_id)||quote(kind)||quote(ms) FROM history_hourly ORDER BY 1";
-        let hourly_before: Vec<String> =
-            sqlx::query_scalar(hourly).fetch_all(&pool).await.expect("hourly");
+        let hourly_before: Vec<String> = sqlx::query_scalar(hourly)
+            .fetch_all(&pool)
+            .await
+            .expect("hourly");
         pool.close().await;
 
         let (db, _tasks) = Db::open(&path, &key, &KeySource::KeyFile(dir.path().join("k")))
             .await
             .expect("open and migrate");
         let pool = db.pool().clone();
-        let after: Vec<String> = sqlx::query_scalar(all).fetch_all(&pool).await.expect("rows");
+        let after: Vec<String> = sqlx::query_scalar(all)
+            .fetch_all(&pool)
+            .await
+            .expect("rows");
         assert_eq!(after.len(), 1500);
         assert_eq!(after, before, "rows read differently after the migration");
-        let hourly_after: Vec<String> =
-            sqlx::query_scalar(hourly).fetch_all(&pool).await.expect("hourly");
+        let hourly_after: Vec<String> = sqlx::query_scalar(hourly)
+            .fetch_all(&pool)
+            .await
+            .expect("hourly");
         assert_eq!(hourly_after, hourly_before);
         counts_are_right(&pool).await;
         let mode: i64 = sqlx::query_scalar("PRAGMA auto_vacuum")

@@ -108,10 +108,9 @@ impl Db {
             .await
             .map_err(err)?
             .rows_affected();
-            sqlx::query("DELETE FROM timeline_text WHERE refs <= 0")
-                .execute(&mut *tx)
-                .await
-                .map_err(err)?;
+            // Texts no row took (a kind this version does not know) are
+            // left for the timeline to delete (store::history: it keeps
+            // the writer's ids right when it does).
             // The hourly totals of the rows added (as migration 0003 does).
             sqlx::query(
                 "WITH RECURSIVE parts (app_id, kind, hour_ms, s, e) AS (

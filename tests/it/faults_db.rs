@@ -45,7 +45,11 @@ async fn populated(bus: &Bus) -> Home {
         lines.push(json!({"type": "clock", "at": at}).to_string());
         // A title of its own each time (the timeline keeps a title once,
         // however many rows use it): about a kilobyte a row.
-        let (w, app) = if i % 2 == 0 { ("a", "org.a.App") } else { ("b", "org.b.App") };
+        let (w, app) = if i % 2 == 0 {
+            ("a", "org.a.App")
+        } else {
+            ("b", "org.b.App")
+        };
         lines.push(json!({"type": "window", "window": {"id": w, "app_id": app, "title": format!("{i} {}", w.repeat(1000))}}).to_string());
         lines.push(json!({"type": "focus", "id": w}).to_string());
     }
