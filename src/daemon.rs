@@ -336,10 +336,15 @@ async fn build_core(
                 tokio::select! {
                     _ = cancel.cancelled() => break,
                     _ = daily.tick() => {
-                        match history.purge(&settings, core.now()).await {
-                            Ok(0) => {}
-                            Ok(n) => tracing::info!(rows = n, "history retention: purged"),
-                            Err(e) => tracing::warn!(error = %e, "history retention failed"),
+                        // In steps (store::history), so a stop need not
+                        // wait for a big purge: what is left goes next time.
+                        tokio::select! {
+                            _ = cancel.cancelled() => break,
+                            r = history.purge(&settings, core.now()) => match r {
+                                Ok(0) => {}
+                                Ok(n) => tracing::info!(rows = n, "history retention: purged"),
+                                Err(e) => tracing::warn!(error = %e, "history retention failed"),
+                            }
                         }
                     }
                 }

@@ -60,7 +60,7 @@ pub mod store;
 #[doc(hidden)]
 pub mod internals {
     pub use crate::core::SourceEvent;
-    pub use crate::core::history::{HistoryEvent, HistoryKind, HistoryOp};
+    pub use crate::core::history::{HistoryEvent, HistoryKind, HistoryOp, HistorySettings};
     pub use crate::core::identity::{is_system_executable, resolve_pid};
     pub use crate::core::state::MAX_TEXT_CHARS;
     /// The vocabulary of provided context, checked against its JSON-LD.

@@ -157,6 +157,45 @@ fn known_schema() -> i64 {
         .unwrap_or(0)
 }
 
+/// A file smaller than this is checked whole at start (tens of
+/// milliseconds); a bigger one, its timeline after start.
+const CHECK_WHOLE_BELOW: u64 = 16 << 20;
+/// How long after start the timeline of a bigger file is checked.
+const TIMELINE_CHECK_AFTER: Duration = Duration::from_secs(60);
+
+/// The tables of the timeline, which grow with the years (`history` is
+/// the table of databases before migration 0009).
+const TIMELINE_TABLES: [&str; 4] = ["timeline", "timeline_text", "history_hourly", "history"];
+
+/// Statements put together from constants and names SQLite itself listed.
+fn trusted(sql: String) -> sqlx::AssertSqlSafe<String> {
+    sqlx::AssertSqlSafe(sql)
+}
+
+/// `PRAGMA quick_check` of every table (and its indexes) but the
+/// timeline's: the first problem found, or "ok".
+async fn quick_check_except_timeline(conn: &mut SqliteConnection) -> Result<String, sqlx::Error> {
+    let tables: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_schema WHERE type = 'table'")
+            .fetch_all(&mut *conn)
+            .await?;
+    for t in tables {
+        if TIMELINE_TABLES.contains(&t.as_str()) || t.starts_with("sqlite_") {
+            continue;
+        }
+        let v: String = sqlx::query_scalar(trusted(format!(
+            "PRAGMA quick_check(\"{}\")",
+            t.replace('"', "\"\"")
+        )))
+        .fetch_one(&mut *conn)
+        .await?;
+        if v != "ok" {
+            return Ok(v);
+        }
+    }
+    Ok("ok".to_owned())
+}
+
 /// The first bytes of an unencrypted SQLite database. SQLCipher encrypts
 /// page 1 too (its first 16 bytes are the salt), so a file that starts
 /// with them is not ours.
@@ -364,17 +403,22 @@ impl Db {
             let check = sqlx::query("SELECT count(*) FROM sqlite_master")
                 .fetch_one(&mut conn)
                 .await;
-            // The key opens page 1; now every page, before anything writes
-            // to the file: a damaged page found later would be written
-            // around (or over) while the user is told nothing. A quick
-            // check reads each page once (about a second per few hundred
-            // megabytes, most of it decryption).
+            // The key opens page 1; now every page of what the gate holds,
+            // before anything writes to the file: a damaged page found
+            // later would be written around (or over) while the user is
+            // told nothing. A quick check reads each page once (about a
+            // second per few hundred megabytes, most of it decryption), so
+            // in a file of [`CHECK_WHOLE_BELOW`] or more the timeline (years
+            // of it: hundreds of megabytes) is checked after start instead
+            // ([`Db::check_timeline`]), and start stays fast.
+            let whole = std::fs::metadata(path).map_or(true, |m| m.len() < CHECK_WHOLE_BELOW);
             let quick = match check {
-                Ok(_) => Some(
+                Ok(_) if whole => Some(
                     sqlx::query_scalar::<_, String>("PRAGMA quick_check(1)")
                         .fetch_one(&mut conn)
                         .await,
                 ),
+                Ok(_) => Some(quick_check_except_timeline(&mut conn).await),
                 Err(_) => None,
             };
             // A schema newer than this build's: a migration would fail
@@ -452,7 +496,65 @@ impl Db {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
         }
-        Db::migrated(pool, path, shown).await
+        let (db, tasks) = Db::migrated(pool, path, shown).await?;
+        db.incremental_vacuum_once().await;
+        Ok((db, tasks))
+    }
+
+    /// Switch a database made before `auto_vacuum = INCREMENTAL` (contextd
+    /// before migration 0009) to it, once: SQLite changes that mode only
+    /// by rewriting the file (`VACUUM`). Done here, at the start after the
+    /// upgrade, before anything is served, so that no writer waits on it;
+    /// it costs that one start about a second per few hundred megabytes
+    /// and a copy's worth of free disk for the while. A failure (a full
+    /// disk) is logged and tried again at the next start: the database
+    /// works in either mode, it only does not shrink after forgetting.
+    async fn incremental_vacuum_once(&self) {
+        let mode: Result<i64, _> = sqlx::query_scalar("PRAGMA auto_vacuum")
+            .fetch_one(&self.pool)
+            .await;
+        if !matches!(mode, Ok(0)) {
+            return;
+        }
+        tracing::info!(
+            path = %self.path.display(),
+            "compacting the database once, so that it shrinks after forgetting (auto_vacuum = incremental)"
+        );
+        if let Err(e) = sqlx::query("VACUUM").execute(&self.pool).await {
+            tracing::warn!(error = %e, "compacting the database failed; it works, but does not shrink after forgetting until it is compacted at a later start");
+            return;
+        }
+        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(&self.pool)
+            .await
+        {
+            tracing::warn!(error = %e, "checkpoint after compacting failed");
+        }
+    }
+
+    /// The quick check of the timeline's tables that start leaves out
+    /// (see `Db::open`), run by [`DbTasks::run`] a while after start. A
+    /// damaged page is reported in the log (reads of that part fail with
+    /// an error); the user's grants were checked at start.
+    pub async fn check_timeline(&self) -> Result<(), String> {
+        let tables: Vec<String> =
+            sqlx::query_scalar("SELECT name FROM sqlite_schema WHERE type = 'table'")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| e.to_string())?;
+        for table in tables
+            .iter()
+            .filter(|t| TIMELINE_TABLES.contains(&t.as_str()))
+        {
+            let v: String = sqlx::query_scalar(trusted(format!("PRAGMA quick_check(\"{table}\")")))
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| format!("{table}: {e}"))?;
+            if v != "ok" {
+                return Err(format!("{table}: {v}"));
+            }
+        }
+        Ok(())
     }
 
     /// The last step of opening: the migrations, then the store.
@@ -749,6 +851,12 @@ impl DbTasks {
         purge(db.clone()).await;
         let mut daily = tokio::time::interval(Duration::from_secs(24 * 3600));
         daily.tick().await;
+        // The timeline's part of the start check, once, when start left it
+        // out (a big file) and the start is well over.
+        let big = std::fs::metadata(&db.path).is_ok_and(|m| m.len() >= CHECK_WHOLE_BELOW);
+        let check = tokio::time::sleep(TIMELINE_CHECK_AFTER);
+        tokio::pin!(check);
+        let mut checked = !big;
         // The flush timer runs only while entries wait: an idle broker
         // wakes for nothing.
         let mut deadline: Option<tokio::time::Instant> = None;
@@ -773,6 +881,15 @@ impl DbTasks {
                     flush_audit(&db, &self.audit, &notices).await;
                 }
                 _ = daily.tick() => purge(db.clone()).await,
+                _ = &mut check, if !checked => {
+                    checked = true;
+                    if let Err(e) = db.check_timeline().await {
+                        tracing::error!(
+                            path = %db.path.display(),
+                            "the timeline in the database is damaged ({e}): reading the damaged part fails; your grants were checked at start and are sound. Export what can be read (contextctl export --history) and see the README, \"When the database cannot be used\""
+                        );
+                    }
+                }
             }
         }
         flush_audit(&db, &self.audit, &notices).await;

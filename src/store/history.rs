@@ -7,6 +7,7 @@ mod pending;
 use std::time::Duration;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
@@ -34,16 +35,63 @@ const WARN_EVERY: Duration = Duration::from_secs(10);
 const HOUR_MS: i64 = 3_600_000;
 
 /// Rows that are open or last at least this long are in the partial index
-/// `history_long` (migrations/0003): the only rows that can cross a moment
+/// `timeline_long` (migrations/0009): the only rows that can cross a moment
 /// more than this after they started.
 const LONG_MS: i64 = HOUR_MS;
-/// The WHERE of `history_long`, verbatim: SQLite uses a partial index only
+/// The WHERE of `timeline_long`, verbatim: SQLite uses a partial index only
 /// for a query that contains its condition as written.
-const LONG: &str = "(end_ms IS NULL OR end_ms - start_ms >= 3600000)";
+const LONG: &str = "(dur_ms IS NULL OR dur_ms >= 3600000)";
+/// The WHERE of `timeline_open`, verbatim.
+const OPEN: &str = "dur_ms IS NULL";
 
 /// The kinds `Summary` adds up, and `history_hourly` keeps.
-const SUMMED: [&str; 3] = ["focus", "capture", "playback"];
-const SUMMED_SQL: &str = "kind IN ('focus', 'capture', 'playback') AND app_id IS NOT NULL";
+const SUMMED: [HistoryKind; 3] = [
+    HistoryKind::Focus,
+    HistoryKind::Capture,
+    HistoryKind::Playback,
+];
+/// Their codes (see [`kind_code`]).
+const SUMMED_SQL: &str = "kind IN (0, 1, 2) AND app IS NOT NULL";
+/// The text of a row's app id (`timeline_text`).
+const APP_TEXT: &str = "(SELECT text FROM timeline_text WHERE id = app)";
+
+/// Rows a retention or forget step deletes in one transaction: a few
+/// milliseconds of work, so the writer (and a revocation) never waits
+/// long for the database, and the write-ahead log stays small.
+const STEP_ROWS: i64 = 1000;
+/// Free pages an incremental vacuum step gives back (1 MB).
+const STEP_PAGES: i64 = 256;
+/// The shortest pause between two steps, in which the writers get their
+/// turn.
+const STEP_PAUSE: Duration = Duration::from_millis(2);
+
+/// After a step that began at `began`: pause as long as it took (at least
+/// [`STEP_PAUSE`]), so that forgetting takes at most half a core and the
+/// readers and writers always have the other half.
+async fn pause(began: std::time::Instant) {
+    tokio::time::sleep(began.elapsed().max(STEP_PAUSE)).await;
+}
+
+/// The code of a kind in `timeline.kind` (the rows of `timeline_kind`,
+/// migrations/0009; a test compares). Never change one: they are on disk.
+pub(crate) fn kind_code(k: HistoryKind) -> i64 {
+    match k {
+        HistoryKind::Focus => 0,
+        HistoryKind::Capture => 1,
+        HistoryKind::Playback => 2,
+        HistoryKind::Locked => 3,
+        HistoryKind::Idle => 4,
+        HistoryKind::Sleep => 5,
+        HistoryKind::Notification => 6,
+        HistoryKind::Document => 7,
+        HistoryKind::Task => 8,
+        HistoryKind::RecentDocument => 9,
+    }
+}
+
+fn kind_of(code: i64) -> Option<HistoryKind> {
+    HistoryKind::ALL.into_iter().find(|k| kind_code(*k) == code)
+}
 
 fn failed(e: sqlx::Error) -> Error {
     Error::Failed(format!("history database: {e}"))
@@ -60,6 +108,7 @@ pub struct History {
 pub struct HistoryWriter {
     pool: SqlitePool,
     handed: Arc<Handed>,
+    texts: Texts,
     /// Told of every batch written or not (a full disk).
     health: Health,
 }
@@ -73,6 +122,25 @@ struct Handed {
     /// Wakes the writer when the first operation arrives (its wait
     /// starts) and when a batch is full.
     wake: Notify,
+    /// Counts the transactions that deleted texts (`timeline_text`), bumped
+    /// before they commit: the writer forgets the ids it remembers when it
+    /// changed (see [`Texts`]).
+    texts_gone: AtomicU64,
+}
+
+/// The writer's `timeline_text` ids of the texts it wrote lately, so that
+/// a focus change costs one statement, not one more per text. Valid while
+/// no transaction deleted texts since ([`Handed::texts_gone`], read under
+/// the write lock); emptied when it grows past [`Texts::MAX`] and when a
+/// batch fails (its new texts were rolled back).
+#[derive(Debug, Default)]
+pub(crate) struct Texts {
+    gone: u64,
+    ids: HashMap<String, i64>,
+}
+
+impl Texts {
+    const MAX: usize = 4096;
 }
 
 impl Handed {
@@ -94,13 +162,28 @@ fn trusted(sql: String) -> sqlx::AssertSqlSafe<String> {
 /// SQL parameter placeholders.
 fn overlapping(a: &str, b: &str, now: &str) -> String {
     format!(
-        "SELECT id FROM history INDEXED BY history_start WHERE start_ms >= {a} AND start_ms < {b}
+        "SELECT id FROM timeline INDEXED BY timeline_start WHERE start_ms >= {a} AND start_ms < {b}
          UNION ALL
-         SELECT id FROM history INDEXED BY history_start
-          WHERE start_ms >= {a} - {LONG_MS} AND start_ms < {a} AND start_ms < {b} AND coalesce(end_ms, {now}) > {a}
+         SELECT id FROM timeline INDEXED BY timeline_start
+          WHERE start_ms >= {a} - {LONG_MS} AND start_ms < {a} AND start_ms < {b} AND coalesce(start_ms + dur_ms, {now}) > {a}
          UNION ALL
-         SELECT id FROM history INDEXED BY history_long
-          WHERE start_ms < {a} - {LONG_MS} AND start_ms < {b} AND {LONG} AND coalesce(end_ms, {now}) > {a}"
+         SELECT id FROM timeline INDEXED BY timeline_long
+          WHERE start_ms < {a} - {LONG_MS} AND start_ms < {b} AND {LONG} AND coalesce(start_ms + dur_ms, {now}) > {a}"
+    )
+}
+
+/// Rows of kinds ?4 (JSON array of codes; empty: all when `empty_all`)
+/// and apps ?5 (JSON array of app ids, empty: all).
+fn kinds_apps(empty_all: bool) -> String {
+    let kinds = "kind IN (SELECT value FROM json_each(?4))";
+    let kinds = if empty_all {
+        format!("(json_array_length(?4) = 0 OR {kinds})")
+    } else {
+        kinds.to_owned()
+    };
+    format!(
+        "{kinds} AND (json_array_length(?5) = 0
+            OR app IN (SELECT id FROM timeline_text WHERE text IN (SELECT value FROM json_each(?5))))"
     )
 }
 
@@ -117,22 +200,26 @@ fn overlapping(a: &str, b: &str, now: &str) -> String {
 /// the page read every row before the period: 90 ms instead of 2 ms over a
 /// million rows); the period's own bound, raised to the cursor, is the range.
 fn sql_page() -> String {
-    let cols = "id, kind, app_id, title, detail, start_ms, end_ms";
-    let filters = "kind IN (SELECT value FROM json_each(?4))
-               AND (json_array_length(?5) = 0 OR app_id IN (SELECT value FROM json_each(?5)))
-               AND (+start_ms > ?6 OR (+start_ms = ?6 AND id > ?7))";
+    // The texts by join (cursors kept open), not by a subquery per row.
+    let cols = "t.id AS id, kind, a.text, ti.text, detail, start_ms, dur_ms";
+    let texts =
+        "LEFT JOIN timeline_text a ON a.id = t.app LEFT JOIN timeline_text ti ON ti.id = t.title";
+    let filters = format!(
+        "{} AND (+start_ms > ?6 OR (+start_ms = ?6 AND t.id > ?7))",
+        kinds_apps(false)
+    );
     format!(
-        "SELECT {cols} FROM history INDEXED BY history_start
+        "SELECT {cols} FROM timeline t INDEXED BY timeline_start {texts}
               WHERE start_ms >= ?3 - {LONG_MS} AND start_ms < ?3 AND start_ms < ?1
-                AND coalesce(end_ms, ?2) > ?3
+                AND coalesce(start_ms + dur_ms, ?2) > ?3
                 AND {filters}
              UNION ALL
-             SELECT {cols} FROM history INDEXED BY history_long
+             SELECT {cols} FROM timeline t INDEXED BY timeline_long {texts}
               WHERE start_ms < ?3 - {LONG_MS} AND start_ms < ?1 AND {LONG}
-                AND coalesce(end_ms, ?2) > ?3
+                AND coalesce(start_ms + dur_ms, ?2) > ?3
                 AND {filters}
              UNION ALL
-             SELECT {cols} FROM history INDEXED BY history_start
+             SELECT {cols} FROM timeline t INDEXED BY timeline_start {texts}
               WHERE start_ms >= max(?3, ?6) AND start_ms < ?1 AND {filters}
              ORDER BY start_ms, id LIMIT ?8"
     )
@@ -142,12 +229,12 @@ fn sql_page() -> String {
 /// at ?3), only closed rows when `closed_only`.
 fn sql_summed(closed_only: bool) -> String {
     format!(
-        "SELECT app_id, kind, sum(max(0, min(coalesce(end_ms, ?3), ?2) - max(start_ms, ?1)))
-         FROM history WHERE id IN ({}) AND {SUMMED_SQL} {}
-         GROUP BY app_id, kind",
+        "SELECT {APP_TEXT}, kind, sum(max(0, min(coalesce(start_ms + dur_ms, ?3), ?2) - max(start_ms, ?1)))
+         FROM timeline WHERE id IN ({}) AND {SUMMED_SQL} {}
+         GROUP BY app, kind",
         overlapping("?1", "?2", "?3"),
         if closed_only {
-            "AND end_ms IS NOT NULL"
+            "AND dur_ms IS NOT NULL"
         } else {
             ""
         }
@@ -157,105 +244,146 @@ fn sql_summed(closed_only: bool) -> String {
 /// Time per app and kind of the open rows within [?1, ?2), ending at ?3.
 fn sql_summed_open() -> String {
     format!(
-        "SELECT app_id, kind, sum(max(0, min(?3, ?2) - max(start_ms, ?1)))
-         FROM history INDEXED BY history_long
-         WHERE {LONG} AND end_ms IS NULL AND start_ms < ?2 AND {SUMMED_SQL}
-         GROUP BY app_id, kind"
+        "SELECT {APP_TEXT}, kind, sum(max(0, min(?3, ?2) - max(start_ms, ?1)))
+         FROM timeline INDEXED BY timeline_open
+         WHERE {OPEN} AND start_ms < ?2 AND {SUMMED_SQL}
+         GROUP BY app, kind"
     )
 }
 
-/// Delete the rows overlapping [?1, ?2) (open rows end at ?3) of kinds ?4
-/// and apps ?5 (JSON arrays, empty: all).
+/// Delete at most ?6 of the rows overlapping [?1, ?2) (open rows end at
+/// ?3) of kinds ?4 and apps ?5 (JSON arrays, empty: all).
 fn sql_forget() -> String {
     format!(
-        "DELETE FROM history
-         WHERE id IN ({})
-           AND (json_array_length(?4) = 0 OR kind IN (SELECT value FROM json_each(?4)))
-           AND (json_array_length(?5) = 0 OR app_id IN (SELECT value FROM json_each(?5)))
-         RETURNING kind, app_id, start_ms, end_ms",
-        overlapping("?1", "?2", "?3")
+        "DELETE FROM timeline WHERE id IN (
+            SELECT id FROM timeline WHERE id IN ({}) AND {} LIMIT ?6)
+         RETURNING {RETURNED}",
+        overlapping("?1", "?2", "?3"),
+        kinds_apps(true)
+    )
+}
+
+/// What a statement that changes rows returns, for [`Hourly::add_row`].
+const RETURNED: &str = "kind, app, start_ms, start_ms + dur_ms";
+
+/// Delete at most ?1 rows, from start ?2 on, that ended before their
+/// kind's cutoff: ?3 for code 0, ?4 for code 1, …; ?13 the latest cutoff.
+fn sql_purge() -> String {
+    let cutoffs: String = HistoryKind::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, k)| format!(" WHEN {} THEN ?{}", kind_code(*k), i + 3))
+        .collect();
+    format!(
+        "DELETE FROM timeline WHERE id IN (
+            SELECT id FROM timeline INDEXED BY timeline_start
+            WHERE start_ms >= ?2 AND start_ms < ?13
+              AND coalesce(start_ms + dur_ms, start_ms) < (CASE kind{cutoffs} END)
+            LIMIT ?1)
+         RETURNING {RETURNED}"
     )
 }
 
 /// Changes to `history_hourly`, summed in memory and written in the
 /// transaction that changes the rows they come from.
+/// Keyed by hour, app (`timeline_text.id`) and kind code.
 #[derive(Default)]
-struct Hourly(HashMap<(i64, String, String), i64>);
+struct Hourly(HashMap<(i64, i64, i64), i64>);
 
 impl Hourly {
     /// Add (`sign` 1) or take away (-1) the time of a closed interval, hour
     /// by hour. Open intervals, points and kinds that are not summed add
     /// nothing.
-    fn add(&mut self, kind: &str, app: Option<&str>, start: i64, end: Option<i64>, sign: i64) {
+    fn add(&mut self, kind: i64, app: Option<i64>, start: i64, end: Option<i64>, sign: i64) {
         let (Some(app), Some(end)) = (app, end) else {
             return;
         };
-        if !SUMMED.contains(&kind) || end <= start {
+        if !SUMMED.iter().any(|k| kind_code(*k) == kind) || end <= start {
             return;
         }
         let mut hour = start - start.rem_euclid(HOUR_MS);
         while hour < end {
             let part = end.min(hour + HOUR_MS) - start.max(hour);
-            *self
-                .0
-                .entry((hour, app.to_owned(), kind.to_owned()))
-                .or_default() += sign * part;
+            *self.0.entry((hour, app, kind)).or_default() += sign * part;
             hour += HOUR_MS;
         }
     }
 
-    /// Add or take away a row as `RETURNING kind, app_id, start_ms, end_ms`
-    /// gives it.
+    /// Add or take away a row as [`RETURNED`] gives it.
     fn add_row(&mut self, r: &SqliteRow, sign: i64) -> Result<(), sqlx::Error> {
-        let kind: String = r.try_get(0)?;
-        let app: Option<String> = r.try_get(1)?;
-        self.add(&kind, app.as_deref(), r.try_get(2)?, r.try_get(3)?, sign);
+        self.add(
+            r.try_get(0)?,
+            r.try_get(1)?,
+            r.try_get(2)?,
+            r.try_get(3)?,
+            sign,
+        );
         Ok(())
     }
 
+    /// Write the changes, before the texts of forgotten rows go (they name
+    /// the app here). An hour's total that reaches 0 is deleted (only the
+    /// hours changed here are looked at: the table holds years).
     async fn apply(self, conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
-        let mut removed = false;
         for ((hour, app, kind), v) in self.0 {
+            let Some(kind) = kind_of(kind) else { continue };
             if v == 0 {
                 continue;
             }
-            removed |= v < 0;
             sqlx::query(
-                "INSERT INTO history_hourly (hour_ms, app_id, kind, ms) VALUES (?, ?, ?, ?)
+                "INSERT INTO history_hourly (hour_ms, app_id, kind, ms)
+                 SELECT ?1, text, ?3, ?4 FROM timeline_text WHERE id = ?2
                  ON CONFLICT (hour_ms, app_id, kind) DO UPDATE SET ms = ms + excluded.ms",
             )
             .bind(hour)
             .bind(app)
-            .bind(kind)
+            .bind(kind.as_str())
             .bind(v)
             .execute(&mut *conn)
             .await?;
-        }
-        if removed {
-            sqlx::query("DELETE FROM history_hourly WHERE ms <= 0")
+            if v < 0 {
+                sqlx::query(
+                    "DELETE FROM history_hourly WHERE hour_ms = ?1 AND kind = ?3 AND ms <= 0
+                       AND app_id = (SELECT text FROM timeline_text WHERE id = ?2)",
+                )
+                .bind(hour)
+                .bind(app)
+                .bind(kind.as_str())
                 .execute(&mut *conn)
                 .await?;
+            }
         }
         Ok(())
     }
 }
 
-/// Run `sql` (a DELETE or UPDATE … `RETURNING kind, app_id, start_ms,
-/// end_ms`) and count what it returns into `hourly` with `sign`; returns the
-/// number of rows.
+/// Run `sql` (a DELETE or UPDATE … `RETURNING` [`RETURNED`]) and count
+/// what it returns into `hourly` with `sign`; returns the number of rows
+/// and the latest start among them.
 async fn returning(
     conn: &mut SqliteConnection,
     q: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
     hourly: &mut Hourly,
     sign: i64,
-) -> Result<u64, sqlx::Error> {
+) -> Result<(u64, i64), sqlx::Error> {
     let mut rows = q.fetch(conn);
     let mut n = 0;
+    let mut latest = i64::MIN;
     while let Some(r) = rows.try_next().await? {
         hourly.add_row(&r, sign)?;
+        latest = latest.max(r.try_get(2)?);
         n += 1;
     }
-    Ok(n)
+    Ok((n, latest))
+}
+
+/// Delete the texts no row uses any more (`timeline_text_unused`): a
+/// forgotten title is gone with its last row, not kept as a string.
+async fn drop_unused_texts(conn: &mut SqliteConnection) -> Result<u64, sqlx::Error> {
+    sqlx::query("DELETE FROM timeline_text WHERE refs <= 0")
+        .execute(conn)
+        .await
+        .map(|r| r.rows_affected())
 }
 
 /// Totals per app being added up.
@@ -267,16 +395,17 @@ impl Totals {
     fn add(&mut self, rows: &[SqliteRow]) -> Result<(), Error> {
         for r in rows {
             let app: String = r.try_get(0).map_err(failed)?;
-            let kind: String = r.try_get(1).map_err(failed)?;
+            let kind: i64 = r.try_get(1).map_err(failed)?;
             let v: i64 = r.try_get(2).map_err(failed)?;
             let t = self.0.entry(app.clone()).or_insert_with(|| AppTotals {
                 app_id: app,
                 ..Default::default()
             });
-            match kind.as_str() {
-                "focus" => t.focus_ms += v,
-                "capture" => t.capture_ms += v,
-                _ => t.playback_ms += v,
+            match kind_of(kind) {
+                Some(HistoryKind::Focus) => t.focus_ms += v,
+                Some(HistoryKind::Capture) => t.capture_ms += v,
+                Some(HistoryKind::Playback) => t.playback_ms += v,
+                _ => {}
             }
         }
         Ok(())
@@ -321,9 +450,9 @@ impl History {
         if let Some(alive) = alive {
             let mut hourly = Hourly::default();
             let sql = format!(
-                "UPDATE history INDEXED BY history_long SET end_ms = max(start_ms, ?)
-                 WHERE {LONG} AND end_ms IS NULL
-                 RETURNING kind, app_id, start_ms, end_ms"
+                "UPDATE timeline INDEXED BY timeline_open SET dur_ms = max(0, ? - start_ms)
+                 WHERE {OPEN}
+                 RETURNING {RETURNED}"
             );
             returning(
                 &mut tx,
@@ -335,7 +464,9 @@ impl History {
             .map_err(failed)?;
             hourly.apply(&mut tx).await.map_err(failed)?;
         }
-        let next: i64 = sqlx::query_scalar("SELECT coalesce(max(id), 0) + 1 FROM history")
+        // Texts a failed or older step left without rows.
+        drop_unused_texts(&mut tx).await.map_err(failed)?;
+        let next: i64 = sqlx::query_scalar("SELECT coalesce(max(id), 0) + 1 FROM timeline")
             .fetch_one(&mut *tx)
             .await
             .map_err(failed)?;
@@ -349,6 +480,7 @@ impl History {
             HistoryWriter {
                 pool,
                 handed,
+                texts: Texts::default(),
                 health,
             },
             next,
@@ -391,7 +523,7 @@ impl History {
         now: DateTime<Utc>,
     ) -> Result<(Vec<HistoryEvent>, Option<String>), Error> {
         let limit = if q.limit == 0 { 100 } else { q.limit.min(1000) };
-        let kinds: Vec<&str> = q.kinds.iter().map(|k| k.as_str()).collect();
+        let kinds: Vec<i64> = q.kinds.iter().map(|k| kind_code(*k)).collect();
         let kinds_json = serde_json::to_string(&kinds).unwrap_or_else(|_| "[]".into());
         let apps_json = serde_json::to_string(&q.apps).unwrap_or_else(|_| "[]".into());
         let (cs, ci) = q.cursor.unwrap_or((i64::MIN, i64::MIN));
@@ -410,19 +542,21 @@ impl History {
             .map_err(failed)?;
         let mut out = Vec::with_capacity(rows.len());
         for r in &rows {
-            let kind: String = r.try_get(1).map_err(failed)?;
-            let Some(kind) = HistoryKind::parse(&kind) else {
+            let kind: i64 = r.try_get(1).map_err(failed)?;
+            let Some(kind) = kind_of(kind) else {
                 continue;
             };
             let detail: Option<String> = r.try_get(4).map_err(failed)?;
+            let start: i64 = r.try_get(5).map_err(failed)?;
+            let dur: Option<i64> = r.try_get(6).map_err(failed)?;
             out.push(HistoryEvent {
                 id: r.try_get(0).map_err(failed)?,
                 kind,
                 app_id: r.try_get(2).map_err(failed)?,
                 title: r.try_get(3).map_err(failed)?,
                 detail: detail.and_then(|d| serde_json::from_str(&d).ok()),
-                start: from_ms(r.try_get(5).map_err(failed)?),
-                end: r.try_get::<Option<i64>, _>(6).map_err(failed)?.map(from_ms),
+                start: from_ms(start),
+                end: dur.map(|d| from_ms(start + d)),
             });
         }
         let next = if out.len() > limit as usize {
@@ -459,7 +593,8 @@ impl History {
         let mut parts = Vec::new();
         if first_hour < last_hour {
             let rows = sqlx::query(
-                "SELECT app_id, kind, sum(ms) FROM history_hourly
+                "SELECT app_id, (SELECT code FROM timeline_kind k WHERE k.kind = h.kind), sum(ms)
+                 FROM history_hourly h
                  WHERE hour_ms >= ? AND hour_ms < ? GROUP BY app_id, kind",
             )
             .bind(first_hour)
@@ -494,8 +629,14 @@ impl History {
     }
 
     /// Delete rows overlapping [since, until) of `apps` and `kinds` (empty:
-    /// all), then checkpoint the WAL so that the overwritten pages replace
-    /// the old ones in the database file.
+    /// all), in steps of [`STEP_ROWS`], then give the freed pages back to
+    /// the file system ([`History::shrink`]).
+    ///
+    /// Each step is a transaction of its own: readers never wait for it
+    /// (the write-ahead log lets them read the last commit) and the writer
+    /// waits one step at most, not for the whole forget. A crash between
+    /// steps leaves part forgotten; the next Forget of the same period
+    /// takes the rest.
     pub async fn forget(
         &self,
         since: DateTime<Utc>,
@@ -504,24 +645,83 @@ impl History {
         kinds: &[HistoryKind],
         now: DateTime<Utc>,
     ) -> Result<u64, Error> {
-        let kinds: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+        let kinds: Vec<i64> = kinds.iter().map(|k| kind_code(*k)).collect();
         let kinds_json = serde_json::to_string(&kinds).unwrap_or_else(|_| "[]".into());
         let apps_json = serde_json::to_string(apps).unwrap_or_else(|_| "[]".into());
         let sql = sql_forget();
-        let mut tx = self.pool.begin().await.map_err(failed)?;
-        let mut hourly = Hourly::default();
-        let q = sqlx::query(trusted(sql))
-            .bind(ms(since))
-            .bind(ms(until))
-            .bind(ms(now))
-            .bind(&kinds_json)
-            .bind(&apps_json);
-        let n = returning(&mut tx, q, &mut hourly, -1)
-            .await
-            .map_err(failed)?;
-        hourly.apply(&mut tx).await.map_err(failed)?;
-        tx.commit().await.map_err(failed)?;
+        let mut n = 0;
+        loop {
+            let began = std::time::Instant::now();
+            let mut tx = self.pool.begin().await.map_err(failed)?;
+            let mut hourly = Hourly::default();
+            let q = sqlx::query(trusted(sql.clone()))
+                .bind(ms(since))
+                .bind(ms(until))
+                .bind(ms(now))
+                .bind(&kinds_json)
+                .bind(&apps_json)
+                .bind(STEP_ROWS);
+            let (step, _) = returning(&mut tx, q, &mut hourly, -1)
+                .await
+                .map_err(failed)?;
+            hourly.apply(&mut tx).await.map_err(failed)?;
+            self.drop_unused_texts(&mut tx).await.map_err(failed)?;
+            tx.commit().await.map_err(failed)?;
+            n += step;
+            if step < STEP_ROWS as u64 {
+                break;
+            }
+            pause(began).await;
+        }
+        self.shrink().await;
+        Ok(n)
+    }
+
+    /// Give the pages freed by forgetting back to the file system, in steps
+    /// of [`STEP_PAGES`] (`PRAGMA incremental_vacuum`; the database is in
+    /// `auto_vacuum = INCREMENTAL` mode, see `Db::open`), then checkpoint
+    /// the write-ahead log so that the file itself shrinks and the
+    /// overwritten pages replace the old ones. Failures are logged: the
+    /// rows are gone either way.
+    pub async fn shrink(&self) {
+        let mut last = i64::MAX;
+        loop {
+            let free: i64 = match sqlx::query_scalar("PRAGMA freelist_count")
+                .fetch_one(&self.pool)
+                .await
+            {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading the free pages failed");
+                    break;
+                }
+            };
+            // Nothing left, or no progress (a database not switched to
+            // incremental vacuum yet: `PRAGMA incremental_vacuum` does
+            // nothing there).
+            if free == 0 || free >= last {
+                break;
+            }
+            last = free;
+            if let Err(e) = sqlx::query(trusted(format!("PRAGMA incremental_vacuum({STEP_PAGES})")))
+                .execute(&self.pool)
+                .await
+            {
+                tracing::warn!(error = %e, "giving free pages back failed");
+                break;
+            }
+            pause(std::time::Instant::now()).await;
+        }
         self.checkpoint().await;
+    }
+
+    /// [`drop_unused_texts`], telling the writer before the commit when
+    /// ids it may remember are gone.
+    async fn drop_unused_texts(&self, conn: &mut SqliteConnection) -> Result<u64, sqlx::Error> {
+        let n = drop_unused_texts(conn).await?;
+        if n > 0 {
+            self.handed.texts_gone.fetch_add(1, Ordering::SeqCst);
+        }
         Ok(n)
     }
 
@@ -534,76 +734,121 @@ impl History {
         }
     }
 
-    /// Enforce retention: rows that ended before their kind's limit go.
+    /// Enforce retention: rows that ended before their kind's limit go, in
+    /// steps of [`STEP_ROWS`] (see [`History::forget`]), oldest first; then
+    /// the file shrinks. Each step starts where the last one ended, so a
+    /// purge of a million rows reads the index once.
     pub async fn purge(
         &self,
         settings: &HistorySettings,
         now: DateTime<Utc>,
     ) -> Result<u64, Error> {
-        let mut tx = self.pool.begin().await.map_err(failed)?;
-        let mut hourly = Hourly::default();
+        let cutoffs: Vec<i64> = HistoryKind::ALL
+            .iter()
+            .map(|k| ms(now - settings.retention(*k)))
+            .collect();
+        let latest = cutoffs.iter().copied().max().unwrap_or(i64::MIN);
+        let sql = sql_purge();
+        let mut from = i64::MIN;
         let mut n = 0;
-        for k in HistoryKind::ALL {
-            let cutoff = ms(now - settings.retention(k));
-            let q = sqlx::query(
-                "DELETE FROM history INDEXED BY history_start
-                 WHERE start_ms < ?2 AND kind = ?1 AND coalesce(end_ms, start_ms) < ?2
-                 RETURNING kind, app_id, start_ms, end_ms",
-            )
-            .bind(k.as_str())
-            .bind(cutoff);
-            n += returning(&mut tx, q, &mut hourly, -1)
+        loop {
+            let began = std::time::Instant::now();
+            let mut tx = self.pool.begin().await.map_err(failed)?;
+            let mut hourly = Hourly::default();
+            let mut q = sqlx::query(trusted(sql.clone())).bind(STEP_ROWS).bind(from);
+            for c in &cutoffs {
+                q = q.bind(*c);
+            }
+            let (step, last_start) = returning(&mut tx, q.bind(latest), &mut hourly, -1)
                 .await
                 .map_err(failed)?;
+            hourly.apply(&mut tx).await.map_err(failed)?;
+            self.drop_unused_texts(&mut tx).await.map_err(failed)?;
+            tx.commit().await.map_err(failed)?;
+            n += step;
+            if step < STEP_ROWS as u64 {
+                break;
+            }
+            from = last_start;
+            pause(began).await;
         }
-        hourly.apply(&mut tx).await.map_err(failed)?;
-        tx.commit().await.map_err(failed)?;
         if n > 0 {
-            self.checkpoint().await;
+            self.shrink().await;
         }
         Ok(n)
     }
 }
 
+/// The `timeline_text` id of `text` (added with no rows yet when new; the
+/// insert's trigger counts the row), remembered for the batch in `known`.
+async fn text_id(
+    conn: &mut SqliteConnection,
+    known: &mut Texts,
+    text: Option<&str>,
+) -> Result<Option<i64>, sqlx::Error> {
+    let Some(text) = text else { return Ok(None) };
+    if let Some(id) = known.ids.get(text) {
+        return Ok(Some(*id));
+    }
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO timeline_text (text, refs) VALUES (?, 0)
+         ON CONFLICT (text) DO UPDATE SET refs = refs RETURNING id",
+    )
+    .bind(text)
+    .fetch_one(&mut *conn)
+    .await?;
+    if known.ids.len() >= Texts::MAX {
+        known.ids.clear();
+    }
+    known.ids.insert(text.to_owned(), id);
+    Ok(Some(id))
+}
+
+/// Write `batch` in one transaction. `known` is valid only while
+/// `texts_gone` stays as it was: read after the write lock is taken
+/// (`BEGIN IMMEDIATE`), since a forget bumps it before it commits.
 async fn write(
     pool: &SqlitePool,
     batch: &mut Vec<HistoryOp>,
     alive: DateTime<Utc>,
+    known: &mut Texts,
+    texts_gone: &AtomicU64,
 ) -> Result<(), sqlx::Error> {
-    let mut tx = pool.begin().await?;
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let gone = texts_gone.load(Ordering::SeqCst);
+    if gone != known.gone {
+        known.ids.clear();
+        known.gone = gone;
+    }
     let mut hourly = Hourly::default();
     for op in batch.drain(..) {
         match op {
             HistoryOp::Open(e) => {
+                let app = text_id(&mut tx, known, e.app_id.as_deref()).await?;
+                let title = text_id(&mut tx, known, e.title.as_deref()).await?;
+                let (start, end) = (ms(e.start), e.end.map(ms));
                 let written = sqlx::query(
-                    "INSERT INTO history (id, kind, category, app_id, title, detail, start_ms, end_ms)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                    "INSERT INTO timeline (id, kind, app, title, detail, start_ms, dur_ms)
+                     VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
                 )
                 .bind(e.id)
-                .bind(e.kind.as_str())
-                .bind(e.kind.category().to_string())
-                .bind(e.app_id.as_deref())
-                .bind(e.title)
+                .bind(kind_code(e.kind))
+                .bind(app)
+                .bind(title)
                 .bind(e.detail.map(|d| d.to_string()))
-                .bind(ms(e.start))
-                .bind(e.end.map(ms))
+                .bind(start)
+                .bind(end.map(|end| end - start))
                 .execute(&mut *tx)
                 .await?;
                 if written.rows_affected() == 1 {
-                    hourly.add(
-                        e.kind.as_str(),
-                        e.app_id.as_deref(),
-                        ms(e.start),
-                        e.end.map(ms),
-                        1,
-                    );
+                    hourly.add(kind_code(e.kind), app, start, end, 1);
                 }
             }
             HistoryOp::Close { id, end } => {
-                let q = sqlx::query(
-                    "UPDATE history SET end_ms = ? WHERE id = ? AND end_ms IS NULL
-                     RETURNING kind, app_id, start_ms, end_ms",
-                )
+                let q = sqlx::query(trusted(format!(
+                    "UPDATE timeline SET dur_ms = ? - start_ms WHERE id = ? AND dur_ms IS NULL
+                     RETURNING {RETURNED}"
+                )))
                 .bind(ms(end))
                 .bind(id);
                 returning(&mut tx, q, &mut hourly, 1).await?;
@@ -647,7 +892,7 @@ impl HistoryWriter {
     /// timer while idle); a full batch is written at once, so under a
     /// burst the writer commits a bounded transaction after another, and
     /// the timeline on disk is never more than about a second behind.
-    pub async fn run(self, cancel: CancellationToken) {
+    pub async fn run(mut self, cancel: CancellationToken) {
         let mut deadline: Option<tokio::time::Instant> = None;
         let mut behind = Behind::default();
         loop {
@@ -680,7 +925,7 @@ impl HistoryWriter {
     }
 
     /// Take one batch and write it in one transaction.
-    async fn write_batch(&self, behind: &mut Behind) {
+    async fn write_batch(&mut self, behind: &mut Behind) {
         let batch = self.handed.pending().take(BATCH);
         behind.dropped += batch.dropped;
         if behind.warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
@@ -697,7 +942,19 @@ impl HistoryWriter {
         // A batch that cannot be written is dropped (and counted in the
         // database's health), not put back: the pending operations stay
         // bounded, and the next batch tries again.
-        match write(&self.pool, &mut ops, Utc::now()).await {
+        let written = write(
+            &self.pool,
+            &mut ops,
+            Utc::now(),
+            &mut self.texts,
+            &self.handed.texts_gone,
+        )
+        .await;
+        if written.is_err() {
+            // Texts this batch added were rolled back with it.
+            self.texts.ids.clear();
+        }
+        match written {
             Ok(()) => self.health.wrote(),
             Err(e) if is_write_fault(&e) => self.health.failed(&e, Lost::History(n)),
             Err(e) => tracing::warn!(error = %e, "cannot write the history"),
@@ -850,6 +1107,7 @@ mod tests {
         let mut rng = Lcg(7);
         let mut model: Vec<HistoryEvent> = Vec::new();
         let mut batch = Vec::new();
+        let (mut texts, gone) = (Texts::default(), AtomicU64::new(0));
         let mut t = t0 - 3 * HOUR_MS;
         while t < now - 30 * MIN {
             let kind = match rng.next(20) {
@@ -891,13 +1149,21 @@ mod tests {
                 ..e
             });
             if batch.len() > 300 {
-                write(&pool, &mut batch, from_ms(t)).await.expect("write");
+                write(&pool, &mut batch, from_ms(t), &mut texts, &gone)
+                    .await
+                    .expect("write");
             }
             t += 1000 * rng.next(300);
         }
-        write(&pool, &mut batch, from_ms(now - 20 * MIN))
-            .await
-            .expect("write");
+        write(
+            &pool,
+            &mut batch,
+            from_ms(now - 20 * MIN),
+            &mut texts,
+            &gone,
+        )
+        .await
+        .expect("write");
         assert!(model.iter().filter(|e| e.end.is_none()).count() > 2);
         assert!(model.len() > 1000);
         check(&h, &model, &mut rng, t0, now).await;
@@ -1078,11 +1344,12 @@ mod tests {
             ("summed closed", sql_summed(true)),
             ("summed open", sql_summed_open()),
             ("forget", sql_forget()),
+            ("purge", sql_purge()),
         ];
         for (name, sql) in statements {
             let n = sql.matches('?').count();
             let mut q = sqlx::query(trusted(format!("EXPLAIN QUERY PLAN {sql}")));
-            for i in 0..n.min(8) {
+            for i in 0..n.min(13) {
                 q = match i {
                     3 | 4 => q.bind("[]"),
                     _ => q.bind(1_000_000_i64),
@@ -1095,11 +1362,14 @@ mod tests {
                 .iter()
                 .map(|r| r.try_get::<String, _>(3).expect("detail"))
                 .collect();
-            // On `history`: a bounded range of history_start, the few rows
-            // of history_long, or lookups by id.
+            // On `timeline`: a bounded range of timeline_start, the few
+            // rows of timeline_long or timeline_open, or lookups by id.
             let unbounded = plan.iter().find(|l| {
-                (l.starts_with("SCAN history") || l.starts_with("SEARCH history"))
-                    && !l.contains("history_long")
+                ["SCAN timeline ", "SEARCH timeline ", "SCAN t ", "SEARCH t "]
+                    .iter()
+                    .any(|p| l.starts_with(p))
+                    && !l.contains("timeline_long")
+                    && !l.contains("timeline_open")
                     && !l.contains("(rowid=?)")
                     && !l.contains("(start_ms>? AND start_ms<?)")
             });
@@ -1113,5 +1383,348 @@ mod tests {
             );
         }
         db.pool().close().await;
+    }
+
+    /// The codes on disk and `timeline_kind` (migrations/0009) say the same
+    /// kind and category as `HistoryKind`.
+    #[tokio::test]
+    async fn kind_codes_match_the_kind_table() {
+        let (_dir, db) = temp_db().await;
+        let rows: Vec<(i64, String, String)> =
+            sqlx::query_as("SELECT code, kind, category FROM timeline_kind ORDER BY code")
+                .fetch_all(db.pool())
+                .await
+                .expect("kinds");
+        let want: Vec<(i64, String, String)> = HistoryKind::ALL
+            .iter()
+            .map(|k| {
+                (
+                    kind_code(*k),
+                    k.as_str().to_owned(),
+                    k.category().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(rows, want);
+        let mode: i64 = sqlx::query_scalar("PRAGMA auto_vacuum")
+            .fetch_one(db.pool())
+            .await
+            .expect("mode");
+        assert_eq!(mode, 2, "a new database vacuums incrementally");
+        db.pool().close().await;
+    }
+
+    /// Every text is counted exactly as often as rows use it.
+    async fn counts_are_right(pool: &SqlitePool) {
+        let wrong: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM timeline_text t WHERE refs !=
+               (SELECT count(*) FROM timeline WHERE app = t.id)
+             + (SELECT count(*) FROM timeline WHERE title = t.id)",
+        )
+        .fetch_one(pool)
+        .await
+        .expect("counts");
+        assert_eq!(wrong, 0, "texts counted wrong");
+    }
+
+    /// A database of the schema before migration 0009 with a timeline in
+    /// it (short, long, open and point rows, texts shared and not, no app
+    /// or title, JSON details) opens migrated: every row reads the same
+    /// through `history`, `Query` and `Summary`, the texts are counted, and
+    /// the file is switched to incremental vacuum.
+    #[tokio::test]
+    async fn an_old_timeline_migrates_and_reads_the_same() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("old.db");
+        let key = DbKey::random().expect("key");
+        // The database as contextd before 0009 left it.
+        let opts = super::super::rotate::options(&path, &key)
+            .auto_vacuum(sqlx::sqlite::SqliteAutoVacuum::None);
+        let pool = SqlitePool::connect_with(opts).await.expect("old pool");
+        sqlx::migrate!("./migrations")
+            .run_to(8, &pool)
+            .await
+            .expect("old schema");
+        let t0 = ms(Utc
+            .with_ymd_and_hms(2026, 11, 2, 0, 0, 0)
+            .single()
+            .expect("date"));
+        let mut rng = Lcg(11);
+        let mut t = t0;
+        let mut tx = pool.begin().await.expect("tx");
+        for id in 1..=1500_i64 {
+            let kind = HistoryKind::ALL[rng.next(10) as usize];
+            let len = match rng.next(20) {
+                0 => None,
+                1 => Some(HOUR_MS + rng.next(5 * HOUR_MS)),
+                _ => Some(rng.next(600_000)),
+            };
+            let app = (rng.next(9) != 0).then(|| APPS[rng.next(4) as usize].to_owned());
+            let title = match rng.next(3) {
+                0 => None,
+                1 => Some(format!("shared {}", rng.next(20))),
+                _ => Some(format!("own {id}")),
+            };
+            let detail = (kind == HistoryKind::Notification).then(|| r#"{"body":"b"}"#);
+            sqlx::query(
+                "INSERT INTO history (id, kind, category, app_id, title, detail, start_ms, end_ms)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(id)
+            .bind(kind.as_str())
+            .bind(kind.category().to_string())
+            .bind(app)
+            .bind(title)
+            .bind(detail)
+            .bind(t)
+            .bind(len.map(|l| t + l))
+            .execute(&mut *tx)
+            .await
+            .expect("old row");
+            t += rng.next(240_000);
+        }
+        tx.commit().await.expect("commit");
+        let migration = include_str!("../../migrations/0003_history_index.sql");
+        let backfill = migration
+            .split_once("-- Rows recorded before this migration.")
+            .expect("backfill part")
+            .1;
+        sqlx::raw_sql(backfill)
+            .execute(&pool)
+            .await
+            .expect("rollup");
+        let all = "SELECT quote(id)||quote(kind)||quote(category)||quote(app_id)||quote(title)
+                   ||quote(detail)||quote(start_ms)||quote(end_ms) FROM history ORDER BY id";
+        let before: Vec<String> = sqlx::query_scalar(all)
+            .fetch_all(&pool)
+            .await
+            .expect("rows");
+        let hourly = "SELECT quote(hour_ms)||quote(app_id)||quote(kind)||quote(ms) FROM history_hourly ORDER BY 1";
+        let hourly_before: Vec<String> = sqlx::query_scalar(hourly)
+            .fetch_all(&pool)
+            .await
+            .expect("hourly");
+        pool.close().await;
+
+        let (db, _tasks) = Db::open(&path, &key, &KeySource::KeyFile(dir.path().join("k")))
+            .await
+            .expect("open and migrate");
+        let pool = db.pool().clone();
+        let after: Vec<String> = sqlx::query_scalar(all)
+            .fetch_all(&pool)
+            .await
+            .expect("rows");
+        assert_eq!(after.len(), 1500);
+        assert_eq!(after, before, "rows read differently after the migration");
+        let hourly_after: Vec<String> = sqlx::query_scalar(hourly)
+            .fetch_all(&pool)
+            .await
+            .expect("hourly");
+        assert_eq!(hourly_after, hourly_before);
+        counts_are_right(&pool).await;
+        let mode: i64 = sqlx::query_scalar("PRAGMA auto_vacuum")
+            .fetch_one(&pool)
+            .await
+            .expect("mode");
+        assert_eq!(mode, 2, "switched to incremental vacuum");
+
+        // The reads agree with the rows as they were.
+        let (h, _writer, next) = History::open(pool.clone()).await.expect("history");
+        assert_eq!(next, 1501);
+        let model: Vec<HistoryEvent> = h
+            .query(
+                &Query {
+                    since: from_ms(0),
+                    until: from_ms(t + 1),
+                    kinds: HistoryKind::ALL.to_vec(),
+                    apps: vec![],
+                    limit: 1000,
+                    cursor: None,
+                },
+                from_ms(t),
+            )
+            .await
+            .expect("query")
+            .0;
+        assert_eq!(model.len(), 1000);
+        let now = t + HOUR_MS;
+        // History::open closed the open rows where the writer was last
+        // alive (never, here: they stay open).
+        let mut all_rows = Vec::new();
+        let q = Query {
+            since: from_ms(0),
+            until: from_ms(now),
+            kinds: HistoryKind::ALL.to_vec(),
+            apps: vec![],
+            limit: 1000,
+            cursor: None,
+        };
+        for id in all_pages(&h, &q, from_ms(now)).await {
+            all_rows.push(id);
+        }
+        assert_eq!(all_rows.len(), 1500);
+        let full: Vec<HistoryEvent> = {
+            let mut q = q.clone();
+            let mut v = Vec::new();
+            loop {
+                let (rows, next) = h.query(&q, from_ms(now)).await.expect("query");
+                v.extend(rows);
+                match next {
+                    Some(c) => q.cursor = parse_cursor(&c).expect("cursor"),
+                    None => break v,
+                }
+            }
+        };
+        let mut rng = Lcg(5);
+        check(&h, &full, &mut rng, t0, now).await;
+        pool.close().await;
+    }
+
+    /// Rows over `days` days from `t0`, one every `every_ms`, all of one
+    /// kind, with their own titles, straight into the table (the triggers
+    /// count the texts).
+    async fn many_rows(pool: &SqlitePool, t0: i64, n: i64, every_ms: i64) {
+        sqlx::query("INSERT INTO timeline_text (text, refs) VALUES ('org.app', 0)")
+            .execute(pool)
+            .await
+            .expect("app");
+        sqlx::query(
+            "WITH RECURSIVE g(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM g WHERE i + 1 < ?1)
+             INSERT INTO timeline_text (text, refs)
+             SELECT printf('title %d %.200c', i, 'x'), 0 FROM g",
+        )
+        .bind(n)
+        .execute(pool)
+        .await
+        .expect("titles");
+        sqlx::query(
+            "WITH RECURSIVE g(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM g WHERE i + 1 < ?1)
+             INSERT INTO timeline (kind, app, title, start_ms, dur_ms)
+             SELECT 0, (SELECT id FROM timeline_text WHERE text = 'org.app'),
+                    (SELECT id FROM timeline_text WHERE text = printf('title %d %.200c', i, 'x')),
+                    ?2 + i * ?3, ?3 - 1 FROM g",
+        )
+        .bind(n)
+        .bind(t0)
+        .bind(every_ms)
+        .execute(pool)
+        .await
+        .expect("rows");
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(pool)
+            .await
+            .expect("checkpoint");
+    }
+
+    fn file_size(dir: &std::path::Path) -> u64 {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Retention forgets in steps: a reader is answered between two of
+    /// them (it sees some of the old rows gone and some still there), the
+    /// texts of forgotten rows go with them, and the file gives the freed
+    /// pages back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn retention_forgets_in_steps_readers_go_on_and_the_file_shrinks() {
+        let (dir, db) = temp_db().await;
+        let pool = db.pool().clone();
+        let t0 = ms(Utc
+            .with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
+            .single()
+            .expect("date"));
+        let n = 10 * STEP_ROWS;
+        many_rows(&pool, t0, n, 1000).await;
+        let (h, _writer, _) = History::open(pool.clone()).await.expect("history");
+        let full = file_size(dir.path());
+        assert!(full > 3_000_000, "{full}");
+
+        let count = |pool: SqlitePool| async move {
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM timeline")
+                .fetch_one(&pool)
+                .await
+                .expect("count")
+        };
+        let settings = HistorySettings {
+            retention_days: 1,
+            ..Default::default()
+        };
+        let purge = {
+            let h = h.clone();
+            tokio::spawn(async move { h.purge(&settings, from_ms(t0 + 40 * 24 * HOUR_MS)).await })
+        };
+        let mut between = 0;
+        while !purge.is_finished() {
+            let c = count(pool.clone()).await;
+            if c > 0 && c < n {
+                between += 1;
+            }
+            tokio::task::yield_now().await;
+        }
+        let forgotten = purge.await.expect("task").expect("purge");
+        assert_eq!(forgotten as i64, n);
+        assert!(
+            between > 0,
+            "no read was answered between two steps of the purge"
+        );
+        assert_eq!(count(pool.clone()).await, 0);
+        let texts: i64 = sqlx::query_scalar("SELECT count(*) FROM timeline_text")
+            .fetch_one(&pool)
+            .await
+            .expect("texts");
+        assert_eq!(texts, 0, "the titles of forgotten rows are gone");
+        let free: i64 = sqlx::query_scalar("PRAGMA freelist_count")
+            .fetch_one(&pool)
+            .await
+            .expect("free");
+        assert_eq!(free, 0, "free pages were given back");
+        let after = file_size(dir.path());
+        assert!(
+            after * 4 < full,
+            "the file did not shrink: {full} bytes before, {after} after"
+        );
+        pool.close().await;
+    }
+
+    /// Forget in steps counts and forgets exactly what one statement did,
+    /// across many steps, and drops the texts only it used.
+    #[tokio::test]
+    async fn forget_in_steps_takes_exactly_the_period() {
+        let (_dir, db) = temp_db().await;
+        let pool = db.pool().clone();
+        let t0 = ms(Utc
+            .with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
+            .single()
+            .expect("date"));
+        let n = 3 * STEP_ROWS + 17;
+        many_rows(&pool, t0, n, 1000).await;
+        let (h, _writer, _) = History::open(pool.clone()).await.expect("history");
+        let (a, b) = (t0 + 500_500, t0 + (n - 300) * 1000);
+        let forgotten = h
+            .forget(from_ms(a), from_ms(b), &[], &[], from_ms(t0 + n * 1000))
+            .await
+            .expect("forget");
+        // Rows [i*1000, i*1000 + 999) overlapping [a, b).
+        let want = (0..n)
+            .filter(|i| i * 1000 + t0 < b && i * 1000 + 999 + t0 > a)
+            .count();
+        assert_eq!(forgotten as usize, want);
+        let left: i64 = sqlx::query_scalar("SELECT count(*) FROM timeline")
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+        assert_eq!(left as usize, n as usize - want);
+        counts_are_right(&pool).await;
+        let unused: i64 = sqlx::query_scalar("SELECT count(*) FROM timeline_text WHERE refs <= 0")
+            .fetch_one(&pool)
+            .await
+            .expect("unused");
+        assert_eq!(unused, 0);
+        pool.close().await;
     }
 }

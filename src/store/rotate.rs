@@ -41,6 +41,10 @@ pub(crate) fn options(path: &std::path::Path, key: &DbKey) -> SqliteConnectOptio
         .filename(path)
         .create_if_missing(true)
         .pragma("key", format!("\"x'{}'\"", key.hex()))
+        // Pages freed by forgetting go back to the file system
+        // (`History::shrink`); a database made before is switched once,
+        // see `Db::open`.
+        .auto_vacuum(sqlx::sqlite::SqliteAutoVacuum::Incremental)
         .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
         .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
         .pragma("secure_delete", "ON")

@@ -43,7 +43,15 @@ async fn populated(bus: &Bus) -> Home {
     for i in 0..600i64 {
         let at = start + chrono::Duration::seconds(10 * i);
         lines.push(json!({"type": "clock", "at": at}).to_string());
-        lines.push(json!({"type": "focus", "id": if i % 2 == 0 { "a" } else { "b" }}).to_string());
+        // A title of its own each time (the timeline keeps a title once,
+        // however many rows use it): about a kilobyte a row.
+        let (w, app) = if i % 2 == 0 {
+            ("a", "org.a.App")
+        } else {
+            ("b", "org.b.App")
+        };
+        lines.push(json!({"type": "window", "window": {"id": w, "app_id": app, "title": format!("{i} {}", w.repeat(1000))}}).to_string());
+        lines.push(json!({"type": "focus", "id": w}).to_string());
     }
     std::fs::write(&replay, lines.join("\n") + "\n").expect("replay");
     let mut d = Daemon::start(
