@@ -12,7 +12,6 @@ use super::output::{
     self, LocationOut, NetworkOut, Output, Paged, PowerOut, ProvidedOut, SelectionOut, SessionOut,
 };
 pub(crate) use super::render::{Rendered, fit};
-use super::schema::MAX_PAGE;
 use crate::core::state::Change;
 use crate::core::view::CategoryView;
 use crate::core::{read, vocabulary};
@@ -140,6 +139,10 @@ pub const FIXED: [Res; 12] = [
     Res::Selection,
     Res::Vocabulary,
 ];
+
+/// Entries on one page of `context://provided/{kind}` (the most a page of
+/// the tool `get_provided_context` holds).
+const PROVIDED_PAGE: usize = 100;
 
 /// The template of per-window resources.
 pub(crate) const WINDOW_TEMPLATE: &str = "context://windows/{id}";
@@ -469,9 +472,19 @@ pub(crate) async fn read(
         Res::Selection => {
             SelectionOut::from(core.read(subject, read::Selection, mode).await?).rendered()?
         }
-        Res::Provided(kind) => provided_page(broker, subject, kind, None, MAX_PAGE, mode).await?,
+        Res::Provided(kind) => {
+            provided_page(broker, subject, kind, None, PROVIDED_PAGE, mode).await?
+        }
         Res::ProvidedPage(kind, cursor) => {
-            provided_page(broker, subject, kind, Some(cursor.clone()), MAX_PAGE, mode).await?
+            provided_page(
+                broker,
+                subject,
+                kind,
+                Some(cursor.clone()),
+                PROVIDED_PAGE,
+                mode,
+            )
+            .await?
         }
         Res::Vocabulary => return vocabulary_rendered(),
         Res::History(p) => {
