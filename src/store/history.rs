@@ -1465,7 +1465,7 @@ mod tests {
                 1 => Some(format!("shared {}", rng.next(20))),
                 _ => Some(format!("own {id}")),
             };
-            let detail = (kind == HistoryKind::Notification).then(|| r#"{"body":"b"}"#);
+            let detail = (kind == HistoryKind::Notification).then_some(r#"{"body":"b"}"#);
             sqlx::query(
                 "INSERT INTO history (id, kind, category, app_id, title, detail, start_ms, end_ms)
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
