@@ -8,7 +8,8 @@
 //! 2. Load, `CONTEXTD_SOAK_SECS` (60) seconds, history on:
 //!    - `CONTEXTD_SOAK_MCP` (200) MCP Streamable HTTP clients, each its own
 //!      connection and 2025-06-18 session with a bearer token, cycling
-//!      through every tool, resource and list the server lists;
+//!      through every tool, resource and list the server lists, and
+//!      ending its session (`DELETE /mcp`) when the load stops;
 //!    - `CONTEXTD_SOAK_SUBSCRIBERS` (50) D-Bus subscribers
 //!      (`Context1.Subscribe`) counting `Changed`;
 //!    - 4 D-Bus callers of `Context1` (audited reads);
@@ -418,6 +419,29 @@ impl HttpHost {
         Ok((parts.status, bytes))
     }
 
+    /// End the session, as a host that stops does (`DELETE /mcp`, what
+    /// the MCP SDKs send on close): the daemon gives its memory back
+    /// then, not at the session's idle timeout (5 min).
+    async fn close(mut self) {
+        let Some(sid) = self.sid.take() else {
+            return;
+        };
+        let Ok(req) = http::Request::delete("/mcp")
+            .header("host", &self.host)
+            .header("authorization", &self.auth)
+            .header("mcp-session-id", sid)
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(Full::new(Bytes::new()))
+        else {
+            return;
+        };
+        if self.sender.ready().await.is_ok()
+            && let Ok(resp) = self.sender.send_request(req).await
+        {
+            let _ = resp.into_body().collect().await;
+        }
+    }
+
     /// One request; its result, or why not.
     async fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
         let id = self.next;
@@ -635,6 +659,9 @@ async fn mcp_client(
                 t.add("", &op.label, e, false);
             }
         }
+    }
+    if let Some(h) = host {
+        h.close().await;
     }
     t
 }
@@ -987,6 +1014,32 @@ async fn fault_once(
 /// How long RSS may take to come back after the load.
 const RSS_SETTLE: Duration = Duration::from_secs(30);
 
+/// What the resident memory of `pid` is made of (`smaps_rollup`), in KiB:
+/// anonymous (the heap, stacks: what the daemon can give back) and
+/// file-backed (the binary and libraries as far as they were paged in).
+fn rss_parts(pid: u32) -> (u64, u64) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let rss = field("Rss:");
+    let anon = field("Anonymous:");
+    (anon, rss.saturating_sub(anon))
+}
+
+fn parts_line(pid: u32) -> String {
+    let (anon, file) = rss_parts(pid);
+    format!(
+        "anonymous {:.1} MB, files {:.1} MB",
+        anon as f64 / 1024.0,
+        file as f64 / 1024.0
+    )
+}
+
 /// `n` MCP hosts on the stdio socket (this process, granted everything)
 /// that subscribe to the active window and then never read: the focus
 /// driver fills their queues, and the daemon must cut them off.
@@ -1097,7 +1150,9 @@ async fn run() -> bool {
     let auth = format!("Bearer {token}");
     let ops = {
         let mut h = HttpHost::connect(&addr, &auth).await.expect("MCP host");
-        Arc::new(discover_ops(&mut h).await.expect("lists"))
+        let ops = discover_ops(&mut h).await.expect("lists");
+        h.close().await;
+        Arc::new(ops)
     };
 
     // The Ping client: its own connection, idle first.
@@ -1140,6 +1195,7 @@ async fn run() -> bool {
     // ---- the load
     // What the daemon holds before it: the figure RSS must come back to.
     let rss_before_load = rss_kib(pid);
+    let parts_before = parts_line(pid);
     let n_slow = env_num("CONTEXTD_SOAK_SLOW_READERS", 4) as usize;
     let slow = tokio::task::block_in_place(|| slow_readers(&session, n_slow));
     let deadline = Instant::now() + Duration::from_secs(secs);
@@ -1427,6 +1483,10 @@ async fn run() -> bool {
         rss_after as f64 / 1024.0,
         rss_before_load as f64 / 1024.0,
         if rss_after <= limit_kib { "yes" } else { "NO" }
+    );
+    println!(
+        "    before the load: {parts_before}; after it: {}",
+        parts_line(pid)
     );
     println!(
         "  slow readers disconnected: {slow_cut} of {slow_opened} (subscribed, never read; reader_stall_s = 5)"

@@ -112,6 +112,9 @@ PACKAGES=(
     # (tests/it/manpages.rs): man -l renders them, each shell loads and runs
     # its completion script
     man-db groff-base zsh fish
+    # the read-only-disk test (tests/it/store_revoke_readonly.rs): an ext4
+    # image (mkfs.ext4) mounted through a loop device, findmnt (mount)
+    e2fsprogs mount
     # tools the tests and scripts use
     sqlite3 procps psmisc util-linux coreutils python3-venv ca-certificates shellcheck
 )

@@ -306,10 +306,30 @@ async fn build_core(
             )),
         });
     }
+    // Revocations the disk did not take before a crash are in force again
+    // (their journal, off the database's disk), then written (core::pending).
+    if let Some(dir) = &config.paths.runtime_dir {
+        use std::os::unix::fs::DirBuilderExt;
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir);
+        if core
+            .gate()
+            .open_journal(dir.join(crate::core::pending::JOURNAL))
+            > 0
+        {
+            core.gate().write_pending().await;
+        }
+    }
     // Revocations the disk did not take are retried until written, the
     // last time after the publishers stopped (core::pending).
     tree.writers
         .spawn(core.clone().write_revocations(tree.writers.token()));
+    // Memory freed after a burst of work goes back to the system
+    // (crate::memory).
+    tree.writers
+        .spawn(crate::memory::give_back(tree.writers.token()));
     let audit_keep = chrono::Duration::days(i64::from(consent.audit_days.max(1)));
     // The timeline: recorded from every change, in order, as it is
     // applied; written by its own task in batches.

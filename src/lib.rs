@@ -47,6 +47,7 @@ pub mod hardening;
 pub(crate) mod httpd;
 pub mod logging;
 pub(crate) mod mcp;
+pub(crate) mod memory;
 pub mod model;
 pub mod names;
 pub(crate) mod shutdown;

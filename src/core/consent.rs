@@ -273,6 +273,14 @@ pub(crate) trait ConsentStore: Send + Sync + fmt::Debug {
         app: AppId,
         since: Option<DateTime<Utc>>,
     ) -> BoxFut<'_, Result<(), Error>>;
+    /// The disk refused a revocation: give back the room kept for one
+    /// (`store::reserve`); whether there was any, so the write is worth
+    /// trying again at once.
+    fn release_reserve(&self) -> bool {
+        false
+    }
+    /// Nothing waits to be written: keep room for the next revocation.
+    fn keep_reserve(&self) {}
     /// The user acted on a recovery (dismissed it, or imported a backup):
     /// forget the note, so that the next start is not degraded.
     fn clear_recovery(&self) -> BoxFut<'_, Result<(), Error>> {

@@ -98,6 +98,9 @@ pub(crate) struct Gate {
     /// full or read-only disk): written by `super::pending` until they
     /// are.
     pub(super) pending: Mutex<Vec<super::consent::PendingWrite>>,
+    /// Where the waiting writes are kept meanwhile, off the database's
+    /// disk (`super::pending`): set once at start.
+    pub(super) journal: std::sync::OnceLock<PathBuf>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -142,6 +145,7 @@ impl Gate {
             reads: super::reading::Marks::default(),
             recovery: RwLock::new(loaded.recovery),
             pending: Mutex::new(Vec::new()),
+            journal: std::sync::OnceLock::new(),
         }
     }
 

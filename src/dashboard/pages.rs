@@ -59,7 +59,13 @@ pub(super) fn rows(core: &Core) -> Vec<crate::core::manage::AppView> {
 /// are relative, so no page needs to know its capability and none names
 /// a path another session (or port) could use. `here` is the page's name
 /// (`/`, `/now`, `/timeline`), as forms send it back in `back`.
-fn layout(title: &str, here: &str, csrf: &str, paused: bool, body: Markup) -> Markup {
+fn layout(title: &str, here: &str, csrf: &str, core: &Core, body: Markup) -> Markup {
+    let paused = core.paused();
+    // What the user must know on every page: a broker running degraded
+    // (store::recovery) and revocations the disk has not taken yet
+    // (core::pending), as `contextctl status` says them.
+    let recovery = core.recovery();
+    let waiting = core.waiting_revocations();
     let nav = [
         ("/", "./", "Apps"),
         ("/now", "now", "Now"),
@@ -101,6 +107,27 @@ fn layout(title: &str, here: &str, csrf: &str, paused: bool, body: Markup) -> Ma
                             button type="submit" { "Resume sharing" }
                         } @else {
                             button type="submit" { "Pause all sharing" }
+                        }
+                    }
+                }
+                @if let Some(reason) = &recovery {
+                    section.alert.recovery role="alert" aria-labelledby="recovery-h" {
+                        h2 id="recovery-h" { "Your database could not be used" }
+                        p { (reason) }
+                        p {
+                            "Undecided access is denied, never asked, until you act: restore a backup ("
+                            code { "contextctl import FILE" }
+                            ") or accept the new database ("
+                            code { "contextctl recovery dismiss" }
+                            ")."
+                        }
+                    }
+                }
+                @if waiting > 0 {
+                    section.alert.revocations role="alert" aria-labelledby="revocations-h" {
+                        h2 id="revocations-h" { "Revocations not stored yet" }
+                        p {
+                            (waiting) " revocation(s) are in force but the disk has not taken them (it is full or read-only); contextd retries every few seconds. Free some space or make the disk writable: until then they last until you log out."
                         }
                     }
                 }
@@ -250,7 +277,7 @@ pub(super) fn apps(core: &Core, csrf: &str) -> Markup {
             }
         }
     };
-    layout("Apps", "/", csrf, core.paused(), body)
+    layout("Apps", "/", csrf, core, body)
 }
 
 /// `2026-11-23T10:00:00.000Z` → `2026-11-23 10:00`.
@@ -351,7 +378,7 @@ pub(super) fn now(core: &Core, csrf: &str) -> Markup {
             }
         }
     };
-    layout("Now", "/now", csrf, core.paused(), body)
+    layout("Now", "/now", csrf, core, body)
 }
 
 /// A bar per capture session on a time axis, one row per app and device.
@@ -500,7 +527,7 @@ pub(super) async fn timeline(core: &Core, csrf: &str) -> Markup {
             }
         }
     };
-    layout("Timeline", "/timeline", csrf, core.paused(), body)
+    layout("Timeline", "/timeline", csrf, core, body)
 }
 
 /// What `/open` answers once the session is made: a page that goes on to

@@ -306,6 +306,8 @@ pub struct Db {
     health: Health,
     /// The key and where it came from, for `rotate_key` (none in memory).
     pub(super) key_home: super::rotate::SharedKeyHome,
+    /// Room kept for revocations (none in memory): `store::reserve`.
+    reserve: Option<Arc<super::reserve::Reserve>>,
 }
 
 /// What runs beside the database: the audit writer and the daily purge.
@@ -496,8 +498,12 @@ impl Db {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
         }
-        let (db, tasks) = Db::migrated(pool, path, shown).await?;
+        let (mut db, tasks) = Db::migrated(pool, path, shown).await?;
         db.incremental_vacuum_once().await;
+        // Room for revocations, made now if the disk has it (store::reserve).
+        let reserve = super::reserve::Reserve::beside(path);
+        reserve.keep();
+        db.reserve = Some(Arc::new(reserve));
         Ok((db, tasks))
     }
 
@@ -578,6 +584,7 @@ impl Db {
                 audit: audit.clone(),
                 health: Health::new(path),
                 key_home: Default::default(),
+                reserve: None,
             },
             DbTasks { audit },
         ))
@@ -1046,6 +1053,18 @@ impl ConsentStore for Db {
 
     fn rotate_key(&self) -> BoxFut<'_, Result<String, Error>> {
         Box::pin(Db::rotate_key(self))
+    }
+
+    fn release_reserve(&self) -> bool {
+        self.reserve.as_ref().is_some_and(|r| r.release())
+    }
+
+    fn keep_reserve(&self) {
+        if let Some(r) = &self.reserve
+            && self.health.problem().is_none()
+        {
+            r.keep();
+        }
     }
 
     fn clear_recovery(&self) -> BoxFut<'_, Result<(), Error>> {

@@ -13,6 +13,7 @@ mod history_read;
 pub mod key;
 mod portable;
 pub mod recovery;
+pub mod reserve;
 mod rotate;
 mod secret;
 pub mod secret_service;

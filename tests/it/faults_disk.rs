@@ -6,60 +6,20 @@
 //! passes `PRAGMA integrity_check` with everything stored before the disk
 //! filled still there.
 //!
-//! Mounting a tmpfs needs root (CI runs as root); elsewhere the test says
-//! so and does nothing.
+//! The tmpfs is common::disk's (it needs root, as CI runs; elsewhere the
+//! test says so and does nothing).
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::dbusmock::Mock;
+use common::disk::{Tmpfs, fill};
 use common::*;
 use contextd::client::json::dict_to_json;
 use contextd::client::proxy::{Consent1Proxy, Context1Proxy};
 use serde_json::{Value, json};
-
-/// A tmpfs mounted on a directory, unmounted on drop (lazily, so that a
-/// process still holding a file there cannot keep it mounted).
-pub(crate) struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    pub(crate) fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700")])
-            .arg("tmpfs")
-            .arg(dir)
-            .status()
-            .ok()?;
-        st.success().then(|| Tmpfs(dir.to_owned()))
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
-/// Fill the file system holding `dir` with one file; returns its path.
-pub(crate) fn fill(dir: &Path) -> PathBuf {
-    use std::io::Write;
-    let path = dir.join("filler");
-    let mut f = std::fs::File::create(&path).expect("filler");
-    let chunk = vec![0u8; 64 * 1024];
-    loop {
-        if let Err(e) = f.write_all(&chunk) {
-            assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "filling: {e}");
-            break;
-        }
-    }
-    // Whatever is left is less than a chunk: fill it to the byte.
-    while f.write_all(&[0u8; 512]).is_ok() {}
-    while f.write_all(&[0u8]).is_ok() {}
-    path
-}
 
 async fn database_status(ctx: &Context1Proxy<'_>) -> Option<Value> {
     ctx.list_sources()
@@ -86,11 +46,7 @@ async fn a_full_disk_is_said_reads_go_on_and_writing_resumes() {
         let _polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
         let home = Home::new();
         let data = home.dir.path().join("data");
-        let Some(_tmpfs) = Tmpfs::mount(&data, "3m") else {
-            eprintln!(
-                "SKIPPED: cannot mount a tmpfs on {} (not root?); the full-disk test needs one",
-                data.display()
-            );
+        let Some(_tmpfs) = Tmpfs::mount_or_skip(&data, "3m") else {
             return;
         };
         home.write_policy(&[(&my_app_id(), &["windows", "windows.titles"])]);

@@ -96,6 +96,7 @@ mod store_export;
 mod store_key_rotate;
 mod store_recovery;
 mod store_revoke_full;
+mod store_revoke_readonly;
 mod subscriptions;
 mod systemd_boot;
 mod toolkits;

@@ -1,5 +1,6 @@
 //! `contextctl key rotate` (issue 32): the database is re-encrypted under
-//! a new key kept where the old one was (here the key file); every grant
+//! a new key kept where the old one was (the key file, or the item in a
+//! real Secret Service, GNOME Keyring: common::keyring); every grant
 //! is kept, the broker goes on reading and writing, and the old key no
 //! longer opens the file.
 
@@ -8,6 +9,7 @@ use crate::common;
 use std::process::Command;
 use std::time::Duration;
 
+use common::keyring;
 use common::*;
 use contextd::client::json::dict_to_json;
 use contextd::client::proxy::{Consent1Proxy, Context1Proxy};
@@ -111,6 +113,122 @@ async fn rotate_keeps_every_grant_and_the_old_key_no_longer_opens_the_file() {
         ];
         want.sort();
         assert_eq!(apps, want);
+    })
+    .await
+}
+
+/// Whether `key` opens the database at `path` (read-only, nothing written).
+async fn opens(path: &std::path::Path, key: &[u8]) -> bool {
+    use sqlx::{ConnectOptions, Connection};
+    let key = contextd::store::DbKey::parse(key).expect("a key");
+    let Ok(mut c) = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path)
+        .read_only(true)
+        .pragma("key", format!("\"x'{}'\"", key.hex()))
+        .connect()
+        .await
+    else {
+        return false;
+    };
+    let r = sqlx::query_scalar::<_, i64>("SELECT count(*) FROM sqlite_master")
+        .fetch_one(&mut c)
+        .await;
+    let _ = c.close().await;
+    r.is_ok()
+}
+
+/// The key in a real Secret Service (GNOME Keyring): the rotation
+/// replaces the item's secret, writes no key file, keeps every grant, and
+/// the next start opens the database with the new secret; the old one
+/// opens nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotate_in_the_secret_service_replaces_the_item_and_the_next_start_opens_it() {
+    with_timeout(120, async {
+        let bus = Bus::start();
+        let sys = Bus::start();
+        let _polkit =
+            common::dbusmock::Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"])
+                .await;
+        let home = Home::new();
+        let _keyring = keyring::Keyring::start(&bus, &home).await;
+        let key_file = home.dir.path().join("state/contextd/db.key");
+        let env = [("DBUS_SYSTEM_BUS_ADDRESS", sys.address.as_str())];
+        let start = || Daemon::start_with(&bus, &home, &[], &env);
+        let mut d = start().await;
+        let conn = bus.connect().await;
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        consent
+            .set_grant("org.example.Kept", "windows", "allow", 0)
+            .await
+            .expect("grant");
+        let items = keyring::contextd_items(&bus).await;
+        assert_eq!(items.len(), 1, "the key is in the keyring");
+        let old = keyring::secret(&bus, &items[0]).await;
+
+        let (st, out, err) = run_cmd(
+            Command::new(contextctl_bin())
+                .args(["key", "rotate"])
+                .env_clear()
+                .envs(home.envs(&bus))
+                .env("DBUS_SYSTEM_BUS_ADDRESS", &sys.address),
+            30,
+        );
+        assert!(st.success(), "{out}{err}");
+        assert!(out.contains("Secret Service"), "{out}");
+        let items = keyring::contextd_items(&bus).await;
+        assert_eq!(items.len(), 1, "one item, replaced: {items:?}");
+        let new = keyring::secret(&bus, &items[0]).await;
+        assert_ne!(old, new, "the item holds the old key");
+        assert!(!key_file.exists(), "a key file beside the keyring");
+        consent
+            .set_grant("org.example.After", "power", "allow", 0)
+            .await
+            .expect("a write after the rotation");
+        d.signal(libc::SIGTERM);
+        assert_eq!(
+            d.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()),
+            Some(0),
+            "{}",
+            d.stderr()
+        );
+        assert!(
+            !opens(&home.db_path(), &old).await,
+            "the old key opens the database"
+        );
+        assert!(
+            opens(&home.db_path(), &new).await,
+            "the new key does not open it"
+        );
+
+        // The next start takes the new secret from the keyring and opens
+        // the same database, every grant in it, not degraded.
+        let _d = start().await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        let sources: Vec<serde_json::Value> = ctx
+            .list_sources()
+            .await
+            .expect("ListSources")
+            .iter()
+            .map(dict_to_json)
+            .collect();
+        assert!(
+            !sources.iter().any(|s| s["name"] == "recovery"),
+            "{sources:?}"
+        );
+        let mut grants: Vec<String> = consent
+            .list_grants()
+            .await
+            .expect("ListGrants")
+            .iter()
+            .map(|g| {
+                dict_to_json(g)["app_id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect();
+        grants.sort();
+        assert_eq!(grants, ["org.example.After", "org.example.Kept"]);
     })
     .await
 }

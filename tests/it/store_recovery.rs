@@ -3,7 +3,7 @@
 //! one written by a newer version. Its bytes are kept (moved aside as
 //! `contextd.db.broken-TIME`, with its `-wal`), the broker starts
 //! degraded and says why (`ListSources`, `contextctl status`, the
-//! `Recovery` property, one notification), and nothing undecided is
+//! `Recovery` property, the dashboard, one notification), and nothing undecided is
 //! asked, let alone allowed, until the user acts (`contextctl recovery
 //! dismiss`). A missing key for an existing database makes no new key:
 //! the file stays where it is and the broker runs degraded in memory.
@@ -149,6 +149,15 @@ async fn says_degraded(s: &Setup, why: &str) -> String {
     }
     let pending = consent.list_pending().await.expect("ListPending");
     assert!(pending.is_empty(), "a prompt is up while degraded");
+    // The dashboard says it on every page, with what to do.
+    let page = common::dashboard::page(&consent, "now").await;
+    assert!(
+        page.contains("Your database could not be used")
+            && page.contains(why)
+            && page.contains("contextctl recovery dismiss")
+            && page.contains("contextctl import FILE"),
+        "the dashboard does not say the broker is degraded: {page}"
+    );
     said
 }
 
@@ -237,6 +246,12 @@ async fn an_empty_database_is_set_aside_and_the_broker_runs_degraded_until_dismi
         assert_eq!(
             recovery_source(&ctx).await.map(|s| s["available"].clone()),
             Some(Value::Bool(true))
+        );
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        let page = common::dashboard::page(&consent, "").await;
+        assert!(
+            page.contains("Who may see what") && !page.contains("could not be used"),
+            "the dashboard still says degraded after the dismissal: {page}"
         );
         stop(&mut d);
         let _d = start(&s.bus, &s.sys, &s.home).await;

@@ -15,7 +15,10 @@ use zbus::Connection;
 
 pub mod agent;
 pub mod bus;
+pub mod dashboard;
 pub mod dbusmock;
+pub mod disk;
+pub mod keyring;
 pub mod session;
 
 pub const BUS_NAME: &str = "org.contextd.Broker1";

@@ -1,0 +1,64 @@
+//! Memory given back once a burst of work is over.
+//!
+//! glibc keeps what the broker frees for its own later use: with eight
+//! arenas (src/bin/contextd.rs) the blocks freed after a burst (200 MCP
+//! sessions, a flood of focus changes) are spread over all of them, and
+//! glibc only returns the free top of a heap, never the free pages in
+//! its middle. The broker lives all session long on a budget of about
+//! 20 MB, so a burst would leave it holding half as much again for good
+//! (`make soak`, "RSS after load"). Every [`EVERY`], when the heaps hold
+//! more than [`SLACK`] free, `malloc_trim(0)` gives their free pages back
+//! to the system (it walks every arena: well under a millisecond on a
+//! heap this size). Under steady load little is free at any moment and
+//! nothing happens; after the load the next tick gives it all back.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+/// How often the heaps are looked at.
+pub(crate) const EVERY: Duration = Duration::from_secs(5);
+
+/// Free memory in the heaps worth giving back, in bytes.
+pub(crate) const SLACK: usize = 1024 * 1024;
+
+/// Bytes free in glibc's heaps (every arena), and the trim.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn heap_free() -> usize {
+    // SAFETY: mallinfo2(3) only reads the allocator's statistics.
+    let m = unsafe { libc::mallinfo2() };
+    m.fordblks
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim() {
+    // SAFETY: malloc_trim(3) only releases free memory of glibc's heaps;
+    // it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn heap_free() -> usize {
+    0
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim() {}
+
+/// Give free heap memory back every [`EVERY`] while it exceeds
+/// [`SLACK`], until `cancel`.
+pub(crate) async fn give_back(cancel: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(EVERY) => {}
+        }
+        let free = heap_free();
+        if free > SLACK {
+            trim();
+            tracing::trace!(free_before = free, free_after = heap_free(), "heap trimmed");
+        }
+    }
+}
