@@ -20,6 +20,7 @@ mod history;
 mod mcp;
 mod pipewire;
 mod provider;
+mod readers;
 mod shells;
 mod soak;
 mod v4l2;
@@ -39,6 +40,7 @@ const BENCHES: &[(&str, fn())] = &[
     ("dashboard", dashboard::main),
     ("v4l2", v4l2::main),
     ("shells", shells::main),
+    ("readers", readers::main),
     ("soak", soak::main),
 ];
 

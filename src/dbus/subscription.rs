@@ -4,7 +4,7 @@
 //! subscriber's unique name as destination, so the bus delivers it to that
 //! peer only and an eavesdropping match rule sees nothing.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
@@ -18,6 +18,7 @@ use zbus::{Connection, interface};
 use super::error::{Error, Result};
 use super::variant;
 use crate::core::readers::ReaderInfo;
+use crate::core::view::ChangeView;
 use crate::core::{Core, Follow, Item, Watch, Watcher};
 use crate::model::{AppId, Category, IdentitySource};
 
@@ -35,6 +36,56 @@ struct Entry {
 pub(crate) struct Subscriptions {
     inner: Mutex<BTreeMap<u64, Entry>>,
     next: Mutex<u64>,
+    bodies: Bodies,
+}
+
+/// How many distinct `Changed` bodies [`Bodies`] keeps.
+const BODY_SLOTS: usize = 4;
+
+/// The bodies of the last `Changed` signals, serialised. One change
+/// reaches every subscriber of its category, and those that may see the
+/// same of it (the same grants: most of them) get the same bytes: the
+/// first serialises the `(category, a{sv})` body, the others copy it
+/// behind their own header (path, destination). Building the `a{sv}` and
+/// serialising it was most of a subscriber's share of a change (issue 33:
+/// 200 subscribers of one focus change). The view decides, as in
+/// `variant::DictCache`: a body is reused only for an equal view of the
+/// same category, so a subscriber never gets what it may not see.
+#[derive(Debug, Default)]
+struct Bodies {
+    slots: Mutex<VecDeque<Body>>,
+}
+
+/// A category, a view of a change in it, and the `Changed` body of both.
+type Body = (Category, ChangeView, Arc<[u8]>);
+
+impl Bodies {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Body>> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The body of `Changed(category, view)`, serialised once per distinct
+    /// pair.
+    fn body(&self, category: &Category, view: &ChangeView) -> Result<Arc<[u8]>> {
+        if let Some((_, _, b)) = self
+            .lock()
+            .iter()
+            .find(|(c, v, _)| c == category && v == view)
+        {
+            return Ok(b.clone());
+        }
+        let dict = variant::fields(view).map_err(|e| Error::Failed(e.to_string()))?;
+        let ctxt = zbus::wire::serialized::Context::new(zbus::wire::NATIVE_ENDIAN, 0);
+        let data = zbus::wire::to_bytes(ctxt, &(category.as_str(), dict))
+            .map_err(|e| Error::Failed(e.to_string()))?;
+        let body: Arc<[u8]> = Arc::from(&data[..]);
+        let mut slots = self.lock();
+        if slots.len() >= BODY_SLOTS {
+            slots.pop_back();
+        }
+        slots.push_front((category.clone(), view.clone(), body.clone()));
+        Ok(body)
+    }
 }
 
 impl Subscriptions {
@@ -247,15 +298,17 @@ async fn forward(
         };
         match item {
             Item::Changed { category, view, .. } => {
-                let dict = match variant::fields(&view) {
-                    Ok(d) => d,
-                    Err(err) => {
-                        tracing::warn!(error = %err, "cannot put a change on D-Bus");
-                        continue;
+                let msg = subs
+                    .bodies
+                    .body(&category, &view)
+                    .and_then(|body| changed_message(&conn, &e, &body));
+                match msg {
+                    Ok(msg) => {
+                        if let Err(err) = conn.send(&msg).await {
+                            tracing::debug!(error = %err, owner = %e.owner, "cannot send Changed");
+                        }
                     }
-                };
-                if let Err(err) = Subscription::changed(&em, &category.to_string(), dict).await {
-                    tracing::debug!(error = %err, owner = %e.owner, "cannot send Changed");
+                    Err(err) => tracing::warn!(error = %err, "cannot put a change on D-Bus"),
                 }
             }
             Item::Lagged { missed } => {
@@ -288,6 +341,21 @@ async fn forward(
             }
         }
     }
+}
+
+/// `Subscription1.Changed` to `e`'s owner on `e`'s path, around `body`
+/// (from [`Bodies::body`]).
+fn changed_message(conn: &Connection, e: &Entry, body: &[u8]) -> Result<zbus::Message> {
+    let mut b = zbus::Message::signal(e.path.as_ref(), "org.contextd.Subscription1", "Changed")
+        .destination(e.owner.as_str());
+    if let Some(us) = conn.unique_name() {
+        b = b.sender(us.as_ref());
+    }
+    // SAFETY: `body` is the serialisation of a `(&str, a{sv})` in this
+    // native-endian D-Bus context (`Bodies::body`), and it holds no fds:
+    // the message it makes is valid for the signature given.
+    let msg = unsafe { b.build_raw_body(body, "sa{sv}", Vec::new()) }?;
+    Ok(msg)
 }
 
 /// End subscription `id` with `Revoked` (unless it is gone already: an
