@@ -38,6 +38,9 @@ fn files(home: &Home) -> Vec<std::path::PathBuf> {
     let mut v: Vec<_> = std::fs::read_dir(&dir)
         .expect("data dir")
         .filter_map(|e| e.ok().map(|e| e.path()))
+        // The room kept for revocations (store::reserve) is ballast, not
+        // data: it stays with whichever database is current.
+        .filter(|p| !p.ends_with("contextd.db.reserve"))
         .collect();
     v.sort();
     v

@@ -20,6 +20,9 @@ fn files(home: &Home) -> Vec<(PathBuf, Vec<u8>)> {
     let mut v: Vec<_> = std::fs::read_dir(&dir)
         .expect("data dir")
         .filter_map(|e| e.ok().map(|e| e.path()))
+        // The room kept for revocations (store::reserve) is ballast, not
+        // data: it stays with whichever database is current.
+        .filter(|p| !p.ends_with("contextd.db.reserve"))
         .map(|p| {
             let bytes = std::fs::read(&p).expect("read");
             (p, bytes)
