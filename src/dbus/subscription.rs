@@ -76,7 +76,7 @@ impl Bodies {
         }
         let dict = variant::fields(view).map_err(|e| Error::Failed(e.to_string()))?;
         let ctxt = zbus::wire::serialized::Context::new(zbus::wire::NATIVE_ENDIAN, 0);
-        let data = zbus::wire::to_bytes(ctxt, &(category.as_str(), dict))
+        let data = zbus::wire::to_bytes(ctxt, &(category.to_string(), dict))
             .map_err(|e| Error::Failed(e.to_string()))?;
         let body: Arc<[u8]> = Arc::from(&data[..]);
         let mut slots = self.lock();

@@ -330,6 +330,21 @@ pub(crate) async fn the_shell_asks_in_a_dialog_queues_cancels_and_grants_in(
             (s["available"] == true).then_some(())
         })
         .await;
+        // The probe is an extension of its own, enabled after ours: wait
+        // for its object too.
+        eventually(20, "the probe extension is up", || async {
+            conn.call_method(
+                Some("org.gnome.Shell"),
+                PROBE_PATH,
+                Some(PROBE_IFACE),
+                "Dialogs",
+                &(),
+            )
+            .await
+            .ok()
+            .map(|_| ())
+        })
+        .await;
 
         // Another program registering is refused; the shell stays the
         // agent (the dialogs below are its).
