@@ -26,6 +26,7 @@
 //! the median. Prints figures; asserts nothing.
 
 use crate::common;
+use crate::wayland::bare_client;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -42,11 +43,6 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
-use wayland_client::protocol::wl_registry;
-use wayland_client::{Connection, Dispatch, Proxy, QueueHandle, event_created_child};
-use wayland_protocols_wlr::foreign_toplevel::v1::client::{
-    zwlr_foreign_toplevel_handle_v1 as handle, zwlr_foreign_toplevel_manager_v1 as manager,
-};
 
 const ROUNDS: usize = 3;
 const STDIO: usize = 25;
@@ -99,102 +95,6 @@ fn get(env: &[(String, String)], k: &str) -> String {
         .find(|(ek, _)| ek == k)
         .map(|(_, v)| v.clone())
         .unwrap_or_else(|| panic!("no {k} in the session's environment"))
-}
-
-// ---------------------------------------------------------------- bare client
-
-/// The bare client: reports (when, app id) each time a toplevel's `done`
-/// carries the activated state it did not have before (as in
-/// benches/wayland.rs).
-struct Bare {
-    tx: std_mpsc::Sender<(Instant, String)>,
-    handles: HashMap<u32, (String, bool, bool)>,
-}
-
-impl Dispatch<wl_registry::WlRegistry, ()> for Bare {
-    fn event(
-        _: &mut Self,
-        reg: &wl_registry::WlRegistry,
-        event: wl_registry::Event,
-        _: &(),
-        _: &Connection,
-        qh: &QueueHandle<Self>,
-    ) {
-        if let wl_registry::Event::Global {
-            name,
-            interface,
-            version,
-        } = event
-            && interface == "zwlr_foreign_toplevel_manager_v1"
-        {
-            let _: manager::ZwlrForeignToplevelManagerV1 = reg.bind(name, version.min(3), qh, ());
-        }
-    }
-}
-
-impl Dispatch<manager::ZwlrForeignToplevelManagerV1, ()> for Bare {
-    fn event(
-        _: &mut Self,
-        _: &manager::ZwlrForeignToplevelManagerV1,
-        _: manager::Event,
-        _: &(),
-        _: &Connection,
-        _: &QueueHandle<Self>,
-    ) {
-    }
-
-    event_created_child!(Bare, manager::ZwlrForeignToplevelManagerV1, [
-        manager::EVT_TOPLEVEL_OPCODE => (handle::ZwlrForeignToplevelHandleV1, ()),
-    ]);
-}
-
-impl Dispatch<handle::ZwlrForeignToplevelHandleV1, ()> for Bare {
-    fn event(
-        bare: &mut Self,
-        h: &handle::ZwlrForeignToplevelHandleV1,
-        event: handle::Event,
-        _: &(),
-        _: &Connection,
-        _: &QueueHandle<Self>,
-    ) {
-        let e = bare
-            .handles
-            .entry(h.id().protocol_id())
-            .or_insert_with(|| (String::new(), false, false));
-        match event {
-            handle::Event::AppId { app_id } => e.0 = app_id,
-            handle::Event::State { state } => {
-                e.2 = state
-                    .chunks_exact(4)
-                    .any(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]) == 2);
-            }
-            handle::Event::Done => {
-                let now = Instant::now();
-                if e.2 && !e.1 {
-                    let _ = bare.tx.send((now, e.0.clone()));
-                }
-                e.1 = e.2;
-            }
-            _ => {}
-        }
-    }
-}
-
-fn bare_client(env: &[(String, String)]) -> std_mpsc::Receiver<(Instant, String)> {
-    let path = PathBuf::from(get(env, "XDG_RUNTIME_DIR")).join(get(env, "WAYLAND_DISPLAY"));
-    let stream = std::os::unix::net::UnixStream::connect(&path).expect("connect to sway");
-    let (tx, rx) = std_mpsc::channel();
-    std::thread::spawn(move || {
-        let conn = Connection::from_socket(stream).expect("wayland connection");
-        let mut q = conn.new_event_queue();
-        conn.display().get_registry(&q.handle(), ());
-        let mut bare = Bare {
-            tx,
-            handles: HashMap::new(),
-        };
-        while q.blocking_dispatch(&mut bare).is_ok() {}
-    });
-    rx
 }
 
 // ---------------------------------------------------------------- readers

@@ -64,7 +64,8 @@ fn session_env(dir: &Path) -> Vec<(String, String)> {
 // ---------------------------------------------------------------- bare client
 
 /// The bare client: reports (when, app id) each time a toplevel's `done`
-/// carries the activated state it did not have before.
+/// carries the activated state it did not have before (the readers bench
+/// times its fan-out from it too).
 struct Bare {
     tx: std_mpsc::Sender<(Instant, String)>,
     handles: HashMap<u32, (String, bool, bool)>, // app id, activated, pending activated
@@ -139,7 +140,7 @@ impl Dispatch<handle::ZwlrForeignToplevelHandleV1, ()> for Bare {
     }
 }
 
-fn bare_client(env: &[(String, String)]) -> std_mpsc::Receiver<(Instant, String)> {
+pub(crate) fn bare_client(env: &[(String, String)]) -> std_mpsc::Receiver<(Instant, String)> {
     let get = |k: &str| env.iter().find(|(ek, _)| ek == k).map(|(_, v)| v.clone());
     let path = PathBuf::from(get("XDG_RUNTIME_DIR").expect("runtime dir"))
         .join(get("WAYLAND_DISPLAY").expect("display"));

@@ -23,7 +23,8 @@ use contextd::client::json::dict_to_json;
 use contextd::client::proxy::{Consent1Proxy, Context1Proxy};
 use serde_json::{Value, json};
 
-async fn source(ctx: &Context1Proxy<'_>, name: &str) -> Option<Value> {
+/// The `ListSources` entry `name` (the revocation tests share these).
+pub(crate) async fn source(ctx: &Context1Proxy<'_>, name: &str) -> Option<Value> {
     ctx.list_sources()
         .await
         .expect("ListSources")
@@ -32,11 +33,14 @@ async fn source(ctx: &Context1Proxy<'_>, name: &str) -> Option<Value> {
         .find(|s| s["name"] == name)
 }
 
-fn refused<T>(r: zbus::Result<T>) -> bool {
+/// Refused by consent.
+pub(crate) fn refused<T>(r: zbus::Result<T>) -> bool {
     matches!(r, Err(zbus::Error::MethodError(ref n, _, _)) if n.as_str() == "org.contextd.Error.NotAllowed")
 }
 
-async fn start(bus: &Bus, sys: &Bus, home: &Home, replay: &Replay) -> Daemon {
+/// The broker on `bus`, with `sys` as its system bus (polkit) and the
+/// replay as its sources.
+pub(crate) async fn start(bus: &Bus, sys: &Bus, home: &Home, replay: &Replay) -> Daemon {
     Daemon::start_with(
         bus,
         home,
@@ -46,17 +50,29 @@ async fn start(bus: &Bus, sys: &Bus, home: &Home, replay: &Replay) -> Daemon {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_revoke_on_a_full_disk_holds_now_and_after_a_restart() {
-    with_timeout(180, async {
+/// A broker whose data directory is a 3 MB tmpfs, with two windows of
+/// long titles in its replay (the timeline then fills the disk fast):
+/// what both tests start from. `None` (and the test does nothing) where
+/// no tmpfs can be mounted.
+struct OnTmpfs {
+    bus: Bus,
+    sys: Bus,
+    _polkit: Mock,
+    home: Home,
+    data: std::path::PathBuf,
+    _tmpfs: Tmpfs,
+    replay: Replay,
+    d: Daemon,
+}
+
+impl OnTmpfs {
+    async fn start() -> Option<OnTmpfs> {
         let bus = Bus::start();
         let sys = Bus::start();
         let _polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
         let home = Home::new();
         let data = home.dir.path().join("data");
-        let Some(_tmpfs) = Tmpfs::mount_or_skip(&data, "3m") else {
-            return;
-        };
+        let _tmpfs = Tmpfs::mount_or_skip(&data, "3m")?;
         let mut replay = Replay::new(&home);
         let window = |id: &str, app: &str| {
             json!({"type": "window", "window": {"id": id, "app_id": app, "title": id.repeat(1000)}})
@@ -65,7 +81,36 @@ async fn a_revoke_on_a_full_disk_holds_now_and_after_a_restart() {
         replay.send(&window("a", "org.a.App"));
         replay.send(&window("b", "org.b.App"));
         replay.send(&json!({"type": "focus", "id": "a"}).to_string());
-        let mut d = start(&bus, &sys, &home, &replay).await;
+        let d = start(&bus, &sys, &home, &replay).await;
+        Some(OnTmpfs {
+            bus,
+            sys,
+            _polkit,
+            home,
+            data,
+            _tmpfs,
+            replay,
+            d,
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoke_on_a_full_disk_holds_now_and_after_a_restart() {
+    with_timeout(180, async {
+        let Some(OnTmpfs {
+            bus,
+            sys,
+            _polkit,
+            home,
+            data,
+            _tmpfs,
+            mut replay,
+            mut d,
+        }) = OnTmpfs::start().await
+        else {
+            return;
+        };
         let conn = bus.connect().await;
         let ctx = Context1Proxy::new(&conn).await.expect("proxy");
         let consent = Consent1Proxy::new(&conn).await.expect("proxy");
@@ -183,23 +228,19 @@ async fn grants_of(conn: &zbus::Connection, app: &str) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_while_the_disk_is_still_full_does_not_bring_the_grant_back() {
     with_timeout(180, async {
-        let bus = Bus::start();
-        let sys = Bus::start();
-        let _polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
-        let home = Home::new();
-        let data = home.dir.path().join("data");
-        let Some(_tmpfs) = Tmpfs::mount_or_skip(&data, "3m") else {
+        let Some(OnTmpfs {
+            bus,
+            sys,
+            _polkit,
+            home,
+            data,
+            _tmpfs,
+            mut replay,
+            mut d,
+        }) = OnTmpfs::start().await
+        else {
             return;
         };
-        let mut replay = Replay::new(&home);
-        let window = |id: &str, app: &str| {
-            json!({"type": "window", "window": {"id": id, "app_id": app, "title": id.repeat(1000)}})
-                .to_string()
-        };
-        replay.send(&window("a", "org.a.App"));
-        replay.send(&window("b", "org.b.App"));
-        replay.send(&json!({"type": "focus", "id": "a"}).to_string());
-        let mut d = start(&bus, &sys, &home, &replay).await;
         let conn = bus.connect().await;
         let ctx = Context1Proxy::new(&conn).await.expect("proxy");
         let consent = Consent1Proxy::new(&conn).await.expect("proxy");

@@ -10,6 +10,7 @@
 //! the test says so and does nothing).
 
 use crate::common;
+use crate::store_revoke_full::{refused, source, start};
 
 use std::time::Duration;
 
@@ -19,29 +20,6 @@ use common::*;
 use contextd::client::json::dict_to_json;
 use contextd::client::proxy::{Consent1Proxy, Context1Proxy};
 use serde_json::{Value, json};
-
-async fn source(ctx: &Context1Proxy<'_>, name: &str) -> Option<Value> {
-    ctx.list_sources()
-        .await
-        .expect("ListSources")
-        .iter()
-        .map(dict_to_json)
-        .find(|s| s["name"] == name)
-}
-
-fn refused<T>(r: zbus::Result<T>) -> bool {
-    matches!(r, Err(zbus::Error::MethodError(ref n, _, _)) if n.as_str() == "org.contextd.Error.NotAllowed")
-}
-
-async fn start(bus: &Bus, sys: &Bus, home: &Home, replay: &Replay) -> Daemon {
-    Daemon::start_with(
-        bus,
-        home,
-        &["--replay", &replay.arg()],
-        &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
-    )
-    .await
-}
 
 async fn my_grants(conn: &zbus::Connection) -> Vec<Value> {
     Consent1Proxy::new(conn)
