@@ -26,10 +26,10 @@
 //! the median. Prints figures; asserts nothing.
 
 use crate::common;
-use crate::wayland::bare_client;
+use crate::wayland::{SessionGuard, bare_client, script, session_env};
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
@@ -63,32 +63,6 @@ const CATEGORIES: [&str; 8] = [
     "notifications",
 ];
 const ACTIVE: &str = "context://windows/active";
-
-fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/session.sh")
-}
-
-struct SessionGuard(PathBuf);
-
-impl Drop for SessionGuard {
-    fn drop(&mut self) {
-        let _ = Command::new(script())
-            .arg("stop")
-            .arg(&self.0)
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-fn session_env(dir: &Path) -> Vec<(String, String)> {
-    std::fs::read_to_string(dir.join("env.list"))
-        .expect("env.list")
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect()
-}
 
 fn get(env: &[(String, String)], k: &str) -> String {
     env.iter()

@@ -35,11 +35,13 @@ const WARMUP: usize = 20;
 const REPS: usize = 3;
 const DEMO: [&str; 2] = ["org.contextd.Demo1", "org.contextd.Demo2"];
 
-fn script() -> PathBuf {
+/// scripts/session.sh (the readers bench starts its session the same way).
+pub(crate) fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/session.sh")
 }
 
-struct SessionGuard(PathBuf);
+/// Stops the session when dropped.
+pub(crate) struct SessionGuard(pub(crate) PathBuf);
 
 impl Drop for SessionGuard {
     fn drop(&mut self) {
@@ -51,7 +53,8 @@ impl Drop for SessionGuard {
     }
 }
 
-fn session_env(dir: &Path) -> Vec<(String, String)> {
+/// The session's environment (its env.list).
+pub(crate) fn session_env(dir: &Path) -> Vec<(String, String)> {
     std::fs::read_to_string(dir.join("env.list"))
         .expect("env.list")
         .lines()
