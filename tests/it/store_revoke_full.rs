@@ -50,6 +50,48 @@ pub(crate) async fn start(bus: &Bus, sys: &Bus, home: &Home, replay: &Replay) ->
     .await
 }
 
+/// Our grant to `windows`, stored through Consent1, and a read with it.
+pub(crate) async fn granted(
+    conn: &zbus::Connection,
+) -> (Context1Proxy<'static>, Consent1Proxy<'static>) {
+    let ctx = Context1Proxy::new(conn).await.expect("proxy");
+    let consent = Consent1Proxy::new(conn).await.expect("proxy");
+    consent
+        .set_grant(&my_app_id(), "windows", "allow", 0)
+        .await
+        .expect("grant");
+    ctx.get_active_window()
+        .await
+        .expect("a read with the grant");
+    (ctx, consent)
+}
+
+/// Fill the disk under `data`, and flip the focus (each change a timeline
+/// row) until the broker says its database is unavailable; the filler
+/// file.
+async fn fill_until_unavailable(
+    data: &std::path::Path,
+    replay: &mut Replay,
+    ctx: &Context1Proxy<'_>,
+) -> std::path::PathBuf {
+    let filler = fill(data);
+    let mut next = 0usize;
+    eventually(60, "the database said to be unavailable", || {
+        next += 1;
+        replay.send(
+            &json!({"type": "focus", "id": if next.is_multiple_of(2) { "a" } else { "b" }})
+                .to_string(),
+        );
+        async move {
+            source(ctx, "database")
+                .await
+                .filter(|s| s["available"] == false)
+        }
+    })
+    .await;
+    filler
+}
+
 /// A broker whose data directory is a 3 MB tmpfs, with two windows of
 /// long titles in its replay (the timeline then fills the disk fast):
 /// what both tests start from. `None` (and the test does nothing) where
@@ -112,36 +154,12 @@ async fn a_revoke_on_a_full_disk_holds_now_and_after_a_restart() {
             return;
         };
         let conn = bus.connect().await;
-        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
-        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        // A stored grant: we read.
+        let (ctx, consent) = granted(&conn).await;
         let me = my_app_id();
 
-        // A stored grant: we read.
-        consent
-            .set_grant(&me, "windows", "allow", 0)
-            .await
-            .expect("grant");
-        ctx.get_active_window()
-            .await
-            .expect("a read with the grant");
-
         // The disk fills; recording goes on until a write finds no room.
-        let filler = fill(&data);
-        let mut next = 0usize;
-        eventually(60, "the database said to be unavailable", || {
-            next += 1;
-            replay.send(
-                &json!({"type": "focus", "id": if next.is_multiple_of(2) { "a" } else { "b" }})
-                    .to_string(),
-            );
-            let ctx = &ctx;
-            async move {
-                source(ctx, "database")
-                    .await
-                    .filter(|s| s["available"] == false)
-            }
-        })
-        .await;
+        let filler = fill_until_unavailable(&data, &mut replay, &ctx).await;
 
         // The revoke holds at once, stored or not.
         consent
@@ -242,36 +260,14 @@ async fn a_kill_while_the_disk_is_still_full_does_not_bring_the_grant_back() {
             return;
         };
         let conn = bus.connect().await;
-        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
-        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        // A stored grant: we read.
+        let (ctx, consent) = granted(&conn).await;
         let me = my_app_id();
-        consent
-            .set_grant(&me, "windows", "allow", 0)
-            .await
-            .expect("grant");
-        ctx.get_active_window()
-            .await
-            .expect("a read with the grant");
         let reserve = home.db_path().with_extension("db.reserve");
         assert!(reserve.exists(), "no room kept for revocations");
 
         // The disk fills while the broker records.
-        let filler = fill(&data);
-        let mut next = 0usize;
-        eventually(60, "the database said to be unavailable", || {
-            next += 1;
-            replay.send(
-                &json!({"type": "focus", "id": if next.is_multiple_of(2) { "a" } else { "b" }})
-                    .to_string(),
-            );
-            let ctx = &ctx;
-            async move {
-                source(ctx, "database")
-                    .await
-                    .filter(|s| s["available"] == false)
-            }
-        })
-        .await;
+        let filler = fill_until_unavailable(&data, &mut replay, &ctx).await;
 
         // Revoke, and the broker dies at once, the disk still full.
         consent

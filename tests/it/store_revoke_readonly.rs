@@ -10,7 +10,7 @@
 //! the test says so and does nothing).
 
 use crate::common;
-use crate::store_revoke_full::{refused, source, start};
+use crate::store_revoke_full::{granted, refused, source, start};
 
 use std::time::Duration;
 
@@ -54,16 +54,8 @@ async fn a_revoke_on_a_read_only_disk_holds_is_said_and_outlives_a_kill() {
         replay.send(&json!({"type": "focus", "id": "a"}).to_string());
         let mut d = start(&bus, &sys, &home, &replay).await;
         let conn = bus.connect().await;
-        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
-        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        let (ctx, consent) = granted(&conn).await;
         let me = my_app_id();
-        consent
-            .set_grant(&me, "windows", "allow", 0)
-            .await
-            .expect("grant");
-        ctx.get_active_window()
-            .await
-            .expect("a read with the grant");
 
         // The disk fails: the kernel makes it read-only.
         assert!(disk.fail(), "the ext4 image did not become read-only");
