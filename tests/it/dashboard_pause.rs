@@ -7,10 +7,9 @@
 //! lasting `history` grant).
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
 
+use crate::common::dashboard::Session;
 use crate::common::*;
-use crate::mcp_support;
 use contextd::client::proxy::Consent1Proxy;
 use futures_util::StreamExt;
 use zbus::MessageStream;
@@ -18,71 +17,32 @@ use zbus::MessageStream;
 /// A dashboard session, logged in as the user's browser would be: the
 /// one-time link, its cookie, the page's CSRF token.
 struct Dashboard {
-    addr: SocketAddr,
-    base: String,
-    root: String,
-    cookie: String,
+    session: Session,
     csrf: String,
 }
 
 impl Dashboard {
-    fn http(&self, method: &str, path: &str, hdrs: &[(&str, &str)], body: &str) -> (u16, String) {
-        let (status, _, body) = tokio::task::block_in_place(|| {
-            mcp_support::http(self.addr, method, path, hdrs, body.as_bytes())
-        });
-        (status, body)
-    }
-
     async fn open(consent: &Consent1Proxy<'_>) -> Dashboard {
-        let url = consent.open_dashboard().await.expect("OpenDashboard");
-        let base = url.split("/open?").next().expect("base").to_owned();
-        let addr: SocketAddr = base
-            .strip_prefix("http://")
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("not a loopback URL: {url}"));
-        let (status, headers, _) = tokio::task::block_in_place(|| {
-            mcp_support::http(addr, "GET", &url[base.len()..], &[], b"")
-        });
-        assert_eq!(status, 200, "the one-time link opens");
-        let set_cookie = headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("set-cookie"))
-            .map(|(_, v)| v.clone())
-            .expect("a session cookie");
-        let cookie = set_cookie.split(';').next().expect("cookie").to_owned();
-        let root = set_cookie
-            .split(';')
-            .find_map(|p| p.trim().strip_prefix("Path="))
-            .expect("the cookie's path is the session's")
-            .to_owned();
-        let mut d = Dashboard {
-            addr,
-            base,
-            root,
-            cookie,
-            csrf: String::new(),
-        };
-        let page = format!("{}/", d.root);
-        let (status, body) = d.http("GET", &page, &[("Cookie", &d.cookie)], "");
-        assert_eq!(status, 200, "the session's page: {body}");
-        d.csrf = body
+        let session = Session::open(consent).await;
+        let body = session.page("");
+        let csrf = body
             .split("name=\"csrf\" content=\"")
             .nth(1)
             .and_then(|r| r.split('"').next())
             .expect("csrf token in the page")
             .to_owned();
-        d
+        Dashboard { session, csrf }
     }
 
     /// What the page's pause switch posts.
     fn set_paused(&self, paused: bool) {
         let form = format!("paused={paused}&csrf={}", self.csrf);
-        let (status, body) = self.http(
+        let s = &self.session;
+        let (status, body) = s.http(
             "POST",
-            &format!("{}/pause", self.root),
+            &format!("{}/pause", s.root),
             &[
-                ("Cookie", &self.cookie),
-                ("Origin", &self.base),
+                ("Origin", &s.base),
                 ("X-Dashboard", "1"),
                 ("Content-Type", "application/x-www-form-urlencoded"),
             ],
