@@ -275,6 +275,27 @@ pub fn wl_toplevels_bin() -> std::path::PathBuf {
 
 /// A new MCP bearer token named `name`, made by `contextctl token create`
 /// with the broker's environment.
+/// The daemon's MCP HTTP address (`127.0.0.1:PORT`), once it has written
+/// `url_file` (`$XDG_RUNTIME_DIR/contextd/mcp-http.url`), within `secs`.
+pub async fn mcp_http_addr(url_file: &Path, secs: u64) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    let url = loop {
+        if let Ok(u) = std::fs::read_to_string(url_file)
+            && !u.trim().is_empty()
+        {
+            break u.trim().to_owned();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "contextd did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    url.trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned()
+}
+
 pub fn create_token(name: &str, env: Vec<(String, String)>) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_contextctl"))
         .args(["token", "create", name])

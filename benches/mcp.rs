@@ -527,18 +527,7 @@ impl Daemon {
                 .expect("spawn contextd"),
         );
         let url_file = p.join("run/contextd/mcp-http.url");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let url = loop {
-            if let Ok(u) = std::fs::read_to_string(&url_file) {
-                break u.trim().to_owned();
-            }
-            assert!(Instant::now() < deadline, "contextd did not start");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        };
-        let addr = url
-            .trim_start_matches("http://")
-            .trim_end_matches("/mcp")
-            .to_owned();
+        let addr = mcp_http_addr(&url_file, 10).await;
         let token = create_token("bench", env.clone());
         Daemon {
             _dir: dir,

@@ -427,20 +427,7 @@ impl Daemon {
                 .spawn()
                 .expect("spawn contextd"),
         );
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let url = loop {
-            if let Ok(u) = std::fs::read_to_string(&url_file)
-                && !u.trim().is_empty()
-            {
-                break u.trim().to_owned();
-            }
-            assert!(Instant::now() < deadline, "contextd did not start");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        };
-        let http = url
-            .trim_start_matches("http://")
-            .trim_end_matches("/mcp")
-            .to_owned();
+        let http = mcp_http_addr(&url_file, 20).await;
         let token = create_token("bench", env.clone());
         Daemon {
             _dir: dir,
