@@ -21,11 +21,12 @@ const NOT_ALLOWED: &str = "org.contextd.Error.NotAllowed";
 /// Set by the test for a copy of this program run as the attacker.
 const ATTACK_BUS: &str = "CONTEXTD_TEST_ATTACK_BUS";
 
-/// Register as agent from a python3 process (an ordinary unsandboxed
-/// program), which first takes `org.gnome.Shell` when `take_shell_name`:
-/// what it heard, `OK` or the error's name.
-pub fn python_registers(bus: &str, take_shell_name: bool) -> String {
-    let script = r#"
+/// Run `calls` (Python, with `conn` a Gio connection to `bus`) in a
+/// python3 process, an ordinary unsandboxed program, which first takes
+/// `org.gnome.Shell` when `take_shell_name`: its output.
+pub fn python_as_attacker(bus: &str, take_shell_name: bool, calls: &str) -> String {
+    let script = format!(
+        r#"
 import sys
 from gi.repository import Gio, GLib
 conn = Gio.DBusConnection.new_for_address_sync(sys.argv[1],
@@ -34,15 +35,10 @@ if sys.argv[2] == "1":
     r = conn.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
         "RequestName", GLib.Variant("(su)", ("org.gnome.Shell", 4)), None, 0, -1, None)
     assert r.unpack()[0] == 1, r
-try:
-    conn.call_sync("org.contextd.Broker1", "/org/contextd/Broker1", "org.contextd.Consent1",
-        "RegisterAgent", GLib.Variant("(o)", ("/org/example/Evil",)), None, 0, -1, None)
-    print("OK")
-except GLib.Error as e:
-    print(Gio.DBusError.get_remote_error(e))
-"#;
+{calls}"#
+    );
     let out = Command::new("/usr/bin/python3")
-        .args(["-c", script, bus, if take_shell_name { "1" } else { "0" }])
+        .args(["-c", &script, bus, if take_shell_name { "1" } else { "0" }])
         .output()
         .expect("python3 (python3-gi: scripts/deps.sh)");
     assert!(
@@ -50,7 +46,25 @@ except GLib.Error as e:
         "python3: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Register as agent from python3 ([`python_as_attacker`]): what it
+/// heard, `OK` or the error's name.
+pub fn python_registers(bus: &str, take_shell_name: bool) -> String {
+    python_as_attacker(
+        bus,
+        take_shell_name,
+        r#"try:
+    conn.call_sync("org.contextd.Broker1", "/org/contextd/Broker1", "org.contextd.Consent1",
+        "RegisterAgent", GLib.Variant("(o)", ("/org/example/Evil",)), None, 0, -1, None)
+    print("OK")
+except GLib.Error as e:
+    print(Gio.DBusError.get_remote_error(e))
+"#,
+    )
+    .trim()
+    .to_owned()
 }
 
 /// Run a copy of this test program (a hard link, else a copy, under

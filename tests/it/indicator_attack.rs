@@ -7,8 +7,6 @@
 
 use crate::common;
 
-use std::process::Command;
-
 use common::dbusmock::Mock;
 use common::*;
 use contextd::client::proxy::{Consent1Proxy, Context1Proxy};
@@ -16,16 +14,10 @@ use contextd::client::proxy::{Consent1Proxy, Context1Proxy};
 /// Call every Indicator1 method from python3 (owning `org.gnome.Shell`
 /// first when `take_shell_name`); the error name of each, in order.
 fn python_calls(bus: &str, take_shell_name: bool) -> Vec<String> {
-    let script = r#"
-import sys
-from gi.repository import Gio, GLib
-conn = Gio.DBusConnection.new_for_address_sync(sys.argv[1],
-    Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
-if sys.argv[2] == "1":
-    r = conn.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-        "RequestName", GLib.Variant("(su)", ("org.gnome.Shell", 4)), None, 0, -1, None)
-    assert r.unpack()[0] == 1, r
-for method, args in [("Watch", None), ("ListReading", None), ("EndReader", GLib.Variant("(t)", (1,))),
+    crate::consent_agents::python_as_attacker(
+        bus,
+        take_shell_name,
+        r#"for method, args in [("Watch", None), ("ListReading", None), ("EndReader", GLib.Variant("(t)", (1,))),
                      ("Pause", None), ("Paused", None), ("Unwatch", None)]:
     try:
         conn.call_sync("org.contextd.Broker1", "/org/contextd/Broker1", "org.contextd.Indicator1",
@@ -33,20 +25,11 @@ for method, args in [("Watch", None), ("ListReading", None), ("EndReader", GLib.
         print("OK")
     except GLib.Error as e:
         print(Gio.DBusError.get_remote_error(e))
-"#;
-    let out = Command::new("/usr/bin/python3")
-        .args(["-c", script, bus, if take_shell_name { "1" } else { "0" }])
-        .output()
-        .expect("python3 (python3-gi: scripts/deps.sh)");
-    assert!(
-        out.status.success(),
-        "python3: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
+"#,
+    )
+    .lines()
+    .map(str::to_owned)
+    .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
