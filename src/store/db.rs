@@ -257,6 +257,12 @@ fn inspect(path: &Path, shown: &str) -> Result<(), DbError> {
 /// just had room again said "stored", and a restart brought the grant
 /// back (tests/it/store_revoke_full.rs found it). SQLite itself says
 /// whether a connection is in a transaction (`sqlite3_get_autocommit`).
+/// The other way round too: when SQLite rolled back by itself, sqlx's
+/// `ROLLBACK` then fails and leaves its count at one, and every later
+/// `begin` on that connection fails ("non-zero transaction depth"): the
+/// timeline stopped recording after a full disk until a restart
+/// (tests/it/faults_disk.rs, now and then). A file connection that either
+/// side counts in a transaction is closed.
 ///
 /// `in_memory`: the one connection of an in-memory database is the
 /// database, so it is rolled back instead of closed.
@@ -272,11 +278,13 @@ fn pool_options(in_memory: bool) -> SqlitePoolOptions {
                 };
                 on != 0
             };
-            if autocommit {
+            // sqlx's count (`is_in_transaction`) as well as SQLite's.
+            if autocommit && !sqlx::Connection::is_in_transaction(&*conn) {
                 return Ok(true);
             }
             tracing::warn!(
                 in_memory,
+                sqlite_in_transaction = !autocommit,
                 "a database connection came back inside a transaction (after a failed write); {}",
                 if in_memory {
                     "rolling it back"
@@ -285,7 +293,9 @@ fn pool_options(in_memory: bool) -> SqlitePoolOptions {
                 }
             );
             if in_memory {
-                sqlx::query("ROLLBACK").execute(&mut *conn).await?;
+                if !autocommit {
+                    sqlx::query("ROLLBACK").execute(&mut *conn).await?;
+                }
                 return Ok(true);
             }
             Ok(false)
@@ -1136,6 +1146,38 @@ impl ConsentStore for Db {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// SQLite rolled back by itself (as after `SQLITE_FULL`), so sqlx's
+    /// own `ROLLBACK` fails and its count stays at one: the pool closes
+    /// that connection, and the next `BEGIN IMMEDIATE` (the timeline
+    /// writer's) begins on a new one; on the old one sqlx refused it.
+    #[tokio::test]
+    async fn a_connection_sqlx_counts_in_a_transaction_is_not_reused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = SqliteConnectOptions::new()
+            .filename(dir.path().join("t.db"))
+            .create_if_missing(true);
+        let pool = pool_options(false)
+            .max_connections(1)
+            .connect_with(opts)
+            .await
+            .expect("pool");
+        let mut tx = pool.begin().await.expect("begin");
+        sqlx::query("ROLLBACK")
+            .execute(&mut *tx)
+            .await
+            .expect("rolled back under sqlx");
+        drop(tx);
+        let mut tx = pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .expect("a transaction after that one");
+        sqlx::query("CREATE TABLE t (x)")
+            .execute(&mut *tx)
+            .await
+            .expect("create");
+        tx.commit().await.expect("commit");
+    }
 
     fn entry(app: &str, second: i64, allowed: bool) -> AuditEntry {
         AuditEntry {
