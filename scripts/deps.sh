@@ -78,6 +78,8 @@ PACKAGES=(
     wl-clipboard
     # audio: real streams in a private PipeWire
     pipewire pipewire-bin wireplumber
+    # tests/it/pipewire_memory.rs: the daemon under memcheck
+    valgrind
     # mocked system services and notifications
     python3 python3-dbusmock python3-gi libnotify-bin
     # a real notification daemon (in the headless sway) for the prompts of

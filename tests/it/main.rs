@@ -77,6 +77,7 @@ mod mcpb;
 mod not_running;
 mod package;
 mod pipewire_consent;
+mod pipewire_memory;
 mod pipewire_microphone;
 mod pipewire_playback;
 mod pipewire_restart;

@@ -108,9 +108,18 @@ fn wanted_node(props: Option<&pw::spa::utils::dict::DictRef>) -> bool {
 }
 
 /// A bound object: its proxy and listener live as long as the global.
+///
+/// The listener is declared first because fields drop in declaration
+/// order, and it must go before its proxy: dropping a listener unlinks
+/// its hook from the list inside the proxy (`spa_hook_remove`), and
+/// dropping the proxy frees that list (`pw_proxy_destroy`). The other way
+/// round wrote 16 bytes into freed memory at every global_remove (each
+/// stream that ended), which valgrind showed and which, once glibc
+/// reused the block, aborted the daemon with "double free or corruption"
+/// under `make soak` (tests/it/pipewire_memory.rs).
 struct Bound {
-    _proxy: Box<dyn pw::proxy::ProxyT>,
     _listener: Box<dyn Listener>,
+    _proxy: Box<dyn pw::proxy::ProxyT>,
 }
 
 /// Whether an error the core reports means the connection is gone.
