@@ -250,7 +250,7 @@ impl Home {
             ("XDG_DATA_HOME".into(), p("data")),
             ("XDG_STATE_HOME".into(), p("state")),
             ("HOME".into(), self.dir.display().to_string()),
-            ("RUST_LOG".into(), "warn".into()),
+            ("RUST_LOG".into(), "warn,contextd::memory=debug".into()),
         ]);
         env
     }
@@ -1031,6 +1031,47 @@ fn rss_parts(pid: u32) -> (u64, u64) {
     (anon, rss.saturating_sub(anon))
 }
 
+/// The newest `memory` line of the daemon's log (src/memory.rs logs it
+/// every 5 s at debug level, which the soak turns on): how much of the
+/// anonymous memory is in use, free in the heaps, and SQLite's.
+fn heap_line(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    // The log colours its keys (ANSI escapes): drop them first.
+    let plain = |l: &str| {
+        let mut out = String::with_capacity(l.len());
+        let mut esc = false;
+        for c in l.chars() {
+            match (esc, c) {
+                (false, '\x1b') => esc = true,
+                (true, 'm') => esc = false,
+                (true, _) => {}
+                (false, c) => out.push(c),
+            }
+        }
+        out
+    };
+    let Some(line) = text
+        .lines()
+        .rev()
+        .map(plain)
+        .find(|l| l.contains("heap_used="))
+    else {
+        return "not logged".into();
+    };
+    let field = |name: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|v| v.parse::<f64>().ok())
+            .map_or("?".to_owned(), |b| format!("{:.1} MB", b / 1048576.0))
+    };
+    format!(
+        "in use {}, free in the heaps {} (resident or not), SQLite {}",
+        field("heap_used"),
+        field("heap_free"),
+        field("sqlite")
+    )
+}
+
 fn parts_line(pid: u32) -> String {
     let (anon, file) = rss_parts(pid);
     format!(
@@ -1487,6 +1528,10 @@ async fn run() -> bool {
     println!(
         "    before the load: {parts_before}; after it: {}",
         parts_line(pid)
+    );
+    println!(
+        "    the daemon's heap now (src/memory.rs): {}",
+        heap_line(&home.log)
     );
     println!(
         "  slow readers disconnected: {slow_cut} of {slow_opened} (subscribed, never read; reader_stall_s = 5)"

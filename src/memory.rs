@@ -25,9 +25,21 @@ pub(crate) const SLACK: usize = 1024 * 1024;
 /// Bytes free in glibc's heaps (every arena), and the trim.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn heap_free() -> usize {
+    heap().1
+}
+
+/// glibc's heaps (every arena): bytes in use, bytes free in them, and
+/// bytes in blocks mapped on their own (large allocations).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn heap() -> (usize, usize, usize) {
     // SAFETY: mallinfo2(3) only reads the allocator's statistics.
     let m = unsafe { libc::mallinfo2() };
-    m.fordblks
+    (m.uordblks, m.fordblks, m.hblkhd)
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn heap() -> (usize, usize, usize) {
+    (0, 0, 0)
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -56,6 +68,18 @@ pub(crate) async fn give_back(cancel: CancellationToken) {
             _ = tokio::time::sleep(EVERY) => {}
         }
         let free = heap_free();
+        // What holds memory, for `make soak`'s "RSS after load" (which
+        // reads this line) and for anyone asking why the broker is big.
+        let (used, _, mapped) = heap();
+        // SAFETY: sqlite3_memory_used only reads SQLite's global counter.
+        let sqlite = unsafe { libsqlite3_sys::sqlite3_memory_used() };
+        tracing::debug!(
+            heap_used = used,
+            heap_free = free,
+            heap_mapped = mapped,
+            sqlite,
+            "memory"
+        );
         if free > SLACK {
             trim();
             tracing::trace!(free_before = free, free_after = heap_free(), "heap trimmed");
