@@ -915,7 +915,7 @@ mod targets {
                     while a || b {
                         tokio::select! {
                             m = rx.recv(), if a => match m { Some(_) => passed += 1, None => a = false },
-                            r = erx.recv(), if b => match r { Some(r) => rejected.push(r), None => b = false },
+                            r = erx.recv(), if b => match r { Some(r) => rejected.push(*r), None => b = false },
                         }
                     }
                     (passed, rejected)

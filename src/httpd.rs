@@ -136,19 +136,10 @@ pub(crate) async fn serve(
             }
         };
         let closing = Arc::new(AtomicBool::new(false));
-        let seen = closing.clone();
-        let app = app.clone().layer(axum::middleware::map_response(
-            move |r: axum::response::Response| {
-                let seen = seen.clone();
-                async move {
-                    if closes(&r) {
-                        seen.store(true, Ordering::Relaxed);
-                    }
-                    r
-                }
-            },
-        ));
-        let service = TowerToHyperService::new(app);
+        let service = Watched {
+            app: TowerToHyperService::new(app.clone()),
+            closing: closing.clone(),
+        };
         let cancel = cancel.clone();
         tasks.spawn(async move {
             let mut builder = hyper::server::conn::http1::Builder::new();
@@ -179,6 +170,35 @@ pub(crate) async fn serve(
             }
             drop(permit);
         });
+    }
+}
+
+/// A connection's service: the app, noting whether a response ends the
+/// connection (`Connection: close`, see [`linger`]). A wrapper rather than
+/// `Router::layer`, which rebuilds the router (every route boxed again,
+/// about 3 KiB) for each connection, held while it is open.
+struct Watched {
+    app: TowerToHyperService<Router>,
+    closing: Arc<AtomicBool>,
+}
+
+impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Watched {
+    type Response = axum::response::Response;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send + 'static>,
+    >;
+
+    fn call(&self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
+        let answer = self.app.call(req);
+        let closing = self.closing.clone();
+        Box::pin(async move {
+            let r = answer.await?;
+            if closes(&r) {
+                closing.store(true, Ordering::Relaxed);
+            }
+            Ok(r)
+        })
     }
 }
 

@@ -42,7 +42,6 @@ use axum::routing::{get, post};
 use http::{HeaderValue, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
 use rmcp::transport::streamable_http_server::session::SessionManager;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -52,6 +51,7 @@ use super::Broker;
 use super::consent::{Channel, Subject};
 use super::jsonrpc::{self, Checked, MAX_MESSAGE_BYTES, Screen, Screened};
 use super::server::{ContextServer, Origin};
+use super::sessions::Sessions;
 use super::sse;
 use crate::config::McpHttpConfig;
 use crate::core::tokens::Tokens;
@@ -460,7 +460,7 @@ fn router(
     tokens: Tokens,
     addr: SocketAddr,
     cfg: &McpHttpConfig,
-    sessions: Arc<LocalSessionManager>,
+    sessions: Arc<Sessions>,
     index: Arc<SessionIndex>,
     cancel: CancellationToken,
 ) -> Router {
@@ -511,25 +511,23 @@ fn router(
         .layer(middleware::from_fn_with_state(guard_state, guard))
 }
 
-/// The sessions, keeping no answer once it is sent.
+/// The sessions ([`super::sessions`]), keeping no answer once it is
+/// sent.
 ///
-/// rmcp keeps every answer of a session for `completed_cache_ttl` (60 s
-/// by default) after it was sent, so that a client whose SSE stream broke
-/// can resume it (`Last-Event-ID`), and evicts them only when that
-/// session's next message comes: a host that made a thousand calls and
-/// went quiet left them all held until its session timed out (5 min). In
-/// `make soak` (200 hosts) that was 43 MB still held 30 s after the load
-/// stopped, on a 28 MB daemon. Answers sent as JSON (the default,
-/// `[mcp.http] responses = "json"`) have no stream to resume: none is
-/// kept. Answers sent as SSE are kept 5 s (the retry interval the stream
-/// announces is 3 s).
-fn session_manager(responses: crate::config::Responses) -> LocalSessionManager {
-    let mut m = LocalSessionManager::default();
-    m.session_config.completed_cache_ttl = match responses {
+/// rmcp's own manager kept a stream's answers for `completed_cache_ttl`
+/// (60 s by default) so that a client whose SSE stream broke could resume
+/// it (`Last-Event-ID`), evicting them only when that session's next
+/// message came: a host that made a thousand calls and went quiet left
+/// them all held until its session timed out (5 min). In `make soak` (200
+/// hosts) that was 43 MB still held 30 s after the load stopped, on a
+/// 28 MB daemon. Answers sent as JSON (the default, `[mcp.http] responses
+/// = "json"`) have no stream to resume: none is kept. Answers sent as SSE
+/// are kept 5 s (the retry interval the stream announces is 3 s).
+fn session_manager(responses: crate::config::Responses) -> Sessions {
+    Sessions::new(match responses {
         crate::config::Responses::Json => Duration::ZERO,
         crate::config::Responses::Sse => Duration::from_secs(5),
-    };
-    m
+    })
 }
 
 /// Serve HTTP until `cancel`.
@@ -573,7 +571,7 @@ pub(crate) async fn serve(
 
 async fn end_revoked_sessions(
     tokens: Tokens,
-    sessions: Arc<LocalSessionManager>,
+    sessions: Arc<Sessions>,
     index: Arc<SessionIndex>,
     cancel: CancellationToken,
 ) {

@@ -56,6 +56,7 @@ pub(crate) mod render;
 pub(crate) mod resources;
 pub(crate) mod schema;
 pub(crate) mod server;
+pub(crate) mod sessions;
 pub(crate) mod sse;
 pub(crate) mod stdio;
 pub(crate) mod timeline;

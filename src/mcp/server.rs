@@ -314,6 +314,12 @@ pub(crate) fn server_info() -> Result<ServerConfig, Error> {
     }))
 }
 
+/// The handlers' bodies are boxed (`Box::pin(async move { .. })`): rmcp
+/// dispatches every request through one future that is as large as the
+/// largest handler's, and a Streamable HTTP session's task holds that
+/// future for the session's life (its handshake awaits it), so a large
+/// handler made every open session several KiB larger. Boxed, a handler
+/// costs its size only while it runs.
 impl ServerHandler for ContextServer {
     fn get_info(&self) -> ServerConfig {
         match server_info() {
@@ -337,17 +343,20 @@ impl ServerHandler for ContextServer {
         request: InitializeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        ctx.peer.set_peer_info(request.clone());
-        let subject = self.subject(&ctx.extensions)?;
-        tracing::debug!(
-            app = %subject.app_id,
-            channel = subject.channel.as_str(),
-            client = %request.client_info.name,
-            version = %request.protocol_version,
-            "MCP session initialized"
-        );
-        self.start_watch(subject, ctx.peer.clone());
-        self.negotiate_initialize(&request)
+        Box::pin(async move {
+            ctx.peer.set_peer_info(request.clone());
+            let subject = self.subject(&ctx.extensions)?;
+            tracing::debug!(
+                app = %subject.app_id,
+                channel = subject.channel.as_str(),
+                client = %request.client_info.name,
+                version = %request.protocol_version,
+                "MCP session initialized"
+            );
+            self.start_watch(subject, ctx.peer.clone());
+            self.negotiate_initialize(&request)
+        })
+        .await
     }
 
     async fn set_level(
@@ -369,21 +378,24 @@ impl ServerHandler for ContextServer {
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        no_cursor(&request)?;
-        let subject = self.subject(&ctx.extensions)?;
-        #[allow(unused_mut)]
-        let mut list: Vec<Value> = watch::visible_resources(&self.broker, &subject)
-            .await
-            .iter()
-            .map(Res::listing)
-            .collect();
-        #[cfg(feature = "conformance")]
-        if super::fixtures_on() {
-            list.extend(super::conformance::resources());
-        }
-        Ok(wire(
-            json!({ "resources": list, "resultType": "complete" }),
-        )?)
+        Box::pin(async move {
+            no_cursor(&request)?;
+            let subject = self.subject(&ctx.extensions)?;
+            #[allow(unused_mut)]
+            let mut list: Vec<Value> = watch::visible_resources(&self.broker, &subject)
+                .await
+                .iter()
+                .map(Res::listing)
+                .collect();
+            #[cfg(feature = "conformance")]
+            if super::fixtures_on() {
+                list.extend(super::conformance::resources());
+            }
+            Ok(wire(
+                json!({ "resources": list, "resultType": "complete" }),
+            )?)
+        })
+        .await
     }
 
     async fn list_resource_templates(
@@ -409,32 +421,35 @@ impl ServerHandler for ContextServer {
         request: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let subject = self.subject(&ctx.extensions)?;
-        #[cfg(feature = "conformance")]
-        if let Some(r) = super::fixtures_on()
-            .then(|| super::conformance::read(&request.uri))
-            .flatten()
-        {
-            return r.map(ReadResourceResponse::from);
-        }
-        let res = res_of(&request.uri)?;
-        let uri = res.uri();
-        let mode = consent::ask(
-            &ctx,
-            &format!("resources/read {uri}"),
-            &format!("the resource {uri}"),
-        );
-        let r = match resources::read(&self.broker, &subject, &res, mode).await {
-            Ok(r) => r,
-            Err(e) => return Err(self.refused(&ctx, e).await),
-        };
-        let text = resources::json_text(&res, &r)?;
-        Ok(ReadResourceResult::new(vec![
-            ResourceContents::text(text, request.uri.clone()).with_mime_type(res.mime()),
-            ResourceContents::text(super::render::seal(r.markdown), request.uri)
-                .with_mime_type(MARKDOWN_MIME),
-        ])
-        .into())
+        Box::pin(async move {
+            let subject = self.subject(&ctx.extensions)?;
+            #[cfg(feature = "conformance")]
+            if let Some(r) = super::fixtures_on()
+                .then(|| super::conformance::read(&request.uri))
+                .flatten()
+            {
+                return r.map(ReadResourceResponse::from);
+            }
+            let res = res_of(&request.uri)?;
+            let uri = res.uri();
+            let mode = consent::ask(
+                &ctx,
+                &format!("resources/read {uri}"),
+                &format!("the resource {uri}"),
+            );
+            let r = match resources::read(&self.broker, &subject, &res, mode).await {
+                Ok(r) => r,
+                Err(e) => return Err(self.refused(&ctx, e).await),
+            };
+            let text = resources::json_text(&res, &r)?;
+            Ok(ReadResourceResult::new(vec![
+                ResourceContents::text(text, request.uri.clone()).with_mime_type(res.mime()),
+                ResourceContents::text(super::render::seal(r.markdown), request.uri)
+                    .with_mime_type(MARKDOWN_MIME),
+            ])
+            .into())
+        })
+        .await
     }
 
     async fn subscribe(
@@ -442,33 +457,36 @@ impl ServerHandler for ContextServer {
         request: SubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let subject = self.subject(&ctx.extensions)?;
-        #[cfg(feature = "conformance")]
-        if super::fixtures_on() && super::conformance::is_fixture(&request.uri) {
-            return Ok(());
-        }
-        let res = res_of(&request.uri)?.watched();
-        // Subscribing reads the resource: asked for, and decided, as a read.
-        let uri = res.uri();
-        let mode = consent::ask(
-            &ctx,
-            &format!("resources/subscribe {uri}"),
-            &format!("updates of the resource {uri}"),
-        );
-        if let Err(e) = resources::read(&self.broker, &subject, &res, mode).await {
-            return Err(self.refused(&ctx, e).await);
-        }
-        self.session
-            .subscribed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(res.uri());
-        // Sessions that skipped `initialize` (none today) still get events.
-        self.start_watch(subject, ctx.peer.clone());
-        if let Some(r) = self.session.reader.get() {
-            res.categories().into_iter().for_each(|c| r.add_category(c));
-        }
-        Ok(())
+        Box::pin(async move {
+            let subject = self.subject(&ctx.extensions)?;
+            #[cfg(feature = "conformance")]
+            if super::fixtures_on() && super::conformance::is_fixture(&request.uri) {
+                return Ok(());
+            }
+            let res = res_of(&request.uri)?.watched();
+            // Subscribing reads the resource: asked for, and decided, as a read.
+            let uri = res.uri();
+            let mode = consent::ask(
+                &ctx,
+                &format!("resources/subscribe {uri}"),
+                &format!("updates of the resource {uri}"),
+            );
+            if let Err(e) = resources::read(&self.broker, &subject, &res, mode).await {
+                return Err(self.refused(&ctx, e).await);
+            }
+            self.session
+                .subscribed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(res.uri());
+            // Sessions that skipped `initialize` (none today) still get events.
+            self.start_watch(subject, ctx.peer.clone());
+            if let Some(r) = self.session.reader.get() {
+                res.categories().into_iter().for_each(|c| r.add_category(c));
+            }
+            Ok(())
+        })
+        .await
     }
 
     async fn unsubscribe(
@@ -524,44 +542,47 @@ impl ServerHandler for ContextServer {
     }
 
     async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {
-        let subject = self.subject(&ctx.request_context().extensions)?;
-        let cancel = ctx.request_context().ct.clone();
-        let client = consent::client(&ctx.request_context().peer);
-        let categories = ctx
-            .accepted()
-            .resource_subscriptions
-            .iter()
-            .flatten()
-            .filter_map(|u| Res::parse(u))
-            .flat_map(|r| r.categories())
-            .collect();
-        // Ending it ends this stream (its request), and the session too.
-        // The feed parked when the request was accepted, if there is one
-        // for this app (one per request; any of them is as good).
-        let parked = {
-            let mut p = self
-                .session
-                .listening
-                .0
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            p.iter()
-                .position(|w| w.app() == Some(&subject.app_id))
-                .map(|i| p.swap_remove(i))
-        };
-        let feed = parked.unwrap_or_else(|| self.app_feed(&subject)).register(
-            reader_info(&subject, self.transport, client, categories),
-            cancel.clone(),
-        );
-        watch::run(
-            self.broker.clone(),
-            subject,
-            watch::Out::Listen(ctx.sink().clone()),
-            feed,
-            (cancel, self.end.clone()),
-        )
-        .await;
-        Ok(())
+        Box::pin(async move {
+            let subject = self.subject(&ctx.request_context().extensions)?;
+            let cancel = ctx.request_context().ct.clone();
+            let client = consent::client(&ctx.request_context().peer);
+            let categories = ctx
+                .accepted()
+                .resource_subscriptions
+                .iter()
+                .flatten()
+                .filter_map(|u| Res::parse(u))
+                .flat_map(|r| r.categories())
+                .collect();
+            // Ending it ends this stream (its request), and the session too.
+            // The feed parked when the request was accepted, if there is one
+            // for this app (one per request; any of them is as good).
+            let parked = {
+                let mut p = self
+                    .session
+                    .listening
+                    .0
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                p.iter()
+                    .position(|w| w.app() == Some(&subject.app_id))
+                    .map(|i| p.swap_remove(i))
+            };
+            let feed = parked.unwrap_or_else(|| self.app_feed(&subject)).register(
+                reader_info(&subject, self.transport, client, categories),
+                cancel.clone(),
+            );
+            watch::run(
+                self.broker.clone(),
+                subject,
+                watch::Out::Listen(ctx.sink().clone()),
+                feed,
+                (cancel, self.end.clone()),
+            )
+            .await;
+            Ok(())
+        })
+        .await
     }
 
     async fn list_tools(
@@ -589,37 +610,40 @@ impl ServerHandler for ContextServer {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let subject = self.subject(&ctx.extensions)?;
-        #[cfg(feature = "conformance")]
-        if super::fixtures_on()
-            && let Some(r) = super::conformance::call_with_context(&request, &ctx).await
-        {
-            return r;
-        }
-        let mode = consent::ask_named(
-            &ctx,
-            "tools/call",
-            "tool",
-            &request.name,
-            &request.arguments,
-        );
-        let r = tools::call(
-            &self.broker,
-            &subject,
-            &request.name,
-            request.arguments,
-            mode,
-        )
-        .await?;
-        if r.is_error == Some(true) {
-            self.log(
+        Box::pin(async move {
+            let subject = self.subject(&ctx.extensions)?;
+            #[cfg(feature = "conformance")]
+            if super::fixtures_on()
+                && let Some(r) = super::conformance::call_with_context(&request, &ctx).await
+            {
+                return r;
+            }
+            let mode = consent::ask_named(
                 &ctx,
-                LoggingLevel::Warning,
-                json!({"tool": request.name, "error": true}),
+                "tools/call",
+                "tool",
+                &request.name,
+                &request.arguments,
+            );
+            let r = tools::call(
+                &self.broker,
+                &subject,
+                &request.name,
+                request.arguments,
+                mode,
             )
-            .await;
-        }
-        Ok(r.into())
+            .await?;
+            if r.is_error == Some(true) {
+                self.log(
+                    &ctx,
+                    LoggingLevel::Warning,
+                    json!({"tool": request.name, "error": true}),
+                )
+                .await;
+            }
+            Ok(r.into())
+        })
+        .await
     }
 
     async fn list_prompts(
@@ -639,32 +663,35 @@ impl ServerHandler for ContextServer {
         request: GetPromptRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let subject = self.subject(&ctx.extensions)?;
-        #[cfg(feature = "conformance")]
-        if super::fixtures_on()
-            && let Some(r) = super::conformance::get_prompt(&request)
-        {
-            return r;
-        }
-        let mode = consent::ask_named(
-            &ctx,
-            "prompts/get",
-            "prompt",
-            &request.name,
-            &request.arguments,
-        );
-        match prompts::get(
-            &self.broker,
-            &subject,
-            &request.name,
-            request.arguments,
-            mode,
-        )
+        Box::pin(async move {
+            let subject = self.subject(&ctx.extensions)?;
+            #[cfg(feature = "conformance")]
+            if super::fixtures_on()
+                && let Some(r) = super::conformance::get_prompt(&request)
+            {
+                return r;
+            }
+            let mode = consent::ask_named(
+                &ctx,
+                "prompts/get",
+                "prompt",
+                &request.name,
+                &request.arguments,
+            );
+            match prompts::get(
+                &self.broker,
+                &subject,
+                &request.name,
+                request.arguments,
+                mode,
+            )
+            .await
+            {
+                Ok(r) => Ok(r.into()),
+                Err(e) => Err(self.refused(&ctx, e).await),
+            }
+        })
         .await
-        {
-            Ok(r) => Ok(r.into()),
-            Err(e) => Err(self.refused(&ctx, e).await),
-        }
     }
 
     async fn complete(
@@ -672,8 +699,11 @@ impl ServerHandler for ContextServer {
         request: CompleteRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        let subject = self.subject(&ctx.extensions)?;
-        Ok(prompts::complete(&self.broker, &subject, &request).await?)
+        Box::pin(async move {
+            let subject = self.subject(&ctx.extensions)?;
+            Ok(prompts::complete(&self.broker, &subject, &request).await?)
+        })
+        .await
     }
 
     async fn on_custom_request(

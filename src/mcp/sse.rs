@@ -45,7 +45,7 @@ const POST_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 struct Session {
     app_id: AppId,
-    tx: mpsc::Sender<ClientJsonRpcMessage>,
+    tx: mpsc::Sender<Box<ClientJsonRpcMessage>>,
 }
 
 /// The legacy sessions.
@@ -264,7 +264,7 @@ pub(crate) async fn post(
             Some(s) => s.tx.clone(),
         }
     };
-    match tx.send_timeout(msg, POST_TIMEOUT).await {
+    match tx.send_timeout(Box::new(msg), POST_TIMEOUT).await {
         Ok(()) => (StatusCode::ACCEPTED, "Accepted").into_response(),
         Err(mpsc::error::SendTimeoutError::Timeout(_)) => error(
             StatusCode::SERVICE_UNAVAILABLE,

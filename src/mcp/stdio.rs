@@ -69,6 +69,12 @@ fn bound_send_buffer(stream: &UnixStream) {
     }
 }
 
+/// The socket's read buffer. A line longer than this is gathered in
+/// pieces (up to [`MAX_MESSAGE_BYTES`]); host messages are mostly a few
+/// hundred bytes, and every open session holds its buffer (it was 64 KiB,
+/// the largest cost of a stdio session).
+const READ_BUFFER: usize = 4 * 1024;
+
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
     #[error("{path}: {error}")]
@@ -302,7 +308,10 @@ async fn connection(
         "stdio",
         Some(cancel.clone()),
     );
-    match server.serve_with_ct(transport, cancel.clone()).await {
+    // Boxed and dropped once the handshake is over: the handshake's future
+    // is large, and this task lives as long as the session.
+    let served = Box::pin(server.serve_with_ct(transport, cancel.clone())).await;
+    match served {
         Ok(running) => {
             let reason = running.waiting().await;
             tracing::debug!(app = %subject.app_id, ?reason, "MCP host disconnected");
@@ -337,9 +346,14 @@ async fn identify(stream: &UnixStream, us: u32, bridges: Arc<Bridges>) -> Result
 /// An rmcp transport over two channels: what the host sent (already
 /// screened) comes in, what the server sends goes out. The stdio socket
 /// and the legacy SSE endpoint fill and drain them.
+///
+/// The messages travel boxed: a tokio channel allocates its slots 32 at
+/// a time, each the size of the message type (hundreds of bytes for
+/// rmcp's message enums), and every open session holds its channels'
+/// first blocks; a box makes a slot one pointer.
 pub(crate) struct ChannelTransport {
-    rx: mpsc::Receiver<ClientJsonRpcMessage>,
-    tx: mpsc::Sender<ServerJsonRpcMessage>,
+    rx: mpsc::Receiver<Box<ClientJsonRpcMessage>>,
+    tx: mpsc::Sender<Box<ServerJsonRpcMessage>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -348,8 +362,8 @@ pub(crate) struct Closed;
 
 impl ChannelTransport {
     pub(crate) fn new(
-        rx: mpsc::Receiver<ClientJsonRpcMessage>,
-        tx: mpsc::Sender<ServerJsonRpcMessage>,
+        rx: mpsc::Receiver<Box<ClientJsonRpcMessage>>,
+        tx: mpsc::Sender<Box<ServerJsonRpcMessage>>,
     ) -> Self {
         ChannelTransport { rx, tx }
     }
@@ -392,11 +406,11 @@ impl Transport<RoleServer> for ChannelTransport {
         item: ServerJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let tx = self.tx.clone();
-        async move { tx.send(item).await.map_err(|_| Closed) }
+        async move { tx.send(Box::new(item)).await.map_err(|_| Closed) }
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<ClientJsonRpcMessage>> + Send {
-        self.rx.recv()
+    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+        self.rx.recv().await.map(|m| *m)
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
@@ -433,12 +447,12 @@ impl Pending {
 /// answered and skipped to its end, without ever being held in memory.
 pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
     read: R,
-    tx: mpsc::Sender<ClientJsonRpcMessage>,
-    errors: mpsc::Sender<Rejection>,
+    tx: mpsc::Sender<Box<ClientJsonRpcMessage>>,
+    errors: mpsc::Sender<Box<Rejection>>,
     (pending, gone): (Pending, Option<HostGone>),
     cancel: CancellationToken,
 ) {
-    let mut reader = BufReader::with_capacity(64 * 1024, read);
+    let mut reader = BufReader::with_capacity(READ_BUFFER, read);
     let mut line: Vec<u8> = Vec::new();
     let mut discarding = false;
     loop {
@@ -476,7 +490,7 @@ pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
             discarding = newline.is_none();
             tracing::debug!("MCP message over {MAX_MESSAGE_BYTES} bytes refused");
             if errors
-                .send(Rejection::too_large(MAX_MESSAGE_BYTES))
+                .send(Box::new(Rejection::too_large(MAX_MESSAGE_BYTES)))
                 .await
                 .is_err()
             {
@@ -504,12 +518,12 @@ pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
                         r.request.extensions_mut().insert(g.clone());
                     }
                 }
-                if tx.send(*m).await.is_err() {
+                if tx.send(m).await.is_err() {
                     return;
                 }
             }
             Screened::Reject(r) => {
-                if errors.send(r).await.is_err() {
+                if errors.send(Box::new(r)).await.is_err() {
                     return;
                 }
             }
@@ -520,8 +534,8 @@ pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
 
 async fn write_lines<W: AsyncWrite + Unpin>(
     mut write: W,
-    mut out: mpsc::Receiver<ServerJsonRpcMessage>,
-    mut errors: mpsc::Receiver<Rejection>,
+    mut out: mpsc::Receiver<Box<ServerJsonRpcMessage>>,
+    mut errors: mpsc::Receiver<Box<Rejection>>,
     pending: Pending,
     cancel: CancellationToken,
 ) {
@@ -531,7 +545,7 @@ async fn write_lines<W: AsyncWrite + Unpin>(
             _ = cancel.cancelled() => break,
             m = out.recv() => match m {
                 Some(m) => {
-                    match &m {
+                    match m.as_ref() {
                         ServerJsonRpcMessage::Response(r) => { pending.lock().remove(&r.id); }
                         ServerJsonRpcMessage::Error(e) => {
                             if let Some(id) = &e.id { pending.lock().remove(id); }

@@ -191,7 +191,11 @@ async fn notify(
     let subject = subject.clone();
     let limit = broker.stall;
     let core = broker.core.clone();
-    let mut listed = visible_resources(&broker, &subject).await;
+    // The awaits below are boxed: this loop lives as long as its session,
+    // and its task is as large as the largest future it awaits (a
+    // notification's send is kilobytes); boxed, that costs only while it
+    // runs.
+    let mut listed = Box::pin(visible_resources(&broker, &subject)).await;
     loop {
         let item = tokio::select! {
             _ = cancel.cancelled() => break,
@@ -200,11 +204,13 @@ async fn notify(
         let uris: Vec<String> = match item {
             None | Some(Item::Ended | Item::EndedByUser | Item::Revoked { .. }) => break,
             Some(Item::GateChanged | Item::Paused | Item::Resumed) => {
-                let now = visible_resources(&broker, &subject).await;
+                let now = Box::pin(visible_resources(&broker, &subject)).await;
                 if now != listed {
                     listed = now;
                     tracing::debug!(app = %subject.app_id, "resource list changed for this host");
-                    if out.wants_list_changed() && !within(limit, out.list_changed()).await? {
+                    if out.wants_list_changed()
+                        && !Box::pin(within(limit, out.list_changed())).await?
+                    {
                         break;
                     }
                 }
@@ -223,13 +229,13 @@ async fn notify(
                 // We missed changes: tell the host to re-read everything
                 // it subscribed to and may still see.
                 tracing::info!(app = %subject.app_id, missed, "an MCP reader fell behind; it is told to re-read");
-                if !within(limit, out.lagged()).await? {
+                if !Box::pin(within(limit, out.lagged())).await? {
                     break;
                 }
                 let mut all = Vec::new();
                 for uri in out.subscribed() {
                     if let Some(res) = Res::parse(&uri)
-                        && may_see(&broker, &subject, &res).await
+                        && Box::pin(may_see(&broker, &subject, &res)).await
                     {
                         all.push(uri);
                     }
@@ -239,7 +245,7 @@ async fn notify(
         };
         let subscribed: BTreeSet<String> = out.subscribed().into_iter().collect();
         for uri in uris.iter().filter(|u| subscribed.contains(*u)) {
-            if !within(limit, out.updated(uri)).await? {
+            if !Box::pin(within(limit, out.updated(uri))).await? {
                 break;
             }
         }
