@@ -81,7 +81,7 @@ impl Change {
             Change::Power(_) => Category::Power,
             Change::Network(_) => Category::Network,
             Change::Notification { .. } => Category::Notifications,
-            Change::Provided { context, .. } => Category::Provided(context.kind.clone()),
+            Change::Provided { context, .. } => Category::Provided(context.kind.to_string()),
             Change::RecentDocuments { .. } => Category::DocumentsRecent,
             Change::Location { .. } => Category::Location,
             Change::Source(_) => return None,

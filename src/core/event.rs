@@ -78,7 +78,7 @@ pub enum SourceEvent {
     },
     ProvidedRemoved {
         app_id: AppId,
-        kind: String,
+        kind: std::sync::Arc<str>,
     },
     /// Replay only: move the broker's clock (started with `--fake-clock`)
     /// to `at`, in order with the events around it, so that a scripted

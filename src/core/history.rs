@@ -276,8 +276,10 @@ pub(crate) struct Recorder {
     /// device node at once is one use of the camera, not two.
     streams: HashMap<String, OpenStream>,
     session: HashMap<HistoryKind, i64>,
-    /// The document or task each app published, and its name.
-    provided: HashMap<(String, HistoryKind), (i64, Option<String>)>,
+    /// The document or task each app published, and its name. By the
+    /// app's shared id, not a copy of it: with a thousand publishers the
+    /// copies weighed more than the table.
+    provided: HashMap<(crate::model::AppId, HistoryKind), (i64, Option<String>)>,
     paused: bool,
 }
 
@@ -446,16 +448,15 @@ impl Recorder {
             Change::Provided { kind, context } => {
                 // Documents and tasks, by name; never the data (a
                 // selection's text stays out of the timeline).
-                let hk = match context.kind.as_str() {
+                let hk = match &*context.kind {
                     "document" => HistoryKind::Document,
                     "task" => HistoryKind::Task,
                     _ => return out,
                 };
-                let app = context.app_id.to_string();
                 let name = (*kind != ChangeKind::Closed)
                     .then(|| crate::core::vocabulary::title(&context.data))
                     .flatten();
-                let key = (app.clone(), hk);
+                let key = (context.app_id.clone(), hk);
                 let open = self.provided.get(&key).cloned();
                 let keep = matches!((&open, &name), (Some((_, a)), Some(b)) if a.as_deref() == Some(b.as_str()));
                 if keep {
@@ -469,7 +470,7 @@ impl Recorder {
                     return out;
                 };
                 if !self.settings.records(hk)
-                    || self.settings.excluded_app(&app)
+                    || self.settings.excluded_app(context.app_id.as_str())
                     || self.settings.excluded_title(&name)
                 {
                     return out;
@@ -479,7 +480,7 @@ impl Recorder {
                     HistoryEvent {
                         id: 0,
                         kind: hk,
-                        app_id: Some(app),
+                        app_id: Some(context.app_id.to_string()),
                         title,
                         detail: None,
                         start: now,

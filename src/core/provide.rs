@@ -15,8 +15,8 @@
 //! the other one is shown again. The app's limits (the rate, the kinds)
 //! count every connection of the app together.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
@@ -45,19 +45,19 @@ pub(crate) const MAX_APP_BYTES: usize = 256 * 1024;
 /// that many apps cannot grow the daemon without bound: 16 MiB, 64 apps
 /// at their budget.
 pub(crate) const MAX_TOTAL_BYTES: usize = 16 * 1024 * 1024;
-/// What an entry costs beyond its text and names: its slots in the
-/// state's map and in the maps here (entries, owners, publish order),
+/// What an entry costs beyond its text and names: its place in its
+/// connection's list, its slot in the state's map (what readers see),
 /// the timestamps and the allocator's rounding, as heaptrack showed them
 /// with the provider bench (1000 apps × 6 kinds); an estimate, so that
 /// an app of many tiny entries is not counted as free.
 const ENTRY_OVERHEAD: usize = 256;
 
 /// The bytes an entry holds: its text once (shared by the state, the
-/// changes and the readers), the names it is kept under (the app id
-/// twice, the owner three times, the kind four times) and the rest of
-/// its bookkeeping.
+/// changes and the readers), the names it is kept under (the app id, the
+/// connection's name and the kind, each counted once per entry although
+/// its entries share them) and the rest of its bookkeeping.
 fn held(data: &ProvidedData, app: &AppId, owner: &str, kind: &str) -> usize {
-    data.len() + 2 * app.as_str().len() + 3 * owner.len() + 4 * kind.len() + ENTRY_OVERHEAD
+    data.len() + app.as_str().len() + owner.len() + kind.len() + ENTRY_OVERHEAD
 }
 
 /// The most entries one page of a kind holds (`read::ProvidedPage`) ...
@@ -99,20 +99,34 @@ pub(crate) fn decode_cursor(kind: &str, cursor: &str) -> Result<AppId> {
 /// to publish leave no more than this behind.
 const PRUNE_BUCKETS_AT: usize = 1024;
 
-/// An entry: the publishing connection and the kind.
-type Key = (String, String);
-/// What readers see one entry of: the app and the kind.
-type Shown = (AppId, String);
-
-/// One live entry: whose it is, since when, how big, and what it says.
+/// One live entry: a connection's entry of a kind, in its connection's
+/// list. The names it is kept under are shared, not copied: the kind with
+/// every entry of that kind, the app id with the caller's identity, the
+/// connection's name with its other entries.
 #[derive(Debug)]
 struct Entry {
+    kind: Arc<str>,
+    /// The app of the connection that published it.
+    app: AppId,
+    data: ProvidedData,
+    updated: DateTime<Utc>,
     since: DateTime<Utc>,
-    bytes: usize,
     /// When it was published, in publish order: readers see the newest
     /// of an app's entries of a kind.
     seq: u64,
-    context: ProvidedContext,
+    bytes: usize,
+}
+
+impl Entry {
+    /// The entry as readers see it.
+    fn context(&self) -> ProvidedContext {
+        ProvidedContext {
+            app_id: self.app.clone(),
+            kind: self.kind.clone(),
+            data: self.data.clone(),
+            updated: self.updated,
+        }
+    }
 }
 
 /// A token bucket: [`PUBLISH_BURST`] tokens, refilled at
@@ -142,15 +156,27 @@ impl Bucket {
     }
 }
 
+/// The smallest name, where the connections of an app start in
+/// [`Inner::apps`].
+static NO_NAME: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(""));
+
+/// The publishers' entries, held compactly: with 1000 apps × 6 kinds a map
+/// of every entry by connection and kind, a set of kinds per connection
+/// and a list per app and kind (each with its own copies of the names)
+/// weighed several times the entries' text (heaptrack, the provider
+/// bench); one short list per connection and one set of the apps'
+/// connections answer the same questions, at a scan of an app's few
+/// entries.
 #[derive(Debug, Default)]
 struct Inner {
-    entries: HashMap<Key, Entry>,
-    /// Each connection's kinds.
-    by_owner: HashMap<String, HashSet<String>>,
-    /// Each app's entries of a kind, by publish order: the last is
-    /// shown. Nearly always one (one connection publishes a kind): a list,
-    /// not a map, whose smallest node would weigh more than the entry.
-    by_app: BTreeMap<Shown, Vec<(u64, String)>>,
+    /// Each publishing connection's entries, one per kind (at most
+    /// [`MAX_KINDS_PER_APP`]), in a list sized to them.
+    owners: HashMap<Arc<str>, Vec<Entry>>,
+    /// Each app's publishing connections, nearly always one (two
+    /// processes of one executable, two windows of a Flatpak are two).
+    apps: BTreeSet<(AppId, Arc<str>)>,
+    /// The kinds published now, each held once and shared by its entries.
+    kinds: HashSet<Arc<str>>,
     buckets: HashMap<AppId, Bucket>,
     bytes: usize,
     /// The last publish's number.
@@ -158,83 +184,105 @@ struct Inner {
 }
 
 impl Inner {
-    /// `app`'s entries, over all its connections.
+    /// `app`'s connections.
+    fn owners_of<'a>(&'a self, app: &'a AppId) -> impl Iterator<Item = &'a Arc<str>> + 'a {
+        self.apps
+            .range((app.clone(), NO_NAME.clone())..)
+            .take_while(move |(a, _)| a == app)
+            .map(|(_, owner)| owner)
+    }
+
+    /// `app`'s entries, over all its connections, each with its
+    /// connection.
+    fn of_app<'a>(&'a self, app: &'a AppId) -> impl Iterator<Item = (&'a Arc<str>, &'a Entry)> {
+        self.owners_of(app).flat_map(move |owner| {
+            self.owners
+                .get(owner)
+                .into_iter()
+                .flatten()
+                .filter(move |e| e.app == *app)
+                .map(move |e| (owner, e))
+        })
+    }
+
+    /// How many entries `app` has, over all its connections.
     fn entries_of(&self, app: &AppId) -> usize {
-        self.by_app
-            .range((app.clone(), String::new())..)
-            .take_while(|((a, _), _)| a == app)
-            .map(|(_, owners)| owners.len())
-            .sum()
+        self.of_app(app).count()
     }
 
     /// The bytes `app`'s entries hold, over all its connections.
     fn bytes_of(&self, app: &AppId) -> usize {
-        self.by_app
-            .range((app.clone(), String::new())..)
-            .take_while(|((a, _), _)| a == app)
-            .flat_map(|((_, kind), owners)| {
-                owners.iter().filter_map(|(_, owner)| {
-                    self.entries
-                        .get(&(owner.clone(), kind.clone()))
-                        .map(|e| e.bytes)
-                })
-            })
-            .sum()
+        self.of_app(app).map(|(_, e)| e.bytes).sum()
     }
 
-    /// The connection whose entry readers see for `shown`, with its
-    /// publish number.
-    fn shown(&self, shown: &Shown) -> Option<(u64, &str)> {
-        self.by_app
-            .get(shown)
-            .and_then(|o| o.last())
-            .map(|(seq, owner)| (*seq, owner.as_str()))
+    /// The entry of `kind` of the connection `owner`.
+    fn get(&self, owner: &str, kind: &str) -> Option<&Entry> {
+        self.owners.get(owner)?.iter().find(|e| &*e.kind == kind)
+    }
+
+    /// The entry readers see of `app`'s `kind`: the newest of its
+    /// connections', with its connection.
+    fn shown<'a>(&'a self, app: &'a AppId, kind: &str) -> Option<(&'a Arc<str>, &'a Entry)> {
+        self.of_app(app)
+            .filter(|(_, e)| &*e.kind == kind)
+            .max_by_key(|(_, e)| e.seq)
+    }
+
+    /// `kind`, shared with the entries that have it.
+    fn intern(&mut self, kind: &str) -> Arc<str> {
+        if let Some(k) = self.kinds.get(kind) {
+            return k.clone();
+        }
+        let k: Arc<str> = Arc::from(kind);
+        self.kinds.insert(k.clone());
+        k
     }
 
     fn insert(&mut self, owner: &str, entry: Entry) {
-        let kind = entry.context.kind.clone();
         self.bytes += entry.bytes;
-        self.by_owner
-            .entry(owner.to_owned())
-            .or_default()
-            .insert(kind.clone());
-        self.by_app
-            .entry((entry.context.app_id.clone(), kind.clone()))
-            .or_default()
-            .push((entry.seq, owner.to_owned()));
-        self.entries.insert((owner.to_owned(), kind), entry);
+        let owner: Arc<str> = match self.owners.get_key_value(owner) {
+            Some((name, _)) => name.clone(),
+            None => Arc::from(owner),
+        };
+        self.apps.insert((entry.app.clone(), owner.clone()));
+        let list = self.owners.entry(owner).or_default();
+        // At most 16, and nearly always the same few: no room to spare.
+        list.reserve_exact(1);
+        list.push(entry);
     }
 
-    fn remove(&mut self, key: &Key) -> Option<Entry> {
-        let e = self.entries.remove(key)?;
+    fn remove(&mut self, owner: &str, kind: &str) -> Option<Entry> {
+        let (name, list) = self.owners.get_key_value(owner)?;
+        let name = name.clone();
+        let i = list.iter().position(|e| &*e.kind == kind)?;
+        let list = self.owners.get_mut(owner)?;
+        let e = list.swap_remove(i);
+        let app_left = !list.iter().any(|x| x.app == e.app);
+        if list.is_empty() {
+            self.owners.remove(owner);
+        } else {
+            list.shrink_to_fit();
+        }
+        if app_left {
+            self.apps.remove(&(e.app.clone(), name));
+        }
         self.bytes = self.bytes.saturating_sub(e.bytes);
-        let (owner, kind) = key;
-        if let Some(kinds) = self.by_owner.get_mut(owner) {
-            kinds.remove(kind);
-            if kinds.is_empty() {
-                self.by_owner.remove(owner);
-            }
-        }
-        let shown = (e.context.app_id.clone(), kind.clone());
-        if let Some(owners) = self.by_app.get_mut(&shown) {
-            owners.retain(|(seq, _)| *seq != e.seq);
-            if owners.is_empty() {
-                self.by_app.remove(&shown);
-            }
-        }
         Some(e)
     }
 
-    /// Forget the buckets of apps that publish nothing and are idle, so
-    /// that a crowd of short-lived publishers leaves nothing behind.
+    /// Forget the buckets of apps that publish nothing and are idle, and
+    /// the kinds nothing holds any more (no entry, and no longer the state
+    /// or a change), so that a crowd of short-lived publishers, or one
+    /// that publishes ever new `x-` kinds, leaves nothing behind.
     fn prune(&mut self, now: Instant) {
-        let by_app = &self.by_app;
+        self.kinds.retain(|k| Arc::strong_count(k) > 1);
+        let apps = &self.apps;
         self.buckets.retain(|app, b| {
             !b.full(now)
-                || by_app
-                    .range((app.clone(), String::new())..)
+                || apps
+                    .range((app.clone(), NO_NAME.clone())..)
                     .next()
-                    .is_some_and(|((a, _), _)| a == app)
+                    .is_some_and(|(a, _)| a == app)
         });
     }
 }
@@ -311,23 +359,21 @@ impl Core {
         }
         let data = ProvidedData::new(&vocabulary::check_entry(kind, json)?);
         let bytes = held(&data, app, owner, kind);
-        let key: Key = (owner.to_owned(), kind.to_owned());
         let stamp = self.clock.now();
         let mut inner = self.providers.lock();
         // A connection is one app (its identity is its credentials'); an
         // entry of another app under its name would be a bug, and is not
         // replaced in place.
         let old = inner
-            .entries
-            .get(&key)
-            .filter(|e| e.context.app_id == *app)
+            .get(owner, kind)
+            .filter(|e| e.app == *app)
             .map(|e| (e.bytes, e.since));
         if old.is_none() && inner.entries_of(app) >= MAX_KINDS_PER_APP {
             return Err(Error::LimitExceeded(format!(
                 "{app} already publishes {MAX_KINDS_PER_APP} kinds (its connections' entries count together), the most an app may; retract one first"
             )));
         }
-        let old_bytes = inner.entries.get(&key).map_or(0, |e| e.bytes);
+        let old_bytes = inner.get(owner, kind).map_or(0, |e| e.bytes);
         let app_bytes = inner
             .bytes_of(app)
             .saturating_sub(old.map_or(0, |(b, _)| b))
@@ -354,27 +400,22 @@ impl Core {
         // shown at once, replaces it (or, of another app, is removed
         // the ordinary way).
         if old.is_some() {
-            inner.remove(&key);
-        } else if inner.entries.contains_key(&key) {
-            self.remove_entries(&mut inner, vec![key.clone()]);
+            inner.remove(owner, kind);
+        } else if inner.get(owner, kind).is_some() {
+            self.remove_entries(&mut inner, vec![(Arc::from(owner), Arc::from(kind))]);
         }
         inner.seq += 1;
-        let context = ProvidedContext {
-            app_id: app.clone(),
-            kind: kind.to_owned(),
+        let entry = Entry {
+            kind: inner.intern(kind),
+            app: app.clone(),
             data,
             updated: stamp,
+            since,
+            seq: inner.seq,
+            bytes,
         };
-        let seq = inner.seq;
-        inner.insert(
-            owner,
-            Entry {
-                since,
-                bytes,
-                seq,
-                context: context.clone(),
-            },
-        );
+        let context = entry.context();
+        inner.insert(owner, entry);
         // Applied under the lock, so that a publish and the owner's
         // going cannot reach the state in the other order. The newest
         // entry is the one readers see.
@@ -387,58 +428,46 @@ impl Core {
     /// same app, is not this one's to remove.
     pub(crate) fn retract(&self, who: &Subject, owner: &str, kind: &str) -> Result<()> {
         vocabulary::check_kind(kind)?;
-        let key: Key = (owner.to_owned(), kind.to_owned());
         let mut inner = self.providers.lock();
-        if inner
-            .entries
-            .get(&key)
-            .is_some_and(|e| e.context.app_id == who.app_id)
-        {
-            self.remove_entries(&mut inner, vec![key]);
+        if inner.get(owner, kind).is_some_and(|e| e.app == who.app_id) {
+            self.remove_entries(&mut inner, vec![(Arc::from(owner), Arc::from(kind))]);
         }
         Ok(())
     }
 
-    /// Remove `keys` (those that are live), tell the state what readers
-    /// see now (for each app and kind whose shown entry went: the app's
-    /// next newest entry of that kind, or nothing), tell the user's
-    /// panels, and forget idle rate buckets. Called with the lock held,
-    /// so that removals and publishes reach the state in order.
-    fn remove_entries(&self, inner: &mut Inner, keys: Vec<Key>) {
+    /// Remove the entries `keys` (connection, kind) that are live, tell
+    /// the state what readers see now (for each app and kind whose shown
+    /// entry went: the app's next newest entry of that kind, or nothing),
+    /// tell the user's panels, and forget idle rate buckets. Called with
+    /// the lock held, so that removals and publishes reach the state in
+    /// order.
+    fn remove_entries(&self, inner: &mut Inner, keys: Vec<(Arc<str>, Arc<str>)>) {
         // What readers saw of each app and kind touched, before.
-        let mut touched: BTreeMap<Shown, Option<u64>> = BTreeMap::new();
-        let mut removed = Vec::new();
-        for key in keys {
-            let Some(e) = inner.entries.get(&key) else {
+        let mut touched: BTreeMap<(AppId, Arc<str>), Option<u64>> = BTreeMap::new();
+        let mut removed = false;
+        for (owner, kind) in keys {
+            let Some(app) = inner.get(&owner, &kind).map(|e| e.app.clone()) else {
                 continue;
             };
-            let shown = (e.context.app_id.clone(), key.1.clone());
-            let before = inner.shown(&shown).map(|(seq, _)| seq);
-            touched.entry(shown).or_insert(before);
-            removed.extend(inner.remove(&key));
+            let before = inner.shown(&app, &kind).map(|(_, e)| e.seq);
+            touched.entry((app, kind.clone())).or_insert(before);
+            removed |= inner.remove(&owner, &kind).is_some();
         }
-        for (shown, before) in touched {
-            let now = inner
-                .shown(&shown)
-                .map(|(seq, owner)| (seq, owner.to_owned()));
-            match now {
-                Some((seq, _)) if Some(seq) == before => {}
-                Some((_, owner)) => {
-                    if let Some(e) = inner.entries.get(&(owner, shown.1.clone())) {
-                        self.state.apply(SourceEvent::Provided {
-                            context: e.context.clone(),
-                        });
-                    }
+        for ((app, kind), before) in touched {
+            match inner.shown(&app, &kind) {
+                Some((_, e)) if Some(e.seq) == before => {}
+                Some((_, e)) => {
+                    self.state.apply(SourceEvent::Provided {
+                        context: e.context(),
+                    });
                 }
                 None => {
-                    self.state.apply(SourceEvent::ProvidedRemoved {
-                        app_id: shown.0,
-                        kind: shown.1,
-                    });
+                    self.state
+                        .apply(SourceEvent::ProvidedRemoved { app_id: app, kind });
                 }
             }
         }
-        if !removed.is_empty() {
+        if removed {
             self.gate.notices.bump(super::notice::Part::Providers);
         }
         inner.prune(Instant::now());
@@ -449,10 +478,13 @@ impl Core {
     /// entry of the app, shown again, or that there is none).
     pub(crate) fn provider_gone(&self, owner: &str) {
         let mut inner = self.providers.lock();
-        let Some(kinds) = inner.by_owner.get(owner).cloned() else {
+        let Some((name, list)) = inner.owners.get_key_value(owner) else {
             return;
         };
-        let keys = kinds.into_iter().map(|k| (owner.to_owned(), k)).collect();
+        let keys = list
+            .iter()
+            .map(|e| (name.clone(), e.kind.clone()))
+            .collect();
         self.remove_entries(&mut inner, keys);
     }
 
@@ -462,11 +494,9 @@ impl Core {
         let changed = self.gate.set_publishing(app, allowed).await?;
         if changed && !allowed {
             let mut inner = self.providers.lock();
-            let keys: Vec<Key> = inner
-                .entries
-                .iter()
-                .filter(|(_, e)| e.context.app_id == *app)
-                .map(|(k, _)| k.clone())
+            let keys = inner
+                .of_app(app)
+                .map(|(owner, e)| (owner.clone(), e.kind.clone()))
                 .collect();
             self.remove_entries(&mut inner, keys);
         }
@@ -481,15 +511,12 @@ impl Core {
             let inner = self.providers.lock();
             self.state.read(|s| {
                 for ((app, kind), p) in &s.provided {
-                    let since = inner
-                        .shown(&(app.clone(), kind.clone()))
-                        .and_then(|(_, owner)| inner.entries.get(&(owner.to_owned(), kind.clone())))
-                        .map_or(p.updated, |e| e.since);
+                    let since = inner.shown(app, kind).map_or(p.updated, |(_, e)| e.since);
                     by_app
                         .entry(app.clone())
                         .or_default()
                         .push(ProvidedKindView {
-                            kind: kind.clone(),
+                            kind: kind.to_string(),
                             since: time(&since),
                             updated: time(&p.updated),
                             name: vocabulary::title(&p.data),

@@ -49,7 +49,7 @@ pub(crate) struct Snapshot {
     pub(crate) power: Option<Power>,
     pub(crate) network: Option<Network>,
     pub(crate) notifications: VecDeque<Notification>,
-    pub(crate) provided: BTreeMap<(AppId, String), ProvidedContext>,
+    pub(crate) provided: BTreeMap<(AppId, std::sync::Arc<str>), ProvidedContext>,
     /// Where the machine is (`None` while unknown).
     pub(crate) location: Option<Location>,
     /// The primary selection: only its current value, read on request

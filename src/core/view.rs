@@ -337,7 +337,7 @@ impl ProvidedView {
     pub(crate) fn new(p: &ProvidedContext) -> Self {
         ProvidedView {
             app_id: p.app_id.to_string(),
-            kind: p.kind.clone(),
+            kind: p.kind.to_string(),
             data: p.data.clone(),
             updated: time(&p.updated),
         }
@@ -962,7 +962,7 @@ pub(crate) fn snapshot(snap: &Snapshot, can: Can<'_>) -> SnapshotView {
         }
     }
     for ((_, kind), p) in &snap.provided {
-        if can(&Category::Provided(kind.clone())) {
+        if can(&Category::Provided(kind.to_string())) {
             v.provided.push(ProvidedView::new(p));
         }
     }

@@ -40,6 +40,50 @@ fn provided_record(p: &view::ProvidedView) -> std::result::Result<Dict, variant:
     Ok(d)
 }
 
+/// A page of provided entries as `GetProvidedPage` answers it: one
+/// `a{sv}` per entry with `app_id`, `kind`, `updated` and `json` (the
+/// entry's JSON-LD text), written straight from the views into the reply,
+/// each string borrowed, no dict built. Without `data`: the entry once,
+/// as text, not again as a tree of variants (which `GetProvided` still
+/// carries). Building that tree, then a dict per record, and reading it
+/// back in the client was most of a page's cost, several times a
+/// `Peer.Ping` (perf, the provider bench); the text is the entry exactly
+/// (an `a{sv}` drops `null` members and types a mixed list as `av`), and
+/// every client language reads JSON.
+pub(crate) struct PageRecords(Vec<view::ProvidedView>);
+
+impl zbus::wire::Type for PageRecords {
+    const SIGNATURE: &'static zbus::wire::Signature = <Vec<Dict> as zbus::wire::Type>::SIGNATURE;
+}
+
+impl serde::Serialize for PageRecords {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for p in &self.0 {
+            seq.serialize_element(&PageRecord(p))?;
+        }
+        seq.end()
+    }
+}
+
+/// One record of [`PageRecords`]: four string variants, borrowed.
+struct PageRecord<'a>(&'a view::ProvidedView);
+
+impl serde::Serialize for PageRecord<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        use zbus::wire::as_variant::Serialize as V;
+        let p = self.0;
+        let mut m = s.serialize_map(Some(4))?;
+        m.serialize_entry("app_id", &V(&p.app_id.as_str()))?;
+        m.serialize_entry("kind", &V(&p.kind.as_str()))?;
+        m.serialize_entry("updated", &V(&p.updated.as_str()))?;
+        m.serialize_entry("json", &V(&p.data.as_str()))?;
+        m.end()
+    }
+}
+
 pub(crate) fn parse_categories(categories: &[String]) -> Result<Vec<Category>> {
     if categories.is_empty() {
         return Err(Error::InvalidArgs(
@@ -127,7 +171,8 @@ impl Context1 {
     /// One page of what apps publish of `kind`, by app id: at most
     /// `limit` records (1 to 1000; 0 for 100) after `cursor` (empty for
     /// the first page), and the cursor of the next page (empty on the
-    /// last). Needs `provided.KIND`, for every page.
+    /// last). Needs `provided.KIND`, for every page. Each record has the
+    /// entry once, as JSON-LD text (`json`; see [`PageRecords`]).
     #[zbus(out_args("entries", "next_cursor"))]
     async fn get_provided_page(
         &self,
@@ -135,7 +180,7 @@ impl Context1 {
         limit: u32,
         cursor: String,
         #[zbus(header)] hdr: Header<'_>,
-    ) -> Result<(Vec<Dict>, String)> {
+    ) -> Result<(PageRecords, String)> {
         let limit = match usize::try_from(limit) {
             Ok(0) => provide::DEFAULT_PAGE,
             Ok(n) if n <= provide::MAX_PAGE => n,
@@ -153,12 +198,10 @@ impl Context1 {
             limit,
         };
         let page = self.shared.read(&hdr, q, super::access(&hdr)).await?;
-        let entries = page
-            .provided
-            .iter()
-            .map(provided_record)
-            .collect::<std::result::Result<_, _>>()?;
-        Ok((entries, page.next_cursor.unwrap_or_default()))
+        Ok((
+            PageRecords(page.provided),
+            page.next_cursor.unwrap_or_default(),
+        ))
     }
 
     /// The text selected last (the primary selection). Needs `selection`.

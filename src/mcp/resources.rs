@@ -590,7 +590,7 @@ pub(crate) fn affected(change: &Change, active: Option<&str>) -> Vec<String> {
         Change::Power(_) => v.push(Res::Power.uri()),
         Change::Network(_) => v.push(Res::Network.uri()),
         Change::Notification { .. } => v.push(Res::Notifications.uri()),
-        Change::Provided { context, .. } => v.push(Res::Provided(context.kind.clone()).uri()),
+        Change::Provided { context, .. } => v.push(Res::Provided(context.kind.to_string()).uri()),
         Change::RecentDocuments { .. } => v.push(Res::RecentDocuments.uri()),
         Change::Location { .. } => v.push(Res::Location.uri()),
         Change::Source(_) => {}

@@ -293,7 +293,10 @@ pub struct Notification {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProvidedContext {
     pub app_id: AppId,
-    pub kind: String,
+    /// Shared by every entry of the kind (`core::provide` holds each kind
+    /// once): a copy per entry, in the entry and in the state's key, was
+    /// two allocations of each of a thousand apps' entries.
+    pub kind: std::sync::Arc<str>,
     /// Shared, not copied: the state, the change broadcast and every
     /// reader's view point at the one entry (an entry can be 64 KiB).
     pub data: ProvidedData,

@@ -137,7 +137,7 @@ async fn pages_hold_every_entry_once_and_odd_cursors_are_invalid_args() {
         .await;
 
         // Pages of 2: 2, 2, 1, by app id, each entry once; the records are
-        // GetProvided's.
+        // GetProvided's without `data`: the entry once, as its JSON-LD text.
         assert_eq!(all_pages(&ctx, "document", 2).await, ids);
         assert_eq!(all_pages(&ctx, "document", 1).await, ids);
         let (first, next) = ctx
@@ -146,13 +146,20 @@ async fn pages_hold_every_entry_once_and_odd_cursors_are_invalid_args() {
             .expect("limit 0: the default");
         assert_eq!((app_ids(&first), next.as_str()), (ids.clone(), ""));
         let e = &first[0];
-        assert_eq!(
-            e.get("data").map(|v| to_json(v)),
-            Some(json!({"@type": "DigitalDocument", "name": "doc 0"}))
-        );
+        let mut keys: Vec<&str> = e.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["app_id", "json", "kind", "updated"]);
+        assert_eq!(e.get("kind").map(|v| to_json(v)), Some(json!("document")));
         let text = e.get("json").map(|v| to_json(v)).expect("json");
         let parsed: Value = serde_json::from_str(text.as_str().expect("text")).expect("JSON");
-        assert_eq!(parsed["name"], "doc 0");
+        assert_eq!(parsed, json!({"@type": "DigitalDocument", "name": "doc 0"}));
+        // The same text as GetProvided's record of the entry.
+        let all = ctx.get_provided("document").await.expect("GetProvided");
+        let same = all
+            .iter()
+            .find(|r| r.get("app_id").map(|v| to_json(v)) == e.get("app_id").map(|v| to_json(v)))
+            .expect("the entry in GetProvided");
+        assert_eq!(same.get("json").map(|v| to_json(v)), Some(text.clone()));
 
         // A publisher goes between two pages: what stays is read once,
         // nothing twice.

@@ -126,6 +126,10 @@ pub(super) fn read_link_at(dir: &File, name: &CStr) -> io::Result<Vec<u8>> {
         // readlink truncates silently; a full buffer may be a cut target.
         if n < buf.len() {
             buf.truncate(n);
+            // The target outlives the call (a caller's executable is kept
+            // for as long as its connection): keep its bytes, not the
+            // buffer's 512.
+            buf.shrink_to_fit();
             return Ok(buf);
         }
         if buf.len() >= MAX_LINK {

@@ -305,7 +305,7 @@ impl Read for Provided {
         Ok(seen.core.state.read(|s| {
             s.provided
                 .iter()
-                .filter(|((_, k), _)| *k == kind)
+                .filter(|((_, k), _)| **k == *kind)
                 .map(|(_, p)| ProvidedView::new(p))
                 .collect()
         }))
@@ -344,13 +344,13 @@ impl Read for ProvidedPage {
             // start after its (app, kind) key, and a page of N looks at
             // about N apps' entries, not at everyone's.
             let start = match after {
-                Some(app) => std::ops::Bound::Excluded((app, kind.clone())),
+                Some(app) => std::ops::Bound::Excluded((app, std::sync::Arc::from(kind.as_str()))),
                 None => std::ops::Bound::Unbounded,
             };
             let mut it = s
                 .provided
                 .range((start, std::ops::Bound::Unbounded))
-                .filter(|((_, k), _)| *k == kind)
+                .filter(|((_, k), _)| **k == *kind)
                 .map(|(_, p)| p);
             let provided: Vec<ProvidedView> =
                 it.by_ref().take(limit).map(ProvidedView::new).collect();
