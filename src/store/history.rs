@@ -55,12 +55,19 @@ const SUMMED_SQL: &str = "kind IN (0, 1, 2) AND app IS NOT NULL";
 /// The text of a row's app id (`timeline_text`).
 const APP_TEXT: &str = "(SELECT text FROM timeline_text WHERE id = app)";
 
-/// Rows a retention or forget step deletes in one transaction: a few
-/// milliseconds of work, so the writer (and a revocation) never waits
-/// long for the database, and the write-ahead log stays small.
+/// The most rows a retention or forget step deletes in one transaction:
+/// a few milliseconds of work, so the writer (and a revocation) never
+/// waits long for the database, and the write-ahead log stays small.
 const STEP_ROWS: i64 = 1000;
-/// Free pages an incremental vacuum step gives back (1 MB).
+/// The fewest: below this a step is mostly its transaction's fixed cost.
+const STEP_ROWS_MIN: i64 = 200;
+/// The most free pages an incremental vacuum step gives back (1 MB).
 const STEP_PAGES: i64 = 256;
+/// The fewest.
+const STEP_PAGES_MIN: i64 = 32;
+/// The work a step of forgetting or of giving pages back aims at: steps
+/// are sized by time, not rows (see [`StepSize`]).
+const STEP_TIME: Duration = Duration::from_millis(10);
 /// The shortest pause between two steps, in which the writers get their
 /// turn.
 const STEP_PAUSE: Duration = Duration::from_millis(2);
@@ -70,6 +77,45 @@ const STEP_PAUSE: Duration = Duration::from_millis(2);
 /// readers and writers always have the other half.
 async fn pause(began: std::time::Instant) {
     tokio::time::sleep(began.elapsed().max(STEP_PAUSE)).await;
+}
+
+/// How many rows (or pages) the next step of forgetting (or of giving
+/// pages back) takes: about [`STEP_TIME`] of work, whatever the machine.
+///
+/// A reader never waits for these steps (the write-ahead log; measured
+/// with `strace`: no reader ever slept in SQLite's busy handler while a
+/// million rows were forgotten), but each step is a burst of CPU on the
+/// same cores as the readers and holds the write lock the recorder and a
+/// revocation wait for. On a busy machine (load 4 to 8 on 2 cores, the
+/// bench's 10 M-event file) a step of 1 000 rows took from 4 to 460 ms,
+/// and a vacuum step of 256 pages up to 680 ms: halving after a slow step
+/// and doubling after a quick one keeps each burst short where it matters
+/// and the count of transactions low where it does not.
+#[derive(Debug, Clone, Copy)]
+struct StepSize {
+    now: i64,
+    min: i64,
+    max: i64,
+}
+
+impl StepSize {
+    /// Start at a quarter of the most: the first step is not the slowest.
+    fn new(min: i64, max: i64) -> Self {
+        StepSize {
+            now: (max / 4).max(min),
+            min,
+            max,
+        }
+    }
+
+    /// The step just done took `took`.
+    fn took(&mut self, took: Duration) {
+        if took > STEP_TIME * 2 {
+            self.now = (self.now / 2).max(self.min);
+        } else if took < STEP_TIME / 2 {
+            self.now = (self.now * 2).min(self.max);
+        }
+    }
 }
 
 /// The code of a kind in `timeline.kind` (the rows of `timeline_kind`,
@@ -653,8 +699,9 @@ impl History {
     }
 
     /// Delete rows overlapping [since, until) of `apps` and `kinds` (empty:
-    /// all), in steps of [`STEP_ROWS`], then give the freed pages back to
-    /// the file system ([`History::shrink`]).
+    /// all), in steps of at most [`STEP_ROWS`] sized by time ([`StepSize`]),
+    /// then give the freed pages back to the file system
+    /// ([`History::shrink`]).
     ///
     /// Each step is a transaction of its own: readers never wait for it
     /// (the write-ahead log lets them read the last commit) and the writer
@@ -674,8 +721,10 @@ impl History {
         let apps_json = serde_json::to_string(apps).unwrap_or_else(|_| "[]".into());
         let sql = sql_forget();
         let mut n = 0;
+        let mut size = StepSize::new(STEP_ROWS_MIN, STEP_ROWS);
         loop {
             let began = std::time::Instant::now();
+            let rows = size.now;
             let mut tx = self.pool.begin().await.map_err(failed)?;
             let mut hourly = Hourly::default();
             let q = sqlx::query(trusted(sql.clone()))
@@ -684,7 +733,7 @@ impl History {
                 .bind(ms(now))
                 .bind(&kinds_json)
                 .bind(&apps_json)
-                .bind(STEP_ROWS);
+                .bind(rows);
             let (step, _) = returning(&mut tx, q, &mut hourly, -1)
                 .await
                 .map_err(failed)?;
@@ -692,9 +741,10 @@ impl History {
             self.drop_unused_texts(&mut tx).await.map_err(failed)?;
             tx.commit().await.map_err(failed)?;
             n += step;
-            if step < STEP_ROWS as u64 {
+            if step < rows as u64 {
                 break;
             }
+            size.took(began.elapsed());
             pause(began).await;
         }
         self.shrink().await;
@@ -702,13 +752,14 @@ impl History {
     }
 
     /// Give the pages freed by forgetting back to the file system, in steps
-    /// of [`STEP_PAGES`] (`PRAGMA incremental_vacuum`; the database is in
-    /// `auto_vacuum = INCREMENTAL` mode, see `Db::open`), then checkpoint
-    /// the write-ahead log so that the file itself shrinks and the
-    /// overwritten pages replace the old ones. Failures are logged: the
+    /// of at most [`STEP_PAGES`] sized by time (`PRAGMA incremental_vacuum`;
+    /// the database is in `auto_vacuum = INCREMENTAL` mode, see
+    /// `Db::open`), then checkpoint the write-ahead log so that the file
+    /// itself shrinks and the overwritten pages replace the old ones. Failures are logged: the
     /// rows are gone either way.
     pub async fn shrink(&self) {
         let mut last = i64::MAX;
+        let mut size = StepSize::new(STEP_PAGES_MIN, STEP_PAGES);
         loop {
             let free: i64 = match sqlx::query_scalar("PRAGMA freelist_count")
                 .fetch_one(&self.pool)
@@ -727,14 +778,18 @@ impl History {
                 break;
             }
             last = free;
-            if let Err(e) = sqlx::query(trusted(format!("PRAGMA incremental_vacuum({STEP_PAGES})")))
+            let began = std::time::Instant::now();
+            if let Err(e) = sqlx::query(trusted(format!("PRAGMA incremental_vacuum({})", size.now)))
                 .execute(&self.pool)
                 .await
             {
                 tracing::warn!(error = %e, "giving free pages back failed");
                 break;
             }
-            pause(std::time::Instant::now()).await;
+            size.took(began.elapsed());
+            // As long as the step took (it paused 2 ms after steps of up
+            // to 680 ms before).
+            pause(began).await;
         }
         self.checkpoint().await;
     }
@@ -759,7 +814,7 @@ impl History {
     }
 
     /// Enforce retention: rows that ended before their kind's limit go, in
-    /// steps of [`STEP_ROWS`] (see [`History::forget`]), oldest first; then
+    /// steps sized by time (see [`History::forget`]), oldest first; then
     /// the file shrinks. Each step starts where the last one ended, so a
     /// purge of a million rows reads the index once.
     pub async fn purge(
@@ -775,11 +830,13 @@ impl History {
         let sql = sql_purge();
         let mut from = i64::MIN;
         let mut n = 0;
+        let mut size = StepSize::new(STEP_ROWS_MIN, STEP_ROWS);
         loop {
             let began = std::time::Instant::now();
+            let rows = size.now;
             let mut tx = self.pool.begin().await.map_err(failed)?;
             let mut hourly = Hourly::default();
-            let mut q = sqlx::query(trusted(sql.clone())).bind(STEP_ROWS).bind(from);
+            let mut q = sqlx::query(trusted(sql.clone())).bind(rows).bind(from);
             for c in &cutoffs {
                 q = q.bind(*c);
             }
@@ -790,10 +847,11 @@ impl History {
             self.drop_unused_texts(&mut tx).await.map_err(failed)?;
             tx.commit().await.map_err(failed)?;
             n += step;
-            if step < STEP_ROWS as u64 {
+            if step < rows as u64 {
                 break;
             }
             from = last_start;
+            size.took(began.elapsed());
             pause(began).await;
         }
         if n > 0 {
