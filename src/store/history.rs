@@ -1342,6 +1342,59 @@ mod tests {
     /// batches (see `pending` for the batches themselves), every interval
     /// reaches the database, and focus flapping under a millisecond is no
     /// row.
+    /// A page crosses from SQLite as JSON text ([`sql_page`]): texts that
+    /// JSON must escape (quotes, backslashes, control characters, NUL,
+    /// characters outside the BMP) and details come back byte for byte.
+    #[tokio::test]
+    async fn a_page_carries_every_text_exactly() {
+        let (_dir, db) = temp_db().await;
+        let pool = db.pool().clone();
+        let (h, writer, id) = History::open(pool.clone()).await.expect("history");
+        let t0 = Utc
+            .with_ymd_and_hms(2026, 11, 2, 9, 0, 0)
+            .single()
+            .expect("date");
+        let titles = [
+            "say \"hi\" \\ back\\slash",
+            "tab\tnew\nline\r\u{1}\u{1f}\u{7f}",
+            "nul\u{0}inside",
+            "🦀 Δ 日本 \u{2028}\u{2029}",
+            "[1, 2] {\"not\": \"json\"} null",
+        ];
+        let events: Vec<HistoryEvent> = titles
+            .iter()
+            .enumerate()
+            .map(|(i, t)| HistoryEvent {
+                id: id + i as i64,
+                kind: [HistoryKind::Focus, HistoryKind::Notification][i % 2],
+                app_id: (i != 2).then(|| format!("org.example.\"App{i}\"")),
+                title: Some((*t).to_owned()),
+                detail: (i % 2 == 1).then(|| serde_json::json!({"body": *t, "n": i})),
+                start: t0 + chrono::Duration::seconds(i as i64),
+                end: (i != 4).then(|| t0 + chrono::Duration::seconds(i as i64 + 1)),
+            })
+            .collect();
+        h.submit(events.iter().cloned().map(HistoryOp::Open).collect());
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        writer.run(cancel).await;
+        let q = Query {
+            since: t0,
+            until: t0 + chrono::Duration::hours(1),
+            kinds: HistoryKind::ALL.to_vec(),
+            apps: vec![],
+            limit: 100,
+            cursor: None,
+        };
+        let (got, next) = h
+            .query(&q, t0 + chrono::Duration::hours(1))
+            .await
+            .expect("query");
+        assert_eq!(got, events);
+        assert_eq!(next, None);
+        pool.close().await;
+    }
+
     #[tokio::test]
     async fn a_burst_reaches_the_database_without_its_flapping() {
         let (_dir, db) = temp_db().await;
