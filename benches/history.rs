@@ -19,6 +19,12 @@
 //! the median. Prints figures; asserts nothing. The database (about a
 //! gigabyte at most) lives under the target directory and is deleted at
 //! the end.
+//!
+//! While working on the 10 M figures: `CONTEXTD_BENCH_HISTORY_KEEP=DIR`
+//! keeps a copy of the 10 M home (database, key, config) in `DIR` after a
+//! whole run; a later run with the same `DIR` starts from a copy of it at
+//! part 2's reads (parts 1 and the bulk are skipped; the copy in `DIR`
+//! stays as it was). Delete `DIR` when done.
 
 use crate::common;
 
@@ -336,6 +342,35 @@ async fn home(dir: &std::path::Path) -> (Db, std::path::PathBuf) {
     (db, key_file)
 }
 
+/// Copy the files under `from` into `to` (directories made as needed).
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir").flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        match e.file_type() {
+            Ok(t) if t.is_dir() => copy_tree(&src, &dst),
+            Ok(t) if t.is_file() => {
+                std::fs::copy(&src, &dst).expect("copy");
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The database of a home made by [`home`], opened again with its key file.
+async fn reopen(dir: &std::path::Path) -> (Db, std::path::PathBuf) {
+    let key_file = dir.join("state/contextd/db.key");
+    let key = DbKey::parse(&std::fs::read(&key_file).expect("key")).expect("key");
+    let (db, _tasks) = Db::open(
+        &dir.join("data/contextd/contextd.db"),
+        &key,
+        &KeySource::KeyFile(key_file.clone()),
+    )
+    .await
+    .expect("reopen");
+    (db, key_file)
+}
+
 async fn run() {
     // Under the target directory (big files stay out of /tmp).
     let tmp = std::env::var_os("CARGO_TARGET_DIR")
@@ -344,18 +379,55 @@ async fn run() {
     let tmp = tmp.as_path();
     std::fs::create_dir_all(tmp).expect("tmp");
     let dir = tempfile::tempdir_in(tmp).expect("tempdir");
-    let data = dir.path().join("data/contextd");
-    let (db, key_file) = home(dir.path()).await;
-    let (history, writer, next) = History::open(db.pool().clone()).await.expect("history");
-    let cancel = CancellationToken::new();
-    let writer = tokio::spawn(writer.run(cancel.clone()));
-
+    println!("contextd history benchmark (SQLCipher, {EVENTS} events over 14 days, then {TOTAL})");
+    let keep = std::env::var_os("CONTEXTD_BENCH_HISTORY_KEEP").map(std::path::PathBuf::from);
+    let kept = keep
+        .as_deref()
+        .filter(|k| k.join("data/contextd/contextd.db").exists());
     // 1 000 000 closed intervals over 14 days, ~1.2 s apart, as the
     // recorder would hand them over, in three rounds of a third.
     let start = Utc
         .with_ymd_and_hms(2026, 11, 1, 0, 0, 0)
         .single()
         .expect("date");
+    let (db, key_file, history) = if let Some(k) = kept {
+        println!(
+            "  (the 10 M home kept in {} copied: parts 1 and the bulk skipped)",
+            k.display()
+        );
+        copy_tree(k, dir.path());
+        let (db, key_file) = reopen(dir.path()).await;
+        let (history, _writer, _) = History::open(db.pool().clone()).await.expect("history");
+        (db, key_file, history)
+    } else {
+        let (db, key_file) = home(dir.path()).await;
+        let history = part_one(&db, start).await;
+        (db, key_file, history)
+    };
+    part_two(
+        db,
+        key_file,
+        history,
+        start,
+        tmp,
+        dir,
+        keep.as_deref(),
+        kept.is_some(),
+    )
+    .await;
+}
+
+/// Part 1 (a million events through the writer) and the bulk of nine
+/// million older ones.
+async fn part_one(db: &Db, start: DateTime<Utc>) -> History {
+    let (history, writer, next) = History::open(db.pool().clone()).await.expect("history");
+    let cancel = CancellationToken::new();
+    let writer = tokio::spawn(writer.run(cancel.clone()));
+    let data_size = || {
+        let mut p = std::path::PathBuf::from(db.path());
+        p.pop();
+        size_of(&p)
+    };
     let step_ms = 14 * 24 * 3600 * 1000 / EVENTS;
     let mut rates = Vec::new();
     let t_all = Instant::now();
@@ -388,7 +460,7 @@ async fn run() {
             })]);
         }
         // The writer flushes within a second; wait until every row is in.
-        while last_id(&db).await < next + to - 1 {
+        while last_id(db).await < next + to - 1 {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         rates.push((to - from) as f64 / t0.elapsed().as_secs_f64());
@@ -396,7 +468,7 @@ async fn run() {
     let ingest = t_all.elapsed();
     cancel.cancel();
     let _ = writer.await;
-    checkpoint(&db).await;
+    checkpoint(db).await;
 
     let (mut q, mut p, mut s) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
@@ -405,9 +477,8 @@ async fn run() {
         p.push(median_of(&mut pt));
         s.push(median_of(&mut st));
     }
-    checkpoint(&db).await;
-    let size_1m = size_of(&data);
-    println!("contextd history benchmark (SQLCipher, {EVENTS} events over 14 days, then {TOTAL})");
+    checkpoint(db).await;
+    let size_1m = data_size();
     println!(
         "  ingest: {:.0} events/s median of 3 thirds ({:.1} s for all)",
         median(&rates),
@@ -431,16 +502,33 @@ async fn run() {
         "  database size: {per_million:.1} MB per million events (target <= 80 MB: {}; the same every run)",
         verdict(per_million <= 80.0)
     );
-    profile(&db, "1 M").await;
+    profile(db, "1 M").await;
 
     // 2. Nine million older events: 10 M in the file.
-    let took = bulk_older(&db, start).await;
-    let size_10m = size_of(&data);
+    let took = bulk_older(db, start).await;
     println!(
         "  (9 M older events added in bulk in {:.0} s; file {:.0} MB)",
         took.as_secs_f64(),
-        size_10m as f64 / 1e6
+        data_size() as f64 / 1e6
     );
+    history
+}
+
+/// Part 2's reads at 10 M, then parts 3 and 4; the 10 M home is kept in
+/// `keep` first when it was not `kept` there already.
+#[allow(clippy::too_many_arguments)]
+async fn part_two(
+    db: Db,
+    key_file: std::path::PathBuf,
+    history: History,
+    start: DateTime<Utc>,
+    tmp: &std::path::Path,
+    dir: tempfile::TempDir,
+    keep: Option<&std::path::Path>,
+    kept: bool,
+) {
+    let data = dir.path().join("data/contextd");
+    let size_10m = size_of(&data);
     let (mut q, mut s7, mut s30) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
         let (mut qt, _, mut st) = reads(&history, start, 7).await;
@@ -469,6 +557,10 @@ async fn run() {
 
     // 3. Start on the 10 M file, against start on an empty one.
     db.pool().close().await;
+    if let Some(keep) = keep.filter(|_| !kept) {
+        copy_tree(dir.path(), keep);
+        println!("  (the 10 M home kept in {})", keep.display());
+    }
     let empty = tempfile::tempdir_in(tmp).expect("tempdir");
     {
         let (db, _) = home(empty.path()).await;
@@ -536,6 +628,7 @@ async fn run() {
     };
     let base = start.timestamp_millis() - (TOTAL - EVENTS) * OLD_STEP_MS;
     let (mut stalls, mut purge_s, mut shrunk) = (Vec::new(), Vec::new(), true);
+    let mut p99s = Vec::new();
     let mut sizes = Vec::new();
     for round in 0..ROUNDS as i64 {
         checkpoint(&db).await;
@@ -555,9 +648,11 @@ async fn run() {
         let n = history.purge(&settings, now).await.expect("purge");
         let took = t.elapsed();
         done.cancel();
-        let lat = r.await.expect("reader");
-        let stall = lat.iter().max().copied().unwrap_or_default();
+        let mut lat = r.await.expect("reader");
+        lat.sort();
+        let stall = lat.last().copied().unwrap_or_default();
         stalls.push(ms(stall));
+        p99s.push(ms(pct(&lat, 0.99)));
         purge_s.push(took.as_secs_f64());
         checkpoint(&db).await;
         let after = size_of(&data);
@@ -575,10 +670,22 @@ async fn run() {
         );
     }
     println!(
-        "  reader alone (floor): median {:.1} ms, max {:.1} ms over {} reads",
+        "  reader alone (floor): median {:.1} ms, p99 {:.1} ms, max {:.1} ms over {} reads",
         ms(pct(&alone, 0.5)),
+        ms(pct(&alone, 0.99)),
         ms(pct(&alone, 1.0)),
         alone.len()
+    );
+    // The longest of thousands of reads over minutes is also the machine's
+    // longest hiccup (the floor's is over 3 s): the p99 against the
+    // floor's says what forgetting itself costs a reader.
+    println!(
+        "  read p99 meanwhile / alone: median {:.2}x ({})",
+        median(&p99s) / ms(pct(&alone, 0.99)),
+        p99s.iter()
+            .map(|v| format!("{v:.1} ms"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     println!(
         "  longest read meanwhile / longest read alone: median {:.2}x",
