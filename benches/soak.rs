@@ -1036,26 +1036,8 @@ fn rss_parts(pid: u32) -> (u64, u64) {
 /// anonymous memory is in use, free in the heaps, and SQLite's.
 fn heap_line(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
-    // The log colours its keys (ANSI escapes): drop them first.
-    let plain = |l: &str| {
-        let mut out = String::with_capacity(l.len());
-        let mut esc = false;
-        for c in l.chars() {
-            match (esc, c) {
-                (false, '\x1b') => esc = true,
-                (true, 'm') => esc = false,
-                (true, _) => {}
-                (false, c) => out.push(c),
-            }
-        }
-        out
-    };
-    let Some(line) = text
-        .lines()
-        .rev()
-        .map(plain)
-        .find(|l| l.contains("heap_used="))
-    else {
+    // Plain text: the daemon colours its log only on a terminal.
+    let Some(line) = text.lines().rev().find(|l| l.contains("heap_used=")) else {
         return "not logged".into();
     };
     let field = |name: &str| {

@@ -25,6 +25,10 @@ pub fn init(verbosity: u8, default_quiet: bool) {
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
+                // Colours only on a terminal: a log file or a pipe (the
+                // tests' and `make soak`'s logs, a user's `2> FILE`) gets
+                // plain `key=value` text that grep and readers can match.
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 .with_target(false),
         )
         .try_init();

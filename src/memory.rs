@@ -22,12 +22,6 @@ pub(crate) const EVERY: Duration = Duration::from_secs(5);
 /// Free memory in the heaps worth giving back, in bytes.
 pub(crate) const SLACK: usize = 1024 * 1024;
 
-/// Bytes free in glibc's heaps (every arena), and the trim.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn heap_free() -> usize {
-    heap().1
-}
-
 /// glibc's heaps (every arena): bytes in use, bytes free in them, and
 /// bytes in blocks mapped on their own (large allocations).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -52,11 +46,6 @@ fn trim() {
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn heap_free() -> usize {
-    0
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn trim() {}
 
 /// Give free heap memory back every [`EVERY`] while it exceeds
@@ -67,10 +56,9 @@ pub(crate) async fn give_back(cancel: CancellationToken) {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(EVERY) => {}
         }
-        let free = heap_free();
         // What holds memory, for `make soak`'s "RSS after load" (which
         // reads this line) and for anyone asking why the broker is big.
-        let (used, _, mapped) = heap();
+        let (used, free, mapped) = heap();
         // SAFETY: sqlite3_memory_used only reads SQLite's global counter.
         let sqlite = unsafe { libsqlite3_sys::sqlite3_memory_used() };
         tracing::debug!(
@@ -82,7 +70,7 @@ pub(crate) async fn give_back(cancel: CancellationToken) {
         );
         if free > SLACK {
             trim();
-            tracing::trace!(free_before = free, free_after = heap_free(), "heap trimmed");
+            tracing::trace!(free_before = free, free_after = heap().1, "heap trimmed");
         }
     }
 }
