@@ -111,3 +111,38 @@ async fn config_that_is_not_utf8_is_a_clear_error() {
     })
     .await
 }
+
+/// The session bus goes away under the daemon (the end of a session, or
+/// dbus-daemon crashing): a broker without its bus can serve nobody, so
+/// it stops on its own, cleanly (exit 0, as GDBus services do on
+/// `exit-on-close`), with one line saying why; and it never outlives
+/// its bus waiting for a SIGTERM that may not come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bus_gone_daemon_stops_on_its_own() {
+    with_timeout(60, async {
+        let mut bus = Bus::start();
+        let home = Home::new();
+        let mut d = Daemon::start(&bus, &home, &[]).await;
+        bus.kill();
+        let st = match d.wait_exit(Duration::from_secs(10)) {
+            Some(st) => st,
+            None => {
+                // Not on its own: does SIGTERM still stop it?
+                d.signal(libc::SIGTERM);
+                let after_term = d.wait_exit(Duration::from_secs(10));
+                panic!(
+                    "still running 10 s after its bus died (then SIGTERM: {}); stderr: {}",
+                    after_term.map_or("still running".into(), exit_code),
+                    d.stderr()
+                );
+            }
+        };
+        assert_eq!(st.code(), Some(0), "{}: {}", exit_code(st), d.stderr());
+        assert!(
+            d.stderr().contains("session bus"),
+            "no line says why it stopped: {}",
+            d.stderr()
+        );
+    })
+    .await
+}

@@ -76,6 +76,13 @@ impl Bus {
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
+
+    /// The bus daemon dies (SIGKILL), as at the end of a session or in a
+    /// crash; its socket file stays behind.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 impl Drop for Bus {
