@@ -34,6 +34,11 @@
 //!    After the load: RSS must come back within 10 % of its value before
 //!    the load (within 30 s), and every slow reader must have been
 //!    disconnected (with at least 30 s of load).
+//!
+//!    Then a second load, `CONTEXTD_SOAK_AGAIN_SECS` (half the first)
+//!    seconds of the same MCP hosts and subscribers without faults; after
+//!    the same wait RSS must be within 10 % of what it was after the
+//!    first: no growth per cycle.
 //! 3. `CONTEXTD_SOAK_KILLS` (100) times: the daemon starts on the same
 //!    database, records focus changes (the driver keeps going) and audits
 //!    D-Bus reads, and is killed with SIGKILL after 0.3-1.3 s. After each
@@ -47,7 +52,8 @@
 //! JSON-RPC error; a D-Bus call failing other than with a typed
 //! `org.contextd.Error`; the daemon exiting; a panic in its log; a source
 //! not marked unavailable or not back within 15 s; RSS not back within
-//! 10 % of its pre-load value 30 s after the load; a slow reader not
+//! 10 % of its pre-load value 30 s after the load; RSS after the second
+//! load over 10 % above the first's; a slow reader not
 //! disconnected; RSS over
 //! `CONTEXTD_SOAK_MAX_RSS_MB` (200) or still growing (the last sample over
 //! 1.5× the one at a third of the load, plus 8 MB); a database that does
@@ -1532,6 +1538,63 @@ async fn run() -> bool {
         ));
     }
 
+    // ---- a second load: the same hosts and subscribers again, without
+    // faults. What the daemon holds after it, after the same wait, must
+    // not have grown from what it held after the first: memory a load
+    // leaves behind is the allocator's high-water mark (src/memory.rs),
+    // paid once, not a leak paid every time (issue 32 item 7, "no growth
+    // per cycle").
+    let again_secs = env_num("CONTEXTD_SOAK_AGAIN_SECS", secs.div_ceil(2));
+    let mut rss_again = None;
+    if again_secs > 0 && alive(&daemon) {
+        let deadline = Instant::now() + Duration::from_secs(again_secs);
+        let signals = Arc::new(AtomicU64::new(0));
+        let subs: Vec<_> = (0..n_subs)
+            .map(|_| tokio::spawn(subscriber(address.clone(), deadline, signals.clone())))
+            .collect();
+        let hosts: Vec<_> = (0..n_mcp)
+            .map(|i| {
+                tokio::spawn(mcp_client(
+                    i,
+                    addr.clone(),
+                    auth.clone(),
+                    ops.clone(),
+                    deadline,
+                ))
+            })
+            .collect();
+        let mut again = Tally::default();
+        for t in hosts.into_iter().chain(subs) {
+            if let Ok(t) = t.await {
+                again.merge(t);
+            }
+        }
+        tokio::time::sleep(Duration::from_secs_f64(settle_secs)).await;
+        let rss = rss_kib(pid);
+        let growth = 100.0 * (rss as f64 / rss_after.max(1) as f64 - 1.0);
+        println!(
+            "  RSS after a second load ({again_secs} s, {n_mcp} MCP hosts and {n_subs} subscribers, no faults): {:.1} MB after the same {settle_secs:.0} s (after the first: {:.1} MB; growth per cycle {growth:+.1} %, limit +10 %: {})",
+            rss as f64 / 1024.0,
+            rss_after as f64 / 1024.0,
+            if growth <= 10.0 { "met" } else { "MISS" }
+        );
+        println!("    after it: {}", parts_line(pid));
+        if again.error_count() > 0 {
+            failures.push(format!(
+                "{} request errors in the second load",
+                again.error_count()
+            ));
+        }
+        if growth > 10.0 {
+            failures.push(format!(
+                "RSS grew from one load to the next: {:.1} MB after the first, {:.1} MB after the second",
+                rss_after as f64 / 1024.0,
+                rss as f64 / 1024.0
+            ));
+        }
+        rss_again = Some((rss, growth));
+    }
+
     // ---- kill -9 during writes
     drop(conn);
     drop(ping_conn);
@@ -1703,6 +1766,14 @@ async fn run() -> bool {
     if panics > 0 {
         failures.push(format!("{panics} panics in the daemon's log"));
         for l in log.lines().filter(|l| l.contains("panicked")).take(5) {
+            if let Some((rss, growth)) = rss_again {
+                println!(
+                    "| RSS after a second load (growth per cycle) | {:.1} MB after the same wait, {:.1} MB after the first load: {growth:+.1} % (limit +10 %: {}) |",
+                    rss as f64 / 1024.0,
+                    rss_after as f64 / 1024.0,
+                    if growth <= 10.0 { "met" } else { "MISS" }
+                );
+            }
             println!("  PANIC {l}");
         }
     }
