@@ -573,6 +573,9 @@ async fn discover_ops(h: &mut HttpHost) -> Result<Vec<Op>, String> {
 #[derive(Default)]
 struct Tally {
     lat: Vec<Duration>,
+    /// Latencies by kind of request (MCP hosts only), to name the slow
+    /// ones.
+    by_op: BTreeMap<String, Vec<Duration>>,
     errors: BTreeMap<String, (u64, String)>,
     tool_errors: BTreeMap<String, (u64, String)>,
 }
@@ -592,6 +595,9 @@ impl Tally {
 
     fn merge(&mut self, o: Tally) {
         self.lat.extend(o.lat);
+        for (k, v) in o.by_op {
+            self.by_op.entry(k).or_default().extend(v);
+        }
         for (k, (n, w)) in o.errors {
             self.errors.entry(k).or_insert((0, w)).0 += n;
         }
@@ -651,6 +657,9 @@ async fn mcp_client(
             Ok(_) => Outcome::Ok,
             Err(e) => Outcome::Error(e),
         };
+        if !matches!(outcome, Outcome::Error(_)) {
+            t.by_op.entry(op.label.clone()).or_default().push(took);
+        }
         match outcome {
             Outcome::Ok => t.lat.push(took),
             Outcome::ToolError(w) => {
@@ -1398,6 +1407,22 @@ async fn run() -> bool {
         mcp.error_count(),
         mcp.tool_errors.values().map(|(n, _)| n).sum::<u64>()
     );
+    // The slowest kinds of MCP request by p99: where a host would wait.
+    let mut slow_ops: Vec<(Duration, Duration, usize, &String)> = mcp
+        .by_op
+        .iter_mut()
+        .map(|(k, v)| {
+            v.sort();
+            (pct(v, 0.99), pct(v, 0.5), v.len(), k)
+        })
+        .collect();
+    slow_ops.sort_by_key(|b| std::cmp::Reverse(b.0));
+    let slow_ops: Vec<String> = slow_ops
+        .iter()
+        .take(5)
+        .map(|(p99, p50, n, k)| format!("{k} p50 {:.0} / p99 {:.0} ms ({n})", ms(*p50), ms(*p99)))
+        .collect();
+    println!("    slowest by p99: {}", slow_ops.join("; "));
     println!(
         "  D-Bus calls   {:>8.0} req/s  {}  errors {}  typed errors {}",
         dbus_n as f64 / load_secs,
