@@ -12,8 +12,13 @@ pub fn init(verbosity: u8, default_quiet: bool) {
         (1, _) => "debug",
         _ => "trace",
     };
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("{level},zbus=warn,sqlx=warn")));
+    // wayland-backend logs a lost compositor connection as an error
+    // ("Io error: Broken pipe") at every compositor restart or logout; the
+    // Wayland source says the same with its context (and is marked
+    // unavailable), so the backend's own lines are off unless asked for.
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new(format!("{level},zbus=warn,sqlx=warn,wayland_backend=off"))
+    });
     let registry = tracing_subscriber::registry().with(filter);
     if std::env::var_os("JOURNAL_STREAM").is_some()
         && let Ok(journald) = tracing_journald::layer()

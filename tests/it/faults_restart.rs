@@ -171,6 +171,16 @@ async fn sources_restarted_while_read_come_back() {
             d.child.try_wait().expect("wait").is_none(),
             "the broker exited"
         );
+        // Everything the broker wrote meanwhile is its own log's, each line
+        // with a time and a level: no library prints raw lines into the
+        // user's journal (wayland-backend printed "Io error: Broken pipe"
+        // with eprintln at every compositor restart).
+        let err = d.stderr();
+        let raw: Vec<&str> = err
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with(|c: char| c.is_ascii_digit()))
+            .collect();
+        assert!(raw.is_empty(), "lines outside the log's format: {raw:?}");
     })
     .await
 }
