@@ -348,21 +348,26 @@ impl Output for WindowsView {
 
 /// The focused window (`id` `None`) or the window `id`.
 pub(crate) fn window(v: &WindowOneView, id: Option<&str>) -> Result<Rendered, Error> {
-    let line = v.window.as_ref().map(window_line);
-    let markdown = match (id, line) {
+    Ok(Rendered {
+        json: to_json(v)?,
+        markdown: window_markdown(v, id),
+    })
+}
+
+/// The text of [`window`] alone: `get_active_window`'s markdown is
+/// written on every call, and building the JSON for it too (to throw it
+/// away) was a tenth of what that call cost the broker.
+fn window_markdown(v: &WindowOneView, id: Option<&str>) -> String {
+    match (id, v.window.as_ref().map(window_line)) {
         (Some(id), Some(l)) => format!("# Window {id}\n\n{l}\n"),
         (None, Some(l)) => format!("# Focused window\n\n{l}\n"),
         (_, None) => "# Focused window\n\nNo window has focus.\n".into(),
-    };
-    Ok(Rendered {
-        json: to_json(v)?,
-        markdown,
-    })
+    }
 }
 
 impl Output for WindowOneView {
     fn markdown(&self) -> String {
-        window(self, None).map(|r| r.markdown).unwrap_or_default()
+        window_markdown(self, None)
     }
 }
 
