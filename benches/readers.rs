@@ -625,11 +625,16 @@ impl Mono {
 /// the focus and the other window's states, and MCP `updated`s), sorted.
 fn daemon_side(changes: &[Instant], written: &[Instant]) -> Vec<Duration> {
     let mut out = Vec::new();
+    // The last change's window is as long as the average one (what
+    // follows it, a profile's changes, is not its).
+    let spacing = match (changes.first(), changes.last()) {
+        (Some(a), Some(z)) if changes.len() > 1 => {
+            z.saturating_duration_since(*a) / (changes.len() - 1) as u32
+        }
+        _ => Duration::from_secs(2),
+    };
     for (i, b) in changes.iter().enumerate() {
-        let end = changes
-            .get(i + 1)
-            .copied()
-            .unwrap_or(*b + Duration::from_secs(2));
+        let end = changes.get(i + 1).copied().unwrap_or(*b + spacing);
         out.extend(
             written
                 .iter()
