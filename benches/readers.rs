@@ -93,10 +93,24 @@ impl Kind {
     }
 }
 
+/// What a notification was.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Tag {
+    /// A D-Bus `Changed` of a focus change naming this demo window.
+    Demo(usize),
+    /// An MCP `resources/updated` (it names only the resource).
+    Mcp,
+    /// The transport floor's own message (see [`Floor`]); the index is
+    /// the reader's among the floor's.
+    Floor,
+}
+
 /// What a reader reports: its index, when the notification arrived, and
-/// which demo window it names (`None`: an MCP notification, which names
-/// only the resource).
-type Seen = (usize, Instant, Option<usize>);
+/// what it was.
+type Seen = (usize, Instant, Tag);
+
+/// The transport floor's marker in what it sends.
+const FLOOR: &[u8] = b"floor-marker";
 
 fn has(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
@@ -148,7 +162,17 @@ impl Reader {
     }
 }
 
-async fn dbus_reader(address: &str, idx: usize, tx: mpsc::UnboundedSender<Seen>) -> Reader {
+/// A D-Bus subscriber: `idx` among every reader, `floor` among the
+/// transport floor's (see [`Floor`]). It adds the match rule a client's
+/// proxy adds for `Changed` (the bus daemon checks it for every signal),
+/// but reads the connection's every message as it arrives (a stamp on
+/// arrival, and the floor's signals, which come from another sender).
+/// Also returns its unique name and subscription path, for the floor.
+async fn dbus_reader(
+    address: &str,
+    (idx, floor): (usize, usize),
+    tx: mpsc::UnboundedSender<Seen>,
+) -> (Reader, (String, zbus::wire::OwnedObjectPath)) {
     let conn = zbus::connection::Builder::address(address)
         .build()
         .await
@@ -156,26 +180,54 @@ async fn dbus_reader(address: &str, idx: usize, tx: mpsc::UnboundedSender<Seen>)
     let ctx = Context1Proxy::new(&conn).await.expect("proxy");
     let path = ctx.subscribe(&CATEGORIES).await.expect("subscribe");
     let sub = Subscription1Proxy::builder(&conn)
-        .path(path)
+        .path(path.clone())
         .build()
         .await
         .expect("sub");
-    let mut changed = sub.receive_changed().await.expect("changed");
+    drop(sub);
+    let rule = zbus::MatchRule::builder()
+        .msg_type(zbus::message::Type::Signal)
+        .sender("org.contextd.Broker1")
+        .interface("org.contextd.Subscription1")
+        .member("Changed")
+        .path(path.clone())
+        .build()
+        .expect("match rule");
+    zbus::fdo::DBusProxy::new(&conn)
+        .await
+        .expect("bus proxy")
+        .add_match_rule(rule)
+        .await
+        .expect("AddMatch");
+    let mut stream = zbus::MessageStream::from(&conn);
     let task = tokio::spawn(async move {
-        while let Some(sig) = changed.next().await {
+        while let Some(Ok(msg)) = stream.next().await {
             let now = Instant::now();
-            let msg = sig.message();
+            if msg
+                .header()
+                .member()
+                .is_none_or(|m| m.as_str() != "Changed")
+            {
+                continue;
+            }
             let body = msg.body();
             let bytes: &[u8] = body.data();
-            if has(bytes, b"focus")
-                && let Some(d) = demo_in(bytes)
-                && tx.send((idx, now, Some(d))).is_err()
+            let seen = if has(bytes, FLOOR) {
+                Some((floor, now, Tag::Floor))
+            } else if has(bytes, b"focus") {
+                demo_in(bytes).map(|d| (idx, now, Tag::Demo(d)))
+            } else {
+                None
+            };
+            if let Some(seen) = seen
+                && tx.send(seen).is_err()
             {
                 return;
             }
         }
     });
-    Reader::DBus { _conn: conn, task }
+    let unique = conn.unique_name().expect("unique name").to_string();
+    (Reader::DBus { _conn: conn, task }, (unique, path))
 }
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
@@ -213,18 +265,30 @@ async fn stdio_reader(
             assert!(l.contains(r#""result""#), "{l}");
         }
     }
-    let task = tokio::spawn(async move {
-        while let Ok(Some(l)) = lines.next_line().await {
-            let now = Instant::now();
-            if has(l.as_bytes(), UPDATED) && tx.send((idx, now, None)).is_err() {
-                return;
-            }
-        }
-    });
+    let task = tokio::spawn(read_lines(lines, idx, tx));
     Reader::Stdio {
         _child: child,
         _stdin: stdin,
         task,
+    }
+}
+
+/// Stamp each line with `UPDATED` (the floor's as [`Tag::Floor`]).
+async fn read_lines<R: tokio::io::AsyncBufRead + Unpin>(
+    mut lines: tokio::io::Lines<R>,
+    idx: usize,
+    tx: mpsc::UnboundedSender<Seen>,
+) {
+    while let Ok(Some(l)) = lines.next_line().await {
+        let now = Instant::now();
+        let tag = if has(l.as_bytes(), FLOOR) {
+            Tag::Floor
+        } else {
+            Tag::Mcp
+        };
+        if has(l.as_bytes(), UPDATED) && tx.send((idx, now, tag)).is_err() {
+            return;
+        }
     }
 }
 
@@ -339,9 +403,20 @@ async fn http_reader(
     let mut session = HttpSession::connect(addr, auth).await;
     session.post(INITIALIZE).await;
     session.post(INITIALIZED).await;
-    let mut stream = session.stream().await;
+    let stream = session.stream().await;
     session.post(SUBSCRIBE).await;
-    let task = tokio::spawn(async move {
+    let task = tokio::spawn(read_events(stream, idx, tx));
+    Reader::Http { session, task }
+}
+
+/// Stamp each SSE event with `UPDATED` as it arrives (the floor's as
+/// [`Tag::Floor`]).
+async fn read_events(
+    mut stream: tokio::net::TcpStream,
+    idx: usize,
+    tx: mpsc::UnboundedSender<Seen>,
+) {
+    {
         let mut buf = vec![0u8; 16 * 1024];
         // The end of the previous read, in case a needle straddles two.
         let mut tail: Vec<u8> = Vec::new();
@@ -358,16 +433,20 @@ async fn http_reader(
                 hits += 1;
                 at += p + UPDATED.len();
             }
+            let tag = if has(&tail, FLOOR) {
+                Tag::Floor
+            } else {
+                Tag::Mcp
+            };
             for _ in 0..hits {
-                if tx.send((idx, now, None)).is_err() {
+                if tx.send((idx, now, tag)).is_err() {
                     return;
                 }
             }
             let keep = tail.len().saturating_sub(UPDATED.len());
             tail.drain(..keep.max(at));
         }
-    });
-    Reader::Http { session, task }
+    }
 }
 
 // ---------------------------------------------------------------- the daemon
@@ -411,19 +490,22 @@ impl Daemon {
             ("XDG_DATA_HOME".into(), d("data")),
             ("XDG_STATE_HOME".into(), d("state")),
             ("HOME".into(), d("")),
-            ("RUST_LOG".into(), "off".into()),
+            // Only when each reader's notification left the broker
+            // (the daemon's side of the fan-out; see `written`).
+            ("RUST_LOG".into(), "off,contextd::fanout=debug".into()),
         ]);
         if let Ok(t) = std::env::var("GLIBC_TUNABLES") {
             env.push(("GLIBC_TUNABLES".into(), t));
         }
         let url_file = PathBuf::from(get(&env, "XDG_RUNTIME_DIR")).join("contextd/mcp-http.url");
         let _ = std::fs::remove_file(&url_file);
+        let log = std::fs::File::create(dir.path().join("contextd.log")).expect("log");
         let proc = Proc(
             Command::new(env!("CARGO_BIN_EXE_contextd"))
                 .env_clear()
                 .envs(env.iter().cloned())
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(log)
                 .spawn()
                 .expect("spawn contextd"),
         );
@@ -443,13 +525,288 @@ impl Daemon {
     }
 
     async fn reader(&self, kind: Kind, idx: usize, tx: &mpsc::UnboundedSender<Seen>) -> Reader {
+        self.reader_at(kind, (idx, 0), tx).await.0
+    }
+
+    /// A reader, and for a D-Bus subscriber its unique name and path (the
+    /// floor's target); `floor` is its index among the floor's readers.
+    async fn reader_at(
+        &self,
+        kind: Kind,
+        (idx, floor): (usize, usize),
+        tx: &mpsc::UnboundedSender<Seen>,
+    ) -> (Reader, Option<(String, zbus::wire::OwnedObjectPath)>) {
         match kind {
             Kind::DBus => {
-                dbus_reader(&get(&self.env, "DBUS_SESSION_BUS_ADDRESS"), idx, tx.clone()).await
+                let (r, t) = dbus_reader(
+                    &get(&self.env, "DBUS_SESSION_BUS_ADDRESS"),
+                    (idx, floor),
+                    tx.clone(),
+                )
+                .await;
+                (r, Some(t))
             }
-            Kind::Http => http_reader(&self.http, &self.auth, idx, tx.clone()).await,
-            Kind::Stdio => stdio_reader(&self.env, idx, tx.clone()).await,
+            Kind::Http => (
+                http_reader(&self.http, &self.auth, idx, tx.clone()).await,
+                None,
+            ),
+            Kind::Stdio => (stdio_reader(&self.env, idx, tx.clone()).await, None),
         }
+    }
+
+    /// When the daemon wrote each notification of `transport` (`dbus`,
+    /// `stdio`, `http`), from its log: one instant per message.
+    fn written(&self, transport: &str, clock: &Mono) -> Vec<Instant> {
+        let log =
+            std::fs::read_to_string(self._dir.path().join("contextd.log")).unwrap_or_default();
+        let field = |l: &str, k: &str| -> Option<u64> {
+            let at = l.find(k)? + k.len();
+            l[at..]
+                .split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        };
+        let want = format!("transport=\"{transport}\"");
+        let want_bare = format!("transport={transport} ");
+        let mut out = Vec::new();
+        for l in log.lines() {
+            if !(l.contains(&want) || l.contains(&want_bare)) {
+                continue;
+            }
+            let (Some(n), Some(ns)) = (field(l, " n="), field(l, "at_ns=")) else {
+                continue;
+            };
+            let at = clock.instant(ns);
+            out.extend(std::iter::repeat_n(at, n as usize));
+        }
+        out
+    }
+}
+
+/// CLOCK_MONOTONIC (what `Instant` reads, in every process) against an
+/// `Instant`: the daemon's logged times as this process's instants.
+struct Mono {
+    at: Instant,
+    ns: u64,
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec to the pointer given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl Mono {
+    fn now() -> Mono {
+        let at = Instant::now();
+        Mono {
+            at,
+            ns: monotonic_ns(),
+        }
+    }
+
+    fn instant(&self, ns: u64) -> Instant {
+        if ns >= self.ns {
+            self.at + Duration::from_nanos(ns - self.ns)
+        } else {
+            self.at - Duration::from_nanos(self.ns - ns)
+        }
+    }
+}
+
+/// The daemon's side of each timed change: from the bare client's sight
+/// of it to each message the daemon wrote for it (every message until the
+/// next change: a focus change is three D-Bus changes, a window's states,
+/// the focus and the other window's states, and MCP `updated`s), sorted.
+fn daemon_side(changes: &[Instant], written: &[Instant]) -> Vec<Duration> {
+    let mut out = Vec::new();
+    // The last change's window is as long as the average one (what
+    // follows it, a profile's changes, is not its).
+    let spacing = match (changes.first(), changes.last()) {
+        (Some(a), Some(z)) if changes.len() > 1 => {
+            z.saturating_duration_since(*a) / (changes.len() - 1) as u32
+        }
+        _ => Duration::from_secs(2),
+    };
+    for (i, b) in changes.iter().enumerate() {
+        let end = changes.get(i + 1).copied().unwrap_or(*b + spacing);
+        out.extend(
+            written
+                .iter()
+                .filter(|w| **w >= *b && **w < end)
+                .map(|w| w.saturating_duration_since(*b)),
+        );
+    }
+    out.sort();
+    out
+}
+
+// ---------------------------------------------------------------- the floor
+
+/// The transport floor: the same N deliveries with nothing of the broker
+/// in them, to the same kind of reader, read by the same receive loops of
+/// this process. D-Bus: a plain zbus connection sends N unicast `Changed`
+/// signals (one `send_all`, as the broker writes them) through the same
+/// bus daemon to the same subscribers (their match rules in place).
+/// stdio: one line written to each of N relay processes (`cat`, as
+/// `contextctl mcp` relays the socket to its stdout), read from their
+/// stdout. HTTP: one SSE event written on each of N loopback TCP
+/// connections. Timed from before the first write.
+enum Floor {
+    DBus {
+        conn: zbus::Connection,
+        to: Vec<(String, zbus::wire::OwnedObjectPath)>,
+    },
+    Stdio {
+        _children: Vec<tokio::process::Child>,
+        to: Vec<tokio::process::ChildStdin>,
+        tasks: Vec<tokio::task::JoinHandle<()>>,
+    },
+    Http {
+        to: Vec<tokio::net::TcpStream>,
+        tasks: Vec<tokio::task::JoinHandle<()>>,
+    },
+}
+
+const FLOOR_LINE: &str = r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"context://windows/active"},"_meta":"floor-marker"}"#;
+
+impl Floor {
+    async fn dbus(address: &str, to: Vec<(String, zbus::wire::OwnedObjectPath)>) -> Floor {
+        let conn = zbus::connection::Builder::address(address)
+            .build()
+            .await
+            .expect("connect");
+        Floor::DBus { conn, to }
+    }
+
+    async fn stdio(n: usize, tx: &mpsc::UnboundedSender<Seen>) -> Floor {
+        let (mut children, mut to, mut tasks) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..n {
+            let mut c = tokio::process::Command::new("cat")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("cat");
+            to.push(c.stdin.take().expect("stdin"));
+            let lines = BufReader::new(c.stdout.take().expect("stdout")).lines();
+            tasks.push(tokio::spawn(read_lines(lines, i, tx.clone())));
+            children.push(c);
+        }
+        Floor::Stdio {
+            _children: children,
+            to,
+            tasks,
+        }
+    }
+
+    async fn http(n: usize, tx: &mpsc::UnboundedSender<Seen>) -> Floor {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let (mut to, mut tasks) = (Vec::new(), Vec::new());
+        for i in 0..n {
+            let c = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            c.set_nodelay(true).expect("nodelay");
+            let (s, _) = l.accept().await.expect("accept");
+            s.set_nodelay(true).expect("nodelay");
+            to.push(s);
+            tasks.push(tokio::spawn(read_events(c, i, tx.clone())));
+        }
+        Floor::Http { to, tasks }
+    }
+
+    /// One delivery to each target.
+    async fn fire(&mut self) {
+        match self {
+            Floor::DBus { conn, to } => {
+                let mut body: HashMap<&str, zbus::wire::Variant<'_>> = HashMap::new();
+                body.insert("event", "floor-marker".into());
+                body.insert("window", "org.contextd.Demo1 window of the floor".into());
+                let msgs: Vec<zbus::Message> = to
+                    .iter()
+                    .map(|(dest, path)| {
+                        zbus::Message::signal(path, "org.contextd.Subscription1", "Changed")
+                            .destination(dest.as_str())
+                            .build(&("windows", &body))
+                            .expect("signal")
+                    })
+                    .collect();
+                conn.send_all(&msgs).await.expect("send");
+            }
+            Floor::Stdio { to, .. } => {
+                let line = format!("{FLOOR_LINE}\n");
+                for w in to.iter_mut() {
+                    w.write_all(line.as_bytes()).await.expect("write");
+                }
+            }
+            Floor::Http { to, .. } => {
+                let ev = format!("event: message\nid: 0\ndata: {FLOOR_LINE}\n\n");
+                for w in to.iter_mut() {
+                    w.write_all(ev.as_bytes()).await.expect("write");
+                }
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Floor::DBus { to, .. } => to.len(),
+            Floor::Stdio { to, .. } => to.len(),
+            Floor::Http { to, .. } => to.len(),
+        }
+    }
+
+    fn close(self) {
+        match self {
+            Floor::DBus { .. } => {}
+            Floor::Stdio { tasks, .. } | Floor::Http { tasks, .. } => {
+                tasks.iter().for_each(|t| t.abort());
+            }
+        }
+    }
+
+    /// `CHANGES` deliveries to every target (after [`WARMUP`]): each
+    /// arrival's time since its send started, sorted.
+    async fn measure(&mut self, rx: &mut mpsc::UnboundedReceiver<Seen>) -> Vec<Duration> {
+        let n = self.len();
+        let mut out = Vec::new();
+        for i in 0..(WARMUP + CHANGES) {
+            while rx.try_recv().is_ok() {}
+            let t0 = Instant::now();
+            self.fire().await;
+            let mut first: Vec<Option<Instant>> = vec![None; n];
+            let mut left = n;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+            while left > 0 {
+                let Ok(Some((idx, at, tag))) = tokio::time::timeout_at(deadline, rx.recv()).await
+                else {
+                    break;
+                };
+                if tag != Tag::Floor || idx >= n || first[idx].is_some() {
+                    continue;
+                }
+                first[idx] = Some(at);
+                left -= 1;
+            }
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            if i >= WARMUP {
+                out.extend(
+                    first
+                        .into_iter()
+                        .flatten()
+                        .map(|a| a.saturating_duration_since(t0)),
+                );
+            }
+        }
+        out.sort();
+        out
     }
 }
 
@@ -487,6 +844,11 @@ impl Driver {
     }
 }
 
+/// What [`measure`] gives: each reader's latency per change, by kind;
+/// how many notifications were missed within 2 s; when the bare client
+/// saw each timed change.
+type Measured = (HashMap<Kind, Vec<Duration>>, usize, Vec<Instant>);
+
 /// `changes` focus changes (after `warmup`) seen by the readers whose
 /// kinds are `kinds` (by index); each reader's latency per change, by
 /// kind. Changes a reader missed within 2 s are counted.
@@ -495,9 +857,10 @@ async fn measure(
     rx: &mut mpsc::UnboundedReceiver<Seen>,
     kinds: &[Kind],
     (warmup, changes): (usize, usize),
-) -> (HashMap<Kind, Vec<Duration>>, usize) {
+) -> Measured {
     let mut out: HashMap<Kind, Vec<Duration>> = HashMap::new();
     let mut missed = 0;
+    let mut timed = Vec::new();
     for i in 0..(warmup + changes) {
         while rx.try_recv().is_ok() {}
         let (target, bare_at) = driver.change();
@@ -505,11 +868,16 @@ async fn measure(
         let mut left = kinds.len();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
         while left > 0 {
-            let Ok(Some((idx, at, demo))) = tokio::time::timeout_at(deadline, rx.recv()).await
+            let Ok(Some((idx, at, tag))) = tokio::time::timeout_at(deadline, rx.recv()).await
             else {
                 break;
             };
-            if demo.is_some_and(|d| d != target) || first[idx].is_some() {
+            let ours = match tag {
+                Tag::Demo(d) => d == target,
+                Tag::Mcp => true,
+                Tag::Floor => false,
+            };
+            if !ours || idx >= first.len() || first[idx].is_some() {
                 continue;
             }
             first[idx] = Some(at);
@@ -526,6 +894,7 @@ async fn measure(
             missed += kinds.len();
             continue;
         };
+        timed.push(bare_at);
         for (idx, at) in first.into_iter().enumerate() {
             match at {
                 Some(at) => out
@@ -539,7 +908,7 @@ async fn measure(
     for v in out.values_mut() {
         v.sort();
     }
-    (out, missed)
+    (out, missed, timed)
 }
 
 /// What one round gave.
@@ -559,9 +928,18 @@ struct Round {
     missed: usize,
     created: Duration,
     profile: Vec<String>,
+    /// CPU per focus change during the fan-out, µs: this bench's own
+    /// process (its 250 readers' receive loops).
+    bench_cpu: f64,
+    /// Per kind, the parts, p99 each: the daemon's side (bare client to
+    /// each message written, from its log) with all and alone; the
+    /// transport floor with N readers and with one.
+    daemon: HashMap<Kind, (Duration, Duration)>,
+    floor: HashMap<Kind, (Duration, Duration)>,
 }
 
 async fn round(session: &[(String, String)], driver: &mut Driver, profile: bool) -> Round {
+    let clock = Mono::now();
     let d = Daemon::start(session).await;
     let pid = d.pid();
     let (tx, mut rx) = mpsc::unbounded_channel::<Seen>();
@@ -611,8 +989,11 @@ async fn round(session: &[(String, String)], driver: &mut Driver, profile: bool)
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let rss1 = rss_kib(pid);
-    for _ in 0..SUBSCRIBERS {
-        readers.push(d.reader(Kind::DBus, kinds.len(), &tx).await);
+    let mut targets = Vec::new();
+    for i in 0..SUBSCRIBERS {
+        let (r, t) = d.reader_at(Kind::DBus, (kinds.len(), i), &tx).await;
+        readers.push(r);
+        targets.extend(t);
         kinds.push(Kind::DBus);
     }
     let created = t.elapsed();
@@ -629,32 +1010,90 @@ async fn round(session: &[(String, String)], driver: &mut Driver, profile: bool)
         )
         .await
         .unwrap_or(0);
-    let cpu0 = (cpu_ticks(pid), cpu_ticks(bus_pid));
-    let (fan_all, mut missed) = measure(driver, &mut rx, &kinds, (WARMUP, CHANGES)).await;
+    let me = std::process::id();
+    let cpu0 = (cpu_ticks(pid), cpu_ticks(bus_pid), cpu_ticks(me));
+    let (fan_all, mut missed, timed_all) =
+        measure(driver, &mut rx, &kinds, (WARMUP, CHANGES)).await;
     let ticks = |t: u64| t as f64 * 10_000.0 / (WARMUP + CHANGES) as f64;
     let cpu = (
         ticks(cpu_ticks(pid) - cpu0.0),
         ticks(cpu_ticks(bus_pid) - cpu0.1),
     );
+    let bench_cpu = ticks(cpu_ticks(me) - cpu0.2);
     let profile = if profile {
         let (_, p) = profiled(pid, measure(driver, &mut rx, &kinds, (0, 20))).await;
+        let (_, b) = profiled(bus_pid, measure(driver, &mut rx, &kinds, (0, 20))).await;
+        let mut p = p;
+        p.push("-- the bus daemon:".into());
+        p.extend(b);
         p
     } else {
         Vec::new()
     };
+    // The daemon's side: when it wrote each message, from its log.
+    let written: HashMap<Kind, Vec<Instant>> = [
+        (Kind::DBus, d.written("dbus", &clock)),
+        (Kind::Stdio, d.written("stdio", &clock)),
+        (Kind::Http, d.written("http", &clock)),
+    ]
+    .into_iter()
+    .collect();
+    let mut daemon_all: HashMap<Kind, Duration> = HashMap::new();
+    for kind in KINDS {
+        let v = daemon_side(&timed_all, &written[&kind]);
+        daemon_all.insert(kind, pct(&v, 0.99));
+    }
+    // The transport floor with as many readers of each kind.
+    let mut floor_n: HashMap<Kind, Duration> = HashMap::new();
+    let mut fl = Floor::dbus(&get(&d.env, "DBUS_SESSION_BUS_ADDRESS"), targets).await;
+    floor_n.insert(Kind::DBus, pct(&fl.measure(&mut rx).await, 0.99));
+    fl.close();
     for r in readers {
         r.close().await;
     }
+    for (kind, n) in [(Kind::Stdio, STDIO), (Kind::Http, HTTP)] {
+        let mut fl = if kind == Kind::Stdio {
+            Floor::stdio(n, &tx).await
+        } else {
+            Floor::http(n, &tx).await
+        };
+        floor_n.insert(kind, pct(&fl.measure(&mut rx).await, 0.99));
+        fl.close();
+    }
     tokio::time::sleep(Duration::from_millis(300)).await;
 
-    // Then one reader of each kind alone: the floor, in the same round.
+    // Then one reader of each kind alone: the floor, in the same round;
+    // the daemon's side of it and the transport floor with one reader.
     let mut alone = HashMap::new();
+    let mut daemon = HashMap::new();
+    let mut floor = HashMap::new();
     for kind in KINDS {
-        let r = d.reader(kind, 0, &tx).await;
-        let (m, n) = measure(driver, &mut rx, &[kind], (WARMUP, CHANGES)).await;
+        let (r, target) = d.reader_at(kind, (0, 0), &tx).await;
+        let (m, n, timed) = measure(driver, &mut rx, &[kind], (WARMUP, CHANGES)).await;
         missed += n;
         let v = m.get(&kind).cloned().unwrap_or_default();
         alone.insert(kind, (pct(&v, 0.5), pct(&v, 0.99)));
+        let tag = match kind {
+            Kind::DBus => "dbus",
+            Kind::Stdio => "stdio",
+            Kind::Http => "http",
+        };
+        let one = pct(&daemon_side(&timed, &d.written(tag, &clock)), 0.99);
+        daemon.insert(kind, (daemon_all[&kind], one));
+        let mut fl = match kind {
+            Kind::DBus => {
+                Floor::dbus(
+                    &get(&d.env, "DBUS_SESSION_BUS_ADDRESS"),
+                    target.into_iter().collect(),
+                )
+                .await
+            }
+            Kind::Stdio => Floor::stdio(1, &tx).await,
+            Kind::Http => Floor::http(1, &tx).await,
+        };
+        let f1 = pct(&fl.measure(&mut rx).await, 0.99);
+        fl.close();
+        floor.insert(kind, (floor_n[&kind], f1));
         r.close().await;
     }
     let mut all: Vec<Duration> = fan_all.values().flatten().copied().collect();
@@ -676,6 +1115,9 @@ async fn round(session: &[(String, String)], driver: &mut Driver, profile: bool)
         missed,
         created,
         profile,
+        bench_cpu,
+        daemon,
+        floor,
     }
 }
 
@@ -729,8 +1171,8 @@ async fn run() {
             r.per_sub_kib
         );
         println!(
-            "    CPU per focus change with all 250: daemon {:.0} µs, bus daemon {:.0} µs",
-            r.cpu.0, r.cpu.1
+            "    CPU per focus change with all 250: daemon {:.0} µs, bus daemon {:.0} µs, this bench's readers {:.0} µs",
+            r.cpu.0, r.cpu.1, r.bench_cpu
         );
         for kind in KINDS {
             let (f50, f99) = r.fan.get(&kind).copied().unwrap_or_default();
@@ -743,6 +1185,18 @@ async fn run() {
                 us(a50),
                 us(a99),
                 us(f99) / us(a99).max(1.0)
+            );
+            let (dn, d1) = r.daemon.get(&kind).copied().unwrap_or_default();
+            let (fnn, f1) = r.floor.get(&kind).copied().unwrap_or_default();
+            println!(
+                "      parts: daemon wrote (bare client to each message written) p99 {:>8.1} µs, alone {:>7.1} µs ({:.2}x) | transport floor p99 {:>8.1} µs, one reader {:>7.1} µs ({:.2}x) | fan-out p99 / floor p99 {:.2}x",
+                us(dn),
+                us(d1),
+                us(dn) / us(d1).max(1.0),
+                us(fnn),
+                us(f1),
+                us(fnn) / us(f1).max(1.0),
+                us(f99) / us(fnn).max(1.0)
             );
         }
         println!(
@@ -794,4 +1248,46 @@ async fn run() {
             verdict(median(&ratios) <= 3.0)
         );
     }
+    println!("  the parts of it (min/median/max of {ROUNDS} rounds; p99 each):");
+    let part = |f: &dyn Fn(&Round) -> f64| -> String {
+        spread(&rounds.iter().map(f).collect::<Vec<f64>>())
+    };
+    let p = |x: Duration| us(x).max(1.0);
+    for kind in KINDS {
+        let n = match kind {
+            Kind::DBus => SUBSCRIBERS,
+            Kind::Http => HTTP,
+            Kind::Stdio => STDIO,
+        };
+        let get2 =
+            |m: &HashMap<Kind, (Duration, Duration)>| m.get(&kind).copied().unwrap_or_default();
+        println!(
+            "    {:<20} in the daemon (to each message written), all vs alone: {}",
+            kind.name(),
+            part(&|r| us(get2(&r.daemon).0) / p(get2(&r.daemon).1))
+        );
+        println!(
+            "    {:<20} transport floor, {n} deliveries vs one (no broker): {}",
+            kind.name(),
+            part(&|r| us(get2(&r.floor).0) / p(get2(&r.floor).1))
+        );
+        println!(
+            "    {:<20} fan-out p99 with all 250 vs the transport floor's with {n}: {}",
+            kind.name(),
+            part(&|r| us(get2(&r.fan).1) / p(get2(&r.floor).0))
+        );
+    }
+    let cpu = |f: &dyn Fn(&Round) -> f64| -> String {
+        let (a, m, b) = min_median_max(&rounds.iter().map(f).collect::<Vec<f64>>());
+        format!("min {a:.0} µs  median {m:.0} µs  max {b:.0} µs")
+    };
+    println!("    CPU per focus change, daemon: {}", cpu(&|r| r.cpu.0));
+    println!(
+        "    CPU per focus change, bus daemon: {}",
+        cpu(&|r| r.cpu.1)
+    );
+    println!(
+        "    CPU per focus change, this bench's readers: {}",
+        cpu(&|r| r.bench_cpu)
+    );
 }

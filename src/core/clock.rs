@@ -43,3 +43,20 @@ impl Clock for ManualClock {
         *self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
+
+/// CLOCK_MONOTONIC now, in nanoseconds: the same clock in every process
+/// of the machine (what `std::time::Instant` reads), for debug logs that
+/// another process lines up with its own times (`make bench`'s readers
+/// bench: when the broker wrote each reader's notification).
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec to the pointer given;
+    // CLOCK_MONOTONIC is always there on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}

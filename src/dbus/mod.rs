@@ -178,6 +178,13 @@ pub(crate) async fn serve(
         indicator: indicator1::IndicatorState::default(),
     });
 
+    // The subscriptions' signals, written together (subscription::Outbox).
+    level.spawn(subscription::write_signals(
+        conn.clone(),
+        shared.subs.clone(),
+        level.token(),
+    ));
+
     // Peers leaving: forget their identity, drop their subscriptions and
     // agents, retract what they published.
     let mut owner_changes = dbus.receive_name_owner_changed().await?;

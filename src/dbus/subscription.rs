@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use zbus::message::Header;
-use zbus::names::BusName;
 use zbus::object_server::SignalEmitter;
 use zbus::wire::{OwnedObjectPath, Variant};
 use zbus::{Connection, interface};
@@ -37,6 +36,103 @@ pub(crate) struct Subscriptions {
     inner: Mutex<BTreeMap<u64, Entry>>,
     next: Mutex<u64>,
     bodies: Bodies,
+    outbox: Outbox,
+}
+
+/// At most this many signals wait in the [`Outbox`]; a subscription's
+/// task waits for room beyond it (and its feed then lags, as it did when
+/// each task waited on the socket itself).
+const OUTBOX_LIMIT: usize = 1024;
+
+/// The signals of every subscription, in the order their tasks made them,
+/// written to the bus by one task ([`write_signals`]) as few writes at a
+/// time as the socket takes (`Connection::send_all`).
+///
+/// Why: one change reaches every subscriber as a signal of its own
+/// (unicast, rendered for its grants). When each subscription's task
+/// awaited its own `send`, 200 subscribers of one focus change were 200
+/// turns at the connection's write lock and 200 writes, one after the
+/// other, and the last subscriber waited for all of them (issue 33). Now
+/// a task only renders and queues; whichever signals are queued when the
+/// writer runs go out together. Each subscription's signals keep their
+/// order (one queue, one writer), `Revoked` and `Lagged` included.
+#[derive(Debug, Default)]
+struct Outbox {
+    queue: Mutex<Vec<zbus::Message>>,
+    /// Something was queued (a permit is kept when the writer is busy).
+    ready: tokio::sync::Notify,
+    /// The writer took the queue: there is room again.
+    room: tokio::sync::Notify,
+    /// The writer stopped (shutdown): nothing is queued any more.
+    closed: std::sync::atomic::AtomicBool,
+}
+
+impl Outbox {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<zbus::Message>> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queue `msg` for the writer, waiting while the outbox is full;
+    /// `false` once the writer has stopped.
+    async fn push(&self, msg: zbus::Message) -> bool {
+        use std::sync::atomic::Ordering;
+        loop {
+            let room = self.room.notified();
+            if self.closed.load(Ordering::Acquire) {
+                return false;
+            }
+            {
+                let mut q = self.lock();
+                if q.len() < OUTBOX_LIMIT {
+                    q.push(msg);
+                    break;
+                }
+            }
+            room.await;
+        }
+        self.ready.notify_one();
+        true
+    }
+}
+
+/// Write what the subscriptions queue (see [`Outbox`]) until `cancel`.
+pub(crate) async fn write_signals(
+    conn: Connection,
+    subs: Arc<Subscriptions>,
+    cancel: CancellationToken,
+) {
+    use std::sync::atomic::Ordering;
+    let outbox = &subs.outbox;
+    let mut batch: Vec<zbus::Message> = Vec::new();
+    loop {
+        std::mem::swap(&mut batch, &mut *outbox.lock());
+        if batch.is_empty() {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = outbox.ready.notified() => continue,
+            }
+        }
+        outbox.room.notify_waiters();
+        let sent = tokio::select! {
+            _ = cancel.cancelled() => break,
+            r = conn.send_all(&batch) => r,
+        };
+        if let Err(err) = sent {
+            tracing::debug!(error = %err, n = batch.len(), "cannot send subscription signals");
+        }
+        // For `make bench`'s readers bench: when each reader's signal
+        // left the broker (CLOCK_MONOTONIC, comparable across processes).
+        tracing::debug!(
+            target: "contextd::fanout",
+            transport = "dbus",
+            n = batch.len(),
+            at_ns = crate::core::clock::monotonic_ns(),
+            "written"
+        );
+        batch.clear();
+    }
+    outbox.closed.store(true, Ordering::Release);
+    outbox.room.notify_waiters();
 }
 
 /// How many distinct `Changed` bodies [`Bodies`] keeps.
@@ -269,12 +365,6 @@ pub(crate) async fn drop_owner(conn: &Connection, subs: &Subscriptions, owner: &
     remove_paths(conn, paths).await;
 }
 
-fn emitter_for<'a>(conn: &Connection, e: &'a Entry) -> Option<SignalEmitter<'a>> {
-    let dest = BusName::try_from(e.owner.as_str()).ok()?;
-    let em = SignalEmitter::new(conn, e.path.as_ref()).ok()?;
-    Some(em.set_destination(dest))
-}
-
 /// Forward one subscription's feed as its signals, until it is
 /// unsubscribed, its owner leaves, it loses consent, the user ends it, or
 /// the broker stops. Each change comes rendered for what the subscriber
@@ -293,9 +383,6 @@ async fn forward(
             item = watch.next() => item,
         };
         let Some(item) = item else { break };
-        let Some(em) = emitter_for(&conn, &e) else {
-            break;
-        };
         match item {
             Item::Changed { category, view, .. } => {
                 let msg = subs
@@ -304,8 +391,8 @@ async fn forward(
                     .and_then(|body| changed_message(&conn, &e, &body));
                 match msg {
                     Ok(msg) => {
-                        if let Err(err) = conn.send(&msg).await {
-                            tracing::debug!(error = %err, owner = %e.owner, "cannot send Changed");
+                        if !subs.outbox.push(msg).await {
+                            break;
                         }
                     }
                     Err(err) => tracing::warn!(error = %err, "cannot put a change on D-Bus"),
@@ -316,19 +403,26 @@ async fn forward(
                     missed,
                     "a subscription fell behind; it is told to read again"
                 );
-                if let Err(err) = Subscription::lagged(&em).await {
-                    tracing::debug!(error = %err, owner = %e.owner, "cannot send Lagged");
+                match signal(&conn, &e, "Lagged", &()) {
+                    Ok(msg) => {
+                        if !subs.outbox.push(msg).await {
+                            break;
+                        }
+                    }
+                    Err(err) => {
+                        tracing::debug!(error = %err, owner = %e.owner, "cannot send Lagged")
+                    }
                 }
             }
             Item::Revoked { category } => {
                 let reason = format!("consent for '{category}' was withdrawn");
-                end(&conn, &subs, id, &em, &category, &reason).await;
+                end(&conn, &subs, id, &e, &category, &reason).await;
                 tracing::info!(%app, %category, "subscription revoked");
                 break;
             }
             Item::EndedByUser => {
                 if let Some(c) = &first {
-                    end(&conn, &subs, id, &em, c, "the user ended this subscription").await;
+                    end(&conn, &subs, id, &e, c, "the user ended this subscription").await;
                     tracing::info!(%app, category = %c, "subscription revoked");
                 } else {
                     let gone = subs.lock().remove(&id).map(|e| e.path);
@@ -358,21 +452,39 @@ fn changed_message(conn: &Connection, e: &Entry, body: &[u8]) -> Result<zbus::Me
     Ok(msg)
 }
 
+/// Subscription1 signal `member` with `body`, to `e`'s owner on `e`'s
+/// path.
+fn signal<B>(conn: &Connection, e: &Entry, member: &str, body: &B) -> Result<zbus::Message>
+where
+    B: serde::Serialize + zbus::wire::DynamicType,
+{
+    let mut b = zbus::Message::signal(e.path.as_ref(), "org.contextd.Subscription1", member)
+        .destination(e.owner.as_str());
+    if let Some(us) = conn.unique_name() {
+        b = b.sender(us.as_ref());
+    }
+    Ok(b.build(body)?)
+}
+
 /// End subscription `id` with `Revoked` (unless it is gone already: an
-/// `Unsubscribe` came first) and remove its object.
+/// `Unsubscribe` came first) and remove its object. `Revoked` goes
+/// through the outbox, after every `Changed` queued before it.
 async fn end(
     conn: &Connection,
     subs: &Subscriptions,
     id: u64,
-    em: &SignalEmitter<'_>,
+    e: &Entry,
     category: &Category,
     reason: &str,
 ) {
-    let Some(e) = subs.lock().remove(&id) else {
+    let Some(gone) = subs.lock().remove(&id) else {
         return;
     };
-    if let Err(err) = Subscription::revoked(em, &category.to_string(), reason).await {
-        tracing::debug!(error = %err, "cannot send Revoked");
+    match signal(conn, e, "Revoked", &(category.to_string(), reason)) {
+        Ok(msg) => {
+            subs.outbox.push(msg).await;
+        }
+        Err(err) => tracing::debug!(error = %err, "cannot send Revoked"),
     }
-    remove_paths(conn, vec![e.path]).await;
+    remove_paths(conn, vec![gone.path]).await;
 }

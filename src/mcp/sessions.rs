@@ -480,7 +480,20 @@ impl Stream for Events {
         if let Some(m) = self.replay.next() {
             return Poll::Ready(Some(m));
         }
-        self.rx.poll_recv(cx)
+        let polled = self.rx.poll_recv(cx);
+        if let Poll::Ready(Some(_)) = &polled {
+            // For `make bench`'s readers bench: when this event went to
+            // the HTTP connection (CLOCK_MONOTONIC, comparable across
+            // processes).
+            tracing::debug!(
+                target: "contextd::fanout",
+                transport = "http",
+                n = 1,
+                at_ns = crate::core::clock::monotonic_ns(),
+                "written"
+            );
+        }
+        polled
     }
 }
 

@@ -578,6 +578,15 @@ async fn write_lines<W: AsyncWrite + Unpin>(
             tracing::debug!(error = %e, "MCP socket write failed");
             break;
         }
+        // For `make bench`'s readers bench: when this line left the
+        // broker (CLOCK_MONOTONIC, comparable across processes).
+        tracing::debug!(
+            target: "contextd::fanout",
+            transport = "stdio",
+            n = 1,
+            at_ns = crate::core::clock::monotonic_ns(),
+            "written"
+        );
     }
     let _ = write.shutdown().await;
 }
