@@ -492,7 +492,7 @@ impl Daemon {
             ("HOME".into(), d("")),
             // Only when each reader's notification left the broker
             // (the daemon's side of the fan-out; see `written`).
-            ("RUST_LOG".into(), "off,contextd::fanout=debug".into()),
+            ("RUST_LOG".into(), "off,contextd::fanout=trace".into()),
         ]);
         if let Ok(t) = std::env::var("GLIBC_TUNABLES") {
             env.push(("GLIBC_TUNABLES".into(), t));

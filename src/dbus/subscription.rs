@@ -122,7 +122,7 @@ pub(crate) async fn write_signals(
         }
         // For `make bench`'s readers bench: when each reader's signal
         // left the broker (CLOCK_MONOTONIC, comparable across processes).
-        tracing::debug!(
+        tracing::trace!(
             target: "contextd::fanout",
             transport = "dbus",
             n = batch.len(),

@@ -485,7 +485,7 @@ impl Stream for Events {
             // For `make bench`'s readers bench: when this event went to
             // the HTTP connection (CLOCK_MONOTONIC, comparable across
             // processes).
-            tracing::debug!(
+            tracing::trace!(
                 target: "contextd::fanout",
                 transport = "http",
                 n = 1,

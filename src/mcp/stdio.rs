@@ -580,7 +580,7 @@ async fn write_lines<W: AsyncWrite + Unpin>(
         }
         // For `make bench`'s readers bench: when this line left the
         // broker (CLOCK_MONOTONIC, comparable across processes).
-        tracing::debug!(
+        tracing::trace!(
             target: "contextd::fanout",
             transport = "stdio",
             n = 1,
