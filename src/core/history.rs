@@ -276,10 +276,11 @@ pub(crate) struct Recorder {
     /// device node at once is one use of the camera, not two.
     streams: HashMap<String, OpenStream>,
     session: HashMap<HistoryKind, i64>,
-    /// The document or task each app published, and its name. By the
-    /// app's shared id, not a copy of it: with a thousand publishers the
+    /// The document or task each app published (its row, and the entry,
+    /// whose name is the row's). By the app's shared id and the entry's
+    /// shared text, not copies of them: with a thousand publishers the
     /// copies weighed more than the table.
-    provided: HashMap<(crate::model::AppId, HistoryKind), (i64, Option<String>)>,
+    provided: HashMap<(crate::model::AppId, HistoryKind), (i64, crate::model::ProvidedData)>,
     paused: bool,
 }
 
@@ -457,9 +458,17 @@ impl Recorder {
                     .then(|| crate::core::vocabulary::title(&context.data))
                     .flatten();
                 let key = (context.app_id.clone(), hk);
-                let open = self.provided.get(&key).cloned();
-                let keep = matches!((&open, &name), (Some((_, a)), Some(b)) if a.as_deref() == Some(b.as_str()));
+                let open = self
+                    .provided
+                    .get(&key)
+                    .map(|(id, data)| (*id, crate::core::vocabulary::title(data)));
+                let keep = matches!((&open, &name), (Some((_, Some(a))), Some(b)) if a == b);
                 if keep {
+                    // The same name: the row goes on, with the newest entry
+                    // (the one before may go).
+                    if let Some(o) = self.provided.get_mut(&key) {
+                        o.1 = context.data.clone();
+                    }
                     return out;
                 }
                 if let Some((id, _)) = open {
@@ -488,7 +497,7 @@ impl Recorder {
                     },
                     &mut out,
                 );
-                self.provided.insert(key, (id, Some(name)));
+                self.provided.insert(key, (id, context.data.clone()));
             }
             Change::RecentDocuments { new, .. } => {
                 // A point per file used since the last list: by name (a

@@ -68,10 +68,20 @@ enum Slot {
     Gone,
 }
 
-/// An interval opened and not closed yet, as far as closing it needs.
+/// An interval opened and not closed yet, as far as closing it needs: its
+/// kind, and a focus interval's app id and title (what [`Pending::resume`]
+/// compares). Other kinds keep no copy of their names: a thousand apps'
+/// open documents and tasks held two strings each, in a map of wide slots,
+/// for nothing (heaptrack, the provider bench).
 #[derive(Debug)]
 struct Open {
     kind: HistoryKind,
+    focus: Option<Box<Named>>,
+}
+
+/// A focus interval's app id and title.
+#[derive(Debug)]
+struct Named {
     app_id: Option<String>,
     title: Option<String>,
 }
@@ -144,12 +154,17 @@ impl Pending {
             return;
         }
         if e.end.is_none() {
+            let focus = (e.kind == HistoryKind::Focus).then(|| {
+                Box::new(Named {
+                    app_id: e.app_id.clone(),
+                    title: e.title.clone(),
+                })
+            });
             self.open.insert(
                 e.id,
                 Open {
                     kind: e.kind,
-                    app_id: e.app_id.clone(),
-                    title: e.title.clone(),
+                    focus,
                 },
             );
         }
@@ -189,8 +204,10 @@ impl Pending {
             ended.id,
             Open {
                 kind: HistoryKind::Focus,
-                app_id: ended.app_id,
-                title: ended.title,
+                focus: Some(Box::new(Named {
+                    app_id: ended.app_id,
+                    title: ended.title,
+                })),
             },
         );
         self.continues.insert(e.id, ended.id);
@@ -209,6 +226,7 @@ impl Pending {
             return;
         };
         let focus = open.kind == HistoryKind::Focus;
+        let named = open.focus.map(|n| *n);
         let at = match self.rows.get(&id) {
             Some(&at) => {
                 let Some(Slot::Row(r)) = self.slots.get_mut(at - self.base) else {
@@ -231,12 +249,12 @@ impl Pending {
                 self.base + self.slots.len() - 1
             }
         };
-        if focus {
+        if let Some(Named { app_id, title }) = named {
             self.ended = Some(Ended {
                 id,
                 at,
-                app_id: open.app_id,
-                title: open.title,
+                app_id,
+                title,
                 end,
             });
         }
