@@ -276,11 +276,19 @@ pub(crate) struct Recorder {
     /// device node at once is one use of the camera, not two.
     streams: HashMap<String, OpenStream>,
     session: HashMap<HistoryKind, i64>,
-    /// The document or task each app published, and its name. By the
-    /// app's shared id, not a copy of it: with a thousand publishers the
-    /// copies weighed more than the table.
-    provided: HashMap<(crate::model::AppId, HistoryKind), (i64, Option<String>)>,
+    /// The document and the task each app published (each its row, and
+    /// the entry, whose name is the row's), by [`provided_slot`]. By the
+    /// app's shared id and the entry's shared text, not copies of them,
+    /// and one key per app, not per app and kind: with a thousand
+    /// publishers the copies weighed more than the table.
+    provided: HashMap<crate::model::AppId, [Option<(i64, crate::model::ProvidedData)>; 2]>,
     paused: bool,
+}
+
+/// Where [`Recorder`] keeps an app's row of a provided kind: its
+/// document, or its task (the only provided kinds the timeline records).
+fn provided_slot(kind: HistoryKind) -> usize {
+    usize::from(kind == HistoryKind::Task)
 }
 
 impl Recorder {
@@ -318,8 +326,10 @@ impl Recorder {
         for (_, id) in self.session.drain() {
             out.push(HistoryOp::Close { id, end: now });
         }
-        for (_, (id, _)) in self.provided.drain() {
-            out.push(HistoryOp::Close { id, end: now });
+        for (_, rows) in self.provided.drain() {
+            for (id, _) in rows.into_iter().flatten() {
+                out.push(HistoryOp::Close { id, end: now });
+            }
         }
         out
     }
@@ -456,14 +466,33 @@ impl Recorder {
                 let name = (*kind != ChangeKind::Closed)
                     .then(|| crate::core::vocabulary::title(&context.data))
                     .flatten();
-                let key = (context.app_id.clone(), hk);
-                let open = self.provided.get(&key).cloned();
-                let keep = matches!((&open, &name), (Some((_, a)), Some(b)) if a.as_deref() == Some(b.as_str()));
+                let app = &context.app_id;
+                let slot = provided_slot(hk);
+                let open = self
+                    .provided
+                    .get(app)
+                    .and_then(|rows| rows[slot].as_ref())
+                    .map(|(id, data)| (*id, crate::core::vocabulary::title(data)));
+                let keep = matches!((&open, &name), (Some((_, Some(a))), Some(b)) if a == b);
                 if keep {
+                    // The same name: the row goes on, with the newest entry
+                    // (the one before may go).
+                    if let Some((_, data)) = self
+                        .provided
+                        .get_mut(app)
+                        .and_then(|rows| rows[slot].as_mut())
+                    {
+                        *data = context.data.clone();
+                    }
                     return out;
                 }
                 if let Some((id, _)) = open {
-                    self.provided.remove(&key);
+                    if let Some(rows) = self.provided.get_mut(app) {
+                        rows[slot] = None;
+                        if rows.iter().all(Option::is_none) {
+                            self.provided.remove(app);
+                        }
+                    }
                     out.push(HistoryOp::Close { id, end: now });
                 }
                 let Some(name) = name else {
@@ -488,7 +517,8 @@ impl Recorder {
                     },
                     &mut out,
                 );
-                self.provided.insert(key, (id, Some(name)));
+                self.provided.entry(app.clone()).or_default()[slot] =
+                    Some((id, context.data.clone()));
             }
             Change::RecentDocuments { new, .. } => {
                 // A point per file used since the last list: by name (a

@@ -510,7 +510,8 @@ impl Core {
         {
             let inner = self.providers.lock();
             self.state.read(|s| {
-                for ((app, kind), p) in &s.provided {
+                for (app, p) in s.provided.iter() {
+                    let kind = &p.kind;
                     let since = inner.shown(app, kind).map_or(p.updated, |(_, e)| e.since);
                     by_app
                         .entry(app.clone())

@@ -497,7 +497,7 @@ impl Core {
     /// The kinds apps publish now, sorted, each once.
     pub(crate) fn provided_kinds(&self) -> Vec<String> {
         self.state.read(|s| {
-            let mut k: Vec<String> = s.provided.keys().map(|(_, k)| k.to_string()).collect();
+            let mut k: Vec<String> = s.provided.iter().map(|(_, e)| e.kind.to_string()).collect();
             k.sort();
             k.dedup();
             k

@@ -8,14 +8,17 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::broadcast;
 
+mod provided;
+
 use super::captures::CaptureLog;
 pub(crate) use super::change::{Change, ChangeKind};
 use super::clock::Clock;
 use super::event::SourceEvent;
 use crate::model::{
-    AppId, Location, MediaStream, Network, Notification, Power, ProvidedContext, RecentDocument,
-    Selection, SessionState, SourceStatus, Window,
+    Location, MediaStream, Network, Notification, Power, RecentDocument, Selection, SessionState,
+    SourceStatus, Window,
 };
+pub(crate) use provided::{Provided, ProvidedEntry};
 
 /// How many focus changes the core remembers.
 pub(crate) const FOCUS_HISTORY_LEN: usize = 100;
@@ -49,7 +52,8 @@ pub(crate) struct Snapshot {
     pub(crate) power: Option<Power>,
     pub(crate) network: Option<Network>,
     pub(crate) notifications: VecDeque<Notification>,
-    pub(crate) provided: BTreeMap<(AppId, std::sync::Arc<str>), ProvidedContext>,
+    /// What apps publish, as readers see it (one entry per app and kind).
+    pub(crate) provided: Provided,
     /// Where the machine is (`None` while unknown).
     pub(crate) location: Option<Location>,
     /// The primary selection: only its current value, read on request
@@ -382,13 +386,11 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
             }
         }
         SourceEvent::Provided { context } => {
-            let key = (context.app_id.clone(), context.kind.clone());
-            let kind = if snap.provided.contains_key(&key) {
+            let kind = if snap.provided.insert(context.clone()) {
                 ChangeKind::Changed
             } else {
                 ChangeKind::Opened
             };
-            snap.provided.insert(key, context.clone());
             out.push(Change::Provided { kind, context });
         }
         SourceEvent::Selection { mut selection } => {
@@ -437,7 +439,7 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
         }
         SourceEvent::Clock { .. } => {}
         SourceEvent::ProvidedRemoved { app_id, kind } => {
-            if let Some(context) = snap.provided.remove(&(app_id, kind)) {
+            if let Some(context) = snap.provided.remove(&app_id, &kind) {
                 out.push(Change::Provided {
                     kind: ChangeKind::Closed,
                     context,

@@ -342,6 +342,16 @@ impl ProvidedView {
             updated: time(&p.updated),
         }
     }
+
+    /// `app`'s entry as the state holds it.
+    pub(crate) fn of(app: &crate::model::AppId, e: &super::state::ProvidedEntry) -> Self {
+        ProvidedView {
+            app_id: app.to_string(),
+            kind: e.kind.to_string(),
+            data: e.data.clone(),
+            updated: time(&e.updated),
+        }
+    }
 }
 
 /// A page of what apps published of one kind, by app id.
@@ -961,9 +971,9 @@ pub(crate) fn snapshot(snap: &Snapshot, can: Can<'_>) -> SnapshotView {
             withheld.push(Category::LocationPrecise);
         }
     }
-    for ((_, kind), p) in &snap.provided {
-        if can(&Category::Provided(kind.to_string())) {
-            v.provided.push(ProvidedView::new(p));
+    for (app, e) in snap.provided.iter() {
+        if can(&Category::Provided(e.kind.to_string())) {
+            v.provided.push(ProvidedView::of(app, e));
         }
     }
     // Every seed kind the reader may not see, whether or not anyone
@@ -1101,15 +1111,12 @@ mod tests {
         let mut snap = Snapshot::default();
         for kind in ["document", "x-zebraproject"] {
             let app = AppId::new("org.example.Zebra").expect("app");
-            snap.provided.insert(
-                (app.clone(), kind.into()),
-                ProvidedContext {
-                    app_id: app,
-                    kind: kind.into(),
-                    data: serde_json::json!({"name": "n"}).into(),
-                    updated: Utc::now(),
-                },
-            );
+            snap.provided.insert(ProvidedContext {
+                app_id: app,
+                kind: kind.into(),
+                data: serde_json::json!({"name": "n"}).into(),
+                updated: Utc::now(),
+            });
         }
         let none = |_: &Category| false;
         let v = text(&snapshot(&snap, &none));

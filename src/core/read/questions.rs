@@ -304,9 +304,8 @@ impl Read for Provided {
         let kind = self.0;
         Ok(seen.core.state.read(|s| {
             s.provided
-                .iter()
-                .filter(|((_, k), _)| **k == *kind)
-                .map(|(_, p)| ProvidedView::new(p))
+                .of_kind_after(&kind, None)
+                .map(|(app, e)| ProvidedView::of(app, e))
                 .collect()
         }))
     }
@@ -340,20 +339,15 @@ impl Read for ProvidedPage {
         let limit = self.limit.clamp(1, provide::MAX_PAGE);
         let kind = self.kind;
         Ok(seen.core.state.read(|s| {
-            // Keys are (app, kind): the entries after the cursor's app
-            // start after its (app, kind) key, and a page of N looks at
-            // about N apps' entries, not at everyone's.
-            let start = match after {
-                Some(app) => std::ops::Bound::Excluded((app, std::sync::Arc::from(kind.as_str()))),
-                None => std::ops::Bound::Unbounded,
-            };
-            let mut it = s
-                .provided
-                .range((start, std::ops::Bound::Unbounded))
-                .filter(|((_, k), _)| **k == *kind)
-                .map(|(_, p)| p);
-            let provided: Vec<ProvidedView> =
-                it.by_ref().take(limit).map(ProvidedView::new).collect();
+            // By app: the entries after the cursor's app start at the
+            // next app, and a page of N looks at about N apps' entries,
+            // not at everyone's.
+            let mut it = s.provided.of_kind_after(&kind, after.as_ref());
+            let provided: Vec<ProvidedView> = it
+                .by_ref()
+                .take(limit)
+                .map(|(app, e)| ProvidedView::of(app, e))
+                .collect();
             let next_cursor = match (it.next(), provided.last()) {
                 (Some(_), Some(last)) => Some(provide::encode_cursor(&kind, &last.app_id)),
                 _ => None,

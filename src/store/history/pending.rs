@@ -68,10 +68,9 @@ enum Slot {
     Gone,
 }
 
-/// An interval opened and not closed yet, as far as closing it needs.
+/// A focus interval's app id and title.
 #[derive(Debug)]
-struct Open {
-    kind: HistoryKind,
+struct Named {
     app_id: Option<String>,
     title: Option<String>,
 }
@@ -107,8 +106,15 @@ pub(crate) struct Pending {
     live: usize,
     /// Rows still here, by id: their position.
     rows: HashMap<i64, usize>,
-    /// Intervals opened and not closed, here or written already.
-    open: HashMap<i64, Open>,
+    /// Intervals opened and not closed, here or written already: their
+    /// kind, and a focus interval's names (`focus`).
+    open: HashMap<i64, HistoryKind>,
+    /// The app id and title of the focus intervals in `open` (what
+    /// [`Pending::resume`] compares). Other kinds keep no copy of their
+    /// names: a thousand apps' open documents and tasks held two strings
+    /// each, in a map of wide slots, for nothing (heaptrack, the provider
+    /// bench).
+    focus: HashMap<i64, Named>,
     /// Focus intervals that continue an earlier row: that row's id.
     continues: HashMap<i64, i64>,
     /// Intervals refused while full, open still: their close is ignored.
@@ -144,14 +150,16 @@ impl Pending {
             return;
         }
         if e.end.is_none() {
-            self.open.insert(
-                e.id,
-                Open {
-                    kind: e.kind,
-                    app_id: e.app_id.clone(),
-                    title: e.title.clone(),
-                },
-            );
+            if e.kind == HistoryKind::Focus {
+                self.focus.insert(
+                    e.id,
+                    Named {
+                        app_id: e.app_id.clone(),
+                        title: e.title.clone(),
+                    },
+                );
+            }
+            self.open.insert(e.id, e.kind);
         }
         self.rows.insert(e.id, self.base + self.slots.len());
         self.slots.push_back(Slot::Row(e));
@@ -185,10 +193,10 @@ impl Pending {
             }
             _ => return false,
         }
-        self.open.insert(
+        self.open.insert(ended.id, HistoryKind::Focus);
+        self.focus.insert(
             ended.id,
-            Open {
-                kind: HistoryKind::Focus,
+            Named {
                 app_id: ended.app_id,
                 title: ended.title,
             },
@@ -205,10 +213,11 @@ impl Pending {
             return;
         }
         // Not open: closed already, or never recorded.
-        let Some(open) = self.open.remove(&id) else {
+        let Some(kind) = self.open.remove(&id) else {
             return;
         };
-        let focus = open.kind == HistoryKind::Focus;
+        let focus = kind == HistoryKind::Focus;
+        let named = self.focus.remove(&id);
         let at = match self.rows.get(&id) {
             Some(&at) => {
                 let Some(Slot::Row(r)) = self.slots.get_mut(at - self.base) else {
@@ -231,12 +240,12 @@ impl Pending {
                 self.base + self.slots.len() - 1
             }
         };
-        if focus {
+        if let Some(Named { app_id, title }) = named {
             self.ended = Some(Ended {
                 id,
                 at,
-                app_id: open.app_id,
-                title: open.title,
+                app_id,
+                title,
                 end,
             });
         }
@@ -366,7 +375,7 @@ mod tests {
         // B, C, B dropped; A continued twice.
         assert_eq!((b.coalesced, b.dropped), (5, 0));
         assert_eq!(p.len(), 0);
-        assert!(p.slots.is_empty() && p.rows.is_empty() && p.open.is_empty());
+        assert!(p.slots.is_empty() && p.rows.is_empty() && p.open.is_empty() && p.focus.is_empty());
         assert!(p.continues.is_empty());
 
         // From one window of A to another with the same title: one row.
@@ -493,7 +502,7 @@ mod tests {
             end: at(n * 5_000),
         });
         assert_eq!(p.len(), CAPACITY + 1);
-        assert!(p.refused.is_empty() && p.open.is_empty());
+        assert!(p.refused.is_empty() && p.open.is_empty() && p.focus.is_empty());
         let b = p.take(BATCH);
         assert_eq!(b.dropped, 100);
         assert_eq!(b.ops.len(), BATCH);
