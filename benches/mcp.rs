@@ -123,6 +123,15 @@ impl StdioHost {
         s
     }
 
+    /// The bridge's next line.
+    async fn line(&mut self) -> String {
+        self.lines
+            .next_line()
+            .await
+            .expect("read")
+            .expect("contextctl closed")
+    }
+
     async fn send(&mut self, line: &str) {
         self.stdin.write_all(line.as_bytes()).await.expect("write");
         self.stdin.write_all(b"\n").await.expect("write");
@@ -134,12 +143,7 @@ impl StdioHost {
         self.next += 1;
         self.send(&msg(id, call, false)).await;
         loop {
-            let l = self
-                .lines
-                .next_line()
-                .await
-                .expect("read")
-                .expect("contextctl closed");
+            let l = self.line().await;
             let v: Value = serde_json::from_str(&l).expect("json");
             if v["id"] == id {
                 assert!(v.get("error").is_none(), "{v}");
@@ -162,12 +166,7 @@ impl StdioHost {
         self.send(&msg(id, call, false)).await;
         let (a, b) = (format!(r#""id":{id},"#), format!(r#""id":{id}}}"#));
         loop {
-            let l = self
-                .lines
-                .next_line()
-                .await
-                .expect("read")
-                .expect("contextctl closed");
+            let l = self.line().await;
             if l.contains(&a) || l.contains(&b) {
                 assert!(
                     l.contains(r#""result":"#) && !l.contains(r#""error":"#),

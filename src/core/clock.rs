@@ -60,3 +60,16 @@ pub(crate) fn monotonic_ns() -> u64 {
         .saturating_mul(1_000_000_000)
         .saturating_add(ts.tv_nsec as u64)
 }
+
+/// One trace line under target `contextd::fanout`: `n` messages of
+/// `transport` left the broker now ([`monotonic_ns`]). `make bench`'s
+/// readers bench turns the target on to see where a fan-out's time goes.
+pub(crate) fn trace_written(transport: &'static str, n: usize) {
+    tracing::trace!(
+        target: "contextd::fanout",
+        transport,
+        n,
+        at_ns = monotonic_ns(),
+        "written"
+    );
+}

@@ -122,13 +122,7 @@ pub(crate) async fn write_signals(
         }
         // For `make bench`'s readers bench: when each reader's signal
         // left the broker (CLOCK_MONOTONIC, comparable across processes).
-        tracing::trace!(
-            target: "contextd::fanout",
-            transport = "dbus",
-            n = batch.len(),
-            at_ns = crate::core::clock::monotonic_ns(),
-            "written"
-        );
+        crate::core::clock::trace_written("dbus", batch.len());
         batch.clear();
     }
     outbox.closed.store(true, Ordering::Release);

@@ -485,13 +485,7 @@ impl Stream for Events {
             // For `make bench`'s readers bench: when this event went to
             // the HTTP connection (CLOCK_MONOTONIC, comparable across
             // processes).
-            tracing::trace!(
-                target: "contextd::fanout",
-                transport = "http",
-                n = 1,
-                at_ns = crate::core::clock::monotonic_ns(),
-                "written"
-            );
+            crate::core::clock::trace_written("http", 1);
         }
         polled
     }

@@ -580,13 +580,7 @@ async fn write_lines<W: AsyncWrite + Unpin>(
         }
         // For `make bench`'s readers bench: when this line left the
         // broker (CLOCK_MONOTONIC, comparable across processes).
-        tracing::trace!(
-            target: "contextd::fanout",
-            transport = "stdio",
-            n = 1,
-            at_ns = crate::core::clock::monotonic_ns(),
-            "written"
-        );
+        crate::core::clock::trace_written("stdio", 1);
     }
     let _ = write.shutdown().await;
 }
