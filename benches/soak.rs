@@ -32,7 +32,8 @@
 //!      disconnect them (`[limits] reader_stall_s` = 5 here).
 //!
 //!    After the load: RSS must come back within 10 % of its value before
-//!    the load (within 30 s), and every slow reader must have been
+//!    the load (within 30 s, the focus changes paused meanwhile: they are
+//!    load too), and every slow reader must have been
 //!    disconnected (with at least 30 s of load) by 30 s after it: the
 //!    stall counts from when its queue is full, and on a machine the load
 //!    saturates the queue fills slowly.
@@ -839,6 +840,10 @@ struct Focus {
     /// for the kill -9 phase.
     log: Mutex<Vec<i64>>,
     stop: AtomicBool,
+    /// Held while RSS settles after a load: a flood of focus changes is
+    /// load too (the state, the history writer, SQLite's cache), and
+    /// "RSS after load" is what the daemon holds once the load stops.
+    paused: AtomicBool,
 }
 
 /// Focus changes at `rate`/s until stopped; reconnects while sway is away.
@@ -850,6 +855,12 @@ fn focus_driver(sock_path: PathBuf, rate: u64, focus: Arc<Focus>) -> std::thread
         let mut i = 0usize;
         while !focus.stop.load(Ordering::Relaxed) {
             let due = (start.elapsed().as_secs_f64() * rate as f64) as u64;
+            if focus.paused.load(Ordering::Relaxed) {
+                // Time paused is not made up afterwards.
+                done = due;
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
             if done >= due {
                 std::thread::sleep(Duration::from_millis(2));
                 continue;
@@ -1234,8 +1245,15 @@ async fn run() -> bool {
 
     // ---- the load
     // What the daemon holds before it: the figure RSS must come back to.
+    // Its heap line first (src/memory.rs logs one every 5 s), to compare
+    // what is live before and after.
+    let logged = Instant::now() + Duration::from_secs(10);
+    while heap_line(&home.log) == "not logged" && Instant::now() < logged {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let rss_before_load = rss_kib(pid);
     let parts_before = parts_line(pid);
+    let heap_before = heap_line(&home.log);
     let n_slow = env_num("CONTEXTD_SOAK_SLOW_READERS", 4) as usize;
     let slow = tokio::task::block_in_place(|| slow_readers(&session, n_slow));
     let deadline = Instant::now() + Duration::from_secs(secs);
@@ -1245,6 +1263,7 @@ async fn run() -> bool {
         failed: AtomicU64::new(0),
         log: Mutex::new(Vec::new()),
         stop: AtomicBool::new(false),
+        paused: AtomicBool::new(false),
     });
     let focus_thread = focus_driver(session.dir.join("sway-ipc.sock"), focus_rate, focus.clone());
     let streams_stop = Arc::new(AtomicBool::new(false));
@@ -1538,6 +1557,7 @@ async fn run() -> bool {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     drop(slow);
+    focus.paused.store(true, Ordering::Relaxed);
     let settled = Instant::now();
     let limit_kib = rss_before_load + rss_before_load / 10;
     let mut rss_after = rss_kib(pid);
@@ -1558,7 +1578,7 @@ async fn run() -> bool {
         parts_line(pid)
     );
     println!(
-        "    the daemon's heap now (src/memory.rs): {}",
+        "    the daemon's heap (src/memory.rs) before the load: {heap_before}; now: {}",
         heap_line(&home.log)
     );
     println!(
@@ -1587,6 +1607,7 @@ async fn run() -> bool {
     let again_secs = env_num("CONTEXTD_SOAK_AGAIN_SECS", secs.div_ceil(2));
     let mut rss_again = None;
     if again_secs > 0 && alive(&daemon) {
+        focus.paused.store(false, Ordering::Relaxed);
         let deadline = Instant::now() + Duration::from_secs(again_secs);
         let signals = Arc::new(AtomicU64::new(0));
         let subs: Vec<_> = (0..n_subs)
@@ -1609,6 +1630,7 @@ async fn run() -> bool {
                 again.merge(t);
             }
         }
+        focus.paused.store(true, Ordering::Relaxed);
         tokio::time::sleep(Duration::from_secs_f64(settle_secs)).await;
         let rss = rss_kib(pid);
         let growth = 100.0 * (rss as f64 / rss_after.max(1) as f64 - 1.0);
@@ -1636,6 +1658,7 @@ async fn run() -> bool {
     }
 
     // ---- kill -9 during writes
+    focus.paused.store(false, Ordering::Relaxed);
     drop(conn);
     drop(ping_conn);
     if let Ok(mut d) = daemon.lock() {
