@@ -393,8 +393,13 @@ async fn forward(
                 }
             }
             Item::Lagged { missed } => {
-                tracing::warn!(
+                // Info, as for MCP readers (mcp::watch): a reader that is
+                // slow in a storm of changes is told at most once a second
+                // (core::watch::LAG_QUIET), and 50 of them must not fill
+                // the journal with warnings about their own pace.
+                tracing::info!(
                     missed,
+                    owner = %e.owner,
                     "a subscription fell behind; it is told to read again"
                 );
                 match signal(&conn, &e, "Lagged", &()) {
