@@ -74,6 +74,9 @@ pub(crate) struct Core {
     /// level of the shutdown tree, since prompts are asked for them, so
     /// that a stop ends and joins a prompt that is still showing.
     tasks: crate::shutdown::Level,
+    /// The views of the last changes, shared by readers that see the same
+    /// of them (`watch::Rendered`).
+    rendered: watch::Rendered,
 }
 
 impl Core {
@@ -98,6 +101,7 @@ impl Core {
             history: std::sync::OnceLock::new(),
             reporters: std::sync::OnceLock::new(),
             tasks,
+            rendered: watch::Rendered::default(),
         })
     }
 

@@ -29,7 +29,7 @@ use super::gate::Decision;
 use super::history::{HistoryKind, HistoryStore, Query};
 use super::prompts::{self, Outcome, PromptRequest};
 use super::state::Change;
-use super::view::{self, CaptureSessionView, ChangeView, SourceView, StateView};
+use super::view::{self, CaptureSessionView, SourceView, StateView};
 use crate::model::{AppId, Category, IdentitySource, MediaKind};
 
 pub(crate) use questions::*;
@@ -434,9 +434,10 @@ impl Core {
         &self,
         app: &AppId,
         held: &[Category],
-        c: &Change,
-    ) -> Option<(Category, ChangeView)> {
-        view::change(c, &|cat: &Category| self.streams(app, cat, held))
+        c: &Arc<Change>,
+    ) -> super::watch::Seen {
+        self.rendered
+            .view(c, &|cat: &Category| self.streams(app, cat, held))
     }
 
     /// Every source's health with its errors as they are (a policy.toml

@@ -8,8 +8,9 @@
 //! gate's generation, revocation and the reader's registration in
 //! `Consent1.ListReaders` live here once; publishers only format.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
@@ -52,7 +53,7 @@ pub(crate) enum Item {
     /// (an MCP resource's URI); only `view` goes on a wire.
     Changed {
         category: Category,
-        view: Box<ChangeView>,
+        view: Arc<ChangeView>,
         change: Arc<Change>,
     },
     /// A source's health changed (needs no consent).
@@ -273,15 +274,89 @@ impl Watch {
         }
         let seen = match &self.who {
             Watcher::App { app, held } => self.core.change_for_held(app, held, &change),
-            Watcher::Owner => view::change(&change, &|_: &Category| true),
+            Watcher::Owner => self.core.rendered.view(&change, &|_: &Category| true),
         };
         if let Some((category, view)) = seen {
             self.queue.push_back(Item::Changed {
                 category,
-                view: Box::new(view),
+                view,
                 change,
             });
         }
+    }
+}
+
+/// How many recent changes [`Rendered`] keeps views of.
+const RENDERED_SLOTS: usize = 8;
+
+/// The views of the last few changes, each with the answers that decided
+/// it: one change reaches every reader, and readers with the same grants
+/// (most of them) see the same view of it. The first reader's view is
+/// rendered (`view::change`) with every question it asked of the reader's
+/// grants recorded; a later reader whose own grants answer each of those
+/// questions the same gets the same view, shared, without rendering it
+/// again. Rendering is a function of the change and those answers alone
+/// (it asks nothing else), so the shared view is exactly the one the
+/// reader's own rendering would make; every reader's grants are still
+/// asked, each time, for each change.
+///
+/// Why: rendering every change for each of 250 readers (cloning a
+/// window's names and title per reader) was a tenth of the daemon's time
+/// in the fan-out of one focus change (issue 33).
+#[derive(Debug, Default)]
+pub(crate) struct Rendered {
+    slots: Mutex<VecDeque<Slot>>,
+}
+
+/// One change's views so far.
+#[derive(Debug)]
+struct Slot {
+    change: Arc<Change>,
+    views: Vec<(Asked, Seen)>,
+}
+
+/// The questions a rendering asked of a reader's grants, with the answers,
+/// in order.
+type Asked = Vec<(Category, bool)>;
+/// What a reader sees of a change: nothing, or a view in a category.
+pub(crate) type Seen = Option<(Category, Arc<ChangeView>)>;
+
+impl Rendered {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Slot>> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `change` as a reader whose grants are `can` sees it (see
+    /// [`view::change`]).
+    pub(crate) fn view(&self, change: &Arc<Change>, can: view::Can<'_>) -> Seen {
+        if let Some(slot) = self.lock().iter().find(|s| Arc::ptr_eq(&s.change, change)) {
+            for (asked, seen) in &slot.views {
+                if asked.iter().all(|(c, answer)| can(c) == *answer) {
+                    return seen.clone();
+                }
+            }
+        }
+        let asked = RefCell::new(Vec::new());
+        let recording = |c: &Category| {
+            let answer = can(c);
+            asked.borrow_mut().push((c.clone(), answer));
+            answer
+        };
+        let seen = view::change(change, &recording).map(|(c, v)| (c, Arc::new(v)));
+        let mut slots = self.lock();
+        match slots.iter_mut().find(|s| Arc::ptr_eq(&s.change, change)) {
+            Some(slot) => slot.views.push((asked.into_inner(), seen.clone())),
+            None => {
+                if slots.len() >= RENDERED_SLOTS {
+                    slots.pop_back();
+                }
+                slots.push_front(Slot {
+                    change: change.clone(),
+                    views: vec![(asked.into_inner(), seen.clone())],
+                });
+            }
+        }
+        seen
     }
 }
 
@@ -291,5 +366,71 @@ impl Core {
     /// on a wire by itself.
     pub(crate) fn active_window_id(&self) -> Option<String> {
         self.state.read(|s| s.active_window.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Window, WindowStates};
+
+    fn focus(title: &str) -> Arc<Change> {
+        Arc::new(Change::Focus {
+            window: Some(Window {
+                id: "w1".into(),
+                app_id: "org.a".into(),
+                app_name: None,
+                icon: None,
+                title: title.into(),
+                states: WindowStates {
+                    activated: true,
+                    ..Default::default()
+                },
+                outputs: vec!["HEADLESS-1".into()],
+                parent: None,
+                first_seen: chrono::Utc::now(),
+                last_focused: None,
+                attributed_by: Default::default(),
+            }),
+        })
+    }
+
+    /// Readers with the same grants share one view; a reader with other
+    /// grants gets its own, exactly what rendering for it makes; one who
+    /// may not see the category gets nothing; another change is rendered
+    /// anew.
+    #[test]
+    fn a_view_is_shared_only_by_readers_whose_grants_answer_alike() {
+        let r = Rendered::default();
+        let c = focus("secret.txt");
+        let titles = |c: &Category| matches!(c, Category::Windows | Category::WindowsTitles);
+        let no_titles = |c: &Category| *c == Category::Windows;
+        let nothing = |_: &Category| false;
+
+        let (_, a) = r.view(&c, &titles).expect("seen");
+        let (_, b) = r.view(&c, &titles).expect("seen");
+        assert!(Arc::ptr_eq(&a, &b), "the same grants share the view");
+
+        let (_, d) = r.view(&c, &no_titles).expect("seen");
+        assert!(!Arc::ptr_eq(&a, &d));
+        assert_eq!(
+            Some(&*d),
+            view::change(&c, &no_titles).map(|(_, v)| v).as_ref()
+        );
+        assert_eq!(
+            Some(&*a),
+            view::change(&c, &titles).map(|(_, v)| v).as_ref()
+        );
+        assert_ne!(*a, *d, "the title only where it may be seen");
+        let (_, d2) = r.view(&c, &no_titles).expect("seen");
+        assert!(Arc::ptr_eq(&d, &d2));
+
+        assert!(r.view(&c, &nothing).is_none());
+        assert!(r.view(&c, &nothing).is_none());
+
+        let other = focus("another.txt");
+        let (_, e) = r.view(&other, &titles).expect("seen");
+        assert!(!Arc::ptr_eq(&a, &e), "another change, another view");
+        assert_ne!(*a, *e);
     }
 }

@@ -88,6 +88,21 @@ impl Out {
         }
     }
 
+    /// Whether the host subscribed to `uri` (without copying the list).
+    fn subscribes(&self, uri: &str) -> bool {
+        match self {
+            Out::Session { subscribed, .. } => subscribed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(uri),
+            Out::Listen(sink) => sink
+                .accepted()
+                .resource_subscriptions
+                .as_ref()
+                .is_some_and(|s| s.iter().any(|u| u == uri)),
+        }
+    }
+
     fn wants_list_changed(&self) -> bool {
         match self {
             Out::Session { .. } => true,
@@ -243,8 +258,7 @@ async fn notify(
                 all
             }
         };
-        let subscribed: BTreeSet<String> = out.subscribed().into_iter().collect();
-        for uri in uris.iter().filter(|u| subscribed.contains(*u)) {
+        for uri in uris.iter().filter(|u| out.subscribes(u)) {
             if !Box::pin(within(limit, out.updated(uri))).await? {
                 break;
             }
