@@ -154,8 +154,11 @@ async fn run() {
         let warmup = if rep == 0 { WARMUP } else { 0 };
         for n in 0..(warmup + CHANGES) {
             i += 1;
-            // A value no round used before, so that every round is a change.
-            let p = 10.0 + (i as f64) * 0.25;
+            // A value other than the last, so that every round is a change,
+            // and a percentage (0..=100): the broker refuses others
+            // (sources::upower::valid_percentage), and from the second
+            // round on 10 + i / 4 was over 100, so no Changed came.
+            let p = 1.0 + (i % 396) as f64 * 0.25;
             let t0 = Instant::now();
             let bare_wait = async {
                 loop {
