@@ -658,6 +658,27 @@ fn daemon_side(changes: &[Instant], written: &[Instant]) -> Vec<Duration> {
 
 // ---------------------------------------------------------------- the floor
 
+/// When each of the floor's `n` readers first saw the floor's message
+/// (reader index → arrival), waiting until all have or 2 s passed, then
+/// 30 ms more so that late copies are not read as the next change's.
+async fn floor_arrivals(rx: &mut mpsc::UnboundedReceiver<Seen>, n: usize) -> Vec<Option<Instant>> {
+    let mut first: Vec<Option<Instant>> = vec![None; n];
+    let mut left = n;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    while left > 0 {
+        let Ok(Some((idx, at, tag))) = tokio::time::timeout_at(deadline, rx.recv()).await else {
+            break;
+        };
+        if tag != Tag::Floor || idx >= n || first[idx].is_some() {
+            continue;
+        }
+        first[idx] = Some(at);
+        left -= 1;
+    }
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    first
+}
+
 /// The transport floor: the same N deliveries with nothing of the broker
 /// in them, to the same kind of reader, read by the same receive loops of
 /// this process. D-Bus: a plain zbus connection sends N unicast `Changed`
@@ -791,21 +812,7 @@ impl Floor {
             while rx.try_recv().is_ok() {}
             let t0 = Instant::now();
             self.fire().await;
-            let mut first: Vec<Option<Instant>> = vec![None; n];
-            let mut left = n;
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-            while left > 0 {
-                let Ok(Some((idx, at, tag))) = tokio::time::timeout_at(deadline, rx.recv()).await
-                else {
-                    break;
-                };
-                if tag != Tag::Floor || idx >= n || first[idx].is_some() {
-                    continue;
-                }
-                first[idx] = Some(at);
-                left -= 1;
-            }
-            tokio::time::sleep(Duration::from_millis(30)).await;
+            let first = floor_arrivals(rx, n).await;
             if i >= WARMUP {
                 out.extend(
                     first
@@ -964,21 +971,7 @@ impl Mixed {
         while rx.try_recv().is_ok() {}
         let t0 = Instant::now();
         self.control.write_all(b"f").await.expect("fire");
-        let mut first: Vec<Option<Instant>> = vec![None; MIXED];
-        let mut left = MIXED;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-        while left > 0 {
-            let Ok(Some((idx, at, tag))) = tokio::time::timeout_at(deadline, rx.recv()).await
-            else {
-                break;
-            };
-            if tag != Tag::Floor || idx >= MIXED || first[idx].is_some() {
-                continue;
-            }
-            first[idx] = Some(at);
-            left -= 1;
-        }
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        let first = floor_arrivals(rx, MIXED).await;
         for (idx, at) in first.into_iter().enumerate() {
             match at {
                 Some(at) => out
