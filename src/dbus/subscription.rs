@@ -504,11 +504,7 @@ impl ChangedHeader {
     /// The header of `e`'s `Changed` signals, sent as `sender` (the
     /// broker's unique name).
     fn new(sender: Option<&zbus::names::UniqueName<'_>>, e: &Entry) -> Result<Self> {
-        let mut b = zbus::Message::signal(e.path.as_ref(), "org.contextd.Subscription1", "Changed")
-            .destination(e.owner.as_str());
-        if let Some(us) = sender {
-            b = b.sender(us.clone());
-        }
+        let b = builder(sender, e, "Changed");
         // SAFETY: an empty body is no valid `sa{sv}`, but this message is
         // never sent or read: only its header bytes are kept, and each
         // message made from them (`message`) carries a valid body.
@@ -556,12 +552,24 @@ fn signal<B>(conn: &Connection, e: &Entry, member: &str, body: &B) -> Result<zbu
 where
     B: serde::Serialize + zbus::wire::DynamicType,
 {
-    let mut b = zbus::Message::signal(e.path.as_ref(), "org.contextd.Subscription1", member)
+    let sender = conn.unique_name().map(|u| u.inner());
+    Ok(builder(sender, e, member).build(body)?)
+}
+
+/// The builder of Subscription1 signal `member` from `sender` (the
+/// broker's unique name, when it has one) to `e`'s owner on `e`'s path:
+/// unicast, so that only the subscriber receives it.
+fn builder<'a>(
+    sender: Option<&zbus::names::UniqueName<'a>>,
+    e: &'a Entry,
+    member: &'a str,
+) -> zbus::message::Builder<'a> {
+    let b = zbus::Message::signal(e.path.as_ref(), "org.contextd.Subscription1", member)
         .destination(e.owner.as_str());
-    if let Some(us) = conn.unique_name() {
-        b = b.sender(us.as_ref());
+    match sender {
+        Some(us) => b.sender(us.clone()),
+        None => b,
     }
-    Ok(b.build(body)?)
 }
 
 /// End subscription `id` with `Revoked` (unless it is gone already: an
