@@ -658,6 +658,22 @@ fn daemon_side(changes: &[Instant], written: &[Instant]) -> Vec<Duration> {
 
 // ---------------------------------------------------------------- the floor
 
+/// The floor's `Changed` signal to each of `to` (unique name, path),
+/// unicast as the broker sends them, for one `send_all`.
+fn floor_signals(to: &[(String, zbus::wire::OwnedObjectPath)]) -> Vec<zbus::Message> {
+    let mut body: HashMap<&str, zbus::wire::Variant<'_>> = HashMap::new();
+    body.insert("event", "floor-marker".into());
+    body.insert("window", "org.contextd.Demo1 window of the floor".into());
+    to.iter()
+        .map(|(dest, path)| {
+            zbus::Message::signal(path, "org.contextd.Subscription1", "Changed")
+                .destination(dest.as_str())
+                .build(&("windows", &body))
+                .expect("signal")
+        })
+        .collect()
+}
+
 /// When each of the floor's `n` readers first saw the floor's message
 /// (reader index → arrival), waiting until all have or 2 s passed, then
 /// 30 ms more so that late copies are not read as the next change's.
@@ -757,19 +773,7 @@ impl Floor {
     async fn fire(&mut self) {
         match self {
             Floor::DBus { conn, to } => {
-                let mut body: HashMap<&str, zbus::wire::Variant<'_>> = HashMap::new();
-                body.insert("event", "floor-marker".into());
-                body.insert("window", "org.contextd.Demo1 window of the floor".into());
-                let msgs: Vec<zbus::Message> = to
-                    .iter()
-                    .map(|(dest, path)| {
-                        zbus::Message::signal(path, "org.contextd.Subscription1", "Changed")
-                            .destination(dest.as_str())
-                            .build(&("windows", &body))
-                            .expect("signal")
-                    })
-                    .collect();
-                conn.send_all(&msgs).await.expect("send");
+                conn.send_all(&floor_signals(to)).await.expect("send");
             }
             Floor::Stdio { to, .. } => {
                 let line = format!("{FLOOR_LINE}\n");
@@ -1092,19 +1096,7 @@ async fn floor_serve(dir: PathBuf, n_http: usize, n_stdio: usize) {
         let d = {
             let (conn, to) = (conn.clone(), targets.clone());
             tokio::spawn(async move {
-                let mut body: HashMap<&str, zbus::wire::Variant<'_>> = HashMap::new();
-                body.insert("event", "floor-marker".into());
-                body.insert("window", "org.contextd.Demo1 window of the floor".into());
-                let msgs: Vec<zbus::Message> = to
-                    .iter()
-                    .map(|(dest, path)| {
-                        zbus::Message::signal(path, "org.contextd.Subscription1", "Changed")
-                            .destination(dest.as_str())
-                            .build(&("windows", &body))
-                            .expect("signal")
-                    })
-                    .collect();
-                let _ = conn.send_all(&msgs).await;
+                let _ = conn.send_all(&floor_signals(&to)).await;
             })
         };
         let h = {
