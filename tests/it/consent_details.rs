@@ -253,6 +253,65 @@ async fn a_subscription_that_names_the_detail_holds_its_once_grant() {
     .await;
 }
 
+/// The attack on shared renderings (`core::watch::Rendered`): a second
+/// connection of the same app subscribes to `windows` alone while the
+/// first one's subscription holds the titles. Both receive every change
+/// at once, rendered from the same change; the second must never get the
+/// first's view, whichever of the two is rendered first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_connection_without_the_detail_never_gets_the_titled_view() {
+    with_timeout(120, async {
+        let s = setup().await;
+        let agent = TestAgent::new("once");
+        let _agent_conn = register(&s.bus, &agent).await;
+        let app = s.bus.connect().await;
+        let ctx = Context1Proxy::new(&app).await.expect("proxy");
+        assert_eq!(request(&app, &["windows.titles"]).await, 0, "allowed once");
+        let titled = ctx
+            .subscribe(&["windows", "windows.titles"])
+            .await
+            .expect("Subscribe uses the once-grant");
+        let titled = Subscription1Proxy::builder(&app)
+            .path(titled)
+            .build()
+            .await
+            .expect("proxy");
+        let mut with_titles = titled.receive_changed().await.expect("Changed stream");
+
+        let other = s.bus.connect().await;
+        let other_ctx = Context1Proxy::new(&other).await.expect("proxy");
+        let plain = other_ctx.subscribe(&["windows"]).await.expect("Subscribe");
+        let plain = Subscription1Proxy::builder(&other)
+            .path(plain)
+            .build()
+            .await
+            .expect("proxy");
+        let mut without = plain.receive_changed().await.expect("Changed stream");
+
+        let mut replay = s.replay;
+        for i in 0..6 {
+            let marker = format!("shared-view-marker-{i}.txt");
+            replay.send(&window_line("w1", "org.gnome.TextEditor", &marker, true));
+            let sig = within(10, "Changed (titles)", with_titles.next())
+                .await
+                .expect("signal");
+            let data = dict_to_json(&sig.args().expect("args").data);
+            assert_eq!(data["window"]["title"], marker.as_str(), "{data}");
+            let sig = within(10, "Changed (no titles)", without.next())
+                .await
+                .expect("signal");
+            let data = dict_to_json(&sig.args().expect("args").data);
+            assert!(data["window"].is_object(), "{data}");
+            assert!(
+                !data.to_string().contains("shared-view-marker"),
+                "the connection without the detail got a title: {data}"
+            );
+        }
+        drop(s.home);
+    })
+    .await;
+}
+
 /// MCP reads through the same service: a tool that shows titles is in the
 /// audit under the detail, with the tool called.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
