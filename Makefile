@@ -57,6 +57,10 @@ GNOME_SHELL_EXTENSION ?= $(shell v=$$(gnome-shell --version 2>/dev/null | sed -n
 # CARGO_BUILD_BUILD_DIR=target to keep everything in the clone.
 CONTEXTD_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/contextd
 export CARGO_BUILD_BUILD_DIR ?= $(CONTEXTD_CACHE)/build
+# SQLCipher with the daemon's own crypto, not OpenSSL (src/store/cipher.rs).
+# .cargo/config.toml sets the same for cargo run by hand; set here too so
+# that every build through make has it whatever cargo config is in place.
+export LIBSQLITE3_FLAGS ?= -DSQLCIPHER_CRYPTO_CUSTOM=contextd_sqlcipher_provider
 
 # --locked once there is a lock file to hold the build to.
 LOCKED := $(if $(wildcard Cargo.lock),--locked,)

@@ -228,7 +228,8 @@ async fn open_store(
         loaded.recovery = degraded;
     }
     let key = key_source.map_or_else(|| "none (in memory)".to_owned(), |k| k.to_string());
-    tracing::info!(path = %db_path.display(), %key, decisions = loaded.decisions.len(), degraded = loaded.recovery.is_some(), "database open");
+    let cipher = db.cipher_provider().await;
+    tracing::info!(path = %db_path.display(), %key, %cipher, decisions = loaded.decisions.len(), degraded = loaded.recovery.is_some(), "database open");
     Ok(OpenStore {
         db,
         db_tasks,

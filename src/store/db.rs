@@ -517,6 +517,21 @@ impl Db {
         Ok((db, tasks))
     }
 
+    /// Which crypto provider SQLCipher encrypts with: `contextd` (its own,
+    /// src/store/cipher.rs) unless the build fell back to OpenSSL. Logged
+    /// at start, so that a build without `.cargo/config.toml`'s flag shows.
+    pub async fn cipher_provider(&self) -> String {
+        super::cipher::link();
+        let name = sqlx::query_scalar::<_, String>("PRAGMA cipher_provider")
+            .fetch_one(&self.pool)
+            .await
+            .unwrap_or_else(|e| format!("unknown ({e})"));
+        if !super::cipher::in_use(&name) {
+            tracing::info!(provider = %name, "SQLCipher uses OpenSSL, not contextd's own crypto: the daemon keeps about 3.5 MB more resident (built without .cargo/config.toml's LIBSQLITE3_FLAGS?)");
+        }
+        name
+    }
+
     /// Switch a database made before `auto_vacuum = INCREMENTAL` (contextd
     /// before migration 0009) to it, once: SQLite changes that mode only
     /// by rewriting the file (`VACUUM`). Done here, at the start after the

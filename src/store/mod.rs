@@ -6,6 +6,7 @@
 //! Service (an item with `application=contextd`, created on first start),
 //! else `$XDG_STATE_HOME/contextd/db.key` (0600 in a 0700 directory).
 
+mod cipher;
 pub mod db;
 pub mod health;
 pub mod history;

@@ -94,6 +94,7 @@ mod shells_kwin;
 mod shells_only_the_shell;
 mod shutdown;
 mod slow_readers;
+mod store_cipher;
 mod store_export;
 mod store_key_rotate;
 mod store_recovery;
