@@ -67,7 +67,9 @@ MCPB_VERSION=2.1.2
 
 # Every Debian package a build, a test or `make run` needs.
 PACKAGES=(
-    # build: C toolchain, bindgen for pipewire-rs, bundled SQLCipher (OpenSSL)
+    # build: C toolchain, bindgen for pipewire-rs; libssl-dev only because
+    # libsqlite3-sys passes -lcrypto to the link: SQLCipher uses the daemon's
+    # own crypto (src/store/cipher.rs) and --as-needed drops libcrypto
     gcc libc6-dev make pkg-config clang libclang-dev
     libpipewire-0.3-dev libspa-0.2-dev libssl-dev
     # private buses and their tools (dbus-daemon, dbus-send, busctl)
