@@ -67,6 +67,15 @@ pub enum Exit {
     NameLost,
 }
 
+/// Whether the last [`run`] left work running when it returned (a level
+/// of its shutdown overran its bound: a slow disk, a stuck read). The
+/// caller must then end the process with `_exit`, without the exit
+/// handlers, which would free SQLCipher's memory under a statement still
+/// running on a SQLite worker thread.
+pub fn work_left_behind() -> bool {
+    crate::shutdown::left_behind()
+}
+
 /// Run the daemon until `shutdown` completes or the bus name is lost.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<Exit, DaemonError> {
     let conn = zbus::connection::Builder::session()

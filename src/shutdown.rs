@@ -99,9 +99,22 @@ impl Level {
                 self.name,
                 bound.as_millis()
             );
+            LEFT_BEHIND.store(true, std::sync::atomic::Ordering::SeqCst);
             false
         }
     }
+}
+
+/// Set when a level was left behind at shutdown: its tasks (and the
+/// SQLite worker threads they wait on) may still run when `main` returns.
+static LEFT_BEHIND: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether a level overran its bound at shutdown ([`Level::stop`]). The
+/// process must then end without running the C library's exit handlers:
+/// SQLCipher's frees the memory a SQLite statement still running on its
+/// worker thread writes into (memcheck saw it under load).
+pub(crate) fn left_behind() -> bool {
+    LEFT_BEHIND.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// The daemon's tree, in teardown order.

@@ -91,20 +91,32 @@ fn main() -> ExitCode {
     });
     // Do not wait for blocking work (a stuck /proc read) at exit.
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
-    match result {
+    let code: u8 = match result {
         Ok(exit) => {
             tracing::info!(?exit, "stopped");
-            ExitCode::SUCCESS
+            0
         }
         Err(e @ DaemonError::NameTaken { .. }) => {
             eprintln!("contextd: {e}");
-            ExitCode::from(1)
+            1
         }
         Err(e) => {
             eprintln!("contextd: {e}");
-            ExitCode::from(1)
+            1
         }
+    };
+    if daemon::work_left_behind() {
+        // A statement may still run on a SQLite worker thread: the exit
+        // handlers (SQLCipher's frees its memory) must not run under it.
+        // What was committed is on disk; an unfinished transaction is
+        // rolled back by the next open, as after a crash.
+        tracing::warn!("work was still running at exit: ending without exit handlers");
+        use std::io::Write;
+        let _ = std::io::stderr().flush();
+        // SAFETY: _exit(2) ends the process at once; nothing after it runs.
+        unsafe { libc::_exit(i32::from(code)) };
     }
+    ExitCode::from(code)
 }
 
 /// SIGTERM or SIGINT. The handlers are installed when this is called, not
