@@ -1021,6 +1021,9 @@ mod tests {
         }
     }
 
+    /// Dicts of lists of dicts.
+    type Lists = BTreeMap<&'static str, Vec<BTreeMap<&'static str, i64>>>;
+
     #[derive(Serialize)]
     struct Everything {
         zed: &'static str,
@@ -1054,7 +1057,7 @@ mod tests {
         unit_variant: E,
         int_keys: BTreeMap<u64, &'static str>,
         char_keys: BTreeMap<char, u8>,
-        nested: BTreeMap<&'static str, BTreeMap<&'static str, Vec<BTreeMap<&'static str, i64>>>>,
+        nested: BTreeMap<&'static str, Lists>,
         #[serde(rename = "A")]
         upper: bool,
         #[serde(rename = "a.b")]
