@@ -226,23 +226,34 @@ impl Default for HistorySettings {
     }
 }
 
+/// Whether `hay` lowercased contains `needle` lowercased (as
+/// `str::to_lowercase` lowercases both), without allocating when both are
+/// ASCII: app ids and most titles are, and every focus change asks this
+/// of the new window's app id and title for each pattern (issue 33: a
+/// dozen allocations per focus change).
+fn contains_lowercase(hay: &str, needle: &str) -> bool {
+    if hay.is_ascii() && needle.is_ascii() {
+        let (h, n) = (hay.as_bytes(), needle.as_bytes());
+        return n.is_empty() || h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n));
+    }
+    hay.to_lowercase().contains(&needle.to_lowercase())
+}
+
 impl HistorySettings {
     pub fn records(&self, k: HistoryKind) -> bool {
         self.enabled && self.record.iter().any(|r| r == k.as_str())
     }
 
     pub fn excluded_app(&self, app: &str) -> bool {
-        let a = app.to_lowercase();
         self.exclude_apps
             .iter()
-            .any(|p| !p.is_empty() && a.contains(&p.to_lowercase()))
+            .any(|p| !p.is_empty() && contains_lowercase(app, p))
     }
 
     pub fn excluded_title(&self, title: &str) -> bool {
-        let t = title.to_lowercase();
         self.exclude_titles
             .iter()
-            .any(|p| !p.is_empty() && t.contains(&p.to_lowercase()))
+            .any(|p| !p.is_empty() && contains_lowercase(title, p))
     }
 
     pub fn retention(&self, k: HistoryKind) -> chrono::Duration {
@@ -622,6 +633,54 @@ impl Recorder {
 mod tests {
     use super::*;
     use crate::model::{Window, WindowStates};
+
+    /// The allocation-free match is `to_lowercase` + `contains`, ASCII or
+    /// not.
+    #[test]
+    fn patterns_match_as_lowercased_text_contains_them() {
+        let old = |h: &str, n: &str| h.to_lowercase().contains(&n.to_lowercase());
+        let texts = [
+            "",
+            "a",
+            "KeePassXC",
+            "org.keepassxc.KeePassXC",
+            "Private Browsing — Firefox",
+            "(Private) x",
+            "İstanbul",
+            "ÄBC straße",
+            "Σίσυφος",
+            "ǅ",
+            "abc\u{0}d",
+        ];
+        let patterns = [
+            "",
+            "keepassxc",
+            "KEEPASS",
+            "private browsing",
+            "(private)",
+            "i̇stanbul",
+            "istanbul",
+            "äbc",
+            "STRASSE",
+            "straße",
+            "σίσυφος",
+            "ǆ",
+            "\u{0}d",
+            "c\u{0}",
+            "xyz",
+            "a",
+        ];
+        for h in texts {
+            for n in patterns {
+                assert_eq!(contains_lowercase(h, n), old(h, n), "{h:?} {n:?}");
+            }
+        }
+        let s = HistorySettings::default();
+        assert!(s.excluded_app("org.KeePassXC.KeePassXC"));
+        assert!(!s.excluded_app("org.gnome.TextEditor"));
+        assert!(s.excluded_title("Mozilla Firefox (Private Browsing)"));
+        assert!(!s.excluded_title("notes.txt"));
+    }
 
     fn w(app: &str, title: &str) -> Window {
         Window {

@@ -171,7 +171,7 @@ impl State {
     }
 
     /// Apply one event and broadcast what changed. Returns the changes.
-    pub(crate) fn apply(&self, event: SourceEvent) -> Vec<Change> {
+    pub(crate) fn apply(&self, event: SourceEvent) -> Vec<Arc<Change>> {
         let now = self.clock.now();
         let changes = {
             let mut snap = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
@@ -188,9 +188,14 @@ impl State {
             }
             changes
         };
+        // Each change moves into the `Arc` its readers share: a focus
+        // change is three, each a whole window, and copying them for the
+        // feed was a third of the windows cloned per focus change
+        // (issue 33).
+        let changes: Vec<Arc<Change>> = changes.into_iter().map(Arc::new).collect();
         for c in &changes {
             // No receiver is not an error: nobody listens yet.
-            let _ = self.tx.send(Arc::new(c.clone()));
+            let _ = self.tx.send(c.clone());
         }
         changes
     }
@@ -490,7 +495,9 @@ mod tests {
             let ch = st.apply(SourceEvent::Focus {
                 id: Some(id.into()),
             });
-            assert!(matches!(ch.last(), Some(Change::Focus { window: Some(w) }) if w.id == id));
+            assert!(
+                matches!(ch.last().map(|c| &**c), Some(Change::Focus { window: Some(w) }) if w.id == id)
+            );
         }
         st.read(|s| {
             assert_eq!(s.focus_history.len(), FOCUS_HISTORY_LEN);
@@ -498,7 +505,7 @@ mod tests {
         });
         let ch = st.apply(SourceEvent::WindowClosed { id: "a".into() });
         assert!(ch.iter().any(|c| matches!(
-            c,
+            &**c,
             Change::Window {
                 kind: ChangeKind::Closed,
                 ..

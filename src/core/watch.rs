@@ -111,7 +111,13 @@ pub(crate) struct Watch {
     /// again since (told at the end of [`LAG_QUIET`]).
     lagged_at: Option<tokio::time::Instant>,
     lag_again: Option<u64>,
+    /// Changes taken in a row without waiting ([`Watch::take_ready`]).
+    ready_run: u8,
 }
+
+/// At most this many changes are taken in a row without the wait, which
+/// yields to other tasks when the runtime's budget is spent.
+const READY_RUN: u8 = 16;
 
 /// Falling behind again within this long after a `Lagged` is told once,
 /// at its end: a reader in a storm of changes hears one `Lagged`, not one
@@ -138,6 +144,7 @@ impl Core {
             over: false,
             lagged_at: None,
             lag_again: None,
+            ready_run: 0,
         }
     }
 }
@@ -180,6 +187,10 @@ impl Watch {
             if self.over {
                 return None;
             }
+            if self.take_ready() {
+                continue;
+            }
+            self.ready_run = 0;
             let ended = self.reader.as_ref().map(|r| r.ended().clone());
             let ended = async {
                 match ended {
@@ -220,25 +231,63 @@ impl Watch {
                     Some(p) => self.queue.push_back(Item::Control(p)),
                     None => self.queue.push_back(Item::Ended),
                 },
-                msg = self.rx.recv() => match msg {
-                    Ok(c) => self.changed(c),
-                    Err(broadcast::error::RecvError::Lagged(missed)) => {
-                        // What is still queued is stale too: skip to now,
-                        // so that the reader hears one `Lagged` and then
-                        // only what changes from the current state on
-                        // (never a replay of a backlog).
-                        self.rx = self.rx.resubscribe();
-                        let now = tokio::time::Instant::now();
-                        if self.lagged_at.is_some_and(|t| now < t + LAG_QUIET) {
-                            *self.lag_again.get_or_insert(0) += missed;
-                        } else {
-                            self.lagged_at = Some(now);
-                            self.queue.push_back(Item::Lagged { missed });
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Closed) => self.queue.push_back(Item::Ended),
-                },
+                msg = self.rx.recv() => self.received(msg),
             }
+        }
+    }
+
+    /// Take a change that is already waiting, as the wait in
+    /// [`Watch::next`] would take it now: only when nothing it puts
+    /// before changes is pending (the stop, a `Lagged` to tell again, the
+    /// user ending the reader, decisions changing; owner watches always
+    /// wait). `false` when there is none: then the wait decides.
+    ///
+    /// Why: a focus change is three changes, and setting up the wait for
+    /// each (six futures, a waiter registered and dropped on each token)
+    /// cost more than the change itself once it was there (issue 33).
+    fn take_ready(&mut self) -> bool {
+        use broadcast::error::{RecvError, TryRecvError};
+        if self.control.is_some()
+            || self.ready_run >= READY_RUN
+            || self.lag_again.is_some()
+            || self.stop.is_cancelled()
+            || self
+                .reader
+                .as_ref()
+                .is_some_and(|r| r.ended().is_cancelled())
+            || self.generation.has_changed().unwrap_or(true)
+        {
+            return false;
+        }
+        let msg = match self.rx.try_recv() {
+            Ok(c) => Ok(c),
+            Err(TryRecvError::Empty) => return false,
+            Err(TryRecvError::Lagged(missed)) => Err(RecvError::Lagged(missed)),
+            Err(TryRecvError::Closed) => Err(RecvError::Closed),
+        };
+        self.ready_run += 1;
+        self.received(msg);
+        true
+    }
+
+    /// What the change feed gave.
+    fn received(&mut self, msg: Result<Arc<Change>, broadcast::error::RecvError>) {
+        match msg {
+            Ok(c) => self.changed(c),
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                // What is still queued is stale too: skip to now, so that
+                // the reader hears one `Lagged` and then only what changes
+                // from the current state on (never a replay of a backlog).
+                self.rx = self.rx.resubscribe();
+                let now = tokio::time::Instant::now();
+                if self.lagged_at.is_some_and(|t| now < t + LAG_QUIET) {
+                    *self.lag_again.get_or_insert(0) += missed;
+                } else {
+                    self.lagged_at = Some(now);
+                    self.queue.push_back(Item::Lagged { missed });
+                }
+            }
+            Err(broadcast::error::RecvError::Closed) => self.queue.push_back(Item::Ended),
         }
     }
 

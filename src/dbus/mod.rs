@@ -3,6 +3,7 @@
 //! formats; decides nothing itself.
 
 pub(crate) mod agent;
+pub(crate) mod body;
 pub(crate) mod callers;
 pub(crate) mod consent1;
 pub(crate) mod context1;

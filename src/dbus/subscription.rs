@@ -196,11 +196,18 @@ impl Bodies {
         {
             return Ok(b.clone());
         }
-        let dict = variant::fields(view).map_err(|e| Error::Failed(e.to_string()))?;
-        let ctxt = zbus::wire::serialized::Context::new(zbus::wire::NATIVE_ENDIAN, 0);
-        let data = zbus::wire::to_bytes(ctxt, &(category.to_string(), dict))
-            .map_err(|e| Error::Failed(e.to_string()))?;
-        let body: Arc<[u8]> = Arc::from(&data[..]);
+        let category_name = category.to_string();
+        // Written in one pass (`body`); what that declines, the old way.
+        let body = match super::body::changed(&category_name, &**view) {
+            Ok(body) => body,
+            Err(_) => {
+                let dict = variant::fields(view).map_err(|e| Error::Failed(e.to_string()))?;
+                let ctxt = zbus::wire::serialized::Context::new(zbus::wire::NATIVE_ENDIAN, 0);
+                let data = zbus::wire::to_bytes(ctxt, &(category_name, dict))
+                    .map_err(|e| Error::Failed(e.to_string()))?;
+                Arc::from(&data[..])
+            }
+        };
         let mut slots = self.lock();
         if slots.len() >= BODY_SLOTS {
             slots.pop_back();

@@ -364,8 +364,8 @@ mod tests {
         let mut out = Vec::new();
         for ev in events {
             for c in state.apply(ev) {
-                if let crate::core::Change::Focus { window } = c {
-                    out.push(window.map(|w| w.id));
+                if let crate::core::Change::Focus { window } = &*c {
+                    out.push(window.as_ref().map(|w| w.id.clone()));
                 }
             }
         }

@@ -663,12 +663,15 @@ impl Tracker {
                 )
             }
         };
-        let info = self.app_info(owner, &app_id);
+        let (app_name, icon) = match self.app_info(owner, &app_id) {
+            Some(i) => (Some(i.name), i.icon),
+            None => (None, None),
+        };
         Some(Window {
             id: id.to_owned(),
             app_id,
-            app_name: info.as_ref().map(|i| i.name.clone()),
-            icon: info.and_then(|i| i.icon),
+            app_name,
+            icon,
             title,
             states,
             outputs,

@@ -1,0 +1,1190 @@
+//! `Changed` bodies, `(s, a{sv})`, written straight to D-Bus wire bytes
+//! from a view in one pass, by the mapping `variant` implements (see its
+//! module doc): the same signatures and the same values, each `a{sv}`'s
+//! entries in the order of their keys' bytes (the order zbus writes a
+//! nested dict in).
+//!
+//! Why: a focus change is three `Changed` signals, and each went view →
+//! `variant` tree (a `HashMap` per dict, a `String` per key and value) →
+//! zbus values (a `BTreeMap` per dict, signatures computed) → bytes, and
+//! then dropped all of it: the largest part of the daemon's time per focus
+//! change (issue 33). Here the bytes are written as the view serialises,
+//! into a buffer kept per thread.
+//!
+//! What one pass cannot decide alone it does not guess: a list is `as` or
+//! `aa{sv}` by its elements, so its signature is written at its first
+//! element (or at its end, when it has none); a list of other elements,
+//! of mixed elements, a dict with a key twice, or deeper nesting than any
+//! view has is [`Unsupported`], and the caller builds that body the old
+//! way (`variant::fields`). A differential test holds both paths to the
+//! same bytes.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::ser;
+
+/// The name of `core::view::Names` as serde reports it.
+const NAMES: &str = "Names";
+
+/// Dicts and lists nested deeper than this are left to `variant` (no view
+/// nests more than four; zbus has its own limits, which that path keeps).
+const MAX_DEPTH: usize = 12;
+
+/// The D-Bus specification's longest array (64 MiB).
+const MAX_ARRAY: usize = 1 << 26;
+
+/// A kept buffer larger than this is given back after use.
+const KEEP: usize = 64 * 1024;
+
+/// The value needs what only the `variant` path does (see the module doc).
+#[derive(Debug)]
+pub(crate) struct Unsupported;
+
+impl fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("not written in one pass")
+    }
+}
+
+impl std::error::Error for Unsupported {}
+
+impl ser::Error for Unsupported {
+    fn custom<T: fmt::Display>(_: T) -> Self {
+        Unsupported
+    }
+}
+
+type Result<T> = std::result::Result<T, Unsupported>;
+
+/// One `{sv}` entry written: its key's bytes and its extent in the buffer
+/// (`start` 8-aligned, as every dict entry is).
+struct Entry {
+    key: Range<usize>,
+    start: usize,
+    end: usize,
+}
+
+/// The buffer the body is written into, the entries of the dicts still
+/// open (to sort each when it closes), and room to sort in.
+#[derive(Default)]
+struct Wire {
+    buf: Vec<u8>,
+    entries: Vec<Entry>,
+    scratch: Vec<u8>,
+    depth: usize,
+}
+
+/// An open `a{sv}`: where its length goes, where its first entry starts,
+/// and where its entries begin in `Wire::entries`.
+struct Open {
+    len_at: usize,
+    first: usize,
+    mark: usize,
+}
+
+fn pad(buf: &mut Vec<u8>, align: usize) {
+    let n = buf.len().next_multiple_of(align);
+    buf.resize(n, 0);
+}
+
+impl Wire {
+    fn reset(&mut self) {
+        self.buf.clear();
+        self.entries.clear();
+        self.depth = 0;
+    }
+
+    fn u32(&mut self, v: u32) {
+        pad(&mut self.buf, 4);
+        self.buf.extend_from_slice(&v.to_ne_bytes());
+    }
+
+    fn str(&mut self, s: &str) -> Result<()> {
+        self.u32(u32::try_from(s.len()).map_err(|_| Unsupported)?);
+        self.buf.extend_from_slice(s.as_bytes());
+        self.buf.push(0);
+        Ok(())
+    }
+
+    /// A variant's signature (every one written here is under 256 bytes).
+    fn sig(&mut self, sig: &[u8]) {
+        self.buf.push(sig.len() as u8);
+        self.buf.extend_from_slice(sig);
+        self.buf.push(0);
+    }
+
+    fn deeper(&mut self) -> Result<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(Unsupported);
+        }
+        Ok(())
+    }
+
+    /// Start an `a{sv}` value here (its signature, if any, written).
+    fn open(&mut self) -> Result<Open> {
+        self.deeper()?;
+        pad(&mut self.buf, 4);
+        let len_at = self.buf.len();
+        self.buf.extend_from_slice(&[0; 4]);
+        pad(&mut self.buf, 8);
+        Ok(Open {
+            len_at,
+            first: self.buf.len(),
+            mark: self.entries.len(),
+        })
+    }
+
+    /// End the `a{sv}` `o`: its entries in key order, its length.
+    fn close(&mut self, o: Open) -> Result<()> {
+        self.depth -= 1;
+        let buf = &mut self.buf;
+        let entries = &mut self.entries[o.mark..];
+        let sorted = entries
+            .windows(2)
+            .all(|w| buf[w[0].key.clone()] < buf[w[1].key.clone()]);
+        if !sorted {
+            entries.sort_unstable_by(|a, b| buf[a.key.clone()].cmp(&buf[b.key.clone()]));
+            if entries
+                .windows(2)
+                .any(|w| buf[w[0].key.clone()] == buf[w[1].key.clone()])
+            {
+                return Err(Unsupported);
+            }
+            // Every entry starts 8-aligned, and so does the first: an
+            // entry's bytes are the same at any 8-aligned place.
+            self.scratch.clear();
+            self.scratch.extend_from_slice(&buf[o.first..]);
+            buf.truncate(o.first);
+            for e in entries.iter() {
+                pad(buf, 8);
+                buf.extend_from_slice(&self.scratch[e.start - o.first..e.end - o.first]);
+            }
+        }
+        self.entries.truncate(o.mark);
+        let len = self.buf.len() - o.first;
+        if len > MAX_ARRAY {
+            return Err(Unsupported);
+        }
+        self.buf[o.len_at..o.len_at + 4].copy_from_slice(&(len as u32).to_ne_bytes());
+        Ok(())
+    }
+
+    /// Begin a dict entry: where to cut back to if its value is left
+    /// out, and where it starts.
+    fn entry(&mut self) -> (usize, usize) {
+        let undo = self.buf.len();
+        pad(&mut self.buf, 8);
+        (undo, self.buf.len())
+    }
+}
+
+thread_local! {
+    static WIRE: RefCell<Wire> = RefCell::new(Wire::default());
+}
+
+/// The body of `Changed(category, view)` as zbus would serialise
+/// `(category, variant::fields(view))` in a native-endian context at
+/// offset 0, with the outer dict's entries in key order.
+pub(crate) fn changed<T: Serialize + ?Sized>(category: &str, view: &T) -> Result<Arc<[u8]>> {
+    WIRE.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut w) => {
+            let out = write(&mut w, category, view);
+            if w.buf.capacity() > KEEP {
+                *w = Wire::default();
+            }
+            out
+        }
+        Err(_) => write(&mut Wire::default(), category, view),
+    })
+}
+
+fn write<T: Serialize + ?Sized>(w: &mut Wire, category: &str, view: &T) -> Result<Arc<[u8]>> {
+    w.reset();
+    w.str(category)?;
+    let done = view.serialize(Value {
+        w,
+        ctx: Ctx::Top,
+        names: false,
+    })?;
+    if let Out::Skip = done {
+        let o = w.open()?;
+        w.close(o)?;
+    }
+    Ok(Arc::from(&w.buf[..]))
+}
+
+/// Where a value is being written.
+enum Ctx<'a> {
+    /// The body's `a{sv}`: only a dict (or nothing: an empty one).
+    Top,
+    /// The value of a dict entry: a variant.
+    Field,
+    /// An element of a list, whose type its first element decides.
+    Elem(&'a mut List),
+    /// A dict key: a string, or a number written out.
+    Key,
+}
+
+/// What a value came to: left out (`None`, unit) or written.
+enum Out {
+    Skip,
+    Done,
+}
+
+/// The serialiser of one value.
+struct Value<'a> {
+    w: &'a mut Wire,
+    ctx: Ctx<'a>,
+    /// The value is a `Names`: a list, `as` even when empty.
+    names: bool,
+}
+
+#[derive(PartialEq, Eq, Clone, Copy)]
+enum Kind {
+    Undecided,
+    Strings,
+    Dicts,
+}
+
+/// A list being written (the value of a dict entry).
+struct List {
+    kind: Kind,
+    names: bool,
+    len_at: usize,
+    first: usize,
+}
+
+impl List {
+    /// The list's type is `kind` (its signature written at the first
+    /// element); a list of two kinds is not written here.
+    fn decide(&mut self, w: &mut Wire, kind: Kind) -> Result<()> {
+        if self.kind == kind {
+            return Ok(());
+        }
+        if self.kind != Kind::Undecided {
+            return Err(Unsupported);
+        }
+        self.kind = kind;
+        self.start(w);
+        Ok(())
+    }
+
+    fn start(&mut self, w: &mut Wire) {
+        w.sig(
+            if self.kind == Kind::Strings || (self.kind == Kind::Undecided && self.names) {
+                b"as"
+            } else {
+                b"aa{sv}"
+            },
+        );
+        w.u32(0);
+        self.len_at = w.buf.len() - 4;
+        // Both element types align at 4, as the length leaves it.
+        self.first = w.buf.len();
+    }
+}
+
+impl<'a> Value<'a> {
+    fn plain(&self) -> Result<()> {
+        if self.names { Err(Unsupported) } else { Ok(()) }
+    }
+
+    /// A basic value: in a dict entry, as a variant of `sig`.
+    fn basic(self, sig: &[u8], align: usize, bytes: &[u8]) -> Result<Out> {
+        self.plain()?;
+        match self.ctx {
+            Ctx::Field => {
+                self.w.sig(sig);
+                pad(&mut self.w.buf, align);
+                self.w.buf.extend_from_slice(bytes);
+                Ok(Out::Done)
+            }
+            _ => Err(Unsupported),
+        }
+    }
+
+    fn int(self, i: i64) -> Result<Out> {
+        if let Ctx::Key = self.ctx {
+            self.w.str(&i.to_string())?;
+            return Ok(Out::Done);
+        }
+        self.basic(b"x", 8, &i.to_ne_bytes())
+    }
+
+    fn string(self, s: &str) -> Result<Out> {
+        self.plain()?;
+        match self.ctx {
+            Ctx::Field => {
+                self.w.sig(b"s");
+                self.w.str(s)?;
+            }
+            Ctx::Key => self.w.str(s)?,
+            Ctx::Elem(list) => {
+                list.decide(self.w, Kind::Strings)?;
+                self.w.str(s)?;
+            }
+            Ctx::Top => return Err(Unsupported),
+        }
+        Ok(Out::Done)
+    }
+
+    fn skip(self) -> Result<Out> {
+        self.plain()?;
+        match self.ctx {
+            Ctx::Key => Err(Unsupported),
+            _ => Ok(Out::Skip),
+        }
+    }
+
+    /// Open an `a{sv}` as this value.
+    fn dict(self, variant: Option<&'static str>) -> Result<Dict<'a>> {
+        self.plain()?;
+        match self.ctx {
+            Ctx::Top => {}
+            Ctx::Field => self.w.sig(b"a{sv}"),
+            Ctx::Elem(list) => list.decide(self.w, Kind::Dicts)?,
+            Ctx::Key => return Err(Unsupported),
+        }
+        let open = self.w.open()?;
+        let mut d = Dict {
+            w: self.w,
+            open,
+            key: None,
+            outer: None,
+        };
+        if let Some(name) = variant {
+            // A struct variant: `{name: a{sv} of its fields}`.
+            let (_, start) = d.w.entry();
+            d.w.str(name)?;
+            let key = start + 4..start + 4 + name.len();
+            d.w.sig(b"a{sv}");
+            let inner = d.w.open()?;
+            d.outer = Some((std::mem::replace(&mut d.open, inner), key, start));
+        }
+        Ok(d)
+    }
+}
+
+/// An `a{sv}` being written.
+struct Dict<'a> {
+    w: &'a mut Wire,
+    open: Open,
+    /// `SerializeMap`: the key written, waiting for its value (where to
+    /// cut back to, where the entry starts, the key's bytes).
+    key: Option<(usize, usize, Range<usize>)>,
+    /// A struct variant's outer dict, its one entry's key and start.
+    outer: Option<(Open, Range<usize>, usize)>,
+}
+
+impl Dict<'_> {
+    fn value<T: Serialize + ?Sized>(
+        &mut self,
+        (undo, start, key): (usize, usize, Range<usize>),
+        value: &T,
+    ) -> Result<()> {
+        let out = value.serialize(Value {
+            w: self.w,
+            ctx: Ctx::Field,
+            names: false,
+        })?;
+        match out {
+            Out::Skip => self.w.buf.truncate(undo),
+            Out::Done => self.w.entries.push(Entry {
+                key,
+                start,
+                end: self.w.buf.len(),
+            }),
+        }
+        Ok(())
+    }
+
+    fn field<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) -> Result<()> {
+        let (undo, start) = self.w.entry();
+        self.w.str(name)?;
+        let key = start + 4..start + 4 + name.len();
+        self.value((undo, start, key), value)
+    }
+
+    fn end(self) -> Result<Out> {
+        self.w.close(self.open)?;
+        if let Some((outer, key, start)) = self.outer {
+            self.w.entries.push(Entry {
+                key,
+                start,
+                end: self.w.buf.len(),
+            });
+            self.w.close(outer)?;
+        }
+        Ok(Out::Done)
+    }
+}
+
+/// A list being written, with its [`List`] state.
+struct Seq<'a> {
+    w: &'a mut Wire,
+    list: List,
+}
+
+impl Seq<'_> {
+    fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        value.serialize(Value {
+            w: self.w,
+            ctx: Ctx::Elem(&mut self.list),
+            names: false,
+        })?;
+        Ok(())
+    }
+
+    fn end(mut self) -> Result<Out> {
+        self.w.depth -= 1;
+        if self.list.kind == Kind::Undecided {
+            self.list.start(self.w);
+            return Ok(Out::Done);
+        }
+        let len = self.w.buf.len() - self.list.first;
+        if len > MAX_ARRAY {
+            return Err(Unsupported);
+        }
+        let at = self.list.len_at;
+        self.w.buf[at..at + 4].copy_from_slice(&(len as u32).to_ne_bytes());
+        Ok(Out::Done)
+    }
+}
+
+impl<'a> ser::Serializer for Value<'a> {
+    type Ok = Out;
+    type Error = Unsupported;
+    type SerializeSeq = Seq<'a>;
+    type SerializeTuple = Seq<'a>;
+    type SerializeTupleStruct = Seq<'a>;
+    type SerializeTupleVariant = Seq<'a>;
+    type SerializeMap = Dict<'a>;
+    type SerializeStruct = Dict<'a>;
+    type SerializeStructVariant = Dict<'a>;
+
+    fn serialize_bool(self, v: bool) -> Result<Out> {
+        self.basic(b"b", 4, &u32::from(v).to_ne_bytes())
+    }
+    fn serialize_i8(self, v: i8) -> Result<Out> {
+        self.int(v.into())
+    }
+    fn serialize_i16(self, v: i16) -> Result<Out> {
+        self.int(v.into())
+    }
+    fn serialize_i32(self, v: i32) -> Result<Out> {
+        self.int(v.into())
+    }
+    fn serialize_i64(self, v: i64) -> Result<Out> {
+        self.int(v)
+    }
+    fn serialize_u8(self, v: u8) -> Result<Out> {
+        self.int(v.into())
+    }
+    fn serialize_u16(self, v: u16) -> Result<Out> {
+        self.int(v.into())
+    }
+    fn serialize_u32(self, v: u32) -> Result<Out> {
+        self.int(v.into())
+    }
+    fn serialize_u64(self, v: u64) -> Result<Out> {
+        match i64::try_from(v) {
+            Ok(i) => self.int(i),
+            Err(_) if matches!(self.ctx, Ctx::Key) => {
+                self.w.str(&v.to_string())?;
+                Ok(Out::Done)
+            }
+            Err(_) => self.basic(b"t", 8, &v.to_ne_bytes()),
+        }
+    }
+    fn serialize_f32(self, v: f32) -> Result<Out> {
+        self.serialize_f64(v.into())
+    }
+    fn serialize_f64(self, v: f64) -> Result<Out> {
+        self.basic(b"d", 8, &v.to_ne_bytes())
+    }
+    fn serialize_char(self, v: char) -> Result<Out> {
+        self.string(v.encode_utf8(&mut [0; 4]))
+    }
+    fn serialize_str(self, v: &str) -> Result<Out> {
+        self.string(v)
+    }
+    fn serialize_bytes(self, v: &[u8]) -> Result<Out> {
+        self.plain()?;
+        match self.ctx {
+            Ctx::Field => {
+                self.w.sig(b"ay");
+                self.w.u32(u32::try_from(v.len()).map_err(|_| Unsupported)?);
+                self.w.buf.extend_from_slice(v);
+                Ok(Out::Done)
+            }
+            _ => Err(Unsupported),
+        }
+    }
+    fn serialize_none(self) -> Result<Out> {
+        self.skip()
+    }
+    fn serialize_some<T: ?Sized + Serialize>(self, value: &T) -> Result<Out> {
+        self.plain()?;
+        value.serialize(self)
+    }
+    fn serialize_unit(self) -> Result<Out> {
+        self.skip()
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result<Out> {
+        self.skip()
+    }
+    fn serialize_unit_variant(self, _: &'static str, _: u32, variant: &'static str) -> Result<Out> {
+        self.string(variant)
+    }
+    fn serialize_newtype_struct<T: ?Sized + Serialize>(
+        self,
+        name: &'static str,
+        value: &T,
+    ) -> Result<Out> {
+        self.plain()?;
+        if name == NAMES {
+            // Only a dict entry's `Names` is written here (`as`, even
+            // empty); one in a list is a list in a list.
+            return match self.ctx {
+                Ctx::Field => value.serialize(Value {
+                    w: self.w,
+                    ctx: Ctx::Field,
+                    names: true,
+                }),
+                _ => Err(Unsupported),
+            };
+        }
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: ?Sized + Serialize>(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        value: &T,
+    ) -> Result<Out> {
+        let mut d = self.dict(None)?;
+        d.field(variant, value)?;
+        d.end()
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Seq<'a>> {
+        match self.ctx {
+            Ctx::Field => {
+                self.w.deeper()?;
+                Ok(Seq {
+                    w: self.w,
+                    list: List {
+                        kind: Kind::Undecided,
+                        names: self.names,
+                        len_at: 0,
+                        first: 0,
+                    },
+                })
+            }
+            _ => Err(Unsupported),
+        }
+    }
+    fn serialize_tuple(self, len: usize) -> Result<Seq<'a>> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_struct(self, _: &'static str, len: usize) -> Result<Seq<'a>> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        len: usize,
+    ) -> Result<Seq<'a>> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Dict<'a>> {
+        self.dict(None)
+    }
+    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Dict<'a>> {
+        self.dict(None)
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        _: usize,
+    ) -> Result<Dict<'a>> {
+        self.dict(Some(variant))
+    }
+}
+
+impl ser::SerializeSeq for Seq<'_> {
+    type Ok = Out;
+    type Error = Unsupported;
+    fn serialize_element<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<()> {
+        self.element(value)
+    }
+    fn end(self) -> Result<Out> {
+        Seq::end(self)
+    }
+}
+
+impl ser::SerializeTuple for Seq<'_> {
+    type Ok = Out;
+    type Error = Unsupported;
+    fn serialize_element<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<()> {
+        self.element(value)
+    }
+    fn end(self) -> Result<Out> {
+        Seq::end(self)
+    }
+}
+
+impl ser::SerializeTupleStruct for Seq<'_> {
+    type Ok = Out;
+    type Error = Unsupported;
+    fn serialize_field<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<()> {
+        self.element(value)
+    }
+    fn end(self) -> Result<Out> {
+        Seq::end(self)
+    }
+}
+
+impl ser::SerializeTupleVariant for Seq<'_> {
+    type Ok = Out;
+    type Error = Unsupported;
+    fn serialize_field<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<()> {
+        self.element(value)
+    }
+    fn end(self) -> Result<Out> {
+        Seq::end(self)
+    }
+}
+
+impl ser::SerializeMap for Dict<'_> {
+    type Ok = Out;
+    type Error = Unsupported;
+    fn serialize_key<T: ?Sized + Serialize>(&mut self, key: &T) -> Result<()> {
+        let (undo, start) = self.w.entry();
+        key.serialize(Value {
+            w: self.w,
+            ctx: Ctx::Key,
+            names: false,
+        })?;
+        // The key string's bytes: after its length, before its NUL.
+        let key = start + 4..self.w.buf.len() - 1;
+        self.key = Some((undo, start, key));
+        Ok(())
+    }
+    fn serialize_value<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<()> {
+        let key = self.key.take().ok_or(Unsupported)?;
+        self.value(key, value)
+    }
+    fn end(self) -> Result<Out> {
+        Dict::end(self)
+    }
+}
+
+impl ser::SerializeStruct for Dict<'_> {
+    type Ok = Out;
+    type Error = Unsupported;
+    fn serialize_field<T: ?Sized + Serialize>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<()> {
+        self.field(key, value)
+    }
+    fn end(self) -> Result<Out> {
+        Dict::end(self)
+    }
+}
+
+impl ser::SerializeStructVariant for Dict<'_> {
+    type Ok = Out;
+    type Error = Unsupported;
+    fn serialize_field<T: ?Sized + Serialize>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<()> {
+        self.field(key, value)
+    }
+    fn end(self) -> Result<Out> {
+        Dict::end(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, HashMap};
+
+    use serde::Serialize;
+    use zbus::wire::Variant;
+
+    use super::*;
+    use crate::core::view::{
+        ChangeView, GeoView, Names, NetworkView, NotificationView, PlaceView, ProvidedView,
+        RecentDocumentView, StreamView, WindowView,
+    };
+    use crate::dbus::variant;
+    use crate::model::{
+        MediaKind, PlaybackStatus, Player, Power, SessionState, StreamState, Urgency,
+    };
+
+    /// The body as the `variant` path writes it, its outer dict's entries
+    /// in key order (that path's outer `HashMap` has an order of its own
+    /// per process; every nested dict is in key order already).
+    fn reference<T: Serialize + ?Sized>(category: &str, view: &T) -> Option<Vec<u8>> {
+        let fields = variant::fields(view).ok()?;
+        let sorted: BTreeMap<String, Variant<'static>> = fields.into_iter().collect();
+        let ctxt = zbus::wire::serialized::Context::new(zbus::wire::NATIVE_ENDIAN, 0);
+        let data = zbus::wire::to_bytes(ctxt, &(category.to_owned(), sorted)).ok()?;
+        Some(data.to_vec())
+    }
+
+    /// Both paths give the same bytes, or both decline; `one_pass`: this
+    /// one is written here (not left to the `variant` path).
+    #[track_caller]
+    fn same<T: Serialize + ?Sized>(category: &str, view: &T, one_pass: bool) {
+        let old = reference(category, view);
+        let new = changed(category, view).ok().map(|b| b.to_vec());
+        match (&old, &new) {
+            (Some(o), Some(n)) => assert_eq!(&o[..], &n[..], "{category}"),
+            (_, None) => {
+                assert!(!one_pass, "{category}: left to the variant path");
+            }
+            (None, Some(_)) => panic!("{category}: written here, refused there"),
+        }
+        // The body reads back as a `Changed` body.
+        if let Some(n) = new {
+            let ctxt = zbus::wire::serialized::Context::new(zbus::wire::NATIVE_ENDIAN, 0);
+            let data = zbus::wire::serialized::Data::new(n, ctxt);
+            let (back, _): ((String, HashMap<String, zbus::wire::OwnedVariant>), _) =
+                data.deserialize().expect("reads back");
+            assert_eq!(back.0, category);
+        }
+    }
+
+    fn window(title: Option<&str>, states: &[&str], outputs: &[&str]) -> WindowView {
+        WindowView {
+            id: "w-3f2a".into(),
+            app_id: "org.gnome.TextEditor".into(),
+            app_id_source: "wayland",
+            app_name: Some("Text Editor".into()),
+            icon: None,
+            title: title.map(Into::into),
+            states: Names(states.iter().map(|s| (*s).to_owned()).collect()),
+            focused: true,
+            outputs: Names(outputs.iter().map(|s| (*s).to_owned()).collect()),
+            parent: Some("w-1".into()),
+            first_seen: "2026-11-27T05:40:00.123Z".into(),
+            last_focused: None,
+        }
+    }
+
+    fn stream(player: Option<Player>) -> StreamView {
+        StreamView {
+            id: "pw-88".into(),
+            kind: MediaKind::Screen,
+            state: StreamState::Running,
+            active: true,
+            since: "2026-11-27T05:40:00Z".into(),
+            app_id: Some("org.mozilla.firefox".into()),
+            app_id_source: Some("kernel"),
+            pid: Some(u32::MAX),
+            claimed_name: None,
+            claimed_binary: Some("firefox-bin".into()),
+            media_name: Some("Meeting — ünïcødé 🎥".into()),
+            media_role: None,
+            player,
+        }
+    }
+
+    /// Every kind of change a subscriber receives, each with its options
+    /// present and absent.
+    #[test]
+    fn every_change_view_is_the_variant_paths_bytes() {
+        let long = "a long title ".repeat(400);
+        let windows = [
+            window(
+                Some("notes.txt — Text Editor"),
+                &["activated", "maximized"],
+                &["HEADLESS-1"],
+            ),
+            window(None, &[], &[]),
+            window(Some(""), &["activated"], &["HEADLESS-1", "DP-2", "ünï"]),
+            window(Some(&long), &[], &["X"]),
+        ];
+        for (i, w) in windows.into_iter().enumerate() {
+            for event in ["focus", "created", "changed", "closed"] {
+                let v = ChangeView {
+                    event,
+                    window: Some(w.clone()),
+                    ..Default::default()
+                };
+                same(&format!("windows{i}"), &v, true);
+            }
+        }
+        same(
+            "windows",
+            &ChangeView {
+                event: "focus",
+                ..Default::default()
+            },
+            true,
+        );
+        for player in [
+            None,
+            Some(Player::default()),
+            Some(Player {
+                status: Some(PlaybackStatus::Paused),
+                title: Some("Track".into()),
+                artist: Some("A, B".into()),
+                url: Some("https://example.org/x".into()),
+            }),
+        ] {
+            let v = ChangeView {
+                event: "added",
+                stream: Some(stream(player)),
+                ..Default::default()
+            };
+            same("media.capture", &v, true);
+        }
+        let sessions = [
+            SessionState::default(),
+            SessionState {
+                active: true,
+                locked: true,
+                idle: true,
+                idle_since: Some(chrono::Utc::now()),
+                preparing_for_sleep: true,
+            },
+        ];
+        for s in sessions {
+            let v = ChangeView {
+                event: "changed",
+                session: Some(s),
+                ..Default::default()
+            };
+            same("session", &v, true);
+        }
+        let powers = [
+            Power::default(),
+            Power {
+                on_battery: true,
+                percentage: Some(42.5),
+                state: Some("discharging".into()),
+                time_to_empty_s: Some(u64::MAX),
+                time_to_full_s: Some(0),
+                warning_level: Some("low".into()),
+            },
+        ];
+        for p in powers {
+            let v = ChangeView {
+                event: "changed",
+                power: Some(p),
+                ..Default::default()
+            };
+            same("power", &v, true);
+        }
+        for ssid in [None, Some("café wifi".to_owned())] {
+            let v = ChangeView {
+                event: "changed",
+                network: Some(NetworkView {
+                    connectivity: "full".into(),
+                    metered: ssid.is_some(),
+                    primary_type: Some("wifi".into()),
+                    ssid,
+                }),
+                ..Default::default()
+            };
+            same("network", &v, true);
+        }
+        for body in [None, Some("hello\nworld".to_owned())] {
+            let v = ChangeView {
+                event: "added",
+                notification: Some(NotificationView {
+                    id: "17".into(),
+                    app_name: "Mail".into(),
+                    summary: "New mail".into(),
+                    urgency: Urgency::Critical,
+                    time: "2026-11-27T05:40:00Z".into(),
+                    body,
+                }),
+                ..Default::default()
+            };
+            same("notifications", &v, true);
+        }
+        let data = [
+            serde_json::json!({"@type": "DigitalDocument", "name": "n"}),
+            serde_json::json!({
+                "@type": "Event",
+                "z": 1, "a": -1, "m": 1.5, "big": u64::MAX, "t": true, "f": false,
+                "nested": {"b": {"c": {"d": "deep"}}, "a": []},
+                "names": ["x", "y"],
+                "objs": [{"k": 1}, {"k": 2, "j": null}],
+                "empty": {},
+                "null": null,
+                "unicode": "日本語 ✓",
+            }),
+            // Lists of other elements, and mixed: left to the variant path.
+            serde_json::json!({"nums": [1, 2, 3]}),
+            serde_json::json!({"mixed": [1, "a", {"k": 1}]}),
+            serde_json::json!({"strs_objs": ["a", {"k": 1}]}),
+            serde_json::json!({"lists": [["a"], ["b"]]}),
+        ];
+        for (i, d) in data.iter().enumerate() {
+            let v = ChangeView {
+                event: "updated",
+                context: Some(ProvidedView {
+                    app_id: "org.example.App".into(),
+                    kind: "document".into(),
+                    data: d.clone().into(),
+                    updated: "2026-11-27T05:40:00Z".into(),
+                }),
+                ..Default::default()
+            };
+            same(&format!("provided.document{i}"), &v, i < 2);
+        }
+        let doc = |path: Option<&str>| RecentDocumentView {
+            uri: "file:///home/u/a%20b.txt".into(),
+            path: path.map(Into::into),
+            name: "a b.txt".into(),
+            mime_type: Some("text/plain".into()),
+            app: None,
+            modified: Some("2026-11-27T05:40:00Z".into()),
+            visited: None,
+        };
+        for docs in [
+            vec![],
+            vec![doc(None)],
+            vec![doc(Some("/home/u/a b.txt")), doc(None)],
+        ] {
+            let v = ChangeView {
+                event: "changed",
+                recent_documents: Some(docs),
+                ..Default::default()
+            };
+            same("documents.recent", &v, true);
+        }
+        for precise in [false, true] {
+            let v = ChangeView {
+                event: "changed",
+                location: Some(PlaceView {
+                    schema_type: "Place",
+                    geo: GeoView {
+                        latitude: 52.52,
+                        longitude: -13.4,
+                        elevation: precise.then_some(34.0),
+                    },
+                    accuracy: 1000.0,
+                    name: precise.then(|| "Berlin".into()),
+                    updated: precise.then(|| "2026-11-27T05:40:00Z".into()),
+                }),
+                ..Default::default()
+            };
+            same("location", &v, true);
+        }
+    }
+
+    #[derive(Serialize)]
+    enum E {
+        Unit,
+        Newtype(i8),
+        Tuple(u16, u16),
+        Struct { b: bool, a: Option<f32> },
+    }
+
+    struct Bytes(&'static [u8]);
+
+    impl Serialize for Bytes {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+            s.serialize_bytes(self.0)
+        }
+    }
+
+    /// A map that says a key twice.
+    struct Twice;
+
+    impl Serialize for Twice {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+            use serde::ser::SerializeMap;
+            let mut m = s.serialize_map(None)?;
+            m.serialize_entry("k", &1)?;
+            m.serialize_entry("k", &2)?;
+            m.end()
+        }
+    }
+
+    /// Dicts of lists of dicts.
+    type Lists = BTreeMap<&'static str, Vec<BTreeMap<&'static str, i64>>>;
+
+    #[derive(Serialize)]
+    struct Everything {
+        zed: &'static str,
+        i8: i8,
+        i16: i16,
+        i32: i32,
+        i64: i64,
+        u8: u8,
+        u16: u16,
+        u32: u32,
+        u64: u64,
+        u64_big: u64,
+        f32: f32,
+        f64: f64,
+        ch: char,
+        unit: (),
+        none: Option<u8>,
+        some: Option<Option<&'static str>>,
+        bytes: Bytes,
+        names: Names,
+        empty_names: Names,
+        opt_names: Option<Names>,
+        empty_list: Vec<E>,
+        units: Vec<E>,
+        skipped: Vec<Option<String>>,
+        strings: Vec<String>,
+        unit_variants: Vec<E>,
+        struct_variants: Vec<E>,
+        newtype_variant: E,
+        struct_variant: E,
+        unit_variant: E,
+        int_keys: BTreeMap<u64, &'static str>,
+        char_keys: BTreeMap<char, u8>,
+        nested: BTreeMap<&'static str, Lists>,
+        #[serde(rename = "A")]
+        upper: bool,
+        #[serde(rename = "a.b")]
+        dotted: bool,
+        #[serde(rename = "")]
+        empty_key: bool,
+    }
+
+    fn everything() -> Everything {
+        Everything {
+            zed: "z",
+            i8: i8::MIN,
+            i16: i16::MIN,
+            i32: i32::MIN,
+            i64: i64::MIN,
+            u8: u8::MAX,
+            u16: u16::MAX,
+            u32: u32::MAX,
+            u64: i64::MAX as u64,
+            u64_big: u64::MAX,
+            f32: -0.25,
+            f64: f64::MAX,
+            ch: 'ß',
+            unit: (),
+            none: None,
+            some: Some(Some("x")),
+            bytes: Bytes(b"\x00\x01binary"),
+            names: Names(vec!["a".into(), "".into(), "ü".into()]),
+            empty_names: Names::default(),
+            opt_names: Some(Names::default()),
+            empty_list: vec![],
+            units: vec![E::Unit, E::Unit],
+            skipped: vec![None, Some("only".into()), None],
+            strings: vec!["x".repeat(70_000)],
+            unit_variants: vec![E::Unit],
+            struct_variants: vec![
+                E::Struct { b: true, a: None },
+                E::Newtype(3),
+                E::Struct {
+                    b: false,
+                    a: Some(1.0),
+                },
+            ],
+            newtype_variant: E::Newtype(-1),
+            struct_variant: E::Struct {
+                b: true,
+                a: Some(2.5),
+            },
+            unit_variant: E::Unit,
+            int_keys: BTreeMap::from([(3, "three"), (10, "ten"), (u64::MAX, "max")]),
+            char_keys: BTreeMap::from([('b', 1), ('a', 2)]),
+            nested: BTreeMap::from([
+                (
+                    "outer",
+                    BTreeMap::from([("l", vec![BTreeMap::from([("x", 1)]), BTreeMap::new()])]),
+                ),
+                ("empty", BTreeMap::new()),
+            ]),
+            upper: true,
+            dotted: false,
+            empty_key: true,
+        }
+    }
+
+    /// Every serde shape the mapping knows, at every place it can be.
+    #[test]
+    fn every_shape_is_the_variant_paths_bytes() {
+        same("everything", &everything(), true);
+        same("nested", &BTreeMap::from([("inner", everything())]), true);
+        same(
+            "list",
+            &BTreeMap::from([("l", vec![everything(), everything()])]),
+            true,
+        );
+        same("none", &None::<u8>, true);
+        same("unit", &(), true);
+        same("empty", &BTreeMap::<String, u8>::new(), true);
+        same("tuple", &BTreeMap::from([("t", E::Tuple(1, 2))]), false);
+        same("top newtype variant", &E::Newtype(5), true);
+        same("top struct variant", &E::Struct { b: true, a: None }, true);
+        // Not a dict at the top, or not one pass: both paths agree.
+        same("top string", &"s", false);
+        same("top list", &vec![1], false);
+        same("twice", &Twice, false);
+        same("bool keys", &BTreeMap::from([(true, 1)]), false);
+        same(
+            "bytes in a list",
+            &BTreeMap::from([("l", vec![Bytes(b"x")])]),
+            false,
+        );
+        same(
+            "names in a list",
+            &BTreeMap::from([("l", vec![Names::default()])]),
+            false,
+        );
+        let mut deep = serde_json::json!({"leaf": 1});
+        for _ in 0..20 {
+            deep = serde_json::json!({ "d": deep });
+        }
+        same("deep", &deep, false);
+    }
+
+    /// A map in the order given (not sorted as a `BTreeMap` is).
+    struct InOrder(Vec<(String, serde_json::Value)>);
+
+    impl Serialize for InOrder {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+            s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+        }
+    }
+
+    /// Orders that need sorting, sorted the same way at every level.
+    #[test]
+    fn keys_are_in_byte_order_at_every_level() {
+        let keys = [
+            "b", "a", "B", "aa", "", "é", "z.y", "a.b", "ab", "\u{7f}", "a\u{1}",
+        ];
+        let inner: serde_json::Map<String, serde_json::Value> = keys
+            .iter()
+            .map(|k| ((*k).to_owned(), serde_json::json!(k.len())))
+            .collect();
+        let outer = InOrder(
+            keys.iter()
+                .map(|k| ((*k).to_owned(), serde_json::Value::Object(inner.clone())))
+                .collect(),
+        );
+        same("sorted", &outer, true);
+        same("nested", &BTreeMap::from([("m", &outer)]), true);
+    }
+}
