@@ -99,7 +99,6 @@ impl Level {
                 self.name,
                 bound.as_millis()
             );
-            LEFT_BEHIND.store(true, std::sync::atomic::Ordering::SeqCst);
             false
         }
     }
@@ -109,7 +108,8 @@ impl Level {
 /// SQLite worker threads they wait on) may still run when `main` returns.
 static LEFT_BEHIND: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Whether a level overran its bound at shutdown ([`Level::stop`]). The
+/// Whether a level overran its bound and the grace at shutdown
+/// ([`Tree::stop`]). The
 /// process must then end without running the C library's exit handlers:
 /// SQLCipher's frees the memory a SQLite statement still running on its
 /// worker thread writes into (memcheck saw it under load).
@@ -164,24 +164,54 @@ impl Tree {
     /// database. A level that overruns its bound is logged and left
     /// behind, and the next level stops anyway, so the whole stop never
     /// takes longer than the sum of the bounds.
+    ///
+    /// A level left behind gets [`Bounds::grace`] more, all levels
+    /// together, at the end: its tasks may hold a SQLite statement (the
+    /// last history batch on a slow disk), and the process must not end
+    /// under one (see [`left_behind`]). What still runs after that is
+    /// flagged for `main`, which then ends with `_exit`.
     pub(crate) async fn stop(&self, bounds: &Bounds) {
-        self.publishers.stop(bounds.publishers).await;
-        self.sources.stop(bounds.sources).await;
-        self.writers.stop(bounds.writers).await;
-        self.database.stop(bounds.database).await;
+        let levels = [
+            (&self.publishers, bounds.publishers),
+            (&self.sources, bounds.sources),
+            (&self.writers, bounds.writers),
+            (&self.database, bounds.database),
+        ];
+        let mut behind = Vec::new();
+        for (level, bound) in levels {
+            if !level.stop(bound).await {
+                behind.push(level);
+            }
+        }
+        if !behind.is_empty() {
+            let all = async {
+                for level in &behind {
+                    level.tasks.wait().await;
+                }
+            };
+            if tokio::time::timeout(bounds.grace, all).await.is_ok() {
+                tracing::info!("shutdown: the levels left behind ended within the grace");
+            } else {
+                LEFT_BEHIND.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
         self.root.cancel();
     }
 }
 
 /// How long each level may take to stop. Their sum (1.5 s), with the
 /// release of the bus name before them and the end of the process after,
-/// stays under the 2 s in which a SIGTERM must end the daemon.
+/// stays under the 2 s in which a SIGTERM ends the daemon when nothing is
+/// stuck; a level that overruns gets `grace` more (a last transaction on
+/// a slow disk is worth finishing), far inside systemd's stop timeout.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Bounds {
     pub(crate) publishers: Duration,
     pub(crate) sources: Duration,
     pub(crate) writers: Duration,
     pub(crate) database: Duration,
+    /// More time, once, for the levels that overran theirs.
+    pub(crate) grace: Duration,
 }
 
 impl Default for Bounds {
@@ -194,6 +224,7 @@ impl Default for Bounds {
             // One transaction each for the last history and audit batch.
             writers: Duration::from_millis(500),
             database: Duration::from_millis(200),
+            grace: Duration::from_millis(2000),
         }
     }
 }

@@ -1,5 +1,5 @@
-//! SQLCipher's crypto provider, in Rust: AES-256-CBC from the `aes` and
-//! `cbc` crates, HMAC, PBKDF2 and randomness from `ring`.
+//! SQLCipher's crypto provider, in Rust: AES-256-CBC from the `aes` crate,
+//! HMAC, PBKDF2 and randomness from `ring`.
 //!
 //! # Why not OpenSSL
 //!
@@ -36,8 +36,7 @@ use std::ffi::{CStr, c_char, c_int, c_void};
 use std::num::NonZeroU32;
 
 use aes::Aes256;
-use aes::cipher::block_padding::NoPadding;
-use aes::cipher::{BlockDecryptMut, BlockEncryptMut, KeyIvInit};
+use aes::cipher::{BlockDecrypt, BlockEncrypt, KeyInit};
 use ring::rand::SecureRandom;
 use zeroize::Zeroize;
 
@@ -314,11 +313,9 @@ unsafe extern "C" fn kdf(
 }
 
 /// AES-256-CBC of `in_sz` bytes (whole blocks, no padding) from `input` to
-/// `out` with `iv`. The input is copied to `out` first (an overlapping copy
-/// is allowed) and transformed there: SQLCipher passes distinct page
-/// buffers, but `input == out` would be right too. Decryption runs eight
-/// blocks at a time (CBC decrypts in parallel), encryption one after the
-/// other, as CBC must.
+/// `out` with `iv`. SQLCipher passes distinct page buffers; the blocks are
+/// still copied in and out one at a time, so that even `input == out`
+/// would be read before it is written.
 #[allow(clippy::too_many_arguments)] // SQLCipher's signature
 unsafe extern "C" fn cipher(
     _: *mut c_void,
@@ -336,35 +333,56 @@ unsafe extern "C" fn cipher(
     let Ok(len) = usize::try_from(in_sz) else {
         return SQLITE_ERROR;
     };
-    if len % BLOCK_SZ != 0 || out.is_null() || !matches!(mode, CIPHER_ENCRYPT | CIPHER_DECRYPT) {
+    if len % BLOCK_SZ != 0 || out.is_null() {
         return SQLITE_ERROR;
     }
     let mut key_bytes = [0u8; KEY_SZ];
-    let mut iv_bytes = [0u8; BLOCK_SZ];
+    let mut chain = [0u8; BLOCK_SZ];
     // SAFETY: the key and IV are SQLCipher's buffers of KEY_SZ and
-    // BLOCK_SZ bytes; `input` and `out` hold `len` bytes each.
-    let buf = unsafe {
+    // BLOCK_SZ bytes.
+    unsafe {
         std::ptr::copy_nonoverlapping(key, key_bytes.as_mut_ptr(), KEY_SZ);
-        std::ptr::copy_nonoverlapping(iv, iv_bytes.as_mut_ptr(), BLOCK_SZ);
-        std::ptr::copy(input, out, len);
-        std::slice::from_raw_parts_mut(out, len)
-    };
-    let mut key_ga: aes::cipher::Key<Aes256> = key_bytes.into();
-    let iv_ga: aes::cipher::Iv<cbc::Encryptor<Aes256>> = iv_bytes.into();
-    // The stack copies of the key leave no trace (volatile writes); the
-    // key schedules inside the cipher values wipe themselves on drop.
+        std::ptr::copy_nonoverlapping(iv, chain.as_mut_ptr(), BLOCK_SZ);
+    }
+    let aes = Aes256::new(&aes::cipher::Key::<Aes256>::from(key_bytes));
+    // The copies of the key and of the last block leave no trace on the
+    // stack (volatile writes); `aes`'s own key schedule wipes itself.
     key_bytes.zeroize();
-    let done = if mode == CIPHER_ENCRYPT {
-        cbc::Encryptor::<Aes256>::new(&key_ga, &iv_ga)
-            .encrypt_padded_mut::<NoPadding>(buf, len)
-            .is_ok()
-    } else {
-        cbc::Decryptor::<Aes256>::new(&key_ga, &iv_ga)
-            .decrypt_padded_mut::<NoPadding>(buf)
-            .is_ok()
-    };
-    key_ga.zeroize();
-    if done { SQLITE_OK } else { SQLITE_ERROR }
+    for i in 0..len / BLOCK_SZ {
+        let mut block = [0u8; BLOCK_SZ];
+        // SAFETY: block i lies within the `len` bytes of `input`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(input.add(i * BLOCK_SZ), block.as_mut_ptr(), BLOCK_SZ)
+        };
+        match mode {
+            CIPHER_ENCRYPT => {
+                xor(&mut block, &chain);
+                let mut b = aes::Block::from(block);
+                aes.encrypt_block(&mut b);
+                block = b.into();
+                chain = block;
+            }
+            CIPHER_DECRYPT => {
+                let mut b = aes::Block::from(block);
+                aes.decrypt_block(&mut b);
+                let ciphertext = block;
+                block = b.into();
+                xor(&mut block, &chain);
+                chain = ciphertext;
+            }
+            _ => return SQLITE_ERROR,
+        }
+        // SAFETY: block i lies within the `len` bytes of `out`.
+        unsafe { std::ptr::copy_nonoverlapping(block.as_ptr(), out.add(i * BLOCK_SZ), BLOCK_SZ) };
+    }
+    chain.zeroize();
+    SQLITE_OK
+}
+
+fn xor(block: &mut [u8; BLOCK_SZ], with: &[u8; BLOCK_SZ]) {
+    for (b, w) in block.iter_mut().zip(with) {
+        *b ^= w;
+    }
 }
 
 fn hmac_algorithm(algorithm: c_int) -> Option<ring::hmac::Algorithm> {
