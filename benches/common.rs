@@ -26,6 +26,104 @@ pub fn block_on(workers: usize, f: impl std::future::Future<Output = ()>) {
         .block_on(f);
 }
 
+/// A subscriber to some categories on a connection and a thread of its
+/// own, stamping each `Changed` when it arrives: when, and its data as
+/// JSON. The floors the latency benches compare the broker with (a bare
+/// Wayland client, a bare PipeWire registry listener, a bus monitor) each
+/// stamp on a thread of their own; a subscriber polled by the bench's
+/// runtime would add the bench's own scheduling (and, where the bench was
+/// still waiting for an answer of the compositor, that wait) to the
+/// broker's figure. Dropped: it unsubscribes and its thread ends.
+pub struct Subscriber {
+    rx: tokio::sync::mpsc::UnboundedReceiver<(std::time::Instant, serde_json::Value)>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Subscriber {
+    /// Subscribed (and its stream open) when this returns.
+    pub fn new(address: &str, categories: &[&str]) -> Subscriber {
+        use futures_util::StreamExt;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let (ready_tx, ready) = std::sync::mpsc::channel();
+        let address = address.to_owned();
+        let categories: Vec<String> = categories.iter().map(|c| (*c).to_owned()).collect();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let conn = zbus::connection::Builder::address(address.as_str())
+                    .build()
+                    .await
+                    .expect("connect");
+                let ctx = contextd::client::proxy::Context1Proxy::new(&conn)
+                    .await
+                    .expect("proxy");
+                let cats: Vec<&str> = categories.iter().map(String::as_str).collect();
+                let path = ctx.subscribe(&cats).await.expect("subscribe");
+                let sub = contextd::client::proxy::Subscription1Proxy::builder(&conn)
+                    .path(path)
+                    .build()
+                    .await
+                    .expect("subscription");
+                let mut stream = sub.receive_changed().await.expect("Changed");
+                let _ = ready_tx.send(());
+                loop {
+                    tokio::select! {
+                        biased;
+                        sig = stream.next() => {
+                            let at = std::time::Instant::now();
+                            let Some(sig) = sig else { return };
+                            let Ok(args) = sig.args() else { continue };
+                            let data = serde_json::Value::Object(
+                                args.data()
+                                    .iter()
+                                    .map(|(k, v)| (k.clone(), contextd::client::json::to_json(v)))
+                                    .collect(),
+                            );
+                            let _ = tx.send((at, data));
+                        }
+                        _ = &mut stopped => {
+                            let _ = sub.unsubscribe().await;
+                            return;
+                        }
+                    }
+                }
+            });
+        });
+        ready.recv().expect("the subscriber is ready");
+        Subscriber {
+            rx,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// Forget the changes that arrived so far.
+    pub fn drain(&mut self) {
+        while self.rx.try_recv().is_ok() {}
+    }
+
+    /// The next change and when it arrived; `None` when the stream ended.
+    pub async fn next(&mut self) -> Option<(std::time::Instant, serde_json::Value)> {
+        self.rx.recv().await
+    }
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// The environment of a broker (and of its contextctl) whose directories
 /// are under `dir` (config, data, state, run; run is made, 0700), quiet.
 /// The caller adds the bus addresses.

@@ -20,9 +20,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use contextd::client::json::{dict_to_json, to_json};
-use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
-use serde_json::Value;
+use contextd::client::json::dict_to_json;
+use contextd::client::proxy::Context1Proxy;
 
 const STARTS: usize = 100;
 const REPS: usize = 3;
@@ -93,14 +92,6 @@ pub(crate) fn main() {
     block_on(1, run());
 }
 
-fn data_of(sig: &contextd::client::proxy::Changed) -> Value {
-    let args = sig.args().expect("args");
-    args.data()
-        .iter()
-        .map(|(k, v)| (k.clone(), to_json(v)))
-        .collect()
-}
-
 async fn run() {
     let dir = tempfile::Builder::new()
         .prefix("ctxd-bench")
@@ -138,13 +129,7 @@ async fn run() {
         assert!(t.elapsed() < Duration::from_secs(20), "broker not up");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let path = ctx.subscribe(&["media.playback"]).await.expect("subscribe");
-    let sub = Subscription1Proxy::builder(&conn)
-        .path(path)
-        .build()
-        .await
-        .expect("sub");
-    let mut changed = Stamped::new(sub.receive_changed().await.expect("changed"));
+    let mut changed = Subscriber::new(session.get("DBUS_SESSION_BUS_ADDRESS"), &["media.playback"]);
     let socket = pipewire_client::socket_of(session.get("PIPEWIRE_RUNTIME_DIR"));
     let (_listener, seen) = pipewire_client::watch_nodes(&socket);
     while seen.try_recv().is_ok() {}
@@ -174,7 +159,7 @@ async fn run() {
                     .await
                     .expect("Changed within 10 s")
                     .expect("open");
-                if data_of(&sig)["event"] == "opened" {
+                if sig["event"] == "opened" {
                     break got;
                 }
             };
@@ -201,7 +186,7 @@ async fn run() {
                     .await
                     .expect("closed within 10 s")
                     .expect("open");
-                if data_of(&sig)["event"] == "closed" {
+                if sig["event"] == "closed" {
                     break;
                 }
             }
@@ -236,8 +221,6 @@ async fn run() {
     // 2. Idle with 20 streams, with no subscription (its signals would
     // only be counted as work for the broker).
     drop(changed);
-    let _ = sub.unsubscribe().await;
-    drop(sub);
     let mut players = Vec::new();
     for _ in 0..IDLE_STREAMS {
         let mut cmd = session.command("pw-play");

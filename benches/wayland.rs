@@ -22,8 +22,7 @@ use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use contextd::client::json::to_json;
-use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
+use contextd::client::proxy::Context1Proxy;
 use wayland_client::protocol::wl_registry;
 use wayland_client::{Connection, Dispatch, Proxy, QueueHandle, event_created_child};
 use wayland_protocols_wlr::foreign_toplevel::v1::client::{
@@ -269,13 +268,7 @@ async fn measure(root: Option<&str>) -> WaylandFigures {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let path = ctx.subscribe(&["windows"]).await.expect("subscribe");
-    let sub = Subscription1Proxy::builder(&conn)
-        .path(path)
-        .build()
-        .await
-        .expect("sub");
-    let mut changed = Stamped::new(sub.receive_changed().await.expect("changed"));
+    let mut changed = Subscriber::new(&address, &["windows"]);
     let bare = bare_client(&env);
     // Let the bare client see the initial windows.
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -300,18 +293,10 @@ async fn measure(root: Option<&str>) -> WaylandFigures {
             // The broker's signal.
             let broker_at = loop {
                 let sig = tokio::time::timeout(Duration::from_secs(2), changed.next()).await;
-                let Ok(Some((now, sig))) = sig else {
+                let Ok(Some((now, d))) = sig else {
                     break None;
                 };
-                let Ok(args) = sig.args() else { continue };
-                let d = args.data();
-                let is_focus =
-                    d.get("event").map(|v| to_json(v)) == Some(serde_json::json!("focus"));
-                let app = d
-                    .get("window")
-                    .map(|v| to_json(v))
-                    .and_then(|w| w.get("app_id").cloned());
-                if is_focus && app == Some(serde_json::json!(target)) {
+                if d["event"] == "focus" && d["window"]["app_id"] == target {
                     break Some(now);
                 }
             };
@@ -343,7 +328,6 @@ async fn measure(root: Option<&str>) -> WaylandFigures {
     // RSS: idle with the two windows, then with 300 more.
     let rss_idle = rss_kib(pid);
     drop(changed);
-    let _ = sub.unsubscribe().await;
     let mut cmd = Command::new(wl_toplevels_bin());
     let mut many = Proc(
         cmd.env_clear()
