@@ -338,8 +338,16 @@ async fn build_core(
         .spawn(core.clone().write_revocations(tree.writers.token()));
     // Memory freed after a burst of work goes back to the system
     // (crate::memory).
-    tree.writers
-        .spawn(crate::memory::give_back(tree.writers.token()));
+    let caches = db.clone();
+    tree.writers.spawn(crate::memory::give_back(
+        tree.writers.token(),
+        Box::new(move || {
+            let db = caches.clone();
+            Box::pin(async move {
+                db.release_caches().await;
+            })
+        }),
+    ));
     let audit_keep = chrono::Duration::days(i64::from(consent.audit_days.max(1)));
     // The timeline: recorded from every change, in order, as it is
     // applied; written by its own task in batches.

@@ -11,6 +11,10 @@
 //! to the system (it walks every arena: well under a millisecond on a
 //! heap this size). Under steady load little is free at any moment and
 //! nothing happens; after the load the next tick gives it all back.
+//! Before that, when SQLite holds more than it did after the last tick
+//! that released, the database's idle connections give back their page
+//! caches ([`Release`]): blocks made during the burst that would keep
+//! their heap pages resident.
 
 use std::time::Duration;
 
@@ -48,9 +52,22 @@ fn trim() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn trim() {}
 
+/// SQLite's memory grown by more than this since the caches were last
+/// released makes the next tick release them ([`Release`]).
+pub(crate) const SQLITE_SLACK: i64 = 256 * 1024;
+
+/// What else holds memory it can give back when asked: the database's
+/// page caches (`store::Db::release_caches`), released before the heaps
+/// are trimmed so that their pages go back too.
+pub(crate) type Release =
+    Box<dyn Fn() -> futures_util::future::BoxFuture<'static, ()> + Send + Sync>;
+
 /// Give free heap memory back every [`EVERY`] while it exceeds
-/// [`SLACK`], until `cancel`.
-pub(crate) async fn give_back(cancel: CancellationToken) {
+/// [`SLACK`], until `cancel`; first `release` when SQLite holds
+/// [`SQLITE_SLACK`] more than after the last time.
+pub(crate) async fn give_back(cancel: CancellationToken, release: Release) {
+    // SAFETY: sqlite3_memory_used only reads SQLite's global counter.
+    let mut sqlite_kept = unsafe { libsqlite3_sys::sqlite3_memory_used() };
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -68,6 +85,16 @@ pub(crate) async fn give_back(cancel: CancellationToken) {
             sqlite,
             "memory"
         );
+        if sqlite > sqlite_kept + SQLITE_SLACK {
+            release().await;
+            // SAFETY: as above.
+            sqlite_kept = unsafe { libsqlite3_sys::sqlite3_memory_used() };
+            tracing::trace!(
+                before = sqlite,
+                after = sqlite_kept,
+                "database caches released"
+            );
+        }
         if free > SLACK {
             trim();
             tracing::trace!(free_before = free, free_after = heap().1, "heap trimmed");

@@ -686,6 +686,36 @@ impl Db {
         &self.pool
     }
 
+    /// Give back the page caches of the connections nobody uses now
+    /// (`PRAGMA shrink_memory`); how many were shrunk.
+    ///
+    /// Why: each pooled connection keeps up to SQLite's cache size
+    /// (2 MiB) of decrypted pages for good. A burst of timeline reads
+    /// (many MCP hosts asking for summaries) grows all four, and the pages
+    /// stay, each a block allocated in the middle of the burst that keeps
+    /// the heap's pages around it resident too (`make soak`, "RSS after
+    /// load"). Called when the broker gives memory back after a burst
+    /// (crate::memory); the next read decrypts what it needs again, a few
+    /// pages. A connection in use is left alone: only idle ones are taken,
+    /// without waiting, and handed back at once.
+    pub async fn release_caches(&self) -> usize {
+        let mut idle = Vec::new();
+        while let Some(conn) = self.pool.try_acquire() {
+            idle.push(conn);
+        }
+        let mut shrunk = 0;
+        for conn in &mut idle {
+            match sqlx::query("PRAGMA shrink_memory")
+                .execute(&mut **conn)
+                .await
+            {
+                Ok(_) => shrunk += 1,
+                Err(e) => tracing::debug!(error = %e, "shrinking a connection's cache failed"),
+            }
+        }
+        shrunk
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -1161,6 +1191,79 @@ impl ConsentStore for Db {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The page cache held by the pool's idle connections, in bytes.
+    async fn idle_cache_bytes(db: &Db) -> i64 {
+        let mut held = Vec::new();
+        while let Some(c) = db.pool().try_acquire() {
+            held.push(c);
+        }
+        let mut total = 0;
+        for c in &mut held {
+            let mut h = c.lock_handle().await.expect("handle");
+            let (mut cur, mut high) = (0, 0);
+            // SAFETY: the handle is valid while `h` holds the connection's
+            // lock; sqlite3_db_status only reads the connection's counters.
+            unsafe {
+                libsqlite3_sys::sqlite3_db_status(
+                    h.as_raw_handle().as_ptr(),
+                    libsqlite3_sys::SQLITE_DBSTATUS_CACHE_USED,
+                    &mut cur,
+                    &mut high,
+                    0,
+                );
+            }
+            total += i64::from(cur);
+        }
+        total
+    }
+
+    /// After a burst of reads, the idle connections' page caches go back
+    /// (what `crate::memory` asks after a burst), and the data is still
+    /// read as before.
+    #[tokio::test]
+    async fn idle_connections_give_their_page_caches_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let key = crate::store::DbKey::random().expect("key");
+        let (db, _tasks) = Db::open(
+            &dir.path().join("c.db"),
+            &key,
+            &crate::store::KeySource::KeyFile(dir.path().join("k")),
+        )
+        .await
+        .expect("open");
+        sqlx::query("CREATE TABLE filler (id INTEGER PRIMARY KEY, b BLOB)")
+            .execute(db.pool())
+            .await
+            .expect("create");
+        sqlx::query(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+             INSERT INTO filler (b) SELECT randomblob(600) FROM n",
+        )
+        .execute(db.pool())
+        .await
+        .expect("fill");
+        let sum = || async {
+            sqlx::query_scalar::<_, i64>("SELECT sum(length(b)) FROM filler")
+                .fetch_one(db.pool())
+                .await
+                .expect("read")
+        };
+        assert_eq!(sum().await, 2000 * 600);
+        let before = idle_cache_bytes(&db).await;
+        assert!(
+            before > 1_000_000,
+            "the reads filled no cache: {before} bytes"
+        );
+        assert!(db.release_caches().await >= 1);
+        let after = idle_cache_bytes(&db).await;
+        assert!(
+            after < before / 4,
+            "the caches were not given back: {before} bytes before, {after} after"
+        );
+        assert_eq!(sum().await, 2000 * 600, "the data reads the same after");
+        db.pool().close().await;
+    }
 
     /// SQLite rolled back by itself (as after `SQLITE_FULL`), so sqlx's
     /// own `ROLLBACK` fails and its count stays at one: the pool closes
