@@ -1192,8 +1192,22 @@ impl ConsentStore for Db {
 mod tests {
     use super::*;
 
+    /// Until every connection of the pool is back in it (a connection
+    /// dropped goes back by a task of the pool's, not at once).
+    async fn all_idle(db: &Db) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while db.pool().num_idle() < db.pool().size() as usize {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the pool's connections did not come back"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// The page cache held by the pool's idle connections, in bytes.
     async fn idle_cache_bytes(db: &Db) -> i64 {
+        all_idle(db).await;
         let mut held = Vec::new();
         while let Some(c) = db.pool().try_acquire() {
             held.push(c);
@@ -1255,6 +1269,7 @@ mod tests {
             before > 1_000_000,
             "the reads filled no cache: {before} bytes"
         );
+        all_idle(&db).await;
         assert!(db.release_caches().await >= 1);
         let after = idle_cache_bytes(&db).await;
         assert!(
