@@ -641,10 +641,14 @@ impl History {
     /// Focus, capture and playback time per app within [since, until)
     /// (open intervals end at `now`), most focused first.
     ///
-    /// Whole hours come from `history_hourly`; the parts of the period
-    /// before its first and after its last whole hour, and open intervals,
-    /// from `history`. All in one read transaction: the writer closing a
-    /// row between two of the reads would count it twice or not at all.
+    /// Whole hours come from `history_hourly`, and so does the last,
+    /// partial hour of a period that reaches `now`; the other parts of the
+    /// period before its first and after its last whole hour, and open
+    /// intervals, from `history`. All in one read transaction: the writer
+    /// closing a row between two of the reads would count it twice or not
+    /// at all. (Were the wall clock set back, rows recorded before could
+    /// end after `now`, and the current hour would count them to their
+    /// end; by no more than the step.)
     pub async fn summary(
         &self,
         since: DateTime<Utc>,
@@ -659,7 +663,19 @@ impl History {
         let mut tx = self.pool.begin().await.map_err(failed)?;
         let raw = |a: i64, b: i64, closed_only: bool| (sql_summed(closed_only), a, b);
         let first_hour = s + (HOUR_MS - s.rem_euclid(HOUR_MS)) % HOUR_MS;
-        let last_hour = u - u.rem_euclid(HOUR_MS);
+        let mut last_hour = u - u.rem_euclid(HOUR_MS);
+        // A period that reaches `now` ends in an hour whose closed rows all
+        // ended by `now` (the writer closes a row when its interval ended),
+        // so their time up to `until` is that hour's `history_hourly`
+        // rows, which the writer adds to in the transaction that closes
+        // each row. Read there, a summary up to now costs a row per app
+        // however busy the current hour, instead of reading all of its
+        // rows: under many MCP hosts and a flood of focus changes, those
+        // reads queued for the pool's connections for tens of seconds
+        // (`make soak`).
+        if u >= n && last_hour < u && first_hour <= last_hour {
+            last_hour += HOUR_MS;
+        }
         let mut parts = Vec::new();
         if first_hour < last_hour {
             let rows = sqlx::query(
@@ -1218,8 +1234,12 @@ mod tests {
             id += 1;
             batch.push(HistoryOp::Open(e.clone()));
             let end = t + len;
-            // A few stay open; the rest close now or in a later batch.
-            let open = rng.next(150) == 0 && kind != HistoryKind::Notification;
+            // A few stay open; the rest close now or in a later batch. One
+            // that would end after `now` is still going on then, open, as
+            // the recorder has it: it closes a row when its interval has
+            // ended (what `History::summary` relies on for the hour of
+            // `now`).
+            let open = (rng.next(150) == 0 || end > now) && kind != HistoryKind::Notification;
             if !open {
                 batch.push(HistoryOp::Close {
                     id: e.id,
