@@ -141,6 +141,26 @@ pub fn parse_cursor(s: &str) -> Result<Option<(i64, i64)>, crate::core::Error> {
 /// A page of rows and the cursor of the next page (`None`: the last).
 pub(crate) type Page = (Vec<HistoryEvent>, Option<String>);
 
+/// A period that ends less than this before now ends now
+/// ([`summary_until`]).
+pub(crate) const NOW_SLACK: chrono::Duration = chrono::Duration::seconds(2);
+
+/// Where a summary of a period ending at `until` reads to, `now` being
+/// the read's own clock: a period that ends less than [`NOW_SLACK`]
+/// before `now` was meant to end now (an MCP host or a D-Bus caller that
+/// left `until` out got the publisher's clock, contextctl sends its own
+/// in whole seconds), and between those clocks and this one the request
+/// only travelled. Read to the same `now`, a summary takes the current
+/// hour from its hourly totals instead of all of its rows
+/// (`store::history`); it counts at most that much more time.
+pub(crate) fn summary_until(until: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
+    if until < now && now - until <= NOW_SLACK {
+        now
+    } else {
+        until
+    }
+}
+
 /// The read side of the timeline's store (implemented by `store::history`),
 /// so that the read service decides what a reader sees without SQL.
 pub(crate) trait HistoryStore: Send + Sync + std::fmt::Debug {
@@ -632,6 +652,19 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A summary "until now" is read to the read's own clock; a period
+    /// the caller ended earlier (or later) keeps its end.
+    #[test]
+    fn a_period_ending_just_before_now_ends_now() {
+        let now = Utc::now();
+        let s = chrono::Duration::seconds;
+        assert_eq!(summary_until(now, now), now);
+        assert_eq!(summary_until(now - s(1), now), now);
+        assert_eq!(summary_until(now - NOW_SLACK, now), now);
+        assert_eq!(summary_until(now - s(3), now), now - s(3));
+        assert_eq!(summary_until(now + s(1), now), now + s(1));
+    }
     use crate::model::{Window, WindowStates};
 
     /// The allocation-free match is `to_lowercase` + `contains`, ASCII or

@@ -78,7 +78,9 @@ impl Core {
         until: chrono::DateTime<chrono::Utc>,
     ) -> Result<Vec<super::view::AppTotalsView>> {
         let history = self.history()?;
-        let totals = history.summary(since, until, self.clock.now()).await?;
+        let now = self.clock.now();
+        let until = super::history::summary_until(until, now);
+        let totals = history.summary(since, until, now).await?;
         Ok(totals
             .iter()
             .filter_map(|t| super::view::AppTotalsView::new(t, &|_: &Category| true))

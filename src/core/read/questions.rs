@@ -498,7 +498,9 @@ async fn visible_totals(
     until: DateTime<Utc>,
 ) -> Result<Vec<AppTotalsView>> {
     let history = seen.core.history()?;
-    let totals = history.summary(since, until, seen.core.clock.now()).await?;
+    let now = seen.core.clock.now();
+    let until = crate::core::history::summary_until(until, now);
+    let totals = history.summary(since, until, now).await?;
     let can = |c: &Category| seen.can(c);
     Ok(totals
         .iter()
