@@ -26,6 +26,18 @@ pub fn block_on(workers: usize, f: impl std::future::Future<Output = ()>) {
         .block_on(f);
 }
 
+/// A `Changed` signal's data (`a{sv}`) as JSON; `None` if its body does
+/// not parse.
+pub fn changed_data(sig: &contextd::client::proxy::Changed) -> Option<serde_json::Value> {
+    let args = sig.args().ok()?;
+    Some(serde_json::Value::Object(
+        args.data()
+            .iter()
+            .map(|(k, v)| (k.clone(), contextd::client::json::to_json(v)))
+            .collect(),
+    ))
+}
+
 /// A subscriber to some categories on a connection and a thread of its
 /// own, stamping each `Changed` when it arrives: when, and its data as
 /// JSON. The floors the latency benches compare the broker with (a bare
@@ -77,13 +89,7 @@ impl Subscriber {
                         sig = stream.next() => {
                             let at = std::time::Instant::now();
                             let Some(sig) = sig else { return };
-                            let Ok(args) = sig.args() else { continue };
-                            let data = serde_json::Value::Object(
-                                args.data()
-                                    .iter()
-                                    .map(|(k, v)| (k.clone(), contextd::client::json::to_json(v)))
-                                    .collect(),
-                            );
+                            let Some(data) = changed_data(&sig) else { continue };
                             let _ = tx.send((at, data));
                         }
                         _ = &mut stopped => {

@@ -178,13 +178,9 @@ async fn run() {
             let broker_wait = async {
                 loop {
                     let sig = changed.next().await.expect("Changed stream");
-                    let Ok(args) = sig.args() else { continue };
-                    let data = serde_json::Value::Object(
-                        args.data()
-                            .iter()
-                            .map(|(k, v)| (k.clone(), contextd::client::json::to_json(v)))
-                            .collect(),
-                    );
+                    let Some(data) = changed_data(&sig) else {
+                        continue;
+                    };
                     if data["power"]["percentage"].as_f64() == Some(p) {
                         return t0.elapsed();
                     }
