@@ -686,8 +686,9 @@ impl Db {
         &self.pool
     }
 
-    /// Give back the page caches of the connections nobody uses now
-    /// (`PRAGMA shrink_memory`); how many were shrunk.
+    /// Give back the page caches and prepared statements of the
+    /// connections nobody uses now (`PRAGMA shrink_memory`, sqlx's
+    /// statement cache); how many were shrunk.
     ///
     /// Why: each pooled connection keeps up to SQLite's cache size
     /// (2 MiB) of decrypted pages for good. A burst of timeline reads
@@ -705,7 +706,14 @@ impl Db {
         }
         let mut shrunk = 0;
         for conn in &mut idle {
+            // The statements sqlx keeps prepared (up to 100 a connection,
+            // each its compiled program) go too; the next use prepares
+            // again.
+            if let Err(e) = sqlx::Connection::clear_cached_statements(&mut **conn).await {
+                tracing::debug!(error = %e, "clearing a connection's statements failed");
+            }
             match sqlx::query("PRAGMA shrink_memory")
+                .persistent(false)
                 .execute(&mut **conn)
                 .await
             {
@@ -1232,6 +1240,32 @@ mod tests {
         total
     }
 
+    /// The memory of the statements the idle connections keep prepared.
+    async fn idle_statement_bytes(db: &Db) -> i64 {
+        all_idle(db).await;
+        let mut held = Vec::new();
+        while let Some(c) = db.pool().try_acquire() {
+            held.push(c);
+        }
+        let mut total = 0;
+        for c in &mut held {
+            let mut h = c.lock_handle().await.expect("handle");
+            let (mut cur, mut high) = (0, 0);
+            // SAFETY: as in `idle_cache_bytes`.
+            unsafe {
+                libsqlite3_sys::sqlite3_db_status(
+                    h.as_raw_handle().as_ptr(),
+                    libsqlite3_sys::SQLITE_DBSTATUS_STMT_USED,
+                    &mut cur,
+                    &mut high,
+                    0,
+                );
+            }
+            total += i64::from(cur);
+        }
+        total
+    }
+
     /// After a burst of reads, the idle connections' page caches go back
     /// (what `crate::memory` asks after a burst), and the data is still
     /// read as before.
@@ -1265,6 +1299,8 @@ mod tests {
         };
         assert_eq!(sum().await, 2000 * 600);
         let before = idle_cache_bytes(&db).await;
+        let statements = idle_statement_bytes(&db).await;
+        assert!(statements > 0, "no statement is kept prepared");
         assert!(
             before > 1_000_000,
             "the reads filled no cache: {before} bytes"
@@ -1275,6 +1311,11 @@ mod tests {
         assert!(
             after < before / 4,
             "the caches were not given back: {before} bytes before, {after} after"
+        );
+        let statements_after = idle_statement_bytes(&db).await;
+        assert!(
+            statements_after < statements / 8,
+            "the prepared statements were kept: {statements} bytes before, {statements_after} after"
         );
         assert_eq!(sum().await, 2000 * 600, "the data reads the same after");
         db.pool().close().await;
