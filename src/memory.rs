@@ -52,8 +52,8 @@ fn trim() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn trim() {}
 
-/// SQLite's memory grown by more than this since the caches were last
-/// released makes the next tick release them ([`Release`]).
+/// SQLite's memory more than this over the least it held after a
+/// release makes the next tick release its caches ([`Release`]).
 pub(crate) const SQLITE_SLACK: i64 = 256 * 1024;
 
 /// What else holds memory it can give back when asked: the database's
@@ -64,10 +64,13 @@ pub(crate) type Release =
 
 /// Give free heap memory back every [`EVERY`] while it exceeds
 /// [`SLACK`], until `cancel`; first `release` when SQLite holds
-/// [`SQLITE_SLACK`] more than after the last time.
+/// [`SQLITE_SLACK`] more than the least it held after a release, and
+/// has changed since the last one (an idle broker does not release
+/// again and again what it cannot).
 pub(crate) async fn give_back(cancel: CancellationToken, release: Release) {
     // SAFETY: sqlite3_memory_used only reads SQLite's global counter.
-    let mut sqlite_kept = unsafe { libsqlite3_sys::sqlite3_memory_used() };
+    let mut sqlite_floor = unsafe { libsqlite3_sys::sqlite3_memory_used() };
+    let mut sqlite_after = sqlite_floor;
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -85,13 +88,18 @@ pub(crate) async fn give_back(cancel: CancellationToken, release: Release) {
             sqlite,
             "memory"
         );
-        if sqlite > sqlite_kept + SQLITE_SLACK {
+        // The floor is the least held after a release, not the last: a
+        // release during a burst, with every connection busy, frees
+        // little, and measured from there the release once the burst is
+        // over would never come.
+        if sqlite > sqlite_floor + SQLITE_SLACK && sqlite != sqlite_after {
             release().await;
             // SAFETY: as above.
-            sqlite_kept = unsafe { libsqlite3_sys::sqlite3_memory_used() };
-            tracing::trace!(
+            sqlite_after = unsafe { libsqlite3_sys::sqlite3_memory_used() };
+            sqlite_floor = sqlite_floor.min(sqlite_after);
+            tracing::debug!(
                 before = sqlite,
-                after = sqlite_kept,
+                after = sqlite_after,
                 "database caches released"
             );
         }
