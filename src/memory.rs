@@ -62,6 +62,13 @@ pub(crate) const SQLITE_SLACK: i64 = 256 * 1024;
 pub(crate) type Release =
     Box<dyn Fn() -> futures_util::future::BoxFuture<'static, ()> + Send + Sync>;
 
+/// Whether SQLite, holding `now`, should release its caches: over
+/// [`SQLITE_SLACK`] above `floor` (the least it held after a release)
+/// and changed since the last release left it at `after`.
+fn release_due(now: i64, floor: i64, after: i64) -> bool {
+    now > floor + SQLITE_SLACK && now != after
+}
+
 /// Give free heap memory back every [`EVERY`] while it exceeds
 /// [`SLACK`], until `cancel`; first `release` when SQLite holds
 /// [`SQLITE_SLACK`] more than the least it held after a release, and
@@ -92,7 +99,7 @@ pub(crate) async fn give_back(cancel: CancellationToken, release: Release) {
         // release during a burst, with every connection busy, frees
         // little, and measured from there the release once the burst is
         // over would never come.
-        if sqlite > sqlite_floor + SQLITE_SLACK && sqlite != sqlite_after {
+        if release_due(sqlite, sqlite_floor, sqlite_after) {
             release().await;
             // SAFETY: as above.
             sqlite_after = unsafe { libsqlite3_sys::sqlite3_memory_used() };
@@ -107,5 +114,26 @@ pub(crate) async fn give_back(cancel: CancellationToken, release: Release) {
             trim();
             tracing::trace!(free_before = free, free_after = heap().1, "heap trimmed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// After a burst the caches go back even when a release during it
+    /// freed little; an idle broker holding what it cannot give back is
+    /// not asked again and again.
+    #[test]
+    fn the_release_after_a_burst_comes_and_an_idle_one_does_not_repeat() {
+        let (floor, mb) = (500_000, 1_000_000);
+        // During the burst: a release left 1.1 MB (connections busy).
+        assert!(release_due(floor + 2 * mb, floor, floor));
+        // After it, still 1.1 MB but changed: released again.
+        assert!(release_due(floor + mb + 1, floor, floor + mb));
+        // Idle, nothing changed since that release: not again.
+        assert!(!release_due(floor + mb, floor, floor + mb));
+        // Within the slack: nothing to do.
+        assert!(!release_due(floor + SQLITE_SLACK, floor, 0));
     }
 }
