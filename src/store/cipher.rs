@@ -336,6 +336,11 @@ unsafe extern "C" fn cipher(
     if len % BLOCK_SZ != 0 || out.is_null() {
         return SQLITE_ERROR;
     }
+    let encrypt = match mode {
+        CIPHER_ENCRYPT => true,
+        CIPHER_DECRYPT => false,
+        _ => return SQLITE_ERROR,
+    };
     let mut key_bytes = [0u8; KEY_SZ];
     let mut chain = [0u8; BLOCK_SZ];
     // SAFETY: the key and IV are SQLCipher's buffers of KEY_SZ and
@@ -354,23 +359,19 @@ unsafe extern "C" fn cipher(
         unsafe {
             std::ptr::copy_nonoverlapping(input.add(i * BLOCK_SZ), block.as_mut_ptr(), BLOCK_SZ)
         };
-        match mode {
-            CIPHER_ENCRYPT => {
-                xor(&mut block, &chain);
-                let mut b = aes::Block::from(block);
-                aes.encrypt_block(&mut b);
-                block = b.into();
-                chain = block;
-            }
-            CIPHER_DECRYPT => {
-                let mut b = aes::Block::from(block);
-                aes.decrypt_block(&mut b);
-                let ciphertext = block;
-                block = b.into();
-                xor(&mut block, &chain);
-                chain = ciphertext;
-            }
-            _ => return SQLITE_ERROR,
+        if encrypt {
+            xor(&mut block, &chain);
+            let mut b = aes::Block::from(block);
+            aes.encrypt_block(&mut b);
+            block = b.into();
+            chain = block;
+        } else {
+            let mut b = aes::Block::from(block);
+            aes.decrypt_block(&mut b);
+            let ciphertext = block;
+            block = b.into();
+            xor(&mut block, &chain);
+            chain = ciphertext;
         }
         // SAFETY: block i lies within the `len` bytes of `out`.
         unsafe { std::ptr::copy_nonoverlapping(block.as_ptr(), out.add(i * BLOCK_SZ), BLOCK_SZ) };
@@ -495,6 +496,7 @@ mod tests {
             SQLITE_ERROR
         );
         assert_eq!(run(5, &key, &iv, &[0u8; 16]).0, SQLITE_ERROR);
+        assert_eq!(run(5, &key, &iv, &[]).0, SQLITE_ERROR);
         assert_eq!(run(CIPHER_ENCRYPT, &key, &iv, &[]), (SQLITE_OK, vec![]));
     }
 
