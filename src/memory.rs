@@ -11,10 +11,11 @@
 //! to the system (it walks every arena: well under a millisecond on a
 //! heap this size). Under steady load little is free at any moment and
 //! nothing happens; after the load the next tick gives it all back.
-//! Before that, when SQLite holds more than it did after the last tick
-//! that released, the database's idle connections give back their page
-//! caches ([`Release`]): blocks made during the burst that would keep
-//! their heap pages resident.
+//! Before that, when SQLite holds more than the least it held after a
+//! release, and has changed since the last one, the database's idle
+//! connections give back their page caches and prepared statements
+//! ([`Release`]): blocks made during the burst that would keep their heap
+//! pages resident.
 
 use std::time::Duration;
 
@@ -57,8 +58,8 @@ fn trim() {}
 pub(crate) const SQLITE_SLACK: i64 = 256 * 1024;
 
 /// What else holds memory it can give back when asked: the database's
-/// page caches (`store::Db::release_caches`), released before the heaps
-/// are trimmed so that their pages go back too.
+/// page caches and prepared statements (`store::Db::release_caches`),
+/// released before the heaps are trimmed so that their pages go back too.
 pub(crate) type Release =
     Box<dyn Fn() -> futures_util::future::BoxFuture<'static, ()> + Send + Sync>;
 

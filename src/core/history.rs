@@ -652,6 +652,7 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{Window, WindowStates};
 
     /// A summary "until now" is read to the read's own clock; a period
     /// the caller ended earlier (or later) keeps its end.
@@ -665,7 +666,6 @@ mod tests {
         assert_eq!(summary_until(now - s(3), now), now - s(3));
         assert_eq!(summary_until(now + s(1), now), now + s(1));
     }
-    use crate::model::{Window, WindowStates};
 
     /// The allocation-free match is `to_lowercase` + `contains`, ASCII or
     /// not.

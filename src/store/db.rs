@@ -1213,8 +1213,11 @@ mod tests {
         }
     }
 
-    /// The page cache held by the pool's idle connections, in bytes.
-    async fn idle_cache_bytes(db: &Db) -> i64 {
+    /// One of SQLite's counters (`sqlite3_db_status`), summed over the
+    /// pool's idle connections, in bytes: `SQLITE_DBSTATUS_CACHE_USED`
+    /// for the page caches, `SQLITE_DBSTATUS_STMT_USED` for the prepared
+    /// statements.
+    async fn idle_status(db: &Db, op: i32) -> i64 {
         all_idle(db).await;
         let mut held = Vec::new();
         while let Some(c) = db.pool().try_acquire() {
@@ -1229,33 +1232,7 @@ mod tests {
             unsafe {
                 libsqlite3_sys::sqlite3_db_status(
                     h.as_raw_handle().as_ptr(),
-                    libsqlite3_sys::SQLITE_DBSTATUS_CACHE_USED,
-                    &mut cur,
-                    &mut high,
-                    0,
-                );
-            }
-            total += i64::from(cur);
-        }
-        total
-    }
-
-    /// The memory of the statements the idle connections keep prepared.
-    async fn idle_statement_bytes(db: &Db) -> i64 {
-        all_idle(db).await;
-        let mut held = Vec::new();
-        while let Some(c) = db.pool().try_acquire() {
-            held.push(c);
-        }
-        let mut total = 0;
-        for c in &mut held {
-            let mut h = c.lock_handle().await.expect("handle");
-            let (mut cur, mut high) = (0, 0);
-            // SAFETY: as in `idle_cache_bytes`.
-            unsafe {
-                libsqlite3_sys::sqlite3_db_status(
-                    h.as_raw_handle().as_ptr(),
-                    libsqlite3_sys::SQLITE_DBSTATUS_STMT_USED,
+                    op,
                     &mut cur,
                     &mut high,
                     0,
@@ -1298,8 +1275,8 @@ mod tests {
                 .expect("read")
         };
         assert_eq!(sum().await, 2000 * 600);
-        let before = idle_cache_bytes(&db).await;
-        let statements = idle_statement_bytes(&db).await;
+        let before = idle_status(&db, libsqlite3_sys::SQLITE_DBSTATUS_CACHE_USED).await;
+        let statements = idle_status(&db, libsqlite3_sys::SQLITE_DBSTATUS_STMT_USED).await;
         assert!(statements > 0, "no statement is kept prepared");
         assert!(
             before > 1_000_000,
@@ -1307,12 +1284,12 @@ mod tests {
         );
         all_idle(&db).await;
         assert!(db.release_caches().await >= 1);
-        let after = idle_cache_bytes(&db).await;
+        let after = idle_status(&db, libsqlite3_sys::SQLITE_DBSTATUS_CACHE_USED).await;
         assert!(
             after < before / 4,
             "the caches were not given back: {before} bytes before, {after} after"
         );
-        let statements_after = idle_statement_bytes(&db).await;
+        let statements_after = idle_status(&db, libsqlite3_sys::SQLITE_DBSTATUS_STMT_USED).await;
         assert!(
             statements_after < statements / 8,
             "the prepared statements were kept: {statements} bytes before, {statements_after} after"
