@@ -77,10 +77,7 @@ impl Core {
         since: chrono::DateTime<chrono::Utc>,
         until: chrono::DateTime<chrono::Utc>,
     ) -> Result<Vec<super::view::AppTotalsView>> {
-        let history = self.history()?;
-        let now = self.clock.now();
-        let until = super::history::summary_until(until, now);
-        let totals = history.summary(since, until, now).await?;
+        let totals = self.totals(since, until).await?;
         Ok(totals
             .iter()
             .filter_map(|t| super::view::AppTotalsView::new(t, &|_: &Category| true))

@@ -253,6 +253,20 @@ impl Core {
             .ok_or_else(|| Error::Unavailable("the timeline is not available".into()))
     }
 
+    /// Time per app in `[since, until)`, every app: what a reader's
+    /// summary and the owner's are filtered from. A period ending just
+    /// before now is read to now ([`super::history::summary_until`]).
+    pub(super) async fn totals(
+        &self,
+        since: chrono::DateTime<chrono::Utc>,
+        until: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<super::history::AppTotals>> {
+        let history = self.history()?;
+        let now = self.clock.now();
+        let until = super::history::summary_until(until, now);
+        history.summary(since, until, now).await
+    }
+
     /// Answer question `q` of `who`: decide what it needs, audit, prompt
     /// as `mode` says, and build the view of only what `who` may see.
     pub(crate) async fn read<Q: Read>(&self, who: &Subject, q: Q, mode: Mode) -> Result<Q::View> {

@@ -497,10 +497,7 @@ async fn visible_totals(
     since: DateTime<Utc>,
     until: DateTime<Utc>,
 ) -> Result<Vec<AppTotalsView>> {
-    let history = seen.core.history()?;
-    let now = seen.core.clock.now();
-    let until = crate::core::history::summary_until(until, now);
-    let totals = history.summary(since, until, now).await?;
+    let totals = seen.core.totals(since, until).await?;
     let can = |c: &Category| seen.can(c);
     Ok(totals
         .iter()
