@@ -16,6 +16,7 @@ use zbus::names::{BusName, WellKnownName};
 
 use crate::config::{Config, UndecidedMode};
 use crate::core::consent::{ConsentStore, Verdict};
+use crate::core::lane::{OnLane, StoreLane};
 use crate::core::{Core, Gate, GateSettings, SourceEvent, SystemClock};
 use crate::dbus::{self, BUS_NAME};
 use crate::shutdown::{Bounds, Lane, Tree};
@@ -103,21 +104,43 @@ pub async fn run_on(
     // Before any process is identified: every source names processes alike.
     crate::core::identity::set_interpreters(config.file.identity.interpreters.clone());
     let tree = Tree::new();
-    // Two workers, as many as the main runtime has (src/bin/contextd.rs).
-    let mcp_lane = Lane::start("mcp", 2).map_err(|error| DaemonError::Io {
-        path: "the MCP thread".into(),
-        error,
-    })?;
-    let result = serve(&conn, &config, &tree, &mcp_lane, shutdown).await;
-    teardown(&conn, &tree, &mcp_lane).await;
+    let lanes = Lanes::start()?;
+    let result = serve(&conn, &config, &tree, &lanes, shutdown).await;
+    teardown(&conn, &tree, &lanes).await;
     result
+}
+
+/// The runtimes beside the main one (`shutdown::Lane`).
+struct Lanes {
+    /// MCP's hosts: their load must not queue ahead of D-Bus callers.
+    mcp: Lane,
+    /// The store's calls and writers (`core::lane`): a connection goes
+    /// back to the pool without waiting behind the publishers' tasks.
+    store: Lane,
+}
+
+impl Lanes {
+    fn start() -> Result<Lanes, DaemonError> {
+        let io = |path: &str| {
+            let path = path.to_owned();
+            move |error| DaemonError::Io { path, error }
+        };
+        Ok(Lanes {
+            // Two workers, as many as the main runtime has
+            // (src/bin/contextd.rs).
+            mcp: Lane::start("mcp", 2).map_err(io("the MCP thread"))?,
+            // One thread: the store's tasks only hand work to SQLite's
+            // threads and wait.
+            store: Lane::start("store", 1).map_err(io("the database thread"))?,
+        })
+    }
 }
 
 /// The one way out: give the name back, then stop the tree level by level
 /// (publishers, sources, writers, database), each joined within its bound,
 /// so that the last audit and history batches are on disk before the
 /// database closes.
-async fn teardown(conn: &Connection, tree: &Tree, mcp_lane: &Lane) {
+async fn teardown(conn: &Connection, tree: &Tree, lanes: &Lanes) {
     // First, so that a new instance can start while this one stops. When
     // the name is not ours (lost, taken, never asked for) the bus says so
     // and nothing happens; a bus that does not answer costs a bound.
@@ -133,8 +156,10 @@ async fn teardown(conn: &Connection, tree: &Tree, mcp_lane: &Lane) {
         Err(_) => tracing::debug!("the bus did not answer the release of the name"),
     }
     tree.stop(&Bounds::default()).await;
-    // Its tasks (publishers) are joined: the thread has nothing left.
-    mcp_lane.stop(Duration::from_millis(150)).await;
+    // Their tasks (publishers; writers and the database's calls) are
+    // joined: the threads have nothing left.
+    lanes.mcp.stop(Duration::from_millis(150)).await;
+    lanes.store.stop(Duration::from_millis(150)).await;
 }
 
 /// Start everything into `tree`, serve until `shutdown` or the loss of the
@@ -144,15 +169,15 @@ async fn serve(
     conn: &Connection,
     config: &Config,
     tree: &Tree,
-    mcp_lane: &Lane,
+    lanes: &Lanes,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Exit, DaemonError> {
     let clocks = Clocks::of(config);
     let store = open_store(conn, config, tree).await?;
     let notify = store.notify;
-    let (core, tokens) = build_core(config, tree, clocks.clock, store).await?;
+    let (core, tokens) = build_core(config, tree, &lanes.store, clocks.clock, store).await?;
     start_sources(conn, config, tree, &core, clocks.manual).await;
-    let publishers = start_publishers(conn, config, tree, mcp_lane, &core, tokens).await?;
+    let publishers = start_publishers(conn, config, tree, &lanes.mcp, &core, tokens).await?;
     if notify && let Some(reason) = core.recovery() {
         tree.publishers.spawn(notify_degraded(
             conn.clone(),
@@ -249,10 +274,12 @@ async fn open_store(
 
 /// Step 2: the core on the store: the gate with the decisions loaded, the
 /// database's health as a source, the timeline and its writers, and the
-/// MCP token store (handed to the MCP publisher in step 4).
+/// MCP token store (handed to the MCP publisher in step 4). The store's
+/// calls and its writers run on `store_lane` (`core::lane`).
 async fn build_core(
     config: &Config,
     tree: &Tree,
+    store_lane: &Lane,
     clock: Arc<dyn crate::core::Clock>,
     store: OpenStore,
 ) -> Result<(Arc<Core>, Arc<dyn crate::core::tokens::TokenStore>), DaemonError> {
@@ -270,7 +297,8 @@ async fn build_core(
         },
         cooldown: chrono::Duration::seconds(i64::try_from(consent.cooldown_s).unwrap_or(30)),
     };
-    let store: Arc<dyn ConsentStore> = Arc::new(db.clone());
+    let lane = StoreLane::new(store_lane.handle().clone(), tree.database.tracker());
+    let store: Arc<dyn ConsentStore> = Arc::new(OnLane::new(Arc::new(db.clone()), lane.clone()));
     let gate = Gate::with_store(
         config.paths.policy_file(),
         clock.clone(),
@@ -339,21 +367,24 @@ async fn build_core(
     // Memory freed after a burst of work goes back to the system
     // (crate::memory).
     let caches = db.clone();
-    tree.writers.spawn(crate::memory::give_back(
-        tree.writers.token(),
-        Box::new(move || {
-            let db = caches.clone();
-            Box::pin(async move {
-                db.release_caches().await;
-            })
-        }),
-    ));
+    tree.writers.spawn_on(
+        crate::memory::give_back(
+            tree.writers.token(),
+            Box::new(move || {
+                let db = caches.clone();
+                Box::pin(async move {
+                    db.release_caches().await;
+                })
+            }),
+        ),
+        store_lane.handle(),
+    );
     let audit_keep = chrono::Duration::days(i64::from(consent.audit_days.max(1)));
     // The timeline: recorded from every change, in order, as it is
     // applied; written by its own task in batches.
     let (history, history_writer, next_id) =
         store::history::History::open_reporting(db.pool().clone(), db.health().clone()).await?;
-    core.set_history(Arc::new(history.clone()));
+    core.set_history(Arc::new(OnLane::new(Arc::new(history.clone()), lane)));
     let history_settings = config.file.history.clone();
     core.state().set_observer(Box::new(HistoryObserver {
         recorder: crate::core::history::Recorder::new(history_settings.clone(), next_id),
@@ -361,14 +392,17 @@ async fn build_core(
     }));
     // The writers flush what they hold when their level is cancelled,
     // which happens only after every source and publisher has stopped.
-    tree.writers.spawn(history_writer.run(tree.writers.token()));
+    tree.writers.spawn_on(
+        history_writer.run(tree.writers.token()),
+        store_lane.handle(),
+    );
     {
         // Retention: at start and once a day.
         let history = history.clone();
         let core = core.clone();
         let settings = history_settings.clone();
         let cancel = tree.writers.token();
-        tree.writers.spawn(async move {
+        let retention = async move {
             let mut daily = tokio::time::interval(Duration::from_secs(24 * 3600));
             loop {
                 tokio::select! {
@@ -387,16 +421,20 @@ async fn build_core(
                     }
                 }
             }
-        });
+        };
+        tree.writers.spawn_on(retention, store_lane.handle());
     }
     let tokens: Arc<dyn crate::core::tokens::TokenStore> =
         Arc::new(store::tokens::DbTokenStore::open(db.pool().clone()).await?);
-    tree.writers.spawn(db_tasks.run(
-        db,
-        audit_keep,
-        core.gate().notices.clone(),
-        tree.writers.token(),
-    ));
+    tree.writers.spawn_on(
+        db_tasks.run(
+            db,
+            audit_keep,
+            core.gate().notices.clone(),
+            tree.writers.token(),
+        ),
+        store_lane.handle(),
+    );
     Ok((core, tokens))
 }
 

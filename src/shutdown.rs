@@ -81,6 +81,19 @@ impl Level {
         self.tasks.spawn(task)
     }
 
+    /// [`Level::spawn`] on another runtime (a [`Lane`]'s).
+    pub(crate) fn spawn_on<F>(
+        &self,
+        task: F,
+        handle: &tokio::runtime::Handle,
+    ) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.tasks.spawn_on(task, handle)
+    }
+
     /// Cancel the level and wait, at most `bound`, for every one of its
     /// tasks. Logs `shutdown: NAME joined` (debug) when all have ended, a
     /// warning naming how many are left when the bound ran out; returns
@@ -229,11 +242,14 @@ impl Default for Bounds {
     }
 }
 
-/// A runtime of its own on its own OS threads, for a publisher whose load must
-/// not queue ahead of the others: MCP's HTTP sessions and stdio hosts run
-/// on one, so that hundreds of busy hosts do not make a D-Bus call (even
-/// `Peer.Ping`) wait its turn behind their tasks on the main runtime's
-/// workers; the kernel shares the CPU between the threads instead.
+/// A runtime of its own on its own OS threads, for work whose load must
+/// not queue ahead of the rest, or behind it: MCP's HTTP sessions and
+/// stdio hosts run on one, so that hundreds of busy hosts do not make a
+/// D-Bus call (even `Peer.Ping`) wait its turn behind their tasks on the
+/// main runtime's workers; the kernel shares the CPU between the threads
+/// instead. The store's calls run on another (`core::lane`), so that a
+/// database connection goes back to its pool without waiting behind
+/// either.
 ///
 /// Its tasks still belong to a [`Level`] (spawn them with
 /// `level.tracker().spawn_on(task, lane.handle())`, or from a task already
@@ -249,10 +265,17 @@ pub(crate) struct Lane {
 
 impl Lane {
     /// A lane of `workers` threads (and one that owns the runtime), all
-    /// named `contextd-NAME`.
+    /// named `contextd-NAME`; with one worker, the thread that owns the
+    /// runtime runs its tasks itself (one thread, not two).
     pub(crate) fn start(name: &'static str, workers: usize) -> std::io::Result<Lane> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(workers.max(1))
+        let mut builder = if workers > 1 {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(workers);
+            b
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+        };
+        let rt = builder
             .thread_name(format!("contextd-{name}"))
             .enable_all()
             .build()?;

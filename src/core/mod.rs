@@ -13,6 +13,7 @@ pub(crate) mod event;
 pub(crate) mod gate;
 pub(crate) mod history;
 pub(crate) mod identity;
+pub(crate) mod lane;
 pub(crate) mod manage;
 pub(crate) mod notice;
 pub(crate) mod pending;
