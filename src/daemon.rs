@@ -384,7 +384,10 @@ async fn build_core(
     // applied; written by its own task in batches.
     let (history, history_writer, next_id) =
         store::history::History::open_reporting(db.pool().clone(), db.health().clone()).await?;
-    core.set_history(Arc::new(OnLane::new(Arc::new(history.clone()), lane)));
+    core.set_history(Arc::new(OnLane::new(
+        Arc::new(history.clone()),
+        lane.clone(),
+    )));
     let history_settings = config.file.history.clone();
     core.state().set_observer(Box::new(HistoryObserver {
         recorder: crate::core::history::Recorder::new(history_settings.clone(), next_id),
@@ -424,8 +427,10 @@ async fn build_core(
         };
         tree.writers.spawn_on(retention, store_lane.handle());
     }
-    let tokens: Arc<dyn crate::core::tokens::TokenStore> =
-        Arc::new(store::tokens::DbTokenStore::open(db.pool().clone()).await?);
+    let tokens: Arc<dyn crate::core::tokens::TokenStore> = Arc::new(OnLane::new(
+        Arc::new(store::tokens::DbTokenStore::open(db.pool().clone()).await?),
+        lane.clone(),
+    ));
     tree.writers.spawn_on(
         db_tasks.run(
             db,

@@ -35,6 +35,7 @@ use super::consent::{
 };
 use super::error::Error;
 use super::history::{AppTotals, HistoryKind, HistoryStore, Page, Query};
+use super::tokens::{TokenError, TokenInfo, TokenStore};
 use crate::model::{AppId, Category};
 
 /// Where the store's calls run: a runtime's handle and the tracker of the
@@ -53,26 +54,53 @@ impl StoreLane {
     /// Run `work` on the lane when the returned future is first polled,
     /// and hand back its answer. A call that panicked, or that the lane
     /// dropped because the daemon is stopping, is a failure like any other
-    /// the store reports.
-    fn run<T: Send + 'static>(
+    /// the store reports ([`Lost`]).
+    fn run<T: Send + 'static, E: Lost + Send + 'static>(
         &self,
-        work: impl Future<Output = Result<T, Error>> + Send + 'static,
-    ) -> BoxFut<'static, Result<T, Error>> {
+        work: impl Future<Output = Result<T, E>> + Send + 'static,
+    ) -> BoxFut<'static, Result<T, E>> {
         let lane = self.clone();
         Box::pin(async move {
             match lane.tasks.spawn_on(work, &lane.handle).await {
                 Ok(answer) => answer,
-                Err(e) if e.is_panic() => Err(Error::Failed(
-                    "the database call failed unexpectedly (a panic, logged)".into(),
-                )),
-                Err(_) => Err(Error::Unavailable("the broker is stopping".into())),
+                Err(e) => Err(E::lost(e.is_panic())),
             }
         })
     }
 }
 
+/// A store's error for a call that never answered: it panicked (logged
+/// by the panic hook), or the daemon is stopping.
+pub(crate) trait Lost {
+    fn lost(panicked: bool) -> Self;
+}
+
+impl Lost for Error {
+    fn lost(panicked: bool) -> Self {
+        if panicked {
+            Error::Failed("the database call failed unexpectedly (a panic, logged)".into())
+        } else {
+            Error::Unavailable("the broker is stopping".into())
+        }
+    }
+}
+
+impl Lost for TokenError {
+    fn lost(panicked: bool) -> Self {
+        TokenError::Db(
+            if panicked {
+                "the call failed unexpectedly (a panic, logged)"
+            } else {
+                "the broker is stopping"
+            }
+            .into(),
+        )
+    }
+}
+
 /// A store whose calls run on the [`StoreLane`]. Calls that do not touch
-/// the database (the audit queue, the revocation reserve) run in place.
+/// the database (the audit queue, the revocation reserve, the token
+/// checks, which read memory) run in place.
 #[derive(Debug)]
 pub(crate) struct OnLane<S: ?Sized> {
     inner: Arc<S>,
@@ -174,6 +202,26 @@ impl<S: HistoryStore + ?Sized + 'static> HistoryStore for OnLane<S> {
         now: DateTime<Utc>,
     ) -> BoxFut<'_, Result<u64, Error>> {
         on_lane!(self, |s| s.forget(since, until, apps, kinds, now))
+    }
+}
+
+impl<S: TokenStore + ?Sized + 'static> TokenStore for OnLane<S> {
+    fn create<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<String, TokenError>> {
+        let name = name.to_owned();
+        on_lane!(self, |s| s.create(&name))
+    }
+
+    fn list(&self) -> Vec<TokenInfo> {
+        self.inner.list()
+    }
+
+    fn revoke<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<(), TokenError>> {
+        let name = name.to_owned();
+        on_lane!(self, |s| s.revoke(&name))
+    }
+
+    fn verify(&self, presented: &str) -> Option<String> {
+        self.inner.verify(presented)
     }
 }
 
