@@ -191,21 +191,36 @@ thread_local! {
 /// `(category, variant::fields(view))` in a native-endian context at
 /// offset 0, with the outer dict's entries in key order.
 pub(crate) fn changed<T: Serialize + ?Sized>(category: &str, view: &T) -> Result<Arc<[u8]>> {
+    with_wire(|w| {
+        w.str(category)?;
+        write_view(w, view)
+    })
+}
+
+/// A view as a bare `a{sv}` body (a method's reply: `dbus::context1`),
+/// by the same rules.
+pub(crate) fn dict<T: Serialize + ?Sized>(view: &T) -> Result<Arc<[u8]>> {
+    with_wire(|w| write_view(w, view))
+}
+
+/// `write` into this thread's buffer, emptied first (a fresh one when a
+/// body is written while another is: a view whose `Serialize` writes a
+/// body, which none does).
+fn with_wire(write: impl FnOnce(&mut Wire) -> Result<Arc<[u8]>>) -> Result<Arc<[u8]>> {
     WIRE.with(|cell| match cell.try_borrow_mut() {
         Ok(mut w) => {
-            let out = write(&mut w, category, view);
+            w.reset();
+            let out = write(&mut w);
             if w.buf.capacity() > KEEP {
                 *w = Wire::default();
             }
             out
         }
-        Err(_) => write(&mut Wire::default(), category, view),
+        Err(_) => write(&mut Wire::default()),
     })
 }
 
-fn write<T: Serialize + ?Sized>(w: &mut Wire, category: &str, view: &T) -> Result<Arc<[u8]>> {
-    w.reset();
-    w.str(category)?;
+fn write_view<T: Serialize + ?Sized>(w: &mut Wire, view: &T) -> Result<Arc<[u8]>> {
     let done = view.serialize(Value {
         w,
         ctx: Ctx::Top,

@@ -229,10 +229,10 @@ pub(crate) async fn serve(
     conn.object_server()
         .at(
             PATH,
-            context1::Context1 {
+            context1::Served(context1::Context1 {
                 shared: shared.clone(),
                 active: Default::default(),
-            },
+            }),
         )
         .await?;
     conn.object_server()
