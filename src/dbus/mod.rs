@@ -142,12 +142,15 @@ fn summary_of(member: &str) -> String {
 pub(crate) fn access(hdr: &Header<'_>) -> Mode {
     let iface = hdr
         .interface()
-        .map(|i| i.as_str().trim_start_matches("org.contextd.").to_owned())
+        .map(|i| i.as_str().trim_start_matches("org.contextd."))
         .unwrap_or_default();
     let member = hdr.member().map(|m| m.as_str()).unwrap_or_default();
-    Mode::Access {
-        request: format!("{iface}.{member}"),
-    }
+    // One allocation, no formatting machinery: every audited read makes one.
+    let mut request = String::with_capacity(iface.len() + 1 + member.len());
+    request.push_str(iface);
+    request.push('.');
+    request.push_str(member);
+    Mode::Access { request }
 }
 
 /// Register every object on `conn` and start the tasks that serve them.
