@@ -234,7 +234,6 @@ pub(crate) async fn serve(
             PATH,
             context1::Served(context1::Context1 {
                 shared: shared.clone(),
-                active: Default::default(),
             }),
         )
         .await?;

@@ -168,9 +168,9 @@ const BODY_SLOTS: usize = 4;
 /// first serialises the `(category, a{sv})` body, the others copy it
 /// behind their own header (path, destination). Building the `a{sv}` and
 /// serialising it was most of a subscriber's share of a change (issue 33:
-/// 200 subscribers of one focus change). The view decides, as in
-/// `variant::DictCache`: a body is reused only for an equal view of the
-/// same category, so a subscriber never gets what it may not see.
+/// 200 subscribers of one focus change). The view decides: a body is
+/// reused only for an equal view of the same category, so a subscriber
+/// never gets what it may not see.
 #[derive(Debug, Default)]
 struct Bodies {
     slots: Mutex<VecDeque<Body>>,

@@ -423,44 +423,6 @@ pub(crate) fn dict<T: Serialize + ?Sized>(v: &T) -> Result<Dict, VariantError> {
         .collect()
 }
 
-/// The last views answered and their dicts. A hot read answers the same
-/// view again and again (the focused window between two focus changes),
-/// and building an `a{sv}` costs several times more than comparing two
-/// views: an equal view answers with the dict built for it. Two slots, so
-/// that callers with and without a detail (titles) do not evict each
-/// other. The view decides; nothing else is keyed, so a stale dict cannot
-/// be answered.
-#[derive(Debug)]
-pub(crate) struct DictCache<T> {
-    slots: std::sync::Mutex<[Slot<T>; 2]>,
-}
-
-/// A view and the dict built for it.
-type Slot<T> = Option<(T, Arc<Dict>)>;
-
-impl<T> Default for DictCache<T> {
-    fn default() -> Self {
-        DictCache {
-            slots: std::sync::Mutex::new([None, None]),
-        }
-    }
-}
-
-impl<T: Serialize + PartialEq> DictCache<T> {
-    /// `view` as an `a{sv}`, built once per distinct view.
-    pub(crate) fn dict(&self, view: T) -> Result<Arc<Dict>, VariantError> {
-        let lock = || self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, d)) = lock().iter().flatten().find(|(v, _)| *v == view) {
-            return Ok(d.clone());
-        }
-        let d = Arc::new(dict(&view)?);
-        let mut slots = lock();
-        slots.swap(0, 1);
-        slots[0] = Some((view, d.clone()));
-        Ok(d)
-    }
-}
-
 /// JSON text, read straight into D-Bus values by the rules above (object
 /// → `a{sv}` with `null` members left out, string → `s`, integer → `x`
 /// or `t`, number → `d`, bool → `b`, array → `as`/`aa{sv}`/`av`), with no
