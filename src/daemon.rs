@@ -297,7 +297,7 @@ async fn build_core(
         },
         cooldown: chrono::Duration::seconds(i64::try_from(consent.cooldown_s).unwrap_or(30)),
     };
-    let lane = StoreLane::new(store_lane.handle().clone(), tree.database.tracker());
+    let lane = StoreLane::new(store_lane.handle().clone(), tree.database.clone());
     let store: Arc<dyn ConsentStore> = Arc::new(OnLane::new(Arc::new(db.clone()), lane.clone()));
     let gate = Gate::with_store(
         config.paths.policy_file(),
@@ -590,7 +590,7 @@ async fn start_publishers(
     let mcp = {
         let (config, core, conn) = (config.clone(), core.clone(), conn.clone());
         let level = tree.publishers.clone();
-        tree.publishers.tracker().spawn_on(
+        tree.publishers.spawn_on(
             async move { crate::mcp::serve(&config, core, conn, tokens, &level).await },
             mcp_lane.handle(),
         )

@@ -252,7 +252,7 @@ impl Default for Bounds {
 /// either.
 ///
 /// Its tasks still belong to a [`Level`] (spawn them with
-/// `level.tracker().spawn_on(task, lane.handle())`, or from a task already
+/// `level.spawn_on(task, lane.handle())`, or from a task already
 /// on the lane), which stops and joins them; [`Lane::stop`] then ends the
 /// thread, after the levels whose tasks run here.
 #[derive(Debug)]
@@ -392,7 +392,7 @@ mod tests {
         let lane = Lane::start("test", 1).expect("lane");
         let level = Level::detached("on the lane");
         let token = level.token();
-        let on = level.tracker().spawn_on(
+        let on = level.spawn_on(
             async move {
                 let name = std::thread::current().name().map(str::to_owned);
                 token.cancelled().await;

@@ -28,7 +28,6 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use tokio::runtime::Handle;
-use tokio_util::task::TaskTracker;
 
 use super::consent::{
     AppInfo, AuditEntry, AuditQuery, BoxFut, ConsentStore, HistoryRow, StoreExport, StoredDecision,
@@ -37,18 +36,19 @@ use super::error::Error;
 use super::history::{AppTotals, HistoryKind, HistoryStore, Page, Query};
 use super::tokens::{TokenError, TokenInfo, TokenStore};
 use crate::model::{AppId, Category};
+use crate::shutdown::Level;
 
-/// Where the store's calls run: a runtime's handle and the tracker of the
-/// level that waits for them.
+/// Where the store's calls run: a runtime's handle, and the level whose
+/// tasks they are (the one that waits for them).
 #[derive(Debug, Clone)]
 pub(crate) struct StoreLane {
     handle: Handle,
-    tasks: TaskTracker,
+    level: Level,
 }
 
 impl StoreLane {
-    pub(crate) fn new(handle: Handle, tasks: TaskTracker) -> StoreLane {
-        StoreLane { handle, tasks }
+    pub(crate) fn new(handle: Handle, level: Level) -> StoreLane {
+        StoreLane { handle, level }
     }
 
     /// Run `work` on the lane when the returned future is first polled,
@@ -61,7 +61,7 @@ impl StoreLane {
     ) -> BoxFut<'static, Result<T, E>> {
         let lane = self.clone();
         Box::pin(async move {
-            match lane.tasks.spawn_on(work, &lane.handle).await {
+            match lane.level.spawn_on(work, &lane.handle).await {
                 Ok(answer) => answer,
                 Err(e) => Err(E::lost(e.is_panic())),
             }
@@ -266,10 +266,11 @@ mod tests {
     #[tokio::test]
     async fn calls_run_on_the_lane_are_tracked_and_a_panic_is_a_failure() {
         let lane = crate::shutdown::Lane::start("storetest", 1).expect("lane");
-        let tasks = TaskTracker::new();
+        let level = Level::detached("database");
+        let tasks = level.tracker();
         let store = OnLane::new(
             Arc::new(Where),
-            StoreLane::new(lane.handle().clone(), tasks.clone()),
+            StoreLane::new(lane.handle().clone(), level.clone()),
         );
         let now = Utc::now();
         match store.query(Query::default(), now).await {

@@ -69,7 +69,10 @@ mod tests {
         let lane = crate::shutdown::Lane::start("store", 1).expect("lane");
         let store: Arc<dyn HistoryStore> = Arc::new(OnLane::new(
             Arc::new(history),
-            StoreLane::new(lane.handle().clone(), Default::default()),
+            StoreLane::new(
+                lane.handle().clone(),
+                crate::shutdown::Level::detached("database"),
+            ),
         ));
         let callers = db.pool().options().get_max_connections() as usize + 1;
         let stuck = Arc::new(std::sync::Barrier::new(callers + 1));
