@@ -458,3 +458,167 @@ impl<T> Drop for Stamped<T> {
         self.task.abort();
     }
 }
+
+/// The machine's CPUs split in two for a bench that drives a desktop: the
+/// shell and its windows on one part, the bus, the broker and the bench
+/// itself on the other.
+///
+/// Why: here the shells render on the CPU (llvmpipe, no GPU), and a focus
+/// change makes the compositor and both GTK windows redraw at the moment
+/// the broker handles the report. On two cores that rendering takes both,
+/// and every thread on the measured path (the bus, the broker, the bench's
+/// stamping threads) waits for a core: `Peer.Ping` to the broker right
+/// after a change reads a p99 of 1-7 ms, and the figure says how busy the
+/// compositor was, not what the broker adds. On a desktop with a GPU the
+/// compositor's redraw does not take the cores. The bench prints one
+/// round with the cores shared as well, for the record.
+pub struct CpuSplit {
+    all: libc::cpu_set_t,
+    desktop: libc::cpu_set_t,
+    measured: libc::cpu_set_t,
+}
+
+impl CpuSplit {
+    /// `None` with a single CPU to run on.
+    pub fn new() -> Option<CpuSplit> {
+        // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity
+        // writes at most its size.
+        let mut all: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        // SAFETY: as above; pid 0 is the calling thread.
+        if unsafe { libc::sched_getaffinity(0, size, &mut all) } != 0 {
+            return None;
+        }
+        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: cpu is below CPU_SETSIZE.
+            .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &all) })
+            .collect();
+        if cpus.len() < 2 {
+            return None;
+        }
+        // SAFETY: zeroed sets are empty.
+        let (mut desktop, mut measured): (libc::cpu_set_t, libc::cpu_set_t) =
+            unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+        let half = cpus.len() / 2;
+        for (i, &cpu) in cpus.iter().enumerate() {
+            // SAFETY: cpu is below CPU_SETSIZE.
+            unsafe {
+                libc::CPU_SET(
+                    cpu,
+                    if i < half {
+                        &mut desktop
+                    } else {
+                        &mut measured
+                    },
+                )
+            };
+        }
+        Some(CpuSplit {
+            all,
+            desktop,
+            measured,
+        })
+    }
+
+    /// Every process the bench started (and what they started), except
+    /// `measured`, on the desktop's CPUs; `measured` and the bench itself
+    /// on the others. Threads started later inherit their starter's CPUs.
+    pub fn split(&self, measured: &[u32]) {
+        let me = std::process::id();
+        for pid in descendants(me) {
+            if !measured.contains(&pid) {
+                pin(pid, &self.desktop);
+            }
+        }
+        for &pid in measured.iter().chain([&me]) {
+            pin(pid, &self.measured);
+        }
+    }
+
+    /// Everything back on every CPU.
+    pub fn share(&self) {
+        let me = std::process::id();
+        for pid in descendants(me).into_iter().chain([me]) {
+            pin(pid, &self.all);
+        }
+    }
+
+    /// A one-line description: which CPUs are whose.
+    pub fn describe(&self) -> String {
+        let list = |set: &libc::cpu_set_t| {
+            (0..libc::CPU_SETSIZE as usize)
+                // SAFETY: cpu is below CPU_SETSIZE.
+                .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, set) })
+                .map(|cpu| cpu.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        format!(
+            "the shell and its windows on CPU {}, the bus, the broker and the bench on CPU {}",
+            list(&self.desktop),
+            list(&self.measured)
+        )
+    }
+}
+
+impl Drop for CpuSplit {
+    /// The bench goes on with every CPU (the next benches must not inherit
+    /// the split).
+    fn drop(&mut self) {
+        pin(std::process::id(), &self.all);
+    }
+}
+
+/// Every thread of `pid` on `set` (a thread that ended meanwhile is
+/// skipped).
+fn pin(pid: u32, set: &libc::cpu_set_t) {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return;
+    };
+    for tid in tasks.flatten() {
+        let Some(tid) = tid.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else {
+            continue;
+        };
+        // SAFETY: set is a valid cpu_set_t of the size given.
+        unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), set) };
+    }
+}
+
+/// The processes below `root` (its children, theirs, ...), from /proc.
+fn descendants(root: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": comm may hold spaces and parens.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(
+            parent_of
+                .iter()
+                .filter(|&&(_, pp)| pp == p)
+                .map(|&(c, _)| c),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found
+}

@@ -138,6 +138,35 @@ impl Drop for Kwin {
 /// has no WindowsRunner (the runner moved to Plasma's KRunner): there a
 /// one-line script sets `workspace.activeWindow`, as a click would.
 pub async fn activate(conn: &zbus::Connection, title: &str) {
+    if let Some(script) = start_activation(conn, title).await {
+        script.unload(conn).await;
+    }
+}
+
+/// A KWin 6 activation script still loaded: [`ActivationScript::unload`]
+/// it before the next activation. The focus bench unloads it only after
+/// it timed the change, so that its own calls to KWin do not run beside
+/// the broker in the moments it times.
+pub struct ActivationScript;
+
+impl ActivationScript {
+    pub async fn unload(self, conn: &zbus::Connection) {
+        conn.call_method(
+            Some("org.kde.KWin"),
+            "/Scripting",
+            Some("org.kde.kwin.Scripting"),
+            "unloadScript",
+            &(ACTIVATION_PLUGIN,),
+        )
+        .await
+        .expect("unloadScript");
+    }
+}
+
+const ACTIVATION_PLUGIN: &str = "contextd-test-activate";
+
+/// [`activate`], leaving KWin 6's script loaded (returned).
+pub async fn start_activation(conn: &zbus::Connection, title: &str) -> Option<ActivationScript> {
     type Match = (
         String,
         String,
@@ -158,7 +187,8 @@ pub async fn activate(conn: &zbus::Connection, title: &str) {
     {
         Ok(r) => r,
         Err(zbus::Error::FDO(e)) if matches!(*e, zbus::fdo::Error::UnknownObject(_)) => {
-            return activate_by_script(conn, title).await;
+            activate_by_script(conn, title).await;
+            return Some(ActivationScript);
         }
         Err(e) => panic!("WindowsRunner.Match: {e}"),
     };
@@ -176,12 +206,14 @@ pub async fn activate(conn: &zbus::Connection, title: &str) {
     )
     .await
     .expect("WindowsRunner.Run");
+    None
 }
 
-/// KWin 6: load, run and unload a script that activates the window titled
-/// `title` (its file in /tmp, which a KWin in a root sees too).
+/// KWin 6: load and run a script that activates the window titled
+/// `title` (its file in /tmp, which a KWin in a root sees too); the caller
+/// unloads it.
 async fn activate_by_script(conn: &zbus::Connection, title: &str) {
-    const PLUGIN: &str = "contextd-test-activate";
+    const PLUGIN: &str = ACTIVATION_PLUGIN;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("activate.js");
     let t = serde_json::to_string(title).expect("title as JSON");
@@ -216,15 +248,6 @@ async fn activate_by_script(conn: &zbus::Connection, title: &str) {
     )
     .await
     .expect("run the activation script");
-    conn.call_method(
-        Some("org.kde.KWin"),
-        "/Scripting",
-        Some("org.kde.kwin.Scripting"),
-        "unloadScript",
-        &(PLUGIN,),
-    )
-    .await
-    .expect("unloadScript");
 }
 
 pub async fn script_loaded(conn: &zbus::Connection) -> bool {
