@@ -460,18 +460,19 @@ impl<T> Drop for Stamped<T> {
 }
 
 /// The machine's CPUs split in two for a bench that drives a desktop: the
-/// shell and its windows on one part, the bus, the broker and the bench
+/// desktop's part (a shell and its windows; PipeWire, WirePlumber and the
+/// app that starts playing) on one, the bus, the broker and the bench
 /// itself on the other.
 ///
-/// Why: here the shells render on the CPU (llvmpipe, no GPU), and a focus
-/// change makes the compositor and both GTK windows redraw at the moment
-/// the broker handles the report. On two cores that rendering takes both,
+/// Why: the bench makes the desktop busy at the very moment it times the
+/// broker. The shells render on the CPU here (llvmpipe, no GPU), and a
+/// focus change makes the compositor and both GTK windows redraw while
+/// the broker handles the report; on two cores that rendering takes both,
 /// and every thread on the measured path (the bus, the broker, the bench's
 /// stamping threads) waits for a core: `Peer.Ping` to the broker right
 /// after a change reads a p99 of 1-7 ms, and the figure says how busy the
-/// compositor was, not what the broker adds. On a desktop with a GPU the
-/// compositor's redraw does not take the cores. The bench prints one
-/// round with the cores shared as well, for the record.
+/// compositor was, not what the broker adds. The benches print one round
+/// with the cores shared as well, for the record.
 pub struct CpuSplit {
     all: libc::cpu_set_t,
     desktop: libc::cpu_set_t,
@@ -524,27 +525,58 @@ impl CpuSplit {
     /// `measured`, on the desktop's CPUs; `measured` and the bench itself
     /// on the others. Threads started later inherit their starter's CPUs.
     pub fn split(&self, measured: &[u32]) {
-        let me = std::process::id();
-        for pid in descendants(me) {
+        for pid in descendants(std::process::id()) {
             if !measured.contains(&pid) {
-                pin(pid, &self.desktop);
+                self.desktop(pid);
             }
         }
-        for &pid in measured.iter().chain([&me]) {
-            pin(pid, &self.measured);
+        for &pid in measured {
+            self.measured(pid);
         }
+        self.measured(std::process::id());
     }
 
-    /// Everything back on every CPU.
-    pub fn share(&self) {
+    /// Every thread of `pid` on the desktop's CPUs.
+    pub fn desktop(&self, pid: u32) {
+        pin(pid, &self.desktop);
+    }
+
+    /// Every thread of `pid` on the measured path's CPUs.
+    pub fn measured(&self, pid: u32) {
+        pin(pid, &self.measured);
+    }
+
+    /// `cmd` starts on the desktop's CPUs (an app the bench starts while
+    /// it measures, which would otherwise inherit the bench's).
+    pub fn desktop_command(&self, cmd: &mut Command) {
+        use std::os::unix::process::CommandExt;
+        let set = self.desktop;
+        // SAFETY: sched_setaffinity(2) is async-signal-safe, and the
+        // closure touches nothing but its own copy of the set.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            })
+        };
+    }
+
+    /// Everything back on every CPU: what the bench started, `others`
+    /// and the bench.
+    pub fn share(&self, others: &[u32]) {
         let me = std::process::id();
-        for pid in descendants(me).into_iter().chain([me]) {
+        for pid in descendants(me).into_iter().chain(others.iter().copied()) {
             pin(pid, &self.all);
         }
+        pin(me, &self.all);
     }
 
-    /// A one-line description: which CPUs are whose.
-    pub fn describe(&self) -> String {
+    /// A one-line description: which CPUs are whose, `desktop` being
+    /// what the desktop's part runs (e.g. "the shell and its windows").
+    pub fn describe(&self, desktop: &str) -> String {
         let list = |set: &libc::cpu_set_t| {
             (0..libc::CPU_SETSIZE as usize)
                 // SAFETY: cpu is below CPU_SETSIZE.
@@ -554,7 +586,7 @@ impl CpuSplit {
                 .join(",")
         };
         format!(
-            "the shell and its windows on CPU {}, the bus, the broker and the bench on CPU {}",
+            "{desktop} on CPU {}, the bus, the broker and the bench on CPU {}",
             list(&self.desktop),
             list(&self.measured)
         )

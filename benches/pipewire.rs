@@ -60,6 +60,16 @@ impl Session {
         }
     }
 
+    /// The pid session.sh recorded for `name` (DIR/pids/NAME.pid).
+    fn pid(&self, name: &str) -> Option<u32> {
+        std::fs::read_to_string(self.dir.join("pids").join(format!("{name}.pid")))
+            .ok()?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    }
+
     fn get(&self, k: &str) -> &str {
         self.env.get(k).map(String::as_str).unwrap_or("")
     }
@@ -136,12 +146,43 @@ async fn run() {
 
     // 1. Latency, three repetitions of STARTS (the first after 5 warm-up
     // starts). The floor and the broker see the same start, so each
-    // repetition pairs them; a loaded machine shows as a slow floor.
+    // repetition pairs them; a loaded machine shows as a slow floor. The
+    // CPUs split (common::CpuSplit): PipeWire, WirePlumber and each
+    // pw-play on one part, the bus, the broker and the bench (the bare
+    // listener included) on the other; then one round with the cores
+    // shared, for the record.
     println!(
         "contextd PipeWire benchmark ({REPS} x {STARTS} pw-play starts after 5 warm-up; times from pw-play's spawn)"
     );
+    let split = CpuSplit::new();
+    let stack: Vec<u32> = ["pipewire", "wireplumber"]
+        .iter()
+        .filter_map(|n| session.pid(n))
+        .collect();
+    match &split {
+        Some(s) => {
+            stack.iter().for_each(|&p| s.desktop(p));
+            s.measured(daemon.0.id());
+            if let Some(bus) = session.pid("dbus") {
+                s.measured(bus);
+            }
+            s.measured(std::process::id());
+            println!(
+                "  runs 1-{REPS}: {}",
+                s.describe("PipeWire, WirePlumber and pw-play")
+            );
+        }
+        None => println!("  one CPU: the cores shared in every run"),
+    }
     let (mut r50s, mut r99s) = (Vec::new(), Vec::new());
-    for rep in 0..REPS {
+    for rep in 0..REPS + 1 {
+        let shared = rep == REPS;
+        if shared {
+            match &split {
+                Some(s) => s.share(&stack),
+                None => break,
+            }
+        }
         let mut broker = Vec::with_capacity(STARTS);
         let mut floor = Vec::with_capacity(STARTS);
         let mut extra = Vec::with_capacity(STARTS);
@@ -149,6 +190,9 @@ async fn run() {
         for i in 0..STARTS + warmup {
             let mut cmd = session.command("pw-play");
             cmd.arg(&wav);
+            if let (Some(s), false) = (&split, shared) {
+                s.desktop_command(&mut cmd);
+            }
             let t0 = Instant::now();
             let mut play = Proc(cmd.spawn().expect("pw-play"));
             let pid = play.0.id();
@@ -197,9 +241,13 @@ async fn run() {
         let ms = |v: &[Duration], p: f64| us(pct(v, p)) / 1000.0;
         let r50 = us(pct(&broker, 0.5)) / us(pct(&floor, 0.5)).max(1.0);
         let r99 = us(pct(&broker, 0.99)) / us(pct(&floor, 0.99)).max(1.0);
+        let run = if shared {
+            "for the record, the cores shared (no target)".to_owned()
+        } else {
+            format!("run {}", rep + 1)
+        };
         println!(
-            "  run {}: bare registry listener (floor) p50 {:.2} ms p99 {:.2} ms | subscriber's Changed p50 {:.2} ms p99 {:.2} ms | extra p50 {:.2} ms p99 {:.2} ms | {r50:.2}x p50, {r99:.2}x p99",
-            rep + 1,
+            "  {run}: bare registry listener (floor) p50 {:.2} ms p99 {:.2} ms | subscriber's Changed p50 {:.2} ms p99 {:.2} ms | extra p50 {:.2} ms p99 {:.2} ms | {r50:.2}x p50, {r99:.2}x p99",
             ms(&floor, 0.5),
             ms(&floor, 0.99),
             ms(&broker, 0.5),
@@ -207,8 +255,10 @@ async fn run() {
             ms(&extra, 0.5),
             ms(&extra, 0.99),
         );
-        r50s.push(r50);
-        r99s.push(r99);
+        if !shared {
+            r50s.push(r50);
+            r99s.push(r99);
+        }
     }
     let (a, m50, c) = min_median_max(&r50s);
     println!("  ratio p50: min {a:.2}x  median {m50:.2}x  max {c:.2}x");

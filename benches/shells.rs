@@ -430,14 +430,16 @@ async fn path(shell: Shell, root: Option<&str>) -> Figures {
         ping: (0..rounds).map(|_| Vec::with_capacity(CHANGES)).collect(),
         missed: 0,
         took: Duration::ZERO,
-        split: split.as_ref().map(CpuSplit::describe),
+        split: split
+            .as_ref()
+            .map(|s| s.describe("the shell and its windows")),
     };
     let start = Instant::now();
     for i in 0..(WARMUP + rounds * CHANGES) {
         if i == WARMUP + REPS * CHANGES
             && let Some(s) = &split
         {
-            s.share();
+            s.share(&[]);
         }
         // Two, opened last, has the focus: one first, then in turn.
         let (app, title) = WINDOWS[i % 2];
