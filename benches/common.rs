@@ -601,6 +601,30 @@ impl Drop for CpuSplit {
     }
 }
 
+/// The pids scripts/session.sh recorded in the session `dir`
+/// (DIR/pids/NAME.pid) for the names `wanted` accepts.
+pub fn session_pids(dir: &Path, wanted: impl Fn(&str) -> bool) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir(dir.join("pids"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let file = entry.file_name();
+        let Some(name) = file.to_str().and_then(|f| f.strip_suffix(".pid")) else {
+            continue;
+        };
+        if !wanted(name) {
+            continue;
+        }
+        let pid: Option<u32> = std::fs::read_to_string(entry.path())
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok());
+        pids.extend(pid);
+    }
+    pids
+}
+
 /// Every thread of `pid` on `set` (a thread that ended meanwhile is
 /// skipped).
 fn pin(pid: u32, set: &libc::cpu_set_t) {

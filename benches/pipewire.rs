@@ -60,16 +60,6 @@ impl Session {
         }
     }
 
-    /// The pid session.sh recorded for `name` (DIR/pids/NAME.pid).
-    fn pid(&self, name: &str) -> Option<u32> {
-        std::fs::read_to_string(self.dir.join("pids").join(format!("{name}.pid")))
-            .ok()?
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
-    }
-
     fn get(&self, k: &str) -> &str {
         self.env.get(k).map(String::as_str).unwrap_or("")
     }
@@ -155,17 +145,14 @@ async fn run() {
         "contextd PipeWire benchmark ({REPS} x {STARTS} pw-play starts after 5 warm-up; times from pw-play's spawn)"
     );
     let split = CpuSplit::new();
-    let stack: Vec<u32> = ["pipewire", "wireplumber"]
-        .iter()
-        .filter_map(|n| session.pid(n))
-        .collect();
+    let stack = session_pids(&session.dir, |n| n == "pipewire" || n == "wireplumber");
     match &split {
         Some(s) => {
             stack.iter().for_each(|&p| s.desktop(p));
             s.measured(daemon.0.id());
-            if let Some(bus) = session.pid("dbus") {
-                s.measured(bus);
-            }
+            session_pids(&session.dir, |n| n == "dbus")
+                .into_iter()
+                .for_each(|p| s.measured(p));
             s.measured(std::process::id());
             println!(
                 "  runs 1-{REPS}: {}",
