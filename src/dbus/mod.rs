@@ -8,6 +8,7 @@ pub(crate) mod callers;
 pub(crate) mod consent1;
 pub(crate) mod context1;
 pub(crate) mod error;
+pub(crate) mod header;
 pub(crate) mod history1;
 pub(crate) mod indicator1;
 pub(crate) mod polkit;
@@ -54,6 +55,8 @@ pub(crate) struct Shared {
     /// The privacy indicator: on or off, and the shell that shows its own
     /// (`Indicator1.Watch`; no StatusNotifierItem meanwhile).
     pub(crate) indicator: indicator1::IndicatorState,
+    /// `GetActiveWindow`'s reply header for each caller.
+    pub(crate) replies: context1::ReplyHeaders,
 }
 
 impl Shared {
@@ -180,6 +183,7 @@ pub(crate) async fn serve(
         tasks: level.tracker(),
         next_request: AtomicU64::new(0),
         indicator: indicator1::IndicatorState::default(),
+        replies: context1::ReplyHeaders::default(),
     });
 
     // The subscriptions' signals, written together (subscription::Outbox).
@@ -211,6 +215,7 @@ pub(crate) async fn serve(
                         }
                         if name.starts_with(':') && args.new_owner().is_none() {
                             shared.callers.forget(name);
+                            shared.replies.forget(name);
                             if shared.agents.drop_owner(name) {
                                 agent::announce(&shared.core, &shared.agents);
                             }

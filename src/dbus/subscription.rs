@@ -15,6 +15,7 @@ use zbus::wire::{OwnedObjectPath, Variant};
 use zbus::{Connection, interface};
 
 use super::error::{Error, Result};
+use super::header::KeptHeader;
 use super::variant;
 use crate::core::readers::ReaderInfo;
 use crate::core::view::ChangeView;
@@ -486,26 +487,12 @@ async fn forward(
 /// The signature of a `Changed` body.
 const CHANGED_SIGNATURE: &str = "sa{sv}";
 
-/// A subscription's `Changed` header, serialised once: every `Changed`
-/// it sends has the same fields (path, interface, member, destination,
-/// sender, signature), and only the body's length and the serial differ.
-///
-/// Why: serialising the header through zbus's builder was a fifth of the
-/// daemon's time in a fan-out of one focus change to 200 subscribers
-/// (issue 33; three `Changed` each). Now a signal is a copy of these
-/// bytes with two numbers patched, and its body behind them.
+/// A subscription's `Changed` header, serialised once
+/// ([`super::header`]): every `Changed` it sends has the same fields
+/// (path, interface, member, destination, sender, signature), and only
+/// the body's length and the serial differ.
 #[derive(Debug)]
-struct ChangedHeader {
-    /// The header and its padding to the body (a `Changed` with an empty
-    /// body, as the builder makes it).
-    bytes: Vec<u8>,
-}
-
-/// Where the primary header keeps the body's length and the serial
-/// (D-Bus specification, "Message Format": four bytes, then two
-/// `UINT32`s in the message's byte order).
-const BODY_LEN_AT: std::ops::Range<usize> = 4..8;
-const SERIAL_AT: std::ops::Range<usize> = 8..12;
+struct ChangedHeader(KeptHeader);
 
 impl ChangedHeader {
     /// The header of `e`'s `Changed` signals, sent as `sender` (the
@@ -516,40 +503,16 @@ impl ChangedHeader {
         // never sent or read: only its header bytes are kept, and each
         // message made from them (`message`) carries a valid body.
         let msg = unsafe { b.build_raw_body(&[], CHANGED_SIGNATURE, Vec::new()) }?;
-        let bytes = msg.data().bytes().to_vec();
-        if bytes.len() < SERIAL_AT.end || bytes.len() % 8 != 0 {
-            return Err(Error::Failed(format!(
-                "unexpected Changed header of {} bytes",
-                bytes.len()
-            )));
-        }
-        Ok(ChangedHeader { bytes })
+        Ok(ChangedHeader(KeptHeader::new(&msg)?))
     }
 
     /// The `Changed` signal with `body` (from [`Bodies::body`]) and a
     /// serial of its own.
     fn message(&self, body: &[u8]) -> Result<zbus::Message> {
-        use zbus::message::{PrimaryHeader, Type};
-        let len = u32::try_from(body.len())
-            .map_err(|_| Error::Failed("a Changed body over 4 GiB".into()))?;
-        // A serial from zbus's own counter, as the builder takes it.
-        let serial = PrimaryHeader::new(Type::Signal, len).serial_num();
-        let mut bytes = Vec::with_capacity(self.bytes.len() + body.len());
-        bytes.extend_from_slice(&self.bytes);
-        bytes.extend_from_slice(body);
-        bytes[BODY_LEN_AT].copy_from_slice(&len.to_ne_bytes());
-        bytes[SERIAL_AT].copy_from_slice(&serial.get().to_ne_bytes());
-        let ctxt = zbus::wire::serialized::Context::new(zbus::wire::NATIVE_ENDIAN, 0);
-        // SAFETY: the header is the builder's own for a native-endian
-        // `Changed` of signature `sa{sv}` with the body's length and a
-        // fresh serial patched in (the builder writes the primary header
-        // in native byte order), and `body` is the serialisation of a
-        // `(&str, a{sv})` in the same native-endian D-Bus context, aligned
-        // at 8 as the header's padding leaves it, without fds
-        // (`Bodies::body`). zbus checks the header again here.
-        let msg =
-            unsafe { zbus::Message::from_bytes(zbus::wire::serialized::Data::new(bytes, ctxt)) }?;
-        Ok(msg)
+        // SAFETY: `body` is the serialisation of a `(&str, a{sv})` in a
+        // native-endian D-Bus context at offset 0, without fds
+        // (`Bodies::body`): the header's signature.
+        unsafe { self.0.message(None, body) }
     }
 }
 
@@ -605,6 +568,7 @@ async fn end(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dbus::header::SERIAL_AT;
 
     /// Signals go out in turns, and each subscription's keep their order.
     #[test]
