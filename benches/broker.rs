@@ -17,18 +17,20 @@ use futures_util::StreamExt;
 const CALLS: usize = 2000;
 const WARMUP: usize = 200;
 const REPS: usize = 3;
-const BLOCK: Duration = Duration::from_millis(500);
+/// The throughput blocks: [`PAIRS`] of a Ping block and an audited
+/// block, each [`BLOCK`] long, per repetition.
+const BLOCK: Duration = Duration::from_millis(250);
+const PAIRS: usize = 8;
+/// The throughput bench's clients.
+const CLIENTS: usize = 16;
 
-/// 16 clients calling `iface.member` in a loop for `time`: calls/s and
-/// every call's latency.
-async fn load(
-    address: &str,
-    iface: &'static str,
-    member: &'static str,
-    time: Duration,
-) -> (f64, Vec<Duration>) {
+/// [`CLIENTS`] connections, made once and kept, as apps keep theirs: a
+/// block of calls on new connections would time the broker's first look
+/// at each caller (its identity, from the bus and /proc) in the audited
+/// blocks only.
+async fn clients(address: &str) -> Vec<zbus::Connection> {
     let mut conns = Vec::new();
-    for _ in 0..16 {
+    for _ in 0..CLIENTS {
         conns.push(
             zbus::connection::Builder::address(address)
                 .build()
@@ -36,9 +38,21 @@ async fn load(
                 .expect("connect"),
         );
     }
+    conns
+}
+
+/// The [`clients`] calling `iface.member` in a loop for `time`: calls/s
+/// and every call's latency.
+async fn load(
+    conns: &[zbus::Connection],
+    iface: &'static str,
+    member: &'static str,
+    time: Duration,
+) -> (f64, Vec<Duration>) {
     let deadline = Instant::now() + time;
     let mut handles = Vec::new();
     for c in conns {
+        let c = c.clone();
         handles.push(tokio::spawn(async move {
             let mut lat = Vec::new();
             while Instant::now() < deadline {
@@ -262,26 +276,31 @@ async fn run() {
     }
 
     // Audit throughput: every GetActiveWindow is audited. 16 clients in
-    // parallel, in blocks of 0.5 s alternating with Ping under the same
-    // load (the floor), three repetitions.
+    // parallel, in blocks of 0.25 s alternating with Ping under the same
+    // load (the floor), eight pairs a repetition, three repetitions: a
+    // burst of the machine's own (a second) falls on both kinds of block
+    // alike. The clients connect once, and warm up with one block each.
     // The daemon's own CPU time per call (utime + stime over all its
     // threads), which the rest of the machine does not share.
+    let conns = clients(&address).await;
+    load(&conns, "org.freedesktop.DBus.Peer", "Ping", BLOCK).await;
+    load(&conns, "org.contextd.Context1", "GetActiveWindow", BLOCK).await;
     let mut loads = Vec::new();
     let (mut ping_cpu, mut gaw_cpu) = ((0u64, 0usize), (0u64, 0usize));
     for _ in 0..REPS {
         let (mut p, mut g) = ((0.0, Vec::new()), (0.0, Vec::new()));
-        for _ in 0..4 {
+        for _ in 0..PAIRS {
             let t = cpu_ticks(daemon_pid);
-            let (n, l) = load(&address, "org.freedesktop.DBus.Peer", "Ping", BLOCK).await;
+            let (n, l) = load(&conns, "org.freedesktop.DBus.Peer", "Ping", BLOCK).await;
             ping_cpu.0 += cpu_ticks(daemon_pid) - t;
             ping_cpu.1 += l.len();
-            p.0 += n / 4.0;
+            p.0 += n / PAIRS as f64;
             p.1.extend(l);
             let t = cpu_ticks(daemon_pid);
-            let (n, l) = load(&address, "org.contextd.Context1", "GetActiveWindow", BLOCK).await;
+            let (n, l) = load(&conns, "org.contextd.Context1", "GetActiveWindow", BLOCK).await;
             gaw_cpu.0 += cpu_ticks(daemon_pid) - t;
             gaw_cpu.1 += l.len();
-            g.0 += n / 4.0;
+            g.0 += n / PAIRS as f64;
             g.1.extend(l);
         }
         p.1.sort();
@@ -291,7 +310,7 @@ async fn run() {
     // Where the daemon's time goes under the audited load.
     let (_, profile) = profiled(daemon_pid, async {
         load(
-            &address,
+            &conns,
             "org.contextd.Context1",
             "GetActiveWindow",
             Duration::from_secs(3),
@@ -365,7 +384,7 @@ async fn run() {
     for (i, ((prps, plat), (grps, glat))) in loads.iter().enumerate() {
         ratios.push(grps / prps);
         println!(
-            "  16 clients, run {}: Ping {:>6.0}/s (p50 {:.0} µs, p99 {:.0} µs) | audited GetActiveWindow {:>6.0}/s (p50 {:.0} µs, p99 {:.0} µs) | {:.2}x",
+            "  {CLIENTS} clients, run {}: Ping {:>6.0}/s (p50 {:.0} µs, p99 {:.0} µs) | audited GetActiveWindow {:>6.0}/s (p50 {:.0} µs, p99 {:.0} µs) | {:.2}x",
             i + 1,
             prps,
             us(pct(plat, 0.5)),
