@@ -603,6 +603,43 @@ mod tests {
         vec![full, bare]
     }
 
+    /// Each caller's reply is addressed to it and answers its call,
+    /// whoever asked before (the attack: a header kept for one caller
+    /// used for another); a caller that left is forgotten.
+    #[test]
+    fn replies_from_kept_headers_go_to_the_caller_that_asked() {
+        let ours = zbus::names::OwnedUniqueName::try_from(":1.3").expect("name");
+        let replies = ReplyHeaders::default();
+        let w = windows().remove(0);
+        let call_from = |caller: &str| {
+            zbus::Message::method_call("/org/contextd/Broker1", "GetActiveWindow")
+                .interface("org.contextd.Context1")
+                .sender(caller)
+                .destination(":1.3")
+                .build(&())
+                .expect("call")
+        };
+        // In turn, each caller's header kept after its first call; then
+        // one leaves and its name's header goes with it.
+        for round in 0..3 {
+            for caller in [":1.7", ":1.8", ":1.70"] {
+                let call = call_from(caller);
+                let reply = window_reply(&replies, Some(&ours), &call.header(), &w).expect("reply");
+                let h = reply.header();
+                assert_eq!(
+                    h.destination().map(|d| d.to_string()).as_deref(),
+                    Some(caller),
+                    "round {round}"
+                );
+                assert_eq!(h.reply_serial(), Some(call.primary_header().serial_num()));
+            }
+        }
+        assert_eq!(replies.lock().len(), 3);
+        replies.forget(":1.8");
+        assert_eq!(replies.lock().len(), 2);
+        assert!(!replies.lock().contains_key(":1.8"));
+    }
+
     /// The reply written in one pass answers the call (its serial, the
     /// caller, `a{sv}`) and reads back as the `Dict` the macro's method
     /// would have sent, key for key and value for value.

@@ -312,6 +312,59 @@ async fn a_second_connection_without_the_detail_never_gets_the_titled_view() {
     .await;
 }
 
+/// The attack on kept reply headers (`dbus::context1::ReplyHeaders`):
+/// connections of the same app ask for the focused window at once and in
+/// turn, one leaves and a new one comes. A header kept for one caller and
+/// used for another would address the reply to the wrong connection: the
+/// asker would wait for ever and another connection of the app would get
+/// its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_get_active_window_reply_goes_to_the_connection_that_asked() {
+    with_timeout(120, async {
+        let s = setup().await;
+        let first = s.bus.connect().await;
+        let second = s.bus.connect().await;
+        let (a, b) = (
+            Context1Proxy::new(&first).await.expect("proxy"),
+            Context1Proxy::new(&second).await.expect("proxy"),
+        );
+        let app_of = |d: &contextd::client::proxy::Dict| dict_to_json(d)["app_id"].clone();
+        // The first connection's header is kept before the second asks.
+        let w = within(10, "the first connection's read", a.get_active_window())
+            .await
+            .expect("windows granted");
+        assert_eq!(app_of(&w), "org.gnome.TextEditor");
+        for round in 0..20 {
+            let (x, y) = within(
+                10,
+                &format!("both connections' reads, round {round}"),
+                futures_util::future::join(a.get_active_window(), b.get_active_window()),
+            )
+            .await;
+            for got in [x, y] {
+                assert_eq!(app_of(&got.expect("read")), "org.gnome.TextEditor");
+            }
+        }
+        // A connection that left is forgotten; a new one is answered.
+        drop((b, second));
+        let third = s.bus.connect().await;
+        let c = Context1Proxy::new(&third).await.expect("proxy");
+        for _ in 0..3 {
+            let (x, y) = within(
+                10,
+                "the first and a new connection's reads",
+                futures_util::future::join(a.get_active_window(), c.get_active_window()),
+            )
+            .await;
+            for got in [x, y] {
+                assert_eq!(app_of(&got.expect("read")), "org.gnome.TextEditor");
+            }
+        }
+        drop(s.home);
+    })
+    .await;
+}
+
 /// MCP reads through the same service: a tool that shows titles is in the
 /// audit under the detail, with the tool called.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
