@@ -64,7 +64,11 @@ pub enum DaemonError {
 pub enum Exit {
     /// Asked to stop (signal, or the shutdown future).
     Shutdown,
-    /// Another instance took the bus name (`--replace`).
+    /// The session bus closed the connection (the session ended).
+    BusGone,
+    /// The bus name was lost, which never happens by our will (it is
+    /// not given to `REPLACE_EXISTING`; `--replace` stops the running
+    /// broker instead): `contextd` exits non-zero, and systemd restarts it.
     NameLost,
 }
 
@@ -611,26 +615,109 @@ async fn start_publishers(
     })
 }
 
-/// Request the bus name (taking it over with `--replace`); the stream of
-/// its loss, subscribed to before asking so that no loss is missed.
+/// Request the bus name; the stream of its loss, subscribed to before
+/// asking so that no loss is missed.
+///
+/// The name is ours alone: it is requested without `ALLOW_REPLACEMENT`,
+/// so no other connection can take it with `REPLACE_EXISTING` (a process
+/// that held it would receive every window the shell reports and draw the
+/// consent dialogs). `--replace` therefore does not ask the bus: it asks
+/// the running broker to stop ([`stop_owner`]), which only works when the
+/// owner is a contextd of this user, and then requests the free name.
 async fn claim_name(
     conn: &Connection,
     replace: bool,
 ) -> Result<zbus::fdo::NameLostStream, DaemonError> {
     let dbus_proxy = DBusProxy::new(conn).await?;
     let lost = dbus_proxy.receive_name_lost().await?;
-    let mut flags = RequestNameFlags::DO_NOT_QUEUE | RequestNameFlags::ALLOW_REPLACEMENT;
-    if replace {
-        flags |= RequestNameFlags::REPLACE_EXISTING;
-    }
     let name = WellKnownName::from_static_str_unchecked(BUS_NAME);
-    match dbus_proxy.request_name(name, flags).await? {
-        RequestNameReply::PrimaryOwner | RequestNameReply::AlreadyOwner => Ok(lost),
-        RequestNameReply::Exists | RequestNameReply::InQueue => {
-            let (owner, pid) = name_owner(&dbus_proxy).await;
-            Err(DaemonError::NameTaken { owner, pid })
+    let mut stopped = false;
+    loop {
+        match dbus_proxy
+            .request_name(name.clone(), RequestNameFlags::DO_NOT_QUEUE)
+            .await?
+        {
+            RequestNameReply::PrimaryOwner | RequestNameReply::AlreadyOwner => return Ok(lost),
+            RequestNameReply::Exists | RequestNameReply::InQueue => {
+                let (owner, pid) = name_owner(&dbus_proxy).await;
+                if !replace || stopped {
+                    return Err(DaemonError::NameTaken { owner, pid });
+                }
+                stop_owner(&dbus_proxy, &owner, pid).await?;
+                stopped = true;
+            }
         }
     }
+}
+
+/// How long `--replace` waits for the running broker to let go.
+const REPLACE_WAIT: Duration = Duration::from_secs(10);
+
+/// `--replace`: ask the broker that owns the name to stop (SIGTERM, as
+/// systemd stops it), and wait until the name is free. Refused when the
+/// owner is not a contextd: its executable's file name must be ours.
+async fn stop_owner(
+    dbus: &DBusProxy<'_>,
+    owner: &str,
+    pid: Option<u32>,
+) -> Result<(), DaemonError> {
+    let refuse = |why: String| DaemonError::NameTaken {
+        owner: format!("{owner} ({why})"),
+        pid,
+    };
+    let pid = pid.ok_or_else(|| refuse("the bus does not say its process".into()))?;
+    let theirs = std::fs::read_link(format!("/proc/{pid}/exe"))
+        .map_err(|e| refuse(format!("cannot read its executable: {e}")))?;
+    let ours = std::env::current_exe().ok();
+    let is_contextd = |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.trim_end_matches(" (deleted)") == "contextd")
+    };
+    if !is_contextd(&theirs) && ours.as_deref() != Some(theirs.as_path()) {
+        return Err(refuse(format!(
+            "{} is not contextd: not replacing it",
+            theirs.display()
+        )));
+    }
+    let mut gone = dbus.receive_name_owner_changed().await?;
+    let pid_t = i32::try_from(pid).map_err(|_| refuse("its PID is out of range".into()))?;
+    // SAFETY: kill(2) with a valid signal touches no memory of ours.
+    if unsafe { libc::kill(pid_t, libc::SIGTERM) } != 0 {
+        return Err(refuse(format!(
+            "cannot stop it: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    tracing::info!(pid, "asked the running broker to stop (--replace)");
+    let name = BusName::from(WellKnownName::from_static_str_unchecked(BUS_NAME));
+    let freed = async {
+        loop {
+            // Asked after subscribing: a release in between is not missed.
+            if !dbus.name_has_owner(name.clone()).await.unwrap_or(true) {
+                return;
+            }
+            match gone.next().await {
+                Some(sig) => {
+                    if sig
+                        .args()
+                        .is_ok_and(|a| a.name().as_str() == BUS_NAME && a.new_owner().is_none())
+                    {
+                        return;
+                    }
+                }
+                None => return,
+            }
+        }
+    };
+    tokio::time::timeout(REPLACE_WAIT, freed)
+        .await
+        .map_err(|_| {
+            refuse(format!(
+                "still running {} s after SIGTERM",
+                REPLACE_WAIT.as_secs()
+            ))
+        })
 }
 
 /// Step 5: serve until `shutdown` completes or another instance takes the
@@ -645,11 +732,18 @@ async fn wait(shutdown: impl Future<Output = ()>, serving: Serving) -> Exit {
                 match sig {
                     Some(sig) => {
                         if sig.args().is_ok_and(|a| a.name().as_str() == BUS_NAME) {
-                            tracing::info!("another instance took {BUS_NAME}; exiting");
+                            // Never given away (`claim_name`): a loss is
+                            // an error, so that systemd starts us again.
+                            tracing::error!("lost {BUS_NAME} unexpectedly; exiting");
                             break Exit::NameLost;
                         }
                     }
-                    None => break Exit::NameLost,
+                    // The bus itself went away (the session ended, or
+                    // dbus-daemon died): nobody to serve, a clean stop.
+                    None => {
+                        tracing::info!("the session bus closed; stopping");
+                        break Exit::BusGone;
+                    }
                 }
             }
         }

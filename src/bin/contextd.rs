@@ -92,9 +92,18 @@ fn main() -> ExitCode {
     // Do not wait for blocking work (a stuck /proc read) at exit.
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
     let code: u8 = match result {
-        Ok(exit) => {
+        Ok(exit @ (daemon::Exit::Shutdown | daemon::Exit::BusGone)) => {
             tracing::info!(?exit, "stopped");
             0
+        }
+        // Unexpected (the name is never given away): non-zero, so that
+        // systemd (Restart=on-failure) starts the broker again.
+        Ok(daemon::Exit::NameLost) => {
+            eprintln!(
+                "contextd: lost {} to another connection; exiting",
+                contextd::names::BUS_NAME
+            );
+            1
         }
         Err(e @ DaemonError::NameTaken { .. }) => {
             eprintln!("contextd: {e}");

@@ -1,5 +1,6 @@
 //! The daemon owns its name, refuses a second instance clearly, hands over
-//! with --replace, and stops cleanly on SIGTERM.
+//! with --replace (which stops the running broker), never lets another
+//! process take the name, and stops cleanly on SIGTERM.
 
 use crate::common;
 
@@ -52,27 +53,94 @@ async fn replace_takes_over_and_old_instance_exits_cleanly() {
         let home = Home::new();
         let mut first = Daemon::start(&bus, &home, &[]).await;
         let mut second = Daemon::spawn(&bus, &home, &["--replace"]);
+        // --replace stops the running broker (SIGTERM): a clean stop.
         let st = first
-            .wait_exit(Duration::from_secs(5))
-            .expect("first exits on NameLost");
+            .wait_exit(Duration::from_secs(10))
+            .expect("first stops when replaced");
         assert_eq!(st.code(), Some(0), "{}", exit_code(st));
-        assert!(first.stderr().contains("took"), "{}", first.stderr());
         // The new one owns the name.
         let conn = bus.connect().await;
         let dbus = zbus::fdo::DBusProxy::new(&conn).await.expect("proxy");
-        let owner = dbus
-            .get_name_owner(zbus::names::BusName::try_from(BUS_NAME).expect("name"))
-            .await
-            .expect("owner");
-        let pid = dbus
-            .get_connection_unix_process_id(owner.into())
-            .await
-            .expect("pid");
+        let name = zbus::names::BusName::try_from(BUS_NAME).expect("name");
+        let pid = loop {
+            if let Ok(owner) = dbus.get_name_owner(name.clone()).await
+                && let Ok(pid) = dbus.get_connection_unix_process_id(owner.into()).await
+                && pid == second.pid()
+            {
+                break pid;
+            }
+            assert!(
+                second.try_exit().is_none(),
+                "second exited: {}",
+                second.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
         assert_eq!(pid, second.pid());
         second.signal(libc::SIGINT);
         let st = second
             .wait_exit(Duration::from_secs(5))
             .expect("exits on SIGINT");
+        assert_eq!(st.code(), Some(0));
+    })
+    .await
+}
+
+/// The attack: another process of the user's asks the bus for the
+/// broker's name with `REPLACE_EXISTING` (what took it before: the broker
+/// allowed replacement, exited 0, and the shell extension then sent every
+/// window to the new owner). The bus refuses, the broker keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_process_cannot_take_the_name() {
+    with_timeout(60, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        let mut broker = Daemon::start(&bus, &home, &[]).await;
+        let rogue = bus.connect().await;
+        let dbus = zbus::fdo::DBusProxy::new(&rogue).await.expect("proxy");
+        let name = zbus::names::WellKnownName::try_from(BUS_NAME).expect("name");
+        use zbus::fdo::RequestNameFlags as F;
+        for flags in [
+            F::REPLACE_EXISTING | F::DO_NOT_QUEUE,
+            F::REPLACE_EXISTING | F::ALLOW_REPLACEMENT,
+            F::REPLACE_EXISTING,
+        ] {
+            let reply = dbus.request_name(name.clone(), flags).await.expect("reply");
+            assert!(
+                matches!(
+                    reply,
+                    zbus::fdo::RequestNameReply::Exists | zbus::fdo::RequestNameReply::InQueue
+                ),
+                "the bus gave the broker's name away: {reply:?}"
+            );
+            let owner = dbus
+                .get_name_owner(zbus::names::BusName::from(name.clone()))
+                .await
+                .expect("owner");
+            let pid = dbus
+                .get_connection_unix_process_id(owner.into())
+                .await
+                .expect("pid");
+            assert_eq!(pid, broker.pid(), "the name changed hands");
+        }
+        // The rogue queued for it: its queue place gives it nothing while
+        // the broker lives. The broker still answers.
+        let peer = zbus::Proxy::new(
+            &rogue,
+            BUS_NAME,
+            "/org/contextd/Broker1",
+            "org.freedesktop.DBus.Peer",
+        )
+        .await
+        .expect("peer");
+        let () = peer.call("Ping", &()).await.expect("broker answers");
+        assert!(
+            broker.try_exit().is_none(),
+            "broker exited: {}",
+            broker.stderr()
+        );
+        broker.signal(libc::SIGTERM);
+        let st = broker.wait_exit(Duration::from_secs(5)).expect("exits");
         assert_eq!(st.code(), Some(0));
     })
     .await

@@ -18,6 +18,7 @@ pub mod bus;
 pub mod dashboard;
 pub mod dbusmock;
 pub mod disk;
+pub mod flatpak;
 pub mod keyring;
 pub mod session;
 
@@ -348,6 +349,11 @@ impl Daemon {
         // SAFETY: kill(2) on our own child's PID.
         let r = unsafe { libc::kill(self.child.id() as i32, sig) };
         assert_eq!(r, 0, "kill failed");
+    }
+
+    /// The exit status if the process has exited, without waiting.
+    pub fn try_exit(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
     }
 
     /// Wait for the process to exit, up to `timeout`.
