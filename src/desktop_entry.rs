@@ -16,6 +16,12 @@
 //! 4. an entry whose id's last dotted part is the app id, ignoring case
 //!    (`firefox` finds `org.mozilla.firefox.desktop`).
 //!
+//! That loose matching names windows (whose app id is a claim anyway). An
+//! identity the broker shows in a prompt ([`display_of`]) is matched
+//! exactly: a sandboxed app only through its own exported entry. Names
+//! and icons are cleaned when read (one line, no bidirectional controls,
+//! bounded).
+//!
 //! The index is cached. Before a lookup, at most once every
 //! [`RECHECK_EVERY`], the modification times of the `applications`
 //! directories (and their subdirectories) are compared with those of the
@@ -131,15 +137,28 @@ pub(crate) fn display_of(app_id: &str) -> Option<AppInfo> {
         }
         return lookup(path.rsplit('/').next()?);
     }
+    // A sandboxed app speaks only through its own exported entry, matched
+    // exactly: Flatpak exports `ID.desktop` (and only files named by its
+    // id), snapd writes `NAME_APP.desktop`, the main app's `NAME_NAME`.
+    // No case folding, no `StartupWMClass`, no last dotted part: a Flatpak
+    // `org.Mozilla.Firefox` is not Firefox, a Snap `files` is not
+    // `org.gnome.Files`.
     if let Some(name) = app_id.strip_prefix("snap.") {
-        return lookup(app_id).or_else(|| lookup(name));
+        return exact(&format!("{name}_{name}.desktop"));
     }
     // `systemd:`, `token:` and interpreter ids (`node:…`): no `:` is in a
     // Flatpak id.
     if app_id.contains(':') {
         return None;
     }
-    lookup(app_id)
+    exact(&format!("{app_id}.desktop"))
+}
+
+/// The entry whose desktop file id is exactly `desktop_id`.
+fn exact(desktop_id: &str) -> Option<AppInfo> {
+    let mut entries = shared().lock().unwrap_or_else(|e| e.into_inner());
+    entries.refresh(false);
+    entries.exact(desktop_id)
 }
 
 /// Resolve an app id with the process-wide index.
@@ -150,11 +169,44 @@ pub(crate) fn lookup(app_id: &str) -> Option<AppInfo> {
         .lookup(app_id)
 }
 
-fn cut(mut s: String) -> String {
-    if let Some((i, _)) = s.char_indices().nth(MAX_VALUE_CHARS) {
-        s.truncate(i);
+/// A value as it may be shown: one line (control characters, `\n` of
+/// the spec's escapes among them, become spaces), without the Unicode
+/// controls that reorder or hide text (bidirectional overrides and
+/// isolates, marks, zero-width characters), trimmed and cut to
+/// [`MAX_VALUE_CHARS`]. Any app, a Flatpak too, can ship a desktop file:
+/// its `Name` must not draw a second line or a reversed one in a prompt.
+fn cut(s: String) -> String {
+    let mut out = String::with_capacity(s.len().min(MAX_VALUE_CHARS * 4));
+    let mut kept = 0;
+    for c in s.chars() {
+        if kept >= MAX_VALUE_CHARS {
+            break;
+        }
+        if c.is_control() {
+            if !out.ends_with(' ') {
+                out.push(' ');
+                kept += 1;
+            }
+        } else if !is_format_control(c) {
+            out.push(c);
+            kept += 1;
+        }
     }
-    s
+    out.trim().to_owned()
+}
+
+/// Unicode format characters that change how text around them is shown
+/// (bidirectional embedding, override and isolate controls, direction
+/// marks, zero-width characters, the BOM).
+fn is_format_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2069}'
+            | '\u{FEFF}'
+    )
 }
 
 /// Parse the `[Desktop Entry]` group of a desktop file.
@@ -336,6 +388,15 @@ impl DesktopEntries {
         }
     }
 
+    /// The entry whose desktop file id is exactly `desktop_id`, if it is
+    /// an application (a hidden one shadows later directories' too).
+    fn exact(&self, desktop_id: &str) -> Option<AppInfo> {
+        self.by_id
+            .get(desktop_id)
+            .and_then(|i| self.entries.get(*i))
+            .map(|e| e.info.clone())
+    }
+
     fn find(&self, app_id: &str) -> Option<AppInfo> {
         if app_id.is_empty() {
             return None;
@@ -458,6 +519,55 @@ mod tests {
         assert!(d.lookup("link").is_none());
         assert!(d.lookup("").is_none());
         assert!(d.lookup("org.unknown.App").is_none());
+    }
+
+    /// The attacks on names and icons: a Flatpak whose id differs from
+    /// Firefox's only in case, a Snap named like the last part of another
+    /// app's id, and a `Name` that draws a second line and reverses text.
+    #[test]
+    fn a_prompt_identity_is_matched_exactly_and_its_name_is_one_clean_line() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let sys = t.path().join("applications");
+        write(&sys, "org.mozilla.firefox.desktop", &app("Firefox", ""));
+        write(
+            &sys,
+            "org.gnome.Nautilus.desktop",
+            &app("Files", "StartupWMClass=files"),
+        );
+        write(&sys, "files_files.desktop", &app("Snap Files", ""));
+        write(
+            &sys,
+            "org.example.Evil.desktop",
+            "[Desktop Entry]\nType=Application\nName=Settings\\n\u{202E}dellatsni metsys\u{202C} \u{200B}Verified\n",
+        );
+        let mut d = DesktopEntries::new(vec![sys.clone()]);
+        d.refresh(true);
+        assert!(d.exact("org.Mozilla.Firefox.desktop").is_none());
+        assert!(d.exact("firefox.desktop").is_none());
+        assert_eq!(
+            d.exact("org.mozilla.firefox.desktop").map(|e| e.name),
+            Some("Firefox".to_owned())
+        );
+        // Loose matching (windows) would have found these:
+        assert!(d.lookup("org.Mozilla.Firefox").is_some());
+        assert!(d.lookup("files").is_some());
+        // ... an exact one finds only a Snap's own entry.
+        assert_eq!(
+            d.exact("files_files.desktop").map(|e| e.name),
+            Some("Snap Files".to_owned())
+        );
+        let evil = d.exact("org.example.Evil.desktop").expect("entry");
+        assert_eq!(evil.name, "Settings dellatsni metsys Verified");
+        assert!(!evil.name.contains(['\n', '\u{202E}', '\u{200B}']));
+        let long = parse(
+            "x.desktop",
+            &format!(
+                "[Desktop Entry]\nType=Application\nName={}\n",
+                "a".repeat(1000)
+            ),
+        )
+        .expect("entry");
+        assert_eq!(long.info.name.chars().count(), MAX_VALUE_CHARS);
     }
 
     #[test]
