@@ -96,6 +96,10 @@ PACKAGES=(
     # QtDBus headers; g++ builds them), Qt 6's qdbusxml2cpp (run on every
     # XML) and GJS (PyGObject is python3-gi above)
     g++ qtbase5-dev qtbase5-dev-tools qt6-base-dev-tools gjs
+    # a Flatpak app as `flatpak run` sets it up (tests/it/common/flatpak.rs):
+    # bubblewrap sandboxes with a read-only /.flatpak-info, the bus through
+    # xdg-dbus-proxy --filter
+    bubblewrap xdg-dbus-proxy
     # file checks: polkit's DTD (polkitd ships it), xmllint, portal interfaces
     polkitd libxml2-utils xdg-desktop-portal
     # the shells that report windows (tests/shells_*.rs): GNOME Shell 43

@@ -763,6 +763,7 @@ pub async fn consent_list(conn: &Connection, out: Output) -> Result<()> {
                     "policy" => "policy.toml".to_owned(),
                     "prompt" => "you, in a prompt".to_owned(),
                     "manage" => "you".to_owned(),
+                    "import" => "an import".to_owned(),
                     o => o.to_owned(),
                 },
                 g.get("expires")

@@ -87,6 +87,10 @@ pub enum Origin {
     Manage,
     /// The user's policy.toml (never stored; shown as such).
     Policy,
+    /// Restored from an export (`Consent1.Import`). The file says who
+    /// decided, but a file is anyone's to write: what it claims is kept
+    /// as an import, dated no later than the import itself.
+    Import,
 }
 
 impl Origin {
@@ -95,6 +99,7 @@ impl Origin {
             Origin::Prompt => "prompt",
             Origin::Manage => "manage",
             Origin::Policy => "policy",
+            Origin::Import => "import",
         }
     }
 }
@@ -106,6 +111,7 @@ impl FromStr for Origin {
             "prompt" => Ok(Origin::Prompt),
             "manage" => Ok(Origin::Manage),
             "policy" => Ok(Origin::Policy),
+            "import" => Ok(Origin::Import),
             other => Err(Error::Failed(format!(
                 "unknown origin '{other}' in the store"
             ))),

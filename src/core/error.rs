@@ -38,6 +38,15 @@ pub enum Error {
     /// (`core::agents`); `why` says which rule refused it.
     #[error("{app} may not answer prompts: {why}")]
     NotAnAgent { app: AppId, why: String },
+    /// A caller that is not the user's own tool reached for the user's
+    /// controls (`core::manage::Core::may_manage`): a sandboxed app, or
+    /// an app answering its own question. `what` is the call.
+    #[error("{app} may not {what}: {why}")]
+    NotTheUser {
+        app: AppId,
+        what: String,
+        why: String,
+    },
     #[error("{0}")]
     Unavailable(String),
     #[error("{0}")]

@@ -1,16 +1,27 @@
 //! What the user's own management tools see (`Consent1` for settings
 //! panels, `contextctl consent`, the dashboard): the apps that asked, the
 //! decisions, the audit. Typed views like `core::view`'s, rendered by each
-//! publisher; who may call them (polkit on D-Bus) is the publisher's
-//! authentication, decided before these are called.
+//! publisher.
+//!
+//! Who may call them is decided in two steps. First here, for every
+//! publisher ([`Core::may_manage`]): the user's controls are the user's
+//! alone, so a sandboxed app (Flatpak, Snap: the boundary consent binds)
+//! never reaches them, whatever polkit would say, and nobody answers its
+//! own question ([`Core::may_answer`]). Then the publisher's
+//! authentication (polkit on D-Bus, naming the caller and the change).
 
 use serde::Serialize;
 
 use super::Core;
 use super::consent::{AuditQuery, Origin};
 use super::error::{Error, Result};
+use super::read::Subject;
 use super::view::time;
 use crate::model::Category;
+
+/// Why a sandboxed caller is refused, for its error and the journal.
+const SANDBOXED: &str = "an app in a sandbox never reaches the user's own controls \
+     (the user decides in the dashboard, a settings panel or contextctl)";
 
 /// An app that asked for context, and how it was identified.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -54,6 +65,50 @@ pub(crate) struct AuditView {
 }
 
 impl Core {
+    /// Whether `who` may use the user's own controls for `what` (the
+    /// call, for the message and the journal). Refused, before any
+    /// authentication is asked, for a sandboxed app: its id comes from its
+    /// sandbox, and a polkit dialog it caused would look like the user's
+    /// own action. Every refusal is logged with the caller and the call.
+    pub(crate) fn may_manage(&self, who: &Subject, what: &str) -> Result<()> {
+        if who.source.is_sandboxed() {
+            tracing::warn!(
+                app = %who.app_id,
+                identity = who.source.as_str(),
+                channel = who.channel.as_str(),
+                call = what,
+                "refused: a sandboxed app reached for the user's controls"
+            );
+            return Err(Error::NotTheUser {
+                app: who.app_id.clone(),
+                what: what.to_owned(),
+                why: SANDBOXED.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether `who` may answer the waiting question `id`: never its own
+    /// (an app that answers its own question grants itself). The
+    /// question's app is the one the broker identified when it asked.
+    pub(crate) fn may_answer(&self, who: &Subject, id: u64) -> Result<()> {
+        self.may_manage(who, "answer a consent question")?;
+        let own = self
+            .prompts
+            .pending()
+            .iter()
+            .any(|p| p.id == id && p.app_id == who.app_id.as_str());
+        if own {
+            tracing::warn!(app = %who.app_id, id, "refused: an app answered its own question");
+            return Err(Error::NotTheUser {
+                app: who.app_id.clone(),
+                what: "answer a consent question".to_owned(),
+                why: "nobody answers its own question: the user answers it".to_owned(),
+            });
+        }
+        Ok(())
+    }
+
     /// The user's own view of who uses the microphone, camera or screen
     /// since `since` (the dashboard): every app, no consent (it is the
     /// user asking), from the timeline when there is one.

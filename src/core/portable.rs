@@ -14,6 +14,8 @@
 //! on equal times a deny beats an allow; a refused publisher stays
 //! refused; timeline rows not there yet are added. Importing ends a
 //! recovery (`store::recovery`): restoring a backup is the user acting.
+//! Imported decisions are marked `import` (whatever origin the file
+//! names) and dated no later than the import.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -233,7 +235,14 @@ impl Core {
             .store()
             .ok_or_else(|| Error::Unavailable("no database to import into".into()))?
             .clone();
-        for d in parsed.decisions {
+        let now = self.clock.now();
+        for mut d in parsed.decisions {
+            // A file is anyone's to write: what it says of who decided
+            // and when is a claim. Kept as an import, dated no later than
+            // now, so that a line dated 2099 cannot outrank every later
+            // decision of the user's, nor pass for a prompt's answer.
+            d.origin = Origin::Import;
+            d.created = d.created.min(now);
             let old = self
                 .gate
                 .decisions

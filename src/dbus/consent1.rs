@@ -1,7 +1,10 @@
 //! `org.contextd.Consent1`: the user manages what apps may see.
 //! Documented in `dbus-interfaces/org.contextd.Consent1.xml`. Every call
-//! is authorised with polkit (`org.contextd.manage-consent`), but
-//! `RegisterAgent`, which the core's agent trust decides (`core::agents`).
+//! is refused to sandboxed apps by the core (`Core::may_manage`) and then
+//! authorised with polkit (`org.contextd.manage-consent`), the dialog
+//! naming the change and the caller; but `RegisterAgent`, which the
+//! core's agent trust decides (`core::agents`). `AnswerPending` is also
+//! refused to the app whose question it is (`Core::may_answer`).
 
 use std::sync::Arc;
 
@@ -46,10 +49,10 @@ pub(crate) fn time_arg(name: &str, secs: i64) -> Result<Option<chrono::DateTime<
 /// polkit's details for a decision on one app and category.
 fn manage_request(app: &AppId, category: &Category, summary: String) -> polkit::Request {
     polkit::Request {
-        operation: String::new(),
         app: Some(app.to_string()),
         categories: vec![category.to_string()],
         summary,
+        ..Default::default()
     }
 }
 
@@ -416,7 +419,36 @@ impl Consent1 {
             .ok_or_else(|| {
                 Error::InvalidArgs("answer with once, always, duration or deny".into())
             })?;
-        let who = self.shared.authorize_manage(&hdr).await?;
+        let subject = self.shared.subject(&hdr).await?;
+        self.shared.core.may_answer(&subject, id)?;
+        let who = self
+            .shared
+            .authorize_manage_for(
+                &hdr,
+                match self
+                    .shared
+                    .core
+                    .pending_prompts()
+                    .into_iter()
+                    .find(|p| p.id == id)
+                {
+                    Some(p) => polkit::Request {
+                        summary: format!(
+                            "answer \"{answer}\" to {}'s question about {}",
+                            p.app_id,
+                            p.categories.0.join(", ")
+                        ),
+                        app: Some(p.app_id),
+                        categories: p.categories.0,
+                        ..Default::default()
+                    },
+                    None => polkit::Request {
+                        summary: format!("answer \"{answer}\" to consent question {id}"),
+                        ..Default::default()
+                    },
+                },
+            )
+            .await?;
         let answered = self.shared.core.answer_prompt(id, parsed);
         tracing::info!(by = %who.app_id, id, answer, answered, "prompt answered from a panel");
         Ok(answered)

@@ -28,7 +28,8 @@ impl From<core::Error> for Error {
             core::Error::NotAllowed { .. }
             | core::Error::PublishRefused { .. }
             | core::Error::NotAReporter { .. }
-            | core::Error::NotAnAgent { .. } => Error::NotAllowed(msg),
+            | core::Error::NotAnAgent { .. }
+            | core::Error::NotTheUser { .. } => Error::NotAllowed(msg),
             core::Error::Pending { .. } => Error::Pending(msg),
             core::Error::NotFound(_) => Error::NotFound(msg),
             core::Error::InvalidArgs(_) => Error::InvalidArgs(msg),

@@ -116,9 +116,30 @@ impl Shared {
         if request.operation.is_empty() {
             request.operation = hdr.member().map(|m| m.to_string()).unwrap_or_default();
         }
+        if request.summary.is_empty() {
+            request.summary = summary_of(&request.operation);
+        }
+        // The core's rule first: a sandboxed caller is refused before
+        // polkit shows anything (a dialog it caused would pass for the
+        // user's own action).
+        let subject = Subject {
+            app_id: who.app_id.clone(),
+            source: who.source,
+            channel: Channel::DBus,
+        };
+        self.core.may_manage(&subject, &request.summary)?;
+        // polkit's dialog names who asks, as pkexec names the program.
+        request.caller = format!("{} (PID {})", who.app_id, who.pid);
         self.polkit
             .check(who.process(), polkit::MANAGE_CONSENT, &request)
             .await?;
+        tracing::debug!(
+            by = %who.app_id,
+            pid = who.pid,
+            call = %request.operation,
+            change = %request.summary,
+            "management call authorised"
+        );
         Ok(who)
     }
 

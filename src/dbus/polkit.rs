@@ -13,8 +13,9 @@
 //! *session* bus, so the `system-bus-name` subject, which lets polkit
 //! read credentials itself, is not available to us.
 //!
-//! Each check carries `details` naming what is asked (`operation`, `app`,
-//! `categories`, and `summary` in words), which the action's message
+//! Each check carries `details` naming what is asked and who asks
+//! (`operation`, `app`, `categories`, `caller`, and `summary` in words,
+//! ending with the caller), which the action's message
 //! shows (`$(summary)` in `polkit/org.contextd.policy`) and polkit rules
 //! can test (`action.lookup("app")`).
 
@@ -59,6 +60,10 @@ pub(crate) struct Request {
     pub(crate) categories: Vec<String>,
     /// What it does, in words: "allow exe:/usr/bin/foo to see windows".
     pub(crate) summary: String,
+    /// Who asks: the caller's app id as the broker identified it, and its
+    /// PID ("exe:/usr/bin/busctl (PID 4242)"). Shown in the dialog, so
+    /// that a request the user did not make does not pass for theirs.
+    pub(crate) caller: String,
 }
 
 impl Request {
@@ -84,7 +89,15 @@ impl Request {
         } else {
             self.summary.clone()
         };
+        // The message is "Authentication is required to $(summary)": the
+        // change, then who asks for it.
+        let summary = if self.caller.is_empty() {
+            summary
+        } else {
+            format!("{summary}, as asked by {}", self.caller)
+        };
         d.insert("summary", summary);
+        d.insert("caller", self.caller.clone());
         d
     }
 }
@@ -179,8 +192,14 @@ mod tests {
             app: Some("exe:/usr/bin/x".into()),
             categories: vec!["windows".into(), "windows.titles".into()],
             summary: "allow exe:/usr/bin/x to see windows, windows.titles".into(),
+            caller: "org.example.Panel (PID 42)".into(),
         };
         let d = r.details();
+        assert_eq!(
+            d["summary"],
+            "allow exe:/usr/bin/x to see windows, windows.titles, as asked by org.example.Panel (PID 42)"
+        );
+        assert_eq!(d["caller"], "org.example.Panel (PID 42)");
         assert_eq!(d["app"], "exe:/usr/bin/x");
         assert_eq!(d["categories"], "windows, windows.titles");
         assert_eq!(d["operation"], "SetGrant");

@@ -58,7 +58,8 @@ impl From<core::Error> for Error {
             }
             core::Error::PublishRefused { .. }
             | core::Error::NotAReporter { .. }
-            | core::Error::NotAnAgent { .. } => Error::Unavailable(message),
+            | core::Error::NotAnAgent { .. }
+            | core::Error::NotTheUser { .. } => Error::Unavailable(message),
             core::Error::Unavailable(_) => Error::Unavailable(message),
             core::Error::Failed(_) => Error::Internal(message),
         }

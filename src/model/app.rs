@@ -137,6 +137,13 @@ impl IdentitySource {
         }
     }
 
+    /// Whether the id comes from a sandbox (Flatpak, Snap): the app
+    /// cannot choose it, and it is the boundary consent binds. Such an app
+    /// never reaches the user's own controls (`core::manage`).
+    pub fn is_sandboxed(self) -> bool {
+        matches!(self, IdentitySource::Flatpak | IdentitySource::Snap)
+    }
+
     /// The inverse of [`IdentitySource::as_str`].
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|x| x.as_str() == s)

@@ -86,6 +86,7 @@ mod provider;
 mod provider_examples;
 mod provider_pages;
 mod recent_documents;
+mod sandbox_boundary;
 mod schemas_outputs;
 mod scripts;
 mod shells_gnome;

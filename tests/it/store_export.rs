@@ -139,9 +139,23 @@ async fn export_to_a_fresh_machine_and_import_gives_the_same_decisions_and_summa
         let (ok, list_b, err) = ctl(&b, &["consent", "list"]);
         assert!(ok, "{err}");
         // The decisions table (the apps that asked, with when they were
-        // last seen, are this machine's own and not exported).
+        // last seen, are this machine's own and not exported), each
+        // decision now shown as an import: a file's word for who decided
+        // is a claim (issue 47).
         let decisions = |l: &str| l.split("\n\n").next().unwrap_or("").to_owned();
-        assert_eq!(decisions(&list_b), decisions(&list_a));
+        let words = |l: &str| -> Vec<String> {
+            l.split_whitespace()
+                .map(|w| w.to_owned())
+                .filter(|w| {
+                    !["you,", "in", "a", "prompt", "you", "an", "import"].contains(&w.as_str())
+                })
+                .collect()
+        };
+        assert_eq!(words(&decisions(&list_b)), words(&decisions(&list_a)));
+        assert!(
+            decisions(&list_b).contains("an import") && !decisions(&list_b).contains("prompt"),
+            "{list_b}"
+        );
         assert!(list_a.contains("org.example.Denied"), "{list_a}");
         assert_eq!(summary(&b).await, before);
 
