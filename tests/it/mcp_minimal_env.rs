@@ -105,6 +105,34 @@ fn two_python_scripts_are_two_hosts() {
         "{} is not a system program",
         real_python.display()
     );
+    two_scripts_are_two_hosts(python);
+}
+
+/// The same on pyenv's Python (issue 47): `~/.pyenv/versions/3.11.7/bin/
+/// python3.11`, not a system program, was one app for every script it
+/// ran, asked as ".../python3.11 wants to know what you are doing", and
+/// the second host read on the first one's grant. Version managers'
+/// interpreters are recognised by their layouts, without configuration.
+/// (A copy of Debian's python3.11 there: it finds its library in /usr.)
+#[test]
+fn two_scripts_on_pyenvs_python_are_two_hosts() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let real_python = std::fs::canonicalize("/usr/bin/python3").expect("python3");
+    let name = real_python
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("python3.X")
+        .to_owned();
+    let pyenv = home.path().join(".pyenv/versions/3.11.7/bin");
+    std::fs::create_dir_all(&pyenv).expect("mkdir");
+    let python = pyenv.join(&name);
+    std::fs::copy(&real_python, &python).expect("copy python");
+    assert!(!contextd::internals::is_system_executable(&python));
+    two_scripts_are_two_hosts(&python);
+}
+
+/// Two copies of the host script run by `python`, one granted.
+fn two_scripts_are_two_hosts(python: &Path) {
     let scripts = tempfile::tempdir().expect("tempdir");
     let host = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/script_host.py");
     let [a, b] = ["a.py", "b.py"].map(|n| {

@@ -18,6 +18,12 @@
 //! than the executable's: the ids are different subjects, and a grant to
 //! `exe:/usr/bin/node` covers no `node:…` id.
 //!
+//! Which interpreters: system programs of the known families (or those
+//! `[identity] interpreters` lists), and those that version managers
+//! (nvm, fnm, volta, pyenv, uv, asdf, mise, conda, Homebrew) install, by
+//! their layouts ([`version_manager`]), since that is how many developers
+//! run their AI hosts.
+//!
 //! When the script cannot be found (code on the command line, `-c`, `-e`,
 //! standard input, a REPL, an option we do not know that takes a value, a
 //! file that is gone, a path that is not UTF-8), the executable's id stays.
@@ -188,8 +194,87 @@ impl Interpreters {
                         .strip_prefix(n.as_str())
                         .is_some_and(|v| v.bytes().all(|b| b.is_ascii_digit() || b == b'.')))
         });
-        (listed && is_system_executable(path)).then(|| Kind::of_name(name))?
+        (listed && (is_system_executable(path) || version_manager(path).is_some()))
+            .then(|| Kind::of_name(name))?
     }
+}
+
+/// The version managers whose interpreters are recognised without
+/// configuration, each by the directory layout it installs into (below
+/// any home or prefix; what the kernel gives as `/proc/PID/exe`, a
+/// virtual environment's `python` being a link to one of these). `<v>`
+/// is one directory (a version, a distribution, an environment's name).
+/// A layout is matched on the path's last directories, so the same
+/// interpreter is recognised wherever its manager's root is (`~/.nvm`,
+/// `$NVM_DIR`, `~/.local/share/fnm`, `~/.fnm`, …).
+const VERSION_MANAGERS: &[(&str, &[&str])] = &[
+    // ~/.nvm/versions/node/v22.1.0/bin/node
+    ("nvm", &[".nvm", "versions", "node", "<v>", "bin"]),
+    ("nvm", &["nvm", "versions", "node", "<v>", "bin"]),
+    // ~/.local/share/fnm/node-versions/v22.1.0/installation/bin/node
+    ("fnm", &["node-versions", "<v>", "installation", "bin"]),
+    // ~/.volta/tools/image/node/22.1.0/bin/node
+    ("volta", &["tools", "image", "node", "<v>", "bin"]),
+    // ~/.pyenv/versions/3.11.7/bin/python3.11
+    ("pyenv", &[".pyenv", "versions", "<v>", "bin"]),
+    ("pyenv", &["pyenv", "versions", "<v>", "bin"]),
+    // ~/.local/share/uv/python/cpython-3.12.4-linux-x86_64-gnu/bin/python3.12
+    ("uv", &["uv", "python", "<v>", "bin"]),
+    // ~/.local/share/mise/installs/python/3.12.4/bin/python3 (before
+    // asdf, whose layout it shares below the root)
+    ("mise", &["mise", "installs", "<v>", "<v>", "bin"]),
+    // ~/.asdf/installs/nodejs/22.1.0/bin/node
+    ("asdf", &["installs", "<v>", "<v>", "bin"]),
+    // ~/miniconda3/bin/python3.12, ~/miniconda3/envs/NAME/bin/python
+    ("conda", &["miniconda3", "bin"]),
+    ("conda", &["miniconda3", "envs", "<v>", "bin"]),
+    ("conda", &["anaconda3", "bin"]),
+    ("conda", &["anaconda3", "envs", "<v>", "bin"]),
+    ("conda", &["miniforge3", "bin"]),
+    ("conda", &["miniforge3", "envs", "<v>", "bin"]),
+    ("conda", &["mambaforge", "bin"]),
+    ("conda", &["mambaforge", "envs", "<v>", "bin"]),
+    ("conda", &["conda", "bin"]),
+    ("conda", &["conda", "envs", "<v>", "bin"]),
+    ("conda", &["micromamba", "envs", "<v>", "bin"]),
+    // /home/linuxbrew/.linuxbrew/Cellar/node/22.1.0/bin/node
+    ("homebrew", &[".linuxbrew", "Cellar", "<v>", "<v>", "bin"]),
+];
+
+/// Which version manager installed the interpreter at `path`, if one of
+/// [`VERSION_MANAGERS`] did: its layout, and the file owned by the user
+/// (or root) and writable by no one else. Such an interpreter is the
+/// user's own, as much as `/usr/bin/node` is the system's; without this,
+/// every script on nvm's node or pyenv's Python was one app, and a grant
+/// to one MCP host a grant to all. The id stays a claim (see the module
+/// docs): it tells honest hosts apart.
+pub(crate) fn version_manager(path: &Path) -> Option<&'static str> {
+    let dirs: Vec<&str> = path
+        .parent()?
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(n) => n.to_str(),
+            _ => None,
+        })
+        .collect();
+    let manager = VERSION_MANAGERS.iter().find_map(|(name, layout)| {
+        let tail = dirs.get(dirs.len().checked_sub(layout.len())?..)?;
+        tail.iter()
+            .zip(layout.iter())
+            .all(|(d, l)| *l == "<v>" || d == l)
+            .then_some(*name)
+    })?;
+    owned_by_user(path).then_some(manager)
+}
+
+/// The file is a regular file of the user's (or root's), and neither its
+/// group nor others may write it.
+fn owned_by_user(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: getuid(2) has no failure mode and touches no memory.
+    let me = unsafe { libc::getuid() };
+    std::fs::symlink_metadata(path)
+        .is_ok_and(|m| m.is_file() && (m.uid() == me || m.uid() == 0) && m.mode() & 0o022 == 0)
 }
 
 fn unknown(entry: &str) -> String {
@@ -879,6 +964,55 @@ mod tests {
             Some(Kind::Node)
         );
         assert_eq!(list.kind_of("/usr/bin/python3-config"), None);
+        // The layouts of version managers are recognised without a list.
+        for (rel, manager) in [
+            (".nvm/versions/node/v22.1.0/bin/node", "nvm"),
+            (
+                ".local/share/fnm/node-versions/v20.3.0/installation/bin/node",
+                "fnm",
+            ),
+            (".volta/tools/image/node/22.1.0/bin/node", "volta"),
+            (".pyenv/versions/3.11.7/bin/python3.11", "pyenv"),
+            (
+                ".local/share/uv/python/cpython-3.12.4-linux-x86_64-gnu/bin/python3.12",
+                "uv",
+            ),
+            (".asdf/installs/nodejs/22.1.0/bin/node", "asdf"),
+            (
+                ".local/share/mise/installs/python/3.12.4/bin/python3",
+                "mise",
+            ),
+            ("miniconda3/envs/agents/bin/python", "conda"),
+            ("anaconda3/bin/python3.11", "conda"),
+            (".linuxbrew/Cellar/node/22.1.0/bin/node", "homebrew"),
+        ] {
+            let exe = dir.path().join(rel);
+            std::fs::create_dir_all(exe.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&exe, "").expect("write");
+            assert_eq!(version_manager(&exe), Some(manager), "{rel}");
+            assert!(
+                list.kind_of(exe.to_str().expect("utf-8")).is_some(),
+                "{rel}"
+            );
+        }
+        // Near misses: another name, another layout, a file others write.
+        for rel in [
+            ".nvm/versions/node/v22.1.0/bin/bash",
+            ".nvm/versions/node/bin/node",
+            "pyenv-ish/versions/3.11/bin/python3",
+            "Downloads/bin/node",
+        ] {
+            let exe = dir.path().join(rel);
+            std::fs::create_dir_all(exe.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&exe, "").expect("write");
+            assert_eq!(list.kind_of(exe.to_str().expect("utf-8")), None, "{rel}");
+        }
+        let shared = dir.path().join(".pyenv/versions/3.12.0/bin/python3.12");
+        std::fs::create_dir_all(shared.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&shared, "").expect("write");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        assert_eq!(version_manager(&shared), None, "writable by others");
         assert!(Interpreters::parse(["bash"]).is_err());
         assert!(Interpreters::parse(["/usr/bin/bash"]).is_err());
         assert!(Interpreters::parse(["py*thon"]).is_err());
