@@ -29,11 +29,22 @@ impl ChangeKind {
 /// A change to the snapshot, as broadcast to publishers. It carries the full
 /// data; each publisher renders it per subscriber through `core::view`, so
 /// what a subscriber may not see never leaves the core.
+///
+/// A change of something that has a detail category (a window's title, a
+/// notification's body, the network's name, the exact place) also carries
+/// what it replaced (`before`): `core::view::change` renders both for a
+/// reader and sends nothing when the two read the same to it. Without
+/// that, a reader granted `windows` but not `windows.titles` would be told
+/// of every title change (when a chat's unread count moves, when the user
+/// navigates), the withheld detail announced by its changes (issue 48).
+/// `before` is what the state replaced, moved there, never a copy.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Change {
     Window {
         kind: ChangeKind,
         window: Window,
+        /// The window as it was, for a `Changed`; `None` otherwise.
+        before: Option<Box<Window>>,
     },
     Focus {
         window: Option<Window>,
@@ -44,20 +55,27 @@ pub(crate) enum Change {
     },
     Session(Option<SessionState>),
     Power(Option<Power>),
-    Network(Option<Network>),
+    /// The network now and before (`None`: unknown).
+    Network {
+        network: Option<Network>,
+        before: Option<Network>,
+    },
     Notification {
         kind: ChangeKind,
         notification: Notification,
+        /// The notification an `Opened` one replaced (same id), if any.
+        before: Option<Box<Notification>>,
     },
     Provided {
         kind: ChangeKind,
         context: ProvidedContext,
     },
-    /// The location moved (`None`: unknown); `coarse_changed` when the
-    /// city-level place a reader without `location.precise` sees moved too.
+    /// The location moved (`None`: unknown); `before` is where it was. A
+    /// move within the city-level place is no change to a reader without
+    /// `location.precise`.
     Location {
         location: Option<Location>,
-        coarse_changed: bool,
+        before: Option<Location>,
     },
     /// The recently used files changed: the whole list (`None`: unknown),
     /// and the entries used since the previous list (for the timeline;
@@ -79,7 +97,7 @@ impl Change {
             Change::Stream { .. } => Category::MediaPlayback,
             Change::Session(_) => Category::Session,
             Change::Power(_) => Category::Power,
-            Change::Network(_) => Category::Network,
+            Change::Network { .. } => Category::Network,
             Change::Notification { .. } => Category::Notifications,
             Change::Provided { context, .. } => Category::Provided(context.kind.to_string()),
             Change::RecentDocuments { .. } => Category::DocumentsRecent,

@@ -409,6 +409,7 @@ impl Recorder {
             Change::Window {
                 kind: ChangeKind::Changed,
                 window,
+                ..
             } if self.focus.is_some()
                 && window.states.activated
                 && self.settings.excluded_title(&window.title) =>
@@ -619,6 +620,7 @@ impl Recorder {
             Change::Notification {
                 kind: ChangeKind::Opened,
                 notification: n,
+                ..
             } => {
                 if !self.settings.records(HistoryKind::Notification)
                     || self.settings.excluded_app(&n.app_name)

@@ -262,10 +262,11 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
                 Some(old) => {
                     window.first_seen = old.first_seen;
                     window.last_focused = old.last_focused;
-                    snap.windows.insert(id.clone(), window.clone());
+                    let before = snap.windows.insert(id.clone(), window.clone());
                     out.push(Change::Window {
                         kind: ChangeKind::Changed,
                         window,
+                        before: before.map(Box::new),
                     });
                 }
                 None => {
@@ -274,6 +275,7 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
                     out.push(Change::Window {
                         kind: ChangeKind::Opened,
                         window,
+                        before: None,
                     });
                 }
             }
@@ -288,6 +290,7 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
                 out.push(Change::Window {
                     kind: ChangeKind::Closed,
                     window: w,
+                    before: None,
                 });
                 if snap.active_window.as_deref() == Some(id.as_str()) {
                     set_focus(snap, None, now, &mut out);
@@ -363,14 +366,19 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
         }
         SourceEvent::Network { network } => {
             if snap.network != network {
-                snap.network = network.clone();
-                out.push(Change::Network(network));
+                let before = std::mem::replace(&mut snap.network, network.clone());
+                out.push(Change::Network { network, before });
             }
         }
         SourceEvent::Notification { mut notification } => {
             truncate_text(&mut notification.summary);
             truncate_text(&mut notification.body);
-            snap.notifications.retain(|n| n.id != notification.id);
+            // Ids are unique in the list: at most one is replaced.
+            let before = snap
+                .notifications
+                .iter()
+                .position(|n| n.id == notification.id)
+                .and_then(|i| snap.notifications.remove(i));
             snap.notifications.push_back(notification.clone());
             while snap.notifications.len() > NOTIFICATIONS_LEN {
                 snap.notifications.pop_front();
@@ -378,6 +386,7 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
             out.push(Change::Notification {
                 kind: ChangeKind::Opened,
                 notification,
+                before: before.map(Box::new),
             });
         }
         SourceEvent::NotificationClosed { id } => {
@@ -387,6 +396,7 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
                 out.push(Change::Notification {
                     kind: ChangeKind::Closed,
                     notification,
+                    before: None,
                 });
             }
         }
@@ -418,13 +428,8 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
                 truncate_text(d);
             }
             if snap.location != location {
-                let coarse = |l: &Option<Location>| l.as_ref().map(Location::coarse);
-                let coarse_changed = coarse(&snap.location) != coarse(&location);
-                snap.location = location.clone();
-                out.push(Change::Location {
-                    location,
-                    coarse_changed,
-                });
+                let before = std::mem::replace(&mut snap.location, location.clone());
+                out.push(Change::Location { location, before });
             }
         }
         SourceEvent::RecentDocuments { documents } => {

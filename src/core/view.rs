@@ -31,7 +31,11 @@
 //!   name of the Wi-Fi often does ("Hotel Alpenblick", "ACME-Guest");
 //! - a timeline row only with its own category (a focus interval with
 //!   `windows`, its title with `windows.titles`, a notification's body with
-//!   `notifications.content`, …).
+//!   `notifications.content`, …);
+//! - a change only when what the reader sees of it changed ([`change`]):
+//!   a detail withheld is not announced by its changes either (a title
+//!   change is none without `windows.titles`, a new SSID none without
+//!   `network.name`, …).
 //!
 //! - the location (`location`) as a schema.org `Place` at about the level
 //!   of a city: coordinates rounded to 0.1° (about 11 km) and an accuracy of
@@ -118,7 +122,9 @@ pub(crate) struct WindowView {
     /// attributed the window (`gnome-shell`, `kwin`). A claim either way:
     /// said on the wire so that nobody mistakes it for an identity.
     pub(crate) app_id_source: &'static str,
+    /// The `Name=` of the app's desktop entry, which the app ships itself.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(description = format!("The name in the app's desktop entry (the app ships it); {THEIRS}"))]
     pub(crate) app_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) icon: Option<String>,
@@ -994,6 +1000,15 @@ pub(crate) fn snapshot(snap: &Snapshot, can: Can<'_>) -> SnapshotView {
 
 /// One change as a subscriber that may see `can` receives it: its
 /// category and data, or `None` when it must not be sent.
+///
+/// A change that reads the same to the subscriber as what it replaced is
+/// not sent (see [`Change`]): its view of what was there before (rendered
+/// with the same grants) is compared with its view of what is there now.
+/// A title-only change is none to a reader without `windows.titles`, a
+/// new SSID none without `network.name`, a replaced notification whose
+/// body alone moved none without `notifications.content`, a move within
+/// the city none without `location.precise`. One rule for every detail,
+/// decided here once for every publisher.
 pub(crate) fn change(c: &Change, can: Can<'_>) -> Option<(Category, ChangeView)> {
     let cat = c.category()?;
     if !can(&cat) {
@@ -1001,11 +1016,25 @@ pub(crate) fn change(c: &Change, can: Can<'_>) -> Option<(Category, ChangeView)>
     }
     let titles = || can(&Category::WindowsTitles);
     let v = match c {
-        Change::Window { kind, window: w } => ChangeView {
-            event: kind.as_str(),
-            window: Some(WindowView::new(w, titles(), w.states.activated)),
-            ..Default::default()
-        },
+        Change::Window {
+            kind,
+            window: w,
+            before,
+        } => {
+            let titles = titles();
+            let now = WindowView::new(w, titles, w.states.activated);
+            if before
+                .as_deref()
+                .is_some_and(|b| WindowView::new(b, titles, b.states.activated) == now)
+            {
+                return None;
+            }
+            ChangeView {
+                event: kind.as_str(),
+                window: Some(now),
+                ..Default::default()
+            }
+        }
         Change::Focus { window } => ChangeView {
             event: "focus",
             window: window.as_ref().map(|w| WindowView::new(w, titles(), true)),
@@ -1026,21 +1055,38 @@ pub(crate) fn change(c: &Change, can: Can<'_>) -> Option<(Category, ChangeView)>
             power: p.clone(),
             ..Default::default()
         },
-        Change::Network(n) => ChangeView {
-            event: "changed",
-            network: n
-                .as_ref()
-                .map(|n| NetworkView::new(n, can(&Category::NetworkName))),
-            ..Default::default()
-        },
-        Change::Notification { kind, notification } => ChangeView {
-            event: kind.as_str(),
-            notification: Some(NotificationView::new(
-                notification,
-                can(&Category::NotificationsContent),
-            )),
-            ..Default::default()
-        },
+        Change::Network { network, before } => {
+            let name = can(&Category::NetworkName);
+            let view = |n: &Option<Network>| n.as_ref().map(|n| NetworkView::new(n, name));
+            let now = view(network);
+            if view(before) == now {
+                return None;
+            }
+            ChangeView {
+                event: "changed",
+                network: now,
+                ..Default::default()
+            }
+        }
+        Change::Notification {
+            kind,
+            notification,
+            before,
+        } => {
+            let content = can(&Category::NotificationsContent);
+            let now = NotificationView::new(notification, content);
+            if before
+                .as_deref()
+                .is_some_and(|b| NotificationView::new(b, content) == now)
+            {
+                return None;
+            }
+            ChangeView {
+                event: kind.as_str(),
+                notification: Some(now),
+                ..Default::default()
+            }
+        }
         Change::Provided { kind, context } => ChangeView {
             event: kind.as_str(),
             context: Some(ProvidedView::new(context)),
@@ -1051,17 +1097,16 @@ pub(crate) fn change(c: &Change, can: Can<'_>) -> Option<(Category, ChangeView)>
             recent_documents: Some(recent_list(documents.as_deref())),
             ..Default::default()
         },
-        Change::Location {
-            location,
-            coarse_changed,
-        } => {
+        Change::Location { location, before } => {
             let precise = can(&Category::LocationPrecise);
-            if !precise && !coarse_changed {
+            let view = |l: &Option<Location>| l.as_ref().map(|l| PlaceView::new(l, precise));
+            let now = view(location);
+            if view(before) == now {
                 return None;
             }
             ChangeView {
                 event: "changed",
-                location: location.as_ref().map(|l| PlaceView::new(l, precise)),
+                location: now,
                 ..Default::default()
             }
         }
@@ -1176,6 +1221,77 @@ mod tests {
         assert!(!text(&snapshot(&snap, &none)).contains("w1"));
     }
 
+    /// The attack of issue 48: a reader granted `windows` but not
+    /// `windows.titles` learns nothing from a title change, not even that
+    /// one happened (a chat's unread count, a page navigated to); the same
+    /// for a notification whose body alone was replaced.
+    #[test]
+    fn a_withheld_detail_is_not_announced_by_its_changes() {
+        let w = |title: &str, maximized: bool| Window {
+            id: "w1".into(),
+            app_id: "org.example.Chat".into(),
+            app_name: Some("Chat".into()),
+            icon: None,
+            title: title.into(),
+            states: WindowStates {
+                activated: true,
+                maximized,
+                ..Default::default()
+            },
+            outputs: vec!["HEADLESS-1".into()],
+            parent: None,
+            first_seen: Utc::now(),
+            last_focused: None,
+            attributed_by: Default::default(),
+        };
+        let changed = |now: Window, before: Window| Change::Window {
+            kind: crate::core::state::ChangeKind::Changed,
+            window: now,
+            before: Some(Box::new(before)),
+        };
+        let only_windows = |c: &Category| *c == Category::Windows;
+        let titles = |c: &Category| matches!(c, Category::Windows | Category::WindowsTitles);
+        let unread = changed(w("Chat (3)", false), w("Chat (2)", false));
+        assert!(change(&unread, &only_windows).is_none());
+        let (_, d) = change(&unread, &titles).expect("a reader of titles is told");
+        assert_eq!(d.window.and_then(|w| w.title).as_deref(), Some("Chat (3)"));
+        // A change it can see, with a title change in it: sent, untitled.
+        let both = changed(w("Chat (4)", true), w("Chat (3)", false));
+        let (_, d) = change(&both, &only_windows).expect("the window was maximized");
+        assert!(!text(&d).contains("Chat ("), "{}", text(&d));
+        // Opened and closed are always news.
+        for kind in [
+            crate::core::state::ChangeKind::Opened,
+            crate::core::state::ChangeKind::Closed,
+        ] {
+            let c = Change::Window {
+                kind,
+                window: w("x", false),
+                before: None,
+            };
+            assert!(change(&c, &only_windows).is_some());
+        }
+
+        let note = |body: &str| Notification {
+            id: "n1".into(),
+            app_name: "Mail".into(),
+            summary: "New mail".into(),
+            body: body.into(),
+            urgency: Urgency::Normal,
+            time: chrono::DateTime::<Utc>::UNIX_EPOCH,
+        };
+        let replaced = Change::Notification {
+            kind: crate::core::state::ChangeKind::Opened,
+            notification: note("second"),
+            before: Some(Box::new(note("first"))),
+        };
+        let summaries = |c: &Category| *c == Category::Notifications;
+        let content =
+            |c: &Category| matches!(c, Category::Notifications | Category::NotificationsContent);
+        assert!(change(&replaced, &summaries).is_none());
+        assert!(change(&replaced, &content).is_some());
+    }
+
     #[test]
     fn capture_streams_and_sessions_only_with_media_capture() {
         use crate::core::captures::CaptureLog;
@@ -1259,15 +1375,31 @@ mod tests {
         );
         assert!(!text(&v).contains("Alpenblick"));
         assert!(v.withheld.contains("network.name"));
-        let (_, d) = change(&Change::Network(Some(n.clone())), &only_network).expect("allowed");
+        let net =
+            |network: Option<Network>, before: Option<Network>| Change::Network { network, before };
+        let (_, d) = change(&net(Some(n.clone()), None), &only_network).expect("allowed");
         assert!(!text(&d).contains("Alpenblick"));
         let with_name = |c: &Category| matches!(c, Category::Network | Category::NetworkName);
         assert!(text(&snapshot(&snap, &with_name)).contains("Hotel Alpenblick"));
-        let (_, d) = change(&Change::Network(Some(n)), &with_name).expect("allowed");
+        let (_, d) = change(&net(Some(n.clone()), None), &with_name).expect("allowed");
         assert!(text(&d).contains("Hotel Alpenblick"));
         // Gone: no null on the wire.
-        let (_, d) = change(&Change::Network(None), &with_name).expect("allowed");
+        let (_, d) = change(&net(None, Some(n.clone())), &with_name).expect("allowed");
         assert!(!text(&d).contains("network"));
+        // Another network of the same kind: a change only to who may see
+        // its name (the move would tell the others where the user went).
+        let other = Network {
+            ssid: Some("ACME-Guest".into()),
+            ..n.clone()
+        };
+        assert!(change(&net(Some(other.clone()), Some(n.clone())), &only_network).is_none());
+        let (_, d) = change(&net(Some(other), Some(n.clone())), &with_name).expect("a new name");
+        assert!(text(&d).contains("ACME-Guest"));
+        let metered = Network {
+            metered: false,
+            ..n.clone()
+        };
+        assert!(change(&net(Some(metered), Some(n)), &only_network).is_some());
     }
 
     #[test]
@@ -1301,7 +1433,7 @@ mod tests {
         // A move within the city is no change without the detail.
         let small = Change::Location {
             location: Some(at(47.377)),
-            coarse_changed: false,
+            before: Some(at(47.376954)),
         };
         assert!(change(&small, &city).is_none());
         let precise = |c: &Category| matches!(c, Category::Location | Category::LocationPrecise);
@@ -1309,7 +1441,7 @@ mod tests {
         assert_eq!(d.location.map(|p| p.geo.latitude), Some(47.377));
         let big = Change::Location {
             location: Some(at(46.948)),
-            coarse_changed: true,
+            before: Some(at(47.377)),
         };
         let (_, d) = change(&big, &city).expect("a new city");
         assert_eq!(d.location.map(|p| p.geo.latitude), Some(46.9));

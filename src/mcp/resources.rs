@@ -588,7 +588,7 @@ pub(crate) fn affected(change: &Change, active: Option<&str>) -> Vec<String> {
         Change::Stream { .. } => v.push(Res::Media.uri()),
         Change::Session(_) => v.push(Res::Session.uri()),
         Change::Power(_) => v.push(Res::Power.uri()),
-        Change::Network(_) => v.push(Res::Network.uri()),
+        Change::Network { .. } => v.push(Res::Network.uri()),
         Change::Notification { .. } => v.push(Res::Notifications.uri()),
         Change::Provided { context, .. } => v.push(Res::Provided(context.kind.to_string()).uri()),
         Change::RecentDocuments { .. } => v.push(Res::RecentDocuments.uri()),

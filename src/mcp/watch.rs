@@ -233,9 +233,11 @@ async fn notify(
             }
             Some(Item::Control(_)) => continue,
             // Source health needs no consent; every other change comes
-            // only when the host may see it (its category, and a change
-            // it can tell at all: a move within the same city is none
-            // without location.precise).
+            // only when the host may see it: its category, and a change
+            // it can tell at all (the core compared what the host sees
+            // before and after: a title change is none without
+            // windows.titles, a new SSID none without network.name, a
+            // move within the same city none without location.precise).
             Some(Item::Sources) => vec![Res::Snapshot.uri()],
             Some(Item::Changed { change, .. }) => {
                 resources::affected(&change, core.active_window_id().as_deref())

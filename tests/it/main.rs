@@ -38,6 +38,7 @@ mod daemon_lifecycle;
 mod dashboard;
 mod dashboard_pause;
 mod debian13;
+mod detail_changes;
 mod fanout;
 mod faults_db;
 mod faults_disk;
