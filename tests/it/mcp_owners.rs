@@ -326,8 +326,10 @@ async fn revoking_a_token_ends_its_streams_and_withdraws_its_prompt() {
         })
         .await;
 
-        // A stateless call that waits for the user.
-        let waiting = {
+        // Stateless calls that wait for the user: one answered beside
+        // rmcp (`mcp::direct`), one by rmcp (an extra `_meta` key); they
+        // share the one question on screen.
+        let wait = |extra: &'static str| {
             let tok = tok.clone();
             std::thread::spawn(move || {
                 stateless_tool_call(
@@ -335,12 +337,13 @@ async fn revoking_a_token_ends_its_streams_and_withdraws_its_prompt() {
                     &tok,
                     "get_session_state",
                     format!(
-                        r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"get_session_state","arguments":{{}},"_meta":{{{META}}}}}}}"#
+                        r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"get_session_state","arguments":{{}},"_meta":{{{META}{extra}}}}}}}"#
                     )
                     .as_bytes(),
                 )
             })
         };
+        let waiting = [wait(""), wait(r#","io.example/trace":1"#)];
         eventually(20, "the prompt waiting", || async {
             pending_of(&user, "token:leaver").await.first().cloned()
         })
@@ -392,14 +395,17 @@ async fn revoking_a_token_ends_its_streams_and_withdraws_its_prompt() {
             assert!(ends(&mut listening), "the listen stream stayed open");
             assert!(ends(&mut session_stream), "the session's stream stayed open");
         });
-        let (status, _, body) = tokio::task::block_in_place(|| waiting.join().expect("call"));
-        assert_eq!(status, 200, "{body}");
-        let answer = messages(&body);
-        assert!(
-            answer.last().is_some_and(|m| m["result"]["isError"] == true
-                || m["error"].is_object()),
-            "{answer:?}"
-        );
+        for call in waiting {
+            let (status, _, body) = tokio::task::block_in_place(|| call.join().expect("call"));
+            assert_eq!(status, 200, "{body}");
+            let answer = messages(&body);
+            assert!(
+                answer
+                    .last()
+                    .is_some_and(|m| m["result"]["isError"] == true || m["error"].is_object()),
+                "{answer:?}"
+            );
+        }
         // Nothing stored (policy.toml's grant is the user's text).
         let stored: Vec<Value> = grants_of(&user, "token:leaver")
             .await
