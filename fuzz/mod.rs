@@ -1642,8 +1642,8 @@ mod targets {
         ) -> crate::core::consent::BoxFut<'a, Result<(), crate::core::tokens::TokenError>> {
             Box::pin(async move { Err(crate::core::tokens::TokenError::NoSuch(name.into())) })
         }
-        fn verify(&self, presented: &str) -> Option<String> {
-            (presented == "ctxd_fuzz").then(|| "fuzz".to_owned())
+        fn verify(&self, presented: &str) -> Option<crate::core::tokens::Bearer> {
+            (presented == "ctxd_fuzz").then(|| crate::core::tokens::Bearer::unrevocable("fuzz"))
         }
     }
 
@@ -1653,9 +1653,10 @@ mod targets {
         cfg.allowed_hosts = vec!["Example.local".into()];
         cfg.allowed_origins = vec!["http://Example.local/".into()];
         crate::mcp::http::Guard::new(
-            crate::core::tokens::Tokens::new(Arc::new(OneToken)),
+            crate::core::tokens::Tokens::new(Arc::new(OneToken), None),
             addr,
             &cfg,
+            tokio_util::task::TaskTracker::new(),
         )
     });
 

@@ -629,6 +629,31 @@ impl Gate {
         Ok(n)
     }
 
+    /// Forget the decisions of `app` (stored ones, one-time grants and
+    /// cool-downs), keeping its entry and its audit: for a subject that
+    /// ends while its name may come back (a revoked MCP token). Takes
+    /// effect at once, as [`Gate::revoke`] does; how many were stored.
+    pub(crate) async fn forget_decisions(&self, app: &AppId) -> usize {
+        let gone: Vec<Category> = self
+            .decisions
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(app)
+            .map(|m| m.into_keys().collect())
+            .unwrap_or_default();
+        lock(&self.once).retain(|(a, _), _| a != app);
+        lock(&self.cooldown).retain(|(a, _), _| a != app);
+        self.bump();
+        for category in &gone {
+            self.write_or_keep(super::consent::PendingWrite::Delete(
+                app.clone(),
+                category.clone(),
+            ))
+            .await;
+        }
+        gone.len()
+    }
+
     /// Whether the user lets `app` publish (org.contextd.Provider1).
     pub(crate) fn may_publish(&self, app: &AppId) -> bool {
         !self

@@ -34,7 +34,7 @@ use super::consent::{
 };
 use super::error::Error;
 use super::history::{AppTotals, HistoryKind, HistoryStore, Page, Query};
-use super::tokens::{TokenError, TokenInfo, TokenStore};
+use super::tokens::{Bearer, TokenError, TokenInfo, TokenStore};
 use crate::model::{AppId, Category};
 use crate::shutdown::Level;
 
@@ -220,7 +220,7 @@ impl<S: TokenStore + ?Sized + 'static> TokenStore for OnLane<S> {
         on_lane!(self, |s| s.revoke(&name))
     }
 
-    fn verify(&self, presented: &str) -> Option<String> {
+    fn verify(&self, presented: &str) -> Option<Bearer> {
         self.inner.verify(presented)
     }
 }

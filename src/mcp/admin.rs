@@ -99,7 +99,7 @@ async fn one(tokens: Tokens, stream: UnixStream, us: u32) {
 
 async fn handle(tokens: &Tokens, req: Request) -> Value {
     let r = match req {
-        Request::TokenCreate { name } => tokens.store.create(&name).await.map(|t| {
+        Request::TokenCreate { name } => tokens.create(&name).await.map(|t| {
             tracing::info!(token = %name, "MCP token created");
             json!({"ok": true, "token": t})
         }),

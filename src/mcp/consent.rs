@@ -68,8 +68,15 @@ fn ask_with(
         });
         report
     });
-    // Over the stdio socket, the wait also ends when the host goes away.
-    let cancel = match ctx.extensions.get::<HostGone>() {
+    // Over the stdio socket, the wait also ends when the host goes away;
+    // over HTTP, when its token is revoked (`http::guard` puts it with the
+    // request's parts).
+    let gone = ctx.extensions.get::<HostGone>().or_else(|| {
+        ctx.extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<HostGone>())
+    });
+    let cancel = match gone {
         Some(gone) => gone.link(&ctx.ct),
         None => ctx.ct.clone(),
     };
@@ -150,10 +157,10 @@ pub(crate) fn named(
 }
 
 /// The host closed its input (`contextctl mcp`'s stdin ended: the host
-/// quit). Every request of the connection carries this (in its
-/// extensions); a request waiting for the user stops waiting when it is
-/// cancelled ([`HostGone::link`]): its prompt is withdrawn and nothing is
-/// stored. Requests that do not wait for the user still finish and their
+/// quit), or, over HTTP, its token was revoked. Every request of the
+/// connection carries this (in its extensions); a request waiting for the
+/// user stops waiting when it is cancelled ([`HostGone::link`]): its
+/// prompt is withdrawn and nothing is stored. Requests that do not wait for the user still finish and their
 /// answers are written while the other end reads.
 #[derive(Debug, Clone)]
 pub(crate) struct HostGone {

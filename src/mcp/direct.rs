@@ -202,6 +202,7 @@ pub(super) fn accept(headers: &HeaderMap, body: &[u8]) -> Option<(Call, Option<S
 pub(super) async fn answer(
     d: &Direct,
     subject: &Subject,
+    life: &CancellationToken,
     call: Call,
     client: Option<String>,
 ) -> Response {
@@ -210,8 +211,9 @@ pub(super) async fn answer(
     let id = RequestId::from(id);
     let (request, what) = consent::named("tools/call", "tool", &params.name, &params.arguments);
     // A host that goes away drops this future: the wait for the user ends
-    // with it, as rmcp cancels a request whose connection closed.
-    let cancel = CancellationToken::new();
+    // with it, as rmcp cancels a request whose connection closed. So does
+    // revoking the token (`life`).
+    let cancel = life.child_token();
     let _ends_with_request = cancel.clone().drop_guard();
     let arguments = consent::arguments_text(&params.arguments);
     let mode = consent::asking(client, None, cancel, &request, &what, arguments);

@@ -11,8 +11,20 @@
 //!    one) and `Origin`, when present, an allowed origin: else 403 (DNS
 //!    rebinding, browsers);
 //! 2. `Authorization: Bearer TOKEN` must name a live token: else 401;
-//! 3. POST bodies: at most 1 MiB (413), read within 30 s (408), and
+//! 3. the request headers of MCP (`Mcp-Session-Id`, `MCP-Protocol-Version`,
+//!    `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`, `Last-Event-ID`) and the
+//!    credentials (`Authorization`, `Origin`) come at most once each: else
+//!    400 (a gateway that reads the last of two must not see another
+//!    request than the one served);
+//! 4. POST bodies: at most 1 MiB (413), read within 30 s (408), and
 //!    screened as JSON-RPC (400 with -32700/-32600/-32602).
+//!
+//! Everything a request opens belongs to its token ([`Bearer`]): a
+//! Streamable HTTP session ([`super::sessions`], which finds no session of
+//! another token, as if it did not exist), a legacy SSE stream
+//! ([`super::sse`]), a request waiting for the user (its wait ends with
+//! the token: [`HostGone`]). Revoking the token ends them all at once,
+//! through its `life`.
 //!
 //! A refusal made before the body was read (401, 403, 413 on the declared
 //! length) still gets to a client that is busy sending its body: a small
@@ -41,20 +53,20 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http::{HeaderValue, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
-use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::Broker;
-use super::consent::{Channel, Subject};
+use super::consent::{Channel, HostGone, Subject};
 use super::jsonrpc::{self, Checked, MAX_MESSAGE_BYTES, Screen, Screened};
-use super::server::{ContextServer, Origin};
-use super::sessions::Sessions;
+use super::server::ContextServer;
+use super::sessions::{self, Sessions};
 use super::sse;
 use crate::config::McpHttpConfig;
-use crate::core::tokens::Tokens;
+use crate::core::tokens::{Bearer, Tokens};
 use crate::model::{AppId, IdentitySource};
 
 /// Where clients find the server (port 0 picks one).
@@ -66,7 +78,17 @@ const DRAIN_BYTES: usize = 64 * 1024;
 /// ... and arrives within this long; else the connection is closed.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 const MAX_CONNECTIONS: usize = 256;
-const MAX_INDEXED_SESSIONS: usize = 4096;
+/// The request headers that must come at most once (see the module docs;
+/// `Mcp-Param-*` too).
+const SINGLE: [&str; 7] = [
+    "authorization",
+    "origin",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "mcp-method",
+    "mcp-name",
+    "last-event-id",
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
@@ -141,10 +163,17 @@ pub(crate) struct Guard {
     /// Answers the plain stateless `tools/call`s on `/mcp` (see
     /// [`super::direct`]); `None` where only the guard is wanted.
     direct: Option<super::direct::Direct>,
+    /// Where the tasks that end a request's wait with its token run.
+    tasks: TaskTracker,
 }
 
 impl Guard {
-    pub(crate) fn new(tokens: Tokens, addr: SocketAddr, cfg: &McpHttpConfig) -> Guard {
+    pub(crate) fn new(
+        tokens: Tokens,
+        addr: SocketAddr,
+        cfg: &McpHttpConfig,
+        tasks: TaskTracker,
+    ) -> Guard {
         let port = addr.port();
         let mut hosts: Vec<String> = Vec::new();
         let mut origins: Vec<String> = Vec::new();
@@ -168,6 +197,7 @@ impl Guard {
             hosts,
             origins,
             direct: None,
+            tasks,
         }
     }
 
@@ -181,21 +211,29 @@ impl Guard {
         self.origins.contains(&o)
     }
 
-    /// The subject of a request's credentials.
-    fn authenticate(&self, req: &Request) -> Result<Subject, Box<Response>> {
-        let subject = |name: &str| -> Result<Subject, Box<Response>> {
-            let app_id = AppId::from_token(name)
+    /// The subject of a request's credentials, and its token.
+    fn authenticate(&self, req: &Request) -> Result<(Subject, Bearer), Box<Response>> {
+        let subject = |bearer: Bearer| -> Result<(Subject, Bearer), Box<Response>> {
+            let app_id = AppId::from_token(&bearer.name)
                 .map_err(|e| Box::new(plain(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())))?;
-            Ok(Subject {
-                app_id,
-                source: IdentitySource::Token,
-                channel: Channel::McpHttp,
-            })
+            Ok((
+                Subject {
+                    app_id,
+                    source: IdentitySource::Token,
+                    channel: Channel::McpHttp,
+                },
+                bearer,
+            ))
         };
         let Some(auth) = req.headers().get(header::AUTHORIZATION) else {
             #[cfg(feature = "conformance")]
             if super::fixtures_on() {
-                return subject("conformance");
+                static CONFORMANCE: std::sync::OnceLock<Bearer> = std::sync::OnceLock::new();
+                return subject(
+                    CONFORMANCE
+                        .get_or_init(|| Bearer::unrevocable("conformance"))
+                        .clone(),
+                );
             }
             return Err(Box::new(unauthorized(
                 "Bearer realm=\"contextd\"",
@@ -216,7 +254,7 @@ impl Guard {
                 ))
             })?;
         match self.tokens.store.verify(token) {
-            Some(name) => subject(&name),
+            Some(bearer) => subject(bearer),
             None => Err(Box::new(unauthorized(
                 "Bearer realm=\"contextd\", error=\"invalid_token\"",
                 "unknown or revoked token",
@@ -245,9 +283,9 @@ fn unauthorized(challenge: &'static str, message: &str) -> Response {
 
 impl Guard {
     /// The checks of a request's head, before its body is read: `Host`,
-    /// `Origin`, the credentials, a declared length. The subject of the
-    /// credentials, or the answer.
-    pub(crate) fn head(&self, req: &Request) -> Result<Subject, Box<Response>> {
+    /// `Origin`, headers given twice, the credentials, a declared length.
+    /// The subject of the credentials and its token, or the answer.
+    pub(crate) fn head(&self, req: &Request) -> Result<(Subject, Bearer), Box<Response>> {
         let host = req
             .headers()
             .get(header::HOST)
@@ -269,6 +307,9 @@ impl Guard {
                 )));
             }
             Some(_) => {}
+        }
+        if let Some(twice) = repeated(req.headers()) {
+            return Err(Box::new(header_twice(&twice)));
         }
         if let Some(o) = req.headers().get(header::ORIGIN) {
             let ok = o.to_str().is_ok_and(|o| self.origin_ok(o));
@@ -295,13 +336,48 @@ impl Guard {
     }
 }
 
+/// The first header of [`SINGLE`] (or `Mcp-Param-*`) that `headers`
+/// carries more than once.
+fn repeated(headers: &http::HeaderMap) -> Option<String> {
+    headers
+        .keys()
+        .filter(|k| SINGLE.contains(&k.as_str()) || k.as_str().starts_with("mcp-param-"))
+        .find(|k| headers.get_all(*k).iter().nth(1).is_some())
+        .map(|k| k.as_str().to_owned())
+}
+
+/// A request with a header twice: 400 with rmcp's JSON-RPC error for a
+/// header that does not agree with the request (-32020; no id, as the body
+/// is not read).
+fn header_twice(name: &str) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        [(header::CONTENT_TYPE, "application/json")],
+        json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {
+                "code": rmcp::model::ErrorCode::HEADER_MISMATCH.0,
+                "message": format!("duplicate {name} header: it must be sent once"),
+            }
+        })
+        .to_string(),
+    )
+        .into_response()
+}
+
 /// The layer in front of every route (see the module docs).
 pub(crate) async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
-    let subject = match g.head(&req) {
+    let (subject, bearer) = match g.head(&req) {
         Ok(s) => s,
         Err(r) => return refused(req.into_body(), *r).await,
     };
+    // A request waiting for the user stops waiting when its token is
+    // revoked (`consent::ask`).
+    req.extensions_mut()
+        .insert(HostGone::new(bearer.life.clone(), g.tasks.clone()));
     req.extensions_mut().insert(subject);
+    req.extensions_mut().insert(bearer);
     if req.method() == http::Method::POST {
         let (mut parts, body) = req.into_parts();
         let collected = tokio::time::timeout(
@@ -337,8 +413,9 @@ pub(crate) async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: N
             && let Some(d) = &g.direct
             && let Some((call, client)) = super::direct::accept(&parts.headers, &bytes)
             && let Some(subject) = parts.extensions.get::<Subject>()
+            && let Some(bearer) = parts.extensions.get::<Bearer>()
         {
-            return super::direct::answer(d, subject, call, client).await;
+            return super::direct::answer(d, subject, &bearer.life, call, client).await;
         }
         // Only the legacy endpoint wants the message parsed; rmcp parses
         // `/mcp`'s body itself, so there a check is enough.
@@ -412,44 +489,29 @@ fn too_large() -> Response {
     )
 }
 
-/// Streamable HTTP session ids by token, so that revoking a token ends its
-/// sessions at once.
-#[derive(Debug, Default)]
-struct SessionIndex(Mutex<Vec<(String, String)>>);
-
-async fn track_sessions(
-    State(index): State<Arc<SessionIndex>>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let token = req
-        .extensions()
-        .get::<Subject>()
-        .and_then(|s| s.app_id.as_str().strip_prefix("token:").map(str::to_owned));
+/// The layer in front of `/mcp`: rmcp's service runs as the request's
+/// token ([`sessions::as_owner`]), so that the sessions it opens are that
+/// token's and it reaches no other's. A `DELETE` naming a session that is
+/// not the token's is answered as rmcp answers a request naming an unknown
+/// session (rmcp itself closes whatever id a `DELETE` names).
+async fn owned(State(sessions): State<Arc<Sessions>>, req: Request, next: Next) -> Response {
+    let Some(bearer) = req.extensions().get::<Bearer>().cloned() else {
+        return plain(StatusCode::UNAUTHORIZED, "no token");
+    };
     let delete = req.method() == http::Method::DELETE;
-    let mut resp = next.run(req).await;
+    if delete
+        && let Some(id) = req.headers().get("mcp-session-id")
+        && !id.to_str().is_ok_and(|id| sessions.owned_by(id, bearer.id))
+    {
+        return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
+    }
+    let mut resp = sessions::as_owner(bearer, next.run(req)).await;
     // rmcp answers a session DELETE with 202; the Python and TypeScript
     // clients expect 200 or 204 (and warn otherwise). Nothing follows a
     // DELETE, so 204 says the same thing.
     if delete && resp.status() == StatusCode::ACCEPTED {
         *resp.status_mut() = StatusCode::NO_CONTENT;
         *resp.body_mut() = Body::empty();
-    }
-    if let (Some(t), Some(id)) = (
-        token,
-        resp.headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok()),
-    ) {
-        let mut v = index.0.lock().unwrap_or_else(|e| e.into_inner());
-        if !v.iter().any(|(_, s)| s == id) {
-            // Sessions also end on their own (idle timeout); keep the
-            // index bounded rather than tracking that.
-            if v.len() >= MAX_INDEXED_SESSIONS {
-                v.remove(0);
-            }
-            v.push((t, id.to_owned()));
-        }
     }
     resp
 }
@@ -461,7 +523,6 @@ fn router(
     addr: SocketAddr,
     cfg: &McpHttpConfig,
     sessions: Arc<Sessions>,
-    index: Arc<SessionIndex>,
     cancel: CancellationToken,
 ) -> Router {
     #[cfg(feature = "conformance")]
@@ -473,7 +534,7 @@ fn router(
             broker: broker.clone(),
             json: cfg.responses == crate::config::Responses::Json,
         }),
-        ..Guard::new(tokens.clone(), addr, cfg)
+        ..Guard::new(tokens.clone(), addr, cfg, broker.tasks.clone())
     });
     let streamable = {
         let broker = broker.clone();
@@ -485,23 +546,23 @@ fn router(
             .with_json_response(cfg.responses == crate::config::Responses::Json)
             .with_sse_keep_alive(Some(Duration::from_secs(15)))
             .with_cancellation_token(cancel.child_token());
+        // rmcp makes the handler within the request's future (as the
+        // request's token: `owned`), for a session or a stateless request.
         StreamableHttpService::new(
             move || {
-                Ok(ContextServer::new(
+                Ok(ContextServer::http(
                     broker.clone(),
-                    Origin::PerRequest,
-                    "http",
-                    None,
+                    sessions::owner().map(|o| o.life),
                 ))
             },
-            sessions,
+            sessions.clone(),
             config,
         )
     };
-    let legacy = sse::Legacy::new(broker, tokens, cancel);
+    let legacy = sse::Legacy::new(broker, cancel);
     Router::new()
         .route_service("/mcp", streamable)
-        .route_layer(middleware::from_fn_with_state(index, track_sessions))
+        .route_layer(middleware::from_fn_with_state(sessions, owned))
         .merge(
             Router::new()
                 .route("/sse", get(sse::open))
@@ -538,23 +599,15 @@ pub(crate) async fn serve(
     cancel: CancellationToken,
 ) {
     let sessions = Arc::new(session_manager(bound.cfg.responses));
-    let index = Arc::new(SessionIndex::default());
     let tasks = broker.tasks.clone();
     let app = router(
         broker,
-        tokens.clone(),
+        tokens,
         bound.addr,
         &bound.cfg,
-        sessions.clone(),
-        index.clone(),
+        sessions,
         cancel.clone(),
     );
-    tasks.spawn(end_revoked_sessions(
-        tokens,
-        sessions,
-        index,
-        cancel.clone(),
-    ));
     crate::httpd::serve(
         &bound.listener,
         app,
@@ -566,35 +619,5 @@ pub(crate) async fn serve(
     .await;
     if let Some(f) = &bound.url_file {
         let _ = std::fs::remove_file(f);
-    }
-}
-
-async fn end_revoked_sessions(
-    tokens: Tokens,
-    sessions: Arc<Sessions>,
-    index: Arc<SessionIndex>,
-    cancel: CancellationToken,
-) {
-    let mut rx = tokens.revocations();
-    loop {
-        let revoked = tokio::select! {
-            _ = cancel.cancelled() => break,
-            r = tokens.next_revoked(&mut rx) => match r {
-                Some(r) => r,
-                None => break,
-            },
-        };
-        let ids: Vec<String> = {
-            let mut v = index.0.lock().unwrap_or_else(|e| e.into_inner());
-            let (gone, keep): (Vec<_>, Vec<_>) = v.drain(..).partition(|(t, _)| revoked.covers(t));
-            *v = keep;
-            gone.into_iter().map(|(_, id)| id).collect()
-        };
-        for id in ids {
-            let sid: rmcp::transport::streamable_http_server::session::SessionId = id.into();
-            if let Err(e) = sessions.close_session(&sid).await {
-                tracing::debug!(error = %e, "closing a session of a revoked token");
-            }
-        }
     }
 }

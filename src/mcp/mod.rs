@@ -127,7 +127,9 @@ pub(crate) async fn serve(
         stall: std::time::Duration::from_secs(config.file.limits.reader_stall_s.max(1)),
     });
 
-    let store = Tokens::new(tokens);
+    // A token's grants end with it (`core::tokens::Tokens`).
+    let forget: Arc<dyn crate::core::tokens::Forget> = core.clone();
+    let store = Tokens::new(tokens, Some(forget));
 
     // Without a runtime directory there is no private place for the
     // sockets: MCP over stdio and token management are off (HTTP still

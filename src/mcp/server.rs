@@ -89,8 +89,12 @@ pub(crate) struct ContextServer {
     /// What the user ending this session cancels: the connection's token
     /// where cancelling it closes the connection (stdio, SSE), else the
     /// session's own (Streamable HTTP: its notifications stop and
-    /// [`ContextServer::subject`] refuses what follows).
+    /// [`ContextServer::subject`] refuses what follows), which revoking
+    /// the session's token cancels too.
     end: CancellationToken,
+    /// Cancels a session's own `end` when the handler goes (Streamable
+    /// HTTP, where `end` is a child of the token's life).
+    _end_guard: Option<DropGuard>,
 }
 
 impl ContextServer {
@@ -113,9 +117,24 @@ impl ContextServer {
             session,
             _guard: cancel.clone().drop_guard(),
             end: connection.unwrap_or_else(|| cancel.clone()),
+            _end_guard: None,
             cancel,
             transport,
         }
+    }
+
+    /// A Streamable HTTP handler (a session, or one stateless request)
+    /// for the token whose `life` it is: what it runs (notifications,
+    /// `listen` streams) ends when the user ends it, when it goes, or
+    /// when the token is revoked.
+    pub(crate) fn http(broker: Arc<Broker>, life: Option<CancellationToken>) -> Self {
+        let mut server = ContextServer::new(broker, Origin::PerRequest, "http", None);
+        if let Some(life) = life {
+            let end = life.child_token();
+            server._end_guard = Some(end.clone().drop_guard());
+            server.end = end;
+        }
+        server
     }
 
     /// The subject of a request: the session's, or the request's token
@@ -236,6 +255,24 @@ impl ContextServer {
             (self.cancel.clone(), self.end.clone()),
         ));
     }
+}
+
+/// A token cancelled with `parent` (at once) or when `other` is (by a task
+/// on `tasks`).
+fn either(
+    tasks: &tokio_util::task::TaskTracker,
+    parent: &CancellationToken,
+    other: CancellationToken,
+) -> CancellationToken {
+    let both = parent.child_token();
+    let t = both.clone();
+    tasks.spawn(async move {
+        tokio::select! {
+            _ = other.cancelled() => t.cancel(),
+            _ = t.cancelled() => {}
+        }
+    });
+    both
 }
 
 fn reader_info(
@@ -544,7 +581,14 @@ impl ServerHandler for ContextServer {
     async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {
         Box::pin(async move {
             let subject = self.subject(&ctx.request_context().extensions)?;
-            let cancel = ctx.request_context().ct.clone();
+            // The stream ends with its request, or with the session (the
+            // user ending it, its token revoked): at once, and so is off
+            // the readers list at once.
+            let cancel = either(
+                &self.broker.tasks,
+                &self.end,
+                ctx.request_context().ct.clone(),
+            );
             let client = consent::client(&ctx.request_context().peer);
             let categories = ctx
                 .accepted()

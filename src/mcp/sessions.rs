@@ -21,11 +21,13 @@
 //!   and cancellation notifications, and server requests made while
 //!   handling a request (SEP-2260), go on the same stream; everything
 //!   else on the session's standalone stream (`GET`);
-//! - event ids are `N` on the standalone stream and `N/REQ` on a
-//!   request's stream; the last 16 events of each stream are kept, and
-//!   `Last-Event-ID` replays them from `N` (a new `GET` replays the
-//!   standalone stream's from 0); a second `GET` while one is open gets a
-//!   quiet shadow stream (keep-alives only, at most 32);
+//! - event ids are `N.NONCE` on the standalone stream and `N/REQ.NONCE`
+//!   on a request's stream (`NONCE` is random per stream, so that an id
+//!   cannot be guessed from another); the last 16 events of each stream
+//!   are kept, and `Last-Event-ID` replays them from `N` (a new `GET`, or
+//!   rmcp's priming id `0`, replays the standalone stream's from 0); a
+//!   second `GET` while one is open gets a quiet shadow stream
+//!   (keep-alives only, at most 32);
 //! - a stream a host cancelled (`notifications/cancelled`) keeps its
 //!   events for `completed_ttl` (0 with JSON answers, 5 s with SSE ones)
 //!   for a late resume;
@@ -35,6 +37,20 @@
 //!   (`super::watch`);
 //! - a session with no message either way for 5 minutes ends, as do its
 //!   streams, when its service ends, or at `DELETE`.
+//!
+//! What is ours, beyond rmcp's: every session has an owner, the token
+//! ([`Bearer`]) of the request that opened it (`OWNER`, which the HTTP
+//! layer sets around rmcp's service for each request):
+//! - a request of another token that names the session finds nothing,
+//!   exactly as if the session did not exist (`has_session` is false, and
+//!   every other call fails as for an unknown id), on every verb;
+//! - the session ends the moment its token is revoked (its `life`), with
+//!   its streams;
+//! - a token holds at most [`PER_TOKEN`] sessions: opening one more ends
+//!   the one of the same token idle longest, never another token's;
+//! - a request whose JSON-RPC id (or progress token) is one a pending
+//!   request of the session already uses is refused, so that an answer
+//!   goes only to the request that asked.
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
@@ -44,7 +60,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::Stream;
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, GetExtensions, GetMeta, JsonRpcMessage,
+    ClientJsonRpcMessage, ClientNotification, ErrorData, GetExtensions, GetMeta, JsonRpcMessage,
     ProgressToken, RequestId, ServerJsonRpcMessage, ServerNotification,
 };
 use rmcp::service::{OriginatingRequestId, RoleServer};
@@ -53,6 +69,8 @@ use rmcp::transport::streamable_http_server::session::{
     ServerSseMessage, SessionId, SessionManager,
 };
 use tokio::sync::{mpsc, oneshot};
+
+use crate::core::tokens::Bearer;
 
 /// Room on each stream, and in the session's inbox (rmcp's default).
 const CHANNEL: usize = 16;
@@ -64,6 +82,29 @@ const IDLE: Duration = Duration::from_secs(300);
 const SSE_RETRY: Duration = Duration::from_secs(3);
 /// At most this many shadow streams per session.
 const MAX_SHADOWS: usize = 32;
+/// At most this many sessions per token: a host opens one (a few across
+/// reconnects); opening more ends the token's idlest. So one token can
+/// neither fill the broker's memory nor touch another token's sessions.
+pub(crate) const PER_TOKEN: usize = 16;
+
+tokio::task_local! {
+    /// The token of the HTTP request being served, set around rmcp's
+    /// service by `super::http` (rmcp's `SessionManager` calls are made
+    /// within the request's future; its session workers, outside any
+    /// request, see none).
+    static OWNER: Bearer;
+}
+
+/// Serve `f` (one HTTP request) as `owner`'s: the sessions it opens are
+/// `owner`'s, and it reaches only `owner`'s.
+pub(crate) async fn as_owner<F: Future>(owner: Bearer, f: F) -> F::Output {
+    OWNER.scope(owner, f).await
+}
+
+/// The token of the request being served, if one is (see `OWNER`).
+pub(crate) fn owner() -> Option<Bearer> {
+    OWNER.try_with(Clone::clone).ok()
+}
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SessionError {
@@ -75,6 +116,8 @@ pub(crate) enum SessionError {
     EventId(String),
     #[error("the stream of that event is gone")]
     StreamGone,
+    #[error("a session is opened only by an authenticated request")]
+    NoOwner,
 }
 
 /// The sessions of one HTTP server.
@@ -93,11 +136,52 @@ impl Sessions {
         }
     }
 
+    /// Session `id`, when the request being served may use it: one of
+    /// another token is not found, as one that does not exist.
     fn get(&self, id: &SessionId) -> Result<Arc<Session>, SessionError> {
         lock(&self.map)
             .get(id)
+            .filter(|s| s.usable())
             .cloned()
             .ok_or_else(|| SessionError::NotFound(id.clone()))
+    }
+
+    /// Whether session `id` exists and token `owner` opened it.
+    pub(crate) fn owned_by(&self, id: &str, owner: u64) -> bool {
+        lock(&self.map)
+            .get(&SessionId::from(id))
+            .is_some_and(|s| s.owner.id == owner && !s.owner.life.is_cancelled())
+    }
+
+    /// Make room for one more session of `owner`: end its sessions idle
+    /// longest until fewer than [`PER_TOKEN`] are left (another token's
+    /// are never looked at), and those whose token is gone.
+    fn make_room(map: &mut HashMap<SessionId, Arc<Session>>, owner: u64) -> Vec<Arc<Session>> {
+        let mut gone = Vec::new();
+        map.retain(|_, s| {
+            let dead = s.owner.life.is_cancelled();
+            if dead {
+                gone.push(s.clone());
+            }
+            !dead
+        });
+        let mut mine: Vec<(Instant, SessionId)> = map
+            .iter()
+            .filter(|(_, s)| s.owner.id == owner)
+            .map(|(id, s)| (s.routes().last_active, id.clone()))
+            .collect();
+        if mine.len() < PER_TOKEN {
+            return gone;
+        }
+        mine.sort_by_key(|(at, _)| *at);
+        let extra = mine.len() + 1 - PER_TOKEN;
+        for (_, id) in mine.into_iter().take(extra) {
+            if let Some(s) = map.remove(&id) {
+                tracing::debug!(session = %id, "a token opened more than {PER_TOKEN} MCP sessions: its idlest ends");
+                gone.push(s);
+            }
+        }
+        gone
     }
 }
 
@@ -112,6 +196,9 @@ struct Session {
     /// What the host sent, to the service; `None` once the session ended.
     inbox: Mutex<Option<mpsc::Sender<Box<ClientJsonRpcMessage>>>>,
     routes: Mutex<Routes>,
+    /// The token that opened it: the only one that reaches it, and whose
+    /// revocation ends it.
+    owner: Bearer,
 }
 
 /// What a message for a request's stream is keyed by.
@@ -152,6 +239,8 @@ struct Cached {
     /// The request's number, on a request's stream.
     request: Option<u64>,
     next_index: usize,
+    /// Random, in every event id of the stream: a resume must name it.
+    nonce: u64,
 }
 
 impl Cached {
@@ -161,6 +250,7 @@ impl Cached {
             cache: VecDeque::new(),
             request,
             next_index: 0,
+            nonce: uuid::Uuid::new_v4().as_u64_pair().0,
         }
     }
 
@@ -172,9 +262,10 @@ impl Cached {
     fn push(&mut self, mut event: ServerSseMessage) -> Delivery {
         let index = self.next_index;
         self.next_index += 1;
+        let nonce = self.nonce;
         event.event_id = Some(match self.request {
-            Some(r) => format!("{index}/{r}"),
-            None => index.to_string(),
+            Some(r) => format!("{index}/{r}.{nonce:016x}"),
+            None => format!("{index}.{nonce:016x}"),
         });
         if self.cache.len() >= CACHED {
             self.cache.pop_front();
@@ -183,8 +274,18 @@ impl Cached {
         Delivery(self.tx.clone().map(|tx| (tx, event)))
     }
 
-    /// The kept events from `index` on (rmcp's replay: inclusive).
-    fn from(&self, index: usize) -> Result<Vec<ServerSseMessage>, SessionError> {
+    /// The kept events from `index` on (rmcp's replay: inclusive), for a
+    /// resume that names this stream's `nonce` (`None`: from the start).
+    fn from(
+        &self,
+        index: usize,
+        nonce: Option<u64>,
+    ) -> Result<Vec<ServerSseMessage>, SessionError> {
+        match nonce {
+            Some(n) if n == self.nonce => {}
+            None if index == 0 => {}
+            _ => return Err(SessionError::EventId(index.to_string())),
+        }
         let Some(front) = self.cache.front() else {
             return Ok(Vec::new());
         };
@@ -221,23 +322,37 @@ impl Delivery {
     }
 }
 
-/// `N` or `N/REQ`.
+/// `N.NONCE` or `N/REQ.NONCE` (hex nonce); or rmcp's priming id `0`.
 struct EventId {
     index: usize,
     request: Option<u64>,
+    nonce: Option<u64>,
 }
 
 impl EventId {
     fn parse(s: &str) -> Result<EventId, SessionError> {
         let bad = || SessionError::EventId(s.chars().take(64).collect());
-        let (index, request) = match s.split_once('/') {
-            Some((i, r)) => (i, Some(r.parse::<u64>().map_err(|_| bad())?)),
+        let (head, nonce) = match s.rsplit_once('.') {
+            Some((h, n)) if n.len() == 16 => {
+                (h, Some(u64::from_str_radix(n, 16).map_err(|_| bad())?))
+            }
+            Some(_) => return Err(bad()),
             None => (s, None),
         };
-        Ok(EventId {
+        let (index, request) = match head.split_once('/') {
+            Some((i, r)) => (i, Some(r.parse::<u64>().map_err(|_| bad())?)),
+            None => (head, None),
+        };
+        let e = EventId {
             index: index.parse().map_err(|_| bad())?,
             request,
-        })
+            nonce,
+        };
+        // Without a nonce only the start of the standalone stream.
+        if e.nonce.is_none() && (e.index != 0 || e.request.is_some()) {
+            return Err(bad());
+        }
+        Ok(e)
     }
 }
 
@@ -353,18 +468,28 @@ impl Routes {
         (id, rx, priming)
     }
 
-    /// What a client message to request stream `request` registers.
-    fn register(&mut self, m: &ClientJsonRpcMessage, request: Option<u64>) {
+    /// What a client message to request stream `request` registers. A
+    /// request whose id or progress token a pending request of the
+    /// session already uses is refused (`Err` with the id to answer):
+    /// its answers would take the other's way.
+    fn register(
+        &mut self,
+        m: &ClientJsonRpcMessage,
+        request: Option<u64>,
+    ) -> Result<(), RequestId> {
         match m {
             JsonRpcMessage::Request(r) => {
-                let Some(id) = request else { return };
-                let Some(stream) = self.requests.get_mut(&id) else {
-                    return;
-                };
+                let Some(id) = request else { return Ok(()) };
                 let mut keys = vec![Key::Request(r.id.clone())];
                 if let Some(p) = r.request.get_meta().get_progress_token() {
                     keys.push(Key::Progress(p));
                 }
+                if keys.iter().any(|k| self.keys.contains_key(k)) {
+                    return Err(r.id.clone());
+                }
+                let Some(stream) = self.requests.get_mut(&id) else {
+                    return Ok(());
+                };
                 for k in keys {
                     stream.keys.push(k.clone());
                     self.keys.insert(k, id);
@@ -379,6 +504,7 @@ impl Routes {
             }
             _ => {}
         }
+        Ok(())
     }
 
     /// The host cancelled a request: its stream ends, and its events are
@@ -402,10 +528,11 @@ impl Routes {
     fn open_standalone(
         &mut self,
         from: usize,
+        nonce: Option<u64>,
     ) -> Result<(mpsc::Receiver<ServerSseMessage>, Vec<ServerSseMessage>), SessionError> {
         self.shadows.retain(|tx| !tx.is_closed());
         if self.standalone.is_dead() {
-            let replay = self.standalone.from(from)?;
+            let replay = self.standalone.from(from, nonce)?;
             let (tx, rx) = mpsc::channel(CHANNEL.max(replay.len()));
             self.standalone.tx = Some(tx);
             Ok((rx, replay))
@@ -426,12 +553,13 @@ impl Routes {
         &mut self,
         request: u64,
         index: usize,
+        nonce: Option<u64>,
     ) -> Result<(mpsc::Receiver<ServerSseMessage>, Vec<ServerSseMessage>), SessionError> {
         let stream = self
             .requests
             .get_mut(&request)
             .ok_or(SessionError::StreamGone)?;
-        let replay = stream.cached.from(index)?;
+        let replay = stream.cached.from(index, nonce)?;
         let (tx, rx) = mpsc::channel(CHANNEL.max(replay.len()));
         // A finished stream replays and ends.
         stream.cached.tx = stream.completed_at.is_none().then_some(tx);
@@ -451,6 +579,13 @@ impl Routes {
 impl Session {
     fn routes(&self) -> MutexGuard<'_, Routes> {
         lock(&self.routes)
+    }
+
+    /// Whether the request being served may use this session: its token
+    /// is the owner's, and live. (Outside a request, rmcp's own session
+    /// worker closing it, it may.)
+    fn usable(&self) -> bool {
+        !self.owner.life.is_cancelled() && owner().is_none_or(|o| o.id == self.owner.id)
     }
 
     /// Pass a host's message to the service.
@@ -489,6 +624,20 @@ impl Stream for Events {
         }
         polled
     }
+}
+
+/// The stream of a request refused for reusing a pending request's id
+/// (`Routes::register`): its one error, then the end.
+fn duplicate(id: RequestId) -> Events {
+    let error = ServerJsonRpcMessage::error(
+        ErrorData::invalid_request(
+            format!("request id {id} is already in use by a pending request of this session"),
+            None,
+        ),
+        Some(id),
+    );
+    let (_, rx) = mpsc::channel(1);
+    events(rx, vec![ServerSseMessage::from_message(error)])
 }
 
 fn events(rx: mpsc::Receiver<ServerSseMessage>, replay: Vec<ServerSseMessage>) -> Events {
@@ -531,7 +680,17 @@ impl Transport<RoleServer> for SessionTransport {
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
             let idle_until = self.session.routes().last_active + IDLE;
-            match tokio::time::timeout_at(idle_until.into(), self.rx.recv()).await {
+            let next = tokio::select! {
+                _ = self.session.owner.life.cancelled() => {
+                    // The token was revoked: the session and its streams
+                    // end now, not when the service has drained.
+                    tracing::debug!("an MCP session ends with its token");
+                    self.session.end();
+                    return None;
+                }
+                next = tokio::time::timeout_at(idle_until.into(), self.rx.recv()) => next,
+            };
+            match next {
                 Ok(Some(m)) => {
                     self.session.routes().touch();
                     return Some(*m);
@@ -558,13 +717,24 @@ impl SessionManager for Sessions {
     type Transport = SessionTransport;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let owner = owner().ok_or(SessionError::NoOwner)?;
+        if owner.life.is_cancelled() {
+            return Err(SessionError::Ended);
+        }
         let id: SessionId = uuid::Uuid::new_v4().to_string().into();
         let (tx, rx) = mpsc::channel(CHANNEL);
         let session = Arc::new(Session {
             inbox: Mutex::new(Some(tx)),
             routes: Mutex::new(Routes::new(self.completed_ttl)),
+            owner,
         });
-        lock(&self.map).insert(id.clone(), session.clone());
+        let gone = {
+            let mut map = lock(&self.map);
+            let gone = Sessions::make_room(&mut map, session.owner.id);
+            map.insert(id.clone(), session.clone());
+            gone
+        };
+        gone.iter().for_each(|s| s.end());
         Ok((id, SessionTransport { session, rx }))
     }
 
@@ -581,11 +751,19 @@ impl SessionManager for Sessions {
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
-        Ok(lock(&self.map).contains_key(id))
+        Ok(self.get(id).is_ok())
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        let gone = lock(&self.map).remove(id);
+        let gone = {
+            let mut map = lock(&self.map);
+            match map.get(id) {
+                // rmcp's worker, its service over (no request), or the
+                // owner's `DELETE`.
+                Some(s) if owner().is_none() || s.usable() => map.remove(id),
+                _ => None,
+            }
+        };
         if let Some(s) = gone {
             s.end();
         }
@@ -598,12 +776,21 @@ impl SessionManager for Sessions {
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         let session = self.get(id)?;
-        let (rx, priming) = {
+        let opened = {
             let mut routes = session.routes();
             routes.touch();
             let (request, rx, priming) = routes.open_request();
-            routes.register(&message, Some(request));
-            (rx, priming)
+            match routes.register(&message, Some(request)) {
+                Ok(()) => Ok((rx, priming)),
+                Err(dup) => {
+                    routes.requests.remove(&request);
+                    Err(dup)
+                }
+            }
+        };
+        let (rx, priming) = match opened {
+            Ok(o) => o,
+            Err(dup) => return Ok(duplicate(dup)),
         };
         priming.deliver().await;
         session.push(message).await?;
@@ -619,7 +806,8 @@ impl SessionManager for Sessions {
         {
             let mut routes = session.routes();
             routes.touch();
-            routes.register(&message, None);
+            // Only a request is refused, and only with a stream.
+            let _ = routes.register(&message, None);
         }
         session.push(message).await
     }
@@ -631,7 +819,7 @@ impl SessionManager for Sessions {
         let session = self.get(id)?;
         let mut routes = session.routes();
         routes.touch();
-        let (rx, replay) = routes.open_standalone(0)?;
+        let (rx, replay) = routes.open_standalone(0, None)?;
         Ok(events(rx, replay))
     }
 
@@ -645,8 +833,8 @@ impl SessionManager for Sessions {
         let mut routes = session.routes();
         routes.touch();
         let (rx, replay) = match event.request {
-            Some(r) => routes.resume_request(r, event.index)?,
-            None => routes.open_standalone(event.index)?,
+            Some(r) => routes.resume_request(r, event.index, event.nonce)?,
+            None => routes.open_standalone(event.index, event.nonce)?,
         };
         Ok(events(rx, replay))
     }
@@ -678,10 +866,11 @@ mod tests {
             r.route(updated(&format!("context://x/{i}")))
                 .expect("route");
         }
-        let (_rx, replay) = r.open_standalone(0).expect("open");
-        assert_eq!(ids(&replay), ["0", "1", "2"]);
+        let (_rx, replay) = r.open_standalone(0, None).expect("open");
+        let nonce = format!("{:016x}", r.standalone.nonce);
+        assert_eq!(ids(&replay), [0, 1, 2].map(|i| format!("{i}.{nonce}")));
         // A second GET while the first listens: a shadow, no replay.
-        let (_shadow, replay) = r.open_standalone(0).expect("shadow");
+        let (_shadow, replay) = r.open_standalone(0, None).expect("shadow");
         assert!(replay.is_empty());
         // Only the last CACHED are kept.
         for i in 3..40 {
@@ -689,8 +878,69 @@ mod tests {
                 .expect("route");
         }
         assert_eq!(r.standalone.cache.len(), CACHED);
-        assert!(r.standalone.from(0).is_ok());
-        assert!(r.standalone.from(100).is_err(), "beyond what was sent");
+        let n = Some(r.standalone.nonce);
+        assert!(r.standalone.from(0, n).is_ok());
+        assert!(r.standalone.from(100, n).is_err(), "beyond what was sent");
+    }
+
+    /// The attack: resume a stream by guessing its event ids. Counting up
+    /// from 0 is not enough: an id names its stream's random nonce.
+    #[test]
+    fn an_event_id_cannot_be_guessed() {
+        let mut r = Routes::new(Duration::ZERO);
+        for i in 0..3 {
+            r.route(updated(&format!("context://x/{i}")))
+                .expect("route");
+        }
+        let (req, _rx, _priming) = r.open_request();
+        for guess in ["1", "2", &format!("1/{req}"), "1.0000000000000000"] {
+            let e = EventId::parse(guess);
+            let refused = match e {
+                Err(_) => true,
+                Ok(e) => match e.request {
+                    Some(q) => r.resume_request(q, e.index, e.nonce).is_err(),
+                    None => r.open_standalone(e.index, e.nonce).is_err(),
+                },
+            };
+            assert!(refused, "{guess}");
+        }
+        // rmcp's priming id: the start of the standalone stream, as a
+        // new GET of the owner gets anyway.
+        let e = EventId::parse("0").expect("0");
+        let (_rx, replay) = r.open_standalone(e.index, e.nonce).expect("from 0");
+        assert_eq!(replay.len(), 3);
+        // The real id resumes.
+        let last = replay[1].event_id.clone().expect("id");
+        r.standalone.tx = None;
+        let e = EventId::parse(&last).expect("parse");
+        let (_rx, replay) = r.open_standalone(e.index, e.nonce).expect("resume");
+        assert_eq!(replay.len(), 2);
+    }
+
+    /// The attack: a second request with the id of a pending one, to take
+    /// its answer. It is refused; the answer goes to the one that asked.
+    #[tokio::test]
+    async fn a_pending_answer_is_not_diverted_by_a_reused_id() {
+        let mut r = Routes::new(Duration::ZERO);
+        let call = |id: i64| {
+            ClientJsonRpcMessage::request(
+                ClientRequest::CallToolRequest(rmcp::model::Request::new(
+                    CallToolRequestParams::new("x"),
+                )),
+                NumberOrString::Number(id),
+            )
+        };
+        let (first, mut rx, priming) = r.open_request();
+        priming.deliver().await;
+        r.register(&call(7), Some(first)).expect("first");
+        let (second, _rx2, _) = r.open_request();
+        assert!(r.register(&call(7), Some(second)).is_err());
+        let answer =
+            ServerJsonRpcMessage::response(ServerResult::empty(()), NumberOrString::Number(7));
+        r.route(answer).expect("route").deliver().await;
+        let _priming = rx.recv().await.expect("priming");
+        let got = rx.recv().await.expect("the answer reaches the asker");
+        assert!(got.message.is_some());
     }
 
     #[tokio::test]
@@ -704,7 +954,7 @@ mod tests {
             ))),
             NumberOrString::Number(7),
         );
-        r.register(&call, Some(req));
+        r.register(&call, Some(req)).expect("register");
         assert!(matches!(
             r.target(&updated("context://a")),
             Target::Standalone
@@ -714,12 +964,21 @@ mod tests {
         r.route(answer).expect("route").deliver().await;
         assert!(r.requests.is_empty() && r.keys.is_empty());
         let first = rx.recv().await.expect("priming");
-        assert_eq!(first.event_id.as_deref(), Some(format!("0/{req}").as_str()));
+        let nonce = first
+            .event_id
+            .as_deref()
+            .and_then(|i| i.rsplit_once('.'))
+            .map(|(_, n)| n.to_owned())
+            .expect("nonce");
+        assert_eq!(
+            first.event_id.as_deref(),
+            Some(format!("0/{req}.{nonce}").as_str())
+        );
         assert!(first.message.is_none());
         let second = rx.recv().await.expect("answer");
         assert_eq!(
             second.event_id.as_deref(),
-            Some(format!("1/{req}").as_str())
+            Some(format!("1/{req}.{nonce}").as_str())
         );
         assert!(rx.recv().await.is_none(), "the stream ends with its answer");
     }

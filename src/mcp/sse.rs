@@ -7,8 +7,14 @@
 //! adapter beside it: it frames (SSE events out, POST bodies in) and hands
 //! messages to the same `ContextServer` through a [`ChannelTransport`];
 //! the protocol stays rmcp's. The HTTP guard has already
-//! checked Host, Origin, the token and the body by the time these run. A
-//! session belongs to the token that opened it.
+//! checked Host, Origin, the token and the body by the time these run.
+//!
+//! A session belongs to the token that opened it ([`Bearer`]): a POST of
+//! another token finds no such session (404, as for an id that does not
+//! exist); revoking the token ends the stream at once; a token holds at
+//! most [`PER_TOKEN`] streams, and opening one more ends its own oldest,
+//! so that no token can take another's place (the connections themselves
+//! are bounded by the HTTP server).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -32,11 +38,10 @@ use super::consent::Subject;
 use super::jsonrpc::Screen;
 use super::server::{ContextServer, Origin};
 use super::stdio::ChannelTransport;
-use crate::core::tokens::Tokens;
-use crate::model::AppId;
+use crate::core::tokens::Bearer;
 
-/// At most this many legacy streams at once.
-const MAX_SESSIONS: usize = 64;
+/// At most this many legacy streams per token.
+pub(crate) const PER_TOKEN: usize = 8;
 const QUEUE: usize = 64;
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// How long a POST may wait for room in its session's queue.
@@ -44,25 +49,30 @@ const POST_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug)]
 struct Session {
-    app_id: AppId,
+    /// The token that opened it ([`Bearer::id`]).
+    owner: u64,
+    /// In order of opening, for ending a token's oldest.
+    opened: u64,
     tx: mpsc::Sender<Box<ClientJsonRpcMessage>>,
+    /// Ends the stream.
+    stop: CancellationToken,
 }
 
 /// The legacy sessions.
 #[derive(Debug, Clone)]
 pub(crate) struct Legacy {
     broker: Arc<Broker>,
-    tokens: Tokens,
     sessions: Arc<Mutex<HashMap<String, Session>>>,
+    opened: Arc<std::sync::atomic::AtomicU64>,
     cancel: CancellationToken,
 }
 
 impl Legacy {
-    pub(crate) fn new(broker: Arc<Broker>, tokens: Tokens, cancel: CancellationToken) -> Self {
+    pub(crate) fn new(broker: Arc<Broker>, cancel: CancellationToken) -> Self {
         Legacy {
             broker,
-            tokens,
             sessions: Arc::new(Mutex::new(HashMap::new())),
+            opened: Arc::default(),
             cancel,
         }
     }
@@ -102,29 +112,44 @@ fn event(name: &str, data: &str) -> Bytes {
 
 /// `GET /sse`: open a session.
 pub(crate) async fn open(State(legacy): State<Legacy>, req: Request) -> Response {
-    let Some(subject) = req.extensions().get::<Subject>().cloned() else {
+    let (Some(subject), Some(bearer)) = (
+        req.extensions().get::<Subject>().cloned(),
+        req.extensions().get::<Bearer>().cloned(),
+    ) else {
         return error(StatusCode::UNAUTHORIZED, "no token");
     };
     let id = uuid::Uuid::new_v4().simple().to_string();
     let (in_tx, in_rx) = mpsc::channel(QUEUE);
     let (out_tx, mut out_rx) = mpsc::channel(QUEUE);
+    let stop = legacy.cancel.child_token();
     {
         let mut m = legacy.lock();
-        if m.len() >= MAX_SESSIONS {
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too many legacy SSE sessions; close some or use Streamable HTTP at /mcp",
-            );
+        // Room for this one among the token's own: its oldest ends.
+        let mut mine: Vec<(u64, String)> = m
+            .iter()
+            .filter(|(_, s)| s.owner == bearer.id)
+            .map(|(id, s)| (s.opened, id.clone()))
+            .collect();
+        mine.sort_unstable();
+        let extra = (mine.len() + 1).saturating_sub(PER_TOKEN);
+        for (_, old) in mine.into_iter().take(extra) {
+            if let Some(s) = m.remove(&old) {
+                tracing::debug!(session = %old, "a token opened more than {PER_TOKEN} legacy SSE streams: its oldest ends");
+                s.stop.cancel();
+            }
         }
         m.insert(
             id.clone(),
             Session {
-                app_id: subject.app_id.clone(),
+                owner: bearer.id,
+                opened: legacy
+                    .opened
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                 tx: in_tx,
+                stop: stop.clone(),
             },
         );
     }
-    let stop = legacy.cancel.child_token();
     let server = ContextServer::new(
         legacy.broker.clone(),
         Origin::Fixed(subject.clone()),
@@ -145,29 +170,14 @@ pub(crate) async fn open(State(legacy): State<Legacy>, req: Request) -> Response
             }
         });
     }
-    // End the stream when the token is revoked (`Tokens::next_revoked`).
+    // End the stream when the token is revoked (its life).
     {
         let stop = stop.clone();
-        let tokens = legacy.tokens.clone();
-        let mut revoked = legacy.tokens.revocations();
-        let token = subject
-            .app_id
-            .as_str()
-            .strip_prefix("token:")
-            .map(str::to_owned);
+        let life = bearer.life.clone();
         legacy.broker.tasks.spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    r = tokens.next_revoked(&mut revoked) => match r {
-                        Some(r) if token.as_deref().is_some_and(|t| r.covers(t)) => {
-                            stop.cancel();
-                            break;
-                        }
-                        Some(_) => {}
-                        None => break,
-                    },
-                }
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = life.cancelled() => stop.cancel(),
             }
         });
     }
@@ -236,7 +246,7 @@ pub(crate) async fn post(
     Query(q): Query<SessionQuery>,
     req: Request,
 ) -> Response {
-    let Some(subject) = req.extensions().get::<Subject>().cloned() else {
+    let Some(bearer) = req.extensions().get::<Bearer>().cloned() else {
         return error(StatusCode::UNAUTHORIZED, "no token");
     };
     let msg = req
@@ -249,19 +259,14 @@ pub(crate) async fn post(
     let tx = {
         let m = legacy.lock();
         match m.get(&q.session_id) {
-            None => {
+            // Another token's session is one that does not exist.
+            Some(s) if s.owner == bearer.id && !s.stop.is_cancelled() => s.tx.clone(),
+            _ => {
                 return error(
                     StatusCode::NOT_FOUND,
                     "no such session; open one with GET /sse",
                 );
             }
-            Some(s) if s.app_id != subject.app_id => {
-                return error(
-                    StatusCode::FORBIDDEN,
-                    "this session belongs to another token",
-                );
-            }
-            Some(s) => s.tx.clone(),
         }
     };
     match tx.send_timeout(Box::new(msg), POST_TIMEOUT).await {

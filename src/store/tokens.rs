@@ -9,7 +9,7 @@ use sqlx::sqlite::SqlitePool;
 
 use super::{from_ms, ms};
 use crate::core::consent::BoxFut;
-use crate::core::tokens::{TokenError, TokenInfo, TokenSet, TokenStore, new_key};
+use crate::core::tokens::{Bearer, TokenError, TokenInfo, TokenSet, TokenStore, new_key};
 
 fn failed(e: sqlx::Error) -> TokenError {
     TokenError::Db(e.to_string())
@@ -109,7 +109,7 @@ impl TokenStore for DbTokenStore {
         })
     }
 
-    fn verify(&self, presented: &str) -> Option<String> {
+    fn verify(&self, presented: &str) -> Option<Bearer> {
         self.set.verify(presented)
     }
 }
@@ -153,8 +153,8 @@ mod tests {
             store.create("bad name").await,
             Err(TokenError::BadName(_))
         ));
-        assert_eq!(store.verify(&t).as_deref(), Some("claude"));
-        assert_eq!(store.verify("ctxd_wrong"), None);
+        assert_eq!(store.verify(&t).map(|b| b.name).as_deref(), Some("claude"));
+        assert!(store.verify("ctxd_wrong").is_none());
         let tag: Vec<u8> =
             sqlx::query_scalar("SELECT hmac_sha256 FROM mcp_tokens WHERE name = 'claude'")
                 .fetch_one(d.pool())
@@ -167,10 +167,12 @@ mod tests {
 
         let d = db(dir.path()).await;
         let again = DbTokenStore::open(d.pool().clone()).await.expect("reopen");
-        assert_eq!(again.verify(&t).as_deref(), Some("claude"));
+        let bearer = again.verify(&t).expect("verifies");
+        assert_eq!(bearer.name, "claude");
         assert_eq!(again.list().len(), 1);
         again.revoke("claude").await.expect("revoke");
-        assert_eq!(again.verify(&t), None);
+        assert!(again.verify(&t).is_none());
+        assert!(bearer.life.is_cancelled(), "what the token ran ends");
         assert!(matches!(
             again.revoke("claude").await,
             Err(TokenError::NoSuch(_))

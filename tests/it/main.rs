@@ -73,6 +73,7 @@ mod mcp_host_gone;
 mod mcp_http;
 mod mcp_inspector;
 mod mcp_minimal_env;
+mod mcp_owners;
 mod mcp_stdio;
 mod mcpb;
 mod not_running;
