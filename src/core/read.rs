@@ -23,7 +23,7 @@ use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use super::Core;
-use super::consent::{Answer, BoxFut, Channel};
+use super::consent::{BoxFut, Channel};
 use super::error::{Error, Result};
 use super::gate::Decision;
 use super::history::{HistoryKind, HistoryStore, Query};
@@ -427,6 +427,14 @@ impl Core {
         categories: &[Category],
         outcome: &Outcome,
     ) -> Settled {
+        match outcome {
+            // Escape: the user's own "no" to this call.
+            Outcome::NoAnswer(e @ prompts::PromptError::Declined) => {
+                return Settled::Denied(e.to_string());
+            }
+            Outcome::NoAnswer(e) => return Settled::Ended(e.to_string()),
+            Outcome::Answered(_) | Outcome::Decided => {}
+        }
         let mut undecided = false;
         for c in categories {
             match self.gate.decide(&who.app_id, c) {
@@ -434,22 +442,16 @@ impl Core {
                 Decision::Deny(e) => {
                     return Settled::Denied(match outcome {
                         Outcome::Answered(_) => "the user denied it".to_owned(),
-                        Outcome::NoAnswer(p @ prompts::PromptError::Declined) => p.to_string(),
                         _ => e.to_string(),
                     });
                 }
                 Decision::Ask => undecided = true,
             }
         }
-        match outcome {
-            _ if !undecided => Settled::Granted,
-            Outcome::Answered(Answer::Deny) => Settled::Denied("the user denied it".into()),
-            // Escape: the user's own "no" to this call.
-            Outcome::NoAnswer(e @ prompts::PromptError::Declined) => Settled::Denied(e.to_string()),
-            Outcome::NoAnswer(e) => Settled::Ended(e.to_string()),
-            Outcome::Answered(_) | Outcome::Decided => {
-                Settled::Ended("the user has not decided about all of it yet".into())
-            }
+        if undecided {
+            Settled::Ended("the user has not decided about all of it yet".into())
+        } else {
+            Settled::Granted
         }
     }
 
