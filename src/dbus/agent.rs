@@ -346,8 +346,12 @@ async fn ask_notification(
                 }
                 m = closed.next() => {
                     let Some(m) = m else { return Err(PromptError::Failed("the notification server left".into())) };
-                    let Ok((nid, _reason)) = m.body().deserialize::<(u32, u32)>() else { continue };
-                    if nid == id { return Err(PromptError::Dismissed) }
+                    let Ok((nid, reason)) = m.body().deserialize::<(u32, u32)>() else { continue };
+                    // 1: it expired (the user may be away: no refusal
+                    // of theirs); else they dismissed it (or it closed).
+                    if nid == id {
+                        return Err(if reason == 1 { PromptError::Timeout } else { PromptError::Dismissed });
+                    }
                 }
             }
         }
