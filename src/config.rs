@@ -251,7 +251,8 @@ pub struct ConsentConfig {
     /// Seconds the user has to answer a prompt; then it counts as a deny
     /// for that call and nothing is stored.
     pub prompt_timeout_s: u64,
-    /// Seconds an unanswered prompt keeps denying before asking again.
+    /// Seconds an unanswered or dismissed prompt keeps denying before
+    /// asking again (a dismissal: for the whole app).
     pub cooldown_s: u64,
     /// Days the audit log is kept.
     pub audit_days: u32,
@@ -269,7 +270,7 @@ impl Default for ConsentConfig {
         ConsentConfig {
             undecided: UndecidedMode::Ask,
             prompt_timeout_s: 60,
-            cooldown_s: 30,
+            cooldown_s: 60,
             audit_days: 30,
             agents: Vec::new(),
         }

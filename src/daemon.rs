@@ -299,7 +299,7 @@ async fn build_core(
             UndecidedMode::Ask => Verdict::Ask,
             UndecidedMode::Deny => Verdict::Deny,
         },
-        cooldown: chrono::Duration::seconds(i64::try_from(consent.cooldown_s).unwrap_or(30)),
+        cooldown: chrono::Duration::seconds(i64::try_from(consent.cooldown_s).unwrap_or(60)),
     };
     let lane = StoreLane::new(store_lane.handle().clone(), tree.database.clone());
     let store: Arc<dyn ConsentStore> = Arc::new(OnLane::new(Arc::new(db.clone()), lane.clone()));

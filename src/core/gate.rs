@@ -13,7 +13,12 @@
 //! 4. a one-time grant ("allow once") not used yet;
 //! 5. a prompt that went unanswered moments ago: denied for a short
 //!    cool-down, so that an app cannot flood the user with prompts;
-//! 6. otherwise: ask (or deny, if config.toml says unknown apps are denied).
+//! 6. the app's question was dismissed moments ago (a cool-down for the
+//!    whole app), or the user refused its last [`QUIET_AFTER`] questions
+//!    (a quiet period of [`QUIET_FOR`], until the user changes a decision
+//!    for it): denied without asking. Both are kept in memory only: only
+//!    user input writes a decision;
+//! 7. otherwise: ask (or deny, if config.toml says unknown apps are denied).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -53,9 +58,44 @@ impl Default for GateSettings {
     fn default() -> Self {
         GateSettings {
             undecided: Verdict::Ask,
-            cooldown: chrono::Duration::seconds(30),
+            cooldown: chrono::Duration::seconds(60),
         }
     }
+}
+
+/// Questions of one app refused in a row (denied, dismissed, closed with
+/// Escape) after which it is not asked again for [`QUIET_FOR`]: as
+/// browsers block an origin's permission requests after three
+/// dismissals.
+pub(crate) const QUIET_AFTER: u32 = 3;
+/// How long an app that was refused [`QUIET_AFTER`] times in a row is not
+/// asked (unless the user changes a decision for it meanwhile).
+pub(crate) const QUIET_FOR: chrono::Duration = chrono::Duration::hours(24);
+
+/// How a question of an app ended, for its cool-down and quiet period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// The user allowed: the count of refusals starts again.
+    Allowed,
+    /// The user denied.
+    Denied,
+    /// The user closed it without choosing (Escape, the notification
+    /// closed): a cool-down for the app, and it counts as a refusal.
+    Dismissed,
+    /// Nobody answered in time (the user may be away): a cool-down for
+    /// the app, not a refusal.
+    Unanswered,
+}
+
+/// How an app's questions went lately (in memory only).
+#[derive(Debug, Clone, Default)]
+struct Asked {
+    /// Questions refused in a row.
+    refusals: u32,
+    /// No question before this (a dismissal's cool-down).
+    cool_until: Option<DateTime<Utc>>,
+    /// No question before this (the quiet period).
+    quiet_until: Option<DateTime<Utc>>,
 }
 
 /// Why an access was allowed, for the audit log.
@@ -78,6 +118,8 @@ pub(crate) struct Gate {
     refused_publishers: RwLock<HashMap<AppId, DateTime<Utc>>>,
     once: Mutex<HashMap<Key, u32>>,
     cooldown: Mutex<HashMap<Key, DateTime<Utc>>>,
+    /// Each app's recent questions: its cool-down and quiet period.
+    asked: Mutex<HashMap<AppId, Asked>>,
     paused: AtomicBool,
     settings: GateSettings,
     store: Option<Arc<dyn ConsentStore>>,
@@ -136,6 +178,7 @@ impl Gate {
             refused_publishers: RwLock::new(loaded.refused_publishers.into_iter().collect()),
             once: Mutex::new(HashMap::new()),
             cooldown: Mutex::new(HashMap::new()),
+            asked: Mutex::new(HashMap::new()),
             paused: AtomicBool::new(false),
             settings,
             store,
@@ -330,6 +373,13 @@ impl Gate {
                 category: cat.clone(),
                 hint: "the user did not answer the last prompt; ask again later with RequestAccess"
                     .into(),
+            }));
+        }
+        if let Some(hint) = self.quiet(app, now) {
+            return Err(Decision::Deny(Error::NotAllowed {
+                app: app.clone(),
+                category: cat.clone(),
+                hint,
             }));
         }
         let degraded = self.recovery().is_some();
@@ -536,6 +586,9 @@ impl Gate {
             origin,
             created: self.clock.now(),
         };
+        if origin != Origin::Prompt {
+            self.user_decided(app);
+        }
         // A deny takes effect at once, stored or not (revocation always
         // wins); a write that fails is kept and retried (`pending`). Any
         // other decision is in force only once stored.
@@ -576,6 +629,60 @@ impl Gate {
         lock(&self.cooldown).remove(&(app.clone(), category.clone()));
     }
 
+    /// Why `app` is not asked now (a dismissal's cool-down, the quiet
+    /// period after refusals), if it is not.
+    fn quiet(&self, app: &AppId, now: DateTime<Utc>) -> Option<String> {
+        let asked = lock(&self.asked);
+        let a = asked.get(app)?;
+        if let Some(until) = a.quiet_until.filter(|u| *u > now) {
+            return Some(format!(
+                "the user refused its last {QUIET_AFTER} questions: it is not asked again until {} unless the user changes a decision for it",
+                until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ));
+        }
+        if let Some(until) = a.cool_until.filter(|u| *u > now) {
+            return Some(format!(
+                "the user closed its last question without answering: it is not asked again until {}",
+                until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ));
+        }
+        None
+    }
+
+    /// A question of `app` ended `how`: its cool-down and quiet period
+    /// (in memory, never stored).
+    pub(crate) fn question_ended(&self, app: &AppId, how: Ended) {
+        let now = self.clock.now();
+        let mut asked = lock(&self.asked);
+        // Forget what is over, so that the map holds only apps that count.
+        asked.retain(|_, a| {
+            a.refusals > 0
+                || a.cool_until.is_some_and(|u| u > now)
+                || a.quiet_until.is_some_and(|u| u > now)
+        });
+        if how == Ended::Allowed {
+            asked.remove(app);
+            return;
+        }
+        let a = asked.entry(app.clone()).or_default();
+        if matches!(how, Ended::Dismissed | Ended::Unanswered) {
+            a.cool_until = Some(now + self.settings.cooldown);
+        }
+        if matches!(how, Ended::Denied | Ended::Dismissed) {
+            a.refusals += 1;
+            if a.refusals >= QUIET_AFTER {
+                a.quiet_until = Some(now + QUIET_FOR);
+                tracing::info!(%app, refusals = a.refusals, "the user refused this app's questions: it is not asked for a while");
+            }
+        }
+    }
+
+    /// The user changed a decision for `app` (a panel, `contextctl`, the
+    /// dashboard): its cool-down and quiet period end.
+    pub(crate) fn user_decided(&self, app: &AppId) {
+        lock(&self.asked).remove(app);
+    }
+
     /// A prompt went unanswered: deny for the cool-down, store nothing.
     pub(crate) fn cool_down(&self, app: &AppId, category: &Category) {
         let until = self.clock.now() + self.settings.cooldown;
@@ -594,6 +701,7 @@ impl Gate {
             .and_then(|m| m.remove(category))
             .is_some();
         lock(&self.once).remove(&(app.clone(), category.clone()));
+        self.user_decided(app);
         self.bump();
         self.write_or_keep(super::consent::PendingWrite::Delete(
             app.clone(),
@@ -619,6 +727,7 @@ impl Gate {
             .remove(app);
         lock(&self.once).retain(|(a, _), _| a != app);
         lock(&self.cooldown).retain(|(a, _), _| a != app);
+        self.user_decided(app);
         self.refused_publishers
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -950,7 +1059,7 @@ mod tests {
             gate.decide(&app, &Category::Windows),
             Decision::Deny(_)
         ));
-        clock.advance(chrono::Duration::seconds(31));
+        clock.advance(chrono::Duration::seconds(61));
         assert_eq!(gate.decide(&app, &Category::Windows), Decision::Ask);
 
         let exp = clock.now() + chrono::Duration::seconds(2);
@@ -997,5 +1106,69 @@ mod tests {
         gate.set_paused(false);
         assert!(gate.revoke(&app, &Category::Power).await.expect("revoke"));
         assert_eq!(gate.decide(&app, &Category::Power), Decision::Ask);
+    }
+
+    /// The attack: an app asks and asks. A dismissal keeps the whole app
+    /// from asking for the cool-down; three refusals in a row, for a day,
+    /// until the user changes a decision for it. Nothing is stored.
+    #[tokio::test]
+    async fn a_dismissal_cools_the_app_down_and_three_refusals_quiet_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let clock = ManualClock::new("2026-01-01T00:00:00Z".parse().expect("date"));
+        let gate = Gate::with_store(
+            dir.path().join("p.toml"),
+            clock.clone(),
+            None,
+            Loaded::default(),
+            GateSettings::default(),
+        );
+        let app = AppId::new("org.example.Asker").expect("id");
+        let other = AppId::new("org.example.Other").expect("id");
+        gate.question_ended(&app, Ended::Dismissed);
+        for c in [Category::Power, Category::Network] {
+            assert!(matches!(gate.decide(&app, &c), Decision::Deny(_)), "{c}");
+        }
+        assert_eq!(gate.decide(&other, &Category::Power), Decision::Ask);
+        clock.advance(chrono::Duration::seconds(61));
+        assert_eq!(gate.decide(&app, &Category::Power), Decision::Ask);
+        // Refused twice more in a row: quiet for a day.
+        gate.question_ended(&app, Ended::Denied);
+        assert_eq!(gate.decide(&app, &Category::Power), Decision::Ask);
+        gate.question_ended(&app, Ended::Denied);
+        clock.advance(chrono::Duration::hours(23));
+        assert!(matches!(
+            gate.decide(&app, &Category::Location),
+            Decision::Deny(_)
+        ));
+        assert!(gate.grants().is_empty(), "nothing stored");
+        // The user changes a decision for it: asked again.
+        gate.record(&app, &Category::Power, Verdict::Allow, None, Origin::Manage)
+            .await
+            .expect("record");
+        assert_eq!(gate.decide(&app, &Category::Location), Decision::Ask);
+        // An allow starts the count again; a timeout cools down only.
+        gate.question_ended(&app, Ended::Denied);
+        gate.question_ended(&app, Ended::Denied);
+        gate.question_ended(&app, Ended::Allowed);
+        gate.question_ended(&app, Ended::Denied);
+        gate.question_ended(&app, Ended::Unanswered);
+        clock.advance(chrono::Duration::seconds(61));
+        assert_eq!(gate.decide(&app, &Category::Location), Decision::Ask);
+        // A prompt's own answer is no change by the user.
+        gate.question_ended(&app, Ended::Denied);
+        gate.question_ended(&app, Ended::Denied);
+        gate.record(
+            &app,
+            &Category::Network,
+            Verdict::Deny,
+            None,
+            Origin::Prompt,
+        )
+        .await
+        .expect("record");
+        assert!(matches!(
+            gate.decide(&app, &Category::Location),
+            Decision::Deny(_)
+        ));
     }
 }

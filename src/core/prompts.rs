@@ -1,8 +1,29 @@
 //! Asking the user: when the gate says "ask", a prompt is shown through
 //! whatever UI the publisher provides (a registered consent agent, else a
-//! desktop notification), once per (app, categories) at a time. The answer
-//! is applied to the gate; a prompt that fails, times out or is dismissed
-//! stores nothing and denies for a short cool-down.
+//! desktop notification). The answer is applied to the gate; a prompt
+//! that fails, times out or is dismissed stores nothing and denies for a
+//! cool-down.
+//!
+//! Asking is bounded and fair, so that no app can flood the user, the
+//! broker's memory or another app's turn:
+//! - **one question per app**: a request of an app whose question waits
+//!   merges its categories into it (the question shows the union, and one
+//!   answer covers all of them). While the app's question is on the
+//!   screen it cannot change (the user is reading it): what the app asks
+//!   meanwhile waits in one follow-up question of the app, merged the
+//!   same way. So an app has at most one question waiting and one shown;
+//! - **a bound on all of them** ([`MAX_OPEN`]): past it a request is
+//!   refused at once with [`Error::Unavailable`], nothing queued;
+//! - **fair order**: the next question shown is the waiting one whose app
+//!   had the screen longest ago (never, first; then the oldest question),
+//!   so that an app's follow-up never goes before another app's first;
+//! - **only what exists**: `provided.*` categories only for kinds some app
+//!   publishes now ([`Error::NotFound`] otherwise, nothing queued);
+//! - **checked again before it is shown**: a question's categories the
+//!   user decided meanwhile (a panel, the dashboard), or an app that is
+//!   cooling down or quiet ([`super::gate::Ended`]), are dropped from it
+//!   right before it is shown; a question left with nothing to ask is
+//!   never shown, and its waiters learn the gate's decision.
 //!
 //! One question is on the screen at a time: the others wait in line (and
 //! in `ListPending`), and their time to answer starts when they are shown.
@@ -17,12 +38,20 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::Core;
 use super::consent::{Answer, BoxFut, Channel, Origin, Verdict};
+use super::display::{self, ID_MAX, NAME_MAX, REASON_MAX};
+use super::error::{Error, Result};
+use super::gate::{Decision, Ended};
 use crate::model::{AppId, Category, IdentitySource};
+
+/// The most questions open at once (on the screen and waiting), over all
+/// apps. An app has at most two of them (one shown, one waiting), so 32
+/// is room for sixteen apps at their most, and for many more asking once.
+pub(crate) const MAX_OPEN: usize = 32;
 
 /// What a prompt shows.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +66,39 @@ pub(crate) struct PromptRequest {
     /// For an MCP host: what it called, for a UI to show apart from the
     /// reason.
     pub(crate) call: Option<HostCall>,
+}
+
+impl PromptRequest {
+    /// The texts an app chose (its name and icon as its desktop entry
+    /// claims them, its reason, its host's name and call) as every prompt
+    /// surface shows them ([`display::one_line`]): one line, no control or
+    /// bidirectional characters, bounded. The prompter calls it again
+    /// once it looked the app's name up.
+    pub(crate) fn cleaned(mut self) -> Self {
+        let line = |s: &str, max| display::one_line(s, max);
+        self.display_name = self
+            .display_name
+            .map(|n| line(&n, NAME_MAX))
+            .filter(|n| !n.is_empty());
+        self.icon = self
+            .icon
+            .map(|i| line(&i, NAME_MAX))
+            .filter(|i| !i.is_empty());
+        self.reason = line(&self.reason, REASON_MAX);
+        if let Some(c) = &mut self.call {
+            c.host = c.host.as_deref().map(|h| line(h, NAME_MAX));
+            c.method = line(&c.method, NAME_MAX);
+            c.name = line(&c.name, NAME_MAX);
+            c.arguments = c.arguments.as_deref().map(|a| line(a, REASON_MAX));
+        }
+        self
+    }
+
+    /// The app's id as a prompt shows it (beside any name it claims): an
+    /// executable's path may hold any character but a control one.
+    pub(crate) fn shown_id(&self) -> String {
+        display::one_line(self.app.as_str(), ID_MAX)
+    }
 }
 
 /// What an MCP host called, as a prompt shows it.
@@ -62,8 +124,8 @@ pub(crate) enum PromptError {
     #[error("the prompt was closed without an answer")]
     Dismissed,
     /// The user closed the question without choosing (Escape in the
-    /// consent dialog): this call is denied, nothing is stored, and, the
-    /// user having seen it, the next call asks again (no cool-down).
+    /// consent dialog): this call is denied, nothing is stored, and the
+    /// app is not asked again for the cool-down.
     #[error("the user closed the question without choosing")]
     Declined,
     #[error("the prompt failed: {0}")]
@@ -93,6 +155,11 @@ pub(crate) trait Prompter: Send + Sync + fmt::Debug {
 pub(crate) enum Outcome {
     Answered(Answer),
     NoAnswer(PromptError),
+    /// Never shown: by its turn, what it asked was decided (the user, in a
+    /// panel or the dashboard) or its app may not be asked now (a
+    /// cool-down, a quiet period). The gate has the answer for each of
+    /// its categories; nothing was written.
+    Decided,
 }
 
 impl Outcome {
@@ -104,13 +171,19 @@ impl Outcome {
     }
 }
 
-type Key = (AppId, Vec<Category>);
-
-/// A prompt on the screen, and who waits for its answer.
+/// A question: on the screen or waiting for its turn, and who waits for
+/// its answer.
 #[derive(Debug, Clone)]
-struct Showing {
-    /// What is asked, and since when (for `Consent1.ListPending`).
-    req: PromptRequest,
+struct Question {
+    /// What [`Prompts::answer`] takes (`Consent1.AnswerPending`, the
+    /// dashboard), and the order questions were made in.
+    id: u64,
+    app: AppId,
+    /// What is asked: its categories grow while it waits (requests of
+    /// its app merged into it) and are trimmed to what is still
+    /// undecided when its turn comes.
+    req: Arc<Mutex<PromptRequest>>,
+    /// Since when it is asked (for `Consent1.ListPending`).
     since: chrono::DateTime<chrono::Utc>,
     rx: watch::Receiver<Option<Outcome>>,
     /// Readers waiting for the answer ([`start_waiting`]).
@@ -119,24 +192,89 @@ struct Showing {
     /// `RequestAccess`): the question stays until the user answers.
     keep: Arc<AtomicBool>,
     withdraw: CancellationToken,
-    /// What `Prompts::answer` takes (`Consent1.AnswerPending`, the
-    /// dashboard).
-    id: u64,
     /// An answer given elsewhere than the prompter's UI; taken once.
-    answer: Arc<Mutex<Option<tokio::sync::oneshot::Sender<Answer>>>>,
+    answer: Arc<Mutex<Option<oneshot::Sender<Answer>>>>,
+    /// Its turn on the screen, given once by [`Line::next`].
+    turn: Arc<Mutex<Option<oneshot::Sender<()>>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Question {
+    fn categories(&self) -> Vec<Category> {
+        lock(&self.req).categories.clone()
+    }
+}
+
+/// The open questions and whose turn it is.
+#[derive(Debug, Default)]
+struct Line {
+    /// Every open question, oldest first: at most [`MAX_OPEN`].
+    open: Vec<Question>,
+    /// The question on the screen (or about to be: its turn was given).
+    showing: Option<u64>,
+    /// When each app with an open question last had the screen (a count
+    /// of turns): the fair order.
+    served: HashMap<AppId, u64>,
+    turns: u64,
+}
+
+impl Line {
+    /// `app`'s question that waits for its turn, if any.
+    fn waiting_of(&self, app: &AppId) -> Option<&Question> {
+        self.open
+            .iter()
+            .find(|q| &q.app == app && self.showing != Some(q.id))
+    }
+
+    /// Give the screen, when free, to the waiting question whose app had
+    /// it longest ago (never: first), the oldest first among equals.
+    fn next(&mut self) {
+        while self.showing.is_none() {
+            let pick = self
+                .open
+                .iter()
+                .filter(|q| lock(&q.turn).is_some())
+                .min_by_key(|q| (self.served.get(&q.app).copied(), q.id))
+                .cloned();
+            let Some(q) = pick else { return };
+            let Some(tx) = lock(&q.turn).take() else {
+                continue;
+            };
+            // Its task ended meanwhile (withdrawn, answered elsewhere):
+            // the next one.
+            if tx.send(()).is_ok() {
+                self.turns += 1;
+                self.served.insert(q.app.clone(), self.turns);
+                self.showing = Some(q.id);
+            }
+        }
+    }
+
+    /// Question `id` ended: off the line, and the screen to the next.
+    fn end(&mut self, id: u64) {
+        self.open.retain(|q| q.id != id);
+        if self.showing == Some(id) {
+            self.showing = None;
+        }
+        let open = &self.open;
+        self.served
+            .retain(|app, _| open.iter().any(|q| &q.app == app));
+        self.next();
+    }
 }
 
 #[derive(Debug)]
 pub(crate) struct Prompts {
     prompter: RwLock<Option<Arc<dyn Prompter>>>,
-    pending: Mutex<HashMap<Key, Showing>>,
+    line: Mutex<Line>,
     timeout: Duration,
     next_id: std::sync::atomic::AtomicU64,
     /// Open surfaces that answer prompts besides the prompter's UI (the
     /// dashboard while a page of it is open).
     surfaces: Arc<AtomicUsize>,
-    /// Held by the question on the screen: the next one waits for it.
-    screen: Arc<tokio::sync::Mutex<()>>,
     /// Who may register as consent agent.
     pub(crate) agent_trust: RwLock<super::agents::AgentTrust>,
 }
@@ -155,11 +293,10 @@ impl Prompts {
     pub(crate) fn new(timeout: Duration) -> Self {
         Prompts {
             prompter: RwLock::new(None),
-            pending: Mutex::new(HashMap::new()),
+            line: Mutex::new(Line::default()),
             timeout,
             next_id: std::sync::atomic::AtomicU64::new(1),
             surfaces: Arc::new(AtomicUsize::new(0)),
-            screen: Arc::new(tokio::sync::Mutex::new(())),
             agent_trust: RwLock::new(super::agents::AgentTrust::default()),
         }
     }
@@ -181,43 +318,35 @@ impl Prompts {
     /// off the screen and the answer is applied as the user's. False when
     /// it is no longer waiting.
     pub(crate) fn answer(&self, id: u64, answer: Answer) -> bool {
-        let tx = self
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .find(|s| s.id == id)
-            .and_then(|s| s.answer.lock().unwrap_or_else(|e| e.into_inner()).take());
+        let tx = lock(&self.line)
+            .open
+            .iter()
+            .find(|q| q.id == id)
+            .and_then(|q| lock(&q.answer).take());
         tx.is_some_and(|tx| tx.send(answer).is_ok())
     }
 
     /// The prompts waiting for the user, oldest first.
     pub(crate) fn pending(&self) -> Vec<PendingView> {
-        let mut v: Vec<(chrono::DateTime<chrono::Utc>, PendingView)> = self
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .map(|s| {
-                (
-                    s.since,
-                    PendingView {
-                        id: s.id,
-                        app_id: s.req.app.to_string(),
-                        app_name: s.req.display_name.clone(),
-                        icon: s.req.icon.clone(),
-                        categories: super::view::Names(
-                            s.req.categories.iter().map(ToString::to_string).collect(),
-                        ),
-                        channel: s.req.channel.as_str().to_owned(),
-                        reason: s.req.reason.clone(),
-                        since: super::view::time(&s.since),
-                    },
-                )
+        lock(&self.line)
+            .open
+            .iter()
+            .map(|q| {
+                let r = lock(&q.req);
+                PendingView {
+                    id: q.id,
+                    app_id: r.app.to_string(),
+                    app_name: r.display_name.clone(),
+                    icon: r.icon.clone(),
+                    categories: super::view::Names(
+                        r.categories.iter().map(ToString::to_string).collect(),
+                    ),
+                    channel: r.channel.as_str().to_owned(),
+                    reason: r.reason.clone(),
+                    since: super::view::time(&q.since),
+                }
             })
-            .collect();
-        v.sort_by_key(|(since, _)| *since);
-        v.into_iter().map(|(_, p)| p).collect()
+            .collect()
     }
 }
 
@@ -234,19 +363,30 @@ pub(crate) struct PendingView {
     pub(crate) categories: super::view::Names,
     /// `dbus` or `mcp`.
     pub(crate) channel: String,
-    /// What the app called and why (the MCP host, tool and arguments).
+    /// What the app called and why (the MCP host, tool and arguments),
+    /// as every prompt surface shows it ([`PromptRequest::cleaned`]).
     pub(crate) reason: String,
     pub(crate) since: String,
 }
 
-/// Start a prompt for `req` (or join the one already showing for the same
-/// app and categories) and return a receiver of its outcome. The prompt
-/// stays until the user answers (or it times out): the caller does not
-/// wait for it.
-pub(crate) fn start(core: &Arc<Core>, req: PromptRequest) -> watch::Receiver<Option<Outcome>> {
-    let showing = show(core, req);
-    showing.keep.store(true, Ordering::SeqCst);
-    showing.rx
+/// A question asked for a caller that does not wait ([`start`]).
+#[derive(Debug)]
+pub(crate) struct Asking {
+    /// The question's id: requests merged into one question share it
+    /// (one `Request1` object serves them).
+    pub(crate) id: u64,
+    pub(crate) rx: watch::Receiver<Option<Outcome>>,
+}
+
+/// Ask (or join the app's open question) for `req`, and return a
+/// receiver of its outcome. The question stays until the user answers
+/// (or it times out): the caller does not wait for it. Refused at once,
+/// nothing queued, past the bounds ([`MAX_OPEN`], kinds nobody
+/// publishes).
+pub(crate) fn start(core: &Arc<Core>, req: PromptRequest) -> Result<Asking> {
+    let q = show(core, req)?;
+    q.keep.store(true, Ordering::SeqCst);
+    Ok(Asking { id: q.id, rx: q.rx })
 }
 
 /// A reader waiting for a prompt's answer. When the last one waiting goes
@@ -255,133 +395,223 @@ pub(crate) fn start(core: &Arc<Core>, req: PromptRequest) -> watch::Receiver<Opt
 #[derive(Debug)]
 pub(crate) struct Waiting {
     pub(crate) rx: watch::Receiver<Option<Outcome>>,
-    showing: Showing,
+    question: Question,
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        let last = self.showing.waiting.fetch_sub(1, Ordering::SeqCst) == 1;
-        let answered = self.showing.rx.borrow().is_some();
-        if last && !answered && !self.showing.keep.load(Ordering::SeqCst) {
-            self.showing.withdraw.cancel();
+        let last = self.question.waiting.fetch_sub(1, Ordering::SeqCst) == 1;
+        let answered = self.question.rx.borrow().is_some();
+        if last && !answered && !self.question.keep.load(Ordering::SeqCst) {
+            self.question.withdraw.cancel();
         }
     }
 }
 
 /// [`start`] for a reader that waits for the answer (MCP).
-pub(crate) fn start_waiting(core: &Arc<Core>, req: PromptRequest) -> Waiting {
-    let showing = show(core, req);
-    showing.waiting.fetch_add(1, Ordering::SeqCst);
-    Waiting {
-        rx: showing.rx.clone(),
-        showing,
-    }
+pub(crate) fn start_waiting(core: &Arc<Core>, req: PromptRequest) -> Result<Waiting> {
+    let question = show(core, req)?;
+    question.waiting.fetch_add(1, Ordering::SeqCst);
+    Ok(Waiting {
+        rx: question.rx.clone(),
+        question,
+    })
 }
 
-fn show(core: &Arc<Core>, mut req: PromptRequest) -> Showing {
+/// The categories of `req` that may be asked for at all: a `provided.*`
+/// one only while some app publishes that kind.
+fn askable(core: &Core, categories: &[Category]) -> Result<()> {
+    for c in categories {
+        if let Category::Provided(kind) = c
+            && !core.publishes(kind)
+        {
+            return Err(Error::NotFound(format!(
+                "no app publishes '{c}' now: provided context can be asked for only while an app publishes it"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn show(core: &Arc<Core>, req: PromptRequest) -> Result<Question> {
+    let mut req = req.cleaned();
     req.categories.sort();
     req.categories.dedup();
-    let key: Key = (req.app.clone(), req.categories.clone());
-    let mut pending = core
-        .prompts
-        .pending
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if let Some(s) = pending.get(&key) {
-        return s.clone();
+    askable(core, &req.categories)?;
+    let mut line = lock(&core.prompts.line);
+    // The app's question that waits: it asks for this too.
+    if let Some(q) = line.waiting_of(&req.app) {
+        let grew = {
+            let mut r = lock(&q.req);
+            let before = r.categories.len();
+            r.categories.extend(req.categories.iter().cloned());
+            r.categories.sort();
+            r.categories.dedup();
+            if r.reason.is_empty() {
+                r.reason = req.reason.clone();
+            }
+            if r.call.is_none() {
+                r.call = req.call.clone();
+            }
+            r.categories.len() != before
+        };
+        let q = q.clone();
+        drop(line);
+        if grew {
+            core.gate.notices.bump(super::notice::Part::Pending);
+        }
+        return Ok(q);
+    }
+    // The app's question on the screen already asks all of it.
+    if let Some(q) = line.open.iter().find(|q| {
+        line.showing == Some(q.id)
+            && q.app == req.app
+            && req
+                .categories
+                .iter()
+                .all(|c| lock(&q.req).categories.contains(c))
+    }) {
+        return Ok(q.clone());
+    }
+    if line.open.len() >= MAX_OPEN {
+        drop(line);
+        tracing::info!(app = %req.app, "a question refused: {MAX_OPEN} are open already");
+        return Err(Error::Unavailable(format!(
+            "the user has {MAX_OPEN} questions to answer already; ask again later"
+        )));
     }
     let (tx, rx) = watch::channel(None);
-    let (answer_tx, mut answer_rx) = tokio::sync::oneshot::channel();
-    let showing = Showing {
-        req: req.clone(),
+    let (answer_tx, answer_rx) = oneshot::channel();
+    let (turn_tx, turn_rx) = oneshot::channel();
+    let q = Question {
+        id: core.prompts.next_id.fetch_add(1, Ordering::Relaxed),
+        app: req.app.clone(),
+        req: Arc::new(Mutex::new(req)),
         since: core.clock.now(),
         rx,
         waiting: Arc::new(AtomicUsize::new(0)),
         keep: Arc::new(AtomicBool::new(false)),
         withdraw: CancellationToken::new(),
-        id: core.prompts.next_id.fetch_add(1, Ordering::Relaxed),
         answer: Arc::new(Mutex::new(Some(answer_tx))),
+        turn: Arc::new(Mutex::new(Some(turn_tx))),
     };
-    pending.insert(key.clone(), showing.clone());
-    drop(pending);
+    line.open.push(q.clone());
+    drop(line);
     core.gate.notices.bump(super::notice::Part::Pending);
-    let withdraw = showing.withdraw.clone();
     let task_core = core.clone();
+    let task_q = q.clone();
     core.tasks.spawn(async move {
         let core = task_core;
-        let prompter = core
-            .prompts
-            .prompter
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let timeout = core.prompts.timeout;
-        let stop = core.tasks.token();
-        let surfaces = core.prompts.surfaces.clone();
-        let open = move || surfaces.load(Ordering::SeqCst) > 0;
-        // Wait for the question before this one to leave the screen; an
-        // answer from elsewhere, a withdrawal or the stop end the wait.
-        let screen = core.prompts.screen.clone();
-        let turn = tokio::select! {
-            t = screen.lock_owned() => Ok(Ok(t)),
-            _ = stop.cancelled() => Err(PromptError::Failed("the broker is stopping".into())),
-            _ = withdraw.cancelled() => Err(PromptError::Withdrawn),
-            a = &mut answer_rx => a.map_err(|_| PromptError::Failed("the prompt was dropped".into())).map(Err),
-        };
-        let result = match (turn, prompter) {
-            (Err(e), _) => Err(e),
-            (Ok(Err(a)), _) => Ok(a),
-            (Ok(Ok(_)), None) => Err(PromptError::NoUi("no prompt UI is available".into())),
-            (Ok(Ok(_turn)), Some(p)) => {
-                let ask = tokio::time::timeout(
-                    timeout + Duration::from_secs(1),
-                    p.ask(req.clone(), timeout, withdraw.clone()),
-                );
-                tokio::pin!(ask);
-                tokio::select! {
-                    // Stopping ends the prompt without an answer (nothing is
-                    // stored), and every waiter hears so at once.
-                    _ = stop.cancelled() => Err(PromptError::Failed("the broker is stopping".into())),
-                    r = &mut ask => r.unwrap_or(Err(PromptError::Timeout)),
-                    Ok(a) = &mut answer_rx => {
-                        // Answered elsewhere: let the prompter take its
-                        // question off the screen (briefly; its answer,
-                        // if any, is not the one that counts).
-                        withdraw.cancel();
-                        let _ = tokio::time::timeout(Duration::from_secs(2), ask).await;
-                        Ok(a)
-                    }
-                }
-            }
-        };
-        // No UI of the prompter's, but the dashboard is open: it asks.
-        let result = match result {
-            Err(PromptError::NoUi(_)) if open() => tokio::select! {
-                _ = stop.cancelled() => Err(PromptError::Failed("the broker is stopping".into())),
-                _ = withdraw.cancelled() => Err(PromptError::Withdrawn),
-                r = tokio::time::timeout(timeout, &mut answer_rx) => match r {
-                    Ok(Ok(a)) => Ok(a),
-                    Ok(Err(_)) => Err(PromptError::Failed("the prompt was dropped".into())),
-                    Err(_) => Err(PromptError::Timeout),
-                },
-            },
-            r => r,
-        };
-        let outcome = match result {
-            Ok(a) => Outcome::Answered(a),
-            Err(e) => Outcome::NoAnswer(e),
-        };
-        apply(&core, &req, &outcome).await;
-        tracing::info!(app = %req.app, categories = ?req.categories.iter().map(ToString::to_string).collect::<Vec<_>>(), ?outcome, "prompt ended");
-        core.prompts
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&key);
+        let q = task_q;
+        let (shown, outcome) = ask(&core, &q, turn_rx, answer_rx).await;
+        if let Some(req) = &shown {
+            apply(&core, req, &outcome).await;
+        }
+        tracing::info!(app = %q.app, categories = ?q.categories().iter().map(ToString::to_string).collect::<Vec<_>>(), ?outcome, "prompt ended");
+        lock(&core.prompts.line).end(q.id);
         core.gate.notices.bump(super::notice::Part::Pending);
         let _ = tx.send(Some(outcome));
     });
-    showing
+    // Its turn, when the screen is free (after it is in the line and its
+    // task runs: a turn given before is kept in the channel).
+    lock(&core.prompts.line).next();
+    Ok(q)
+}
+
+/// Wait for `q`'s turn, check it against the gate again, and ask the
+/// user: what was shown (`None`: nothing was, so nothing is applied) and
+/// how it ended.
+async fn ask(
+    core: &Arc<Core>,
+    q: &Question,
+    turn: oneshot::Receiver<()>,
+    mut answer_rx: oneshot::Receiver<Answer>,
+) -> (Option<PromptRequest>, Outcome) {
+    let prompter = || {
+        core.prompts
+            .prompter
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    };
+    let timeout = core.prompts.timeout;
+    let stop = core.tasks.token();
+    let withdraw = q.withdraw.clone();
+    let surfaces = core.prompts.surfaces.clone();
+    let open = move || surfaces.load(Ordering::SeqCst) > 0;
+    let stopping = || PromptError::Failed("the broker is stopping".into());
+    let dropped = || PromptError::Failed("the prompt was dropped".into());
+    // Wait for the screen; an answer from elsewhere (the user saw the
+    // question in a panel), a withdrawal or the stop end the wait.
+    tokio::select! {
+        t = turn => if t.is_err() {
+            return (None, Outcome::NoAnswer(dropped()));
+        },
+        _ = stop.cancelled() => return (None, Outcome::NoAnswer(stopping())),
+        _ = withdraw.cancelled() => return (None, Outcome::NoAnswer(PromptError::Withdrawn)),
+        a = &mut answer_rx => {
+            let req = lock(&q.req).clone();
+            return match a {
+                Ok(a) => (Some(req), Outcome::Answered(a)),
+                Err(_) => (None, Outcome::NoAnswer(dropped())),
+            };
+        }
+    }
+    // Checked again right before it is shown: only what is still
+    // undecided, and nothing when the app may not be asked now.
+    let req = {
+        let mut r = lock(&q.req);
+        let app = r.app.clone();
+        r.categories
+            .retain(|c| core.gate.decide(&app, c) == Decision::Ask);
+        r.clone()
+    };
+    if req.categories.is_empty() {
+        return (None, Outcome::Decided);
+    }
+    core.gate.notices.bump(super::notice::Part::Pending);
+    let result = match prompter() {
+        None => Err(PromptError::NoUi("no prompt UI is available".into())),
+        Some(p) => {
+            let ask = tokio::time::timeout(
+                timeout + Duration::from_secs(1),
+                p.ask(req.clone(), timeout, withdraw.clone()),
+            );
+            tokio::pin!(ask);
+            tokio::select! {
+                // Stopping ends the prompt without an answer (nothing is
+                // stored), and every waiter hears so at once.
+                _ = stop.cancelled() => Err(stopping()),
+                r = &mut ask => r.unwrap_or(Err(PromptError::Timeout)),
+                Ok(a) = &mut answer_rx => {
+                    // Answered elsewhere: let the prompter take its
+                    // question off the screen (briefly; its answer, if
+                    // any, is not the one that counts).
+                    withdraw.cancel();
+                    let _ = tokio::time::timeout(Duration::from_secs(2), ask).await;
+                    Ok(a)
+                }
+            }
+        }
+    };
+    // No UI of the prompter's, but the dashboard is open: it asks.
+    let result = match result {
+        Err(PromptError::NoUi(_)) if open() => tokio::select! {
+            _ = stop.cancelled() => Err(stopping()),
+            _ = withdraw.cancelled() => Err(PromptError::Withdrawn),
+            r = tokio::time::timeout(timeout, &mut answer_rx) => match r {
+                Ok(Ok(a)) => Ok(a),
+                Ok(Err(_)) => Err(dropped()),
+                Err(_) => Err(PromptError::Timeout),
+            },
+        },
+        r => r,
+    };
+    let outcome = match result {
+        Ok(a) => Outcome::Answered(a),
+        Err(e) => Outcome::NoAnswer(e),
+    };
+    (Some(req), outcome)
 }
 
 /// Wait for a prompt's outcome.
@@ -402,9 +632,21 @@ pub(crate) async fn wait(mut rx: watch::Receiver<Option<Outcome>>) -> Outcome {
 }
 
 /// Only user input writes a decision: an answer is stored (or, for "once",
-/// kept in memory for one access); no answer stores nothing.
+/// kept in memory for one access); no answer stores nothing. How the
+/// question ended counts towards the app's cool-down and quiet period
+/// (in memory, [`super::gate::Gate::question_ended`]).
 async fn apply(core: &Core, req: &PromptRequest, outcome: &Outcome) {
     let now = core.clock.now();
+    let ended = match outcome {
+        o if o.allowed() => Some(Ended::Allowed),
+        Outcome::Answered(_) => Some(Ended::Denied),
+        // The user closed it without choosing.
+        Outcome::NoAnswer(PromptError::Declined | PromptError::Dismissed) => Some(Ended::Dismissed),
+        Outcome::NoAnswer(PromptError::Timeout) => Some(Ended::Unanswered),
+        // Withdrawn by the app, not ignored by the user; never shown; or
+        // no way to ask (below): not the user's doing.
+        Outcome::NoAnswer(_) | Outcome::Decided => None,
+    };
     for cat in &req.categories {
         let r = match outcome {
             Outcome::Answered(Answer::Once) => {
@@ -432,17 +674,118 @@ async fn apply(core: &Core, req: &PromptRequest, outcome: &Outcome) {
                     .record(&req.app, cat, Verdict::Deny, None, Origin::Prompt)
                     .await
             }
-            // Withdrawn by the app, not ignored by the user: no cool-down.
-            // Declined: the user saw it and said "not now" to this call
-            // only; the next call asks again.
-            Outcome::NoAnswer(PromptError::Withdrawn | PromptError::Declined) => Ok(()),
-            Outcome::NoAnswer(_) => {
+            // No UI, or the prompter failed: this category is refused
+            // for the cool-down, so that a broken UI is not asked in a
+            // loop (the app as a whole may still ask about others).
+            Outcome::NoAnswer(PromptError::NoUi(_) | PromptError::Failed(_)) => {
                 core.gate.cool_down(&req.app, cat);
                 Ok(())
             }
+            Outcome::NoAnswer(_) | Outcome::Decided => Ok(()),
         };
         if let Err(e) = r {
             tracing::error!(app = %req.app, category = %cat, error = %e, "cannot store the user's answer");
         }
+    }
+    if let Some(how) = ended {
+        core.gate.question_ended(&req.app, how);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn question(id: u64, app: &str) -> (Question, oneshot::Receiver<()>) {
+        let app = AppId::new(app).expect("id");
+        let (_tx, rx) = watch::channel(None);
+        let (turn_tx, turn_rx) = oneshot::channel();
+        let q = Question {
+            id,
+            app: app.clone(),
+            req: Arc::new(Mutex::new(PromptRequest {
+                app,
+                identity_source: IdentitySource::Flatpak,
+                display_name: None,
+                icon: None,
+                categories: vec![Category::Power],
+                channel: Channel::DBus,
+                reason: String::new(),
+                call: None,
+            })),
+            since: chrono::Utc::now(),
+            rx,
+            waiting: Arc::new(AtomicUsize::new(0)),
+            keep: Arc::new(AtomicBool::new(false)),
+            withdraw: CancellationToken::new(),
+            answer: Arc::new(Mutex::new(None)),
+            turn: Arc::new(Mutex::new(Some(turn_tx))),
+        };
+        (q, turn_rx)
+    }
+
+    /// The attack: an app whose question is on the screen asks again and
+    /// again; another app asks once. The other app's question is shown
+    /// next, before the first app's follow-up, though that one is older.
+    #[test]
+    fn another_apps_first_question_goes_before_a_follow_up() {
+        let mut line = Line::default();
+        let (a1, mut a1_turn) = question(1, "org.example.Flood");
+        line.open.push(a1);
+        line.next();
+        assert_eq!(line.showing, Some(1));
+        assert!(a1_turn.try_recv().is_ok());
+        let (a2, mut a2_turn) = question(2, "org.example.Flood");
+        let (b1, mut b1_turn) = question(3, "org.example.Other");
+        line.open.push(a2);
+        line.open.push(b1);
+        line.next();
+        assert_eq!(line.showing, Some(1), "one question on the screen");
+        line.end(1);
+        assert_eq!(line.showing, Some(3), "the other app's first question");
+        assert!(b1_turn.try_recv().is_ok());
+        assert!(a2_turn.try_recv().is_err());
+        line.end(3);
+        assert_eq!(line.showing, Some(2));
+        assert!(a2_turn.try_recv().is_ok());
+        line.end(2);
+        assert!(line.open.is_empty() && line.showing.is_none());
+        assert!(line.served.is_empty(), "nothing kept of apps that left");
+    }
+
+    /// A question whose task ended before its turn (withdrawn) is
+    /// skipped.
+    #[test]
+    fn a_question_gone_before_its_turn_is_skipped() {
+        let mut line = Line::default();
+        let (a, a_turn) = question(1, "org.example.A");
+        let (b, mut b_turn) = question(2, "org.example.B");
+        drop(a_turn);
+        line.open.push(a);
+        line.open.push(b);
+        line.next();
+        assert_eq!(line.showing, Some(2));
+        assert!(b_turn.try_recv().is_ok());
+    }
+
+    #[test]
+    fn text_from_apps_is_cleaned_for_every_surface() {
+        let (q, _) = question(1, "org.example.A");
+        let mut req = lock(&q.req).clone();
+        req.display_name = Some("Settings\n\u{202E}evil".into());
+        req.reason = format!("</b>\n{}", "x".repeat(1000));
+        req.call = Some(HostCall {
+            host: Some("Host\u{2066}".into()),
+            method: "tools/call".into(),
+            name: "t".into(),
+            arguments: Some("a\nb".into()),
+        });
+        let c = req.cleaned();
+        assert_eq!(c.display_name.as_deref(), Some("Settings evil"));
+        assert!(c.reason.starts_with("</b> x"), "{}", c.reason);
+        assert_eq!(c.reason.chars().count(), REASON_MAX);
+        let call = c.call.expect("call");
+        assert_eq!(call.host.as_deref(), Some("Host"));
+        assert_eq!(call.arguments.as_deref(), Some("a b"));
     }
 }

@@ -423,6 +423,17 @@ impl Core {
         Ok(())
     }
 
+    /// Whether some app publishes `kind` now: only then may an app ask
+    /// the user for `provided.<kind>` (`core::prompts`), so that a flood
+    /// of invented kinds asks nothing.
+    pub(crate) fn publishes(&self, kind: &str) -> bool {
+        self.providers
+            .lock()
+            .owners
+            .values()
+            .any(|entries| entries.iter().any(|e| &*e.kind == kind))
+    }
+
     /// Remove the entry of `kind` of the connection `owner`. Nothing to
     /// remove is not an error; another connection's entry, even of the
     /// same app, is not this one's to remove.

@@ -223,8 +223,21 @@ pub(crate) enum Requested {
     Granted,
     /// One is refused; why.
     Denied(String),
-    /// The user is being asked; the outcome arrives here.
-    Asking(tokio::sync::watch::Receiver<Option<Outcome>>),
+    /// The user is being asked; the outcome arrives here. Requests of one
+    /// app merged into one question share its id.
+    Asking(prompts::Asking),
+}
+
+/// What a `RequestAccess` answers once its question ended
+/// ([`Core::settle`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Settled {
+    /// Every category asked for is allowed now.
+    Granted,
+    /// Refused (by the user, or by the gate meanwhile); why.
+    Denied(String),
+    /// Ended without the user's answer (a timeout, no way to ask); why.
+    Ended(String),
 }
 
 /// Capture sessions a [`Captures`] read takes from the timeline at most.
@@ -381,26 +394,65 @@ impl Core {
         who: &Subject,
         categories: &[Category],
         reason: &str,
-    ) -> Requested {
+    ) -> Result<Requested> {
         self.gate.seen(&who.app_id, who.source).await;
         let mut ask = Vec::new();
         for c in categories {
             match self.gate.decide(&who.app_id, c) {
                 Decision::Allow => {}
-                Decision::Deny(e) => return Requested::Denied(e.to_string()),
+                Decision::Deny(e) => return Ok(Requested::Denied(e.to_string())),
                 Decision::Ask => ask.push(c.clone()),
             }
         }
         if ask.is_empty() {
-            return Requested::Granted;
+            return Ok(Requested::Granted);
         }
         let Some(owned) = self.arc() else {
-            return Requested::Denied("the broker is stopping".into());
+            return Ok(Requested::Denied("the broker is stopping".into()));
         };
-        Requested::Asking(prompts::start(
+        Ok(Requested::Asking(prompts::start(
             &owned,
             prompt_request(who, ask, reason, None),
-        ))
+        )?))
+    }
+
+    /// What a `RequestAccess` of `categories` answers now that its
+    /// question ended `outcome`: what the gate says of each of them
+    /// (one question answers several requests of an app, each for some
+    /// of its categories; a question never shown left the answer to the
+    /// gate), else how the question ended.
+    pub(crate) fn settle(
+        &self,
+        who: &Subject,
+        categories: &[Category],
+        outcome: &Outcome,
+    ) -> Settled {
+        match outcome {
+            // Escape: the user's own "no" to this call.
+            Outcome::NoAnswer(e @ prompts::PromptError::Declined) => {
+                return Settled::Denied(e.to_string());
+            }
+            Outcome::NoAnswer(e) => return Settled::Ended(e.to_string()),
+            Outcome::Answered(_) | Outcome::Decided => {}
+        }
+        let mut undecided = false;
+        for c in categories {
+            match self.gate.decide(&who.app_id, c) {
+                Decision::Allow => {}
+                Decision::Deny(e) => {
+                    return Settled::Denied(match outcome {
+                        Outcome::Answered(_) => "the user denied it".to_owned(),
+                        _ => e.to_string(),
+                    });
+                }
+                Decision::Ask => undecided = true,
+            }
+        }
+        if undecided {
+            Settled::Ended("the user has not decided about all of it yet".into())
+        } else {
+            Settled::Granted
+        }
     }
 
     /// The first of `categories` that `app` may no longer see (a live
@@ -643,12 +695,12 @@ impl Core {
             progress, cancel, ..
         } = mode
         else {
-            prompts::start(&owned, prompt);
+            prompts::start(&owned, prompt)?;
             return Err(pending());
         };
         // While this waits; dropped on every return, which withdraws the
         // prompt when nobody else waits for it.
-        let waiting = prompts::start_waiting(&owned, prompt);
+        let waiting = prompts::start_waiting(&owned, prompt)?;
         let names: Vec<String> = ask.iter().map(ToString::to_string).collect();
         let message = format!("waiting for the user to allow {}", names.join(", "));
         let report = |step: f64| {
@@ -674,7 +726,8 @@ impl Core {
                 }
             }
         };
-        if !outcome.allowed() {
+        // A question never shown left the answer to the gate (below).
+        if !outcome.allowed() && outcome != Outcome::Decided {
             let hint = match &outcome {
                 Outcome::NoAnswer(e) => e.to_string(),
                 _ => "the user denied it".to_owned(),

@@ -13,6 +13,7 @@ use zbus::wire::{OwnedObjectPath, OwnedVariant, Variant};
 
 use crate::core::agents::TrustedAgent;
 use crate::core::consent::{Answer, BoxFut};
+use crate::core::display;
 use crate::core::prompts::{PromptError, PromptRequest, Prompter};
 
 pub(crate) const AGENT_INTERFACE: &str = "org.contextd.ConsentAgent1";
@@ -125,7 +126,9 @@ pub(crate) fn parse_answer(
 /// Who asks, as `Ask` and `Cancel` describe the app.
 fn app_dict(req: &PromptRequest) -> HashMap<&str, Variant<'_>> {
     let mut app: HashMap<&str, Variant<'_>> = HashMap::new();
-    app.insert("id", Variant::from(req.app.as_str()));
+    // Every text here is as `PromptRequest::cleaned` made it (one line,
+    // no control or bidirectional characters, bounded); the id too.
+    app.insert("id", Variant::from(req.shown_id()));
     app.insert(
         "identity_source",
         Variant::from(req.identity_source.as_str()),
@@ -235,33 +238,49 @@ async fn ask_notification(
         .receive_signal("NotificationClosed")
         .await
         .map_err(|e| PromptError::NoUi(e.to_string()))?;
+    // Whether the server renders markup in the body (the specification's
+    // `body-markup`): then the body's every text is escaped, or an app's
+    // reason could be a link or a hidden span.
+    let markup = proxy
+        .call_method("GetCapabilities", &())
+        .await
+        .ok()
+        .and_then(|r| r.body().deserialize::<Vec<String>>().ok())
+        .is_some_and(|caps| caps.iter().any(|c| c == "body-markup"));
     // Without a desktop entry that may speak for it (see
     // `desktop_entry::display_of`), the app is named by what identifies
-    // it: an executable by its path, anything else by its id.
-    let who = req.display_name.clone().unwrap_or_else(|| {
-        req.app
-            .as_str()
-            .strip_prefix("exe:")
-            .unwrap_or(req.app.as_str())
-            .to_owned()
-    });
+    // it: an executable by its path, anything else by its id. Its id is
+    // always shown beside the name it claims.
+    let id = req.shown_id();
+    let who = req
+        .display_name
+        .clone()
+        .unwrap_or_else(|| id.strip_prefix("exe:").unwrap_or(&id).to_owned());
     let what: Vec<String> = req
         .categories
         .iter()
         .map(|c| c.description().to_lowercase())
         .collect();
-    let summary = format!("{who} wants to know what you are doing");
+    // The summary is plain text by the specification, yet some servers
+    // render markup there too: without its characters, where they might.
+    let summary = format!(
+        "{} wants to know what you are doing",
+        if markup {
+            display::without_markup(&who)
+        } else {
+            who.clone()
+        }
+    );
     let mut body = format!(
-        "{who} ({}, known by {}) asks to see: {}.",
-        req.app,
+        "{who} ({id}, known by {}) asks to see: {}.",
         req.identity_source.meaning(),
         what.join("; ")
     );
     if !req.reason.is_empty() {
-        body.push_str(&format!(
-            " Reason given: {}",
-            req.reason.chars().take(200).collect::<String>()
-        ));
+        body.push_str(&format!(" Reason given: {}", req.reason));
+    }
+    if markup {
+        body = display::markup(&body);
     }
     let actions = vec![
         "once",
@@ -327,8 +346,12 @@ async fn ask_notification(
                 }
                 m = closed.next() => {
                     let Some(m) = m else { return Err(PromptError::Failed("the notification server left".into())) };
-                    let Ok((nid, _reason)) = m.body().deserialize::<(u32, u32)>() else { continue };
-                    if nid == id { return Err(PromptError::Dismissed) }
+                    let Ok((nid, reason)) = m.body().deserialize::<(u32, u32)>() else { continue };
+                    // 1: it expired (the user may be away: no refusal
+                    // of theirs); else they dismissed it (or it closed).
+                    if nid == id {
+                        return Err(if reason == 1 { PromptError::Timeout } else { PromptError::Dismissed });
+                    }
                 }
             }
         }
@@ -360,6 +383,9 @@ impl Prompter for DBusPrompter {
                     req.icon = found.icon;
                 }
             }
+            // The name and icon a desktop entry claims, as every prompt
+            // surface shows text from apps.
+            let req = req.cleaned();
             if let Some(agent) = this.agents.current() {
                 let asked = tokio::time::timeout(timeout, ask_agent(&this.conn, &agent, &req));
                 return tokio::select! {

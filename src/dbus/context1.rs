@@ -14,7 +14,7 @@ use super::header::KeptHeader;
 use super::request;
 use super::subscription;
 use super::variant::{self, Dict};
-use crate::core::read::{self, Requested};
+use crate::core::read::{self, Requested, Settled};
 use crate::core::{Mode, prompts, provide, view};
 use crate::model::Category;
 
@@ -513,43 +513,74 @@ impl Context1 {
             .sender()
             .map(|s| s.as_str().to_owned())
             .ok_or_else(|| Error::Failed("message has no sender".into()))?;
-        let requested = self.shared.core.request_access(&who, &cats, &reason).await;
-        let n = self.shared.next_request();
-        let (path, cancel) = request::create(&self.shared.conn, n, &owner).await?;
+        let requested = self
+            .shared
+            .core
+            .request_access(&who, &cats, &reason)
+            .await?;
         let conn = Arc::new(self.shared.conn.clone());
-        let p = path.clone();
-        let respond = move |code: u32, msg: Option<String>| {
-            let results = msg
-                .map(|m| HashMap::from([("message".to_owned(), Variant::from(m))]))
-                .unwrap_or_default();
-            request::respond(conn.clone(), p.clone(), owner.clone(), code, results)
-        };
-        match requested {
+        let respond =
+            move |path: OwnedObjectPath, owner: String, code: u32, msg: Option<String>| {
+                let results = msg
+                    .map(|m| HashMap::from([("message".to_owned(), Variant::from(m))]))
+                    .unwrap_or_default();
+                request::respond(conn.clone(), path, owner, code, results)
+            };
+        let asking = match requested {
             Requested::Denied(msg) => {
-                self.shared.tasks.spawn(respond(request::DENIED, Some(msg)));
+                let n = self.shared.next_request();
+                let (path, _) = request::create(&self.shared.conn, n, &owner).await?;
+                self.shared
+                    .tasks
+                    .spawn(respond(path.clone(), owner, request::DENIED, Some(msg)));
+                return Ok(path);
             }
             Requested::Granted => {
-                self.shared.tasks.spawn(respond(request::GRANTED, None));
+                let n = self.shared.next_request();
+                let (path, _) = request::create(&self.shared.conn, n, &owner).await?;
+                self.shared
+                    .tasks
+                    .spawn(respond(path.clone(), owner, request::GRANTED, None));
+                return Ok(path);
             }
-            Requested::Asking(rx) => {
-                let answered = async move {
-                    tokio::select! {
-                        _ = cancel.cancelled() => {}
-                        outcome = prompts::wait(rx) => {
-                            let (code, msg) = match &outcome {
-                                o if o.allowed() => (request::GRANTED, "allowed".to_owned()),
-                                prompts::Outcome::Answered(_) => (request::DENIED, "the user denied it".to_owned()),
-                                // Escape: the user's own "no" to this call.
-                                prompts::Outcome::NoAnswer(e @ prompts::PromptError::Declined) => (request::DENIED, e.to_string()),
-                                prompts::Outcome::NoAnswer(e) => (request::ENDED, e.to_string()),
-                            };
-                            respond(code, Some(msg)).await;
-                        }
-                    }
-                };
-                self.shared.tasks.spawn(answered);
+            Requested::Asking(asking) => asking,
+        };
+        // Calls of this connection merged into one question share its
+        // object (bounded by the open questions, `core::prompts`).
+        let path = match self
+            .shared
+            .requests
+            .join(&owner, asking.id, &cats, || self.shared.next_request())?
+        {
+            request::Joined::Existing(path) => return Ok(path),
+            request::Joined::New(path) => path,
+        };
+        let (path, cancel) = match request::create_at(&self.shared.conn, path, &owner).await {
+            Ok(made) => made,
+            Err(e) => {
+                self.shared.requests.take(&owner, asking.id);
+                return Err(e);
             }
-        }
+        };
+        let shared = self.shared.clone();
+        let p = path.clone();
+        let answered = async move {
+            tokio::select! {
+                _ = cancel.cancelled() => {
+                    shared.requests.take(&owner, asking.id);
+                }
+                outcome = prompts::wait(asking.rx) => {
+                    let asked = shared.requests.take(&owner, asking.id);
+                    let (code, msg) = match shared.core.settle(&who, &asked, &outcome) {
+                        Settled::Granted => (request::GRANTED, "allowed".to_owned()),
+                        Settled::Denied(m) => (request::DENIED, m),
+                        Settled::Ended(m) => (request::ENDED, m),
+                    };
+                    respond(p, owner, code, Some(msg)).await;
+                }
+            }
+        };
+        self.shared.tasks.spawn(answered);
         Ok(path)
     }
 

@@ -52,6 +52,8 @@ pub(crate) struct Shared {
     /// answer) are spawned here, so that shutdown joins them.
     pub(crate) tasks: TaskTracker,
     next_request: AtomicU64,
+    /// `RequestAccess`'s objects of open questions (`request::Open`).
+    pub(crate) requests: request::Open,
     /// The privacy indicator: on or off, and the shell that shows its own
     /// (`Indicator1.Watch`; no StatusNotifierItem meanwhile).
     pub(crate) indicator: indicator1::IndicatorState,
@@ -203,6 +205,7 @@ pub(crate) async fn serve(
         polkit: polkit::Polkit::default(),
         tasks: level.tracker(),
         next_request: AtomicU64::new(0),
+        requests: request::Open::default(),
         indicator: indicator1::IndicatorState::default(),
         replies: context1::ReplyHeaders::default(),
     });

@@ -207,9 +207,11 @@ async fn only_trusted_agents_register() {
 
 /// Two questions queue: the agent is asked the second only once the first
 /// is answered. Escape (`cancel`) denies the call and stores nothing, and
-/// the next call asks again (no cool-down).
+/// (the attack: an app re-asking as fast as the user presses Escape) the
+/// app is not asked again for the cool-down: its next call is denied at
+/// once, with no question.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn questions_queue_and_escape_denies_the_call_only() {
+async fn questions_queue_and_escape_cools_the_app_down() {
     with_timeout(90, async {
         let s = setup("[consent]\nprompt_timeout_s = 20\ncooldown_s = 600\n").await;
         let _d = start(&s).await;
@@ -243,8 +245,7 @@ async fn questions_queue_and_escape_denies_the_call_only() {
         .await;
         assert_eq!(second.categories, vec!["network"]);
 
-        // Escape on the second: denied for that call, nothing stored,
-        // and asked again at once (the cool-down is 10 minutes).
+        // Escape on the second: denied for that call, nothing stored.
         agent.set("cancel", Duration::ZERO);
         agent.release.notify_one();
         eventually(20, "the question is gone", || async {
@@ -259,13 +260,22 @@ async fn questions_queue_and_escape_denies_the_call_only() {
                 .any(|g| g["category"] == "network"),
             "Escape stored a decision: {grants:?}"
         );
-        ctx.request_access(&["network"], "testing")
-            .await
-            .expect("RequestAccess");
-        eventually(20, "the next call asks again", || async {
-            (agent.asked().len() == 3).then_some(())
-        })
-        .await;
+        // The app asks again at once, for that and for anything else:
+        // denied without a question, for the 10 minutes of cool-down.
+        for cats in [&["network"][..], &["session"], &["location"]] {
+            assert_eq!(
+                crate::consent_prompts::request(&app, cats).await,
+                1,
+                "{cats:?}"
+            );
+        }
+        assert_eq!(error_name(ctx.subscribe(&["session"]).await), NOT_ALLOWED);
+        assert!(consent.list_pending().await.expect("pending").is_empty());
+        assert_eq!(agent.asked().len(), 2, "asked again: {:?}", agent.asked());
+        assert!(
+            consent.list_grants().await.expect("grants").is_empty(),
+            "a cool-down is no decision"
+        );
     })
     .await;
 }

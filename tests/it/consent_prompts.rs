@@ -43,7 +43,7 @@ async fn register(s: &Setup, agent: &TestAgent) -> zbus::Connection {
 }
 
 /// Request access and wait for the Response code.
-async fn request(conn: &zbus::Connection, cats: &[&str]) -> u32 {
+pub(crate) async fn request(conn: &zbus::Connection, cats: &[&str]) -> u32 {
     let ctx = Context1Proxy::new(conn).await.expect("proxy");
     // Listen first: the answer may come right after the reply.
     let rule = zbus::MatchRule::builder()

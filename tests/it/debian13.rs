@@ -175,8 +175,9 @@ async fn pipewire_1_4_capture_is_a_microphone_session_of_its_process() {
 
 /// The consent dialog of the ES-module extension in GNOME Shell 48: the
 /// shell registers as the consent agent (an intruder is refused), the
-/// dialog shows the question, a second waits, Escape denies the call
-/// only, a Cancel removes it, "Always allow" by keyboard grants
+/// dialog shows the question and takes no input for a second, a second
+/// waits, Escape denies the call and cools the app down, a Cancel removes
+/// it, "Always allow" by keyboard grants
 /// (tests/it/shells_gnome_consent.rs on GNOME Shell 43).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gnome_shell_48_asks_in_a_dialog_queues_cancels_and_grants() {

@@ -25,6 +25,7 @@ mod backpressure;
 mod canaries;
 mod codegen;
 mod consent_agents;
+mod consent_asking;
 mod consent_details;
 mod consent_keyring;
 mod consent_manage;

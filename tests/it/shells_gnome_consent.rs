@@ -4,9 +4,12 @@
 //! and another program that tries is refused; an app that is not granted
 //! asks; the dialog shows its question (seen in
 //! the shell's own actor tree, and in a screenshot the shell takes, saved
-//! under target/tmp/); a second question waits for the first; Escape
-//! denies that call only; an answer given elsewhere makes the broker
-//! `Cancel` the dialog; a key press on "Always allow" grants.
+//! under target/tmp/); no answer is the default and the buttons take no
+//! input for a second (a Return typed as it appears answers nothing); a
+//! second question waits for the first; Escape denies that call and
+//! cools the app down (its waiting question is never shown); an answer
+//! given elsewhere makes the broker `Cancel` the dialog; a key press on
+//! "Always allow" grants.
 //!
 //! The actor tree is read by a probe extension the test installs (like
 //! the benches' focus helper): GNOME Shell 43 has no D-Bus call to read
@@ -60,8 +63,10 @@ const PROBE_JS: &str = r#"const IFACE = `<node><interface name="org.contextd.Tes
   <method name="Screenshot"><arg type="s" direction="in"/><arg type="b" direction="out"/></method>
 </interface></node>`;
 function walk(actor, out) {
-    if (actor instanceof St.Button)
+    if (actor instanceof St.Button) {
         out.buttons.push(actor.label || '');
+        out.reactive.push(actor.reactive);
+    }
     else if (actor instanceof St.Label)
         out.texts.push(actor.get_text());
     for (const c of actor.get_children())
@@ -85,7 +90,7 @@ class Probe {
     Dialogs() {
         return JSON.stringify(dialogs().map(d => {
             const out = {
-                texts: [], buttons: [], name: d.accessible_name,
+                texts: [], buttons: [], reactive: [], name: d.accessible_name,
                 opened: d.state === ModalDialog.State.OPENED,
             };
             walk(d, out);
@@ -294,7 +299,7 @@ pub(crate) async fn the_shell_asks_in_a_dialog_queues_cancels_and_grants_in(
             None => String::new(),
         };
         home.write_config(&format!(
-            "{shells}[consent]\nprompt_timeout_s = 60\ncooldown_s = 600\n"
+            "{shells}[consent]\nprompt_timeout_s = 60\ncooldown_s = 2\n"
         ));
         let shell_home = tempfile::tempdir().expect("tempdir");
         let data = data_dir_for(shell_home.path(), format);
@@ -368,8 +373,30 @@ pub(crate) async fn the_shell_asks_in_a_dialog_queues_cancels_and_grants_in(
             d["name"].as_str().is_some_and(|n| n.starts_with("Allow “")),
             "no accessible name: {d}"
         );
-        eventually(20, "the dialog has faded in", || async {
-            (dialogs(&conn).await.first()?["opened"] == true).then_some(())
+        // The attack: a question timed to appear under the user's typing.
+        // A Return at once answers nothing: no answer is the default, and
+        // no button takes input for a second.
+        assert!(
+            d["reactive"]
+                .as_array()
+                .is_some_and(|r| r.iter().all(|b| b == false)),
+            "buttons take input at once: {d}"
+        );
+        key(&conn, "Return").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        one_dialog_about(&conn, "Battery level").await;
+        assert_eq!(
+            consent.list_pending().await.expect("pending").len(),
+            1,
+            "a Return typed as the dialog appeared answered it"
+        );
+        eventually(20, "the dialog has faded in and takes input", || async {
+            let d = dialogs(&conn).await.first()?.clone();
+            (d["opened"] == true
+                && d["reactive"]
+                    .as_array()
+                    .is_some_and(|r| r.iter().all(|b| b == true)))
+            .then_some(())
         })
         .await;
         // Taken where a shell in a root can write (its home is under
@@ -395,9 +422,19 @@ pub(crate) async fn the_shell_asks_in_a_dialog_queues_cancels_and_grants_in(
         .await;
         one_dialog_about(&conn, "Battery level").await;
 
-        // Escape: denied for this call only; the network question follows.
+        // Escape: denied for this call, and the app cools down: its
+        // waiting question is never shown, and denied.
         key(&conn, "Escape").await;
         assert_eq!(power.code().await, 1, "Escape denies the call");
+        assert_eq!(network.code().await, 1, "the app is cooling down");
+        eventually(20, "no dialog and nothing pending", || async {
+            (dialogs(&conn).await.is_empty() && consent.list_pending().await.ok()?.is_empty())
+                .then_some(())
+        })
+        .await;
+        // After the cool-down (2 s here) the app asks again.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let network = Asked::new(&conn, &["network"], "to know if you are online").await;
         one_dialog_about(&conn, "Network connectivity").await;
 
         // Answered elsewhere (a settings panel): the broker cancels the
@@ -425,6 +462,14 @@ pub(crate) async fn the_shell_asks_in_a_dialog_queues_cancels_and_grants_in(
         // (key focus, then Return, as a keyboard user) grants it.
         let again = Asked::new(&conn, &["power"], "to show your battery in my panel").await;
         one_dialog_about(&conn, "Battery level").await;
+        eventually(20, "the buttons take input", || async {
+            let d = dialogs(&conn).await.first()?.clone();
+            d["reactive"]
+                .as_array()
+                .is_some_and(|r| !r.is_empty() && r.iter().all(|b| b == true))
+                .then_some(())
+        })
+        .await;
         let m = probe(&conn, "Focus", &("Always allow",)).await;
         assert!(m.body().deserialize::<bool>().expect("bool"), "focus");
         key(&conn, "Return").await;
@@ -434,8 +479,8 @@ pub(crate) async fn the_shell_asks_in_a_dialog_queues_cancels_and_grants_in(
             .iter()
             .map(contextd::client::json::dict_to_json)
             .collect();
-        // Stored, from the prompt, for good: "Always allow", not the
-        // default "Allow once" (kept in memory only) nor "for a day".
+        // Stored, from the prompt, for good: "Always allow", not "Allow
+        // once" (kept in memory only) nor "for a day".
         assert!(
             grants.iter().any(|g| g["category"] == "power"
                 && g["decision"] == "allow"

@@ -39,11 +39,20 @@ const AGENT_XML = `<node>
 // "Allow for a day".
 const DAY_S = 86400;
 // The longest text of an app shown (reason, arguments): the dialog must
-// stay on the screen whatever an app sends.
+// stay on the screen whatever an app sends. The broker sends them cleaned
+// already (core::display); this holds should another program ever ask.
 const MAX_TEXT = 400;
+// How long after the dialog appears its answers take no input: a
+// question timed to appear under the user's typing or clicking is not
+// answered by it (as browsers do for permission prompts).
+const INPUT_DELAY_MS = 1000;
+// Line breaks, control characters, bidirectional controls and the
+// invisible format characters: text from apps shows on one line, in the
+// order it is written.
+const UNSHOWN = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]/g;
 
 function cut(text) {
-    text = String(text || '');
+    text = String(text || '').replace(UNSHOWN, ' ').replace(/ {2,}/g, ' ').trim();
     return text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT)}…` : text;
 }
 
@@ -58,27 +67,27 @@ function describe(app, categories, reason) {
     const id = field(app, 'id');
     // A program without a desktop entry is named by its file's name here,
     // and by its whole path (the id) below the heading.
-    const name = field(app, 'name') ||
-        (id.startsWith('exe:') ? GLib.path_get_basename(id.slice(4)) : id);
+    const name = cut(field(app, 'name') ||
+        (id.startsWith('exe:') ? GLib.path_get_basename(id.slice(4)) : id));
     const questions = field(app, 'questions', []);
-    const lines = questions.length > 0
+    const lines = (questions.length > 0
         ? questions.map(q => q.detail_of
             ? `${q.description} (more detail about ${q.detail_of})`
             : q.description)
-        : categories;
-    const host = field(app, 'host');
-    const callName = field(app, 'call_name');
+        : categories).map(cut);
+    const host = cut(field(app, 'host'));
+    const callName = cut(field(app, 'call_name'));
     let call = '';
     if (callName) {
         const args = field(app, 'arguments');
-        call = `${host || 'An MCP host'} calls ${field(app, 'call')} ${callName}` +
+        call = `${host || 'An MCP host'} calls ${cut(field(app, 'call'))} ${callName}` +
             (args ? ` with ${cut(args)}` : ' with no arguments');
     }
     return {
-        id,
+        id: cut(id),
         name,
         icon: field(app, 'icon'),
-        identity: field(app, 'identity'),
+        identity: cut(field(app, 'identity')),
         lines,
         sensitive: questions.some(q => q.sensitive),
         reason: cut(reason),
@@ -161,7 +170,7 @@ class Agent {
         if (!this._fromBroker(invocation))
             return;
         const [app, categories] = params;
-        const key = `${field(app, 'id')}\n${categories.join(',')}`;
+        const key = `${cut(field(app, 'id'))}\n${categories.join(',')}`;
         for (const q of this._queue.filter(x => x.key === key))
             this._answer(q, 'cancel');
         this._queue = this._queue.filter(x => x.key !== key);
@@ -215,9 +224,18 @@ class Agent {
 // A system-modal dialog in the style of GNOME's own permission and polkit
 // dialogs: the app's icon and name, a heading, what it asks in plain
 // words, the reason in the app's own words, the MCP call, and the four
-// answers. Return (the default) allows once; Escape closes it without a
-// choice (denied for this call only).
-function buildDialog(q, done) {
+// answers. No answer is the default: Return answers only the button that
+// has the key focus (Deny, the first, when it appears), and for a second
+// after the dialog appears no button takes input at all (insensitive,
+// and any answer then ignored), so a question timed to appear under the
+// user's typing is not answered by it. Escape closes it without a choice
+// (denied for this call, and the app is not asked again for a while).
+function buildDialog(q, answered) {
+    let ready = false;
+    const done = answer => {
+        if (ready || answer === 'cancel')
+            answered(answer);
+    };
     // GNOME's modal-dialog look without the prompt-dialog's fixed 25em:
     // the body below sets the width.
     const dialog = new ModalDialog.ModalDialog();
@@ -266,10 +284,31 @@ function buildDialog(q, done) {
 
     dialog.setButtons([
         {label: 'Deny', action: () => done('deny')},
-        {label: 'Allow once', action: () => done('once'), default: true},
+        {label: 'Allow once', action: () => done('once')},
         {label: 'Allow for a day', action: () => done('duration')},
         {label: 'Always allow', action: () => done('always')},
     ]);
+    // Insensitive until the delay is over (counted from when it opens).
+    const buttons = dialog.buttonLayout.get_children();
+    for (const b of buttons)
+        b.reactive = false;
+    let timer = 0;
+    dialog.connect('opened', () => {
+        if (timer)
+            return;
+        timer = GLib.timeout_add(GLib.PRIORITY_DEFAULT, INPUT_DELAY_MS, () => {
+            timer = 0;
+            ready = true;
+            for (const b of buttons)
+                b.reactive = true;
+            return GLib.SOURCE_REMOVE;
+        });
+    });
+    dialog.connect('destroy', () => {
+        if (timer)
+            GLib.source_remove(timer);
+        timer = 0;
+    });
     // Escape: no choice, a deny for this call only.
     dialog.connect('key-press-event', (_actor, event) => {
         if (event.get_key_symbol() !== Clutter.KEY_Escape)
