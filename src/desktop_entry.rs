@@ -169,44 +169,12 @@ pub(crate) fn lookup(app_id: &str) -> Option<AppInfo> {
         .lookup(app_id)
 }
 
-/// A value as it may be shown: one line (control characters, `\n` of
-/// the spec's escapes among them, become spaces), without the Unicode
-/// controls that reorder or hide text (bidirectional overrides and
-/// isolates, marks, zero-width characters), trimmed and cut to
+/// A value as it may be shown (`core::display::one_line`): one line,
+/// without control, bidirectional or invisible characters, cut to
 /// [`MAX_VALUE_CHARS`]. Any app, a Flatpak too, can ship a desktop file:
 /// its `Name` must not draw a second line or a reversed one in a prompt.
 fn cut(s: String) -> String {
-    let mut out = String::with_capacity(s.len().min(MAX_VALUE_CHARS * 4));
-    let mut kept = 0;
-    for c in s.chars() {
-        if kept >= MAX_VALUE_CHARS {
-            break;
-        }
-        if c.is_control() {
-            if !out.ends_with(' ') {
-                out.push(' ');
-                kept += 1;
-            }
-        } else if !is_format_control(c) {
-            out.push(c);
-            kept += 1;
-        }
-    }
-    out.trim().to_owned()
-}
-
-/// Unicode format characters that change how text around them is shown
-/// (bidirectional embedding, override and isolate controls, direction
-/// marks, zero-width characters, the BOM).
-fn is_format_control(c: char) -> bool {
-    matches!(
-        c,
-        '\u{061C}'
-            | '\u{200B}'..='\u{200F}'
-            | '\u{202A}'..='\u{202E}'
-            | '\u{2060}'..='\u{2069}'
-            | '\u{FEFF}'
-    )
+    crate::core::display::one_line(&s, MAX_VALUE_CHARS)
 }
 
 /// Parse the `[Desktop Entry]` group of a desktop file.
