@@ -16,6 +16,11 @@
 //!   it reach every object of that name's owner) cannot read who else
 //!   reads from the menu, nor press its entries. The connection owns
 //!   `org.kde.StatusNotifierItem-PID-N`, the name the spec suggests.
+//! - **For the tray only** ([`is_tray`]): who reads (the tooltip's text
+//!   and the menu's End entries) is shown, and clicks are taken, only
+//!   for the connection that owns `org.kde.StatusNotifierWatcher` or an
+//!   `org.kde.StatusNotifierHost-…` name, as the bus says; any other app
+//!   that finds the item sees no names and clicks nothing.
 //! - **Its entries only lower what is shared**: End (a reader, as
 //!   `Consent1.EndReader` does) and Pause all sharing (as
 //!   `Consent1.SetPaused(true)`), with no polkit check, since the host
@@ -35,6 +40,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
 use tokio::sync::watch;
+use zbus::message::Header;
 use zbus::object_server::SignalEmitter;
 use zbus::wire::{OwnedObjectPath, OwnedVariant, Structure, Variant};
 use zbus::{Connection, interface};
@@ -47,6 +53,8 @@ pub(crate) const ITEM_PATH: &str = "/StatusNotifierItem";
 pub(crate) const MENU_PATH: &str = "/MenuBar";
 const WATCHER: &str = "org.kde.StatusNotifierWatcher";
 const WATCHER_PATH: &str = "/StatusNotifierWatcher";
+/// The names trays' hosts own (`org.kde.StatusNotifierHost-PID-N`).
+const HOST_PREFIX: &str = "org.kde.StatusNotifierHost";
 /// The themed icon (Adwaita and Breeze have it): an eye.
 pub(crate) const ICON: &str = "view-reveal-symbolic";
 
@@ -141,6 +149,54 @@ impl Ui {
     }
 }
 
+/// Whether the caller of `hdr` is the tray: the connection that owns the
+/// `org.kde.StatusNotifierWatcher` name, or one that owns a
+/// `org.kde.StatusNotifierHost-…` name (a host registers under such a
+/// name, as the spec asks, and reads items directly). Asked of the bus on
+/// each call (a tray reads the item when it opens the menu or the tooltip:
+/// seldom), never taken from the caller. An app on the bus that is
+/// neither gets the item without the names of who reads and its clicks do
+/// nothing: which apps read is for the user's eyes, and pausing is the
+/// user's (`Consent1.SetPaused`, refused to sandboxed apps, polkit for
+/// the rest). A Flatpak app cannot reach this connection at all (its
+/// bus proxy lets it talk to the broker's name only).
+async fn is_tray(conn: &Connection, hdr: Option<&Header<'_>>) -> bool {
+    let Some(sender) = hdr.and_then(|h| h.sender()).map(|s| s.as_str().to_owned()) else {
+        return false;
+    };
+    let Ok(dbus) = zbus::fdo::DBusProxy::new(conn).await else {
+        return false;
+    };
+    let owns = |name: String| {
+        let dbus = &dbus;
+        let sender = &sender;
+        async move {
+            let Ok(name) = zbus::names::BusName::try_from(name) else {
+                return false;
+            };
+            dbus.get_name_owner(name)
+                .await
+                .is_ok_and(|o| o.as_str() == sender)
+        }
+    };
+    if owns(WATCHER.to_owned()).await {
+        return true;
+    }
+    let Ok(names) = dbus.list_names().await else {
+        return false;
+    };
+    for name in names {
+        if name.as_str().starts_with(HOST_PREFIX) && owns(name.to_string()).await {
+            return true;
+        }
+    }
+    tracing::debug!(
+        sender,
+        "the privacy indicator answered an app that is not the tray"
+    );
+    false
+}
+
 struct Item {
     ui: Arc<Ui>,
 }
@@ -197,13 +253,23 @@ impl Item {
         ""
     }
 
+    /// Who reads, for the tray only ([`is_tray`]).
     #[zbus(property)]
-    fn tool_tip(&self) -> ToolTip {
+    async fn tool_tip(
+        &self,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] hdr: Option<Header<'_>>,
+    ) -> ToolTip {
+        let text = if is_tray(conn, hdr.as_ref()).await {
+            self.ui.lock().tooltip()
+        } else {
+            String::new()
+        };
         (
             ICON.to_owned(),
             Vec::new(),
             "Reading your desktop context".to_owned(),
-            self.ui.lock().tooltip(),
+            text,
         )
     }
 
@@ -258,8 +324,9 @@ fn node(id: i32, p: Props, children: Vec<OwnedVariant>) -> zbus::Result<Structur
         .build()
 }
 
-/// Every entry of the menu but the root, with its id.
-fn entries(s: &mut MenuState) -> Vec<(i32, Props)> {
+/// Every entry of the menu but the root, with its id; the readers only
+/// for the tray (`names`).
+fn entries(s: &mut MenuState, names: bool) -> Vec<(i32, Props)> {
     let mut out = vec![(
         HEADER,
         props(vec![
@@ -267,7 +334,7 @@ fn entries(s: &mut MenuState) -> Vec<(i32, Props)> {
             ("enabled", prop(false)),
         ]),
     )];
-    let reading = s.reading.clone();
+    let reading = if names { s.reading.clone() } else { Vec::new() };
     for r in &reading {
         let id = s.id_of(r);
         let p = if r.id == 0 {
@@ -323,10 +390,13 @@ impl Menu {
         parent_id: i32,
         _recursion_depth: i32,
         _property_names: Vec<String>,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] hdr: Header<'_>,
     ) -> zbus::fdo::Result<(u32, Layout)> {
+        let tray = is_tray(conn, Some(&hdr)).await;
         let mut s = self.ui.lock();
         let revision = s.revision;
-        let all = entries(&mut s);
+        let all = entries(&mut s, tray);
         let fail = |e: zbus::Error| zbus::fdo::Error::Failed(e.to_string());
         if parent_id != 0 {
             let p = all
@@ -352,31 +422,58 @@ impl Menu {
         &self,
         ids: Vec<i32>,
         _property_names: Vec<String>,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] hdr: Header<'_>,
     ) -> Vec<(i32, Props)> {
+        let tray = is_tray(conn, Some(&hdr)).await;
         let mut s = self.ui.lock();
-        entries(&mut s)
+        entries(&mut s, tray)
             .into_iter()
             .filter(|(id, _)| ids.is_empty() || ids.contains(id))
             .collect()
     }
 
-    async fn get_property(&self, id: i32, name: String) -> zbus::fdo::Result<OwnedVariant> {
+    async fn get_property(
+        &self,
+        id: i32,
+        name: String,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] hdr: Header<'_>,
+    ) -> zbus::fdo::Result<OwnedVariant> {
+        let tray = is_tray(conn, Some(&hdr)).await;
         let mut s = self.ui.lock();
-        entries(&mut s)
+        entries(&mut s, tray)
             .into_iter()
             .find(|(i, _)| *i == id)
             .and_then(|(_, mut p)| p.remove(&name))
             .ok_or_else(|| zbus::fdo::Error::InvalidArgs(format!("no {name} on item {id}")))
     }
 
-    /// A click (`clicked`) on an entry; other events are ignored.
-    async fn event(&self, id: i32, event_id: String, _data: OwnedVariant, _timestamp: u32) {
-        if event_id == "clicked" {
+    /// A click (`clicked`) on an entry, relayed by the tray; other
+    /// events, and every event from another caller, are ignored.
+    async fn event(
+        &self,
+        id: i32,
+        event_id: String,
+        _data: OwnedVariant,
+        _timestamp: u32,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] hdr: Header<'_>,
+    ) {
+        if event_id == "clicked" && is_tray(conn, Some(&hdr)).await {
             self.clicked(id);
         }
     }
 
-    async fn event_group(&self, events: Vec<(i32, String, OwnedVariant, u32)>) -> Vec<i32> {
+    async fn event_group(
+        &self,
+        events: Vec<(i32, String, OwnedVariant, u32)>,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] hdr: Header<'_>,
+    ) -> Vec<i32> {
+        if !is_tray(conn, Some(&hdr)).await {
+            return Vec::new();
+        }
         for (id, event_id, _, _) in events {
             if event_id == "clicked" {
                 self.clicked(id);

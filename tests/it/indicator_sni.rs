@@ -5,7 +5,8 @@
 //! bus) on a private session bus. It is there while a subscriber reads and
 //! gone after it ends and the recent-read window (1 s here, `[ui]
 //! recent_read_s`) passed; its `com.canonical.dbusmenu` menu lists the
-//! reader, ends it and pauses sharing; `[ui] indicator = false` registers
+//! reader, ends it and pauses sharing, for the tray alone (an app that is
+//! not the tray sees no names and its clicks do nothing); `[ui] indicator = false` registers
 //! nothing; a watcher that starts late is registered with.
 
 use crate::common;
@@ -219,6 +220,21 @@ async fn menu(conn: &zbus::Connection, name: &str) -> Vec<(i32, String, bool)> {
         .collect()
 }
 
+/// A tray's host: a connection that owns an `org.kde.StatusNotifierHost-`
+/// name, as Plasma's and waybar's hosts do.
+async fn tray_host(bus: &Bus) -> zbus::Connection {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    zbus::connection::Builder::address(bus.address.as_str())
+        .name(format!(
+            "org.kde.StatusNotifierHost-{}-{n}",
+            std::process::id()
+        ))
+        .build()
+        .await
+        .expect("the tray host connects")
+}
+
 async fn click(conn: &zbus::Connection, name: &str, id: i32) {
     conn.call_method(
         Some(name),
@@ -241,6 +257,7 @@ async fn the_indicator_shows_who_reads_and_its_menu_ends_and_pauses() {
         .await;
         let watcher = RunningWatcher::start(&m.bus).await;
         let conn = m.bus.connect().await;
+        let host = tray_host(&m.bus).await;
         let ctx = Context1Proxy::new(&conn).await.expect("proxy");
         let consent = Consent1Proxy::new(&conn).await.expect("consent");
 
@@ -254,17 +271,17 @@ async fn the_indicator_shows_who_reads_and_its_menu_ends_and_pauses() {
         assert_eq!(path, "/StatusNotifierItem");
         assert!(name.starts_with("org.kde.StatusNotifierItem-"), "{name}");
         let sni = "org.kde.StatusNotifierItem";
-        let status: String = prop(&conn, &name, &path, sni, "Status")
+        let status: String = prop(&host, &name, &path, sni, "Status")
             .await
             .try_into()
             .expect("s");
         assert_eq!(status, "Active");
-        let icon: String = prop(&conn, &name, &path, sni, "IconName")
+        let icon: String = prop(&host, &name, &path, sni, "IconName")
             .await
             .try_into()
             .expect("s");
         assert!(!icon.is_empty());
-        let (_, _, title, text): ToolTip = prop(&conn, &name, &path, sni, "ToolTip")
+        let (_, _, title, text): ToolTip = prop(&host, &name, &path, sni, "ToolTip")
             .await
             .try_into()
             .expect("(sa(iiay)ss)");
@@ -275,7 +292,7 @@ async fn the_indicator_shows_who_reads_and_its_menu_ends_and_pauses() {
         );
 
         // The menu lists it, with End; Pause; Open the dashboard.
-        let entries = menu(&conn, &name).await;
+        let entries = menu(&host, &name).await;
         let end = entries
             .iter()
             .find(|(_, l, on)| *on && l.starts_with("End ") && l.contains(&my_app_id()))
@@ -292,8 +309,41 @@ async fn the_indicator_shows_who_reads_and_its_menu_ends_and_pauses() {
             "{entries:?}"
         );
 
+        // The attack: an app on the bus that is not the tray finds the
+        // item (its name is on the bus) and reads who reads, then clicks
+        // End and Pause. It sees no names, and its clicks do nothing.
+        let app = m.bus.connect().await;
+        let (_, _, _, text): ToolTip = prop(&app, &name, &path, sni, "ToolTip")
+            .await
+            .try_into()
+            .expect("(sa(iiay)ss)");
+        assert!(!text.contains(&my_app_id()), "{text}");
+        let seen = menu(&app, &name).await;
+        assert!(
+            seen.iter().all(|(_, l, _)| !l.contains(&my_app_id())),
+            "an app read who reads: {seen:?}"
+        );
+        let pause_id = seen
+            .iter()
+            .find(|(_, l, _)| l == "Pause all sharing")
+            .expect("Pause")
+            .0;
+        click(&app, &name, end).await;
+        click(&app, &name, pause_id).await;
+        // Its clicks were answered before this round trip's.
+        let _ = menu(&host, &name).await;
+        assert!(
+            !consent.paused().await.expect("Paused"),
+            "an app paused sharing"
+        );
+        assert_eq!(
+            consent.list_readers().await.expect("ListReaders").len(),
+            1,
+            "an app ended a reader"
+        );
+
         // End: the subscription's object goes away, as EndReader does it.
-        click(&conn, &name, end).await;
+        click(&host, &name, end).await;
         eventually(10, "the subscription is ended", || async {
             let r = conn
                 .call_method(
@@ -328,21 +378,22 @@ async fn the_indicator_shows_who_reads_and_its_menu_ends_and_pauses() {
         let (name, _) = one_item(&watcher).await;
 
         // Pause all sharing: Consent1's Paused says so.
+        let host = tray_host(&m.bus).await;
         assert!(!consent.paused().await.expect("Paused"));
-        let pause = menu(&conn, &name)
+        let pause = menu(&host, &name)
             .await
             .into_iter()
             .find(|(_, l, _)| l == "Pause all sharing")
             .expect("Pause")
             .0;
-        click(&conn, &name, pause).await;
+        click(&host, &name, pause).await;
         eventually(10, "sharing is paused", || async {
             consent.paused().await.ok()?.then_some(())
         })
         .await;
         // Resuming is not offered from the indicator.
         eventually(10, "the menu says sharing is paused", || async {
-            let e = menu(&conn, &name).await;
+            let e = menu(&host, &name).await;
             e.iter()
                 .any(|(id, l, on)| *id == pause && !on && l.contains("paused"))
                 .then_some(())
@@ -395,11 +446,12 @@ async fn a_read_alone_shows_the_indicator_for_the_window() {
         .await;
         let watcher = RunningWatcher::start(&m.bus).await;
         let conn = m.bus.connect().await;
+        let host = tray_host(&m.bus).await;
         let ctx = Context1Proxy::new(&conn).await.expect("proxy");
         // One read, no subscription: the app reads now, for the window.
         ctx.list_windows().await.expect("ListWindows");
         let (name, _) = one_item(&watcher).await;
-        let entries = menu(&conn, &name).await;
+        let entries = menu(&host, &name).await;
         assert!(
             entries
                 .iter()
