@@ -187,3 +187,17 @@ async fn gnome_shell_48_asks_in_a_dialog_queues_cancels_and_grants() {
     )
     .await;
 }
+
+/// The ES-module extension in GNOME Shell 48 sends nothing to an owner of
+/// the broker's name that is not the broker, in every disguise, and all to
+/// the broker once it runs (tests/it/shells_gnome_rogue_broker.rs on GNOME
+/// Shell 43).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gnome_shell_48_sends_nothing_to_an_owner_of_the_name_that_is_not_the_broker() {
+    let Some(root) = root() else { return };
+    crate::shells_gnome_rogue_broker::the_extension_sends_nothing_to_a_rogue_in(
+        Some(&root.path),
+        "gnome-shell-45",
+    )
+    .await;
+}
