@@ -201,3 +201,13 @@ async fn gnome_shell_48_sends_nothing_to_an_owner_of_the_name_that_is_not_the_br
     )
     .await;
 }
+
+/// The KWin 6 script reports only to the broker that loaded it: a rogue
+/// that takes the name after the broker died gets nothing
+/// (tests/it/shells_kwin.rs on KWin 5.27).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kwin_6_script_reports_only_to_the_broker_that_loaded_it() {
+    let Some(root) = root() else { return };
+    crate::shells_kwin::the_script_reports_only_to_the_broker_that_loaded_it_in(Some(&root.path))
+        .await;
+}
