@@ -46,7 +46,13 @@ async fn the_extension_sends_nothing_to_an_owner_of_the_name_that_is_not_the_bro
 /// Whether the indicator is in the top bar (the extension's test hook).
 async fn indicator_shown(conn: &zbus::Connection) -> Option<bool> {
     let reply = conn
-        .call_method(Some("org.gnome.Shell"), HOOK, Some(HOOK_IFACE), "Shown", &())
+        .call_method(
+            Some("org.gnome.Shell"),
+            HOOK,
+            Some(HOOK_IFACE),
+            "Shown",
+            &(),
+        )
         .await
         .ok()?;
     let (on, _items): (bool, Vec<String>) = reply.body().deserialize().ok()?;
@@ -60,13 +66,17 @@ async fn refused_by_every_part(shell: &GnomeShell, rogue: &RogueBroker, why: &st
             "contextd: {part}: {} owns org.contextd.Broker1 but is not the contextd broker",
             rogue.unique
         );
-        eventually(20, &format!("the {part} refuses the rogue ({why})"), || async {
-            shell
-                .log()
-                .lines()
-                .any(|l| l.contains(&says) && l.contains(why))
-                .then_some(())
-        })
+        eventually(
+            20,
+            &format!("the {part} refuses the rogue ({why})"),
+            || async {
+                shell
+                    .log()
+                    .lines()
+                    .any(|l| l.contains(&says) && l.contains(why))
+                    .then_some(())
+            },
+        )
         .await;
     }
 }
@@ -188,7 +198,10 @@ pub(crate) async fn the_extension_sends_nothing_to_a_rogue_in(root: Option<&str>
         opened[0].set_title("Online banking: statement");
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         let got = rogue.calls_from(&shell_name);
-        assert!(got.is_empty(), "after the broker died: the rogue got {got:?}");
+        assert!(
+            got.is_empty(),
+            "after the broker died: the rogue got {got:?}"
+        );
         drop(rogue);
         for w in opened {
             w.close();
