@@ -11,8 +11,9 @@
 //!   (what the bus proxy of every Flatpak app is): refused;
 //! - the same in a PID namespace of its own and not dumpable, so that the
 //!   shell can read neither its executable nor its `.flatpak-info` (a
-//!   Flatpak app given the whole session bus): refused;
-//! the rogue receives no call at all from the shell (no `ReportWindows`,
+//!   Flatpak app given the whole session bus): refused.
+//!
+//! The rogue receives no call at all from the shell (no `ReportWindows`,
 //! `ReportWindow`, `RegisterAgent`, `Watch`), and the consent agent answers
 //! its `Ask` with `NotAllowed`. Then the rogue leaves, the real broker
 //! starts and gets the windows, the shell's consent agent and its
