@@ -13,7 +13,9 @@
 //!   same-uid code can still read the key file or replace the binary
 //!   (README, "Threat model"). It does not hide anything the daemon
 //!   needs to be seen: peers identify it by their own socket credentials,
-//!   not through its `/proc` directory.
+//!   not through its `/proc` directory (the GNOME Shell extension, which
+//!   checks who owns the broker's name, reads only what the kernel shows
+//!   of a process that is not dumpable: `brokerCheck.js`).
 
 use std::io;
 

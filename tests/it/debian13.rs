@@ -188,3 +188,27 @@ async fn gnome_shell_48_asks_in_a_dialog_queues_cancels_and_grants() {
     )
     .await;
 }
+
+/// The ES-module extension in GNOME Shell 48 sends nothing to an owner of
+/// the broker's name that is not the broker, in every disguise, and all to
+/// the broker once it runs (tests/it/shells_gnome_rogue_broker.rs on GNOME
+/// Shell 43).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gnome_shell_48_sends_nothing_to_an_owner_of_the_name_that_is_not_the_broker() {
+    let Some(root) = root() else { return };
+    crate::shells_gnome_rogue_broker::the_extension_sends_nothing_to_a_rogue_in(
+        Some(&root.path),
+        "gnome-shell-45",
+    )
+    .await;
+}
+
+/// The KWin 6 script reports only to the broker that loaded it: a rogue
+/// that takes the name after the broker died gets nothing
+/// (tests/it/shells_kwin.rs on KWin 5.27).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kwin_6_script_reports_only_to_the_broker_that_loaded_it() {
+    let Some(root) = root() else { return };
+    crate::shells_kwin::the_script_reports_only_to_the_broker_that_loaded_it_in(Some(&root.path))
+        .await;
+}

@@ -94,6 +94,7 @@ mod schemas_outputs;
 mod scripts;
 mod shells_gnome;
 mod shells_gnome_consent;
+mod shells_gnome_rogue_broker;
 mod shells_kwin;
 mod shells_only_the_shell;
 mod shutdown;

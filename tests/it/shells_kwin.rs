@@ -7,6 +7,11 @@
 //! is not KWin is refused; KWin exiting takes the windows with it until it
 //! is back; the broker unloads its script when it stops.
 //!
+//! The script reports only to the broker that loaded it (issue 47, item
+//! 3), written as the attack: the broker dies with its script loaded in
+//! KWin, a rogue takes `org.contextd.Broker1` at once, and windows open and
+//! change: the rogue receives nothing; the next broker gets them.
+//!
 //! KWin runs as a copy without its file capability (tests/it/shells/kwin.rs),
 //! named in `[sources.shells] kwin`.
 
@@ -19,6 +24,7 @@ use std::time::Duration;
 use common::*;
 use contextd::client::proxy::{Context1Proxy, Subscription1Proxy};
 use shells::kwin::{Kwin, activate, kwin_copy_from, script_loaded};
+use shells::rogue::{Disguise, RogueBroker};
 use shells::*;
 
 const ONE: &str = "org.example.One";
@@ -268,6 +274,77 @@ pub(crate) async fn kwin_reports_windows_and_focus_through_the_script_in(
         )
         .await;
         assert!(script_loaded(&conn).await);
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_script_reports_only_to_the_broker_that_loaded_it() {
+    the_script_reports_only_to_the_broker_that_loaded_it_in(None).await;
+}
+
+/// The attack on the KWin of `root` (a root of scripts/roots.sh) or the
+/// host's.
+pub(crate) async fn the_script_reports_only_to_the_broker_that_loaded_it_in(root: Option<&str>) {
+    with_timeout(180, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        let kwin_home = tempfile::tempdir().expect("tempdir");
+        let exe = kwin_copy_from(root, kwin_home.path());
+        home.write_policy(&[(&my_app_id(), &["windows", "windows.titles"])]);
+        let seen_exe = format!("{}{}", root.unwrap_or(""), exe.display());
+        home.write_config(&format!("[sources.shells]\nkwin = \"{seen_exe}\"\n"));
+        let mut daemon = Daemon::start(&bus, &home, &[]).await;
+        let conn = bus.connect().await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        let kwin = Kwin::start_in(root, &bus.address, &exe, kwin_home.path(), 1).await;
+        let mut one = kwin.window(&bus.address, ONE, "Window one");
+        eventually(15, "the broker gets the window", || async {
+            find(&windows(&ctx).await, ONE).map(drop)
+        })
+        .await;
+        let dbus = zbus::fdo::DBusProxy::new(&conn).await.expect("dbus proxy");
+        let kwin_name = dbus
+            .get_name_owner("org.kde.KWin".try_into().expect("name"))
+            .await
+            .expect("KWin's unique name")
+            .to_string();
+
+        // The broker dies: nobody unloads its script, which stays in KWin.
+        // A rogue takes the name before the next broker does.
+        daemon.signal(libc::SIGKILL);
+        daemon
+            .wait_exit(Duration::from_secs(10))
+            .expect("the broker dies");
+        wait_for_owner(&bus, false).await;
+        assert!(
+            script_loaded(&conn).await,
+            "the script went with the broker"
+        );
+        let mut rogue = RogueBroker::start(&bus.address, Disguise::Python);
+
+        // A window opens (and takes the focus), another changes its title:
+        // the script reports each as it happens, to the broker that
+        // loaded it, which is gone.
+        let two = kwin.window(&bus.address, TWO, "Online banking");
+        one.set_title("Secret one");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let got = rogue.calls_from(&kwin_name);
+        assert!(got.is_empty(), "the rogue got {got:?}");
+        rogue.stop();
+        wait_for_owner(&bus, false).await;
+
+        // The next broker loads the script anew, with its own name, and
+        // gets the windows as they are.
+        let _daemon = Daemon::start(&bus, &home, &[]).await;
+        eventually(15, "the next broker gets the windows", || async {
+            let ws = windows(&ctx).await;
+            (find(&ws, ONE)?["title"] == "Secret one"
+                && find(&ws, TWO)?["title"] == "Online banking")
+                .then_some(())
+        })
+        .await;
+        drop(two);
     })
     .await
 }

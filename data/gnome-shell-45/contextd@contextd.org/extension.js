@@ -14,11 +14,11 @@ import Meta from 'gi://Meta';
 
 import {Extension} from 'resource:///org/gnome/shell/extensions/extension.js';
 
+import {BrokerWatch} from './brokerCheck.js';
 import {ConsentAgent} from './consentDialog.js';
 import {ReadingIndicator} from './indicator.js';
 
 // --- reporter: identical in data/gnome-shell and data/gnome-shell-45 ---
-const BUS_NAME = 'org.contextd.Broker1';
 const OBJECT_PATH = '/org/contextd/Broker1';
 const INTERFACE = 'org.contextd.WindowReports1';
 
@@ -40,8 +40,10 @@ const WINDOW_SIGNALS = [
 ];
 
 // Reports the shell's windows and focus to the contextd broker
-// (org.contextd.WindowReports1). Sends nothing anywhere else; a missing
-// broker is not an error: the full list is sent again when it appears.
+// (org.contextd.WindowReports1). Sends nothing anywhere else, and nothing
+// to an owner of the broker's name that is not the broker: only to the
+// unique name that passed the check (brokerCheck.js). A missing broker is
+// not an error: the full list is sent again when it appears.
 class Reporter {
     enable() {
         this._windows = new Map();
@@ -59,15 +61,16 @@ class Reporter {
                 this._shown.add(win);
             this._add(win, false);
         }
-        // Called at once when the broker runs, and whenever it (re)starts.
-        this._watch = Gio.bus_watch_name(Gio.BusType.SESSION, BUS_NAME,
-            Gio.BusNameWatcherFlags.NONE, () => this._sendAll(), null);
+        // Called once the broker runs and passed the check, and whenever
+        // it (re)starts.
+        this._broker = new BrokerWatch('reporter', () => this._sendAll(), () => {});
     }
 
     disable() {
-        if (this._watch) {
-            Gio.bus_unwatch_name(this._watch);
-            this._watch = 0;
+        const owner = this._broker ? this._broker.owner : null;
+        if (this._broker) {
+            this._broker.destroy();
+            this._broker = null;
         }
         for (const id of this._displaySignals || [])
             global.display.disconnect(id);
@@ -78,7 +81,8 @@ class Reporter {
         }
         this._windows = new Map();
         this._shown = new Set();
-        this._call('ReportStopped', null);
+        if (owner)
+            this._callTo(owner, 'ReportStopped', null);
     }
 
     _wanted(win) {
@@ -169,9 +173,16 @@ class Reporter {
             new GLib.Variant('(a{sv}s)', [all, this._focusId()]));
     }
 
+    // To the checked broker only; nothing while there is none.
     _call(method, params) {
-        // Never starts the broker; an absent one is not an error.
-        Gio.DBus.session.call(BUS_NAME, OBJECT_PATH, INTERFACE, method, params,
+        const owner = this._broker ? this._broker.owner : null;
+        if (owner)
+            this._callTo(owner, method, params);
+    }
+
+    _callTo(owner, method, params) {
+        // Never starts the broker; one gone since is not an error.
+        Gio.DBus.session.call(owner, OBJECT_PATH, INTERFACE, method, params,
             null, Gio.DBusCallFlags.NO_AUTO_START, -1, null, (conn, res) => {
                 try {
                     conn.call_finish(res);

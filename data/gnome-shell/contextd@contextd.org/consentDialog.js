@@ -14,9 +14,9 @@ const {Clutter, Gio, GLib, St} = imports.gi;
 const Dialog = imports.ui.dialog;
 const Main = imports.ui.main;
 const ModalDialog = imports.ui.modalDialog;
+const {BrokerWatch} = imports.misc.extensionUtils.getCurrentExtension().imports.brokerCheck;
 
 // --- consent agent: identical in data/gnome-shell and data/gnome-shell-45 ---
-const BROKER_NAME = 'org.contextd.Broker1';
 const BROKER_PATH = '/org/contextd/Broker1';
 const CONSENT_INTERFACE = 'org.contextd.Consent1';
 const AGENT_PATH = '/org/contextd/ConsentAgent';
@@ -107,10 +107,11 @@ class Agent {
         this._broker = null;
         this._exported = Gio.DBusExportedObject.wrapJSObject(AGENT_XML, this);
         this._exported.export(Gio.DBus.session, AGENT_PATH);
-        // Register whenever the broker (re)appears.
-        this._watch = Gio.bus_watch_name(Gio.BusType.SESSION, BROKER_NAME,
-            Gio.BusNameWatcherFlags.NONE,
-            (_conn, _name, owner) => {
+        // Register whenever the broker (re)appears and passed the check
+        // (brokerCheck.js): only that unique name hears from us, and only
+        // it may ask or cancel.
+        this._watch = new BrokerWatch('consent agent',
+            owner => {
                 this._broker = owner;
                 this._call('RegisterAgent');
             },
@@ -122,8 +123,8 @@ class Agent {
 
     disable() {
         if (this._watch) {
-            Gio.bus_unwatch_name(this._watch);
-            this._watch = 0;
+            this._watch.destroy();
+            this._watch = null;
         }
         if (this._broker)
             this._call('UnregisterAgent');
@@ -135,8 +136,11 @@ class Agent {
         }
     }
 
+    // To the checked broker only.
     _call(method) {
-        Gio.DBus.session.call(BROKER_NAME, BROKER_PATH, CONSENT_INTERFACE, method,
+        if (!this._broker)
+            return;
+        Gio.DBus.session.call(this._broker, BROKER_PATH, CONSENT_INTERFACE, method,
             new GLib.Variant('(o)', [AGENT_PATH]), null,
             Gio.DBusCallFlags.NO_AUTO_START, -1, null, (conn, res) => {
                 try {

@@ -11,6 +11,7 @@ const {Gio, GLib, Shell, St} = imports.gi;
 const Main = imports.ui.main;
 const PanelMenu = imports.ui.panelMenu;
 const PopupMenu = imports.ui.popupMenu;
+const {BrokerWatch} = imports.misc.extensionUtils.getCurrentExtension().imports.brokerCheck;
 
 // --- indicator: identical in data/gnome-shell and data/gnome-shell-45 ---
 const IND_BUS_NAME = 'org.contextd.Broker1';
@@ -40,12 +41,27 @@ var ReadingIndicator = class ReadingIndicator {
         this._paused = false;
         this._enabled = false;
         this._button = null;
+        // The broker's unique name once it passed the check
+        // (brokerCheck.js): the only one asked, and the only one whose
+        // signals count (the bus delivers those of any later owner of the
+        // well-known name too).
+        this._broker = null;
         this._signal = Gio.DBus.session.signal_subscribe(IND_BUS_NAME, IND_INTERFACE,
             'Changed', IND_OBJECT_PATH, null, Gio.DBusSignalFlags.NONE,
-            () => this._refresh());
-        // Called at once when the broker runs, and whenever it (re)starts.
-        this._watch = Gio.bus_watch_name(Gio.BusType.SESSION, IND_BUS_NAME,
-            Gio.BusNameWatcherFlags.NONE, () => this._appeared(), () => this._show([]));
+            (_conn, sender) => {
+                if (this._broker && sender === this._broker)
+                    this._refresh();
+            });
+        // Called once the broker runs and passed the check, and whenever
+        // it (re)starts.
+        this._watch = new BrokerWatch('indicator', owner => {
+            this._broker = owner;
+            this._appeared();
+        }, () => {
+            this._broker = null;
+            this._enabled = false;
+            this._show([]);
+        });
         if (GLib.getenv('CONTEXTD_SHELL_TEST')) {
             this._test = Gio.DBusExportedObject.wrapJSObject(TEST_IFACE, this);
             this._test.export(Gio.DBus.session, TEST_PATH);
@@ -58,14 +74,15 @@ var ReadingIndicator = class ReadingIndicator {
             this._test = null;
         }
         if (this._watch) {
-            Gio.bus_unwatch_name(this._watch);
-            this._watch = 0;
+            this._watch.destroy();
+            this._watch = null;
         }
         if (this._signal) {
             Gio.DBus.session.signal_unsubscribe(this._signal);
             this._signal = 0;
         }
         this._call('Unwatch', null, null);
+        this._broker = null;
         this._destroyButton();
     }
 
@@ -159,9 +176,12 @@ var ReadingIndicator = class ReadingIndicator {
         }
     }
 
+    // To the checked broker only; nothing while there is none.
     _call(method, params, done) {
-        // Never starts the broker; an absent one is not an error.
-        Gio.DBus.session.call(IND_BUS_NAME, IND_OBJECT_PATH, IND_INTERFACE, method, params,
+        if (!this._broker)
+            return;
+        // Never starts the broker; one gone since is not an error.
+        Gio.DBus.session.call(this._broker, IND_OBJECT_PATH, IND_INTERFACE, method, params,
             null, Gio.DBusCallFlags.NO_AUTO_START, -1, null, (conn, res) => {
                 let reply;
                 try {

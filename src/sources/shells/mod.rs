@@ -269,9 +269,11 @@ fn start_loading(
     ctx: &SourceContext,
     conn: &Connection,
     generation: u64,
+    unique: &str,
     done: &mpsc::Sender<(u64, Result<(), String>)>,
 ) {
     let (ctx2, conn, done) = (ctx.clone(), conn.clone(), done.clone());
+    let unique = unique.to_owned();
     ctx.tasks.spawn(async move {
         let ctx = ctx2;
         // KWin takes its name before it serves /Scripting: a few quick tries.
@@ -281,7 +283,7 @@ fn start_loading(
         for _ in 0..6 {
             result = tokio::select! {
                 _ = ctx.cancel.cancelled() => return,
-                r = kwin::load(&conn, &dir) => r,
+                r = kwin::load(&conn, &dir, &unique) => r,
             };
             match &result {
                 Ok(()) => break,
@@ -328,22 +330,25 @@ async fn run(ctx: SourceContext, mut feed: ShellFeed, gnome_on: bool, kwin_on: b
     kwin.tell_status(&ctx).await;
     // Each KWin that appears is a generation; a load is for one. The
     // script reports as soon as it runs, so it is loaded only once the
-    // broker owns its name (the sources start before it asks for it).
+    // broker owns its name (the sources start before it asks for it), and
+    // it reports to the unique name of the connection that owns it.
     let (loaded_tx, mut loaded_rx) = mpsc::channel(4);
     let mut kwin_generation: u64 = 0;
     let mut loading_for: Option<u64> = None;
     let mut broker_name = watch(&conn, crate::names::BUS_NAME, kwin_on).await;
     let ours = |owner: &Option<String>| {
         owner
-            .as_deref()
-            .is_some_and(|o| ctx.own_names.iter().any(|n| n == o))
+            .clone()
+            .filter(|o| ctx.own_names.iter().any(|n| n == o))
     };
-    let mut named = broker_name.as_ref().is_some_and(|w| ours(&w.owner));
+    let mut named = broker_name.as_ref().and_then(|w| ours(&w.owner));
 
     loop {
-        if kwin.running && named && loading_for != Some(kwin_generation) {
+        if let Some(unique) = named.as_deref().filter(|_| kwin.running)
+            && loading_for != Some(kwin_generation)
+        {
             loading_for = Some(kwin_generation);
-            start_loading(&ctx, &conn, kwin_generation, &loaded_tx);
+            start_loading(&ctx, &conn, kwin_generation, unique, &loaded_tx);
         }
         let deadline = [gnome.tracker.deadline(), kwin.tracker.deadline()]
             .into_iter()

@@ -41,14 +41,22 @@ impl GnomeShell {
     ) -> GnomeShell {
         let runtime_dir = tempfile::tempdir().expect("tempdir");
         let log = home.join(format!("gnome-shell-{mode}.log"));
-        let mut cmd = match root {
+        // As a user's shell is: without CAP_SYS_PTRACE, which root (as
+        // the tests run) has and a user's processes have not. With it, the
+        // shell could read the broker's /proc/PID/exe, which the kernel
+        // closes to the user's other processes because the broker is not
+        // dumpable (src/hardening.rs); the extension's check of the
+        // broker (brokerCheck.js) must work without.
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--bounding-set", "-sys_ptrace", "--"]);
+        match root {
             Some(r) => {
-                let mut c =
-                    Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/in-root.sh"));
-                c.arg(r).arg("gnome-shell");
-                c
+                cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/in-root.sh"));
+                cmd.arg(r).arg("gnome-shell");
             }
-            None => Command::new("gnome-shell"),
+            None => {
+                cmd.arg("gnome-shell");
+            }
         };
         let child = cmd
             .args([
@@ -86,7 +94,7 @@ impl GnomeShell {
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log"))
             .spawn()
-            .expect("gnome-shell (apt-get install gnome-shell: scripts/deps.sh)");
+            .expect("setpriv and gnome-shell (apt-get install gnome-shell: scripts/deps.sh)");
         let shell = GnomeShell {
             child,
             runtime_dir,

@@ -8,6 +8,7 @@
 
 pub mod gnome;
 pub mod kwin;
+pub mod rogue;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;

@@ -4,7 +4,8 @@
 // (org.contextd.WindowReports1, dbus-interfaces/ in the contextd sources).
 // The broker loads it over D-Bus when KWin runs and unloads it when it
 // stops; it reads nothing but window properties and sends them only to
-// org.contextd.Broker1, which accepts them only from KWin's own process.
+// the broker that loaded it, which accepts them only from KWin's own
+// process.
 //
 // Both script APIs: Plasma 5.27 (clientList, activeClient, clientAdded,
 // clientActivated, ...) and Plasma 6 (windowList, activeWindow,
@@ -12,7 +13,14 @@
 // array of strings or an object of those: callDBus turns an undefined or
 // null argument into nothing at all, which would change the signature.
 
-var BUS = "org.contextd.Broker1";
+// The unique bus name of the broker that loaded the script, which the
+// broker writes here (src/sources/shells/kwin.rs): the reports go to that
+// connection and to no later owner of org.contextd.Broker1. While the
+// broker does not run, any process may own that name, and a script left
+// in KWin by a broker that died would report to it. A script cannot ask
+// who owns a name (it has no /proc), so it trusts only what the broker
+// wrote. Loaded as shipped, with this placeholder, it reaches nobody.
+var BUS = "@CONTEXTD_BROKER_UNIQUE_NAME@";
 var PATH = "/org/contextd/Broker1";
 var IFACE = "org.contextd.WindowReports1";
 
