@@ -260,7 +260,7 @@ bench: export CONTEXTD_NODE := $(CURDIR)/.tools/node22/bin/node
 bench: deps
 	@scripts/deps.sh --node --desktop-root
 	$(CARGO) build --release $(LOCKED) --example wl_toplevels
-	$(CARGO) bench $(LOCKED) --bench benches -- broker pipewire fdo wayland mcp history provider dashboard v4l2 shells readers
+	$(CARGO) bench $(LOCKED) --bench benches -- broker pipewire fdo wayland mcp history provider dashboard v4l2 shells readers boundary
 
 # Issue 16's soak (benches/soak.rs), loopback only, in a private session of
 # scripts/session.sh with mocked system services: CONTEXTD_SOAK_SECS (60) s

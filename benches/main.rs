@@ -13,6 +13,7 @@ mod common;
 #[path = "../tests/it/pipewire_client/mod.rs"]
 mod pipewire_client;
 
+mod boundary;
 mod broker;
 mod dashboard;
 mod fdo;
@@ -41,6 +42,7 @@ const BENCHES: &[(&str, fn())] = &[
     ("v4l2", v4l2::main),
     ("shells", shells::main),
     ("readers", readers::main),
+    ("boundary", boundary::main),
     ("soak", soak::main),
 ];
 
