@@ -155,6 +155,7 @@ make_install() {
         usr/lib/systemd/user/contextd.service
         usr/share/dbus-1/services/org.contextd.Broker1.service
         usr/share/polkit-1/actions/org.contextd.policy
+        usr/share/gnome-shell/extensions/contextd@contextd.org/brokerCheck.js
         usr/share/gnome-shell/extensions/contextd@contextd.org/consentDialog.js
         usr/share/gnome-shell/extensions/contextd@contextd.org/extension.js
         usr/share/gnome-shell/extensions/contextd@contextd.org/indicator.js
