@@ -3,13 +3,16 @@
 //!
 //! Authorization: the directory is 0700 and the daemon checks
 //! `SO_PEERCRED`: only processes of the daemon's own uid may manage
-//! tokens (root is not let in: tokens are the user's). One JSON request
+//! tokens (root is not let in: tokens are the user's), and never a
+//! sandboxed one (`Core::may_manage`: a Flatpak app given the runtime
+//! directory is still a Flatpak app). One JSON request
 //! per connection, one JSON answer:
 //! `{"op":"token-create","name":N}` → `{"ok":true,"token":T}`,
 //! `{"op":"token-list"}` → `{"ok":true,"tokens":[{"name","created"}]}`,
 //! `{"op":"token-revoke","name":N}` → `{"ok":true}`;
 //! failures are `{"ok":false,"error":MESSAGE}`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -20,7 +23,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::stdio;
+use crate::core::identity;
 use crate::core::tokens::Tokens;
+use crate::core::{Channel, Core, Subject};
 
 pub(crate) use crate::names::ADMIN_SOCKET as SOCKET_NAME;
 const MAX_REQUEST: u64 = 4096;
@@ -37,6 +42,7 @@ pub enum Request {
 /// Serve token requests until `cancel`.
 pub(crate) async fn serve(
     tokens: Tokens,
+    core: Arc<Core>,
     listener: UnixListener,
     cancel: CancellationToken,
     tasks: TaskTracker,
@@ -56,8 +62,9 @@ pub(crate) async fn serve(
             },
         };
         let tokens = tokens.clone();
+        let core = core.clone();
         tasks.spawn(async move {
-            if tokio::time::timeout(TIMEOUT, one(tokens, stream, us))
+            if tokio::time::timeout(TIMEOUT, one(tokens, &core, stream, us))
                 .await
                 .is_err()
             {
@@ -67,9 +74,9 @@ pub(crate) async fn serve(
     }
 }
 
-async fn one(tokens: Tokens, stream: UnixStream, us: u32) {
+async fn one(tokens: Tokens, core: &Core, stream: UnixStream, us: u32) {
     let answer = match stdio::peer(&stream) {
-        Ok((uid, _)) if uid == us => None,
+        Ok((uid, pid)) if uid == us => refused(core, pid),
         Ok((uid, _)) => Some(
             json!({"ok": false, "error": format!("uid {uid} may not manage the tokens of uid {us}")}),
         ),
@@ -95,6 +102,28 @@ async fn one(tokens: Tokens, stream: UnixStream, us: u32) {
     out.push('\n');
     let _ = w.write_all(out.as_bytes()).await;
     let _ = w.shutdown().await;
+}
+
+/// Tokens are the user's controls: the core refuses a sandboxed peer (a
+/// Flatpak app given the runtime directory), as it does on D-Bus. The
+/// peer is the process that connected (`SO_PEERCRED`), identified from
+/// the kernel; one that cannot be identified is refused too.
+fn refused(core: &Core, pid: Option<u32>) -> Option<Value> {
+    let Some(pid) = pid else {
+        return Some(json!({"ok": false, "error": "the kernel gave no process for this connection"}));
+    };
+    let who = match identity::resolve_pid(pid) {
+        Ok(who) => who,
+        Err(e) => return Some(json!({"ok": false, "error": format!("cannot identify the caller: {e}")})),
+    };
+    let subject = Subject {
+        app_id: who.app_id,
+        source: who.source,
+        channel: Channel::McpStdio,
+    };
+    core.may_manage(&subject, "manage MCP tokens")
+        .err()
+        .map(|e| json!({"ok": false, "error": e.to_string()}))
 }
 
 async fn handle(tokens: &Tokens, req: Request) -> Value {

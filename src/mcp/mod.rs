@@ -152,11 +152,12 @@ pub(crate) async fn serve(
             }
             if let Some(listener) = admin.take_listener() {
                 let store = store.clone();
+                let core = core.clone();
                 let cancel = level.child_token();
                 let tasks = level.tracker();
                 level.spawn(async move {
                     let _admin = admin;
-                    admin::serve(store, listener, cancel, tasks).await;
+                    admin::serve(store, core, listener, cancel, tasks).await;
                 });
             }
         }

@@ -368,3 +368,40 @@ async fn imported_decisions_are_imports_dated_no_later_than_now() {
     })
     .await
 }
+
+/// Tokens are the user's too: a Flatpak app whose manifest gives it the
+/// broker's runtime directory (`--filesystem=xdg-run/contextd`) reaches
+/// the admin socket, and is refused there as on D-Bus: no token is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flatpak_app_with_the_runtime_directory_makes_no_token() {
+    with_timeout(60, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        let _d = Daemon::start(&bus, &home, &[]).await;
+        let run = home.dir.path().join("run/contextd");
+        let socket = run.join("admin.sock");
+        let app = Flatpak::start(&bus, SNEAKY);
+        let script = format!(
+            "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect({:?})\n\
+             s.sendall(b'{{\"op\":\"token-create\",\"name\":\"sneaky\"}}\\n')\n\
+             print(s.makefile().readline())",
+            socket.display().to_string()
+        );
+        let out = app
+            .command_with("python3", &["-c", &script], &[&run])
+            .output()
+            .expect("python3 in the sandbox");
+        let answer = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            answer.contains("\"ok\":false") && answer.contains("sandbox"),
+            "the sandboxed app reached token management: {answer} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The user's own contextctl still manages tokens, and none is
+        // named after the app's request.
+        let (ok, list, err) = contextctl(&bus, &home, &["token", "list"]);
+        assert!(ok, "{err}");
+        assert!(!list.contains("sneaky"), "{list}");
+    })
+    .await
+}

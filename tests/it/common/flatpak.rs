@@ -116,8 +116,17 @@ impl Flatpak {
     /// `program` with `args` inside the app's sandbox, whose session bus
     /// is the proxy's socket only, with a clean environment.
     pub fn command(&self, program: &str, args: &[&str]) -> Command {
+        self.command_with(program, args, &[])
+    }
+
+    /// [`Flatpak::command`] with host directories the app's manifest
+    /// grants (`--filesystem=…`), each bound at its own path.
+    pub fn command_with(&self, program: &str, args: &[&str], filesystems: &[&Path]) -> Command {
         let info = self.dir.path().join("flatpak-info");
         let mut c = sandbox(&info);
+        for fs in filesystems {
+            c.arg("--bind").arg(fs).arg(fs);
+        }
         c.arg("--bind")
             .arg(self.dir.path().join("run/bus"))
             .arg("/run/flatpak/bus")
