@@ -16,8 +16,16 @@
 //! `perf record` (cpu-clock; hardware counters are often missing in VMs)
 //! samples the daemon, and its top entries are printed beside the figures.
 //!
-//! Targets (from the issue): tool p50/p99 ≤ 1.5× ping; contextd ≥ 5× the
-//! TypeScript SDK's requests/s. Prints figures and ratios; asserts nothing.
+//! Under a slow-head flood (issue 47: a program holding every connection
+//! slot with request heads it never finishes, [`SLOW_HEADS`] connections
+//! sending a byte every half second and reopened when closed), the latency
+//! of an authenticated stateless `tools/call` on a new connection, against
+//! the same request without the flood.
+//!
+//! Targets (from the issues): tool p50/p99 ≤ 1.5× ping; contextd ≥ 5× the
+//! TypeScript SDK's requests/s; an authenticated request under the flood
+//! answered within 1 s (its slowest). Prints figures and ratios; asserts
+//! nothing.
 
 use crate::common;
 
@@ -42,6 +50,10 @@ const CLIENTS: usize = 50;
 /// (and its floor) for [`ROUND_FOR`].
 const ROUNDS: usize = 3;
 const ROUND_FOR: Duration = Duration::from_secs(2);
+/// Connections of the slow-head flood (MCP over HTTP has 256 slots).
+const SLOW_HEADS: usize = 300;
+/// Authenticated requests timed with and without the flood.
+const UNDER_FLOOD: usize = 40;
 
 /// One request: its method, the tool it names (for the 2026-07-28
 /// `Mcp-Name` header), and its params without `_meta`.
@@ -417,8 +429,16 @@ pub(crate) fn main() {
         block_on(2, ceiling_server(reply));
         return;
     }
+    if std::env::args().any(|a| a == SLOW_HEADS_ARG) {
+        block_on(2, run_slow_heads());
+        return;
+    }
     block_on(2, run());
 }
+
+/// The argument that runs only the slow-head figure (`benches mcp
+/// --slow-heads`).
+const SLOW_HEADS_ARG: &str = "--slow-heads";
 
 /// The argument that makes this binary (`benches mcp --ceiling-server R`)
 /// the transport ceiling's server.
@@ -614,6 +634,8 @@ async fn run() {
     let rounds = latencies(&mut t, PING).await;
     lines("TypeScript SDK (HTTP)", &rounds);
 
+    let fmax = slow_heads(&json).await;
+
     println!(
         "\nThroughput over Streamable HTTP ({CLIENTS} clients; {ROUNDS} rounds of {} s per server and mode, interleaved, so that drift hits all alike; ratios to the anchor of the same round):",
         ROUND_FOR.as_secs()
@@ -701,10 +723,149 @@ async fn run() {
             verdict(median(&r50) <= 1.5 && median(&r99) <= 1.5)
         );
     }
+    println!(
+        "  under {SLOW_HEADS} slow heads, an authenticated request ≤ 1 s: slowest of {UNDER_FLOOD} {:.1} ms  {}",
+        us(fmax) / 1000.0,
+        verdict(fmax <= Duration::from_secs(1))
+    );
     let ceiling = median(&ceiling_ratios);
     println!(
         "  ≥ 5× the TypeScript SDK (best mode, median of {ROUNDS} rounds): {best:.2}× ({best_mode})  {} (the transport ceiling is {ceiling:.2}×; the best mode reaches {:.0}% of it)",
         verdict(best >= 5.0),
         100.0 * best / ceiling
     );
+}
+
+/// The slow-head figure: an authenticated request's latency on new
+/// connections without and under the flood; prints it, returns the
+/// slowest under the flood.
+async fn slow_heads(json: &Daemon) -> Duration {
+    println!(
+        "\nAn authenticated tools/call on a new connection, {UNDER_FLOOD} times, without and under {SLOW_HEADS} slow request heads:"
+    );
+    let quiet = fresh_latencies(json).await;
+    let flood = SlowHeads::start(&json.addr, SLOW_HEADS).await;
+    let flooded = fresh_latencies(json).await;
+    let held = flood.end().await;
+    let (q50, qmax, f50, fmax) = (
+        pct(&quiet, 0.5),
+        pct(&quiet, 1.0),
+        pct(&flooded, 0.5),
+        pct(&flooded, 1.0),
+    );
+    println!(
+        "  without  p50 {:>9.1} µs  max {:>9.1} µs\n  flooded  p50 {:>9.1} µs  max {:>9.1} µs | ratio p50 {:.2}×  max {:.2}× ({held} slow-head connections opened)",
+        us(q50),
+        us(qmax),
+        us(f50),
+        us(fmax),
+        us(f50) / us(q50),
+        us(fmax) / us(qmax)
+    );
+    fmax
+}
+
+/// `benches mcp --slow-heads`: only the slow-head figure (one daemon, no
+/// anchor, no throughput rounds).
+async fn run_slow_heads() {
+    let json = Daemon::start("[mcp.http]\nlisten = \"127.0.0.1:0\"\n").await;
+    let fmax = slow_heads(&json).await;
+    println!(
+        "  under {SLOW_HEADS} slow heads, an authenticated request ≤ 1 s: slowest of {UNDER_FLOOD} {:.1} ms  {}",
+        us(fmax) / 1000.0,
+        verdict(fmax <= Duration::from_secs(1))
+    );
+}
+
+/// [`UNDER_FLOOD`] authenticated stateless `tools/call`s, each on a new
+/// connection (what the flood could keep out): connect, send, answer.
+/// Sorted.
+async fn fresh_latencies(d: &Daemon) -> Vec<Duration> {
+    let mut all = Vec::with_capacity(UNDER_FLOOD);
+    for _ in 0..UNDER_FLOOD {
+        let t = Instant::now();
+        let mut h = HttpHost::connect(&d.addr, d.auth.clone(), Era::Stateless).await;
+        h.call_lean(TOOL).await;
+        all.push(t.elapsed());
+        drop(h);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    all.sort();
+    all
+}
+
+/// The attack of issue 47: `n` connections, each sending a request head a
+/// byte every half second and never finishing; one the server closes is
+/// opened again at the next round.
+struct SlowHeads {
+    task: tokio::task::JoinHandle<usize>,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+impl SlowHeads {
+    /// Start, and return once all `n` are open.
+    async fn start(addr: &str, n: usize) -> SlowHeads {
+        let stop = tokio_util::sync::CancellationToken::new();
+        let (ready_tx, ready) = tokio::sync::oneshot::channel();
+        let task = {
+            let (addr, stop) = (addr.to_owned(), stop.clone());
+            tokio::spawn(async move {
+                let head = format!(
+                    "GET / HTTP/1.1\r\nHost: {addr}\r\nX-Slow: {}",
+                    "a".repeat(4096)
+                );
+                let head = head.as_bytes();
+                let mut socks: Vec<Option<(tokio::net::TcpStream, usize)>> =
+                    (0..n).map(|_| None).collect();
+                let mut opened = 0;
+                let mut ready_tx = Some(ready_tx);
+                while !stop.is_cancelled() {
+                    for slot in socks.iter_mut() {
+                        if let Some((s, _)) = slot {
+                            let mut b = [0u8; 512];
+                            match s.try_read(&mut b) {
+                                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                                _ => *slot = None,
+                            }
+                        }
+                        if slot.is_none()
+                            && let Ok(Ok(s)) = tokio::time::timeout(
+                                Duration::from_secs(1),
+                                tokio::net::TcpStream::connect(&addr),
+                            )
+                            .await
+                        {
+                            opened += 1;
+                            *slot = Some((s, 0));
+                        }
+                        if let Some((s, at)) = slot {
+                            match s.try_write(&head[*at % head.len()..][..1]) {
+                                Ok(_) => *at += 1,
+                                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                                Err(_) => *slot = None,
+                            }
+                        }
+                    }
+                    if let Some(tx) = ready_tx.take() {
+                        let _ = tx.send(());
+                    }
+                    tokio::select! {
+                        _ = stop.cancelled() => {}
+                        _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                    }
+                }
+                opened
+            })
+        };
+        let _ = ready.await;
+        // Let it hold the slots a while (and the first ones be closed).
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        SlowHeads { task, stop }
+    }
+
+    /// Stop; how many connections it opened.
+    async fn end(self) -> usize {
+        self.stop.cancel();
+        self.task.await.unwrap_or(0)
+    }
 }

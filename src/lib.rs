@@ -69,7 +69,7 @@ pub mod internals {
         pub use crate::core::vocabulary::{check_entry, seed_kinds};
     }
     pub use crate::dbus::context1::VERSION as CONTEXT1_VERSION;
-    pub use crate::httpd::HEADER_TIMEOUT;
+    pub use crate::httpd::{FIRST_HEAD_TIMEOUT, HEADER_TIMEOUT};
     pub use crate::mcp::resources::FIXED as MCP_FIXED_RESOURCES;
     pub use crate::mcp::tools::catalog as mcp_tool_catalog;
     pub use crate::sources::wayland::run_at as run_wayland_source_at;

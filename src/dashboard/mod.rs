@@ -28,7 +28,12 @@
 //! served with a strict Content-Security-Policy: scripts and styles only
 //! from the dashboard itself, which embeds them in the binary, so nothing
 //! is fetched from anywhere else. Connections from loopback sockets of
-//! another uid are closed before a byte is read ([`crate::httpd`]).
+//! another uid are closed before a byte is read ([`crate::httpd`]). Of the
+//! 64 connection slots, those of the browser's session (a request with the
+//! session, or the link that opened it) are kept against connections that
+//! proved nothing: when all are taken, a new connection closes the oldest
+//! of those, so a program holding slots with slow request heads cannot
+//! keep the user's browser out ([`crate::httpd`]).
 //!
 //! What this does not stop: code running as the user (unsandboxed) can
 //! read the browser's profile (history holds the path, the cookie jar the
@@ -281,7 +286,15 @@ async fn guard(State(dash): State<Arc<Dash>>, req: Request, next: Next) -> Respo
             StatusCode::FORBIDDEN,
             "This address is not the dashboard's. Open it with `contextctl dashboard`.",
         )
-    } else if req.uri().path() == "/open" || req.uri().path().starts_with("/assets/") {
+    } else if req.uri().path() == "/open" {
+        // A link that opened a session proves its connection (see below).
+        let conn = req.extensions().clone();
+        let resp = next.run(req).await;
+        if resp.status().is_success() {
+            crate::httpd::vouch(&conn);
+        }
+        resp
+    } else if req.uri().path().starts_with("/assets/") {
         next.run(req).await
     } else {
         match dash.session(req.uri().path(), req.headers()) {
@@ -289,7 +302,12 @@ async fn guard(State(dash): State<Arc<Dash>>, req: Request, next: Next) -> Respo
                 StatusCode::FORBIDDEN,
                 "There is no dashboard session in this browser. Open it with `contextctl dashboard`.",
             ),
-            Some(session) => checked(req, next, session, &host).await,
+            Some(session) => {
+                // The browser's connection keeps its slot against
+                // connections that proved nothing ([`crate::httpd`]).
+                crate::httpd::vouch(req.extensions());
+                checked(req, next, session, &host).await
+            }
         }
     };
     let h = resp.headers_mut();

@@ -35,10 +35,14 @@
 //! client reads the status before the connection ends, over HTTP/1.1
 //! (the only version served).
 //!
-//! Connections: headers must arrive within 10 s (also between requests on
-//! an idle keep-alive connection), at most 256 of the user's own at once;
-//! a loopback peer of another uid is closed before a byte is read
-//! ([`crate::httpd`]).
+//! Connections: the first request's head must arrive within 2 s, later
+//! ones within 10 s (between requests on an idle keep-alive connection);
+//! at most 256 of the user's own at once, and a connection whose request
+//! passed the guard (a live token) keeps its slot against connections
+//! that never did: when all are taken, a new connection closes the oldest
+//! of those (slow request heads cannot keep a host out), then the one
+//! idle the longest ([`crate::httpd`]). A loopback peer of another uid is
+//! closed before a byte is read.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -372,6 +376,9 @@ pub(crate) async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: N
         Ok(s) => s,
         Err(r) => return refused(req.into_body(), *r).await,
     };
+    // Its connection is a real client's, not one holding a slot
+    // (`crate::httpd`'s slots).
+    crate::httpd::vouch(req.extensions());
     // A request waiting for the user stops waiting when its token is
     // revoked (`consent::ask`).
     req.extensions_mut()

@@ -60,6 +60,7 @@ mod fdo_status;
 mod history;
 mod http_keepalive;
 mod http_other_uid;
+mod http_slow_heads;
 mod indicator_attack;
 mod indicator_gnome;
 mod indicator_sni;

@@ -352,26 +352,23 @@ async fn non_loopback_address_is_refused_unless_explicitly_allowed() {
     .await;
 }
 
+/// A new connection that sends no complete request head is closed after
+/// the first head's deadline (2 s); one kept alive after a request, idle,
+/// after the header timeout (10 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_and_slow_connections_are_closed() {
+    use contextd::internals::{FIRST_HEAD_TIMEOUT, HEADER_TIMEOUT};
     with_timeout(60, async {
         use std::io::{Read, Write};
         let bus = Bus::start();
         let home = Home::new();
         let _d = Daemon::start(&bus, &home, &["--http", "127.0.0.1:0"]).await;
         let addr = http_addr(&home);
-        let started = std::time::Instant::now();
-        // Connects and says nothing.
-        let mut idle = std::net::TcpStream::connect(addr).expect("connect");
-        // Sends half a request line and stops.
-        let mut slow = std::net::TcpStream::connect(addr).expect("connect");
-        slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: ")
-            .expect("write");
-        for s in [&mut idle, &mut slow] {
+        /// Read until the server closes (EOF), after an answer or not.
+        fn until_closed(s: &mut std::net::TcpStream) {
             s.set_read_timeout(Some(Duration::from_secs(20)))
                 .expect("timeout");
             let mut buf = [0u8; 512];
-            // The server closes (EOF) or answers 408 and closes.
             loop {
                 match s.read(&mut buf) {
                     Ok(0) => break,
@@ -380,10 +377,36 @@ async fn idle_and_slow_connections_are_closed() {
                 }
             }
         }
+        let started = std::time::Instant::now();
+        // Connects and says nothing.
+        let mut idle = std::net::TcpStream::connect(addr).expect("connect");
+        // Sends half a request line and stops.
+        let mut slow = std::net::TcpStream::connect(addr).expect("connect");
+        slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: ")
+            .expect("write");
+        for s in [&mut idle, &mut slow] {
+            until_closed(s);
+        }
         let took = started.elapsed();
         assert!(
-            took >= Duration::from_secs(9) && took < Duration::from_secs(15),
-            "closed after {took:?}, expected about 10 s"
+            took >= FIRST_HEAD_TIMEOUT - Duration::from_millis(100) && took < HEADER_TIMEOUT,
+            "closed after {took:?}, expected about {FIRST_HEAD_TIMEOUT:?}"
+        );
+
+        // A request (refused, small: the connection is kept), then idle.
+        let mut kept = std::net::TcpStream::connect(addr).expect("connect");
+        write!(
+            kept,
+            "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
+        )
+        .expect("write");
+        let started = std::time::Instant::now();
+        until_closed(&mut kept);
+        let took = started.elapsed();
+        assert!(
+            took >= HEADER_TIMEOUT - Duration::from_secs(1)
+                && took < HEADER_TIMEOUT + Duration::from_secs(5),
+            "closed after {took:?}, expected about {HEADER_TIMEOUT:?}"
         );
     })
     .await;
