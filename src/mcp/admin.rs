@@ -110,11 +110,15 @@ async fn one(tokens: Tokens, core: &Core, stream: UnixStream, us: u32) {
 /// the kernel; one that cannot be identified is refused too.
 fn refused(core: &Core, pid: Option<u32>) -> Option<Value> {
     let Some(pid) = pid else {
-        return Some(json!({"ok": false, "error": "the kernel gave no process for this connection"}));
+        return Some(
+            json!({"ok": false, "error": "the kernel gave no process for this connection"}),
+        );
     };
     let who = match identity::resolve_pid(pid) {
         Ok(who) => who,
-        Err(e) => return Some(json!({"ok": false, "error": format!("cannot identify the caller: {e}")})),
+        Err(e) => {
+            return Some(json!({"ok": false, "error": format!("cannot identify the caller: {e}")}));
+        }
     };
     let subject = Subject {
         app_id: who.app_id,

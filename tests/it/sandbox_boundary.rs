@@ -399,7 +399,7 @@ async fn a_flatpak_app_with_the_runtime_directory_makes_no_token() {
         );
         // The user's own contextctl still manages tokens, and none is
         // named after the app's request.
-        let (ok, list, err) = contextctl(&bus, &home, &["token", "list"]);
+        let (ok, list, err) = crate::mcp_support::contextctl(&bus, &home, &["token", "list"]);
         assert!(ok, "{err}");
         assert!(!list.contains("sneaky"), "{list}");
     })
