@@ -18,12 +18,14 @@
 //! same bounds on the debug build's growth.
 
 use std::io::{Read, Write};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use contextd::client::proxy::{Consent1Proxy, Context1Proxy};
 
-use crate::common::{Proc, block_on, contextd, create_token, envs, rss_kib, start_bus, verdict};
+use crate::common::{
+    Proc, block_on, contextd, create_token, dbusmock, envs, polkit_allowing_manage, rss_kib,
+    start_bus, verdict,
+};
 
 const FLOOD: usize = 30_000;
 const FLOOD_TARGET_KIB: u64 = 25 * 1024;
@@ -38,51 +40,14 @@ pub(crate) fn main() {
     });
 }
 
-/// python-dbusmock's `template` on the bus at `address`, killed on drop.
-fn dbusmock(address: &str, system: bool, template: &str) -> Proc {
-    let mut c = Command::new("/usr/bin/python3");
-    c.args(["-m", "dbusmock"]);
-    if system {
-        c.arg("--system");
-    }
-    Proc(
-        c.args(["--template", template])
-            .env("DBUS_SESSION_BUS_ADDRESS", address)
-            .env("DBUS_SYSTEM_BUS_ADDRESS", address)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("python3-dbusmock"),
-    )
-}
-
 async fn flood() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_bus, address) = start_bus(dir.path());
     let sysdir = dir.path().join("sys");
     std::fs::create_dir_all(&sysdir).expect("mkdir");
     let (_sys, sys_address) = start_bus(&sysdir);
-    let _polkit = dbusmock(&sys_address, true, "polkitd");
+    let _polkit = polkit_allowing_manage(&sys_address).await;
     let _notifications = dbusmock(&address, false, "notification_daemon");
-    let sys = zbus::connection::Builder::address(sys_address.as_str())
-        .build()
-        .await
-        .expect("system bus");
-    for _ in 0..200 {
-        let r = sys
-            .call_method(
-                Some("org.freedesktop.PolicyKit1"),
-                "/org/freedesktop/PolicyKit1/Authority",
-                Some("org.freedesktop.DBus.Mock"),
-                "SetAllowed",
-                &(vec!["org.contextd.manage-consent"],),
-            )
-            .await;
-        if r.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     let mut daemon = contextd(dir.path());
     daemon
         .env("DBUS_SESSION_BUS_ADDRESS", &address)

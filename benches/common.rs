@@ -183,6 +183,51 @@ pub fn start_bus(dir: &Path) -> (Proc, String) {
     (Proc(child), line.trim().to_owned())
 }
 
+/// python-dbusmock's `template` on the bus at `address` (as the system
+/// bus with `system`), killed on drop.
+pub fn dbusmock(address: &str, system: bool, template: &str) -> Proc {
+    let mut c = Command::new("/usr/bin/python3");
+    c.args(["-m", "dbusmock"]);
+    if system {
+        c.arg("--system");
+    }
+    Proc(
+        c.args(["--template", template])
+            .env("DBUS_SESSION_BUS_ADDRESS", address)
+            .env("DBUS_SYSTEM_BUS_ADDRESS", address)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3-dbusmock"),
+    )
+}
+
+/// python-dbusmock's polkitd on the system bus at `sys_address`,
+/// authorising `org.contextd.manage-consent` once it answers.
+pub async fn polkit_allowing_manage(sys_address: &str) -> Proc {
+    let polkit = dbusmock(sys_address, true, "polkitd");
+    let sys = zbus::connection::Builder::address(sys_address)
+        .build()
+        .await
+        .expect("system bus");
+    for _ in 0..200 {
+        let r = sys
+            .call_method(
+                Some("org.freedesktop.PolicyKit1"),
+                "/org/freedesktop/PolicyKit1/Authority",
+                Some("org.freedesktop.DBus.Mock"),
+                "SetAllowed",
+                &(vec!["org.contextd.manage-consent"],),
+            )
+            .await;
+        if r.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    polkit
+}
+
 /// A process's resident memory (VmRSS), in KiB; 0 when unknown.
 pub fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))

@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Proc, block_on, contextd, rss_kib, start_bus};
+use common::{Proc, block_on, contextd, polkit_allowing_manage, rss_kib, start_bus};
 use contextd::client::proxy::Consent1Proxy;
 use serde_json::{Value, json};
 
@@ -124,34 +124,7 @@ pub(crate) fn main() {
         let sysdir = dir.path().join("sys");
         std::fs::create_dir_all(&sysdir).expect("mkdir");
         let (_sys, sys_address) = start_bus(&sysdir);
-        let _polkit = Proc(
-            Command::new("/usr/bin/python3")
-                .args(["-m", "dbusmock", "--system", "--template", "polkitd"])
-                .env("DBUS_SYSTEM_BUS_ADDRESS", &sys_address)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("dbusmock polkitd"),
-        );
-        let sys = zbus::connection::Builder::address(sys_address.as_str())
-            .build()
-            .await
-            .expect("system bus");
-        for _ in 0..200 {
-            let r = sys
-                .call_method(
-                    Some("org.freedesktop.PolicyKit1"),
-                    "/org/freedesktop/PolicyKit1/Authority",
-                    Some("org.freedesktop.DBus.Mock"),
-                    "SetAllowed",
-                    &(vec!["org.contextd.manage-consent"],),
-                )
-                .await;
-            if r.is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let _polkit = polkit_allowing_manage(&sys_address).await;
         let mut daemon = contextd(dir.path());
         daemon
             .env("DBUS_SESSION_BUS_ADDRESS", &address)

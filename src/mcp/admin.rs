@@ -75,17 +75,12 @@ pub(crate) async fn serve(
 }
 
 async fn one(tokens: Tokens, core: &Core, stream: UnixStream, us: u32) {
-    let answer = match stdio::peer(&stream) {
-        Ok((uid, pid)) if uid == us => refused(core, pid),
-        Ok((uid, _)) => Some(
-            json!({"ok": false, "error": format!("uid {uid} may not manage the tokens of uid {us}")}),
-        ),
-        Err(e) => Some(json!({"ok": false, "error": format!("cannot read peer credentials: {e}")})),
-    };
+    let peer = stdio::peer(&stream);
     let (r, mut w) = stream.into_split();
-    let answer = match answer {
-        Some(a) => a,
-        None => {
+    let answer = match peer {
+        Ok((uid, pid)) if uid == us => {
+            // The request is read before any refusal of our uid's peer,
+            // so that its writer hears the answer, not a broken pipe.
             let mut line = String::new();
             let read = BufReader::new(r.take(MAX_REQUEST))
                 .read_line(&mut line)
@@ -93,10 +88,17 @@ async fn one(tokens: Tokens, core: &Core, stream: UnixStream, us: u32) {
             match read.map_err(|e| e.to_string()).and_then(|_| {
                 serde_json::from_str::<Request>(&line).map_err(|e| format!("bad request: {e}"))
             }) {
-                Ok(req) => handle(&tokens, req).await,
+                Ok(req) => match refused(core, pid) {
+                    Some(no) => no,
+                    None => handle(&tokens, req).await,
+                },
                 Err(e) => json!({"ok": false, "error": e}),
             }
         }
+        Ok((uid, _)) => {
+            json!({"ok": false, "error": format!("uid {uid} may not manage the tokens of uid {us}")})
+        }
+        Err(e) => json!({"ok": false, "error": format!("cannot read peer credentials: {e}")}),
     };
     let mut out = answer.to_string();
     out.push('\n');

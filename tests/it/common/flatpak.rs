@@ -31,9 +31,12 @@ pub struct Flatpak {
     proxy: Child,
 }
 
-/// The part of a sandbox both the proxy's and the app's have: a fresh
-/// root with the host's programs, and the app's `.flatpak-info`.
-fn sandbox(info: &Path) -> Command {
+/// A bubblewrap sandbox's root: a fresh tmpfs with the host's programs
+/// (`/usr`, `/etc` read-only, merged-`/usr` links), `/proc`, `/dev` and
+/// a private `/tmp`: what a Flatpak runtime gives an app. (The rogue
+/// broker of `tests/it/shells/rogue.rs` builds the same root itself: the
+/// benches compile that module without this one.)
+fn sandbox_root() -> Command {
     let mut c = Command::new("bwrap");
     c.args(["--ro-bind", "/usr", "/usr"])
         .args(["--symlink", "usr/bin", "/bin"])
@@ -41,8 +44,15 @@ fn sandbox(info: &Path) -> Command {
         .args(["--symlink", "usr/lib", "/lib"])
         .args(["--symlink", "usr/lib64", "/lib64"])
         .args(["--ro-bind", "/etc", "/etc"])
-        .args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"])
-        .arg("--ro-bind")
+        .args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+    c
+}
+
+/// The part of a sandbox both the proxy's and the app's have: the root,
+/// and the app's `.flatpak-info`.
+fn sandbox(info: &Path) -> Command {
+    let mut c = sandbox_root();
+    c.arg("--ro-bind")
         .arg(info)
         .arg("/.flatpak-info")
         .arg("--die-with-parent");
