@@ -376,8 +376,14 @@ async fn an_ssid_change_reaches_only_readers_of_the_network_name() {
             Variant::from(ObjectPath::try_from(active.as_str()).expect("path")),
         )
         .await;
-        fdo::until_snapshot(&conn, "the network's name and the power", |s| {
-            s["network"]["ssid"] == "Hotel Alpenblick" && s["power"]["on_battery"] == false
+        // The whole network state settled first (its name, and the type
+        // the source reads from the active connection in a step of its
+        // own): a part arriving after the readers subscribed would be a
+        // change every reader may see.
+        fdo::until_snapshot(&conn, "the network's name and type, and the power", |s| {
+            s["network"]["ssid"] == "Hotel Alpenblick"
+                && s["network"]["primary_type"] == "wifi"
+                && s["power"]["on_battery"] == false
         })
         .await;
 
@@ -408,12 +414,14 @@ async fn an_ssid_change_reaches_only_readers_of_the_network_name() {
             .await;
         assert_eq!(d["network"]["primary_type"], "wifi", "{d}");
         // The barriers, now that the state has the new name: the machine
-        // goes on battery (what both MCP hosts may see), and the network
-        // becomes metered (what contextctl may see).
+        // goes on battery (what both MCP hosts may see), then, once both
+        // heard it, the network becomes metered (what contextctl may
+        // see). One after the other: the two come from two sources, whose
+        // events may be applied in either order, and a metered change
+        // before the power one would be a network change the plain host
+        // may see.
         upower
             .set(&sys, UPOWER_PATH, UPOWER, "OnBattery", Variant::from(true))
-            .await;
-        nm.set(&sys, MANAGER, NM, "Metered", Variant::from(1u32))
             .await;
 
         let lines = next_with(&named_mcp, "context://power");
@@ -428,6 +436,8 @@ async fn an_ssid_change_reaches_only_readers_of_the_network_name() {
             ["context://power"],
             "an SSID-only change was announced to a host without network.name: {lines:?}"
         );
+        nm.set(&sys, MANAGER, NM, "Metered", Variant::from(1u32))
+            .await;
         let events = tokio::task::block_in_place(|| {
             plain_dbus.until("metered", |e| e["data"]["network"]["metered"] == true)
         });
