@@ -103,7 +103,34 @@ impl Ext4 {
     }
 
     /// Mount the image (again, read-write) on the directory.
+    ///
+    /// After a lazy unmount the kernel may still hold the old file
+    /// system (a killed broker's files closing) on the old loop device,
+    /// and `mount -o loop` reuses a loop device already bound to the
+    /// image: the "new" mount was then the old, read-only file system
+    /// (seen in loaded fresh-clone runs: the restarted broker could not
+    /// write). So first wait (bounded) until no loop device holds the
+    /// image, and repair it (`e2fsck -fy`: the error the failing disk
+    /// recorded), as a user would before mounting it again.
     pub fn mount_again(&mut self) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::time::Instant::now() < deadline {
+            let held = Command::new("losetup")
+                .arg("-j")
+                .arg(&self.image)
+                .output()
+                .is_ok_and(|o| !o.stdout.is_empty());
+            if !held {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = Command::new("e2fsck")
+            .args(["-f", "-y", "-q"])
+            .arg(&self.image)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
         let ok = Command::new("mount")
             .args(["-t", "ext4", "-o", "loop,errors=remount-ro"])
             .arg(&self.image)
