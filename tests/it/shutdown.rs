@@ -115,7 +115,10 @@ async fn sigterm_under_load_joins_every_level_and_keeps_the_last_second() {
             .await
             .expect("subscription");
         let mut changed = sub.receive_changed().await.expect("Changed stream");
-        let focused: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
+        // (window id, when the signal arrived, the broker's own stamp of
+        // the focus: `last_focused`, milliseconds).
+        type Focused = Vec<(String, Instant, Option<chrono::DateTime<chrono::FixedOffset>>)>;
+        let focused: Arc<Mutex<Focused>> = Arc::default();
         let listener = {
             let focused = focused.clone();
             tokio::spawn(async move {
@@ -130,10 +133,13 @@ async fn sigterm_under_load_joins_every_level_and_keeps_the_last_second() {
                     if data["event"] == "focus"
                         && let Some(id) = data["window"]["id"].as_str()
                     {
+                        let stamp = data["window"]["last_focused"]
+                            .as_str()
+                            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
                         focused
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
-                            .push((id.to_owned(), Instant::now()));
+                            .push((id.to_owned(), Instant::now(), stamp));
                     }
                 }
             })
@@ -175,7 +181,7 @@ async fn sigterm_under_load_joins_every_level_and_keeps_the_last_second() {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .iter()
-                .any(|(id, _)| *id == last)
+                .any(|(id, _, _)| *id == last)
                 .then_some(())
         })
         .await;
@@ -211,13 +217,26 @@ async fn sigterm_under_load_joins_every_level_and_keeps_the_last_second() {
 
         // The last second of history: every window focused in the second
         // before the signal has its interval, closed (the last one by the
-        // stop itself).
+        // stop itself). But a focus the broker moved on from within a
+        // millisecond is no timeline row, by design (`store::history::
+        // pending::FLAP`): on a loaded machine the replayed changes can
+        // reach the broker in a burst, and such visits are left out here
+        // too, judged by the broker's own stamps (milliseconds: a
+        // difference of 1 ms may be a visit shorter than one).
+        let focused = focused.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let lasted = |i: usize| -> bool {
+            match (focused[i].2, focused.get(i + 1).and_then(|n| n.2)) {
+                (Some(a), Some(b)) => (b - a).num_milliseconds() >= 2,
+                _ => true,
+            }
+        };
         let recent: Vec<String> = focused
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .filter(|(_, when)| term.duration_since(*when) <= Duration::from_secs(1))
-            .map(|(id, _)| id.replacen('w', "T-", 1))
+            .enumerate()
+            .filter(|(i, (_, when, _))| {
+                term.duration_since(*when) <= Duration::from_secs(1) && lasted(*i)
+            })
+            .map(|(_, (id, _, _))| id.replacen('w', "T-", 1))
             .collect();
         assert!(
             recent.len() > 1,
