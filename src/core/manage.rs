@@ -91,14 +91,19 @@ impl Core {
     /// Whether `who` may answer the waiting question `id`: never its own
     /// (an app that answers its own question grants itself). The
     /// question's app is the one the broker identified when it asked.
-    pub(crate) fn may_answer(&self, who: &Subject, id: u64) -> Result<()> {
+    /// The question, when it still waits (for the publisher's words of
+    /// what is answered).
+    pub(crate) fn may_answer(
+        &self,
+        who: &Subject,
+        id: u64,
+    ) -> Result<Option<super::prompts::PendingView>> {
         self.may_manage(who, "answer a consent question")?;
-        let own = self
-            .prompts
-            .pending()
-            .iter()
-            .any(|p| p.id == id && p.app_id == who.app_id.as_str());
-        if own {
+        let question = self.prompts.pending_one(id);
+        if question
+            .as_ref()
+            .is_some_and(|q| q.app_id == who.app_id.as_str())
+        {
             tracing::warn!(app = %who.app_id, id, "refused: an app answered its own question");
             return Err(Error::NotTheUser {
                 app: who.app_id.clone(),
@@ -106,7 +111,7 @@ impl Core {
                 why: "nobody answers its own question: the user answers it".to_owned(),
             });
         }
-        Ok(())
+        Ok(question)
     }
 
     /// The user's own view of who uses the microphone, camera or screen

@@ -328,25 +328,33 @@ impl Prompts {
 
     /// The prompts waiting for the user, oldest first.
     pub(crate) fn pending(&self) -> Vec<PendingView> {
+        lock(&self.line).open.iter().map(Question::view).collect()
+    }
+
+    /// The waiting prompt `id`, if it still waits.
+    pub(crate) fn pending_one(&self, id: u64) -> Option<PendingView> {
         lock(&self.line)
             .open
             .iter()
-            .map(|q| {
-                let r = lock(&q.req);
-                PendingView {
-                    id: q.id,
-                    app_id: r.app.to_string(),
-                    app_name: r.display_name.clone(),
-                    icon: r.icon.clone(),
-                    categories: super::view::Names(
-                        r.categories.iter().map(ToString::to_string).collect(),
-                    ),
-                    channel: r.channel.as_str().to_owned(),
-                    reason: r.reason.clone(),
-                    since: super::view::time(&q.since),
-                }
-            })
-            .collect()
+            .find(|q| q.id == id)
+            .map(Question::view)
+    }
+}
+
+impl Question {
+    /// As `Consent1.ListPending` and the dashboard show it.
+    fn view(&self) -> PendingView {
+        let r = lock(&self.req);
+        PendingView {
+            id: self.id,
+            app_id: r.app.to_string(),
+            app_name: r.display_name.clone(),
+            icon: r.icon.clone(),
+            categories: super::view::Names(r.categories.iter().map(ToString::to_string).collect()),
+            channel: r.channel.as_str().to_owned(),
+            reason: r.reason.clone(),
+            since: super::view::time(&self.since),
+        }
     }
 }
 

@@ -28,6 +28,15 @@ pub(crate) struct Caller {
 }
 
 impl Caller {
+    /// The consent subject this caller is, on D-Bus.
+    pub(crate) fn subject(&self) -> crate::core::Subject {
+        crate::core::Subject {
+            app_id: self.identity.app_id.clone(),
+            source: self.identity.source,
+            channel: crate::core::Channel::DBus,
+        }
+    }
+
     /// The process polkit is asked about: the one identified.
     pub(crate) fn process(&self) -> super::polkit::Process {
         super::polkit::Process {

@@ -420,18 +420,12 @@ impl Consent1 {
                 Error::InvalidArgs("answer with once, always, duration or deny".into())
             })?;
         let subject = self.shared.subject(&hdr).await?;
-        self.shared.core.may_answer(&subject, id)?;
+        let question = self.shared.core.may_answer(&subject, id)?;
         let who = self
             .shared
             .authorize_manage_for(
                 &hdr,
-                match self
-                    .shared
-                    .core
-                    .pending_prompts()
-                    .into_iter()
-                    .find(|p| p.id == id)
-                {
+                match question {
                     Some(p) => polkit::Request {
                         summary: format!(
                             "answer \"{answer}\" to {}'s question about {}",

@@ -526,24 +526,22 @@ impl Context1 {
                     .unwrap_or_default();
                 request::respond(conn.clone(), path, owner, code, results)
             };
-        let asking = match requested {
-            Requested::Denied(msg) => {
+        // Decided already: an object of its own, answered at once.
+        let decided = match requested {
+            Requested::Denied(msg) => Err((request::DENIED, Some(msg))),
+            Requested::Granted => Err((request::GRANTED, None)),
+            Requested::Asking(asking) => Ok(asking),
+        };
+        let asking = match decided {
+            Ok(asking) => asking,
+            Err((code, msg)) => {
                 let n = self.shared.next_request();
                 let (path, _) = request::create(&self.shared.conn, n, &owner).await?;
                 self.shared
                     .tasks
-                    .spawn(respond(path.clone(), owner, request::DENIED, Some(msg)));
+                    .spawn(respond(path.clone(), owner, code, msg));
                 return Ok(path);
             }
-            Requested::Granted => {
-                let n = self.shared.next_request();
-                let (path, _) = request::create(&self.shared.conn, n, &owner).await?;
-                self.shared
-                    .tasks
-                    .spawn(respond(path.clone(), owner, request::GRANTED, None));
-                return Ok(path);
-            }
-            Requested::Asking(asking) => asking,
         };
         // Calls of this connection merged into one question share its
         // object (bounded by the open questions, `core::prompts`).

@@ -29,7 +29,7 @@ use zbus::fdo::DBusProxy;
 use zbus::message::Header;
 
 use crate::core::read::Read;
-use crate::core::{Channel, Core, Mode, Subject};
+use crate::core::{Core, Mode, Subject};
 use crate::shutdown::Level;
 use callers::Caller;
 use error::Result;
@@ -71,12 +71,7 @@ impl Shared {
 
     /// The consent subject of the sender of `hdr`.
     pub(crate) async fn subject(&self, hdr: &Header<'_>) -> Result<Subject> {
-        let who = self.caller(hdr).await?;
-        Ok(Subject {
-            app_id: who.app_id.clone(),
-            source: who.source,
-            channel: Channel::DBus,
-        })
+        Ok(self.caller(hdr).await?.subject())
     }
 
     /// A read by the sender of `hdr` through the core's read service. An
@@ -124,12 +119,7 @@ impl Shared {
         // The core's rule first: a sandboxed caller is refused before
         // polkit shows anything (a dialog it caused would pass for the
         // user's own action).
-        let subject = Subject {
-            app_id: who.app_id.clone(),
-            source: who.source,
-            channel: Channel::DBus,
-        };
-        self.core.may_manage(&subject, &request.summary)?;
+        self.core.may_manage(&who.subject(), &request.summary)?;
         // polkit's dialog names who asks, as pkexec names the program.
         request.caller = format!("{} (PID {})", who.app_id, who.pid);
         self.polkit
