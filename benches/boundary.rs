@@ -117,15 +117,19 @@ async fn flood() {
     drop(daemon);
 }
 
-/// One HTTP/1.1 request on a new connection: the status and the headers.
-fn post(addr: &str, token: &str, body: &str) -> (u16, String) {
+/// One HTTP/1.1 `POST /mcp` on a new connection (in `session` when
+/// given): the status and the whole response.
+fn post(addr: &str, token: &str, session: Option<&str>, body: &str) -> (u16, String) {
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(30)))
         .expect("timeout");
+    let session = session
+        .map(|sid| format!("Mcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-06-18\r\n"))
+        .unwrap_or_default();
     let req = format!(
         "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
          Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+         {session}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     s.write_all(req.as_bytes()).expect("send");
@@ -170,12 +174,12 @@ async fn sessions() {
     let modest = create_token("modest", env);
     let (addr2, greedy2, modest2) = (addr.clone(), greedy.clone(), modest.clone());
     let figures = tokio::task::spawn_blocking(move || {
-        let (code, kept) = post(&addr2, &modest2, INIT);
+        let (code, kept) = post(&addr2, &modest2, None, INIT);
         assert_eq!(code, 200, "{kept}");
         let kept = session_id(&kept).expect("a session id");
         let open = |n: usize| {
             for _ in 0..n {
-                let (code, r) = post(&addr2, &greedy2, INIT);
+                let (code, r) = post(&addr2, &greedy2, None, INIT);
                 assert_eq!(code, 200, "{r}");
             }
         };
@@ -190,22 +194,10 @@ async fn sessions() {
     let (before, after, kept) = figures;
     let body = r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#;
     let (addr2, modest2) = (addr.clone(), modest.clone());
-    let alive = tokio::task::spawn_blocking(move || {
-        let mut s = std::net::TcpStream::connect(&addr2).expect("connect");
-        let req = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {addr2}\r\nAuthorization: Bearer {modest2}\r\n\
-             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-             Mcp-Session-Id: {kept}\r\nMCP-Protocol-Version: 2025-06-18\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        s.write_all(req.as_bytes()).expect("send");
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        out.starts_with("HTTP/1.1 200")
-    })
-    .await
-    .unwrap_or(false);
+    let alive =
+        tokio::task::spawn_blocking(move || post(&addr2, &modest2, Some(&kept), body).0 == 200)
+            .await
+            .unwrap_or(false);
     let grew = after.saturating_sub(before);
     println!("boundary: {SESSIONS} Streamable HTTP sessions from one token");
     println!(

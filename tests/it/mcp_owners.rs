@@ -469,15 +469,6 @@ async fn a_new_token_of_a_revoked_name_has_no_grants() {
     .await;
 }
 
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
-}
-
 /// One token opens 5 000 sessions: it holds at most its bound (its
 /// idlest go), another token's session stays, its revocation still ends
 /// it, and the broker's memory grows by at most 10 MB. One token holding
@@ -518,9 +509,9 @@ async fn one_token_cannot_crowd_out_another() {
         let first = tokio::task::block_in_place(|| open(1));
         // Warm up, so that what is measured is what sessions hold.
         tokio::task::block_in_place(|| open(200));
-        let before = rss_kb(pid);
+        let before = rss_kib(pid);
         let last = tokio::task::block_in_place(|| open(5000));
-        let after = rss_kb(pid);
+        let after = rss_kib(pid);
         eprintln!("broker RSS: {before} kB before, {after} kB after 5000 sessions");
         assert!(
             after <= before + 10 * 1024,

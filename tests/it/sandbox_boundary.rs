@@ -62,28 +62,51 @@ fn forged_export(app: &str) -> String {
     )
 }
 
+/// A broker as a real installation runs it (undecided access is asked),
+/// with `config` added, on a private session bus with a notification
+/// server (so that a question stays on screen), and a system bus whose
+/// polkit allows every management call: a refusal is the broker's own.
+struct Desk {
+    bus: Bus,
+    sys: Bus,
+    polkit: Mock,
+    _notifications: Mock,
+    _home: Home,
+    _daemon: Daemon,
+}
+
+async fn desk(config: &str) -> Desk {
+    let bus = Bus::start();
+    let sys = Bus::start();
+    let polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
+    let notifications = Mock::start(&bus.address, false, "notification_daemon").await;
+    let home = Home::new();
+    home.write_config(config);
+    let daemon = Daemon::start_with(
+        &bus,
+        &home,
+        &[],
+        &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
+    )
+    .await;
+    Desk {
+        bus,
+        sys,
+        polkit,
+        _notifications: notifications,
+        _home: home,
+        _daemon: daemon,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flatpak_app_reaches_none_of_the_users_controls() {
     with_timeout(120, async {
-        let bus = Bus::start();
-        let sys = Bus::start();
-        // polkit would allow every management call: the refusal must be
-        // the broker's own.
-        let polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
-        // A notification server, so that a question stays on screen.
-        let _notifications = Mock::start(&bus.address, false, "notification_daemon").await;
-        let home = Home::new();
-        // Undecided access is asked (a real installation's default), and
-        // the dashboard runs, so that a link could be handed out.
-        home.write_config("[dashboard]\nenabled = true\n");
-        let _d = Daemon::start_with(
-            &bus,
-            &home,
-            &[],
-            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
-        )
-        .await;
-        let app = Flatpak::start(&bus, SNEAKY);
+        // The dashboard runs, so that a link could be handed out.
+        let Desk {
+            bus, sys, polkit, ..
+        } = &desk("[dashboard]\nenabled = true\n").await;
+        let app = Flatpak::start(bus, SNEAKY);
 
         // It is who the sandbox says: a read answers for the Flatpak id.
         let err = app
@@ -112,7 +135,7 @@ async fn a_flatpak_app_reaches_none_of_the_users_controls() {
         })
         .await;
         let id = question["id"].as_u64().expect("id").to_string();
-        let checks_before = polkit_checks(&polkit, &sys).await.len();
+        let checks_before = polkit_checks(polkit, sys).await.len();
 
         let forged = forged_export(SNEAKY).replace('\n', "\\n");
         let attacks: Vec<(&str, Vec<String>)> = vec![
@@ -187,7 +210,7 @@ async fn a_flatpak_app_reaches_none_of_the_users_controls() {
         // polkit was never asked for the sandboxed app: no dialog that
         // would pass for the user's own action.
         assert_eq!(
-            polkit_checks(&polkit, &sys).await.len(),
+            polkit_checks(polkit, sys).await.len(),
             checks_before,
             "polkit was asked on behalf of a sandboxed app"
         );
@@ -224,19 +247,9 @@ async fn a_flatpak_app_reaches_none_of_the_users_controls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nobody_answers_its_own_question() {
     with_timeout(60, async {
-        let bus = Bus::start();
-        let sys = Bus::start();
-        let polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
-        let _notifications = Mock::start(&bus.address, false, "notification_daemon").await;
-        let home = Home::new();
-        home.ask_undecided();
-        let _d = Daemon::start_with(
-            &bus,
-            &home,
-            &[],
-            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
-        )
-        .await;
+        let Desk {
+            bus, sys, polkit, ..
+        } = &desk("").await;
         let conn = bus.connect().await;
         let ctx = Context1Proxy::new(&conn).await.expect("proxy");
         ctx.request_access(&["location"], "to find restaurants")
@@ -255,7 +268,7 @@ async fn nobody_answers_its_own_question() {
         })
         .await;
         let id = question["id"].as_u64().expect("id");
-        let checks_before = polkit_checks(&polkit, &sys).await.len();
+        let checks_before = polkit_checks(polkit, sys).await.len();
         for c in [conn.clone(), bus.connect().await] {
             let consent = Consent1Proxy::new(&c).await.expect("proxy");
             let r = consent.answer_pending(id, "always", 0).await;
@@ -270,7 +283,7 @@ async fn nobody_answers_its_own_question() {
                 other => panic!("answered its own question: {other:?}"),
             }
         }
-        assert_eq!(polkit_checks(&polkit, &sys).await.len(), checks_before);
+        assert_eq!(polkit_checks(polkit, sys).await.len(), checks_before);
         assert!(
             consent
                 .list_grants()
@@ -306,7 +319,7 @@ async fn nobody_answers_its_own_question() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let checks = polkit_checks(&polkit, &sys).await;
+        let checks = polkit_checks(polkit, sys).await;
         let asked = checks.last().expect("polkit was asked");
         assert!(
             asked["caller"].starts_with("exe:/usr/bin/gdbus (PID "),
@@ -330,17 +343,7 @@ async fn nobody_answers_its_own_question() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn imported_decisions_are_imports_dated_no_later_than_now() {
     with_timeout(60, async {
-        let bus = Bus::start();
-        let sys = Bus::start();
-        let _polkit = Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"]).await;
-        let home = Home::new();
-        let _d = Daemon::start_with(
-            &bus,
-            &home,
-            &[],
-            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
-        )
-        .await;
+        let Desk { bus, .. } = &desk("").await;
         let conn = bus.connect().await;
         let consent = Consent1Proxy::new(&conn).await.expect("proxy");
         consent

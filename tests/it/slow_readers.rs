@@ -44,15 +44,6 @@ const TITLE: usize = 500;
 /// flood (it is about 20 MB in all).
 const RSS_BOUND_KB: u64 = 20 * 1024;
 
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
-}
-
 /// A process killed on drop (SIGKILL ends a stopped process too).
 struct Proc(Child);
 
@@ -238,7 +229,7 @@ async fn slow_readers_are_not_buffered_without_end() {
                 .expect("Changed");
             seen += 1;
         }
-        let before = rss_kb(d.pid());
+        let before = rss_kib(d.pid());
 
         // The flood, from a thread (the FIFO blocks while the broker is
         // busy), then one change more, which the readers that read must
@@ -292,7 +283,7 @@ async fn slow_readers_are_not_buffered_without_end() {
                 }
             }
         }
-        let during = rss_kb(d.pid());
+        let during = rss_kib(d.pid());
         // The host that reads hears of a change after the flood.
         let heard = updates.load(Ordering::SeqCst);
         replay.send(&window_line(
@@ -307,7 +298,7 @@ async fn slow_readers_are_not_buffered_without_end() {
             || async { (updates.load(Ordering::SeqCst) > heard).then_some(()) },
         )
         .await;
-        let after = rss_kb(d.pid());
+        let after = rss_kib(d.pid());
         eprintln!(
             "RSS: {before} kB before {FLOOD} changes, {during} kB after, {after} kB once the \
              readers caught up; the reading subscriber got {got} Changed, the reading host {} \

@@ -399,6 +399,22 @@ pub fn exit_code(st: ExitStatus) -> String {
     }
 }
 
+/// A field of `/proc/PID/status` in KiB (`VmRSS`, `VmHWM`, …).
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{field} in {status}"))
+}
+
+/// A process's resident memory (`VmRSS`), in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS")
+}
+
 /// Wait until the broker's name has (or has no) owner.
 pub async fn wait_for_owner(bus: &Bus, owned: bool) {
     wait_for_owner_at(&bus.address, owned).await
