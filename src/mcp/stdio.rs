@@ -294,7 +294,10 @@ pub(crate) async fn serve(
 
 async fn connection(
     broker: Arc<Broker>,
-    (mut stream, pinned): (UnixStream, Option<Result<identity::Pinned, identity::IdentityError>>),
+    (mut stream, pinned): (
+        UnixStream,
+        Option<Result<identity::Pinned, identity::IdentityError>>,
+    ),
     us: u32,
     bridges: Arc<Bridges>,
     cancel: CancellationToken,
@@ -368,8 +371,8 @@ async fn identify(
         use std::os::fd::AsFd;
         resolve_host(sock.as_fd(), &pinned, &bridges)
     })
-        .await
-        .map_err(|e| format!("identity lookup failed: {e}"))??;
+    .await
+    .map_err(|e| format!("identity lookup failed: {e}"))??;
     Ok(Subject {
         app_id: id.app_id,
         source: id.source,

@@ -174,7 +174,11 @@ fn holders(end: End, except: u32) -> Vec<u32> {
     };
     let mut found = Vec::new();
     for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         if pid == except || !entry.metadata().is_ok_and(|m| m.uid() == us) {
