@@ -162,6 +162,8 @@ async fn fork_then_exec_of_a_granted_program_is_not_served_as_it() {
                 "neither refused nor denied (inheritable={inheritable}): {all}"
             );
             drop(idle);
+            let _ = attacker.kill();
+            let _ = attacker.wait();
         }
         assert!(
             d.stderr().contains("refusing an MCP connection"),
