@@ -2,11 +2,19 @@
 //! `$XDG_RUNTIME_DIR/contextd/` (directory 0700) speaking newline-delimited
 //! JSON-RPC, one MCP session per connection.
 //!
-//! Identity comes from the kernel: `SO_PEERCRED` names the bridge process;
-//! when that process is `contextctl`, the MCP host is its parent (Claude
-//! Desktop spawned `contextctl mcp`), resolved with the same app-id
-//! resolver as D-Bus callers. A peer that is not `contextctl` is its own
-//! host (nothing it says about itself counts).
+//! Identity comes from the kernel: `SO_PEERCRED` names the connecting
+//! process, which is pinned with a pidfd at accept (with the executable it
+//! runs); it must be the only process holding its end of the connection
+//! and still run that executable when it is identified, so that a forked
+//! child or an `exec` after `connect` does not speak as a granted program.
+//! When that process is `contextctl`, the MCP host is the one process that
+//! holds the other ends of its standard input and output, which must also
+//! be its parent (Claude Desktop spawned `contextctl mcp` on its pipes):
+//! a child of the host that re-parents a `contextctl` of its own
+//! (`clone(CLONE_PARENT)`) holds those pipes itself and is refused (see
+//! `core::identity::holders`). The host is resolved through its pidfd with
+//! the same app-id resolver as D-Bus callers. A peer that is not
+//! `contextctl` is its own host (nothing it says about itself counts).
 //!
 //! Framing is ours (rmcp's stdio transport drops unparsable input without
 //! an answer): lines are capped at [`MAX_MESSAGE_BYTES`], screened by

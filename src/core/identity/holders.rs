@@ -181,7 +181,12 @@ fn holders(end: End, except: u32) -> Vec<u32> {
         else {
             continue;
         };
-        if pid == except || !entry.metadata().is_ok_and(|m| m.uid() == us) {
+        // Root's processes as well: the socket serves root peers too.
+        if pid == except
+            || !entry
+                .metadata()
+                .is_ok_and(|m| m.uid() == us || m.uid() == 0)
+        {
             continue;
         }
         if holds(pid, end) {
