@@ -202,8 +202,19 @@ fn holds(pid: u32, end: End) -> bool {
     let Ok(fds) = std::fs::read_dir(Path::new(PROC).join(format!("{pid}/fd"))) else {
         return false;
     };
+    let (prefix, ino) = match end {
+        End::Pipe { ino, .. } => ("pipe:[", ino),
+        End::Socket(ino) => ("socket:[", ino),
+    };
     fds.flatten().any(|e| {
-        e.file_name()
+        // The link first, and the fdinfo (for a pipe's direction) only of
+        // the one pipe: a scan of every process reads little else.
+        let same = std::fs::read_link(e.path())
+            .ok()
+            .and_then(|t| inode_in(&t.to_string_lossy(), prefix))
+            == Some(ino);
+        same && e
+            .file_name()
             .to_str()
             .and_then(|s| s.parse::<u32>().ok())
             .and_then(|fd| end_of(pid, fd).ok().flatten())
