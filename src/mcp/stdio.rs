@@ -2,11 +2,19 @@
 //! `$XDG_RUNTIME_DIR/contextd/` (directory 0700) speaking newline-delimited
 //! JSON-RPC, one MCP session per connection.
 //!
-//! Identity comes from the kernel: `SO_PEERCRED` names the bridge process;
-//! when that process is `contextctl`, the MCP host is its parent (Claude
-//! Desktop spawned `contextctl mcp`), resolved with the same app-id
-//! resolver as D-Bus callers. A peer that is not `contextctl` is its own
-//! host (nothing it says about itself counts).
+//! Identity comes from the kernel: `SO_PEERCRED` names the connecting
+//! process, which is pinned with a pidfd at accept (with the executable it
+//! runs); it must be the only process holding its end of the connection
+//! and still run that executable when it is identified, so that a forked
+//! child or an `exec` after `connect` does not speak as a granted program.
+//! When that process is `contextctl`, the MCP host is the one process that
+//! holds the other ends of its standard input and output, which must also
+//! be its parent (Claude Desktop spawned `contextctl mcp` on its pipes):
+//! a child of the host that re-parents a `contextctl` of its own
+//! (`clone(CLONE_PARENT)`) holds those pipes itself and is refused (see
+//! `core::identity::holders`). The host is resolved through its pidfd with
+//! the same app-id resolver as D-Bus callers. A peer that is not
+//! `contextctl` is its own host (nothing it says about itself counts).
 //!
 //! Framing is ours (rmcp's stdio transport drops unparsable input without
 //! an answer): lines are capped at [`MAX_MESSAGE_BYTES`], screened by
@@ -210,25 +218,35 @@ impl Bridges {
     }
 }
 
-/// Who the MCP host behind a connecting process is: its parent when the
-/// process is a trusted bridge, else the process itself.
+/// Who the MCP host behind a connecting process is: the process that
+/// holds the other ends of the bridge's standard input and output (which
+/// must be its parent) when the process is a trusted bridge, else the
+/// process itself, provided it alone holds the connection and still runs
+/// the program it ran when it connected. `peer` was pinned at accept.
 pub(crate) fn resolve_host(
-    bridge_pid: u32,
+    sock: std::os::fd::BorrowedFd<'_>,
+    peer: &identity::Pinned,
     bridges: &Bridges,
 ) -> Result<identity::Identity, String> {
-    let bridge = identity::resolve_pid(bridge_pid)
-        .map_err(|e| format!("cannot identify the connecting process {bridge_pid}: {e}"))?;
+    let pid = peer.pid();
+    identity::ensure_sole_holder(sock, peer)
+        .map_err(|e| format!("the connecting process {pid} is not the peer: {e}"))?;
+    let bridge = peer
+        .resolve()
+        .map_err(|e| format!("cannot identify the connecting process {pid}: {e}"))?;
     if !bridges.trusts(&bridge) {
         return Ok(bridge);
     }
-    let parent = identity::parent_pid(bridge_pid)
-        .map_err(|e| format!("cannot find the parent of contextctl ({bridge_pid}): {e}"))?;
+    let parent = identity::parent_pid(pid)
+        .map_err(|e| format!("cannot find the parent of contextctl ({pid}): {e}"))?;
     if parent <= 1 {
         return Err(format!(
-            "contextctl mcp ({bridge_pid}) has no parent process (its host exited); nobody to ask consent for"
+            "contextctl mcp ({pid}) has no parent process (its host exited); nobody to ask consent for"
         ));
     }
-    identity::resolve_pid(parent)
+    let host = identity::stdio_host(peer, parent)
+        .map_err(|e| format!("cannot find the MCP host of contextctl mcp ({pid}): {e}"))?;
+    host.resolve()
         .map_err(|e| format!("cannot identify the MCP host (process {parent}): {e}"))
 }
 
@@ -255,10 +273,16 @@ pub(crate) async fn serve(
             _ = cancel.cancelled() => break,
             a = listener.accept() => a,
         };
-        let stream = match accepted {
+        let (stream, pinned) = match accepted {
             Ok((s, _)) => {
                 bound_send_buffer(&s);
-                s
+                // Pinned now, before anything else: the process that
+                // connected, and the program it runs (see `resolve_host`).
+                let pinned = peer(&s)
+                    .ok()
+                    .and_then(|(_, pid)| pid)
+                    .map(identity::Pinned::open);
+                (s, pinned)
             }
             Err(e) => {
                 tracing::warn!(error = %e, "accept on the MCP socket failed");
@@ -270,7 +294,7 @@ pub(crate) async fn serve(
         let bridges = bridges.clone();
         let cancel = cancel.child_token();
         tasks.spawn(async move {
-            connection(broker, stream, us, bridges, cancel).await;
+            connection(broker, (stream, pinned), us, bridges, cancel).await;
             drop(permit);
         });
     }
@@ -278,12 +302,15 @@ pub(crate) async fn serve(
 
 async fn connection(
     broker: Arc<Broker>,
-    mut stream: UnixStream,
+    (mut stream, pinned): (
+        UnixStream,
+        Option<Result<identity::Pinned, identity::IdentityError>>,
+    ),
     us: u32,
     bridges: Arc<Bridges>,
     cancel: CancellationToken,
 ) {
-    let subject = match identify(&stream, us, bridges).await {
+    let subject = match identify(&stream, pinned, us, bridges).await {
         Ok(s) => s,
         Err(msg) => {
             tracing::warn!("refusing an MCP connection: {msg}");
@@ -324,7 +351,12 @@ async fn connection(
     cancel.cancel();
 }
 
-async fn identify(stream: &UnixStream, us: u32, bridges: Arc<Bridges>) -> Result<Subject, String> {
+async fn identify(
+    stream: &UnixStream,
+    pinned: Option<Result<identity::Pinned, identity::IdentityError>>,
+    us: u32,
+    bridges: Arc<Bridges>,
+) -> Result<Subject, String> {
     let (uid, pid) =
         peer(stream).map_err(|e| format!("cannot read the peer's credentials: {e}"))?;
     if uid != us && uid != 0 {
@@ -333,9 +365,22 @@ async fn identify(stream: &UnixStream, us: u32, bridges: Arc<Bridges>) -> Result
         ));
     }
     let pid = pid.ok_or("the kernel gave no process id for the peer")?;
-    let id = tokio::task::spawn_blocking(move || resolve_host(pid, &bridges))
-        .await
-        .map_err(|e| format!("identity lookup failed: {e}"))??;
+    let pinned = pinned
+        .ok_or("the kernel gave no process id for the peer")?
+        .map_err(|e| format!("cannot pin the connecting process {pid}: {e}"))?;
+    let sock = {
+        use std::os::fd::AsFd;
+        stream
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| format!("cannot duplicate the connection: {e}"))?
+    };
+    let id = tokio::task::spawn_blocking(move || {
+        use std::os::fd::AsFd;
+        resolve_host(sock.as_fd(), &pinned, &bridges)
+    })
+    .await
+    .map_err(|e| format!("identity lookup failed: {e}"))??;
     Ok(Subject {
         app_id: id.app_id,
         source: id.source,

@@ -68,6 +68,7 @@ mod introspection;
 mod layering;
 mod manpages;
 mod mcp_bridge;
+mod mcp_bridge_borrowed;
 mod mcp_bridge_starting;
 #[cfg(feature = "conformance")]
 mod mcp_conformance;

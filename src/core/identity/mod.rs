@@ -62,6 +62,7 @@
 mod cgroup;
 mod exe;
 mod flatpak;
+mod holders;
 mod interpreter;
 mod pidfd;
 mod procfs;
@@ -80,6 +81,7 @@ use cgroup::Cgroup;
 use pidfd::{PidfdPid, ensure_pidfd_is, pidfd_pid};
 use procfs::{MAX_PROC_FILE, PROC, ProcDir};
 
+pub(crate) use holders::{Pinned, ensure_sole_holder, stdio_host};
 pub(crate) use interpreter::{Interpreters, set_interpreters};
 pub use system::is_system_executable;
 
@@ -122,6 +124,10 @@ pub enum IdentityError {
     Malformed { path: PathBuf, reason: &'static str },
     #[error("process {pid} has no usable app id: {reason}")]
     NoUsableId { pid: u32, reason: String },
+    /// The process the kernel named is not the one that holds the
+    /// connection (or the bridge's stdio): see `holders.rs`.
+    #[error("{reason}")]
+    NotTheHost { reason: String },
 }
 
 type Result<T, E = IdentityError> = std::result::Result<T, E>;
