@@ -223,18 +223,26 @@ impl Bridges {
 /// must be its parent) when the process is a trusted bridge, else the
 /// process itself, provided it alone holds the connection and still runs
 /// the program it ran when it connected. `peer` was pinned at accept.
+///
+/// `we_see_its_fds` is false for a root peer of a broker that is not
+/// root: its descriptors cannot be read, so it is taken as itself (root
+/// can take any process's identity anyway) and never speaks for a parent.
 pub(crate) fn resolve_host(
     sock: std::os::fd::BorrowedFd<'_>,
     peer: &identity::Pinned,
     bridges: &Bridges,
+    we_see_its_fds: bool,
 ) -> Result<identity::Identity, String> {
     let pid = peer.pid();
-    identity::ensure_sole_holder(sock, peer)
-        .map_err(|e| format!("the connecting process {pid} is not the peer: {e}"))?;
     let bridge = peer
         .resolve()
         .map_err(|e| format!("cannot identify the connecting process {pid}: {e}"))?;
+    if !we_see_its_fds {
+        return Ok(bridge);
+    }
     if !bridges.trusts(&bridge) {
+        identity::ensure_sole_holder(sock, peer)
+            .map_err(|e| format!("the connecting process {pid} is not the peer: {e}"))?;
         return Ok(bridge);
     }
     let parent = identity::parent_pid(pid)
@@ -244,13 +252,12 @@ pub(crate) fn resolve_host(
             "contextctl mcp ({pid}) has no parent process (its host exited); nobody to ask consent for"
         ));
     }
-    let host = identity::stdio_host(peer, parent)
+    let host = identity::stdio_host(sock, peer, parent)
         .map_err(|e| format!("cannot find the MCP host of contextctl mcp ({pid}): {e}"))?;
     host.resolve()
         .map_err(|e| format!("cannot identify the MCP host (process {parent}): {e}"))
 }
 
-/// Serve MCP on `listener` until `cancel`.
 pub(crate) async fn serve(
     broker: Arc<Broker>,
     listener: UnixListener,
@@ -310,6 +317,13 @@ async fn connection(
     bridges: Arc<Bridges>,
     cancel: CancellationToken,
 ) {
+    // Identified once it speaks: a connection that never sends anything
+    // costs no pass over `/proc` (see `core::identity::holders`), and the
+    // process was pinned at accept, so an `exec` meanwhile is still seen.
+    tokio::select! {
+        _ = cancel.cancelled() => return,
+        r = stream.readable() => if r.is_err() { return },
+    }
     let subject = match identify(&stream, pinned, us, bridges).await {
         Ok(s) => s,
         Err(msg) => {
@@ -375,9 +389,10 @@ async fn identify(
             .try_clone_to_owned()
             .map_err(|e| format!("cannot duplicate the connection: {e}"))?
     };
+    let we_see_its_fds = uid == us;
     let id = tokio::task::spawn_blocking(move || {
         use std::os::fd::AsFd;
-        resolve_host(sock.as_fd(), &pinned, &bridges)
+        resolve_host(sock.as_fd(), &pinned, &bridges, we_see_its_fds)
     })
     .await
     .map_err(|e| format!("identity lookup failed: {e}"))??;

@@ -165,14 +165,25 @@ fn other_end(end: End) -> Result<End> {
     }
 }
 
-/// The processes of our user other than `except` that have `end` open.
-fn holders(end: End, except: u32) -> Vec<u32> {
+/// One pass at a time over `/proc`: a pass reads every descriptor of every
+/// process of ours, so two at once only compete for the same CPU. The
+/// connections waiting to be identified take turns (a pass is a few
+/// milliseconds on a desktop), and nothing else waits for them.
+static SCANNING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// For each of `ends`, the processes that have it open, in one pass over
+/// the processes of our user (all of them when we are root). A process
+/// that is gone, or whose descriptors we cannot read, holds nothing.
+fn holders(ends: &[End]) -> Vec<Vec<u32>> {
+    let _turn = SCANNING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     // SAFETY-free: getuid cannot fail.
     let us = unsafe { libc::getuid() };
+    let mut found = vec![Vec::new(); ends.len()];
     let Ok(dir) = std::fs::read_dir(PROC) else {
-        return Vec::new();
+        return found;
     };
-    let mut found = Vec::new();
     for entry in dir.flatten() {
         let Some(pid) = entry
             .file_name()
@@ -181,55 +192,102 @@ fn holders(end: End, except: u32) -> Vec<u32> {
         else {
             continue;
         };
-        // Root's processes as well: the socket serves root peers too.
-        if pid == except
-            || !entry
-                .metadata()
-                .is_ok_and(|m| m.uid() == us || m.uid() == 0)
-        {
+        if us != 0 && !entry.metadata().is_ok_and(|m| m.uid() == us) {
             continue;
         }
-        if holds(pid, end) {
-            found.push(pid);
+        for (i, held) in holds(pid, ends).into_iter().enumerate() {
+            if held && let Some(list) = found.get_mut(i) {
+                list.push(pid);
+            }
         }
     }
     found
 }
 
-/// Whether `pid` has `end` open (read now; a process that is gone or whose
-/// fds we cannot read holds nothing).
-fn holds(pid: u32, end: End) -> bool {
+/// Which of `ends` `pid` has open (read now).
+fn holds(pid: u32, ends: &[End]) -> Vec<bool> {
+    let mut held = vec![false; ends.len()];
     let Ok(fds) = std::fs::read_dir(Path::new(PROC).join(format!("{pid}/fd"))) else {
-        return false;
+        return held;
     };
-    let (prefix, ino) = match end {
-        End::Pipe { ino, .. } => ("pipe:[", ino),
-        End::Socket(ino) => ("socket:[", ino),
-    };
-    fds.flatten().any(|e| {
+    for e in fds.flatten() {
         // The link first, and the fdinfo (for a pipe's direction) only of
-        // the one pipe: a scan of every process reads little else.
-        let same = std::fs::read_link(e.path())
-            .ok()
-            .and_then(|t| inode_in(&t.to_string_lossy(), prefix))
-            == Some(ino);
-        same && e
+        // a pipe we look for: a pass over every process reads little else.
+        let Ok(target) = std::fs::read_link(e.path()) else {
+            continue;
+        };
+        let target = target.to_string_lossy();
+        let ino = inode_in(&target, "pipe:[").or_else(|| inode_in(&target, "socket:["));
+        let Some(ino) = ino else { continue };
+        let wanted = ends.iter().any(|end| match *end {
+            End::Pipe { ino: i, .. } | End::Socket(i) => i == ino,
+        });
+        if !wanted {
+            continue;
+        }
+        let Some(end) = e
             .file_name()
             .to_str()
             .and_then(|s| s.parse::<u32>().ok())
             .and_then(|fd| end_of(pid, fd).ok().flatten())
-            == Some(end)
-    })
+        else {
+            continue;
+        };
+        for (i, want) in ends.iter().enumerate() {
+            if *want == end
+                && let Some(h) = held.get_mut(i)
+            {
+                *h = true;
+            }
+        }
+    }
+    held
 }
 
-/// The host of the stdio bridge `bridge`: the one process that holds the
-/// other ends of its standard input and output, which must also be its
-/// parent. Refused when nobody holds them (a terminal, a file), when more
-/// than one process does (someone else can speak through the bridge), or
-/// when the holder is not the parent (the bridge was re-parented or its
-/// pipes handed to it).
-pub(crate) fn stdio_host(bridge: &Pinned, parent: u32) -> Result<Pinned> {
-    let mut host: Option<u32> = None;
+/// The far end of the accepted connection `sock`: the client's socket.
+fn client_end(sock: BorrowedFd<'_>) -> Result<End> {
+    let ours = fd_inode(sock).map_err(|e| IdentityError::Unreadable {
+        path: "the accepted MCP socket".into(),
+        source: e,
+    })?;
+    other_end(End::Socket(ours))
+}
+
+/// Fail unless `who`, the holders of the client end of the connection, is
+/// the connecting process alone (an `exec`-ed or forked program sharing
+/// the connection is not the peer the kernel named).
+fn sole_holder(who: &[u32], peer: &Pinned) -> Result<()> {
+    if who != [peer.pid] {
+        return Err(IdentityError::NotTheHost {
+            reason: format!(
+                "the connection is held by processes {who:?}, not by the connecting process {} alone",
+                peer.pid
+            ),
+        });
+    }
+    peer.ensure_unchanged()
+}
+
+/// Fail unless `peer` is the only process that holds the client end of
+/// the accepted connection `sock`, and still runs the program it ran when
+/// it was pinned at accept.
+pub(crate) fn ensure_sole_holder(sock: BorrowedFd<'_>, peer: &Pinned) -> Result<()> {
+    let client = client_end(sock)?;
+    let who = holders(&[client]);
+    sole_holder(who.first().map(Vec::as_slice).unwrap_or_default(), peer)
+}
+
+/// The host of the stdio bridge `bridge`, connected over `sock`: the one
+/// process that holds the other ends of the bridge's standard input and
+/// output, which must also be its parent; and the bridge must be the only
+/// holder of its end of the connection. Refused when nobody holds the
+/// stdio ends (a terminal, a file), when more than one process does
+/// (someone else can speak through the bridge), or when the holder is not
+/// the parent (the bridge was re-parented, `clone(CLONE_PARENT)`, or its
+/// pipes handed to it). One pass over `/proc` answers all three.
+pub(crate) fn stdio_host(sock: BorrowedFd<'_>, bridge: &Pinned, parent: u32) -> Result<Pinned> {
+    let client = client_end(sock)?;
+    let mut stdio = Vec::with_capacity(2);
     for fd in [0, 1] {
         let what = if fd == 0 { "input" } else { "output" };
         let end = end_of(bridge.pid, fd)?.ok_or_else(|| IdentityError::NotTheHost {
@@ -238,9 +296,16 @@ pub(crate) fn stdio_host(bridge: &Pinned, parent: u32) -> Result<Pinned> {
                 bridge.pid
             ),
         })?;
-        let far = other_end(end)?;
-        let who = holders(far, bridge.pid);
-        match (who.as_slice(), host) {
+        stdio.push((what, other_end(end)?));
+    }
+    let mut ends = vec![client];
+    ends.extend(stdio.iter().map(|(_, e)| *e));
+    let who = holders(&ends);
+    sole_holder(who.first().map(Vec::as_slice).unwrap_or_default(), bridge)?;
+    let mut host: Option<u32> = None;
+    for ((what, _), held) in stdio.iter().zip(who.iter().skip(1)) {
+        let held: Vec<u32> = held.iter().copied().filter(|&p| p != bridge.pid).collect();
+        match (held.as_slice(), host) {
             ([one], None) => host = Some(*one),
             ([one], Some(h)) if *one == h => {}
             ([], _) => {
@@ -273,37 +338,14 @@ pub(crate) fn stdio_host(bridge: &Pinned, parent: u32) -> Result<Pinned> {
         });
     }
     let pinned = Pinned::open(host)?;
-    // The PID may have been reused between the scan and the pidfd: the
+    // The PID may have been reused between the pass and the pidfd: the
     // pinned process must hold the ends itself.
-    for fd in [0, 1] {
-        let far = end_of(bridge.pid, fd)?.map(other_end).transpose()?;
-        if !far.is_some_and(|far| holds(host, far)) {
-            return Err(IdentityError::PidReused { pid: host });
-        }
+    let far: Vec<End> = stdio.iter().map(|(_, e)| *e).collect();
+    if holds(host, &far).contains(&false) {
+        return Err(IdentityError::PidReused { pid: host });
     }
     bridge.ensure_unchanged()?;
     Ok(pinned)
-}
-
-/// Fail unless `peer` is the only process that holds the client end of
-/// the accepted connection `sock` (an `exec`-ed or forked program sharing
-/// the connection is not the peer the kernel named).
-pub(crate) fn ensure_sole_holder(sock: BorrowedFd<'_>, peer: &Pinned) -> Result<()> {
-    let ours = fd_inode(sock).map_err(|e| IdentityError::Unreadable {
-        path: "the accepted MCP socket".into(),
-        source: e,
-    })?;
-    let far = other_end(End::Socket(ours))?;
-    let who = holders(far, 0);
-    if who != [peer.pid] {
-        return Err(IdentityError::NotTheHost {
-            reason: format!(
-                "the connection is held by processes {who:?}, not by the connecting process {} alone",
-                peer.pid
-            ),
-        });
-    }
-    peer.ensure_unchanged()
 }
 
 fn fd_inode(fd: BorrowedFd<'_>) -> io::Result<u64> {
@@ -452,9 +494,9 @@ mod tests {
         let we = end_of(me, w.as_raw_fd() as u32).unwrap().unwrap();
         assert!(matches!(re, End::Pipe { write: false, .. }));
         assert_eq!(other_end(re).unwrap(), we);
-        assert!(holds(me, we));
+        assert_eq!(holds(me, &[we, re]), [true, true]);
         drop(w);
-        assert!(!holds(me, we));
+        assert_eq!(holds(me, &[we, re]), [false, true]);
     }
 
     #[test]
