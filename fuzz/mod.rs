@@ -749,13 +749,13 @@ mod targets {
             Checked::Reject(r) => {
                 let _ = r.to_json().to_string();
             }
-            Checked::Pass | Checked::Ignore(_) => {}
+            Checked::Pass(_) | Checked::Ignore(_) => {}
         }
         if let Screened::Reject(r) = &screened {
             let _ = serde_json::to_string(&r.clone().into_message());
         }
         // What `check` passes (for /mcp), `screen` passes too.
-        if matches!(checked, Checked::Pass) {
+        if matches!(checked, Checked::Pass(_)) {
             assert!(
                 matches!(screened, Screened::Pass(_)),
                 "check passed what screen did not: {screened:?}"

@@ -331,6 +331,21 @@ impl Prompts {
         lock(&self.line).open.iter().map(Question::view).collect()
     }
 
+    /// Withdraw every open question of `app`, whoever waits for it (its
+    /// token was revoked: nobody is left to answer for); the receivers of
+    /// their outcomes, which come once each is off the screen.
+    pub(crate) fn withdraw_of(&self, app: &AppId) -> Vec<watch::Receiver<Option<Outcome>>> {
+        lock(&self.line)
+            .open
+            .iter()
+            .filter(|q| &q.app == app)
+            .map(|q| {
+                q.withdraw.cancel();
+                q.rx.clone()
+            })
+            .collect()
+    }
+
     /// The waiting prompt `id`, if it still waits.
     pub(crate) fn pending_one(&self, id: u64) -> Option<PendingView> {
         lock(&self.line)

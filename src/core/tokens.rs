@@ -107,11 +107,30 @@ pub(crate) trait Forget: Send + Sync + std::fmt::Debug {
     /// Forget them; how many were stored. In force at once (a write that
     /// fails is retried, as every revocation is).
     fn forget_decisions<'a>(&'a self, app: &'a AppId) -> BoxFut<'a, usize>;
+
+    /// Withdraw the questions asked for `app` and wait (boundedly) until
+    /// they are off the screen, so that a revoked token's prompt is gone
+    /// when `contextctl token revoke` returns.
+    fn withdraw_questions<'a>(&'a self, app: &'a AppId) -> BoxFut<'a, ()>;
 }
+
+/// How long a revocation waits for its token's questions to leave the
+/// screen (a prompter that does not answer `CloseNotification`).
+const WITHDRAW_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Forget for super::Core {
     fn forget_decisions<'a>(&'a self, app: &'a AppId) -> BoxFut<'a, usize> {
         Box::pin(self.gate().forget_decisions(app))
+    }
+
+    fn withdraw_questions<'a>(&'a self, app: &'a AppId) -> BoxFut<'a, ()> {
+        Box::pin(async move {
+            let gone = self.prompts.withdraw_of(app);
+            let all = futures_util::future::join_all(gone.into_iter().map(super::prompts::wait));
+            if tokio::time::timeout(WITHDRAW_WAIT, all).await.is_err() {
+                tracing::warn!(app = %app, "a revoked token's question did not leave the screen in time");
+            }
+        })
     }
 }
 
@@ -152,6 +171,13 @@ impl Tokens {
     /// ends (its [`Bearer::life`]), and its decisions are forgotten.
     pub(crate) async fn revoke(&self, name: &str) -> Result<(), TokenError> {
         self.store.revoke(name).await?;
+        // Its questions go before its decisions: one answered as it was
+        // withdrawn is stored first and then forgotten.
+        if let Some(forget) = &self.forget
+            && let Ok(app) = AppId::from_token(name)
+        {
+            forget.withdraw_questions(&app).await;
+        }
         self.forget_grants(name).await
     }
 

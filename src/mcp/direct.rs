@@ -93,6 +93,16 @@ impl<'de> Deserialize<'de> for WireId {
     }
 }
 
+impl Call {
+    /// The request's id, as rmcp names it.
+    pub(super) fn request_id(&self) -> RequestId {
+        match &self.id {
+            WireId::Int(n) => RequestId::Number(*n),
+            WireId::Str(s) => RequestId::String(s.as_str().into()),
+        }
+    }
+}
+
 impl From<WireId> for RequestId {
     fn from(id: WireId) -> RequestId {
         match id {

@@ -14,6 +14,9 @@ use crate::core;
 /// code; -32004 is what the other contextd clients use, in
 /// the server-defined range next to the spec's -32002).
 pub(crate) const PERMISSION_DENIED: ErrorCode = ErrorCode(-32004);
+/// The host has too many requests running, or all hosts do: come back
+/// after `retryAfter` seconds (`admission`).
+pub(crate) const BUSY: ErrorCode = ErrorCode(-32005);
 /// The spec's "resource not found".
 pub(crate) const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode::RESOURCE_NOT_FOUND;
 

@@ -169,6 +169,9 @@ pub(crate) struct Guard {
     direct: Option<super::direct::Direct>,
     /// Where the tasks that end a request's wait with its token run.
     tasks: TaskTracker,
+    /// How many requests run at once, per token and in all
+    /// ([`super::admission`]); `None` where only the guard is wanted.
+    admission: Option<Arc<super::admission::Admission>>,
 }
 
 impl Guard {
@@ -202,6 +205,7 @@ impl Guard {
             origins,
             direct: None,
             tasks,
+            admission: None,
         }
     }
 
@@ -422,7 +426,12 @@ pub(crate) async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: N
             && let Some(subject) = parts.extensions.get::<Subject>()
             && let Some(bearer) = parts.extensions.get::<Bearer>()
         {
-            return super::direct::answer(d, subject, &bearer.life, call, client).await;
+            let ticket = match g.admit(bearer, Some(call.request_id())) {
+                Ok(t) => t,
+                Err(r) => return *r,
+            };
+            let answer = super::direct::answer(d, subject, &bearer.life, call, client).await;
+            return holding(answer, ticket);
         }
         // Only the legacy endpoint wants the message parsed; rmcp parses
         // `/mcp`'s body itself, so there a check is enough.
@@ -432,15 +441,28 @@ pub(crate) async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: N
                     parts
                         .extensions
                         .insert(Screen(Arc::new(Mutex::new(Some(*m)))));
-                    Checked::Pass
+                    // Admitted by the legacy stream's transport.
+                    Checked::Pass(None)
                 }
                 other => other.into(),
             }
         } else {
             jsonrpc::check(&bytes)
         };
+        let mut ticket = None;
         match checked {
-            Checked::Pass => {}
+            // A request on `/mcp` runs once admitted; on `/messages` the
+            // legacy stream's transport admits it (`ChannelTransport`).
+            Checked::Pass(Some(id)) if parts.uri.path() == "/mcp" => {
+                let Some(bearer) = parts.extensions.get::<Bearer>() else {
+                    return plain(StatusCode::UNAUTHORIZED, "no token");
+                };
+                ticket = match g.admit(bearer, Some(id)) {
+                    Ok(t) => t,
+                    Err(r) => return *r,
+                };
+            }
+            Checked::Pass(_) => {}
             Checked::Reject(r) => {
                 return (
                     StatusCode::BAD_REQUEST,
@@ -455,8 +477,100 @@ pub(crate) async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: N
             }
         }
         req = Request::from_parts(parts, Body::from(bytes));
+        return holding(next.run(req).await, ticket);
     }
     next.run(req).await
+}
+
+impl Guard {
+    /// A place for one request of `bearer`'s, or the answer that tells
+    /// the host to come back: `429` when its token has too many requests
+    /// running, `503` when all hosts together do, both with `Retry-After`
+    /// and a JSON-RPC error (`retryAfter` in its data) for request `id`.
+    fn admit(
+        &self,
+        bearer: &Bearer,
+        id: Option<rmcp::model::RequestId>,
+    ) -> Result<Option<super::admission::Ticket>, Box<Response>> {
+        let Some(admission) = &self.admission else {
+            return Ok(None);
+        };
+        let busy = match admission.enter(&format!("token {}", bearer.id)) {
+            Ok(t) => return Ok(Some(t)),
+            Err(b) => b,
+        };
+        tracing::debug!(token = %bearer.name, "MCP request refused: {busy}");
+        let status = match busy {
+            super::admission::Busy::Host => StatusCode::TOO_MANY_REQUESTS,
+            super::admission::Busy::All => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        let body = json!({
+            "jsonrpc": "2.0",
+            "id": id.map_or(serde_json::Value::Null, rmcp::model::RequestId::into_json_value),
+            "error": {
+                "code": super::error::BUSY.0,
+                "message": busy.to_string(),
+                "data": busy.data(),
+            }
+        });
+        Err(Box::new(
+            (
+                status,
+                [
+                    (
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    ),
+                    (
+                        header::RETRY_AFTER,
+                        HeaderValue::from(super::admission::RETRY_AFTER_S),
+                    ),
+                ],
+                body.to_string(),
+            )
+                .into_response(),
+        ))
+    }
+}
+
+/// `response`, holding `ticket` until its body has been sent: a streamed
+/// answer's work goes on after the head.
+fn holding(response: Response, ticket: Option<super::admission::Ticket>) -> Response {
+    let Some(ticket) = ticket else {
+        return response;
+    };
+    response.map(|body| {
+        Body::new(Holding {
+            body,
+            _ticket: ticket,
+        })
+    })
+}
+
+/// A body that gives its request's place back when it is dropped.
+struct Holding {
+    body: Body,
+    _ticket: super::admission::Ticket,
+}
+
+impl http_body::Body for Holding {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// `response` says the connection ends after it.
@@ -541,6 +655,7 @@ fn router(
             broker: broker.clone(),
             json: cfg.responses == crate::config::Responses::Json,
         }),
+        admission: Some(broker.admission.clone()),
         ..Guard::new(tokens.clone(), addr, cfg, broker.tasks.clone())
     });
     let streamable = {

@@ -175,7 +175,8 @@ fn request_id(v: &Value) -> Option<RequestId> {
 /// The verdict of [`check`]: [`Screened`] without rmcp's message.
 #[derive(Debug)]
 pub(crate) enum Checked {
-    Pass,
+    /// Good; the id when the message is a request (it gets an answer).
+    Pass(Option<RequestId>),
     Reject(Rejection),
     Ignore(String),
 }
@@ -232,7 +233,7 @@ pub(crate) fn check(bytes: &[u8]) -> Checked {
         && let Some(fit) = fit_params(m, v.get("params"))
     {
         return match fit {
-            Ok(()) => Checked::Pass,
+            Ok(()) => Checked::Pass(v.get("id").and_then(request_id)),
             Err(e) => Checked::Reject(Rejection::new(
                 v.get("id").and_then(request_id),
                 ErrorCode::INVALID_PARAMS,
@@ -246,7 +247,10 @@ pub(crate) fn check(bytes: &[u8]) -> Checked {
 impl From<Screened> for Checked {
     fn from(s: Screened) -> Checked {
         match s {
-            Screened::Pass(_) => Checked::Pass,
+            Screened::Pass(m) => Checked::Pass(match *m {
+                ClientJsonRpcMessage::Request(r) => Some(r.id),
+                _ => None,
+            }),
             Screened::Reject(r) => Checked::Reject(r),
             Screened::Ignore(why) => Checked::Ignore(why),
         }
@@ -555,7 +559,7 @@ mod tests {
                 Screened::Ignore(_) => Some(0),
             };
             let checked = match check(m.as_bytes()) {
-                Checked::Pass => None,
+                Checked::Pass(_) => None,
                 Checked::Reject(r) => Some(r.error.code.0),
                 Checked::Ignore(_) => Some(0),
             };

@@ -15,6 +15,7 @@
 //! shows exactly what D-Bus shows.
 
 pub(crate) mod admin;
+pub(crate) mod admission;
 // The official conformance suite's fixtures live beside its test, out of
 // src/, and are compiled only with the `conformance` feature (never in a
 // release build).
@@ -86,6 +87,9 @@ pub(crate) struct Broker {
     /// How long a session's full queue is waited for before the reader
     /// is disconnected (`[limits] reader_stall_s`).
     pub(crate) stall: std::time::Duration,
+    /// How many requests run at once, per host and in all
+    /// ([`admission`]).
+    pub(crate) admission: Arc<admission::Admission>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -125,6 +129,7 @@ pub(crate) async fn serve(
         cancel: level.token(),
         tasks: level.tracker(),
         stall: std::time::Duration::from_secs(config.file.limits.reader_stall_s.max(1)),
+        admission: admission::Admission::new(admission::IN_ALL, admission::PER_HOST),
     });
 
     // A token's grants end with it (`core::tokens::Tokens`).

@@ -158,9 +158,13 @@ pub(crate) async fn open(State(legacy): State<Legacy>, req: Request) -> Response
     );
     {
         let stop = stop.clone();
+        let admission = legacy.broker.admission.clone();
         legacy.broker.tasks.spawn(async move {
             match server
-                .serve_with_ct(ChannelTransport::new(in_rx, out_tx), stop)
+                .serve_with_ct(
+                    ChannelTransport::new(in_rx, out_tx).admitted_by(admission),
+                    stop,
+                )
                 .await
             {
                 Ok(running) => {

@@ -342,7 +342,8 @@ async fn connection(
     tracing::debug!(app = %subject.app_id, "MCP host connected over the socket");
     let (r, w) = stream.into_split();
     let gone = HostGone::new(cancel.child_token(), broker.tasks.clone());
-    let transport = ChannelTransport::spawn_lines(r, w, cancel.clone(), &broker.tasks, Some(gone));
+    let transport = ChannelTransport::spawn_lines(r, w, cancel.clone(), &broker.tasks, Some(gone))
+        .admitted_by(broker.admission.clone());
     let server = ContextServer::new(
         broker,
         Origin::Fixed(subject.clone()),
@@ -414,7 +415,19 @@ async fn identify(
 pub(crate) struct ChannelTransport {
     rx: mpsc::Receiver<Box<ClientJsonRpcMessage>>,
     tx: mpsc::Sender<Box<ServerJsonRpcMessage>>,
+    admit: Option<Admit>,
 }
+
+/// The requests of one connection running now, each holding its
+/// [`super::admission::Ticket`] until its answer is sent.
+struct Admit {
+    admission: Arc<super::admission::Admission>,
+    host: String,
+    running: std::collections::HashMap<rmcp::model::RequestId, super::admission::Ticket>,
+}
+
+/// Each connection or stream is its own host for [`super::admission`].
+static CONNECTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 #[derive(Debug, thiserror::Error)]
 #[error("the MCP connection is closed")]
@@ -425,7 +438,24 @@ impl ChannelTransport {
         rx: mpsc::Receiver<Box<ClientJsonRpcMessage>>,
         tx: mpsc::Sender<Box<ServerJsonRpcMessage>>,
     ) -> Self {
-        ChannelTransport { rx, tx }
+        ChannelTransport {
+            rx,
+            tx,
+            admit: None,
+        }
+    }
+
+    /// Bound this connection's requests by `admission` ([`super::admission`]):
+    /// one past the bounds is answered at once with an error saying when to
+    /// come back, and never reaches the server.
+    pub(crate) fn admitted_by(mut self, admission: Arc<super::admission::Admission>) -> Self {
+        let n = CONNECTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.admit = Some(Admit {
+            admission,
+            host: format!("connection {n}"),
+            running: std::collections::HashMap::new(),
+        });
+        self
     }
 
     /// Frame newline-delimited JSON-RPC over a byte stream: a reader task
@@ -465,12 +495,45 @@ impl Transport<RoleServer> for ChannelTransport {
         &mut self,
         item: ServerJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        if let Some(admit) = &mut self.admit {
+            let answered = match &item {
+                ServerJsonRpcMessage::Response(r) => Some(&r.id),
+                ServerJsonRpcMessage::Error(e) => e.id.as_ref(),
+                _ => None,
+            };
+            if let Some(id) = answered {
+                admit.running.remove(id);
+            }
+        }
         let tx = self.tx.clone();
         async move { tx.send(Box::new(item)).await.map_err(|_| Closed) }
     }
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
-        self.rx.recv().await.map(|m| *m)
+        loop {
+            let m = *self.rx.recv().await?;
+            let (Some(admit), ClientJsonRpcMessage::Request(r)) = (&mut self.admit, &m) else {
+                return Some(m);
+            };
+            match admit.admission.enter(&admit.host) {
+                Ok(ticket) => {
+                    admit.running.insert(r.id.clone(), ticket);
+                    return Some(m);
+                }
+                Err(busy) => {
+                    tracing::debug!(host = %admit.host, "MCP request refused: {busy}");
+                    let e = rmcp::ErrorData::new(
+                        super::error::BUSY,
+                        busy.to_string(),
+                        Some(busy.data()),
+                    );
+                    let answer = ServerJsonRpcMessage::error(e, Some(r.id.clone()));
+                    if self.tx.send(Box::new(answer)).await.is_err() {
+                        return None;
+                    }
+                }
+            }
+        }
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {

@@ -162,3 +162,103 @@ async fn a_host_that_closes_stdin_takes_its_prompt_with_it() {
     })
     .await;
 }
+
+/// A revoked token is a host that is gone: its stateless call waits for
+/// the user with the prompt on mako's screen; `contextctl token revoke`
+/// returns only once the prompt has left mako's list (the broker withdraws
+/// its token's questions before it answers), the call ends without the
+/// context, and nothing is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoking_a_token_takes_its_prompt_off_the_screen_before_it_returns() {
+    with_timeout(120, async {
+        let session = Session::start(&["--no-pipewire", "--no-windows"]);
+        let home = Home::new();
+        home.ask_undecided();
+        let env = session_env(&session, &home);
+        let mako_log = std::fs::File::create(session.path().join("mako.log")).expect("log");
+        let _mako = Proc(
+            Command::new("mako")
+                .env_clear()
+                .envs(env.iter().cloned())
+                .stdout(Stdio::null())
+                .stderr(mako_log)
+                .spawn()
+                .expect("spawn mako (scripts/deps.sh installs mako-notifier)"),
+        );
+        eventually(20, "mako answers makoctl", || async {
+            makoctl_list(&env).map(|_| ())
+        })
+        .await;
+        let daemon = Daemon::start_in_session(&session, &home, &["--http", "127.0.0.1:0"]).await;
+        let ctl = |args: &[&str]| {
+            let out = Command::new(contextctl_bin())
+                .args(args)
+                .env_clear()
+                .envs(env.iter().cloned())
+                .output()
+                .expect("contextctl");
+            assert!(
+                out.status.success(),
+                "contextctl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        };
+        let token = ctl(&["token", "create", "leaver"]);
+        let runtime = env
+            .iter()
+            .find(|(k, _)| k == "XDG_RUNTIME_DIR")
+            .map(|(_, v)| std::path::PathBuf::from(v))
+            .expect("XDG_RUNTIME_DIR");
+        let url = runtime.join("contextd/mcp-http.url");
+        let addr: std::net::SocketAddr = eventually(10, "the HTTP address", || async {
+            std::fs::read_to_string(&url).ok().and_then(|s| {
+                s.trim()
+                    .strip_prefix("http://")?
+                    .strip_suffix("/mcp")?
+                    .parse()
+                    .ok()
+            })
+        })
+        .await;
+        let call = {
+            let token = token.clone();
+            std::thread::spawn(move || {
+                crate::mcp_support::stateless_tool_call(
+                    addr,
+                    &token,
+                    "get_active_window",
+                    br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"get_active_window","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"Leaver","version":"1"}}}}"#,
+                )
+            })
+        };
+        eventually(20, "the consent prompt in mako's list", || async {
+            (prompts(&env) == 1).then_some(())
+        })
+        .await;
+
+        ctl(&["token", "revoke", "leaver"]);
+        // Not "soon": already. The revocation answered after the broker
+        // closed the notification and mako acknowledged it.
+        assert_eq!(
+            prompts(&env),
+            0,
+            "the revoked token's prompt is still on screen: {:?}",
+            makoctl_list(&env)
+        );
+        let (status, _, body) = tokio::task::block_in_place(|| call.join().expect("call"));
+        assert!(
+            !body.contains("\"app_id\"") && !body.contains("\"title\""),
+            "the revoked token's call got context: {status} {body}"
+        );
+        eventually(10, "the daemon logs the withdrawn prompt", || async {
+            daemon
+                .stderr()
+                .lines()
+                .any(|l| l.contains("prompt ended") && l.contains("NoAnswer(Withdrawn)"))
+                .then_some(())
+        })
+        .await;
+    })
+    .await;
+}
