@@ -67,6 +67,7 @@ mod indicator_sni;
 mod introspection;
 mod layering;
 mod manpages;
+mod mcp_admission;
 mod mcp_bridge;
 mod mcp_bridge_borrowed;
 mod mcp_bridge_starting;

@@ -261,7 +261,7 @@ pub const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params"
 
 /// POST `body` to `/mcp` as an MCP host does (bearer token, JSON in, JSON
 /// or an event stream accepted), with `extra` headers.
-fn mcp_post(
+pub fn mcp_post(
     addr: SocketAddr,
     token: &str,
     extra: &[(&str, &str)],
