@@ -97,6 +97,11 @@ const LOST_LIMIT_MS: i64 = 1000;
 /// README's "Reliability: fuzzing" reports it. Update both together.
 const LAST_FUZZ: &str = "not run by this soak; the last `make fuzz`: 1 000 006 inputs over 14 targets, 0 failures (README, Reliability: fuzzing)";
 const WINDOWS: usize = 8;
+/// How [`HttpHost::call`] says the broker told the host to come back
+/// (HTTP 429 or 503 with `Retry-After`: its bound on MCP work).
+const COME_BACK: &str = "come back:";
+/// What a host told to come back waits (the broker's `Retry-After`).
+const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Longer than any answer should take even on a loaded machine; a request
 /// without an answer by then is counted as an error (a hang).
 const ANSWER_WITHIN: Duration = Duration::from_secs(30);
@@ -458,6 +463,12 @@ impl HttpHost {
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let (status, bytes) = self.post(body.to_string()).await?;
         let text = String::from_utf8_lossy(&bytes);
+        if status == http::StatusCode::TOO_MANY_REQUESTS
+            || status == http::StatusCode::SERVICE_UNAVAILABLE
+        {
+            // Told to come back (`mcp::admission`): an answer, not an error.
+            return Err(format!("{COME_BACK} {status}"));
+        }
         if !status.is_success() {
             return Err(format!(
                 "HTTP {status}: {}",
@@ -581,6 +592,8 @@ struct Tally {
     by_op: BTreeMap<String, Vec<Duration>>,
     errors: BTreeMap<String, (u64, String)>,
     tool_errors: BTreeMap<String, (u64, String)>,
+    /// Requests answered "come back later" (MCP hosts only).
+    come_back: u64,
 }
 
 impl Tally {
@@ -597,6 +610,7 @@ impl Tally {
     }
 
     fn merge(&mut self, o: Tally) {
+        self.come_back += o.come_back;
         self.lat.extend(o.lat);
         for (k, v) in o.by_op {
             self.by_op.entry(k).or_default().extend(v);
@@ -629,6 +643,11 @@ async fn mcp_client(
             Some(h) => h,
             None => match HttpHost::connect(&addr, &auth).await {
                 Ok(h) => host.insert(h),
+                Err(e) if e.contains(COME_BACK) => {
+                    t.come_back += 1;
+                    tokio::time::sleep(RETRY_AFTER).await;
+                    continue;
+                }
                 Err(e) => {
                     t.add("", "connect", e, false);
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -668,6 +687,10 @@ async fn mcp_client(
             Outcome::ToolError(w) => {
                 t.lat.push(took);
                 t.add("", &op.label, w, true);
+            }
+            Outcome::Error(e) if e.starts_with(COME_BACK) => {
+                t.come_back += 1;
+                tokio::time::sleep(RETRY_AFTER).await;
             }
             Outcome::Error(e) => {
                 // A broken connection is made again.
@@ -1422,11 +1445,12 @@ async fn run() -> bool {
     let dbus_n = dbus.lat.len();
     println!("\nLoad ({load_secs:.1} s):");
     println!(
-        "  MCP HTTP      {:>8.0} req/s  {}  errors {}  isError results {}",
+        "  MCP HTTP      {:>8.0} req/s  {}  errors {}  isError results {}  told to come back {}",
         mcp_n as f64 / load_secs,
         lat_line(&mut mcp.lat),
         mcp.error_count(),
-        mcp.tool_errors.values().map(|(n, _)| n).sum::<u64>()
+        mcp.tool_errors.values().map(|(n, _)| n).sum::<u64>(),
+        mcp.come_back
     );
     // The slowest kinds of MCP request by p99: where a host would wait.
     let mut slow_ops: Vec<(Duration, Duration, usize, &String)> = mcp
@@ -1859,13 +1883,14 @@ async fn run() -> bool {
     );
     let _ = writeln!(
         t,
-        "| load held: MCP HTTP ({n_mcp} clients, {} kinds of request) | {:.0} req/s, p50 {:.1} ms, p99 {:.1} ms, {} errors ({} tool results with isError) |",
+        "| load held: MCP HTTP ({n_mcp} clients, {} kinds of request) | {:.0} req/s, p50 {:.1} ms, p99 {:.1} ms, {} errors ({} tool results with isError), {} told to come back (429/503, `Retry-After`) |",
         ops.len(),
         mcp_n as f64 / load_secs,
         ms(pct(&mcp.lat, 0.5)),
         ms(pct(&mcp.lat, 0.99)),
         mcp.error_count(),
-        mcp.tool_errors.values().map(|(n, _)| n).sum::<u64>()
+        mcp.tool_errors.values().map(|(n, _)| n).sum::<u64>(),
+        mcp.come_back
     );
     let _ = writeln!(
         t,
