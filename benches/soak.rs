@@ -7,7 +7,7 @@
 //! 1. Idle: `Peer.Ping` round trips to the broker, for the idle p99.
 //! 2. Load, `CONTEXTD_SOAK_SECS` (60) seconds, history on:
 //!    - `CONTEXTD_SOAK_MCP` (200) MCP Streamable HTTP clients, each its own
-//!      connection and 2025-06-18 session with a bearer token, cycling
+//!      connection, bearer token and 2025-06-18 session, cycling
 //!      through every tool, resource and list the server lists, and
 //!      ending its session (`DELETE /mcp`) when the load stops;
 //!    - `CONTEXTD_SOAK_SUBSCRIBERS` (50) D-Bus subscribers
@@ -236,14 +236,18 @@ impl Home {
         let cfg = dir.join("config/contextd");
         std::fs::create_dir_all(&cfg).expect("mkdir");
         let me = std::fs::read_link("/proc/self/exe").expect("exe");
-        std::fs::write(
-            cfg.join("policy.toml"),
-            format!(
-                "[[grant]]\napp = \"exe:{}\"\ncategories = [\"*\"]\n\n[[grant]]\napp = \"token:soak\"\ncategories = [\"*\"]\n",
-                me.display()
-            ),
-        )
-        .expect("policy");
+        // Every MCP host its own token, as on a desktop with many hosts:
+        // the broker's bounds are per token (`mcp::admission`, sessions).
+        let mut policy = format!(
+            "[[grant]]\napp = \"exe:{}\"\ncategories = [\"*\"]\n\n[[grant]]\napp = \"token:soak\"\ncategories = [\"*\"]\n",
+            me.display()
+        );
+        for i in 0..env_num("CONTEXTD_SOAK_MCP", 200) {
+            policy.push_str(&format!(
+                "\n[[grant]]\napp = \"token:soak{i}\"\ncategories = [\"*\"]\n"
+            ));
+        }
+        std::fs::write(cfg.join("policy.toml"), policy).expect("policy");
         std::fs::write(
             cfg.join("config.toml"),
             "[mcp.http]\nlisten = \"127.0.0.1:0\"\n\n[history]\nenabled = true\n\n[limits]\nreader_stall_s = 5\n",
@@ -1222,6 +1226,16 @@ async fn run() -> bool {
         .to_owned();
     let token = create_token("soak", home.envs(&session));
     let auth = format!("Bearer {token}");
+    let host_auths: Arc<Vec<String>> = Arc::new(
+        (0..n_mcp)
+            .map(|i| {
+                format!(
+                    "Bearer {}",
+                    create_token(&format!("soak{i}"), home.envs(&session))
+                )
+            })
+            .collect(),
+    );
     let ops = {
         let mut h = HttpHost::connect(&addr, &auth).await.expect("MCP host");
         let ops = discover_ops(&mut h).await.expect("lists");
@@ -1316,7 +1330,7 @@ async fn run() -> bool {
         hosts.push(tokio::spawn(mcp_client(
             i,
             addr.clone(),
-            auth.clone(),
+            host_auths[i].clone(),
             ops.clone(),
             deadline,
         )));
@@ -1642,7 +1656,7 @@ async fn run() -> bool {
                 tokio::spawn(mcp_client(
                     i,
                     addr.clone(),
-                    auth.clone(),
+                    host_auths[i].clone(),
                     ops.clone(),
                     deadline,
                 ))
