@@ -113,7 +113,27 @@ pub(crate) struct Watch {
     lag_again: Option<u64>,
     /// Changes taken in a row without waiting ([`Watch::take_ready`]).
     ready_run: u8,
+    /// The categories whose changes the publisher wants rendered now
+    /// ([`Watch::interested`]); `None`: all it follows.
+    interest: Option<Wants>,
 }
+
+/// An [`Interest`], shown by its presence alone.
+struct Wants(Interest);
+
+impl std::fmt::Debug for Wants {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Wants(..)")
+    }
+}
+
+/// Whether a publisher wants the changes of a category now: an MCP
+/// session wants only those of the resources it subscribed to. Asked for
+/// each change before it is rendered for the reader, so a reader that
+/// follows nothing now costs no rendering (200 sessions that never
+/// subscribe rendered every focus change each, the MCP threads' main cost
+/// under `make soak`).
+pub(crate) type Interest = Arc<dyn Fn(&Category) -> bool + Send + Sync>;
 
 /// At most this many changes are taken in a row without the wait, which
 /// yields to other tasks when the runtime's budget is spent.
@@ -145,6 +165,7 @@ impl Core {
             lagged_at: None,
             lag_again: None,
             ready_run: 0,
+            interest: None,
         }
     }
 }
@@ -156,6 +177,13 @@ impl Watch {
     pub(crate) fn register(mut self, info: ReaderInfo, end: CancellationToken) -> Watch {
         let now = self.core.clock.now();
         self.reader = Some(Arc::new(self.core.readers.start(info, now, end)));
+        self
+    }
+
+    /// Render only the changes of categories `interest` wants (asked at
+    /// each change, so it may follow what the reader subscribes to).
+    pub(crate) fn interested(mut self, interest: Interest) -> Watch {
+        self.interest = Some(Wants(interest));
         self
     }
 
@@ -321,6 +349,9 @@ impl Watch {
         {
             return;
         }
+        if self.interest.as_ref().is_some_and(|Wants(wants)| !wants(&cat)) {
+            return;
+        }
         let seen = match &self.who {
             Watcher::App { app, held } => self.core.change_for_held(app, held, &change),
             Watcher::Owner => self.core.rendered.view(&change, &|_: &Category| true),
@@ -336,7 +367,7 @@ impl Watch {
 }
 
 /// How many recent changes [`Rendered`] keeps views of.
-const RENDERED_SLOTS: usize = 8;
+const RENDERED_SLOTS: usize = 64;
 
 /// The views of the last few changes, each with the answers that decided
 /// it: one change reaches every reader, and readers with the same grants

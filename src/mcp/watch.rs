@@ -34,7 +34,9 @@ use tokio_util::sync::CancellationToken;
 use super::Broker;
 use super::consent::Subject;
 use super::resources::{self, FIXED, Res};
+use crate::core::watch::Interest;
 use crate::core::{Item, Watch};
+use crate::model::Category;
 
 /// The resources `subject` is shown in `resources/list`: the snapshot, and
 /// every resource one of whose categories it may see or has not been asked
@@ -72,6 +74,32 @@ pub(crate) enum Out {
 }
 
 impl Out {
+    /// What the feed needs to render for this host now: the changes of the
+    /// categories behind the resources it subscribed to (all of them for
+    /// the snapshot), none while it subscribed to nothing.
+    fn interest(&self) -> Interest {
+        match self {
+            Out::Session { subscribed, .. } => {
+                let subscribed = subscribed.clone();
+                Arc::new(move |cat: &Category| {
+                    subscribed
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .iter()
+                        .any(|uri| touches(uri, cat))
+                })
+            }
+            Out::Listen(sink) => {
+                let uris = sink
+                    .accepted()
+                    .resource_subscriptions
+                    .clone()
+                    .unwrap_or_default();
+                Arc::new(move |cat: &Category| uris.iter().any(|uri| touches(uri, cat)))
+            }
+        }
+    }
+
     fn subscribed(&self) -> Vec<String> {
         match self {
             Out::Session { subscribed, .. } => subscribed
@@ -162,6 +190,20 @@ impl Out {
     }
 }
 
+/// Whether a change in `cat` can touch the resource `uri` (one we cannot
+/// parse: yes, to be safe).
+fn touches(uri: &str, cat: &Category) -> bool {
+    let Some(res) = Res::parse(uri) else {
+        return true;
+    };
+    if matches!(res, Res::Snapshot) {
+        return true;
+    }
+    res.categories().iter().any(|c| {
+        c == cat || c.base().as_ref() == Some(cat) || cat.base().as_ref() == Some(c)
+    })
+}
+
 /// A host whose queue stayed full for the stall limit.
 #[derive(Debug)]
 struct Stalled;
@@ -184,6 +226,7 @@ pub(crate) async fn run(
     (cancel, end): (CancellationToken, CancellationToken),
 ) {
     let limit = broker.stall;
+    let watch = watch.interested(out.interest());
     if let Err(Stalled) = notify(&broker, &subject, &out, watch, &cancel).await {
         tracing::warn!(
             app = %subject.app_id,
