@@ -246,7 +246,7 @@ impl Rules {
     /// Whether a recently used file may be shown: not one a never-shared
     /// app registered, nor one whose name a title rule matches.
     pub(crate) fn document_shown(&self, d: &RecentDocument) -> bool {
-        !d.app.as_deref().is_some_and(|a| self.app(a).is_some()) && self.title(&d.name).is_none()
+        d.app.as_deref().is_none_or(|a| self.app(a).is_none()) && self.title(&d.name).is_none()
     }
 }
 
@@ -342,7 +342,7 @@ fn luhn(digits: &[u8]) -> bool {
         }
         sum += d;
     }
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// `text` with its codes (when `words`: it, or the notification it is
