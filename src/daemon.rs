@@ -613,7 +613,13 @@ async fn start_publishers(
             });
         }
     }
-    crate::dashboard::serve(&config.file.dashboard, core.clone(), &tree.publishers).await?;
+    crate::dashboard::serve(
+        &config.file.dashboard,
+        config.paths.privacy_file(),
+        core.clone(),
+        &tree.publishers,
+    )
+    .await?;
     Ok(Serving {
         _dbus: shared,
         lost,
