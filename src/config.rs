@@ -583,6 +583,41 @@ mod tests {
         assert!(ConfigFile::load(&dir.path().join("none.toml")).is_ok());
     }
 
+    /// `[privacy]` is typed (a typo is an error, not a rule silently
+    /// ignored), the deprecated `[history]` exclude lists join it, and
+    /// `privacy.toml` round-trips as `contextctl privacy` writes it.
+    #[test]
+    fn privacy_rules_parse_merge_and_round_trip() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("config.toml");
+        std::fs::write(&f, "[privacy]\napp = [\"x\"]\n").expect("write");
+        let e = ConfigFile::load(&f).expect_err("unknown key");
+        assert!(matches!(e, ConfigError::Syntax { line: 2, .. }), "{e}");
+        std::fs::write(
+            &f,
+            "[privacy]\napps = [\"org.example.Diary\"]\ntitles = [\"salary\"]\n[history]\nexclude_apps = [\"legacy\", \"ORG.EXAMPLE.DIARY\"]\n",
+        )
+        .expect("write");
+        let (rules, old) = ConfigFile::load(&f).expect("ok").privacy_rules();
+        assert_eq!(rules.apps, vec!["org.example.Diary", "legacy"]);
+        assert_eq!(rules.titles, vec!["salary"]);
+        assert_eq!(old, vec!["[history] exclude_apps"]);
+        let p = dir.path().join("privacy.toml");
+        assert_eq!(
+            PrivacyFile::load(&p).expect("missing is empty"),
+            PrivacyFile::default()
+        );
+        let mut file = PrivacyFile::default();
+        file.privacy.titles.push("medical \"notes\"".into());
+        file.save(&p).expect("save");
+        assert_eq!(PrivacyFile::load(&p).expect("load"), file);
+        std::fs::write(&p, "[privacy]\ntitles = 3\n").expect("write");
+        assert!(matches!(
+            PrivacyFile::load(&p),
+            Err(ConfigError::Syntax { line: 2, .. })
+        ));
+    }
+
     #[test]
     fn consent_agents_are_absolute_paths() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -952,7 +952,7 @@ async fn nothing_nobody_means_to_share_shows_on_any_publisher() {
         let host = python_app_id();
         home.write_policy(&[(me.as_str(), ALL), (host.as_str(), ALL)]);
         let mut replay = Replay::new(&home);
-        let _d = Daemon::start(&bus, &home, &["--replay", &replay.arg()]).await;
+        let d = Daemon::start(&bus, &home, &["--replay", &replay.arg()]).await;
         wait_socket(&home);
         let conn = bus.connect().await;
         let ctx = Context1Proxy::new(&conn).await.expect("Context1");
@@ -1093,6 +1093,12 @@ async fn nothing_nobody_means_to_share_shows_on_any_publisher() {
                     failures.push(format!("no '{why}' on {publisher}"));
                 }
             }
+        }
+        // The deprecated key worked (the Legacy window above) and was
+        // named in the log with the keys that replace it.
+        let log = std::fs::read_to_string(&d.stderr_path).unwrap_or_default();
+        if !(log.contains("deprecated") && log.contains("[history] exclude_apps") && log.contains("[privacy] apps")) {
+            failures.push("no deprecation line naming [privacy] apps in the log".into());
         }
         assert!(
             failures.is_empty(),
