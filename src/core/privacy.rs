@@ -484,6 +484,30 @@ mod tests {
         }
     }
 
+    /// Text around the digits in any script: no panic on a character
+    /// boundary, and digits of other scripts or inside words are left.
+    #[test]
+    fn any_text_is_scanned_without_breaking_characters() {
+        for text in [
+            "é1234 code",
+            "code: ४८२९१३",
+            "—123456— code",
+            "Код 123456: your code",
+            "code 12345６",
+            "🔑 code 778899 🔑",
+            "code-",
+            "code 1",
+            "",
+            "G-",
+            "AB-12 code",
+        ] {
+            let _ = mask(text, true);
+        }
+        assert_eq!(masked("🔑 code 778899 🔑"), "🔑 code [code hidden] 🔑");
+        assert_eq!(masked("—123456— code"), "—[code hidden]— code");
+        assert_eq!(masked("é1234 code"), "é1234 code");
+    }
+
     /// Ordinary numbers stay: counts, times, dates, amounts, order and
     /// build numbers in text that speaks of no code.
     #[test]

@@ -272,7 +272,11 @@ fn clean(rules: &Rules, event: SourceEvent) -> SourceEvent {
             rules.clean_notification(&mut notification);
             SourceEvent::Notification { notification }
         }
-        SourceEvent::Provided { context } if rules.app(context.app_id.as_str()).is_some() => {
+        SourceEvent::Provided { context }
+            if rules.app(context.app_id.as_str()).is_some()
+                || super::vocabulary::title(&context.data)
+                    .is_some_and(|name| rules.title(&name).is_some()) =>
+        {
             SourceEvent::ProvidedRemoved {
                 app_id: context.app_id,
                 kind: context.kind,

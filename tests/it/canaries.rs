@@ -1015,6 +1015,10 @@ async fn nothing_nobody_means_to_share_shows_on_any_publisher() {
                 .to_string(),
         );
         replay.send(
+            &json!({"type": "provided", "context": {"app_id": "exe:/usr/bin/sheets", "kind": "document", "data": {"@type": "DigitalDocument", "name": "SECRET-SALDOC21 salary.ods"}}})
+                .to_string(),
+        );
+        replay.send(
             &json!({"type": "provided", "context": {"app_id": "exe:/usr/bin/docs", "kind": "document", "data": {"@type": "DigitalDocument", "name": "CONTROL-DOC"}}})
                 .to_string(),
         );
