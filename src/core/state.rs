@@ -160,12 +160,15 @@ impl State {
     /// hidden and readers and the observer told by ordinary changes.
     /// Returns the changes.
     pub(crate) fn set_privacy(&self, rules: Rules) -> Vec<Arc<Change>> {
-        if !self.privacy.set(rules) {
-            return Vec::new();
-        }
-        let rules = self.privacy.rules();
+        // Under the snapshot's lock, as `apply` reads them: an event is
+        // cleaned by the rules in force when it is applied, so none
+        // cleaned by the old rules lands after this sweep.
         self.commit(|snap, _| {
             let mut out = Vec::new();
+            if !self.privacy.set(rules) {
+                return out;
+            }
+            let rules = self.privacy.rules();
             for w in snap.windows.values_mut() {
                 let before = w.clone();
                 if rules.clean_window(w) {
@@ -219,9 +222,11 @@ impl State {
 
     /// Apply one event and broadcast what changed. Returns the changes.
     pub(crate) fn apply(&self, event: SourceEvent) -> Vec<Arc<Change>> {
-        let rules = self.privacy.rules();
-        let event = clean(&rules, event);
-        self.commit(|snap, now| apply_to(snap, event, now))
+        self.commit(|snap, now| {
+            // Read under the snapshot's lock (see `set_privacy`).
+            let event = clean(&self.privacy.rules(), event);
+            apply_to(snap, event, now)
+        })
     }
 
     /// Change the snapshot with `f` and tell the captures, the observer
