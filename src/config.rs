@@ -110,6 +110,11 @@ impl Paths {
         self.config_dir.join("policy.toml")
     }
 
+    /// The never-share rules `contextctl privacy` edits.
+    pub fn privacy_file(&self) -> PathBuf {
+        self.config_dir.join("privacy.toml")
+    }
+
     pub fn database(&self) -> PathBuf {
         self.data_dir.join("contextd.db")
     }
@@ -147,6 +152,73 @@ pub struct ConfigFile {
     /// `[limits]`: how far a reader may fall behind.
     #[serde(default)]
     pub limits: LimitsConfig,
+    /// `[privacy]`: what is never shared (besides the built-in lists);
+    /// `privacy.toml` beside this file adds to it (`contextctl privacy`).
+    #[serde(default)]
+    pub privacy: crate::core::privacy::PrivacySettings,
+}
+
+/// `privacy.toml`: the never-share rules `contextctl privacy` edits, a
+/// `[privacy]` table as in `config.toml`. Its own file, so that a
+/// program never rewrites the user's hand-written `config.toml` (and its
+/// comments).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrivacyFile {
+    #[serde(default)]
+    pub privacy: crate::core::privacy::PrivacySettings,
+}
+
+impl PrivacyFile {
+    /// Read `privacy.toml`; a missing file is no rules.
+    pub fn load(path: &Path) -> Result<PrivacyFile, ConfigError> {
+        let shown = path.display().to_string();
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(PrivacyFile::default()),
+            Err(error) => return Err(ConfigError::Io { path: shown, error }),
+        };
+        let text = String::from_utf8(bytes).map_err(|e| ConfigError::NotUtf8 {
+            path: shown.clone(),
+            offset: e.utf8_error().valid_up_to(),
+        })?;
+        toml::from_str(&text).map_err(|e| syntax(&text, shown, &e))
+    }
+
+    /// Write `privacy.toml` whole (a new file renamed over the old, so
+    /// that the daemon, which watches it, never reads half of it).
+    pub fn save(&self, path: &Path) -> Result<(), ConfigError> {
+        let shown = path.display().to_string();
+        let io = |error| ConfigError::Io {
+            path: shown.clone(),
+            error,
+        };
+        let text = toml::to_string(self).map_err(|e| io(std::io::Error::other(e)))?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let tmp = path.with_extension("toml.new");
+        std::fs::write(
+            &tmp,
+            format!("# Never shared: edited by `contextctl privacy`.\n{text}"),
+        )
+        .map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)
+    }
+}
+
+/// A TOML error as a [`ConfigError::Syntax`] with its line and column.
+fn syntax(text: &str, shown: String, e: &toml::de::Error) -> ConfigError {
+    let offset = e.span().map_or(0, |s| s.start).min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let column = offset - before.rfind('\n').map_or(0, |p| p + 1) + 1;
+    ConfigError::Syntax {
+        path: shown,
+        line,
+        column,
+        message: e.message().trim().to_owned(),
+    }
 }
 
 /// `[ui]`.
@@ -456,18 +528,21 @@ impl ConfigFile {
 
     /// Parse `config.toml`'s text; `shown` only labels errors.
     pub fn parse(text: &str, shown: String) -> Result<ConfigFile, ConfigError> {
-        toml::from_str(text).map_err(|e| {
-            let offset = e.span().map_or(0, |s| s.start).min(text.len());
-            let before = &text[..offset];
-            let line = before.matches('\n').count() + 1;
-            let column = offset - before.rfind('\n').map_or(0, |p| p + 1) + 1;
-            ConfigError::Syntax {
-                path: shown,
-                line,
-                column,
-                message: e.message().trim().to_owned(),
-            }
-        })
+        toml::from_str(text).map_err(|e| syntax(text, shown, &e))
+    }
+
+    /// The never-share rules of this file: `[privacy]`, with the
+    /// deprecated `[history] exclude_apps` / `exclude_titles` merged in
+    /// (and the keys that were used, to tell the user where they go now).
+    pub fn privacy_rules(&self) -> (crate::core::privacy::PrivacySettings, Vec<&'static str>) {
+        let mut old = Vec::new();
+        if !self.history.exclude_apps.is_empty() {
+            old.push("[history] exclude_apps");
+        }
+        if !self.history.exclude_titles.is_empty() {
+            old.push("[history] exclude_titles");
+        }
+        (self.privacy.merged(&self.history.as_privacy()), old)
     }
 }
 
@@ -506,6 +581,41 @@ mod tests {
             vec!["pipewire"]
         );
         assert!(ConfigFile::load(&dir.path().join("none.toml")).is_ok());
+    }
+
+    /// `[privacy]` is typed (a typo is an error, not a rule silently
+    /// ignored), the deprecated `[history]` exclude lists join it, and
+    /// `privacy.toml` round-trips as `contextctl privacy` writes it.
+    #[test]
+    fn privacy_rules_parse_merge_and_round_trip() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("config.toml");
+        std::fs::write(&f, "[privacy]\napp = [\"x\"]\n").expect("write");
+        let e = ConfigFile::load(&f).expect_err("unknown key");
+        assert!(matches!(e, ConfigError::Syntax { line: 2, .. }), "{e}");
+        std::fs::write(
+            &f,
+            "[privacy]\napps = [\"org.example.Diary\"]\ntitles = [\"salary\"]\n[history]\nexclude_apps = [\"legacy\", \"ORG.EXAMPLE.DIARY\"]\n",
+        )
+        .expect("write");
+        let (rules, old) = ConfigFile::load(&f).expect("ok").privacy_rules();
+        assert_eq!(rules.apps, vec!["org.example.Diary", "legacy"]);
+        assert_eq!(rules.titles, vec!["salary"]);
+        assert_eq!(old, vec!["[history] exclude_apps"]);
+        let p = dir.path().join("privacy.toml");
+        assert_eq!(
+            PrivacyFile::load(&p).expect("missing is empty"),
+            PrivacyFile::default()
+        );
+        let mut file = PrivacyFile::default();
+        file.privacy.titles.push("medical \"notes\"".into());
+        file.save(&p).expect("save");
+        assert_eq!(PrivacyFile::load(&p).expect("load"), file);
+        std::fs::write(&p, "[privacy]\ntitles = 3\n").expect("write");
+        assert!(matches!(
+            PrivacyFile::load(&p),
+            Err(ConfigError::Syntax { line: 2, .. })
+        ));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use zbus::Connection;
 use zbus::fdo::{DBusProxy, RequestNameFlags, RequestNameReply};
 use zbus::names::{BusName, WellKnownName};
 
-use crate::config::{Config, UndecidedMode};
+use crate::config::{Config, ConfigFile, UndecidedMode};
 use crate::core::consent::{ConsentStore, Verdict};
 use crate::core::lane::{OnLane, StoreLane};
 use crate::core::{Core, Gate, GateSettings, SourceEvent, SystemClock};
@@ -325,6 +325,9 @@ async fn build_core(
         tree.publishers.clone(),
         config.file.limits.change_feed,
     );
+    // What nobody means to share (core::privacy): in force before any
+    // source's first event, so that nothing reaches the state uncleaned.
+    load_privacy(&core, &config.paths, Some(&config.file));
     // Who may answer prompts: GNOME Shell (also where [sources.shells]
     // says it is installed) and the programs config.toml names.
     core.set_agent_trust(crate::core::agents::AgentTrust::new(
@@ -401,7 +404,8 @@ async fn build_core(
     )));
     let history_settings = config.file.history.clone();
     core.state().set_observer(Box::new(HistoryObserver {
-        recorder: crate::core::history::Recorder::new(history_settings.clone(), next_id),
+        recorder: crate::core::history::Recorder::new(history_settings.clone(), next_id)
+            .with_privacy(core.state().privacy().clone()),
         history: history.clone(),
     }));
     // The writers flush what they hold when their level is cancelled,
@@ -512,6 +516,7 @@ async fn start_sources(
         core.clone(),
         tx.clone(),
         inotify,
+        config.paths.clone(),
         tree.sources.token(),
     ));
 
@@ -615,7 +620,13 @@ async fn start_publishers(
             });
         }
     }
-    crate::dashboard::serve(&config.file.dashboard, core.clone(), &tree.publishers).await?;
+    crate::dashboard::serve(
+        &config.file.dashboard,
+        config.paths.privacy_file(),
+        core.clone(),
+        &tree.publishers,
+    )
+    .await?;
     Ok(Serving {
         _dbus: shared,
         lost,
@@ -814,12 +825,55 @@ fn watch_config_dir(dir: &Path) -> Option<Inotify> {
     }
 }
 
+/// Put the never-share rules in force: `[privacy]` of `config.toml`
+/// (`file`, or read again when `None`: it changed), the deprecated
+/// `[history]` exclude lists merged in (said once in the log), and
+/// `privacy.toml`, which `contextctl privacy` edits. A file that cannot
+/// be read keeps the rules it gave before: a typo never shares more.
+fn load_privacy(core: &Core, paths: &crate::config::Paths, file: Option<&ConfigFile>) {
+    let reread;
+    let (config_rules, old_keys) = match file {
+        Some(f) => f.privacy_rules(),
+        None => match ConfigFile::load(&paths.config_file()) {
+            Ok(f) => {
+                reread = f;
+                reread.privacy_rules()
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "config.toml changed but cannot be read; the never-share rules stay as they were");
+                return;
+            }
+        },
+    };
+    if !old_keys.is_empty() && file.is_some() {
+        tracing::warn!(
+            keys = ?old_keys,
+            "deprecated: {} now hold back from every reader, not only the timeline; use [privacy] apps and titles (or contextctl privacy add) instead",
+            old_keys.join(" and ")
+        );
+    }
+    let extra = match crate::config::PrivacyFile::load(&paths.privacy_file()) {
+        Ok(f) => f.privacy,
+        Err(e) => {
+            tracing::warn!(error = %e, "privacy.toml cannot be read; the never-share rules stay as they were");
+            if file.is_none() {
+                return;
+            }
+            core.privacy_rules()
+        }
+    };
+    if core.set_privacy(config_rules.merged(&extra)) {
+        tracing::info!("never-share rules in force");
+    }
+}
+
 /// Reload the policy when its file changes, and wake the gate when a grant
 /// expires so that subscriptions end on time.
 async fn policy_watcher(
     core: Arc<Core>,
     tx: mpsc::Sender<SourceEvent>,
     inotify: Option<Inotify>,
+    paths: crate::config::Paths,
     cancel: CancellationToken,
 ) {
     let file_name = core
@@ -859,6 +913,10 @@ async fn policy_watcher(
                         // Editors write in several steps; let them finish.
                         tokio::time::sleep(Duration::from_millis(30)).await;
                         load_policy(&core, &tx).await;
+                    }
+                    Some(Ok(ev)) if ev.name.as_deref().is_some_and(|n| n == "privacy.toml" || n == "config.toml") => {
+                        tokio::time::sleep(Duration::from_millis(30)).await;
+                        load_privacy(&core, &paths, None);
                     }
                     Some(Ok(_)) => {}
                     Some(Err(e)) => {

@@ -63,6 +63,7 @@ pub mod internals {
     pub use crate::core::SourceEvent;
     pub use crate::core::history::{HistoryEvent, HistoryKind, HistoryOp, HistorySettings};
     pub use crate::core::identity::{is_system_executable, resolve_pid};
+    pub use crate::core::privacy::PrivacySettings;
     pub use crate::core::state::MAX_TEXT_CHARS;
     /// The vocabulary of provided context, checked against its JSON-LD.
     pub mod vocabulary {
@@ -79,8 +80,9 @@ pub mod internals {
     /// `contextctl completions`).
     pub mod cli {
         pub use crate::cli::{
-            Command, ConsentCommand, ContextctlArgs, ContextdArgs, KeyCommand, ProvidersCommand,
-            ReadersCommand, RecoveryCommand, TokenCommand, completions, generate_files,
+            Command, ConsentCommand, ContextctlArgs, ContextdArgs, KeyCommand, PrivacyCommand,
+            ProvidersCommand, ReadersCommand, RecoveryCommand, TokenCommand, completions,
+            generate_files,
         };
     }
 }

@@ -18,6 +18,21 @@ fn main() -> ExitCode {
             contextd::internals::cli::completions(*shell, &mut std::io::stdout());
             return ExitCode::SUCCESS;
         }
+        Some(Command::Privacy { command }) => {
+            let command = command
+                .clone()
+                .unwrap_or(contextd::internals::cli::PrivacyCommand::List);
+            return match contextd::client::privacy::command(command, args.json) {
+                Ok(out) => {
+                    println!("{}", out.trim_end());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("contextctl privacy: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
         Some(Command::GenerateFiles { dir }) => {
             return match contextd::internals::cli::generate_files(dir) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -122,6 +137,7 @@ fn main() -> ExitCode {
             Command::Mcp
             | Command::Token { .. }
             | Command::Completions { .. }
+            | Command::Privacy { .. }
             | Command::GenerateFiles { .. } => Ok(()),
         }
     });

@@ -216,6 +216,18 @@ pub enum Command {
     /// relays stdin/stdout to contextd, starting it if needed. The host that
     /// runs this command is the app asked for consent.
     Mcp,
+    /// What is never shared, whatever an app was granted: private browser
+    /// windows, password managers, one-time codes and card numbers (built
+    /// in), and your own rules. `add app PATTERN` never shares an app
+    /// whose id or notification name contains PATTERN; `add title
+    /// PATTERN` never shares window titles that contain it. Your rules
+    /// are kept in privacy.toml beside config.toml (which may hold a
+    /// [privacy] table too); a running contextd applies a change at once.
+    /// Needs no daemon.
+    Privacy {
+        #[command(subcommand)]
+        command: Option<PrivacyCommand>,
+    },
     /// Bearer tokens for MCP over HTTP.
     Token {
         #[command(subcommand)]
@@ -235,6 +247,34 @@ pub enum Command {
         #[arg(value_name = "DIR")]
         dir: PathBuf,
     },
+}
+
+/// `contextctl privacy`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum PrivacyCommand {
+    /// The built-in lists and your rules.
+    List,
+    /// Never share an app, or window titles that contain PATTERN.
+    Add {
+        /// `app` or `title`.
+        what: RuleKind,
+        /// Matched case-insensitively where the app id, notification name
+        /// or title contains it.
+        pattern: String,
+    },
+    /// Remove one of your rules (from privacy.toml).
+    Remove {
+        /// `app` or `title`.
+        what: RuleKind,
+        pattern: String,
+    },
+}
+
+/// Which of the user's never-share lists a rule is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuleKind {
+    App,
+    Title,
 }
 
 #[derive(Debug, Subcommand)]

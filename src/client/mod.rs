@@ -7,6 +7,7 @@ pub mod admin;
 pub mod bridge;
 pub mod ctl;
 pub mod json;
+pub mod privacy;
 pub mod proxy;
 pub mod reach;
 

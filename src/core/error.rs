@@ -47,6 +47,12 @@ pub enum Error {
         what: String,
         why: String,
     },
+    /// The user's never-share rules (`core::privacy`) hold back what
+    /// this app publishes: nothing of it is kept.
+    #[error(
+        "{app} is never shared (a password manager, or the user's [privacy] rules): what it publishes is not kept"
+    )]
+    NeverShared { app: AppId },
     #[error("{0}")]
     Unavailable(String),
     #[error("{0}")]

@@ -206,11 +206,10 @@ pub struct HistorySettings {
     pub titles: bool,
     /// Record notification bodies (off by default: they are messages).
     pub notification_bodies: bool,
-    /// Apps never recorded (compared case-insensitively with the app id;
-    /// a pattern matches when the app id contains it).
+    /// Deprecated: merged into `[privacy] apps` (`core::privacy`), which
+    /// holds them back from every reader too, not only the timeline.
     pub exclude_apps: Vec<String>,
-    /// Windows never recorded when their title contains one of these
-    /// (case-insensitive): private and incognito browser windows.
+    /// Deprecated: merged into `[privacy] titles`.
     pub exclude_titles: Vec<String>,
     /// Days kept, for every kind not in `retention_days_per_kind`.
     pub retention_days: u32,
@@ -227,36 +226,14 @@ impl Default for HistorySettings {
                 .collect(),
             titles: true,
             notification_bodies: false,
-            exclude_apps: vec![
-                "keepassxc".into(),
-                "bitwarden".into(),
-                "1password".into(),
-                "org.gnome.World.Secrets".into(),
-                "keepass".into(),
-            ],
-            exclude_titles: vec![
-                "private browsing".into(),
-                "incognito".into(),
-                "inprivate".into(),
-                "(private)".into(),
-            ],
+            // Password managers and private windows are held back by
+            // `core::privacy`'s built-in lists now, for every reader.
+            exclude_apps: Vec::new(),
+            exclude_titles: Vec::new(),
             retention_days: 14,
             retention_days_per_kind: HashMap::new(),
         }
     }
-}
-
-/// Whether `hay` lowercased contains `needle` lowercased (as
-/// `str::to_lowercase` lowercases both), without allocating when both are
-/// ASCII: app ids and most titles are, and every focus change asks this
-/// of the new window's app id and title for each pattern (issue 33: a
-/// dozen allocations per focus change).
-fn contains_lowercase(hay: &str, needle: &str) -> bool {
-    if hay.is_ascii() && needle.is_ascii() {
-        let (h, n) = (hay.as_bytes(), needle.as_bytes());
-        return n.is_empty() || h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n));
-    }
-    hay.to_lowercase().contains(&needle.to_lowercase())
 }
 
 impl HistorySettings {
@@ -264,16 +241,12 @@ impl HistorySettings {
         self.enabled && self.record.iter().any(|r| r == k.as_str())
     }
 
-    pub fn excluded_app(&self, app: &str) -> bool {
-        self.exclude_apps
-            .iter()
-            .any(|p| !p.is_empty() && contains_lowercase(app, p))
-    }
-
-    pub fn excluded_title(&self, title: &str) -> bool {
-        self.exclude_titles
-            .iter()
-            .any(|p| !p.is_empty() && contains_lowercase(title, p))
+    /// The deprecated exclude lists as never-share rules (`[privacy]`).
+    pub fn as_privacy(&self) -> super::privacy::PrivacySettings {
+        super::privacy::PrivacySettings {
+            apps: self.exclude_apps.clone(),
+            titles: self.exclude_titles.clone(),
+        }
     }
 
     pub fn retention(&self, k: HistoryKind) -> chrono::Duration {
@@ -314,6 +287,11 @@ pub(crate) struct Recorder {
     /// publishers the copies weighed more than the table.
     provided: HashMap<crate::model::AppId, [Option<(i64, crate::model::ProvidedData)>; 2]>,
     paused: bool,
+    /// The never-share rules in force (the state's): what they hold back
+    /// is never recorded. The state cleaned every change already; asked
+    /// again here for what the changes cannot say (a stream's app, a
+    /// document's name).
+    privacy: std::sync::Arc<super::privacy::Privacy>,
 }
 
 /// Where [`Recorder`] keeps an app's row of a provided kind: its
@@ -329,6 +307,12 @@ impl Recorder {
             next_id: next_id.max(1),
             ..Default::default()
         }
+    }
+
+    /// Record under the never-share rules `privacy` (the state's).
+    pub(crate) fn with_privacy(mut self, privacy: std::sync::Arc<super::privacy::Privacy>) -> Self {
+        self.privacy = privacy;
+        self
     }
 
     fn open(&mut self, ev: HistoryEvent, out: &mut Vec<HistoryOp>) -> i64 {
@@ -381,6 +365,7 @@ impl Recorder {
         if self.paused || !self.settings.enabled {
             return out;
         }
+        let rules = self.privacy.rules();
         match change {
             Change::Focus { window } => {
                 Self::close(self.focus.take(), now, &mut out);
@@ -388,8 +373,8 @@ impl Recorder {
                     return out;
                 }
                 if let Some(w) = window
-                    && !self.settings.excluded_app(&w.app_id)
-                    && !self.settings.excluded_title(&w.title)
+                    && w.title_hidden.is_none()
+                    && rules.window(&w.app_id, &w.title).is_none()
                 {
                     let id = self.open(
                         HistoryEvent {
@@ -412,7 +397,8 @@ impl Recorder {
                 ..
             } if self.focus.is_some()
                 && window.states.activated
-                && self.settings.excluded_title(&window.title) =>
+                && (window.title_hidden.is_some()
+                    || rules.window(&window.app_id, &window.title).is_some()) =>
             {
                 // The focused window became private: stop recording it
                 // from now on.
@@ -449,9 +435,7 @@ impl Recorder {
                             .map(|a| a.to_string())
                             .or_else(|| stream.claimed_name.clone());
                         if !self.settings.records(hk)
-                            || app
-                                .as_deref()
-                                .is_some_and(|a| self.settings.excluded_app(a))
+                            || app.as_deref().is_some_and(|a| rules.app(a).is_some())
                         {
                             return out;
                         }
@@ -531,8 +515,8 @@ impl Recorder {
                     return out;
                 };
                 if !self.settings.records(hk)
-                    || self.settings.excluded_app(context.app_id.as_str())
-                    || self.settings.excluded_title(&name)
+                    || rules.app(context.app_id.as_str()).is_some()
+                    || rules.title(&name).is_some()
                 {
                     return out;
                 }
@@ -560,11 +544,7 @@ impl Recorder {
                     return out;
                 }
                 for d in new {
-                    if d.app
-                        .as_deref()
-                        .is_some_and(|a| self.settings.excluded_app(a))
-                        || self.settings.excluded_title(&d.name)
-                    {
+                    if !rules.document_shown(d) {
                         continue;
                     }
                     let mut detail = serde_json::json!({ "uri": d.uri });
@@ -623,7 +603,7 @@ impl Recorder {
                 ..
             } => {
                 if !self.settings.records(HistoryKind::Notification)
-                    || self.settings.excluded_app(&n.app_name)
+                    || rules.app(&n.app_name).is_some()
                 {
                     return out;
                 }
@@ -673,6 +653,7 @@ mod tests {
     /// not.
     #[test]
     fn patterns_match_as_lowercased_text_contains_them() {
+        use crate::core::privacy::contains_lowercase;
         let old = |h: &str, n: &str| h.to_lowercase().contains(&n.to_lowercase());
         let texts = [
             "",
@@ -710,11 +691,11 @@ mod tests {
                 assert_eq!(contains_lowercase(h, n), old(h, n), "{h:?} {n:?}");
             }
         }
-        let s = HistorySettings::default();
-        assert!(s.excluded_app("org.KeePassXC.KeePassXC"));
-        assert!(!s.excluded_app("org.gnome.TextEditor"));
-        assert!(s.excluded_title("Mozilla Firefox (Private Browsing)"));
-        assert!(!s.excluded_title("notes.txt"));
+        let s = crate::core::privacy::Rules::default();
+        assert!(s.app("org.KeePassXC.KeePassXC").is_some());
+        assert!(s.app("org.gnome.TextEditor").is_none());
+        assert!(s.title("Mozilla Firefox (Private Browsing)").is_some());
+        assert!(s.title("notes.txt").is_none());
     }
 
     fn w(app: &str, title: &str) -> Window {
@@ -733,6 +714,7 @@ mod tests {
             first_seen: Utc::now(),
             last_focused: None,
             attributed_by: Default::default(),
+            title_hidden: None,
         }
     }
 

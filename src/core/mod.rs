@@ -20,6 +20,7 @@ pub(crate) mod notice;
 pub(crate) mod pending;
 pub(crate) mod policy;
 pub(crate) mod portable;
+pub(crate) mod privacy;
 pub(crate) mod prompts;
 pub(crate) mod provide;
 pub(crate) mod read;
@@ -234,6 +235,25 @@ impl Core {
     /// What changed of what the user controls, for a panel's `Changed`.
     pub(crate) fn control_changes(&self) -> notice::Listener {
         notice::Listener::new(&self.gate.notices)
+    }
+
+    /// Put the user's never-share rules (`[privacy]`) in force, at once:
+    /// titles and notifications they match are hidden from every reader
+    /// and the timeline from the next change on, what their apps publish
+    /// is withdrawn. Whether the rules changed.
+    pub(crate) fn set_privacy(&self, user: privacy::PrivacySettings) -> bool {
+        let before = self.state.privacy().rules();
+        self.state.set_privacy(privacy::Rules::new(user));
+        let changed = *before != *self.state.privacy().rules();
+        if changed {
+            self.withdraw_never_shared();
+        }
+        changed
+    }
+
+    /// The user's never-share rules in force (`[privacy]`).
+    pub(crate) fn privacy_rules(&self) -> privacy::PrivacySettings {
+        self.state.privacy().rules().user().clone()
     }
 
     /// Where the dashboard listens, for the links its tickets open.

@@ -341,6 +341,11 @@ impl Core {
         if !self.gate.may_publish(app) {
             return Err(Error::PublishRefused { app: app.clone() });
         }
+        // Before anything is kept: a password manager's open vault is
+        // never in the broker at all (`core::privacy`).
+        if self.state.privacy().rules().app(app.as_str()).is_some() {
+            return Err(Error::NeverShared { app: app.clone() });
+        }
         let now = Instant::now();
         {
             let mut inner = self.providers.lock();
@@ -482,6 +487,25 @@ impl Core {
             self.gate.notices.bump(super::notice::Part::Providers);
         }
         inner.prune(Instant::now());
+    }
+
+    /// The never-share rules changed: every entry of an app they now
+    /// hold back goes, and its readers are told it is gone.
+    pub(crate) fn withdraw_never_shared(&self) {
+        let rules = self.state.privacy().rules();
+        let mut inner = self.providers.lock();
+        let keys: Vec<(Arc<str>, Arc<str>)> = inner
+            .owners
+            .iter()
+            .flat_map(|(owner, list)| {
+                list.iter()
+                    .filter(|e| rules.app(e.app.as_str()).is_some())
+                    .map(|e| (owner.clone(), e.kind.clone()))
+            })
+            .collect();
+        if !keys.is_empty() {
+            self.remove_entries(&mut inner, keys);
+        }
     }
 
     /// The publisher `owner` is gone (its bus connection closed): its

@@ -14,6 +14,7 @@ use super::captures::CaptureLog;
 pub(crate) use super::change::{Change, ChangeKind};
 use super::clock::Clock;
 use super::event::SourceEvent;
+use super::privacy::{Privacy, Rules};
 use crate::model::{
     Location, MediaStream, Network, Notification, Power, RecentDocument, Selection, SessionState,
     SourceStatus, Window,
@@ -100,6 +101,9 @@ pub(crate) struct State {
     tx: broadcast::Sender<Arc<Change>>,
     clock: Arc<dyn Clock>,
     observer: std::sync::Mutex<Option<Box<dyn StateObserver>>>,
+    /// What nobody means to share (`core::privacy`), applied to every
+    /// event before it reaches the snapshot, the feed or the observer.
+    privacy: Arc<Privacy>,
 }
 
 impl std::fmt::Debug for State {
@@ -118,6 +122,7 @@ pub(crate) fn truncate_text(s: &mut String) {
 fn same_window(a: &Window, b: &Window) -> bool {
     a.app_id == b.app_id
         && a.title == b.title
+        && a.title_hidden == b.title_hidden
         && a.states == b.states
         && a.outputs == b.outputs
         && a.parent == b.parent
@@ -140,7 +145,52 @@ impl State {
             tx,
             clock,
             observer: std::sync::Mutex::new(None),
+            privacy: Arc::default(),
         }
+    }
+
+    /// The never-share rules in force, shared with whoever must ask them
+    /// beyond the state (the history recorder, `core::provide`).
+    pub(crate) fn privacy(&self) -> &Arc<Privacy> {
+        &self.privacy
+    }
+
+    /// Put new never-share rules in force, at once: what the state holds
+    /// that they hide (a window's title, an app's notifications) is
+    /// hidden and readers and the observer told by ordinary changes.
+    /// Returns the changes.
+    pub(crate) fn set_privacy(&self, rules: Rules) -> Vec<Arc<Change>> {
+        // Under the snapshot's lock, as `apply` reads them: an event is
+        // cleaned by the rules in force when it is applied, so none
+        // cleaned by the old rules lands after this sweep.
+        self.commit(|snap, _| {
+            let mut out = Vec::new();
+            if !self.privacy.set(rules) {
+                return out;
+            }
+            let rules = self.privacy.rules();
+            for w in snap.windows.values_mut() {
+                let before = w.clone();
+                if rules.clean_window(w) {
+                    out.push(Change::Window {
+                        kind: ChangeKind::Changed,
+                        window: w.clone(),
+                        before: Some(Box::new(before)),
+                    });
+                }
+            }
+            for n in snap.notifications.iter_mut() {
+                let before = n.clone();
+                if rules.app(&n.app_name).is_some() && rules.clean_notification(n) {
+                    out.push(Change::Notification {
+                        kind: ChangeKind::Opened,
+                        notification: n.clone(),
+                        before: Some(Box::new(before)),
+                    });
+                }
+            }
+            out
+        })
     }
 
     pub(crate) fn set_observer(&self, o: Box<dyn StateObserver>) {
@@ -172,10 +222,23 @@ impl State {
 
     /// Apply one event and broadcast what changed. Returns the changes.
     pub(crate) fn apply(&self, event: SourceEvent) -> Vec<Arc<Change>> {
+        self.commit(|snap, now| {
+            // Read under the snapshot's lock (see `set_privacy`).
+            let event = clean(&self.privacy.rules(), event);
+            apply_to(snap, event, now)
+        })
+    }
+
+    /// Change the snapshot with `f` and tell the captures, the observer
+    /// and the feed what changed.
+    fn commit(
+        &self,
+        f: impl FnOnce(&mut Snapshot, DateTime<Utc>) -> Vec<Change>,
+    ) -> Vec<Arc<Change>> {
         let now = self.clock.now();
         let changes = {
             let mut snap = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
-            let changes = apply_to(&mut snap, event, now);
+            let changes = f(&mut snap, now);
             snap.captures.observe(&changes, now);
             if !changes.is_empty()
                 && let Some(o) = self
@@ -198,6 +261,41 @@ impl State {
             let _ = self.tx.send(c.clone());
         }
         changes
+    }
+}
+
+/// `event` as the never-share rules let it in: a window's title held
+/// back, a notification's codes replaced, a never-shared app's published
+/// context and recent files left out.
+fn clean(rules: &Rules, event: SourceEvent) -> SourceEvent {
+    match event {
+        SourceEvent::Window { mut window } => {
+            rules.clean_window(&mut window);
+            SourceEvent::Window { window }
+        }
+        SourceEvent::Notification { mut notification } => {
+            rules.clean_notification(&mut notification);
+            SourceEvent::Notification { notification }
+        }
+        SourceEvent::Provided { context }
+            if rules.app(context.app_id.as_str()).is_some()
+                || super::vocabulary::title(&context.data)
+                    .is_some_and(|name| rules.title(&name).is_some()) =>
+        {
+            SourceEvent::ProvidedRemoved {
+                app_id: context.app_id,
+                kind: context.kind,
+            }
+        }
+        SourceEvent::RecentDocuments {
+            documents: Some(mut docs),
+        } => {
+            docs.retain(|d| rules.document_shown(d));
+            SourceEvent::RecentDocuments {
+                documents: Some(docs),
+            }
+        }
+        other => other,
     }
 }
 
@@ -482,6 +580,7 @@ mod tests {
             first_seen: Utc::now(),
             last_focused: None,
             attributed_by: Default::default(),
+            title_hidden: None,
         }
     }
 
@@ -533,5 +632,64 @@ mod tests {
                 MAX_TEXT_CHARS + TRUNCATION_MARKER.chars().count()
             );
         });
+    }
+
+    /// The attack: a private window's title and a code in a notification
+    /// arrive from a source; the snapshot, the feed and the observer get
+    /// them already cleaned. A rule added later hides a title the state
+    /// holds, told as an ordinary change.
+    #[test]
+    fn secrets_never_enter_the_state_and_new_rules_apply_at_once() {
+        let st = State::new(Arc::new(SystemClock));
+        let mut feed = st.subscribe();
+        let mut w = win("p", "firefox", true);
+        w.title = "Bank — Mozilla Firefox Private Browsing".into();
+        st.apply(SourceEvent::Window { window: w });
+        st.apply(SourceEvent::Notification {
+            notification: Notification {
+                id: "n".into(),
+                app_name: "Messages".into(),
+                summary: "339120 is your Amazon OTP".into(),
+                body: String::new(),
+                urgency: Default::default(),
+                time: Utc::now(),
+                summary_hidden: None,
+                body_hidden: None,
+            },
+        });
+        st.read(|s| {
+            assert_eq!(s.windows["p"].title, "");
+            assert_eq!(
+                s.windows["p"].title_hidden,
+                Some(crate::model::Hidden::PrivateWindow)
+            );
+            assert_eq!(
+                s.notifications[0].summary,
+                "[code hidden] is your Amazon OTP"
+            );
+        });
+        while let Ok(c) = feed.try_recv() {
+            let text = format!("{c:?}");
+            assert!(!text.contains("Bank") && !text.contains("339120"), "{text}");
+        }
+        st.apply(SourceEvent::Window {
+            window: win("d", "org.example.Diary", false),
+        });
+        let changes = st.set_privacy(Rules::new(crate::core::privacy::PrivacySettings {
+            apps: vec![],
+            titles: vec!["title of d".into()],
+        }));
+        assert!(
+            matches!(changes.as_slice(), [c] if matches!(&**c, Change::Window { window, .. } if window.title.is_empty() && window.title_hidden == Some(crate::model::Hidden::UserRule))),
+            "{changes:?}"
+        );
+        // The same rules again: nothing to tell.
+        assert!(
+            st.set_privacy(Rules::new(crate::core::privacy::PrivacySettings {
+                apps: vec![],
+                titles: vec!["title of d".into()],
+            }))
+            .is_empty()
+        );
     }
 }

@@ -60,7 +60,7 @@ use super::captures::CaptureSession;
 use super::history::{AppTotals, HistoryEvent, HistoryKind};
 use super::state::{Change, Snapshot};
 use crate::model::{
-    Category, Location, MediaKind, MediaStream, Network, Notification, Player, Power,
+    Category, Hidden, Location, MediaKind, MediaStream, Network, Notification, Player, Power,
     ProvidedContext, RecentDocument, Selection, SessionState, SourceStatus, StreamState, Urgency,
     Window,
 };
@@ -132,6 +132,14 @@ pub(crate) struct WindowView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(description = format!("Only with the windows.titles grant; {THEIRS}"))]
     pub(crate) title: Option<String>,
+    /// Why the title was held back (`core::privacy`), instead of it; only
+    /// with `windows.titles`, who would have seen it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        extend("enum" = ["private-window", "sensitive-app", "user-rule"]),
+        description = "Why the title is held back (never shared, whatever the grants); only with windows.titles"
+    )]
+    pub(crate) hidden: Option<&'static str>,
     #[schemars(description = "activated, maximized, minimized, fullscreen")]
     pub(crate) states: Names,
     pub(crate) focused: bool,
@@ -154,7 +162,8 @@ impl WindowView {
             app_id_source: w.attributed_by.as_str(),
             app_name: w.app_name.clone(),
             icon: w.icon.clone(),
-            title: titles.then(|| w.title.clone()),
+            title: (titles && w.title_hidden.is_none()).then(|| w.title.clone()),
+            hidden: w.title_hidden.filter(|_| titles).map(Hidden::as_str),
             states: w.states.names().into_iter().collect(),
             focused,
             outputs: Names(w.outputs.clone()),
@@ -305,6 +314,14 @@ pub(crate) struct NotificationView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(description = format!("Only with notifications.content; {THEIRS}"))]
     pub(crate) body: Option<String>,
+    /// Why (part of) the summary, or of the body for a reader of it, was
+    /// held back (`core::privacy`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        extend("enum" = ["sensitive-app", "user-rule", "code", "card-number"]),
+        description = "Why text was held back (never shared, whatever the grants): replaced by a marker, or all of it for a never-shared app"
+    )]
+    pub(crate) hidden: Option<&'static str>,
 }
 
 impl NotificationView {
@@ -316,6 +333,10 @@ impl NotificationView {
             urgency: n.urgency,
             time: time(&n.time),
             body: content.then(|| n.body.clone()),
+            hidden: n
+                .summary_hidden
+                .or(n.body_hidden.filter(|_| content))
+                .map(Hidden::as_str),
         }
     }
 }
@@ -1194,9 +1215,12 @@ mod tests {
             },
             outputs: vec!["HEADLESS-1".into()],
             parent: None,
-            first_seen: Utc::now(),
+            // One time for both windows: two clocks' readings that
+            // straddle a millisecond made the views differ.
+            first_seen: chrono::DateTime::<Utc>::UNIX_EPOCH,
             last_focused: None,
             attributed_by: Default::default(),
+            title_hidden: None,
         };
         let mut snap = Snapshot::default();
         snap.windows.insert("w1".into(), w.clone());
@@ -1243,6 +1267,7 @@ mod tests {
             first_seen: Utc::now(),
             last_focused: None,
             attributed_by: Default::default(),
+            title_hidden: None,
         };
         let changed = |now: Window, before: Window| Change::Window {
             kind: crate::core::state::ChangeKind::Changed,
@@ -1279,6 +1304,8 @@ mod tests {
             body: body.into(),
             urgency: Urgency::Normal,
             time: chrono::DateTime::<Utc>::UNIX_EPOCH,
+            summary_hidden: None,
+            body_hidden: None,
         };
         let replaced = Change::Notification {
             kind: crate::core::state::ChangeKind::Opened,

@@ -471,6 +471,7 @@ mod tests {
                 first_seen: chrono::Utc::now(),
                 last_focused: None,
                 attributed_by: Default::default(),
+                title_hidden: None,
             }),
         })
     }

@@ -105,6 +105,7 @@ pub(crate) fn check(cfg: &DashboardConfig) -> Result<(), DashboardError> {
 /// tickets' URL). Nothing when `[dashboard] enabled = false`.
 pub(crate) async fn serve(
     cfg: &DashboardConfig,
+    privacy_file: std::path::PathBuf,
     core: Arc<Core>,
     level: &Level,
 ) -> Result<(), DashboardError> {
@@ -128,6 +129,7 @@ pub(crate) async fn serve(
     tracing::info!(%addr, "dashboard ready (contextctl dashboard)");
     let dash = Arc::new(Dash {
         core,
+        privacy_file,
         addr,
         sessions: Mutex::new(HashMap::new()),
         cancel: level.child_token(),
@@ -173,6 +175,9 @@ const SESSION_PREFIX: &str = "/s/";
 #[derive(Debug)]
 struct Dash {
     core: Arc<Core>,
+    /// Where the user's never-share rules are kept (`privacy.toml`, as
+    /// `contextctl privacy` keeps them; the daemon watches it).
+    privacy_file: std::path::PathBuf,
     addr: SocketAddr,
     /// By capability.
     sessions: Mutex<HashMap<String, Session>>,
@@ -259,6 +264,7 @@ fn router(dash: Arc<Dash>) -> Router {
         .route("/s/{cap}/forget", post(forget))
         .route("/s/{cap}/end-reader", post(end_reader))
         .route("/s/{cap}/answer", post(answer))
+        .route("/s/{cap}/privacy", post(privacy))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(dash.clone(), guard))
         .with_state(dash)
@@ -698,6 +704,50 @@ async fn pause(State(dash): State<Arc<Dash>>, req: Request) -> Response {
     if dash.core.set_paused(paused) {
         tracing::info!(paused, "sharing paused from the dashboard");
     }
+    done(&req, &form)
+}
+
+/// Add or remove one of the user's never-share rules: written to
+/// privacy.toml, which the daemon watches and puts in force (a rule added
+/// is put in force here at once too: hiding more never waits).
+async fn privacy(State(dash): State<Arc<Dash>>, req: Request) -> Response {
+    let form = form_of(&req);
+    let pattern = form.get("pattern").trim().to_owned();
+    if pattern.is_empty() || pattern.chars().count() > 200 || pattern.chars().any(char::is_control)
+    {
+        return bad("pattern: one line of at most 200 characters, not empty");
+    }
+    let mut file = match crate::config::PrivacyFile::load(&dash.privacy_file) {
+        Ok(f) => f,
+        Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    };
+    let list = match form.get("what") {
+        "app" => &mut file.privacy.apps,
+        "title" => &mut file.privacy.titles,
+        other => return bad(format!("what: '{other}' is neither app nor title")),
+    };
+    let at = list.iter().position(|p| p.eq_ignore_ascii_case(&pattern));
+    match (form.get("action"), at) {
+        ("add", None) => list.push(pattern),
+        ("add", Some(_)) => return done(&req, &form),
+        ("remove", Some(i)) => {
+            list.remove(i);
+        }
+        ("remove", None) => {
+            return bad(
+                "this rule is not in privacy.toml (a rule in config.toml is removed there)",
+            );
+        }
+        (other, _) => return bad(format!("action: '{other}' is neither add nor remove")),
+    }
+    if let Err(e) = file.save(&dash.privacy_file) {
+        return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
+    }
+    if form.get("action") == "add" {
+        dash.core
+            .set_privacy(dash.core.privacy_rules().merged(&file.privacy));
+    }
+    tracing::info!("never-share rules changed from the dashboard");
     done(&req, &form)
 }
 

@@ -277,7 +277,63 @@ pub(super) fn apps(core: &Core, csrf: &str) -> Markup {
             }
         }
     };
+    let body = html! {
+        (body)
+        (never_shared(core, csrf))
+    };
     layout("Apps", "/", csrf, core, body)
+}
+
+/// The user's never-share rules, with a form to add one and a button to
+/// remove each (`core::privacy`; kept in privacy.toml, as `contextctl
+/// privacy` keeps them).
+fn never_shared(core: &Core, csrf: &str) -> Markup {
+    let rules = core.privacy_rules();
+    let rows: Vec<(&str, &String)> = rules
+        .apps
+        .iter()
+        .map(|p| ("app", p))
+        .chain(rules.titles.iter().map(|p| ("title", p)))
+        .collect();
+    html! {
+        section aria-labelledby="never-h" {
+            h2 id="never-h" { "Never shared" }
+            p { "Whatever an app was granted, these never leave: private browser windows, password managers, "
+                "one-time codes and card numbers in notifications (built in), and your own rules below. "
+                "A rule applies at once." }
+            @if rows.is_empty() {
+                p.empty { "No rules of your own." }
+            } @else {
+                ul.never {
+                    @for (what, pattern) in &rows {
+                        li {
+                            (what) " " q { (pattern) }
+                            form.never method="post" action="privacy" {
+                                input type="hidden" name="csrf" value=(csrf);
+                                input type="hidden" name="action" value="remove";
+                                input type="hidden" name="what" value=(what);
+                                input type="hidden" name="pattern" value=(pattern);
+                                button type="submit" aria-label=(format!("Remove the rule {what} {pattern}")) { "Remove" }
+                            }
+                        }
+                    }
+                }
+            }
+            form.never method="post" action="privacy" {
+                input type="hidden" name="csrf" value=(csrf);
+                input type="hidden" name="action" value="add";
+                label for="never-what" { "Never share " }
+                select id="never-what" name="what" {
+                    option value="title" { "window titles containing" }
+                    option value="app" { "the app whose id contains" }
+                }
+                " "
+                input id="never-pattern" type="text" name="pattern" required maxlength="200" aria-label="Pattern";
+                " "
+                button type="submit" { "Add" }
+            }
+        }
+    }
 }
 
 /// `2026-11-23T10:00:00.000Z` → `2026-11-23 10:00`.

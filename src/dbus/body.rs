@@ -793,6 +793,7 @@ mod tests {
             app_name: Some("Text Editor".into()),
             icon: None,
             title: title.map(Into::into),
+            hidden: None,
             states: Names(states.iter().map(|s| (*s).to_owned()).collect()),
             focused: true,
             outputs: Names(outputs.iter().map(|s| (*s).to_owned()).collect()),
@@ -930,6 +931,7 @@ mod tests {
                     urgency: Urgency::Critical,
                     time: "2026-11-27T05:40:00Z".into(),
                     body,
+                    hidden: None,
                 }),
                 ..Default::default()
             };

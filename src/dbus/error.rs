@@ -27,6 +27,7 @@ impl From<core::Error> for Error {
         match e {
             core::Error::NotAllowed { .. }
             | core::Error::PublishRefused { .. }
+            | core::Error::NeverShared { .. }
             | core::Error::NotAReporter { .. }
             | core::Error::NotAnAgent { .. }
             | core::Error::NotTheUser { .. } => Error::NotAllowed(msg),

@@ -60,6 +60,7 @@ impl From<core::Error> for Error {
                 Error::InvalidParams(message)
             }
             core::Error::PublishRefused { .. }
+            | core::Error::NeverShared { .. }
             | core::Error::NotAReporter { .. }
             | core::Error::NotAnAgent { .. }
             | core::Error::NotTheUser { .. } => Error::Unavailable(message),

@@ -385,8 +385,12 @@ impl Output for NotificationsView {
                 text.push_str(" — ");
                 text.push_str(b);
             }
+            let held = n
+                .hidden
+                .map(|why| format!(" [held back: {why}]"))
+                .unwrap_or_default();
             md.push_str(&format!(
-                "- {} ({})\n",
+                "- {}{held} ({})\n",
                 data("notification", Some(&n.app_name), &text),
                 n.time
             ));
@@ -491,6 +495,9 @@ pub(crate) fn window_line(w: &WindowView) -> String {
     };
     if let Some(t) = &w.title {
         s.push_str(&format!(" — {}", data("window title", from, t)));
+    }
+    if let Some(why) = w.hidden {
+        s.push_str(&format!(" — title never shared ({why})"));
     }
     if w.focused {
         s.push_str(" [focused]");
@@ -679,6 +686,7 @@ mod tests {
             app_name: Some(name.into()),
             icon: None,
             title: None,
+            hidden: None,
             states: Default::default(),
             focused: true,
             outputs: Default::default(),

@@ -97,6 +97,41 @@ pub struct Window {
     /// Who said what `app_id` is.
     #[serde(default, skip_serializing_if = "WindowAttribution::is_compositor")]
     pub attributed_by: WindowAttribution,
+    /// Why the title was held back (`core::privacy`): then `title` is
+    /// empty. Set by the core as the window enters its state, never
+    /// trusted to be absent from a source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title_hidden: Option<Hidden>,
+}
+
+/// Why the broker held something back that nobody means to share
+/// (`core::privacy`). Readers see this reason, never the content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Hidden {
+    /// A private or incognito browser window.
+    PrivateWindow,
+    /// An app on the built-in list of password managers and keyrings.
+    SensitiveApp,
+    /// One of the user's own rules (`[privacy]`).
+    UserRule,
+    /// A one-time code, verification code, PIN or passcode.
+    Code,
+    /// A card number (Luhn-valid).
+    CardNumber,
+}
+
+impl Hidden {
+    /// The name both wires carry.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Hidden::PrivateWindow => "private-window",
+            Hidden::SensitiveApp => "sensitive-app",
+            Hidden::UserRule => "user-rule",
+            Hidden::Code => "code",
+            Hidden::CardNumber => "card-number",
+        }
+    }
 }
 
 /// What a media stream does.
@@ -287,6 +322,12 @@ pub struct Notification {
     pub urgency: Urgency,
     #[serde(default = "Utc::now")]
     pub time: DateTime<Utc>,
+    /// Why (part of) the summary was held back (`core::privacy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_hidden: Option<Hidden>,
+    /// Why (part of) the body was held back (`core::privacy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_hidden: Option<Hidden>,
 }
 
 /// Context an app publishes about itself (the open document, ...).

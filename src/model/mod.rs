@@ -13,7 +13,7 @@ mod context;
 pub use app::{AppId, AppIdError, IdentitySource, SYSTEMD_PREFIX};
 pub use category::{Category, CategoryError};
 pub use context::{
-    Location, MediaKind, MediaStream, Network, Notification, PlaybackStatus, Player, Power,
+    Hidden, Location, MediaKind, MediaStream, Network, Notification, PlaybackStatus, Player, Power,
     ProvidedContext, ProvidedData, RecentDocument, Selection, SessionState, SourceStatus,
     StreamAttribution, StreamState, Urgency, Window, WindowAttribution, WindowStates,
 };

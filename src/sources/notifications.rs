@@ -359,6 +359,8 @@ fn notification_from(args: NotifyArgs, warned: &Warned) -> Notification {
         body,
         urgency: urgency(hints.get("urgency"), warned),
         time: Utc::now(),
+        summary_hidden: None,
+        body_hidden: None,
     }
 }
 

@@ -930,3 +930,186 @@ async fn a_desktop_entry_name_reaches_a_windows_only_host_only_fenced() {
     })
     .await;
 }
+
+/// What nobody means to share, planted with every category granted:
+/// private windows of each browser the README names, password managers'
+/// windows, notifications and published context, codes in several
+/// phrasings and languages, card numbers, and the user's own rules (and
+/// a deprecated `[history] exclude_apps` entry). The attack is a host
+/// with every grant reading every way there is; it must find none of
+/// them: not in a D-Bus read, the timeline or a `Changed` signal, not in
+/// an MCP tool, resource, prompt or completion. Every ordinary control
+/// beside them shows, and so does the reason something was held back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_nobody_means_to_share_shows_on_any_publisher() {
+    with_timeout(240, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        home.write_config(
+            "[consent]\nundecided = \"deny\"\n\n[history]\nnotification_bodies = true\nexclude_apps = [\"org.example.Legacy\"]\n\n[privacy]\napps = [\"org.example.Diary\"]\ntitles = [\"salary\"]\n",
+        );
+        let me = my_app_id();
+        let host = python_app_id();
+        home.write_policy(&[(me.as_str(), ALL), (host.as_str(), ALL)]);
+        let mut replay = Replay::new(&home);
+        let d = Daemon::start(&bus, &home, &["--replay", &replay.arg()]).await;
+        wait_socket(&home);
+        let conn = bus.connect().await;
+        let ctx = Context1Proxy::new(&conn).await.expect("Context1");
+        let hist = History1Proxy::new(&conn).await.expect("History1");
+        // Subscribed before anything is planted: every change is heard.
+        let path = ctx
+            .subscribe(&["windows", "notifications", "provided.document", "documents.recent"])
+            .await
+            .expect("subscribe");
+        let sub = Subscription1Proxy::builder(&conn)
+            .path(path)
+            .build()
+            .await
+            .expect("subscription");
+        let mut changed = sub.receive_changed().await.expect("Changed stream");
+
+        let windows = [
+            ("p1", "firefox", "SECRET-FF1 — Mozilla Firefox Private Browsing"),
+            ("p2", "io.gitlab.librewolf-community", "SECRET-LW2 — LibreWolf (Private Browsing)"),
+            ("p3", "chromium", "SECRET-CHR3 - Chromium (Incognito)"),
+            ("p4", "google-chrome", "SECRET-GC4 - Google Chrome (Incognito)"),
+            ("p5", "brave-browser", "SECRET-BR5 - Brave (Private)"),
+            ("p6", "microsoft-edge", "[InPrivate] SECRET-ED6 - Microsoft Edge"),
+            ("p7", "org.gnome.Epiphany.Incognito", "SECRET-EPH7"),
+            ("p8", "Tor Browser", "SECRET-TOR8"),
+            ("s1", "org.keepassxc.KeePassXC", "SECRET-KP9.kdbx - KeePassXC"),
+            ("s2", "Bitwarden", "SECRET-BW10 vault"),
+            ("s3", "org.gnome.World.Secrets", "SECRET-GS11.kdbx"),
+            ("u1", "org.example.Diary", "SECRET-DIARY12"),
+            ("u2", "org.gnome.Calc", "Q3 Salary SECRET-SAL13.ods"),
+            ("u3", "org.example.Legacy", "SECRET-LEGACY14"),
+            ("c1", "firefox", "CONTROL-TITLE-FF — Mozilla Firefox"),
+            ("c2", "org.gnome.TextEditor", "CONTROL-TITLE-ED private notes.txt"),
+        ];
+        for (id, app, title) in windows {
+            replay.send(&window_line(id, app, title, true));
+            // Focused long enough to be a timeline row.
+            replay.send(r#"{"sleep_ms": 20}"#);
+        }
+        let notes = [
+            ("Messages", "G-482913 is your Google verification code", ""),
+            ("Messages", "339120 is your Amazon OTP", "Do not share it. CONTROL-OTP-REST"),
+            ("Bank", "Ihr Bestätigungscode", "Code: 583920, gültig 10 Minuten"),
+            ("Bank", "Votre code de vérification", "447812"),
+            ("Bank", "Tu código de verificación es 902345", ""),
+            ("Bank", "Your one-time passcode", "Use 771 203 to sign in"),
+            ("Shop", "Card 4111 1111 1111 1111 was charged", "and 5555555555554444 too"),
+            ("KeePassXC", "SECRET-KPN15 copied", "SECRET-KPB16"),
+            ("org.example.Diary", "SECRET-DIARYN17", "SECRET-DIARYB18"),
+            ("Mail", "CONTROL-NOTE 3 new messages", "Order 12345678 shipped at 10:30 CONTROL-BODY"),
+        ];
+        for (i, (app, summary, body)) in notes.iter().enumerate() {
+            replay.send(
+                &json!({"type": "notification", "notification": {"id": format!("nv{i}"), "app_name": app, "summary": summary, "body": body}})
+                    .to_string(),
+            );
+        }
+        replay.send(
+            &json!({"type": "provided", "context": {"app_id": "exe:/usr/bin/keepassxc", "kind": "document", "data": {"@type": "DigitalDocument", "name": "SECRET-DOC19.kdbx"}}})
+                .to_string(),
+        );
+        replay.send(
+            &json!({"type": "provided", "context": {"app_id": "exe:/usr/bin/sheets", "kind": "document", "data": {"@type": "DigitalDocument", "name": "SECRET-SALDOC21 salary.ods"}}})
+                .to_string(),
+        );
+        replay.send(
+            &json!({"type": "provided", "context": {"app_id": "exe:/usr/bin/docs", "kind": "document", "data": {"@type": "DigitalDocument", "name": "CONTROL-DOC"}}})
+                .to_string(),
+        );
+        replay.send(
+            &json!({"type": "recent-documents", "documents": [
+                {"uri": "file:///home/u/SECRET-RECENT20.kdbx", "path": "/home/u/SECRET-RECENT20.kdbx", "name": "SECRET-RECENT20.kdbx", "app": "keepassxc", "visited": "2026-11-23T00:00:01Z"},
+                {"uri": "file:///home/u/CONTROL-RECENT.txt", "path": "/home/u/CONTROL-RECENT.txt", "name": "CONTROL-RECENT.txt", "app": "gedit", "visited": "2026-11-23T00:00:02Z"}
+            ]})
+            .to_string(),
+        );
+        // The last focus ends the control's row: the timeline has them all.
+        replay.send(&window_line("c3", "org.gnome.Nautilus", "CONTROL-LAST", true));
+
+        // Every change in order, up to the last control.
+        let mut signals = String::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while !(signals.contains("CONTROL-LAST") && signals.contains("CONTROL-RECENT")) {
+            let sig = tokio::time::timeout_at(deadline, changed.next())
+                .await
+                .unwrap_or_else(|_| panic!("the changes within 30 s; got {signals}"))
+                .expect("stream open");
+            let args = sig.args().expect("args");
+            let data: Value = Value::Object(
+                args.data()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), to_json(v)))
+                    .collect(),
+            );
+            signals.push_str(&format!("{}: {data}\n", args.category()));
+        }
+        let _ = sub.unsubscribe().await;
+        eventually(15, "the controls in the timeline", || async {
+            let (events, _) = hist.query(0, 0, &[], &[], 1000, "").await.ok()?;
+            let text = Value::Array(events.iter().map(dict_to_json).collect()).to_string();
+            (text.contains("CONTROL-TITLE-ED") && text.contains("CONTROL-BODY")).then_some(())
+        })
+        .await;
+        let dbus = dbus_reads(&ctx, &hist).await;
+        let mut mcp_host = tokio::task::block_in_place(|| DumpHost::start(&bus, &home));
+        let mcp = tokio::task::block_in_place(|| mcp_host.dump());
+
+        let secrets = [
+            "SECRET-", "482913", "339120", "583920", "447812", "902345", "771 203", "4111 1111",
+            "5555555555554444", "Salary",
+        ];
+        let controls = [
+            "CONTROL-TITLE-FF",
+            "CONTROL-TITLE-ED private notes.txt",
+            "CONTROL-NOTE 3 new messages",
+            "Order 12345678 shipped at 10:30 CONTROL-BODY",
+            "CONTROL-OTP-REST",
+            "is your Google verification code",
+            "gültig 10 Minuten",
+            "Card [card number hidden] was charged",
+            "CONTROL-DOC",
+            "CONTROL-RECENT",
+        ];
+        let mut failures = Vec::new();
+        for (publisher, text) in [
+            ("D-Bus methods and the timeline", &dbus),
+            ("MCP", &mcp),
+            ("D-Bus Changed signals", &signals),
+        ] {
+            for s in secrets {
+                if text.contains(s) {
+                    failures.push(format!("{s} LEAKED on {publisher}"));
+                }
+            }
+            for c in controls {
+                if !text.contains(c) {
+                    failures.push(format!("control {c} missing on {publisher}"));
+                }
+            }
+            for why in ["private-window", "sensitive-app", "user-rule", "[code hidden]"] {
+                if !text.contains(why) {
+                    failures.push(format!("no '{why}' on {publisher}"));
+                }
+            }
+        }
+        // The deprecated key worked (the Legacy window above) and was
+        // named in the log with the keys that replace it.
+        let log = std::fs::read_to_string(&d.stderr_path).unwrap_or_default();
+        if !(log.contains("deprecated") && log.contains("[history] exclude_apps") && log.contains("[privacy] apps")) {
+            failures.push("no deprecation line naming [privacy] apps in the log".into());
+        }
+        assert!(
+            failures.is_empty(),
+            "{} failures:\n{}\n\nD-Bus:\n{dbus}\n\nsignals:\n{signals}",
+            failures.len(),
+            failures.join("\n")
+        );
+    })
+    .await;
+}

@@ -200,3 +200,40 @@ async fn contextctl_consent_and_audit() {
     })
     .await
 }
+
+/// `contextctl privacy` needs no daemon: it lists the built-in lists and
+/// the user's rules of both files, adds and removes rules in
+/// privacy.toml, refuses an empty or multi-line pattern, and says where a
+/// rule of config.toml must be removed instead of pretending it did.
+#[test]
+fn contextctl_privacy_edits_the_rules_without_a_daemon() {
+    let home = Home::new();
+    home.write_config("[privacy]\ntitles = [\"medical\"]\n");
+    let run = |args: &[&str]| {
+        let mut c = Command::new(contextctl_bin());
+        c.args(args).envs(home.envs_for("unix:path=/nonexistent"));
+        let (st, out, err) = run_cmd(&mut c, 20);
+        (st.success(), out, err)
+    };
+    let (ok, out, err) = run(&["privacy", "add", "app", "org.example.Diary"]);
+    assert!(ok, "{out} {err}");
+    let (ok, out, _) = run(&["privacy", "list"]);
+    assert!(ok);
+    for want in ["keepassxc", "bitwarden", "medical", "org.example.Diary"] {
+        assert!(out.contains(want), "{want} not listed: {out}");
+    }
+    let (ok, out, _) = run(&["--json", "privacy", "list"]);
+    assert!(ok);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("JSON");
+    assert_eq!(v["privacy_toml"]["apps"][0], "org.example.Diary", "{v}");
+    let (ok, _, err) = run(&["privacy", "remove", "title", "medical"]);
+    assert!(!ok);
+    assert!(err.contains("config.toml"), "{err}");
+    let (ok, _, err) = run(&["privacy", "add", "title", "a\nb"]);
+    assert!(!ok, "{err}");
+    let (ok, out, err) = run(&["privacy", "remove", "app", "ORG.EXAMPLE.DIARY"]);
+    assert!(ok, "{out} {err}");
+    let file = std::fs::read_to_string(home.dir.path().join("config/contextd/privacy.toml"))
+        .expect("privacy.toml");
+    assert!(!file.contains("Diary"), "{file}");
+}

@@ -140,3 +140,79 @@ async fn a_pause_from_the_dashboard_reaches_panels_as_set_paused_does() {
     })
     .await;
 }
+
+/// The dashboard's "Never shared" form: a title rule added there hides
+/// the matching title from an app granted `windows.titles` at once, and
+/// is kept in privacy.toml as `contextctl privacy` keeps it; removed
+/// there, it is gone from the file. A form without the session's CSRF
+/// token changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rule_added_in_the_dashboard_hides_the_title_at_once() {
+    with_timeout(90, async {
+        let me = my_app_id();
+        let m = Managed::start(
+            "[consent]\nundecided = \"deny\"\n",
+            &[(me.as_str(), &["windows", "windows.titles"])],
+        )
+        .await;
+        let conn = m.bus.connect().await;
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        let ctx = contextd::client::proxy::Context1Proxy::new(&conn)
+            .await
+            .expect("Context1");
+        let windows = || async {
+            ctx.list_windows().await.ok().map(|ws| {
+                format!(
+                    "{:?}",
+                    ws.iter()
+                        .map(contextd::client::json::dict_to_json)
+                        .collect::<Vec<_>>()
+                )
+            })
+        };
+        eventually(10, "the window is there with its title", || async {
+            windows()
+                .await
+                .filter(|w| w.contains("notes.txt"))
+                .map(|_| ())
+        })
+        .await;
+        let dash = Dashboard::open(&consent).await;
+        let s = &dash.session;
+        let post = |form: &str| {
+            s.http(
+                "POST",
+                &format!("{}/privacy", s.root),
+                &[
+                    ("Origin", &s.base),
+                    ("X-Dashboard", "1"),
+                    ("Content-Type", "application/x-www-form-urlencoded"),
+                ],
+                form,
+            )
+        };
+        // The attack: a form without the session's token.
+        let (status, _) = post("action=add&what=title&pattern=notes");
+        assert_eq!(status, 403, "no CSRF token");
+        let (status, body) = post(&format!(
+            "action=add&what=title&pattern=notes&csrf={}",
+            dash.csrf
+        ));
+        assert_eq!(status, 204, "add from the dashboard: {body}");
+        let now = windows().await.expect("ListWindows");
+        assert!(!now.contains("notes.txt"), "hidden at once: {now}");
+        assert!(now.contains("user-rule"), "{now}");
+        let file = m.home.dir.path().join("config/contextd/privacy.toml");
+        let text = std::fs::read_to_string(&file).expect("privacy.toml");
+        assert!(text.contains("notes"), "{text}");
+        assert!(s.page("").contains("notes"), "the page lists the rule");
+        let (status, body) = post(&format!(
+            "action=remove&what=title&pattern=notes&csrf={}",
+            dash.csrf
+        ));
+        assert_eq!(status, 204, "remove from the dashboard: {body}");
+        let text = std::fs::read_to_string(&file).expect("privacy.toml");
+        assert!(!text.contains("notes"), "{text}");
+    })
+    .await;
+}

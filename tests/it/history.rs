@@ -426,3 +426,97 @@ async fn contextctl_history_and_summary_read_the_day() {
     })
     .await
 }
+
+/// The attack on the timeline: private windows, a password manager and
+/// a user-ruled app had the focus, and notifications with one-time codes
+/// and a card number arrived (bodies recorded too); the database file,
+/// every page decrypted with its key, holds none of them, while the
+/// ordinary controls beside them and the rest of each notification are
+/// there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_shared_secrets_never_reach_the_database() {
+    with_timeout(120, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        home.write_config(
+            "[consent]\nundecided = \"deny\"\n\n[history]\nnotification_bodies = true\n\n[privacy]\napps = [\"org.example.Diary\"]\ntitles = [\"salary\"]\n",
+        );
+        home.write_policy(&[(&my_app_id(), &["history", "windows.titles", "notifications.content"])]);
+        let note = |id: &str, app: &str, summary: &str, body: &str| {
+            json!({"type": "notification", "notification": {"id": id, "app_name": app, "summary": summary, "body": body}}).to_string()
+        };
+        let lines = vec![
+            clock("09:00"),
+            win("c1", "org.gnome.TextEditor", "CONTROL-ROW-TITLE.txt"),
+            focus("c1"),
+            clock("09:10"),
+            win("p1", "firefox", "SECRET-PRIV1 — Mozilla Firefox Private Browsing"),
+            focus("p1"),
+            clock("09:20"),
+            win("p2", "chromium", "SECRET-PRIV2 - Chromium (Incognito)"),
+            focus("p2"),
+            clock("09:30"),
+            win("s1", "org.keepassxc.KeePassXC", "SECRET-VAULT3.kdbx - KeePassXC"),
+            focus("s1"),
+            clock("09:40"),
+            win("u1", "org.gnome.Calc", "SECRET-SAL4 salary.ods"),
+            focus("u1"),
+            clock("09:50"),
+            win("u2", "org.example.Diary", "SECRET-DIARY5"),
+            focus("u2"),
+            clock("10:00"),
+            note("n1", "Messages", "G-482913 is your Google verification code", "CONTROL-NOTE-BODY"),
+            note("n2", "Messages", "339120 is your Amazon OTP", "Ihr Bestätigungscode: 583920"),
+            note("n3", "Shop", "CONTROL-CARD-SUMMARY", "Card 4111 1111 1111 1111 charged"),
+            note("n4", "KeePassXC", "SECRET-KPN6", "SECRET-KPB7"),
+            note("n5", "Mail", "CONTROL-ORDER 12345678 shipped", "CONTROL-MAIL-BODY"),
+            win("c2", "org.gnome.TextEditor", "CONTROL-LAST-ROW.txt"),
+            focus("c2"),
+            clock("10:10"),
+            focus("none"),
+            clock("10:20"),
+        ];
+        let r = home.dir.path().join("secrets.jsonl");
+        std::fs::write(&r, lines.join("\n")).expect("replay");
+        let mut d = Daemon::start(
+            &bus,
+            &home,
+            &["--replay", &r.display().to_string(), "--fake-clock", DAY],
+        )
+        .await;
+        let conn = bus.connect().await;
+        let h = History1Proxy::new(&conn).await.expect("proxy");
+        eventually(15, "the controls are recorded", || async {
+            let text = query_all(&h, 1000)
+                .await
+                .iter()
+                .map(Value::to_string)
+                .collect::<String>();
+            (text.contains("CONTROL-LAST-ROW") && text.contains("CONTROL-MAIL-BODY")).then_some(())
+        })
+        .await;
+        d.signal(libc::SIGTERM);
+        d.wait_exit(Duration::from_secs(5)).expect("stopped");
+        let pages = decrypted_pages(&home);
+        for control in [
+            "CONTROL-ROW-TITLE.txt",
+            "CONTROL-LAST-ROW.txt",
+            "is your Google verification code",
+            "CONTROL-NOTE-BODY",
+            "is your Amazon OTP",
+            "CONTROL-CARD-SUMMARY",
+            "CONTROL-ORDER 12345678 shipped",
+            "[code hidden]",
+            "[card number hidden]",
+        ] {
+            assert!(contains(&pages, control), "control {control:?} not in the database");
+        }
+        for secret in [
+            "SECRET-", "482913", "339120", "583920", "4111 1111", "Private Browsing",
+            "Incognito", "salary",
+        ] {
+            assert!(!contains(&pages, secret), "{secret:?} is in the database");
+        }
+    })
+    .await
+}

@@ -529,3 +529,44 @@ async fn a_second_connection_of_the_app_cannot_touch_anothers_entry() {
     })
     .await;
 }
+
+/// The attack: an app the user never shares publishes its open document
+/// over Provider1 anyway. An entry it held before the rule is withdrawn
+/// from readers the moment the rule is added (`contextctl privacy add
+/// app`), and every publish after is refused (`NotAllowed`, naming the
+/// privacy rules) with nothing kept for any reader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_never_shared_app_publishes_nothing_readers_can_see() {
+    with_timeout(60, async {
+        let (bus, sys, _polkit, home) = buses().await;
+        let me = my_app_id();
+        home.write_policy(&[(me.as_str(), &["provided.document"])]);
+        let _d = start(&bus, &sys, &home).await;
+        let conn = bus.connect().await;
+        let ctx = Context1Proxy::new(&conn).await.expect("ctx");
+        let provider = Provider1Proxy::new(&conn).await.expect("provider");
+        provider
+            .publish("document", r#"{"name":"VAULT-BEFORE.kdbx"}"#)
+            .await
+            .expect("publish before the rule");
+        assert_eq!(provided(&ctx, "document").await.len(), 1);
+
+        let mut cmd = std::process::Command::new(contextctl_bin());
+        cmd.args(["privacy", "add", "app", me.as_str()])
+            .envs(home.envs_for(&bus.address));
+        let (st, out, e) = run_cmd(&mut cmd, 20);
+        assert!(st.success(), "contextctl privacy add: {out} {e}");
+        eventually(10, "the entry is withdrawn", || async {
+            provided(&ctx, "document").await.is_empty().then_some(())
+        })
+        .await;
+        let (n, m) = err(provider
+            .publish("document", r#"{"name":"VAULT-AFTER.kdbx"}"#)
+            .await);
+        assert_eq!(n, "org.contextd.Error.NotAllowed");
+        assert!(m.contains("never shared"), "{m}");
+        let all = format!("{:?}", provided(&ctx, "document").await);
+        assert!(!all.contains("VAULT-"), "{all}");
+    })
+    .await;
+}

@@ -188,3 +188,165 @@ async fn revoking_the_grant_ends_the_subscription_with_revoked() {
     })
     .await
 }
+
+/// The user's own rule, added with `contextctl privacy add` while a
+/// reader with `windows.titles` is subscribed: its very next change
+/// already hides the matching title (no title, `hidden: user-rule`), the
+/// title is gone from every read, and later title changes of the window
+/// never carry it; another window's title stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_added_while_subscribed_hides_the_title_from_the_next_change() {
+    with_timeout(60, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        home.write_policy(&[(&my_app_id(), &["windows", "windows.titles"])]);
+        let mut replay = Replay::new(&home);
+        replay.send(&window_line(
+            "w1",
+            "org.gnome.Calc",
+            "Quarterly SALARY-4711 review.ods",
+            true,
+        ));
+        replay.send(&window_line(
+            "w2",
+            "org.gnome.TextEditor",
+            "CONTROL-notes.txt",
+            false,
+        ));
+        let _d = Daemon::start(&bus, &home, &["--replay", &replay.arg()]).await;
+        let conn = bus.connect().await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        let titles = || async {
+            let ws = ctx.list_windows().await.ok()?;
+            Some(
+                ws.iter()
+                    .map(contextd::client::json::dict_to_json)
+                    .map(|w| w.to_string())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            )
+        };
+        eventually(10, "windows replayed", || async {
+            titles()
+                .await
+                .filter(|t| t.contains("SALARY-4711"))
+                .map(|_| ())
+        })
+        .await;
+        let path = ctx.subscribe(&["windows"]).await.expect("subscribe");
+        let sub = Subscription1Proxy::builder(&conn)
+            .path(path)
+            .build()
+            .await
+            .expect("sub");
+        let mut changed = sub.receive_changed().await.expect("changed stream");
+
+        let mut cmd = std::process::Command::new(contextctl_bin());
+        cmd.args(["privacy", "add", "title", "salary"])
+            .envs(home.envs_for(&bus.address));
+        let (st, out, err) = run_cmd(&mut cmd, 20);
+        assert!(st.success(), "contextctl privacy add: {out} {err}");
+
+        let sig = tokio::time::timeout(Duration::from_secs(10), changed.next())
+            .await
+            .expect("a Changed within 10 s of the rule")
+            .expect("stream open");
+        let data: Value = Value::Object(
+            sig.args()
+                .expect("args")
+                .data()
+                .iter()
+                .map(|(k, v)| (k.clone(), to_json(v)))
+                .collect(),
+        );
+        let text = data.to_string();
+        assert!(
+            !text.contains("SALARY"),
+            "the next change carries the title: {text}"
+        );
+        assert_eq!(data["window"]["id"], "w1", "{text}");
+        assert_eq!(data["window"]["hidden"], "user-rule", "{text}");
+        assert!(data["window"].get("title").is_none(), "{text}");
+
+        let now = titles().await.expect("ListWindows");
+        assert!(!now.contains("SALARY"), "{now}");
+        assert!(
+            now.contains("CONTROL-notes.txt"),
+            "the other title stays: {now}"
+        );
+        assert!(now.contains("user-rule"), "{now}");
+
+        // The window changes its title again: still never carried.
+        replay.send(&window_line(
+            "w1",
+            "org.gnome.Calc",
+            "Quarterly SALARY-4712 final.ods",
+            true,
+        ));
+        replay.send(&window_line(
+            "w2",
+            "org.gnome.TextEditor",
+            "CONTROL-notes-2.txt",
+            false,
+        ));
+        let mut seen = String::new();
+        while !seen.contains("CONTROL-notes-2.txt") {
+            let sig = tokio::time::timeout(Duration::from_secs(10), changed.next())
+                .await
+                .expect("Changed of the control within 10 s")
+                .expect("open");
+            let a = sig.args().expect("args");
+            seen.push_str(
+                &Value::Object(
+                    a.data()
+                        .iter()
+                        .map(|(k, v)| (k.clone(), to_json(v)))
+                        .collect(),
+                )
+                .to_string(),
+            );
+        }
+        assert!(!seen.contains("SALARY"), "{seen}");
+
+        // Removing the rule: the next title the window sends shows again.
+        let mut cmd = std::process::Command::new(contextctl_bin());
+        cmd.args(["privacy", "remove", "title", "salary"])
+            .envs(home.envs_for(&bus.address));
+        let (st, out, err) = run_cmd(&mut cmd, 20);
+        assert!(st.success(), "contextctl privacy remove: {out} {err}");
+        eventually(
+            10,
+            "the title shows again once the window sends it",
+            || async {
+                replay_title(&home);
+                titles()
+                    .await
+                    .filter(|t| t.contains("SALARY-4713"))
+                    .map(|_| ())
+            },
+        )
+        .await;
+    })
+    .await
+}
+
+/// Send w1's title once more, through a second writer of the replay FIFO
+/// (the test's own writer is borrowed by the closure that polls).
+fn replay_title(home: &Home) {
+    use std::io::Write;
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .write(true)
+        .open(home.dir.path().join("replay.fifo"))
+    {
+        let _ = writeln!(
+            f,
+            "{}",
+            window_line(
+                "w1",
+                "org.gnome.Calc",
+                "Quarterly SALARY-4713 final.ods",
+                true
+            )
+        );
+    }
+}

@@ -322,6 +322,7 @@ impl Tracker {
             first_seen,
             last_focused: None,
             attributed_by: self.attribution,
+            title_hidden: None,
         };
         if self.windows.get(&key) == Some(&window) {
             return;

@@ -679,6 +679,7 @@ impl Tracker {
             first_seen,
             last_focused: None,
             attributed_by: WindowAttribution::Compositor,
+            title_hidden: None,
         })
     }
 
