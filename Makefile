@@ -7,7 +7,8 @@
 #                  with mocked system services (scripts/session.sh --mocks)
 #                  that is stopped again on exit
 #   make test      fmt check, clippy, all tests (what CI runs, via .ci/run)
-#   make lint      fmt check and clippy only
+#   make lint      fmt check and clippy only, and the Markdown's relative
+#                  links (scripts/check-links.py)
 #   make bench     build and run the benchmark
 #   make soak      the daemon under load and faults for a bounded time, with
 #                  a figures table; fails on errors, panics, lost data (below)
@@ -176,6 +177,7 @@ run: deps build
 # test that needs its own environment runs the binary again for itself
 # (tests/it/fdo_own_notifications.rs), so both ways are safe.
 test:
+	@scripts/check-links.py
 	@scripts/deps.sh --node --python --boot-root --desktop-root
 	@mkdir -p "$(CARGO_BUILD_BUILD_DIR)"
 	@flock -n "$(CARGO_BUILD_BUILD_DIR)/.make-test.lock" true || \
@@ -244,7 +246,13 @@ test-scripts: build
 	tests/integration-files.sh
 	CONTEXTD_BIN="$(RELEASE)/contextd" CONTEXTCTL_BIN="$(RELEASE)/contextctl" tests/session-smoke.sh
 
-lint: fmt clippy
+lint: links fmt clippy
+
+# Every relative link and anchor in README.md, ARCHITECTURE.md and docs/
+# names a file and heading of the repository (no cargo; under a second).
+.PHONY: links
+links:
+	scripts/check-links.py
 
 fmt:
 	$(CARGO) fmt --check

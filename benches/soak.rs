@@ -93,9 +93,9 @@ use serde_json::{Value, json};
 /// 750 ms, leaving room for the transaction itself).
 const LOST_LIMIT_MS: i64 = 1000;
 /// What the table says for inputs tried unless `make soak` ran a fuzz
-/// slice (CONTEXTD_SOAK_FUZZ_CASES): the last full `make fuzz`, as the
-/// README's "Reliability: fuzzing" reports it. Update both together.
-const LAST_FUZZ: &str = "not run by this soak; the last `make fuzz`: 1 000 006 inputs over 14 targets, 0 failures (README, Reliability: fuzzing)";
+/// slice (CONTEXTD_SOAK_FUZZ_CASES): the last full `make fuzz`, as
+/// docs/performance.md, "Reliability: fuzzing", reports it. Update both together.
+const LAST_FUZZ: &str = "not run by this soak; the last `make fuzz`: 1 000 006 inputs over 14 targets, 0 failures (docs/performance.md, Reliability: fuzzing)";
 const WINDOWS: usize = 8;
 /// How [`HttpHost::call`] says the broker told the host to come back
 /// (HTTP 429 or 503 with `Retry-After`: its bound on MCP work).

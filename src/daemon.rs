@@ -354,7 +354,7 @@ async fn build_core(
             source: crate::core::RECOVERY_SOURCE.into(),
             available: false,
             error: Some(format!(
-                "degraded: {reason} Undecided access is denied, never asked, until you act: restore a backup (contextctl import FILE) or accept the new database (contextctl recovery dismiss); see the README, \"When the database cannot be used\""
+                "degraded: {reason} Undecided access is denied, never asked, until you act: restore a backup (contextctl import FILE) or accept the new database (contextctl recovery dismiss); see docs/files-and-recovery.md, \"When the database cannot be used\""
             )),
         });
     }

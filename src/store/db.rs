@@ -956,7 +956,7 @@ impl DbTasks {
                     if let Err(e) = db.check_timeline().await {
                         tracing::error!(
                             path = %db.path.display(),
-                            "the timeline in the database is damaged ({e}): reading the damaged part fails; your grants were checked at start and are sound. Export what can be read (contextctl export --history) and see the README, \"When the database cannot be used\""
+                            "the timeline in the database is damaged ({e}): reading the damaged part fails; your grants were checked at start and are sound. Export what can be read (contextctl export --history) and see docs/files-and-recovery.md, \"When the database cannot be used\""
                         );
                     }
                 }

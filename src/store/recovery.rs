@@ -124,7 +124,7 @@ pub async fn open(
                 tasks,
                 key_source: None,
                 degraded: Some(format!(
-                    "{e}. Nothing is stored until the key is back: restore it (see the README, \"Losing the key\") and restart contextd."
+                    "{e}. Nothing is stored until the key is back: restore it (see docs/files-and-recovery.md, \"Losing the key\") and restart contextd."
                 )),
                 found_now: true,
             });
