@@ -123,13 +123,6 @@ struct Lanes {
     store: Lane,
 }
 
-/// The nice value of MCP's threads: below the main runtime's (0), which
-/// answers D-Bus, so that the desktop comes first under AI hosts' load
-/// (`mcp::admission`). At 10, CFS gives a thread at 0 about nine times
-/// the CPU of one at 10 when both want it, and the MCP threads all of
-/// what is left.
-const MCP_NICE: i32 = 10;
-
 impl Lanes {
     fn start() -> Result<Lanes, DaemonError> {
         let io = |path: &str| {
@@ -139,7 +132,7 @@ impl Lanes {
         Ok(Lanes {
             // Two workers, as many as the main runtime has
             // (src/bin/contextd.rs).
-            mcp: Lane::start_niced("mcp", 2, MCP_NICE).map_err(io("the MCP thread"))?,
+            mcp: Lane::start("mcp", 2).map_err(io("the MCP thread"))?,
             // One thread: the store's tasks only hand work to SQLite's
             // threads and wait.
             store: Lane::start("store", 1).map_err(io("the database thread"))?,

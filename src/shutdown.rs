@@ -268,20 +268,6 @@ impl Lane {
     /// named `contextd-NAME`; with one worker, the thread that owns the
     /// runtime runs its tasks itself (one thread, not two).
     pub(crate) fn start(name: &'static str, workers: usize) -> std::io::Result<Lane> {
-        Lane::start_niced(name, workers, 0)
-    }
-
-    /// [`Lane::start`] with every thread of the lane (its workers and its
-    /// blocking threads) at nice value `nice` (a per-thread value on
-    /// Linux): MCP's lane runs below the threads that answer D-Bus, so
-    /// that busy AI hosts take the CPU the desktop leaves, not the other
-    /// way round (`mcp::admission`). Raising one's own nice value needs no
-    /// privilege; if it fails the lane runs at normal priority.
-    pub(crate) fn start_niced(
-        name: &'static str,
-        workers: usize,
-        nice: i32,
-    ) -> std::io::Result<Lane> {
         let mut builder = if workers > 1 {
             let mut b = tokio::runtime::Builder::new_multi_thread();
             b.worker_threads(workers);
@@ -289,9 +275,6 @@ impl Lane {
         } else {
             tokio::runtime::Builder::new_current_thread()
         };
-        if nice != 0 {
-            builder.on_thread_start(move || lower_this_thread(nice));
-        }
         let rt = builder
             .thread_name(format!("contextd-{name}"))
             .enable_all()
@@ -328,23 +311,6 @@ impl Lane {
             Some(t) => join_thread(t, self.name, bound).await,
             None => true,
         }
-    }
-}
-
-/// Set the calling thread's nice value to `nice` (see
-/// [`Lane::start_niced`]).
-fn lower_this_thread(nice: i32) {
-    // SAFETY: gettid(2) and setpriority(2) take plain integers; with
-    // PRIO_PROCESS and a thread id, setpriority changes that thread only.
-    let r = unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, u32::try_from(tid).unwrap_or(0), nice)
-    };
-    if r != 0 {
-        tracing::debug!(
-            error = %std::io::Error::last_os_error(),
-            "cannot lower a thread's priority"
-        );
     }
 }
 

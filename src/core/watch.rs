@@ -349,7 +349,11 @@ impl Watch {
         {
             return;
         }
-        if self.interest.as_ref().is_some_and(|Wants(wants)| !wants(&cat)) {
+        if self
+            .interest
+            .as_ref()
+            .is_some_and(|Wants(wants)| !wants(&cat))
+        {
             return;
         }
         let seen = match &self.who {

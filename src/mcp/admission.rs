@@ -13,10 +13,13 @@
 //! waiting request, and keep the MCP threads busy with work whose hosts
 //! may have given up.
 //!
-//! The other half of "the desktop comes first" is the scheduler: the MCP
-//! runtime's threads run at a lower priority than the threads that answer
-//! D-Bus (`shutdown::Lane::start_lower`), so that busy hosts take the CPU
-//! the desktop leaves and not the other way round.
+//! The other half of "the desktop comes first" is what MCP work costs
+//! while nobody asked for it: a session renders a change only for the
+//! resources it subscribed to (`core::watch::Interest`). A lower CPU
+//! priority for the MCP threads (nice 10) was tried and dropped: under
+//! `make soak` D-Bus answered no sooner and MCP did a tenth of the work;
+//! the MCP threads share the core's locks with the threads that answer
+//! D-Bus, and a preempted one holding a lock makes D-Bus wait too.
 //!
 //! Notifications (no id, no answer) take no ticket: `notifications/cancelled`
 //! must reach a busy host's work to end it.

@@ -199,9 +199,9 @@ fn touches(uri: &str, cat: &Category) -> bool {
     if matches!(res, Res::Snapshot) {
         return true;
     }
-    res.categories().iter().any(|c| {
-        c == cat || c.base().as_ref() == Some(cat) || cat.base().as_ref() == Some(c)
-    })
+    res.categories()
+        .iter()
+        .any(|c| c == cat || c.base().as_ref() == Some(cat) || cat.base().as_ref() == Some(c))
 }
 
 /// A host whose queue stayed full for the stall limit.
