@@ -1251,6 +1251,9 @@ mod tests {
     /// for a notification whose body alone was replaced.
     #[test]
     fn a_withheld_detail_is_not_announced_by_its_changes() {
+        // One time for every window: two clock readings can straddle a
+        // millisecond, and the views show when a window was first seen.
+        let seen = Utc::now();
         let w = |title: &str, maximized: bool| Window {
             id: "w1".into(),
             app_id: "org.example.Chat".into(),
@@ -1264,7 +1267,7 @@ mod tests {
             },
             outputs: vec!["HEADLESS-1".into()],
             parent: None,
-            first_seen: Utc::now(),
+            first_seen: seen,
             last_focused: None,
             attributed_by: Default::default(),
             title_hidden: None,

@@ -166,9 +166,21 @@ pub fn http(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> (u16, Vec<(String, String)>, String) {
+    http_within(addr, method, path, headers, body, Duration::from_secs(20))
+}
+
+/// [`http`] with its own read timeout: for a request that waits for the
+/// user as long as the test makes it.
+pub fn http_within(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    timeout: Duration,
+) -> (u16, Vec<(String, String)>, String) {
     let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(20)))
-        .expect("timeout");
+    s.set_read_timeout(Some(timeout)).expect("timeout");
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
