@@ -86,8 +86,30 @@ class Probe {
             .create_virtual_device(Clutter.InputDeviceType.KEYBOARD_DEVICE);
         this._obj = Gio.DBusExportedObject.wrapJSObject(IFACE, this);
         this._obj.export(Gio.DBus.session, '/org/contextd/TestProbe');
+        // What each dialog's buttons were at the moment it finished
+        // opening, read in the shell's own main loop: whether they took
+        // input at once, however late the test asks.
+        const group = Main.layoutManager.modalDialogGroup;
+        // `child-added` since GNOME 46; `actor-added` (ClutterContainer)
+        // before.
+        let added = 'child-added';
+        try {
+            group.disconnect(group.connect(added, () => {}));
+        } catch (_e) {
+            added = 'actor-added';
+        }
+        this._added = group.connect(added, (_g, a) => {
+            if (!(a instanceof ModalDialog.ModalDialog))
+                return;
+            a.connect('opened', () => {
+                const out = {texts: [], buttons: [], reactive: []};
+                walk(a, out);
+                a._probeReactiveAtOpen = out.reactive;
+            });
+        });
     }
     disable() {
+        Main.layoutManager.modalDialogGroup.disconnect(this._added);
         this._obj.unexport();
     }
     Dialogs() {
@@ -95,6 +117,7 @@ class Probe {
             const out = {
                 texts: [], buttons: [], reactive: [], name: d.accessible_name,
                 opened: d.state === ModalDialog.State.OPENED,
+                reactive_at_open: d._probeReactiveAtOpen ?? null,
             };
             walk(d, out);
             return out;
@@ -392,12 +415,17 @@ pub(crate) async fn the_shell_asks_in_a_dialog_queues_cancels_and_grants_in(
         );
         // The attack: a question timed to appear under the user's typing.
         // A Return at once answers nothing: no answer is the default, and
-        // no button takes input for a second.
+        // no button takes input for a second. Whether they did as the
+        // dialog finished opening is read in the shell (the probe), not
+        // raced against the clock here.
+        let at_open = eventually(20, "the dialog opened", || async {
+            let d = dialogs(&conn).await.first()?.clone();
+            d["reactive_at_open"].as_array().cloned()
+        })
+        .await;
         assert!(
-            d["reactive"]
-                .as_array()
-                .is_some_and(|r| r.iter().all(|b| b == false)),
-            "buttons take input at once: {d}"
+            !at_open.is_empty() && at_open.iter().all(|b| b == false),
+            "buttons took input as soon as the dialog opened: {at_open:?} ({d})"
         );
         let m = probe(&conn, "KeyWhileInsensitive", &("Return",)).await;
         let typed: bool = m.body().deserialize().expect("bool");
