@@ -40,6 +40,17 @@ fn call_body(id: u64, extra: bool) -> String {
     )
 }
 
+/// A stateless `get_session_state` call of `tok`'s with id `id` (see
+/// [`call_body`]), answered within `http`'s read timeout.
+fn call(addr: SocketAddr, tok: &str, id: u64, extra: bool) -> Answer {
+    stateless_tool_call(
+        addr,
+        tok,
+        "get_session_state",
+        call_body(id, extra).as_bytes(),
+    )
+}
+
 /// What `stateless_tool_call` gives: status, headers, body.
 type Answer = (u16, Vec<(String, String)>, String);
 
@@ -226,14 +237,7 @@ async fn a_host_past_its_bound_is_told_to_come_back_and_others_are_served() {
             (r.0 == 429).then_some(())
         })
         .await;
-        let (code, hs, body) = tokio::task::block_in_place(|| {
-            stateless_tool_call(
-                addr,
-                &greedy,
-                "get_session_state",
-                call_body(9, false).as_bytes(),
-            )
-        });
+        let (code, hs, body) = tokio::task::block_in_place(|| call(addr, &greedy, 9, false));
         let (code, retry, error) = refusal(code, &hs, &body);
         assert_eq!(code, 429);
         assert_eq!(retry.as_deref(), Some("1"), "{hs:?}");
@@ -245,14 +249,7 @@ async fn a_host_past_its_bound_is_told_to_come_back_and_others_are_served() {
             "{body}"
         );
         // Through rmcp's path too.
-        let (code, hs, body) = tokio::task::block_in_place(|| {
-            stateless_tool_call(
-                addr,
-                &greedy,
-                "get_session_state",
-                call_body(10, true).as_bytes(),
-            )
-        });
+        let (code, hs, body) = tokio::task::block_in_place(|| call(addr, &greedy, 10, true));
         assert_eq!(refusal(code, &hs, &body).0, 429, "{body}");
 
         // Ten thousand more, as fast as one connection takes them: each
@@ -263,14 +260,7 @@ async fn a_host_past_its_bound_is_told_to_come_back_and_others_are_served() {
             std::thread::spawn(move || flood(addr, &greedy, 10_000))
         };
         ping(&conn).await;
-        let (code, _, body) = tokio::task::block_in_place(|| {
-            stateless_tool_call(
-                addr,
-                &modest,
-                "get_session_state",
-                call_body(1, false).as_bytes(),
-            )
-        });
+        let (code, _, body) = tokio::task::block_in_place(|| call(addr, &modest, 1, false));
         assert_eq!(code, 200, "another token refused: {body}");
         assert!(!body.contains("-32005"), "{body}");
         let statuses = tokio::task::block_in_place(|| flooding.join().expect("flood"));
@@ -302,14 +292,7 @@ async fn a_host_past_its_bound_is_told_to_come_back_and_others_are_served() {
             assert_eq!(code, 200, "{body}");
         }
         let (code, _, body) = eventually(10, "the greedy token admitted again", || async {
-            let r = tokio::task::block_in_place(|| {
-                stateless_tool_call(
-                    addr,
-                    &greedy,
-                    "get_session_state",
-                    call_body(11, false).as_bytes(),
-                )
-            });
+            let r = tokio::task::block_in_place(|| call(addr, &greedy, 11, false));
             (r.0 != 429).then_some(r)
         })
         .await;
@@ -356,14 +339,7 @@ async fn hosts_that_fill_every_place_make_the_next_come_back_later() {
         for w in waiting {
             let _ = tokio::task::block_in_place(|| w.join().expect("call"));
         }
-        let (code, _, body) = tokio::task::block_in_place(|| {
-            stateless_tool_call(
-                addr,
-                &late,
-                "get_session_state",
-                call_body(2, false).as_bytes(),
-            )
-        });
+        let (code, _, body) = tokio::task::block_in_place(|| call(addr, &late, 2, false));
         assert_ne!(code, 503, "{body}");
         assert_ne!(code, 429, "{body}");
     })

@@ -57,27 +57,34 @@ fn prompts(env: &[(String, String)]) -> usize {
         .count()
 }
 
+/// A headless sway session with mako on it, a home that asks for what is
+/// undecided, and the session's environment for the broker and clients.
+async fn with_mako() -> (Session, Home, Vec<(String, String)>, Proc) {
+    let session = Session::start(&["--no-pipewire", "--no-windows"]);
+    let home = Home::new();
+    home.ask_undecided();
+    let env = session_env(&session, &home);
+    let mako_log = std::fs::File::create(session.path().join("mako.log")).expect("log");
+    let mako = Proc(
+        Command::new("mako")
+            .env_clear()
+            .envs(env.iter().cloned())
+            .stdout(Stdio::null())
+            .stderr(mako_log)
+            .spawn()
+            .expect("spawn mako (scripts/deps.sh installs mako-notifier)"),
+    );
+    eventually(20, "mako answers makoctl", || async {
+        makoctl_list(&env).map(|_| ())
+    })
+    .await;
+    (session, home, env, mako)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_that_closes_stdin_takes_its_prompt_with_it() {
     with_timeout(120, async {
-        let session = Session::start(&["--no-pipewire", "--no-windows"]);
-        let home = Home::new();
-        home.ask_undecided();
-        let env = session_env(&session, &home);
-        let mako_log = std::fs::File::create(session.path().join("mako.log")).expect("log");
-        let _mako = Proc(
-            Command::new("mako")
-                .env_clear()
-                .envs(env.iter().cloned())
-                .stdout(Stdio::null())
-                .stderr(mako_log)
-                .spawn()
-                .expect("spawn mako (scripts/deps.sh installs mako-notifier)"),
-        );
-        eventually(20, "mako answers makoctl", || async {
-            makoctl_list(&env).map(|_| ())
-        })
-        .await;
+        let (session, home, env, _mako) = with_mako().await;
         let daemon = Daemon::start_in_session(&session, &home, &[]).await;
 
         let mut child = Command::new(contextctl_bin())
@@ -171,24 +178,7 @@ async fn a_host_that_closes_stdin_takes_its_prompt_with_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoking_a_token_takes_its_prompt_off_the_screen_before_it_returns() {
     with_timeout(120, async {
-        let session = Session::start(&["--no-pipewire", "--no-windows"]);
-        let home = Home::new();
-        home.ask_undecided();
-        let env = session_env(&session, &home);
-        let mako_log = std::fs::File::create(session.path().join("mako.log")).expect("log");
-        let _mako = Proc(
-            Command::new("mako")
-                .env_clear()
-                .envs(env.iter().cloned())
-                .stdout(Stdio::null())
-                .stderr(mako_log)
-                .spawn()
-                .expect("spawn mako (scripts/deps.sh installs mako-notifier)"),
-        );
-        eventually(20, "mako answers makoctl", || async {
-            makoctl_list(&env).map(|_| ())
-        })
-        .await;
+        let (session, home, env, _mako) = with_mako().await;
         let daemon = Daemon::start_in_session(&session, &home, &["--http", "127.0.0.1:0"]).await;
         let ctl = |args: &[&str]| {
             let out = Command::new(contextctl_bin())
