@@ -62,6 +62,7 @@ const PROBE_JS: &str = r#"const IFACE = `<node><interface name="org.contextd.Tes
   <method name="Dialogs"><arg type="s" direction="out"/></method>
   <method name="Key"><arg type="s" direction="in"/><arg type="b" direction="out"/></method>
   <method name="KeyWhileInsensitive"><arg type="s" direction="in"/><arg type="b" direction="out"/></method>
+  <method name="KeyAsTypedAtOpen"><arg type="s" direction="in"/><arg type="b" direction="out"/></method>
   <method name="Focus"><arg type="s" direction="in"/><arg type="b" direction="out"/></method>
   <method name="Screenshot"><arg type="s" direction="in"/><arg type="b" direction="out"/></method>
 </interface></node>`;
@@ -105,6 +106,7 @@ class Probe {
                 const out = {texts: [], buttons: [], reactive: []};
                 walk(a, out);
                 a._probeReactiveAtOpen = out.reactive;
+                a._probeOpenedAt = GLib.get_monotonic_time();
             });
         });
     }
@@ -145,6 +147,19 @@ class Probe {
         if (out.reactive.some(r => r))
             return false;
         return this.Key(name);
+    }
+    // The key as typed 0.1 s after the first dialog opened (its event
+    // time), whenever the shell handles it: a key typed in the dialog's
+    // first second and handled late, on a busy shell.
+    KeyAsTypedAtOpen(name) {
+        const d = dialogs()[0];
+        const keyval = Clutter[`KEY_${name}`];
+        if (!d || !d._probeOpenedAt || !keyval)
+            return false;
+        const t = d._probeOpenedAt + 100000;
+        this._kbd.notify_keyval(t, keyval, Clutter.KeyState.PRESSED);
+        this._kbd.notify_keyval(t + 1000, keyval, Clutter.KeyState.RELEASED);
+        return true;
     }
     Focus(label) {
         for (const d of dialogs()) {
@@ -452,6 +467,18 @@ pub(crate) async fn the_shell_asks_in_a_dialog_queues_cancels_and_grants_in(
             .then_some(())
         })
         .await;
+        // The same attack on a busy shell: a Return typed in the first
+        // second but handled only now, when the buttons take input, is
+        // still not an answer (its event time says when it was typed).
+        let m = probe(&conn, "KeyAsTypedAtOpen", &("Return",)).await;
+        assert!(m.body().deserialize::<bool>().expect("bool"), "typed");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        one_dialog_about(&conn, "Battery level").await;
+        assert_eq!(
+            consent.list_pending().await.expect("pending").len(),
+            1,
+            "a Return typed in the first second and handled late answered it"
+        );
         // Taken where a shell in a root can write (its home is under
         // /tmp), then kept beside the other test pictures.
         let taken = shell_home.path().join("dialog.png");

@@ -236,9 +236,21 @@ class Agent {
 // (denied for this call, and the app is not asked again for a while).
 function buildDialog(q, answered) {
     let ready = false;
+    // When input is taken (ms of CLOCK_MONOTONIC, as event times are).
+    let readyAt = 0;
     const done = answer => {
-        if (ready || answer === 'cancel')
-            answered(answer);
+        if (answer !== 'cancel') {
+            if (!ready)
+                return;
+            // A key or click made before the delay was over and handled
+            // only now (a busy shell) is not an answer either. Compared
+            // only within 10 s, should a device's clock be another.
+            const t = Clutter.get_current_event_time();
+            const early = (t - readyAt) | 0;
+            if (t !== 0 && early < 0 && early > -10000)
+                return;
+        }
+        answered(answer);
     };
     // GNOME's modal-dialog look without the prompt-dialog's fixed 25em:
     // the body below sets the width.
@@ -300,6 +312,7 @@ function buildDialog(q, answered) {
     dialog.connect('opened', () => {
         if (timer)
             return;
+        readyAt = (Math.floor(GLib.get_monotonic_time() / 1000) + INPUT_DELAY_MS) >>> 0;
         timer = GLib.timeout_add(GLib.PRIORITY_DEFAULT, INPUT_DELAY_MS, () => {
             timer = 0;
             ready = true;
