@@ -1493,16 +1493,20 @@ async fn run() -> bool {
     let ping_line = lat_line(&mut ping_lat);
     let ping_p99 = pct(&ping_lat, 0.99);
     let ratio = ms(ping_p99) / ms(idle_p99).max(1e-6);
+    // The target (issue 48): under the load, the broker answers `Ping` at
+    // most 2× as late (p99) as the bus daemon itself does under the same
+    // load. Against its own idle figure the ratio measures the machine's
+    // saturation, not the broker, and is printed for reference.
+    let floor_ratio = ms(ping_p99) / ms(bus_p99).max(1e-6);
+    let floor_met = if floor_ratio <= 2.0 { "met" } else { "MISS" };
     println!(
-        "  Peer.Ping     {:>8.0} req/s  {ping_line}  errors {ping_errors}  p99/idle p99 {ratio:.2}× (target ≤ 2×: {})",
+        "  Peer.Ping     {:>8.0} req/s  {ping_line}  errors {ping_errors}  p99/idle p99 {ratio:.2}×",
         n_ping as f64 / load_secs,
-        if ratio <= 2.0 { "met" } else { "MISS" }
     );
     println!(
-        "  the floor, Peer.Ping to the bus daemon: idle p99 {:.2} ms, loaded p99 {:.2} ms ({bus_ratio:.2}×): what the machine's load alone does; the broker's loaded p99 is {:.2}× that floor",
+        "  the floor, Peer.Ping to the bus daemon: idle p99 {:.2} ms, loaded p99 {:.2} ms ({bus_ratio:.2}×): what the machine's load alone does; the broker's loaded p99 is {floor_ratio:.2}× that floor (target ≤ 2×: {floor_met})",
         ms(idle_bus_p99),
         ms(bus_p99),
-        ms(ping_p99) / ms(bus_p99).max(1e-6)
     );
     println!(
         "  Changed       {:>8.0} signals/s over {n_subs} subscribers, errors {}",
@@ -1929,13 +1933,11 @@ async fn run() -> bool {
     );
     let _ = writeln!(
         t,
-        "| bus not stalled: Peer.Ping p99 | {:.2} ms loaded / {:.2} ms idle = {ratio:.2}× (target ≤ 2×: {}); the bus daemon's own Ping {:.2} / {:.2} ms = {bus_ratio:.2}×, so the broker's loaded p99 is {:.2}× the bus daemon's |",
+        "| bus not stalled: Peer.Ping p99 | the broker's loaded p99 is {floor_ratio:.2}× the bus daemon's own under the same load (target ≤ 2×: {floor_met}): {:.2} ms against {:.2} ms; idle {:.2} and {:.2} ms ({ratio:.2}× and {bus_ratio:.2}× idle: the machine's saturation) |",
         ms(ping_p99),
-        ms(idle_p99),
-        if ratio <= 2.0 { "met" } else { "MISS" },
         ms(bus_p99),
+        ms(idle_p99),
         ms(idle_bus_p99),
-        ms(ping_p99) / ms(bus_p99).max(1e-6),
     );
     let _ = writeln!(
         t,

@@ -45,6 +45,9 @@ pub(crate) struct Subscriptions {
 /// each task waited on the socket itself).
 const OUTBOX_LIMIT: usize = 1024;
 
+/// Signals written under one turn at the connection's write lock.
+const WRITE_AT_ONCE: usize = 32;
+
 /// The signals of every subscription, in the order their tasks made them,
 /// written to the bus by one task ([`write_signals`]) as few writes at a
 /// time as the socket takes (`Connection::send_all`).
@@ -118,16 +121,25 @@ pub(crate) async fn write_signals(
         }
         outbox.room.notify_waiters();
         let batch = in_turns(&mut taken, &mut turns);
-        let sent = tokio::select! {
-            _ = cancel.cancelled() => break,
-            r = conn.send_all(&batch) => r,
-        };
-        if let Err(err) = sent {
-            tracing::debug!(error = %err, n = batch.len(), "cannot send subscription signals");
+        // A few writes at a time: each takes the connection's write lock,
+        // and a method's reply (a `Peer.Ping`, a settings panel's call)
+        // waits for the write that holds it, not for a whole storm.
+        for chunk in batch.chunks(WRITE_AT_ONCE) {
+            let sent = tokio::select! {
+                _ = cancel.cancelled() => break,
+                r = conn.send_all(chunk) => r,
+            };
+            if let Err(err) = sent {
+                tracing::debug!(error = %err, n = chunk.len(), "cannot send subscription signals");
+            }
+            // For `make bench`'s readers bench: when each reader's signal
+            // left the broker (CLOCK_MONOTONIC, comparable across
+            // processes).
+            crate::core::clock::trace_written("dbus", chunk.len());
         }
-        // For `make bench`'s readers bench: when each reader's signal
-        // left the broker (CLOCK_MONOTONIC, comparable across processes).
-        crate::core::clock::trace_written("dbus", batch.len());
+        if cancel.is_cancelled() {
+            break;
+        }
     }
     outbox.closed.store(true, Ordering::Release);
     outbox.room.notify_waiters();
