@@ -393,16 +393,17 @@ fn line(what: &str, tool: &[Duration], ping: &[Duration]) -> (f64, f64) {
 }
 
 /// Requests per second of `call` (the tool call or the floor) with
-/// [`CLIENTS`] clients, each on its own connection (and session).
+/// [`CLIENTS`] clients, each on its own connection (and session), each
+/// a host of its own (its own token: the broker bounds work per token).
 async fn throughput_for(
     addr: &str,
-    auth: Option<String>,
+    auths: &[Option<String>],
     era: Era,
     call: Call,
     duration: Duration,
 ) -> f64 {
     let mut clients = Vec::new();
-    for _ in 0..CLIENTS {
+    for auth in auths.iter().take(CLIENTS) {
         clients.push(HttpHost::connect(addr, auth.clone(), era).await);
     }
     let done = Arc::new(AtomicU64::new(0));
@@ -538,6 +539,8 @@ struct Daemon {
     env: Vec<(String, String)>,
     addr: String,
     auth: Option<String>,
+    /// One token per throughput client ([`CLIENTS`] of them).
+    client_auths: Vec<Option<String>>,
 }
 
 impl Daemon {
@@ -548,14 +551,16 @@ impl Daemon {
             std::fs::create_dir_all(dir.path().join(d)).expect("mkdir");
         }
         let me = std::fs::read_link("/proc/self/exe").expect("exe");
-        std::fs::write(
-            dir.path().join("config/contextd/policy.toml"),
-            format!(
-                "[[grant]]\napp = \"exe:{}\"\ncategories = [\"windows\", \"windows.titles\"]\n\n[[grant]]\napp = \"token:bench\"\ncategories = [\"windows\", \"windows.titles\"]\n",
-                me.display()
-            ),
-        )
-        .expect("policy");
+        let mut policy = format!(
+            "[[grant]]\napp = \"exe:{}\"\ncategories = [\"windows\", \"windows.titles\"]\n\n[[grant]]\napp = \"token:bench\"\ncategories = [\"windows\", \"windows.titles\"]\n",
+            me.display()
+        );
+        for i in 0..CLIENTS {
+            policy.push_str(&format!(
+                "\n[[grant]]\napp = \"token:bench{i}\"\ncategories = [\"windows\", \"windows.titles\"]\n"
+            ));
+        }
+        std::fs::write(dir.path().join("config/contextd/policy.toml"), policy).expect("policy");
         std::fs::write(dir.path().join("config/contextd/config.toml"), config).expect("config");
         let replay = dir.path().join("replay.jsonl");
         std::fs::write(
@@ -578,6 +583,14 @@ impl Daemon {
         let url_file = p.join("run/contextd/mcp-http.url");
         let addr = mcp_http_addr(&url_file, 10).await;
         let token = create_token("bench", env.clone());
+        let client_auths = (0..CLIENTS)
+            .map(|i| {
+                Some(format!(
+                    "Bearer {}",
+                    create_token(&format!("bench{i}"), env.clone())
+                ))
+            })
+            .collect();
         Daemon {
             _dir: dir,
             _bus: bus,
@@ -585,6 +598,7 @@ impl Daemon {
             env,
             addr,
             auth: Some(format!("Bearer {token}")),
+            client_auths,
         }
     }
 }
@@ -652,16 +666,30 @@ async fn run() {
     let mut per_mode: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> =
         modes.iter().map(|_| Default::default()).collect();
     for _ in 0..ROUNDS {
-        let theirs = throughput_for(&ts_addr, None, Era::Session, TOOL, ROUND_FOR).await;
+        let theirs = throughput_for(
+            &ts_addr,
+            &vec![None; CLIENTS],
+            Era::Session,
+            TOOL,
+            ROUND_FOR,
+        )
+        .await;
         anchor_rps.push(theirs);
-        let ceiling = throughput_for(&ceiling_addr, None, Era::Stateless, TOOL, ROUND_FOR).await;
+        let ceiling = throughput_for(
+            &ceiling_addr,
+            &vec![None; CLIENTS],
+            Era::Stateless,
+            TOOL,
+            ROUND_FOR,
+        )
+        .await;
         ceiling_rps.push(ceiling);
         ceiling_ratios.push(ceiling / theirs);
         for ((_, d, era, floor), (ours, floors, ratios)) in modes.iter().zip(per_mode.iter_mut()) {
-            let n = throughput_for(&d.addr, d.auth.clone(), *era, TOOL, ROUND_FOR).await;
+            let n = throughput_for(&d.addr, &d.client_auths, *era, TOOL, ROUND_FOR).await;
             ours.push(n);
             ratios.push(n / theirs);
-            floors.push(throughput_for(&d.addr, d.auth.clone(), *era, *floor, ROUND_FOR).await);
+            floors.push(throughput_for(&d.addr, &d.client_auths, *era, *floor, ROUND_FOR).await);
         }
     }
     let rps = |v: &[f64]| {
@@ -695,7 +723,7 @@ async fn run() {
             best_mode = what;
         }
         // Profiled apart: sampling slows the daemon down.
-        let load = throughput_for(&d.addr, d.auth.clone(), *era, TOOL, Duration::from_secs(3));
+        let load = throughput_for(&d.addr, &d.client_auths, *era, TOOL, Duration::from_secs(3));
         let (_, profile) = profiled(d.proc.0.id(), load).await;
         profiles.push((what, profile));
     }
