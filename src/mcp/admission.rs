@@ -54,19 +54,29 @@ impl Busy {
     }
 }
 
+/// Whose request it is, for the per-host bound: a bearer token (by its
+/// `Bearer::id`) over HTTP, one connection or stream otherwise. Taken on
+/// every request, so a plain copyable key rather than a string built each
+/// time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Host {
+    Token(u64),
+    Connection(u64),
+}
+
 /// The bounds, shared by every MCP publisher of the daemon.
 #[derive(Debug)]
 pub(crate) struct Admission {
     all: Arc<Semaphore>,
     per_host: usize,
-    running: Mutex<HashMap<String, usize>>,
+    running: Mutex<HashMap<Host, usize>>,
 }
 
 /// One admitted request; dropping it gives its place back.
 #[derive(Debug)]
 pub(crate) struct Ticket {
     admission: Arc<Admission>,
-    host: String,
+    host: Host,
     _all: OwnedSemaphorePermit,
 }
 
@@ -91,15 +101,14 @@ impl Admission {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Host, usize>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A place for one request of `host` (a key naming the token or the
-    /// connection), or why not. Never waits.
-    pub(crate) fn enter(self: &Arc<Self>, host: &str) -> Result<Ticket, Busy> {
+    /// A place for one request of `host`, or why not. Never waits.
+    pub(crate) fn enter(self: &Arc<Self>, host: Host) -> Result<Ticket, Busy> {
         let mut running = self.lock();
-        let n = running.get(host).copied().unwrap_or(0);
+        let n = running.get(&host).copied().unwrap_or(0);
         if n >= self.per_host {
             return Err(Busy::Host);
         }
@@ -108,10 +117,10 @@ impl Admission {
             .clone()
             .try_acquire_owned()
             .map_err(|_| Busy::All)?;
-        running.insert(host.to_owned(), n + 1);
+        running.insert(host, n + 1);
         Ok(Ticket {
             admission: self.clone(),
-            host: host.to_owned(),
+            host,
             _all: permit,
         })
     }
@@ -130,20 +139,24 @@ mod tests {
     #[test]
     fn one_host_cannot_take_everyone_s_places() {
         let a = Admission::new(3, 2);
-        let t1 = a.enter("a").expect("first");
-        let _t2 = a.enter("a").expect("second");
-        assert_eq!(a.enter("a").err(), Some(Busy::Host));
-        let _t3 = a.enter("b").expect("another host still gets in");
-        assert_eq!(a.enter("c").err(), Some(Busy::All));
+        let t1 = a.enter(Host::Token(1)).expect("first");
+        let _t2 = a.enter(Host::Token(1)).expect("second");
+        assert_eq!(a.enter(Host::Token(1)).err(), Some(Busy::Host));
+        let _t3 = a.enter(Host::Token(2)).expect("another host still gets in");
+        assert_eq!(a.enter(Host::Connection(3)).err(), Some(Busy::All));
         drop(t1);
-        let _t4 = a.enter("c").expect("a place given back is taken again");
+        let _t4 = a
+            .enter(Host::Connection(3))
+            .expect("a place given back is taken again");
         assert_eq!(a.running(), 3);
     }
 
     #[test]
     fn places_come_back_when_tickets_drop() {
         let a = Admission::new(2, 2);
-        let tickets: Vec<_> = (0..2).map(|_| a.enter("a").expect("in")).collect();
+        let tickets: Vec<_> = (0..2)
+            .map(|_| a.enter(Host::Token(1)).expect("in"))
+            .collect();
         drop(tickets);
         assert_eq!(a.running(), 0);
         assert!(a.lock().is_empty(), "no key left behind");

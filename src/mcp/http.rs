@@ -495,7 +495,7 @@ impl Guard {
         let Some(admission) = &self.admission else {
             return Ok(None);
         };
-        let busy = match admission.enter(&format!("token {}", bearer.id)) {
+        let busy = match admission.enter(super::admission::Host::Token(bearer.id)) {
             Ok(t) => return Ok(Some(t)),
             Err(b) => b,
         };

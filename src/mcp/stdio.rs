@@ -422,7 +422,7 @@ pub(crate) struct ChannelTransport {
 /// [`super::admission::Ticket`] until its answer is sent.
 struct Admit {
     admission: Arc<super::admission::Admission>,
-    host: String,
+    host: super::admission::Host,
     running: std::collections::HashMap<rmcp::model::RequestId, super::admission::Ticket>,
 }
 
@@ -452,7 +452,7 @@ impl ChannelTransport {
         let n = CONNECTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.admit = Some(Admit {
             admission,
-            host: format!("connection {n}"),
+            host: super::admission::Host::Connection(n),
             running: std::collections::HashMap::new(),
         });
         self
@@ -515,13 +515,13 @@ impl Transport<RoleServer> for ChannelTransport {
             let (Some(admit), ClientJsonRpcMessage::Request(r)) = (&mut self.admit, &m) else {
                 return Some(m);
             };
-            match admit.admission.enter(&admit.host) {
+            match admit.admission.enter(admit.host) {
                 Ok(ticket) => {
                     admit.running.insert(r.id.clone(), ticket);
                     return Some(m);
                 }
                 Err(busy) => {
-                    tracing::debug!(host = %admit.host, "MCP request refused: {busy}");
+                    tracing::debug!(host = ?admit.host, "MCP request refused: {busy}");
                     let e = rmcp::ErrorData::new(
                         super::error::BUSY,
                         busy.to_string(),
