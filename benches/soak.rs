@@ -804,6 +804,65 @@ async fn subscriber(address: String, deadline: Instant, signals: Arc<AtomicU64>)
     t
 }
 
+/// How long a [`pinger`] pings.
+enum Pings {
+    /// This many pairs (the idle figure).
+    Count(usize),
+    /// Until the load's end.
+    Until(Instant),
+}
+
+/// The `Peer.Ping` client: pairs of pings (the broker, then the bus daemon)
+/// `every` apart, on a thread of its own with its own runtime and
+/// connection; the broker's latencies, the bus daemon's, and the broker's
+/// errors.
+///
+/// Why a thread: on the soak's shared runtime the pinger waited behind
+/// 200 MCP hosts and 50 subscribers of this very process for its turn to
+/// send and to hear the answer, so both figures measured the soak's own
+/// queue (about four pairs a second, a p99 of a few hundred samples). On
+/// its own thread it is woken as soon as the answer arrives, like a
+/// settings panel or the shell would be: the figures are the bus's and the
+/// broker's, and there are enough of them for a p99.
+fn pinger(
+    address: String,
+    pings: Pings,
+    every: Duration,
+) -> std::thread::JoinHandle<(Vec<Duration>, Vec<Duration>, u64)> {
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("the pinger's runtime");
+        rt.block_on(async move {
+            let conn = zbus::connection::Builder::address(address.as_str())
+                .build()
+                .await
+                .expect("connect");
+            let (mut lat, mut bus) = (Vec::new(), Vec::new());
+            let mut errors = 0u64;
+            let mut n = 0usize;
+            loop {
+                match &pings {
+                    Pings::Count(total) if n >= *total => break,
+                    Pings::Until(end) if Instant::now() >= *end => break,
+                    _ => {}
+                }
+                n += 1;
+                match ping_once(&conn).await {
+                    Ok(d) => lat.push(d),
+                    Err(_) => errors += 1,
+                }
+                if let Ok(d) = ping_bus(&conn).await {
+                    bus.push(d);
+                }
+                tokio::time::sleep(every).await;
+            }
+            (lat, bus, errors)
+        })
+    })
+}
+
 /// A `Peer.Ping` round trip to the broker.
 async fn ping_once(conn: &zbus::Connection) -> zbus::Result<Duration> {
     ping_peer(conn, "org.contextd.Broker1", "/org/contextd/Broker1").await
@@ -1243,21 +1302,16 @@ async fn run() -> bool {
         Arc::new(ops)
     };
 
-    // The Ping client: its own connection, idle first.
-    let ping_conn = zbus::connection::Builder::address(address.as_str())
-        .build()
-        .await
-        .expect("connect");
-    let (mut idle, mut idle_bus) = (Vec::new(), Vec::new());
-    for _ in 0..1000 {
-        if let Ok(d) = ping_once(&ping_conn).await {
-            idle.push(d);
-        }
-        if let Ok(d) = ping_bus(&ping_conn).await {
-            idle_bus.push(d);
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    // The Ping client: its own thread, runtime and connection, idle first.
+    let (mut idle, mut idle_bus, _) = tokio::task::block_in_place(|| {
+        pinger(
+            address.clone(),
+            Pings::Count(1000),
+            Duration::from_millis(2),
+        )
+        .join()
+    })
+    .unwrap_or_default();
     idle.sort();
     idle_bus.sort();
     let idle_p99 = pct(&idle, 0.99);
@@ -1335,24 +1389,11 @@ async fn run() -> bool {
             deadline,
         )));
     }
-    let pinger = {
-        let c = ping_conn.clone();
-        tokio::spawn(async move {
-            let (mut lat, mut bus) = (Vec::new(), Vec::new());
-            let mut errors = 0u64;
-            while Instant::now() < deadline {
-                match ping_once(&c).await {
-                    Ok(d) => lat.push(d),
-                    Err(_) => errors += 1,
-                }
-                if let Ok(d) = ping_bus(&c).await {
-                    bus.push(d);
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            (lat, bus, errors)
-        })
-    };
+    let pinger = pinger(
+        address.clone(),
+        Pings::Until(deadline),
+        Duration::from_millis(20),
+    );
     // RSS and CPU every 3 s.
     let sampler = {
         let daemon = daemon.clone();
@@ -1440,7 +1481,8 @@ async fn run() -> bool {
         }
     }
     let load_secs = load_start.elapsed().as_secs_f64();
-    let (mut ping_lat, mut bus_lat, ping_errors) = pinger.await.unwrap_or_default();
+    let (mut ping_lat, mut bus_lat, ping_errors) =
+        tokio::task::block_in_place(|| pinger.join()).unwrap_or_default();
     bus_lat.sort();
     let bus_p99 = pct(&bus_lat, 0.99);
     let bus_ratio = ms(bus_p99) / ms(idle_bus_p99).max(1e-6);
@@ -1702,7 +1744,6 @@ async fn run() -> bool {
     // ---- kill -9 during writes
     focus.paused.store(false, Ordering::Relaxed);
     drop(conn);
-    drop(ping_conn);
     if let Ok(mut d) = daemon.lock() {
         // SAFETY: kill(2) on our own child.
         unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };

@@ -18,7 +18,7 @@ use crate::config::{Config, ConfigFile, UndecidedMode};
 use crate::core::consent::{ConsentStore, Verdict};
 use crate::core::lane::{OnLane, StoreLane};
 use crate::core::{Core, Gate, GateSettings, SourceEvent, SystemClock};
-use crate::dbus::{self, BUS_NAME};
+use crate::dbus::{self, BUS_NAME, sendq::SendQueue};
 use crate::shutdown::{Bounds, Lane, Tree};
 use crate::sources;
 use crate::store;
@@ -82,22 +82,81 @@ pub fn work_left_behind() -> bool {
 }
 
 /// Run the daemon until `shutdown` completes or the bus name is lost.
+///
+/// The session bus connection is made on a thread of its own (the `bus`
+/// lane, see [`Lanes`]): zbus reads the socket and runs each method call
+/// on the runtime the connection was built on.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<Exit, DaemonError> {
-    let conn = zbus::connection::Builder::session()
-        .build()
+    let bus = Lane::start("bus", 1).map_err(|error| DaemonError::Io {
+        path: "the D-Bus thread".into(),
+        error,
+    })?;
+    let (conn, sendq) = bus
+        .handle()
+        .spawn(connect_session())
         .await
+        .map_err(|e| DaemonError::Io {
+            path: "the D-Bus thread".into(),
+            error: std::io::Error::other(e.to_string()),
+        })?
         .map_err(DaemonError::Bus)?;
-    run_on(conn, config, shutdown).await
+    run_with(conn, Some((bus, sendq)), config, shutdown).await
+}
+
+/// The session bus connection, and the gauge of its socket's queue
+/// (`dbus::sendq`) when the bus is at a Unix socket path or abstract name
+/// (always, in practice): the socket is made here so that the daemon keeps
+/// a descriptor of it. Any other address goes through zbus alone.
+async fn connect_session() -> zbus::Result<(Connection, Option<SendQueue>)> {
+    use std::os::unix::net::UnixStream;
+    use zbus::address::transport::{Transport, UnixSocket};
+    let address = zbus::Address::session()?;
+    let stream = match address.transport() {
+        Transport::Unix(unix) => match unix.path() {
+            UnixSocket::File(path) => Some(UnixStream::connect(path)),
+            UnixSocket::Abstract(name) => {
+                use std::os::linux::net::SocketAddrExt;
+                Some(
+                    std::os::unix::net::SocketAddr::from_abstract_name(name.as_encoded_bytes())
+                        .and_then(|a| UnixStream::connect_addr(&a)),
+                )
+            }
+            _ => None,
+        },
+        _ => None,
+    };
+    let Some(stream) = stream else {
+        let conn = zbus::connection::Builder::session().build().await?;
+        return Ok((conn, None));
+    };
+    let stream = stream.map_err(|e| zbus::Error::InputOutput(Arc::new(e)))?;
+    let gauge = stream
+        .try_clone()
+        .map(|s| SendQueue::new(std::os::fd::OwnedFd::from(s)))
+        .ok();
+    let conn = zbus::connection::Builder::unix_stream(stream)
+        .build()
+        .await?;
+    Ok((conn, gauge))
 }
 
 /// [`run`] on an existing connection (tests use a private bus).
-///
+pub async fn run_on(
+    conn: Connection,
+    config: Config,
+    shutdown: impl Future<Output = ()>,
+) -> Result<Exit, DaemonError> {
+    run_with(conn, None, config, shutdown).await
+}
+
 /// Every task is spawned into the levels of one [`Tree`], and every way
 /// out (the shutdown future, `NameLost`, the name taken by another
 /// instance, a publisher that fails to start, any other error once the
-/// tree exists) ends in the same [`teardown`].
-pub async fn run_on(
+/// tree exists) ends in the same [`teardown`]. `bus`: the lane `conn` was
+/// built on, if it has one, stopped last.
+async fn run_with(
     conn: Connection,
+    bus: Option<(Lane, Option<SendQueue>)>,
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Exit, DaemonError> {
@@ -108,14 +167,27 @@ pub async fn run_on(
     // Before any process is identified: every source names processes alike.
     crate::core::identity::set_interpreters(config.file.identity.interpreters.clone());
     let tree = Tree::new();
-    let lanes = Lanes::start()?;
-    let result = serve(&conn, &config, &tree, &lanes, shutdown).await;
+    let (bus, sendq) = bus.map_or((None, None), |(lane, q)| (Some(lane), q));
+    let lanes = Lanes::start(bus)?;
+    let result = serve(&conn, &config, &tree, (&lanes, sendq), shutdown).await;
     teardown(&conn, &tree, &lanes).await;
     result
 }
 
 /// The runtimes beside the main one (`shutdown::Lane`).
+///
+/// Why lanes: on one runtime, whatever is busiest decides how long
+/// everything else waits for a worker. The desktop comes first: a
+/// `Peer.Ping`, the shell's focus report or a settings panel's call must
+/// not wait behind AI hosts (the `mcp` lane) or behind rendering each
+/// change for fifty subscribers (which stays on the main runtime: the
+/// `bus` lane only reads the socket and runs the calls). A thread that
+/// sleeps until a message arrives is woken at once by the kernel; a task
+/// queued behind others on a busy worker waits for all of them.
 struct Lanes {
+    /// The session bus connection's own tasks and every method call
+    /// (`run`); `None` when the caller brought its connection (tests).
+    bus: Option<Lane>,
     /// MCP's hosts: their load must not queue ahead of D-Bus callers.
     mcp: Lane,
     /// The store's calls and writers (`core::lane`): a connection goes
@@ -124,12 +196,13 @@ struct Lanes {
 }
 
 impl Lanes {
-    fn start() -> Result<Lanes, DaemonError> {
+    fn start(bus: Option<Lane>) -> Result<Lanes, DaemonError> {
         let io = |path: &str| {
             let path = path.to_owned();
             move |error| DaemonError::Io { path, error }
         };
         Ok(Lanes {
+            bus,
             // Two workers, as many as the main runtime has
             // (src/bin/contextd.rs).
             mcp: Lane::start("mcp", 2).map_err(io("the MCP thread"))?,
@@ -164,6 +237,10 @@ async fn teardown(conn: &Connection, tree: &Tree, lanes: &Lanes) {
     // joined: the threads have nothing left.
     lanes.mcp.stop(Duration::from_millis(150)).await;
     lanes.store.stop(Duration::from_millis(150)).await;
+    // Last: the connection's reader runs there.
+    if let Some(bus) = &lanes.bus {
+        bus.stop(Duration::from_millis(150)).await;
+    }
 }
 
 /// Start everything into `tree`, serve until `shutdown` or the loss of the
@@ -173,7 +250,7 @@ async fn serve(
     conn: &Connection,
     config: &Config,
     tree: &Tree,
-    lanes: &Lanes,
+    (lanes, sendq): (&Lanes, Option<SendQueue>),
     shutdown: impl Future<Output = ()>,
 ) -> Result<Exit, DaemonError> {
     let clocks = Clocks::of(config);
@@ -181,7 +258,8 @@ async fn serve(
     let notify = store.notify;
     let (core, tokens) = build_core(config, tree, &lanes.store, clocks.clock, store).await?;
     start_sources(conn, config, tree, &core, clocks.manual).await;
-    let publishers = start_publishers(conn, config, tree, &lanes.mcp, &core, tokens).await?;
+    let publishers =
+        start_publishers(conn, config, tree, (&lanes.mcp, sendq), &core, tokens).await?;
     if notify && let Some(reason) = core.recovery() {
         tree.publishers.spawn(notify_degraded(
             conn.clone(),
@@ -554,7 +632,7 @@ async fn start_publishers(
     conn: &Connection,
     config: &Config,
     tree: &Tree,
-    mcp_lane: &Lane,
+    (mcp_lane, sendq): (&Lane, Option<SendQueue>),
     core: &Arc<Core>,
     tokens: Arc<dyn crate::core::tokens::TokenStore>,
 ) -> Result<Serving, DaemonError> {
@@ -562,6 +640,7 @@ async fn start_publishers(
         conn,
         core.clone(),
         config.file.history.enabled,
+        sendq,
         &tree.publishers,
     )
     .await?;

@@ -488,7 +488,7 @@ impl Context1 {
         let path = subscription::create(
             conn,
             &self.shared.core,
-            (&self.shared.subs, &self.shared.tasks),
+            (&self.shared.subs, &self.shared.tasks, &self.shared.work),
             &owner,
             (who.app_id.clone(), who.source),
             (cats, held),

@@ -14,6 +14,7 @@ pub(crate) mod indicator1;
 pub(crate) mod polkit;
 pub(crate) mod provider1;
 pub(crate) mod request;
+pub(crate) mod sendq;
 pub(crate) mod sni;
 pub(crate) mod subscription;
 pub(crate) mod variant;
@@ -51,6 +52,10 @@ pub(crate) struct Shared {
     /// The publishers' tracker: tasks that outlive a call (a request's
     /// answer) are spawned here, so that shutdown joins them.
     pub(crate) tasks: TaskTracker,
+    /// The runtime that renders subscriptions' signals (the main one):
+    /// method calls run on the bus's own thread (`daemon::Lanes`), which
+    /// must stay free to answer.
+    pub(crate) work: tokio::runtime::Handle,
     next_request: AtomicU64,
     /// `RequestAccess`'s objects of open questions (`request::Open`).
     pub(crate) requests: request::Open,
@@ -176,6 +181,7 @@ pub(crate) async fn serve(
     conn: &Connection,
     core: Arc<Core>,
     history_enabled: bool,
+    sendq: Option<sendq::SendQueue>,
     level: &Level,
 ) -> zbus::Result<Arc<Shared>> {
     let dbus = DBusProxy::new(conn).await?;
@@ -194,6 +200,7 @@ pub(crate) async fn serve(
         consent_watchers: std::sync::Mutex::new(std::collections::BTreeSet::new()),
         polkit: polkit::Polkit::default(),
         tasks: level.tracker(),
+        work: tokio::runtime::Handle::current(),
         next_request: AtomicU64::new(0),
         requests: request::Open::default(),
         indicator: indicator1::IndicatorState::default(),
@@ -204,6 +211,7 @@ pub(crate) async fn serve(
     level.spawn(subscription::write_signals(
         conn.clone(),
         shared.subs.clone(),
+        sendq,
         level.token(),
     ));
 

@@ -16,6 +16,7 @@ use zbus::{Connection, interface};
 
 use super::error::{Error, Result};
 use super::header::KeptHeader;
+use super::sendq::SendQueue;
 use super::variant;
 use crate::core::readers::ReaderInfo;
 use crate::core::view::ChangeView;
@@ -45,8 +46,10 @@ pub(crate) struct Subscriptions {
 /// each task waited on the socket itself).
 const OUTBOX_LIMIT: usize = 1024;
 
-/// Signals written under one turn at the connection's write lock.
-const WRITE_AT_ONCE: usize = 32;
+/// Signals written under one turn at the connection's write lock, after
+/// one look at the socket's queue (`SendQueue`): what a reply may find
+/// ahead of it beyond the queue's low mark.
+const WRITE_AT_ONCE: usize = 16;
 
 /// The signals of every subscription, in the order their tasks made them,
 /// written to the bus by one task ([`write_signals`]) as few writes at a
@@ -102,9 +105,15 @@ impl Outbox {
 }
 
 /// Write what the subscriptions queue (see [`Outbox`]) until `cancel`.
+///
+/// `sendq`, the gauge of the connection's socket when the daemon made it
+/// ([`SendQueue`]): each turn waits until the bus daemon has read all but
+/// a little of what was written, so that a method's reply is not queued
+/// behind a storm of signals in the socket.
 pub(crate) async fn write_signals(
     conn: Connection,
     subs: Arc<Subscriptions>,
+    sendq: Option<SendQueue>,
     cancel: CancellationToken,
 ) {
     use std::sync::atomic::Ordering;
@@ -125,6 +134,9 @@ pub(crate) async fn write_signals(
         // and a method's reply (a `Peer.Ping`, a settings panel's call)
         // waits for the write that holds it, not for a whole storm.
         for chunk in batch.chunks(WRITE_AT_ONCE) {
+            if let Some(q) = &sendq {
+                q.drained(&cancel).await;
+            }
             let sent = tokio::select! {
                 _ = cancel.cancelled() => break,
                 r = conn.send_all(chunk) => r,
@@ -322,7 +334,7 @@ impl Subscription {
 pub(crate) async fn create(
     conn: &Connection,
     core: &Arc<Core>,
-    (subs, tasks): (&Arc<Subscriptions>, &TaskTracker),
+    (subs, tasks, work): (&Arc<Subscriptions>, &TaskTracker, &tokio::runtime::Handle),
     owner: &str,
     app: (AppId, IdentitySource),
     (categories, held): (Vec<Category>, Vec<Category>),
@@ -366,13 +378,19 @@ pub(crate) async fn create(
     };
     subs.lock().insert(id, entry.clone());
     conn.object_server().at(&path, obj).await?;
-    tasks.spawn(forward(
-        conn.clone(),
-        subs.clone(),
-        (id, entry),
-        (app, categories.first().cloned()),
-        watch,
-    ));
+    // On the main runtime, not on the bus's thread that runs this call:
+    // rendering each change for each subscriber is the heavy part of
+    // D-Bus, and the bus's thread stays free to answer (`daemon::Lanes`).
+    tasks.spawn_on(
+        forward(
+            conn.clone(),
+            subs.clone(),
+            (id, entry),
+            (app, categories.first().cloned()),
+            watch,
+        ),
+        work,
+    );
     Ok(path)
 }
 
