@@ -18,7 +18,8 @@
 //!      examples/wl_toplevels (a real Wayland client);
 //!    - `CONTEXTD_SOAK_STREAM_RATE` (50) stream changes/s: `pw-play` of a
 //!      1 s tone started at half that rate (each opens and closes a stream);
-//!    - one separate D-Bus client sending `Peer.Ping` every 20 ms;
+//!    - one separate D-Bus client (a thread of its own) sending
+//!      `Peer.Ping` to the broker and to the bus daemon every 5 ms;
 //!    - every `CONTEXTD_SOAK_FAULT_EVERY` (2) s a fault: sway, PipeWire,
 //!      logind, UPower, NetworkManager, GeoClue in turn are killed
 //!      (SIGKILL); the broker's `ListSources` must mark the source
@@ -31,9 +32,11 @@
 //!      subscribe to the active window and never read: the daemon must
 //!      disconnect them (`[limits] reader_stall_s` = 5 here).
 //!
-//!    After the load: RSS must come back within 10 % of its value before
-//!    the load (within 30 s, the focus changes paused meanwhile: they are
-//!    load too), and every slow reader must have been
+//!    After the load: the daemon's heap in use (src/memory.rs logs it)
+//!    must come back within 10 % of its value before the load (within
+//!    30 s, the focus changes paused meanwhile: they are load too); RSS is
+//!    printed without a target (glibc keeps pages that a few live blocks
+//!    pin); and every slow reader must have been
 //!    disconnected (with at least 30 s of load) by 30 s after it: the
 //!    stall counts from when its queue is full, and on a machine the load
 //!    saturates the queue fills slowly.
@@ -54,8 +57,10 @@
 //! Fails (exit status 1) on: any MCP transport error, HTTP error status or
 //! JSON-RPC error; a D-Bus call failing other than with a typed
 //! `org.contextd.Error`; the daemon exiting; a panic in its log; a source
-//! not marked unavailable or not back within 15 s; RSS not back within
-//! 10 % of its pre-load value 30 s after the load; RSS after the second
+//! not marked unavailable or not back within 15 s; the heap in use not
+//! back within 10 % of its pre-load value 30 s after the load; a kill
+//! round without focus changes sent (the loss would not be measured);
+//! RSS after the second
 //! load over 10 % above the first's; a slow reader not
 //! disconnected; RSS over
 //! `CONTEXTD_SOAK_MAX_RSS_MB` (200) or still growing (the last sample over
@@ -1168,6 +1173,14 @@ fn heap_line(log: &Path) -> String {
     )
 }
 
+/// The daemon's heap in use (src/memory.rs's last line), in bytes.
+fn heap_used(log: &Path) -> Option<f64> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let line = text.lines().rev().find(|l| l.contains("heap_used="))?;
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix("heap_used=")?.parse::<f64>().ok())
+}
+
 fn parts_line(pid: u32) -> String {
     let (anon, file) = rss_parts(pid);
     format!(
@@ -1345,6 +1358,7 @@ async fn run() -> bool {
     let rss_before_load = rss_kib(pid);
     let parts_before = parts_line(pid);
     let heap_before = heap_line(&home.log);
+    let heap_used_before = heap_used(&home.log);
     let n_slow = env_num("CONTEXTD_SOAK_SLOW_READERS", 4) as usize;
     let slow = tokio::task::block_in_place(|| slow_readers(&session, n_slow));
     let deadline = Instant::now() + Duration::from_secs(secs);
@@ -1392,7 +1406,9 @@ async fn run() -> bool {
     let pinger = pinger(
         address.clone(),
         Pings::Until(deadline),
-        Duration::from_millis(20),
+        // Often enough for a p99 of thousands of samples, not hundreds
+        // (a p99 of 300 is the third slowest: one stall moves it).
+        Duration::from_millis(5),
     );
     // RSS and CPU every 3 s.
     let sampler = {
@@ -1546,8 +1562,9 @@ async fn run() -> bool {
         n_ping as f64 / load_secs,
     );
     println!(
-        "  the floor, Peer.Ping to the bus daemon: idle p99 {:.2} ms, loaded p99 {:.2} ms ({bus_ratio:.2}×): what the machine's load alone does; the broker's loaded p99 is {floor_ratio:.2}× that floor (target ≤ 2×: {floor_met})",
+        "  the floor, Peer.Ping to the bus daemon: idle p99 {:.2} ms, loaded p50 {:.2} ms, p99 {:.2} ms ({bus_ratio:.2}×): what the machine's load alone does; the broker's loaded p99 is {floor_ratio:.2}× that floor (target ≤ 2×: {floor_met})",
         ms(idle_bus_p99),
+        ms(pct(&bus_lat, 0.5)),
         ms(bus_p99),
     );
     println!(
@@ -1642,37 +1659,58 @@ async fn run() -> bool {
     }
     drop(slow);
     focus.paused.store(true, Ordering::Relaxed);
+    // What is in use must come back (issue 50 item 7): the heap in use,
+    // which src/memory.rs logs every 5 s, within 10 % of what it was
+    // before the load. RSS is printed without a target: glibc keeps the
+    // pages of its heaps that a few live blocks pin (src/memory.rs gives
+    // back what it can), so RSS says what the allocator kept, not what
+    // the broker holds.
     let settled = Instant::now();
-    let limit_kib = rss_before_load + rss_before_load / 10;
-    let mut rss_after = rss_kib(pid);
-    while rss_after > limit_kib && settled.elapsed() < RSS_SETTLE {
+    let heap_limit = heap_used_before.map(|b| b * 1.1);
+    let heap_back = || match (heap_used(&home.log), heap_limit) {
+        (Some(now), Some(limit)) => now <= limit,
+        _ => false,
+    };
+    while !heap_back() && settled.elapsed() < RSS_SETTLE {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        rss_after = rss_kib(pid);
     }
+    let heap_met = heap_back();
+    let heap_after = heap_used(&home.log);
+    let rss_after = rss_kib(pid);
     let settle_secs = settled.elapsed().as_secs_f64();
     let slow_cut = slow_count();
+    let mb = |b: Option<f64>| {
+        b.map_or("not logged".to_owned(), |b| {
+            format!("{:.2} MB", b / 1048576.0)
+        })
+    };
     println!(
-        "  RSS after load: {:.1} MB {settle_secs:.0} s after it stopped (before it: {:.1} MB; within 10 %: {})",
-        rss_after as f64 / 1024.0,
-        rss_before_load as f64 / 1024.0,
-        if rss_after <= limit_kib { "yes" } else { "NO" }
-    );
-    println!(
-        "    before the load: {parts_before}; after it: {}",
-        parts_line(pid)
+        "  heap in use after load: {} {settle_secs:.0} s after it stopped (before it: {}; within 10 %: {})",
+        mb(heap_after),
+        mb(heap_used_before),
+        if heap_met { "yes" } else { "NO" }
     );
     println!(
         "    the daemon's heap (src/memory.rs) before the load: {heap_before}; now: {}",
         heap_line(&home.log)
     );
     println!(
+        "  RSS after load: {:.1} MB (before it: {:.1} MB; no target: the allocator keeps pages)",
+        rss_after as f64 / 1024.0,
+        rss_before_load as f64 / 1024.0,
+    );
+    println!(
+        "    before the load: {parts_before}; after it: {}",
+        parts_line(pid)
+    );
+    println!(
         "  slow readers disconnected: {slow_cut} of {slow_opened} (subscribed, never read; reader_stall_s = 5)"
     );
-    if rss_after > limit_kib {
+    if !heap_met {
         failures.push(format!(
-            "RSS did not come back after the load: {:.1} MB {settle_secs:.0} s after it, {:.1} MB before it",
-            rss_after as f64 / 1024.0,
-            rss_before_load as f64 / 1024.0
+            "the heap in use did not come back after the load: {} {settle_secs:.0} s after it, {} before it",
+            mb(heap_after),
+            mb(heap_used_before)
         ));
     }
     if secs >= 30 && slow_cut < slow_opened {
@@ -1891,7 +1929,7 @@ async fn run() -> bool {
     focus.stop.store(true, Ordering::Relaxed);
     let _ = focus_thread.join();
     let kill_secs = kill_start.elapsed().as_secs_f64();
-    if rounds_written * 10 < kills * 9 {
+    if rounds_written < kills {
         failures.push(format!(
             "focus changes were sent in only {rounds_written} of {kills} kill rounds: the loss is not measured"
         ));
@@ -1989,14 +2027,12 @@ async fn run() -> bool {
     );
     let _ = writeln!(
         t,
-        "| RSS after load | {:.1} MB {settle_secs:.0} s after the load stopped, {:.1} MB before it (target within 10 %: {}) |",
+        "| heap in use after load | {} {settle_secs:.0} s after the load stopped, {} before it (target within 10 %: {}); RSS {:.1} MB, {:.1} MB before it (no target: the allocator keeps pages) |",
+        mb(heap_after),
+        mb(heap_used_before),
+        if heap_met { "met" } else { "MISS" },
         rss_after as f64 / 1024.0,
         rss_before_load as f64 / 1024.0,
-        if rss_after <= limit_kib {
-            "met"
-        } else {
-            "MISS"
-        }
     );
     if let Some((rss, growth)) = rss_again {
         let _ = writeln!(
@@ -2034,7 +2070,11 @@ async fn run() -> bool {
         t,
         "| data lost per kill -9 (history: the kill's time minus the newest focus row stored, focus changed every ms) | mean {:.0} ms, max {lost_max} ms over {rounds_written} rounds with writes (limit {lost_limit} ms: {}) |",
         lost_sum as f64 / kills.max(1) as f64,
-        if over == 0 { "met" } else { "FAIL" }
+        if over == 0 && rounds_written == kills {
+            "met"
+        } else {
+            "FAIL"
+        }
     );
     let fuzz = std::env::var("CONTEXTD_SOAK_FUZZ_FIGURE")
         .ok()

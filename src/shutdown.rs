@@ -268,6 +268,21 @@ impl Lane {
     /// named `contextd-NAME`; with one worker, the thread that owns the
     /// runtime runs its tasks itself (one thread, not two).
     pub(crate) fn start(name: &'static str, workers: usize) -> std::io::Result<Lane> {
+        Lane::start_with(name, workers, None)
+    }
+
+    /// A lane of one thread that asks the kernel for a short time slice
+    /// (`slice`, see [`short_slice`]): a thread that mostly sleeps and
+    /// must answer at once when woken (the bus's, `daemon::Lanes`).
+    pub(crate) fn start_answering(name: &'static str, slice: Duration) -> std::io::Result<Lane> {
+        Lane::start_with(name, 1, Some(slice))
+    }
+
+    fn start_with(
+        name: &'static str,
+        workers: usize,
+        slice: Option<Duration>,
+    ) -> std::io::Result<Lane> {
         let mut builder = if workers > 1 {
             let mut b = tokio::runtime::Builder::new_multi_thread();
             b.worker_threads(workers);
@@ -285,6 +300,9 @@ impl Lane {
         let thread = std::thread::Builder::new()
             .name(format!("contextd-{name}"))
             .spawn(move || {
+                if let Some(slice) = slice {
+                    short_slice(slice);
+                }
                 rt.block_on(until.cancelled());
                 // Whatever a level left behind (it logged that) is dropped;
                 // a blocking task gets a moment to end.
@@ -319,6 +337,52 @@ impl Drop for Lane {
     fn drop(&mut self) {
         self.stop.cancel();
     }
+}
+
+/// Ask the kernel to run the calling thread in slices of `slice`
+/// (`sched_setattr(2)`'s `sched_runtime` for a normal thread, Linux 6.12
+/// and later with the EEVDF scheduler); older kernels ignore it or refuse
+/// it, and nothing else changes.
+///
+/// Why: on a loaded machine a woken thread waits for the running ones to
+/// use up their slices (3 ms by default on two CPUs) before it runs,
+/// however little it has to do. A thread with a shorter slice than the
+/// one running gets an earlier deadline and is run at once
+/// (`PREEMPT_SHORT`). It gets no more of the CPU than before: its
+/// priority (nice) is unchanged, so it cannot take anything from the
+/// user's other programs but the wait. No privilege is needed.
+pub(crate) fn short_slice(slice: Duration) {
+    #[cfg(target_os = "linux")]
+    {
+        let attr = libc::sched_attr {
+            size: std::mem::size_of::<libc::sched_attr>() as u32,
+            sched_policy: libc::SCHED_OTHER as u32,
+            sched_flags: 0,
+            sched_nice: 0,
+            sched_priority: 0,
+            sched_runtime: u64::try_from(slice.as_nanos()).unwrap_or(u64::MAX),
+            sched_deadline: 0,
+            sched_period: 0,
+        };
+        // SAFETY: sched_setattr(2) on the calling thread (0) reads `size`
+        // bytes of `attr`, which lives across the call; flags 0.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_sched_setattr,
+                0,
+                &attr as *const libc::sched_attr,
+                0,
+            )
+        };
+        if r != 0 {
+            tracing::debug!(
+                error = %std::io::Error::last_os_error(),
+                "the kernel keeps its own time slice for this thread"
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = slice;
 }
 
 /// Join an OS thread (a Wayland or PipeWire loop) that has been told to
@@ -420,5 +484,54 @@ mod tests {
         let waiting = tokio::spawn(join_thread(t, "waiting", Duration::from_secs(5)));
         drop(tx);
         assert!(waiting.await.unwrap_or(false));
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod slice_tests {
+    use super::*;
+
+    /// The kernel's release as (major, minor).
+    fn kernel() -> (u32, u32) {
+        let r = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let mut n = r.split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
+        (n.next().unwrap_or(0), n.next().unwrap_or(0))
+    }
+
+    /// The calling thread's `sched_runtime` as the kernel reports it.
+    fn runtime() -> u64 {
+        // SAFETY: an all-zero `sched_attr` is a valid value of the plain
+        // C struct; sched_getattr(2) fills at most `size` bytes of it.
+        let mut attr: libc::sched_attr = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::sched_attr>() as u32;
+        // SAFETY: the calling thread (0), `attr` lives across the call,
+        // `size` is its size, flags 0.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_sched_getattr,
+                0,
+                &mut attr as *mut libc::sched_attr,
+                size,
+                0,
+            )
+        };
+        assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+        attr.sched_runtime
+    }
+
+    #[test]
+    fn an_answering_thread_runs_in_short_slices_where_the_kernel_has_them() {
+        let got = std::thread::spawn(|| {
+            short_slice(Duration::from_micros(500));
+            runtime()
+        })
+        .join()
+        .expect("thread");
+        // EEVDF's slice requests for normal threads came with Linux 6.12.
+        if kernel() >= (6, 12) {
+            assert_eq!(got, 500_000);
+        }
+        // The other threads keep the kernel's.
+        assert_ne!(runtime(), 500_000);
     }
 }

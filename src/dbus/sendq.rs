@@ -30,7 +30,7 @@ pub(crate) struct SendQueue {
 impl SendQueue {
     /// Below this many unread bytes the writer writes: a reply waits
     /// behind at most this and one turn of signals.
-    pub(crate) const LOW: usize = 16 * 1024;
+    pub(crate) const LOW: usize = 8 * 1024;
 
     /// How often the writer looks again while the queue is longer.
     const LOOK_EVERY: Duration = Duration::from_millis(1);
