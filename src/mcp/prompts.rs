@@ -102,14 +102,7 @@ pub(crate) static REGISTRY: &[Declared] = &[declare::<WhatAmIDoing>(), declare::
 
 /// The prompts, as `prompts/list` shows them.
 pub(crate) fn catalog() -> Vec<Value> {
-    #[allow(unused_mut)]
-    let mut v: Vec<Value> = REGISTRY.iter().map(|p| (p.describe)()).collect();
-    #[cfg(feature = "conformance")]
-    if super::fixtures_on() {
-        v.extend(super::conformance::prompts());
-    }
-    v.shrink_to_fit();
-    v
+    REGISTRY.iter().map(|p| (p.describe)()).collect()
 }
 
 #[cfg(test)]
@@ -140,12 +133,6 @@ pub(crate) async fn get(
             mode,
         };
         return (p.build)(cx, args).await;
-    }
-    #[cfg(feature = "conformance")]
-    if super::fixtures_on()
-        && let Some(r) = super::conformance::prompt(name, &args)
-    {
-        return r;
     }
     Err(Error::InvalidParams(format!(
         "unknown prompt '{}'; prompts/list names the prompts",
@@ -294,9 +281,9 @@ pub(crate) async fn complete(
     let prefix = req.argument.value.as_str();
     let candidates: Vec<String> = match &req.r#ref {
         Reference::Prompt(p) => {
-            #[cfg(feature = "conformance")]
-            if super::fixtures_on() && super::conformance::completes(&p.name) {
-                let v = super::conformance::complete(&p.name, &req.argument.name, prefix);
+            let theirs =
+                super::extension::get().and_then(|e| e.complete(&p.name, &req.argument.name));
+            if let Some(v) = theirs {
                 return finish_completion(v, prefix);
             }
             let Some(declared) = REGISTRY.iter().find(|d| d.name == p.name) else {

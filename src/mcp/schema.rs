@@ -130,17 +130,37 @@ pub(crate) fn input<T: JsonSchema>() -> Value {
 /// Parse a call's arguments into `T`: serde alone decides, from the
 /// same type the `inputSchema` is derived from (unknown arguments by
 /// `deny_unknown_fields`, ranges and lengths by [`Bounded`] and [`Text`]),
-/// and the model reads which argument to change and why.
-pub(crate) fn parse<T: DeserializeOwned>(args: Option<Map<String, Value>>) -> Result<T, String> {
-    let v = Value::Object(args.unwrap_or_default());
-    serde_path_to_error::deserialize(v).map_err(|e| {
+/// and the model reads which argument to change and why; for a missing
+/// one, what its schema says it is (the kinds `get_provided_context`
+/// takes, say).
+pub(crate) fn parse<T: DeserializeOwned + JsonSchema>(
+    args: Option<Map<String, Value>>,
+) -> Result<T, String> {
+    let args = args.unwrap_or_default();
+    let missing = |args: &Map<String, Value>| {
+        let schema = input::<T>();
+        let k = schema["required"]
+            .as_array()?
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|k| args.get(*k).is_none_or(Value::is_null))?;
+        Some(match schema["properties"][k]["description"].as_str() {
+            Some(d) => format!("'{k}' is required: {d}"),
+            None => format!("'{k}' is required"),
+        })
+    };
+    let v = Value::Object(args);
+    serde_path_to_error::deserialize(&v).map_err(|e| {
         let at: String = e.path().to_string().chars().take(64).collect();
         let inner = e.into_inner();
-        if at == "." {
-            format!("invalid arguments: {inner}")
-        } else {
-            format!("invalid argument '{at}': {inner}")
+        if at != "." {
+            return format!("invalid argument '{at}': {inner}");
         }
+        match &v {
+            Value::Object(args) => missing(args),
+            _ => None,
+        }
+        .unwrap_or_else(|| format!("invalid arguments: {inner}"))
     })
 }
 
