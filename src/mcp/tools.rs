@@ -89,9 +89,12 @@ pub(crate) struct Declared {
     /// Whether arguments parse into the tool's `Args` (the message the
     /// model reads when not): the schema test's handle on the type.
     #[cfg(test)]
-    pub(crate) parse: fn(Option<Map<String, Value>>) -> Result<(), String>,
-    run: for<'a> fn(Cx<'a>, Option<Map<String, Value>>) -> Running<'a>,
+    pub(crate) parse: fn(Arguments) -> Result<(), String>,
+    run: for<'a> fn(Cx<'a>, Arguments) -> Running<'a>,
 }
+
+/// A call's arguments as the host sent them.
+type Arguments = Option<Map<String, Value>>;
 
 type Running<'a> = Pin<Box<dyn Future<Output = CallToolResult> + Send + 'a>>;
 

@@ -236,7 +236,7 @@ fn result(v: Value) -> Result<CallToolResult, ErrorData> {
     if let Value::Object(m) = &mut v {
         m.insert("resultType".into(), json!("complete"));
     }
-    wire(v).map_err(Into::into)
+    wire(v)
 }
 
 fn text(t: &str) -> Result<CallToolResult, ErrorData> {
@@ -691,7 +691,7 @@ async fn task(
                         "confirm",
                         "boolean",
                     ))
-                    .map_err(|e| TaskExit::Error(e.into()))?;
+                    .map_err(TaskExit::Error)?;
                     let r = t.request_input("confirm", ask).await?;
                     let yes = elicited(&r, "confirm")
                         .and_then(|v| v.as_bool())
@@ -704,9 +704,8 @@ async fn task(
         }
         "multi_input" => created(tasks().spawn(TaskOptions::default(), |t| {
             Box::pin(async move {
-                let ask = |m: &str| {
-                    wire(elicitation(m, "value", "string")).map_err(|e| TaskExit::Error(e.into()))
-                };
+                let ask =
+                    |m: &str| wire(elicitation(m, "value", "string")).map_err(TaskExit::Error);
                 let (a, b) = (ask("Provide value A")?, ask("Provide value B")?);
                 let (a, b) =
                     tokio::join!(t.request_input("input-a", a), t.request_input("input-b", b));
@@ -756,8 +755,7 @@ fn get_prompt(req: &GetPromptRequestParams) -> Option<Result<GetPromptResponse, 
                 "description": "A prompt built from elicited context",
                 "messages": [{"role": "user", "content": {"type": "text", "text": format!("Prompt with elicited context: {c}")}}]
             }))
-            .map(Into::into)
-            .map_err(Into::into),
+            .map(Into::into),
             None => needs(
                 json!({"user_context": elicitation("What context should the prompt use?", "context", "string")}),
                 None,
@@ -825,7 +823,7 @@ async fn talking_back(
             }));
             let params = match params {
                 Ok(p) => p,
-                Err(e) => return Some(Err(e.into())),
+                Err(e) => return Some(Err(e)),
             };
             match ctx.peer.create_message(params).await {
                 Ok(r) => {
@@ -988,5 +986,7 @@ fn read(uri: &str) -> Option<Result<ReadResourceResult, ErrorData>> {
             json!([{"uri": uri, "mimeType": "application/json", "text": json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")}).to_string()}])
         }
     };
-    Some(wire(json!({"resultType": "complete", "contents": contents})).map_err(Into::into))
+    Some(wire(
+        json!({"resultType": "complete", "contents": contents}),
+    ))
 }
