@@ -213,10 +213,11 @@ test-locked:
 	@# Every target, linted and built once, with the `conformance` feature:
 	@# the library, its unit tests, the binaries, the examples, the
 	@# integration tests (the MCP conformance suite's among them) and (in
-	@# test mode, not run) the benches. The feature compiles in the
-	@# conformance suite's fixtures, which only the conformance test's
-	@# daemon turns on (`[mcp.http] conformance`); every other test daemon
-	@# serves what a release build serves.
+	@# test mode, not run) the benches. The feature builds one more
+	@# binary, `contextd-conformance` (contextd with the conformance
+	@# suite's fixtures, tests/mcp_conformance/), which only the
+	@# conformance test runs; the library and `contextd` are what a
+	@# release build has.
 	$(CARGO) test --quiet --no-run --all-targets --features conformance $(LOCKED)
 	@# The tests run, and beside them what a release build compiles (no
 	@# feature) is checked and linted: in a build dir of its own (kept per

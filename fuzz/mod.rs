@@ -785,12 +785,13 @@ mod targets {
 
     /// The argument lists of the tools.
     pub(super) fn mcp_tool_args(s: &Settings) -> Outcome {
+        use crate::core::cursor::{decode, encode};
         use crate::mcp::schema::*;
-        use crate::mcp::tools::{decode_cursor, encode_cursor, page};
+        use crate::mcp::tools::page;
         let kind = proptest::sample::select(&["windows", "notifications", "x"][..]);
         let cursor = prop_oneof![
-            (kind.clone(), any::<usize>()).prop_map(|(k, n)| encode_cursor(k, n)),
-            (kind.clone(), 0..300usize).prop_map(|(k, n)| encode_cursor(k, n)),
+            (kind.clone(), any::<usize>()).prop_map(|(k, n)| encode(k, n)),
+            (kind.clone(), 0..300usize).prop_map(|(k, n)| encode(k, n)),
             ".{0,24}",
         ]
         .prop_map(Value::from);
@@ -815,7 +816,7 @@ mod targets {
                 ".{0,24}",
             ),
             |(tool, args, kind, n, raw)| {
-                let _ = decode_cursor(kind, &raw);
+                let _ = decode::<usize>(kind, &raw);
                 // Every tool's argument type; the pages of the list tools.
                 let args = match tool {
                     0 => return drop(parse::<NoArgs>(args)),
@@ -831,7 +832,7 @@ mod targets {
                 if let Ok((items, next)) = page(vec![(); n], kind, &args) {
                     assert!(items.len() <= crate::mcp::schema::MAX_PAGE);
                     if let Some(next) = next {
-                        assert!(decode_cursor(kind, &next).is_ok_and(|o| o < n));
+                        assert!(decode::<usize>(kind, &next).is_ok_and(|o| o < n));
                     }
                 }
             },
@@ -1759,8 +1760,8 @@ mod regressions {
     #[test]
     fn page_cursor_at_the_end_of_usize() {
         use crate::mcp::schema::{PageArgs, parse};
-        use crate::mcp::tools::{encode_cursor, page};
-        let cursor = encode_cursor("windows", usize::MAX);
+        use crate::mcp::tools::page;
+        let cursor = crate::core::cursor::encode("windows", usize::MAX);
         let args = serde_json::json!({ "cursor": cursor });
         let args = parse::<PageArgs>(args.as_object().cloned()).expect("args");
         let (items, next) = page(vec![1, 2, 3], "windows", &args).expect("a page");

@@ -398,13 +398,6 @@ pub struct McpHttpConfig {
     /// Hosts on 2025 sessions always get event streams, as rmcp serves them.
     #[serde(default)]
     pub responses: Responses,
-    /// Conformance builds only: serve the official conformance suite's
-    /// fixtures (tools, resources, prompts it expects) and treat requests
-    /// without a bearer token as the subject `token:conformance` (the suite
-    /// sends none). A release build has no such setting.
-    #[cfg(feature = "conformance")]
-    #[serde(default)]
-    pub conformance: bool,
 }
 
 /// `[mcp.http] responses`: see [`McpHttpConfig::responses`].
@@ -425,8 +418,6 @@ impl McpHttpConfig {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             responses: Responses::default(),
-            #[cfg(feature = "conformance")]
-            conformance: false,
         }
     }
 }

@@ -73,6 +73,11 @@ pub mod internals {
     pub use crate::httpd::{FIRST_HEAD_TIMEOUT, HEADER_TIMEOUT};
     pub use crate::mcp::resources::FIXED as MCP_FIXED_RESOURCES;
     pub use crate::mcp::tools::catalog as mcp_tool_catalog;
+    /// What the conformance fixtures' daemon (`contextd-conformance`)
+    /// serves beside contextd's own MCP catalog.
+    pub mod mcp_extension {
+        pub use crate::mcp::extension::{Answer, Extension, install};
+    }
     pub use crate::sources::wayland::run_at as run_wayland_source_at;
     pub use crate::sources::{Backoff, SourceContext};
     /// The command lines of both binaries, which also render the man pages

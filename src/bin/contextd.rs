@@ -34,7 +34,7 @@ fn bounded_malloc_arenas() {
     }
 }
 
-fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     // Before the key is read or a thread starts (contextd::hardening).
     let hardened = contextd::hardening::protect();
     bounded_malloc_arenas();

@@ -8,6 +8,7 @@ pub(crate) mod captures;
 pub(crate) mod change;
 pub(crate) mod clock;
 pub(crate) mod consent;
+pub(crate) mod cursor;
 pub(crate) mod display;
 pub(crate) mod error;
 pub(crate) mod event;

@@ -65,33 +65,23 @@ pub(crate) const MAX_PAGE: usize = 1000;
 /// ... and how many when the reader does not say.
 pub(crate) const DEFAULT_PAGE: usize = 100;
 
-/// The cursor of the page after `app`'s entry of `kind`: opaque to
-/// readers (URL-safe base64 of `kind:app`), so that its form can change.
-/// It tells no more than the page it ends: the app id of its last entry.
+/// The cursor of the page after `app`'s entry of `kind` (the core's one
+/// cursor, [`super::cursor`], over the list `provided.KIND`): it tells no
+/// more than the page it ends, the app id of its last entry.
 pub(crate) fn encode_cursor(kind: &str, app: &str) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{kind}:{app}"))
+    super::cursor::encode(&format!("provided.{kind}"), app)
 }
 
 /// The app a cursor of `kind` ends at; a cursor of another kind, or
 /// anything not made by [`encode_cursor`], is `InvalidArgs`.
 pub(crate) fn decode_cursor(kind: &str, cursor: &str) -> Result<AppId> {
-    use base64::Engine;
-    let bad = || {
+    let bad = |e: super::cursor::InvalidCursor| {
         Error::InvalidArgs(format!(
-            "invalid cursor '{}': pass back a next_cursor a page of provided.{kind} returned",
-            cursor.chars().take(64).collect::<String>()
+            "{e}: pass back a next_cursor a page of provided.{kind} returned"
         ))
     };
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(cursor)
-        .map_err(|_| bad())?;
-    let text = String::from_utf8(bytes).map_err(|_| bad())?;
-    let (k, app) = text.split_once(':').ok_or_else(bad)?;
-    if k != kind {
-        return Err(bad());
-    }
-    AppId::new(app).map_err(|_| bad())
+    let app: String = super::cursor::decode(&format!("provided.{kind}"), cursor).map_err(bad)?;
+    AppId::new(app).map_err(|_| bad(super::cursor::InvalidCursor::of(cursor)))
 }
 
 /// Rate buckets kept before idle ones are dropped on a publish (they are

@@ -89,8 +89,8 @@ pub(crate) struct Bearer {
 
 impl Bearer {
     /// A bearer for a subject that no token stands for and that is never
-    /// revoked (the conformance suite's requests without a token).
-    #[cfg_attr(not(any(test, feature = "conformance")), allow(dead_code))]
+    /// revoked (an MCP extension's requests without a token, see
+    /// `mcp::extension::Extension::anonymous`).
     pub(crate) fn unrevocable(name: &str) -> Bearer {
         Bearer {
             name: name.to_owned(),

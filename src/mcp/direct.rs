@@ -195,15 +195,6 @@ pub(super) fn accept(headers: &HeaderMap, body: &[u8]) -> Option<(Call, Option<S
     {
         return None;
     }
-    // The conformance fixtures need rmcp's request context.
-    #[cfg(feature = "conformance")]
-    if super::fixtures_on()
-        && super::conformance::tools()
-            .iter()
-            .any(|t| t["name"] == call.params.name.as_str())
-    {
-        return None;
-    }
     Some((call, client))
 }
 
@@ -402,7 +393,7 @@ mod tests {
                 String::from_utf8_lossy(&b)
             );
         }
-        // A tool that is not ours (the conformance fixtures' are rmcp's).
+        // A tool that is not ours (an extension's are rmcp's to run).
         let mut h = headers(GOOD);
         h.insert("mcp-name", HeaderValue::from_static("no_such_tool"));
         assert!(accept(&h, &body_named("no_such_tool", META, "")).is_none());

@@ -16,38 +16,10 @@
 
 pub(crate) mod admin;
 pub(crate) mod admission;
-// The official conformance suite's fixtures live beside its test, out of
-// src/, and are compiled only with the `conformance` feature (never in a
-// release build).
-#[cfg(feature = "conformance")]
-#[path = "../../tests/mcp_conformance/fixtures.rs"]
-pub(crate) mod conformance;
-
-/// Conformance builds only: whether this daemon serves the fixtures, set
-/// once from `[mcp.http] conformance` when its HTTP server starts. `make
-/// test` builds every test with the feature (one build of the crate, not
-/// one per feature set), so the fixtures are compiled into every test
-/// daemon; only the conformance test's daemon turns them on, and every
-/// other test talks to the MCP server a release build has.
-#[cfg(feature = "conformance")]
-static FIXTURES_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Turn the conformance fixtures on for this daemon (its `[mcp.http]
-/// conformance`), when its HTTP server is set up: the fixtures, and
-/// token-less requests as `token:conformance` (see [`FIXTURES_ON`]).
-#[cfg(feature = "conformance")]
-pub(crate) fn serve_fixtures() {
-    FIXTURES_ON.store(true, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Whether the conformance fixtures are served (see [`FIXTURES_ON`]).
-#[cfg(feature = "conformance")]
-pub(crate) fn fixtures_on() -> bool {
-    FIXTURES_ON.load(std::sync::atomic::Ordering::Relaxed)
-}
 pub(crate) mod consent;
 pub(crate) mod direct;
 pub(crate) mod error;
+pub(crate) mod extension;
 pub(crate) mod http;
 pub(crate) mod jsonrpc;
 pub(crate) mod notify;

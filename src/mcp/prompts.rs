@@ -1,7 +1,13 @@
 //! Prompts, and `completion/complete` for their arguments and for the
 //! window template.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use rmcp::model::{CompleteRequestParams, CompleteResult, GetPromptResult, Reference};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use super::Broker;
@@ -12,71 +18,96 @@ use super::render::{data, is_plain, json_line, seal};
 use super::resources::{self, Res};
 use crate::core::read;
 
-const DETAILS: [&str; 2] = ["brief", "full"];
-const PERIODS: [&str; 2] = ["24h", "7d"];
+/// What a prompt is built for: the host, how consent is asked, the broker.
+pub(crate) struct Cx<'a> {
+    pub(crate) broker: &'a Broker,
+    pub(crate) subject: &'a Subject,
+    pub(crate) mode: Mode,
+}
+
+/// One MCP prompt, declared once: its `arguments` (name, title,
+/// description, required) are read off the JSON Schema of `Args`, the
+/// values `completion/complete` offers are the `enum` of each argument's
+/// type, and the arguments of `prompts/get` are parsed into `Args` by
+/// serde (all prompt arguments are strings in MCP: `Args`' fields are
+/// strings or string enums).
+pub(crate) trait Prompt {
+    const NAME: &'static str;
+    const TITLE: &'static str;
+    const DESCRIPTION: &'static str;
+    type Args: DeserializeOwned + JsonSchema + Send;
+    fn get(
+        cx: Cx<'_>,
+        args: Self::Args,
+    ) -> impl Future<Output = Result<GetPromptResult, Error>> + Send + '_;
+}
+
+type Building<'a> = Pin<Box<dyn Future<Output = Result<GetPromptResult, Error>> + Send + 'a>>;
+
+/// A declared prompt with its types erased, as the registry holds it.
+pub(crate) struct Declared {
+    pub(crate) name: &'static str,
+    describe: fn() -> Value,
+    /// The JSON Schema of the arguments (completion reads its `enum`s).
+    args: fn() -> Value,
+    build: for<'a> fn(Cx<'a>, Option<Map<String, Value>>) -> Building<'a>,
+}
+
+const fn declare<P: Prompt>() -> Declared {
+    Declared {
+        name: P::NAME,
+        describe: describe::<P>,
+        args: super::schema::input::<P::Args>,
+        build: build::<P>,
+    }
+}
+
+fn describe<P: Prompt>() -> Value {
+    let schema = super::schema::input::<P::Args>();
+    let required = |k: &str| {
+        schema["required"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|x| x == k))
+    };
+    let arguments: Vec<Value> = schema["properties"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, p)| {
+            json!({
+                "name": k,
+                "title": p["title"],
+                "description": p["description"],
+                "required": required(k),
+            })
+        })
+        .collect();
+    json!({
+        "name": P::NAME,
+        "title": P::TITLE,
+        "description": P::DESCRIPTION,
+        "arguments": arguments,
+    })
+}
+
+fn build<'a, P: Prompt>(cx: Cx<'a>, args: Option<Map<String, Value>>) -> Building<'a> {
+    Box::pin(async move {
+        let args = super::schema::parse::<P::Args>(args).map_err(Error::InvalidParams)?;
+        P::get(cx, args).await
+    })
+}
+
+/// Every prompt, in the order `prompts/list` shows them.
+pub(crate) static REGISTRY: &[Declared] = &[declare::<WhatAmIDoing>(), declare::<PrivacyReport>()];
 
 /// The prompts, as `prompts/list` shows them.
 pub(crate) fn catalog() -> Vec<Value> {
-    let mut v = vec![
-        json!({
-            "name": "what_am_i_doing",
-            "title": "What am I doing?",
-            "description": "A prompt built from what the user allowed this host to see right now (focused window, open windows, media, session, and what apps publish: the open document, the current task, the selection, an event), asking the model to describe the user's current activity.",
-            "arguments": [{
-                "name": "detail",
-                "title": "Detail",
-                "description": "brief (default): a summary; full: also the complete JSON snapshot",
-                "required": false
-            }]
-        }),
-        json!({
-            "name": "privacy_report",
-            "title": "Privacy report",
-            "description": "Which apps used the microphone, camera or screen recently (needs media.capture; 7d, and the timeline for 24h, need history), as a prompt asking the model to explain it to the user.",
-            "arguments": [{
-                "name": "period",
-                "title": "Period",
-                "description": "How far back: 24h (the default) or 7d",
-                "required": false
-            }]
-        }),
-    ];
-    #[cfg(feature = "conformance")]
-    if super::fixtures_on() {
-        v.extend(super::conformance::prompts());
-    }
-    v.shrink_to_fit();
-    v
+    REGISTRY.iter().map(|p| (p.describe)()).collect()
 }
 
 #[cfg(test)]
 pub(crate) fn prompts() -> Result<Vec<rmcp::model::Prompt>, Error> {
     catalog().into_iter().map(wire).collect()
-}
-
-fn arg<'a>(args: &'a Option<Map<String, Value>>, k: &str) -> Result<Option<&'a str>, Error> {
-    match args.as_ref().and_then(|a| a.get(k)) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(Error::InvalidParams(format!(
-            "argument '{k}' must be a string"
-        ))),
-    }
-}
-
-fn check_args(args: &Option<Map<String, Value>>, allowed: &[&str]) -> Result<(), Error> {
-    if let Some(k) = args
-        .iter()
-        .flat_map(|a| a.keys())
-        .find(|k| !allowed.contains(&k.as_str()))
-    {
-        return Err(Error::InvalidParams(format!(
-            "unknown argument '{}'; this prompt takes: {}",
-            k.chars().take(64).collect::<String>(),
-            allowed.join(", ")
-        )));
-    }
-    Ok(())
 }
 
 fn user_text(description: &str, text: String) -> Value {
@@ -95,89 +126,145 @@ pub(crate) async fn get(
     args: Option<Map<String, Value>>,
     mode: Mode,
 ) -> Result<GetPromptResult, Error> {
-    match name {
-        "what_am_i_doing" => {
-            check_args(&args, &["detail"])?;
-            let full = match arg(&args, "detail")? {
-                None | Some("brief") => false,
-                Some("full") => true,
-                Some(_) => {
-                    return Err(Error::InvalidParams(
-                        "argument 'detail' must be brief or full".into(),
-                    ));
-                }
-            };
-            let snap = resources::read(broker, subject, &Res::Snapshot, mode).await?;
-            let mut text = format!(
-                "Here is what my desktop shows right now, as reported by contextd (only what I allowed this assistant to see):\n\n{}",
-                snap.markdown
-            );
-            if full {
-                // Its strings are the same third-party text: the JSON goes
-                // in one fence (one line, nothing in it can close it).
-                text.push_str(&format!(
-                    "\nThe complete snapshot as JSON:\n\n{}\n",
-                    data("snapshot as JSON", None, &json_line(&snap.json))
-                ));
-            }
-            text.push_str("\nIn two or three sentences, what am I most likely doing right now? Do not guess beyond what the data shows.");
-            wire(user_text(
-                "What the user is doing, from the allowed snapshot",
-                seal(text),
-            ))
+    if let Some(p) = REGISTRY.iter().find(|p| p.name == name) {
+        let cx = Cx {
+            broker,
+            subject,
+            mode,
+        };
+        return (p.build)(cx, args).await;
+    }
+    Err(Error::InvalidParams(format!(
+        "unknown prompt '{}'; prompts/list names the prompts",
+        name.chars().take(64).collect::<String>()
+    )))
+}
+
+/// The values `completion/complete` offers for argument `arg` of a
+/// declared prompt: its type's `enum`; `None` when it has no such
+/// argument.
+fn choices(p: &Declared, arg: &str) -> Option<Vec<String>> {
+    let schema = (p.args)();
+    let prop = schema["properties"].get(arg)?;
+    Some(
+        prop["enum"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+/// `what_am_i_doing`'s `detail`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Detail {
+    #[default]
+    Brief,
+    Full,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DoingArgs {
+    #[schemars(
+        title = "Detail",
+        description = "brief (default): a summary; full: also the complete JSON snapshot"
+    )]
+    detail: Option<Detail>,
+}
+
+pub(crate) struct WhatAmIDoing;
+impl Prompt for WhatAmIDoing {
+    const NAME: &'static str = "what_am_i_doing";
+    const TITLE: &'static str = "What am I doing?";
+    const DESCRIPTION: &'static str = "A prompt built from what the user allowed this host to see right now (focused window, open windows, media, session, and what apps publish: the open document, the current task, the selection, an event), asking the model to describe the user's current activity.";
+    type Args = DoingArgs;
+    async fn get(cx: Cx<'_>, args: DoingArgs) -> Result<GetPromptResult, Error> {
+        let full = args.detail.unwrap_or_default() == Detail::Full;
+        let snap = resources::read(cx.broker, cx.subject, &Res::Snapshot, cx.mode).await?;
+        let mut text = format!(
+            "Here is what my desktop shows right now, as reported by contextd (only what I allowed this assistant to see):\n\n{}",
+            snap.markdown
+        );
+        if full {
+            // Its strings are the same third-party text: the JSON goes
+            // in one fence (one line, nothing in it can close it).
+            text.push_str(&format!(
+                "\nThe complete snapshot as JSON:\n\n{}\n",
+                data("snapshot as JSON", None, &json_line(&snap.json))
+            ));
         }
-        "privacy_report" => {
-            check_args(&args, &["period"])?;
-            let (days, said) = match arg(&args, "period")? {
-                None | Some("24h") => (1, "24 hours"),
-                Some("7d") => (7, "7 days"),
-                Some(_) => {
-                    return Err(Error::InvalidParams(
-                        "argument 'period' must be 24h or 7d".into(),
-                    ));
-                }
-            };
-            let since = broker.core.now() - chrono::Duration::days(days);
-            let c = broker
-                .core
-                .read(subject, read::Captures { since }, mode)
-                .await?;
-            let whence = if c.from_timeline {
-                "from the timeline contextd keeps"
-            } else {
-                "as contextd saw it since it started"
-            };
-            let mut lines: Vec<String> = c.sessions.iter().map(output::capture_line).collect();
-            if c.more {
-                lines.push(format!("… and more after the first {}", read::MAX_CAPTURES));
-            }
-            let mut text = format!(
-                "Here is who used my microphone, camera or screen in the last {said}, {whence}:\n\n"
-            );
-            if lines.is_empty() {
-                text.push_str("Nobody.\n");
-            }
-            for l in &lines {
-                text.push_str(&format!("- {l}\n"));
-            }
-            text.push_str("\nExplain this to me briefly and point out anything unusual.");
-            wire(user_text(
-                "Recent use of microphone, camera and screen",
-                seal(text),
-            ))
+        text.push_str("\nIn two or three sentences, what am I most likely doing right now? Do not guess beyond what the data shows.");
+        wire(user_text(
+            "What the user is doing, from the allowed snapshot",
+            seal(text),
+        ))
+    }
+}
+
+/// `privacy_report`'s `period`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+pub(crate) enum Period {
+    #[default]
+    #[serde(rename = "24h")]
+    Day,
+    #[serde(rename = "7d")]
+    Week,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PrivacyArgs {
+    #[schemars(
+        title = "Period",
+        description = "How far back: 24h (the default) or 7d"
+    )]
+    period: Option<Period>,
+}
+
+pub(crate) struct PrivacyReport;
+impl Prompt for PrivacyReport {
+    const NAME: &'static str = "privacy_report";
+    const TITLE: &'static str = "Privacy report";
+    const DESCRIPTION: &'static str = "Which apps used the microphone, camera or screen recently (needs media.capture; 7d, and the timeline for 24h, need history), as a prompt asking the model to explain it to the user.";
+    type Args = PrivacyArgs;
+    async fn get(cx: Cx<'_>, args: PrivacyArgs) -> Result<GetPromptResult, Error> {
+        let (days, said) = match args.period.unwrap_or_default() {
+            Period::Day => (1, "24 hours"),
+            Period::Week => (7, "7 days"),
+        };
+        let since = cx.broker.core.now() - chrono::Duration::days(days);
+        let c = cx
+            .broker
+            .core
+            .read(cx.subject, read::Captures { since }, cx.mode)
+            .await?;
+        let whence = if c.from_timeline {
+            "from the timeline contextd keeps"
+        } else {
+            "as contextd saw it since it started"
+        };
+        let mut lines: Vec<String> = c.sessions.iter().map(output::capture_line).collect();
+        if c.more {
+            lines.push(format!("… and more after the first {}", read::MAX_CAPTURES));
         }
-        _ => {
-            #[cfg(feature = "conformance")]
-            if super::fixtures_on()
-                && let Some(r) = super::conformance::prompt(name, &args)
-            {
-                return r;
-            }
-            Err(Error::InvalidParams(format!(
-                "unknown prompt '{}'; prompts/list names the prompts",
-                name.chars().take(64).collect::<String>()
-            )))
+        let mut text = format!(
+            "Here is who used my microphone, camera or screen in the last {said}, {whence}:\n\n"
+        );
+        if lines.is_empty() {
+            text.push_str("Nobody.\n");
         }
+        for l in &lines {
+            text.push_str(&format!("- {l}\n"));
+        }
+        text.push_str("\nExplain this to me briefly and point out anything unusual.");
+        wire(user_text(
+            "Recent use of microphone, camera and screen",
+            seal(text),
+        ))
     }
 }
 
@@ -193,27 +280,26 @@ pub(crate) async fn complete(
 ) -> Result<CompleteResult, Error> {
     let prefix = req.argument.value.as_str();
     let candidates: Vec<String> = match &req.r#ref {
-        Reference::Prompt(p) => match (p.name.as_str(), req.argument.name.as_str()) {
-            ("what_am_i_doing", "detail") => DETAILS.iter().map(|s| s.to_string()).collect(),
-            ("privacy_report", "period") => PERIODS.iter().map(|s| s.to_string()).collect(),
-            #[cfg(feature = "conformance")]
-            (name, argname) if super::fixtures_on() && super::conformance::completes(name) => {
-                super::conformance::complete(name, argname, prefix)
+        Reference::Prompt(p) => {
+            let theirs =
+                super::extension::get().and_then(|e| e.complete(&p.name, &req.argument.name));
+            if let Some(v) = theirs {
+                return finish_completion(v, prefix);
             }
-            ("what_am_i_doing" | "privacy_report", a) => {
-                return Err(Error::InvalidParams(format!(
-                    "prompt '{}' has no argument '{}'",
-                    p.name,
-                    a.chars().take(64).collect::<String>()
-                )));
-            }
-            (n, _) => {
+            let Some(declared) = REGISTRY.iter().find(|d| d.name == p.name) else {
                 return Err(Error::InvalidParams(format!(
                     "unknown prompt '{}'",
-                    n.chars().take(64).collect::<String>()
+                    p.name.chars().take(64).collect::<String>()
                 )));
-            }
-        },
+            };
+            choices(declared, &req.argument.name).ok_or_else(|| {
+                Error::InvalidParams(format!(
+                    "prompt '{}' has no argument '{}'",
+                    p.name,
+                    req.argument.name.chars().take(64).collect::<String>()
+                ))
+            })?
+        }
         Reference::Resource(r)
             if r.uri == super::timeline::HISTORY_TEMPLATE && req.argument.name == "app" =>
         {
@@ -243,6 +329,11 @@ pub(crate) async fn complete(
             ));
         }
     };
+    finish_completion(candidates, prefix)
+}
+
+/// The candidates that start with `prefix`, as the completion result.
+fn finish_completion(candidates: Vec<String>, prefix: &str) -> Result<CompleteResult, Error> {
     // A value hosts may show or hand to the model as it is: only plain
     // identifiers (an app id a client chose can be any text).
     let mut values: Vec<String> = candidates
@@ -270,5 +361,36 @@ mod tests {
         let c: Result<CompleteResult, Error> =
             wire(json!({"completion": {"values": ["a"], "total": 1, "hasMore": false}}));
         assert!(c.is_ok());
+    }
+
+    /// A prompt's arguments, their parsing and the values completion
+    /// offers all come from its `Args` type.
+    #[test]
+    fn prompt_arguments_and_choices_come_from_their_types() {
+        let find = |n: &str| REGISTRY.iter().find(|p| p.name == n).expect("declared");
+        let doing = find("what_am_i_doing");
+        let brief_full = Some(vec!["brief".to_string(), "full".to_string()]);
+        assert_eq!(choices(doing, "detail"), brief_full);
+        assert_eq!(choices(doing, "period"), None);
+        let report = find("privacy_report");
+        let periods = Some(vec!["24h".to_string(), "7d".to_string()]);
+        assert_eq!(choices(report, "period"), periods);
+        let args = |v: Value| v.as_object().cloned();
+        let p = super::super::schema::parse::<PrivacyArgs>(args(json!({"period": "7d"})));
+        assert!(p.is_ok_and(|p| p.period == Some(Period::Week)));
+        for bad in [
+            json!({"detail": "loud"}),
+            json!({"detail": 5}),
+            json!({"period": "7d"}),
+        ] {
+            let e = super::super::schema::parse::<DoingArgs>(args(bad.clone())).err();
+            assert!(
+                e.is_some_and(|e| e.starts_with("invalid argument '")),
+                "{bad}"
+            );
+        }
+        let described = (doing.describe)();
+        assert_eq!(described["arguments"][0]["name"], "detail");
+        assert_eq!(described["arguments"][0]["required"], false);
     }
 }

@@ -127,91 +127,124 @@ pub(crate) fn input<T: JsonSchema>() -> Value {
     Value::Object(m)
 }
 
-/// Parse a call's arguments into `T`, checking them against `T`'s schema
-/// first so that the model reads what to change in words the schema
-/// gives: an argument the tool does not take, a missing one, one of the
-/// wrong type or out of range.
-pub(crate) fn parse<T: JsonSchema + DeserializeOwned>(
+/// Parse a call's arguments into `T`: serde alone decides, from the
+/// same type the `inputSchema` is derived from (unknown arguments by
+/// `deny_unknown_fields`, ranges and lengths by [`Bounded`] and [`Text`]),
+/// and the model reads which argument to change and why; for a missing
+/// one, what its schema says it is (the kinds `get_provided_context`
+/// takes, say).
+pub(crate) fn parse<T: DeserializeOwned + JsonSchema>(
     args: Option<Map<String, Value>>,
 ) -> Result<T, String> {
-    let schema = input::<T>();
-    let empty = Map::new();
-    let props = schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
-    let m = args.unwrap_or_default();
-    if let Some(k) = m.keys().find(|k| !props.contains_key(k.as_str())) {
-        let k: String = k.chars().take(64).collect();
-        return Err(if props.is_empty() {
-            format!("unexpected argument '{k}': this tool takes no arguments")
-        } else {
-            let names: Vec<&str> = props.keys().map(String::as_str).collect();
-            format!(
-                "unexpected argument '{k}'; the arguments are: {}",
-                names.join(", ")
-            )
-        });
-    }
-    for k in schema
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-    {
-        if m.get(k).is_none_or(Value::is_null) {
-            return Err(match props.get(k).and_then(|p| p.get("description")) {
-                Some(Value::String(d)) => format!("'{k}' is required: {d}"),
-                _ => format!("'{k}' is required"),
-            });
+    let args = args.unwrap_or_default();
+    let missing = |args: &Map<String, Value>| {
+        let schema = input::<T>();
+        let k = schema["required"]
+            .as_array()?
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|k| args.get(*k).is_none_or(Value::is_null))?;
+        Some(match schema["properties"][k]["description"].as_str() {
+            Some(d) => format!("'{k}' is required: {d}"),
+            None => format!("'{k}' is required"),
+        })
+    };
+    let v = Value::Object(args);
+    serde_path_to_error::deserialize(&v).map_err(|e| {
+        let at: String = e.path().to_string().chars().take(64).collect();
+        let inner = e.into_inner();
+        if at != "." {
+            return format!("invalid argument '{at}': {inner}");
         }
-    }
-    for (k, v) in &m {
-        if let Some(p) = props.get(k)
-            && !v.is_null()
-        {
-            check(k, p, v)?;
+        match &v {
+            Value::Object(args) => missing(args),
+            _ => None,
         }
-    }
-    serde_json::from_value(Value::Object(m)).map_err(|e| format!("invalid arguments: {e}"))
+        .unwrap_or_else(|| format!("invalid arguments: {inner}"))
+    })
 }
 
-/// One argument against its property's schema (the keywords our argument
-/// types derive: a type, `enum`, integer bounds, a string's largest
-/// length).
-fn check(k: &str, p: &Value, v: &Value) -> Result<(), String> {
-    let has = |t: &str| match p.get("type") {
-        Some(Value::String(s)) => s == t,
-        Some(Value::Array(a)) => a.iter().any(|x| x == t),
-        _ => false,
-    };
-    if let Some(Value::Array(allowed)) = p.get("enum") {
-        if !allowed.contains(v) {
-            let names: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
-            return Err(format!("'{k}' must be one of {}", names.join(", ")));
+/// A whole number from `MIN` to `MAX`, in the schema (`minimum`,
+/// `maximum`) and when parsed: one declaration of the range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Bounded<const MIN: u64, const MAX: u64>(pub(crate) u64);
+
+impl<'de, const MIN: u64, const MAX: u64> Deserialize<'de> for Bounded<MIN, MAX> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<const MIN: u64, const MAX: u64>;
+        impl<const MIN: u64, const MAX: u64> serde::de::Visitor<'_> for V<MIN, MAX> {
+            type Value = u64;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                write!(f, "a whole number from {MIN} to {MAX}")
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<u64, E> {
+                if (MIN..=MAX).contains(&n) {
+                    Ok(n)
+                } else {
+                    Err(E::invalid_value(serde::de::Unexpected::Unsigned(n), &self))
+                }
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<u64, E> {
+                match u64::try_from(n) {
+                    Ok(n) => self.visit_u64(n),
+                    Err(_) => Err(E::invalid_value(serde::de::Unexpected::Signed(n), &self)),
+                }
+            }
         }
-        return Ok(());
+        d.deserialize_u64(V::<MIN, MAX>).map(Self)
     }
-    if has("integer") {
-        let min = p.get("minimum").and_then(Value::as_u64).unwrap_or(0);
-        let max = p.get("maximum").and_then(Value::as_u64).unwrap_or(u64::MAX);
-        return match v.as_u64() {
-            Some(n) if (min..=max).contains(&n) => Ok(()),
-            _ => Err(format!("'{k}' must be a whole number from {min} to {max}")),
-        };
+}
+
+impl<const MIN: u64, const MAX: u64> JsonSchema for Bounded<MIN, MAX> {
+    fn inline_schema() -> bool {
+        true
     }
-    if has("string") {
-        let Some(s) = v.as_str() else {
-            return Err(format!("'{k}' must be a string"));
-        };
-        if let Some(max) = p.get("maxLength").and_then(Value::as_u64)
-            && s.chars().count() as u64 > max
-        {
-            return Err(format!("'{k}' is longer than {max} characters"));
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("Bounded_{MIN}_{MAX}").into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "integer", "minimum": MIN, "maximum": MAX})
+    }
+}
+
+impl<const MIN: u64, const MAX: u64> Bounded<MIN, MAX> {
+    pub(crate) fn get(self) -> usize {
+        usize::try_from(self.0).unwrap_or(usize::MAX)
+    }
+}
+
+/// A string of `MIN` to `MAX` characters, in the schema (`minLength`,
+/// `maxLength`) and when parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Text<const MIN: usize, const MAX: usize>(pub(crate) String);
+
+impl<'de, const MIN: usize, const MAX: usize> Deserialize<'de> for Text<MIN, MAX> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let n = s.chars().count();
+        if n < MIN || n > MAX {
+            return Err(serde::de::Error::custom(format!(
+                "{n} characters; it must have {MIN} to {MAX}"
+            )));
         }
+        Ok(Self(s))
     }
-    Ok(())
+}
+
+impl<const MIN: usize, const MAX: usize> JsonSchema for Text<MIN, MAX> {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("Text_{MIN}_{MAX}").into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut s = schemars::json_schema!({"type": "string", "maxLength": MAX});
+        if MIN > 0 {
+            s.insert("minLength".into(), MIN.into());
+        }
+        s
+    }
 }
 
 /// The arguments of a tool that takes none.
@@ -219,29 +252,27 @@ fn check(k: &str, p: &Value, v: &Value) -> Result<(), String> {
 #[serde(deny_unknown_fields)]
 pub(crate) struct NoArgs {}
 
+/// How many per page of a list tool.
+pub(crate) type PageLimit = Bounded<1, { MAX_PAGE as u64 }>;
+
 /// A page of a list: `cursor` and `limit`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PageArgs {
-    /// Opaque cursor from a previous call's nextCursor, to get the next
-    /// page.
     #[schemars(
         description = "Opaque cursor from a previous call's nextCursor, to get the next page"
     )]
     pub(crate) cursor: Option<String>,
     #[schemars(
-        range(min = 1, max = MAX_PAGE),
         extend("default" = DEFAULT_PAGE),
         description = format!("How many per page (1-{MAX_PAGE}, default {DEFAULT_PAGE})")
     )]
-    pub(crate) limit: Option<u64>,
+    pub(crate) limit: Option<PageLimit>,
 }
 
 impl PageArgs {
     pub(crate) fn limit(&self) -> usize {
-        self.limit
-            .and_then(|n| usize::try_from(n).ok())
-            .unwrap_or(DEFAULT_PAGE)
+        self.limit.map_or(DEFAULT_PAGE, PageLimit::get)
     }
 }
 
@@ -256,21 +287,20 @@ pub(crate) struct ProvidedArgs {
     )]
     pub(crate) cursor: Option<String>,
     #[schemars(
-        range(min = 1, max = MAX_PAGE),
         extend("default" = DEFAULT_PAGE),
         description = format!("How many entries per page (1-{MAX_PAGE}, default {DEFAULT_PAGE})")
     )]
-    pub(crate) limit: Option<u64>,
+    pub(crate) limit: Option<PageLimit>,
 }
 
 /// `send_notification`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct NotifyArgs {
-    #[schemars(length(min = 1, max = MAX_SUMMARY), description = "The one-line title")]
-    pub(crate) summary: String,
-    #[schemars(length(max = MAX_BODY), description = "Optional longer text")]
-    pub(crate) body: Option<String>,
+    #[schemars(description = "The one-line title")]
+    pub(crate) summary: Text<1, MAX_SUMMARY>,
+    #[schemars(description = "Optional longer text")]
+    pub(crate) body: Option<Text<0, MAX_BODY>>,
     #[schemars(
         extend("default" = "normal"),
         description = "How urgent (default normal)"
@@ -289,11 +319,10 @@ pub(crate) struct ActivityArgs {
     #[schemars(description = "Only this app id")]
     pub(crate) app: Option<String>,
     #[schemars(
-        range(min = 1, max = timeline::MAX_EVENTS),
         extend("default" = timeline::DEFAULT_EVENTS),
         description = "At most this many events; `truncated` says when there were more"
     )]
-    pub(crate) limit: Option<u32>,
+    pub(crate) limit: Option<Bounded<1, { timeline::MAX_EVENTS as u64 }>>,
 }
 
 /// `summarize_time`: a period.

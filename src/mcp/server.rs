@@ -32,7 +32,7 @@ use super::Broker;
 use super::consent::{self, Subject};
 use super::error::{Error, PERMISSION_DENIED, wire};
 use super::resources::{self, MARKDOWN_MIME, Res};
-use super::{prompts, tools, watch};
+use super::{extension, prompts, tools, watch};
 use crate::core::readers::{ReaderInfo, Registration};
 use crate::core::{Follow, Watch, Watcher};
 use crate::model::Category;
@@ -360,11 +360,9 @@ pub(crate) fn server_info() -> Result<ServerConfig, Error> {
 impl ServerHandler for ContextServer {
     fn get_info(&self) -> ServerConfig {
         match server_info() {
-            #[allow(unused_mut)]
             Ok(mut i) => {
-                #[cfg(feature = "conformance")]
-                if super::fixtures_on() {
-                    super::conformance::declare(&mut i.capabilities);
+                if let Some(e) = extension::get() {
+                    e.declare(&mut i.capabilities);
                 }
                 i
             }
@@ -418,16 +416,12 @@ impl ServerHandler for ContextServer {
         Box::pin(async move {
             no_cursor(&request)?;
             let subject = self.subject(&ctx.extensions)?;
-            #[allow(unused_mut)]
             let mut list: Vec<Value> = watch::visible_resources(&self.broker, &subject)
                 .await
                 .iter()
                 .map(Res::listing)
                 .collect();
-            #[cfg(feature = "conformance")]
-            if super::fixtures_on() {
-                list.extend(super::conformance::resources());
-            }
+            list.extend(extension::get().map(|e| e.resources()).unwrap_or_default());
             Ok(wire(
                 json!({ "resources": list, "resultType": "complete" }),
             )?)
@@ -442,12 +436,8 @@ impl ServerHandler for ContextServer {
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         no_cursor(&request)?;
         self.subject(&ctx.extensions)?;
-        #[allow(unused_mut)]
         let mut list = resources::templates();
-        #[cfg(feature = "conformance")]
-        if super::fixtures_on() {
-            list.extend(super::conformance::templates());
-        }
+        list.extend(extension::get().map(|e| e.templates()).unwrap_or_default());
         Ok(wire(
             json!({ "resourceTemplates": list, "resultType": "complete" }),
         )?)
@@ -460,11 +450,7 @@ impl ServerHandler for ContextServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         Box::pin(async move {
             let subject = self.subject(&ctx.extensions)?;
-            #[cfg(feature = "conformance")]
-            if let Some(r) = super::fixtures_on()
-                .then(|| super::conformance::read(&request.uri))
-                .flatten()
-            {
+            if let Some(r) = extension::get().and_then(|e| e.read(&request.uri)) {
                 return r.map(ReadResourceResponse::from);
             }
             let res = res_of(&request.uri)?;
@@ -496,8 +482,7 @@ impl ServerHandler for ContextServer {
     ) -> Result<(), ErrorData> {
         Box::pin(async move {
             let subject = self.subject(&ctx.extensions)?;
-            #[cfg(feature = "conformance")]
-            if super::fixtures_on() && super::conformance::is_fixture(&request.uri) {
+            if extension::get().is_some_and(|e| e.owns(&request.uri)) {
                 return Ok(());
             }
             let res = res_of(&request.uri)?.watched();
@@ -636,17 +621,18 @@ impl ServerHandler for ContextServer {
     ) -> Result<ListToolsResult, ErrorData> {
         no_cursor(&request)?;
         self.subject(&ctx.extensions)?;
-        Ok(wire(
-            json!({ "tools": tools::catalog(), "resultType": "complete" }),
-        )?)
+        let mut list = tools::catalog();
+        list.extend(extension::get().map(|e| e.tools()).unwrap_or_default());
+        Ok(wire(json!({ "tools": list, "resultType": "complete" }))?)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        tools::tools()
-            .ok()?
-            .iter()
-            .find(|t| t.name == name)
-            .cloned()
+        if let Some(t) = tools::tools().ok()?.iter().find(|t| t.name == name) {
+            return Some(t.clone());
+        }
+        let theirs = extension::get()?.tools();
+        let t = theirs.into_iter().find(|t| t["name"] == name)?;
+        wire(t).ok()
     }
 
     async fn call_tool(
@@ -656,9 +642,8 @@ impl ServerHandler for ContextServer {
     ) -> Result<CallToolResponse, ErrorData> {
         Box::pin(async move {
             let subject = self.subject(&ctx.extensions)?;
-            #[cfg(feature = "conformance")]
-            if super::fixtures_on()
-                && let Some(r) = super::conformance::call_with_context(&request, &ctx).await
+            if let Some(e) = extension::get()
+                && let Some(r) = e.call_tool(&request, &ctx).await
             {
                 return r;
             }
@@ -697,9 +682,9 @@ impl ServerHandler for ContextServer {
     ) -> Result<ListPromptsResult, ErrorData> {
         no_cursor(&request)?;
         self.subject(&ctx.extensions)?;
-        Ok(wire(
-            json!({ "prompts": prompts::catalog(), "resultType": "complete" }),
-        )?)
+        let mut list = prompts::catalog();
+        list.extend(extension::get().map(|e| e.prompts()).unwrap_or_default());
+        Ok(wire(json!({ "prompts": list, "resultType": "complete" }))?)
     }
 
     async fn get_prompt(
@@ -709,10 +694,7 @@ impl ServerHandler for ContextServer {
     ) -> Result<GetPromptResponse, ErrorData> {
         Box::pin(async move {
             let subject = self.subject(&ctx.extensions)?;
-            #[cfg(feature = "conformance")]
-            if super::fixtures_on()
-                && let Some(r) = super::conformance::get_prompt(&request)
-            {
+            if let Some(r) = extension::get().and_then(|e| e.get_prompt(&request)) {
                 return r;
             }
             let mode = consent::ask_named(
@@ -768,42 +750,41 @@ impl ServerHandler for ContextServer {
         ))
     }
 
-    #[cfg(feature = "conformance")]
+    /// Tasks (SEP-2663) are an extension's only: the daemon's own
+    /// requests run to their end.
     async fn get_task(
         &self,
         request: rmcp::model::GetTaskParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
-        if !super::fixtures_on() {
+        let Some(tasks) = extension::get().and_then(|e| e.tasks()) else {
             return Err(ErrorData::method_not_found::<rmcp::model::GetTaskMethod>());
-        }
+        };
         Ok(rmcp::model::GetTaskResult::new(
-            super::conformance::tasks().get_task(&request.task_id)?,
+            tasks.get_task(&request.task_id)?,
         ))
     }
 
-    #[cfg(feature = "conformance")]
     async fn update_task(
         &self,
         request: rmcp::model::UpdateTaskParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if !super::fixtures_on() {
+        let Some(tasks) = extension::get().and_then(|e| e.tasks()) else {
             return Err(ErrorData::method_not_found::<rmcp::model::UpdateTaskMethod>());
-        }
-        super::conformance::tasks().update_task(&request.task_id, request.input_responses)
+        };
+        tasks.update_task(&request.task_id, request.input_responses)
     }
 
-    #[cfg(feature = "conformance")]
     async fn cancel_task(
         &self,
         request: rmcp::model::CancelTaskParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if !super::fixtures_on() {
+        let Some(tasks) = extension::get().and_then(|e| e.tasks()) else {
             return Err(ErrorData::method_not_found::<rmcp::model::CancelTaskMethod>());
-        }
-        super::conformance::tasks().cancel_task(&request.task_id)
+        };
+        tasks.cancel_task(&request.task_id)
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [rmcp::model::ProtocolVersion]> {

@@ -9,13 +9,14 @@
 //!
 //! Only with the `conformance` cargo feature (`make test` builds every
 //! test with it; `tests/it/main.rs` declares this module only then): the
-//! suite calls fixture tools (`test_simple_text`, ...) that a release
-//! build does not have, and its client sends no bearer
-//! token, so the daemon runs with `[mcp.http] conformance = true` (a
-//! setting that exists only in that build), which turns the fixtures on
-//! and makes a token-less request the subject `token:conformance`. Other
-//! test daemons leave it off and serve what a release build serves. Host and Origin are still checked, and the suite
-//! checks that itself (`dns-rebinding-protection`).
+//! suite calls fixture tools (`test_simple_text`, ...) that contextd does
+//! not have, and its client sends no bearer token, so the daemon is
+//! `contextd-conformance` (tests/mcp_conformance/: contextd with the
+//! fixtures installed as an MCP extension, which also makes a token-less
+//! request the subject `token:conformance`), a binary that only that
+//! feature builds. Every other test runs `contextd`. Host and Origin are
+//! still checked, and the suite checks that itself
+//! (`dns-rebinding-protection`).
 
 use crate::common;
 use crate::mcp_support;
@@ -102,11 +103,13 @@ async fn official_conformance_suites_pass_every_server_scenario() {
         let home = Home::new();
         std::fs::write(
             home.dir.path().join("config/contextd/config.toml"),
-            "[mcp.http]\nlisten = \"127.0.0.1:0\"\nconformance = true\n",
+            "[mcp.http]\nlisten = \"127.0.0.1:0\"\n",
         )
         .expect("config");
         home.write_policy(&[("token:conformance", &["*"])]);
-        let _d = Daemon::start(&bus, &home, &[]).await;
+        let bin = env!("CARGO_BIN_EXE_contextd-conformance");
+        let _d = Daemon::spawn_bin(bin, &home, home.envs(&bus), &[]);
+        wait_for_owner(&bus, true).await;
         let url = format!("http://{}/mcp", http_addr(&home));
         let out = |name: &str| home.dir.path().join(name);
 
@@ -152,4 +155,40 @@ async fn official_conformance_suites_pass_every_server_scenario() {
         );
     })
     .await;
+}
+
+/// The fixtures are no part of the product: no `cfg` for them in src/,
+/// and the `contextd` binary of this very build (with the `conformance`
+/// feature on) holds none of their names, while `contextd-conformance`
+/// does. A fixture that slipped back into the library (a tool anyone
+/// could call, a token-less way in) fails here.
+#[test]
+fn fixtures_are_not_in_the_product() {
+    fn walk(dir: &Path, hits: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).expect("read src").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, hits);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                if text.contains(concat!("feature = \"", "conformance\"")) {
+                    hits.push(p.display().to_string());
+                }
+            }
+        }
+    }
+    let mut hits = Vec::new();
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut hits,
+    );
+    assert!(hits.is_empty(), "conformance cfg in src: {hits:?}");
+
+    let holds = |bin: &str, what: &str| {
+        let bytes = std::fs::read(bin).expect("binary");
+        bytes.windows(what.len()).any(|w| w == what.as_bytes())
+    };
+    let fixture = concat!("test_simple", "_text");
+    assert!(holds(env!("CARGO_BIN_EXE_contextd-conformance"), fixture));
+    assert!(!holds(contextd_bin(), fixture));
 }

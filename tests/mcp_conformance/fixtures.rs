@@ -1,14 +1,14 @@
-//! Fixtures of the official MCP conformance suite (`conformance` cargo
-//! feature only, never in a release build): the tools, resources and
-//! prompts its server scenarios call by name (`test_simple_text`,
+//! Fixtures of the official MCP conformance suite: the tools, resources
+//! and prompts its server scenarios call by name (`test_simple_text`,
 //! `test://static-text`, `test_simple_prompt`, ...), as the suite's
 //! reference "everything server" defines them. They carry no desktop
 //! context and need no consent; they exist so that the suite exercises
 //! rmcp and our transports end to end.
 //!
-//! The file is the library's module `mcp::conformance` (a `#[path]` in
-//! src/mcp/mod.rs): it is server code, but kept beside its test
-//! (tests/it/mcp_conformance.rs), out of the product's sources.
+//! They are no part of the library: [`Fixtures`] is an MCP extension
+//! (`contextd::internals::mcp_extension`) that the `contextd-conformance`
+//! binary (daemon.rs beside this file, built only with the `conformance`
+//! cargo feature) installs before it runs the ordinary daemon.
 
 #![allow(deprecated)] // sampling and logging are deprecated by 2026-07-28 but the suite tests them
 
@@ -25,7 +25,71 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
 use serde_json::{Map, Value, json};
 
-use super::error::{Error, wire};
+use contextd::internals::mcp_extension::{Answer, Extension};
+use rmcp::task_manager::TaskManager as Tasks;
+
+/// An rmcp type from its JSON wire form.
+fn wire<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, ErrorData> {
+    serde_json::from_value(v).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+}
+
+/// The fixtures, as the extension the daemon serves beside its own.
+pub(crate) struct Fixtures;
+
+impl Extension for Fixtures {
+    fn declare(&self, caps: &mut rmcp::model::ServerCapabilities) {
+        declare(caps)
+    }
+    /// The suite's client sends no bearer token: its requests are the
+    /// subject `token:conformance` (the test grants it everything).
+    fn anonymous(&self) -> Option<&str> {
+        Some("conformance")
+    }
+    fn tools(&self) -> Vec<Value> {
+        tools()
+    }
+    fn call_tool<'a>(
+        &'a self,
+        req: &'a CallToolRequestParams,
+        ctx: &'a RequestContext<RoleServer>,
+    ) -> Answer<'a> {
+        Box::pin(async move {
+            if let Some(r) = call_with_context(req, ctx).await {
+                return Some(r);
+            }
+            call(&req.name, req.arguments.clone())
+                .await
+                .map(|r| r.map(CallToolResponse::from))
+        })
+    }
+    fn prompts(&self) -> Vec<Value> {
+        prompts()
+    }
+    fn get_prompt(
+        &self,
+        req: &GetPromptRequestParams,
+    ) -> Option<Result<GetPromptResponse, ErrorData>> {
+        get_prompt(req).or_else(|| prompt(&req.name, &req.arguments).map(|r| r.map(Into::into)))
+    }
+    fn complete(&self, prompt: &str, _arg: &str) -> Option<Vec<String>> {
+        prompt.starts_with("test_").then(Vec::new)
+    }
+    fn resources(&self) -> Vec<Value> {
+        resources()
+    }
+    fn templates(&self) -> Vec<Value> {
+        templates()
+    }
+    fn owns(&self, uri: &str) -> bool {
+        uri.starts_with("test://")
+    }
+    fn read(&self, uri: &str) -> Option<Result<ReadResourceResult, ErrorData>> {
+        read(uri)
+    }
+    fn tasks(&self) -> Option<&Tasks> {
+        Some(tasks())
+    }
+}
 
 /// A 1x1 red PNG.
 const IMAGE: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
@@ -36,7 +100,7 @@ fn empty_schema() -> Value {
     json!({"type": "object", "properties": {}})
 }
 
-pub(crate) fn tools() -> Vec<Value> {
+fn tools() -> Vec<Value> {
     let simple = |name: &str, description: &str| json!({"name": name, "description": description, "inputSchema": empty_schema()});
     vec![
         simple("test_simple_text", "Tests simple text content response"),
@@ -172,7 +236,7 @@ fn result(v: Value) -> Result<CallToolResult, ErrorData> {
     if let Value::Object(m) = &mut v {
         m.insert("resultType".into(), json!("complete"));
     }
-    wire(v).map_err(Into::into)
+    wire(v)
 }
 
 fn text(t: &str) -> Result<CallToolResult, ErrorData> {
@@ -180,7 +244,7 @@ fn text(t: &str) -> Result<CallToolResult, ErrorData> {
 }
 
 /// Fixture tools that need nothing from the session.
-pub(crate) async fn call(
+async fn call(
     name: &str,
     args: Option<Map<String, Value>>,
 ) -> Option<Result<CallToolResult, ErrorData>> {
@@ -255,7 +319,7 @@ async fn elicit(
 
 /// Fixture tools that depend on the request (its `_meta`, the inputs a
 /// 2026-07-28 host sends back) or talk back to the host during the call.
-pub(crate) async fn call_with_context(
+async fn call_with_context(
     req: &CallToolRequestParams,
     ctx: &RequestContext<RoleServer>,
 ) -> Option<Result<CallToolResponse, ErrorData>> {
@@ -504,14 +568,14 @@ fn input_required(
 // process, and a conformance build is never a user's daemon.
 
 /// The tasks of this process.
-pub(crate) fn tasks() -> &'static TaskManager {
+fn tasks() -> &'static TaskManager {
     static TASKS: std::sync::OnceLock<TaskManager> = std::sync::OnceLock::new();
     TASKS.get_or_init(TaskManager::new)
 }
 
 /// The capabilities a conformance build declares beyond the product's: the
 /// Tasks extension.
-pub(crate) fn declare(caps: &mut rmcp::model::ServerCapabilities) {
+fn declare(caps: &mut rmcp::model::ServerCapabilities) {
     caps.extensions
         .get_or_insert_with(Default::default)
         .insert(rmcp::model::TASKS_EXTENSION_ID.to_owned(), Map::new());
@@ -627,7 +691,7 @@ async fn task(
                         "confirm",
                         "boolean",
                     ))
-                    .map_err(|e| TaskExit::Error(e.into()))?;
+                    .map_err(TaskExit::Error)?;
                     let r = t.request_input("confirm", ask).await?;
                     let yes = elicited(&r, "confirm")
                         .and_then(|v| v.as_bool())
@@ -640,9 +704,8 @@ async fn task(
         }
         "multi_input" => created(tasks().spawn(TaskOptions::default(), |t| {
             Box::pin(async move {
-                let ask = |m: &str| {
-                    wire(elicitation(m, "value", "string")).map_err(|e| TaskExit::Error(e.into()))
-                };
+                let ask =
+                    |m: &str| wire(elicitation(m, "value", "string")).map_err(TaskExit::Error);
                 let (a, b) = (ask("Provide value A")?, ask("Provide value B")?);
                 let (a, b) =
                     tokio::join!(t.request_input("input-a", a), t.request_input("input-b", b));
@@ -681,9 +744,7 @@ async fn task(
 
 /// The multi-round fixture prompt (an `InputRequiredResult` on a request
 /// that is not a tool call).
-pub(crate) fn get_prompt(
-    req: &GetPromptRequestParams,
-) -> Option<Result<GetPromptResponse, ErrorData>> {
+fn get_prompt(req: &GetPromptRequestParams) -> Option<Result<GetPromptResponse, ErrorData>> {
     if req.name != "test_input_required_result_prompt" {
         return None;
     }
@@ -694,8 +755,7 @@ pub(crate) fn get_prompt(
                 "description": "A prompt built from elicited context",
                 "messages": [{"role": "user", "content": {"type": "text", "text": format!("Prompt with elicited context: {c}")}}]
             }))
-            .map(Into::into)
-            .map_err(Into::into),
+            .map(Into::into),
             None => needs(
                 json!({"user_context": elicitation("What context should the prompt use?", "context", "string")}),
                 None,
@@ -763,7 +823,7 @@ async fn talking_back(
             }));
             let params = match params {
                 Ok(p) => p,
-                Err(e) => return Some(Err(e.into())),
+                Err(e) => return Some(Err(e)),
             };
             match ctx.peer.create_message(params).await {
                 Ok(r) => {
@@ -847,7 +907,7 @@ async fn talking_back(
     })
 }
 
-pub(crate) fn prompts() -> Vec<Value> {
+fn prompts() -> Vec<Value> {
     vec![
         json!({"name": "test_simple_prompt", "title": "Simple Test Prompt", "description": "A simple prompt without arguments"}),
         json!({"name": "test_prompt_with_arguments", "title": "Prompt With Arguments", "description": "A prompt with required arguments", "arguments": [
@@ -862,10 +922,10 @@ pub(crate) fn prompts() -> Vec<Value> {
     ]
 }
 
-pub(crate) fn prompt(
+fn prompt(
     name: &str,
     args: &Option<Map<String, Value>>,
-) -> Option<Result<GetPromptResult, Error>> {
+) -> Option<Result<GetPromptResult, ErrorData>> {
     let a = |k: &str| {
         args.as_ref()
             .and_then(|m| m.get(k))
@@ -895,15 +955,7 @@ pub(crate) fn prompt(
     ))
 }
 
-pub(crate) fn completes(name: &str) -> bool {
-    name.starts_with("test_")
-}
-
-pub(crate) fn complete(_name: &str, _arg: &str, _prefix: &str) -> Vec<String> {
-    Vec::new()
-}
-
-pub(crate) fn resources() -> Vec<Value> {
+fn resources() -> Vec<Value> {
     vec![
         json!({"uri": "test://static-text", "name": "static-text", "title": "Static Text Resource", "description": "A static text resource for testing", "mimeType": "text/plain"}),
         json!({"uri": "test://static-binary", "name": "static-binary", "title": "Static Binary Resource", "description": "A static binary resource (image) for testing", "mimeType": "image/png"}),
@@ -911,14 +963,14 @@ pub(crate) fn resources() -> Vec<Value> {
     ]
 }
 
-pub(crate) fn templates() -> Vec<Value> {
+fn templates() -> Vec<Value> {
     vec![json!({
         "uriTemplate": "test://template/{id}/data", "name": "template", "title": "Resource Template",
         "description": "A resource template with parameter substitution", "mimeType": "application/json"
     })]
 }
 
-pub(crate) fn read(uri: &str) -> Option<Result<ReadResourceResult, ErrorData>> {
+fn read(uri: &str) -> Option<Result<ReadResourceResult, ErrorData>> {
     let contents = match uri {
         "test://static-text" => {
             json!([{"uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource."}])
@@ -934,9 +986,7 @@ pub(crate) fn read(uri: &str) -> Option<Result<ReadResourceResult, ErrorData>> {
             json!([{"uri": uri, "mimeType": "application/json", "text": json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")}).to_string()}])
         }
     };
-    Some(wire(json!({"resultType": "complete", "contents": contents})).map_err(Into::into))
-}
-
-pub(crate) fn is_fixture(uri: &str) -> bool {
-    uri.starts_with("test://")
+    Some(wire(
+        json!({"resultType": "complete", "contents": contents}),
+    ))
 }

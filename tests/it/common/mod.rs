@@ -319,12 +319,18 @@ impl Daemon {
 
     /// Start with exactly this environment (plus PATH).
     pub fn spawn_env(home: &Home, env: Vec<(String, String)>, args: &[&str]) -> Daemon {
+        Daemon::spawn_bin(contextd_bin(), home, env, args)
+    }
+
+    /// Start daemon binary `bin` (`contextd`, or a build of it such as
+    /// `contextd-conformance`) with exactly this environment (plus PATH).
+    pub fn spawn_bin(bin: &str, home: &Home, env: Vec<(String, String)>, args: &[&str]) -> Daemon {
         let stderr_path = home
             .dir
             .path()
             .join(format!("contextd-{}.log", uuid_like()));
         let stderr = std::fs::File::create(&stderr_path).expect("log file");
-        let child = Command::new(contextd_bin())
+        let child = Command::new(bin)
             .args(args)
             .env_clear()
             .envs(env)
