@@ -551,14 +551,13 @@ impl ConfigFile {
 pub struct Config {
     pub paths: Paths,
     pub file: ConfigFile,
-    /// Feed events from this JSON-lines file (or FIFO) instead of nothing:
-    /// for tests and benchmarks.
-    pub replay: Option<PathBuf>,
     /// Take the bus name over from a running instance.
     pub replace: bool,
-    /// With `replay`: start the broker's clock at this time and let the
-    /// script move it (`{"type": "clock", "at": ...}`).
-    pub fake_clock: Option<chrono::DateTime<chrono::Utc>>,
+    /// Tests and benchmarks only: feed events from a JSON-lines file (or
+    /// FIFO) instead of the real sources, and optionally start the
+    /// broker's clock at a time the script moves (`{"type": "clock", ...}`).
+    #[cfg(feature = "replay")]
+    pub replay: crate::cli::ReplayArgs,
 }
 
 #[cfg(test)]

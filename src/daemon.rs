@@ -179,8 +179,9 @@ async fn serve(
     let clocks = Clocks::of(config);
     let store = open_store(conn, config, tree).await?;
     let notify = store.notify;
-    let (core, tokens) = build_core(config, tree, &lanes.store, clocks.clock, store).await?;
-    start_sources(conn, config, tree, &core, clocks.manual).await;
+    let (core, tokens) =
+        build_core(config, tree, &lanes.store, clocks.clock.clone(), store).await?;
+    start_sources(conn, config, tree, &core, clocks).await;
     let publishers = start_publishers(conn, config, tree, &lanes.mcp, &core, tokens).await?;
     if notify && let Some(reason) = core.recovery() {
         tree.publishers.spawn(notify_degraded(
@@ -192,16 +193,34 @@ async fn serve(
     Ok(wait(shutdown, publishers).await)
 }
 
-/// The clock of the core: the system's, or a scripted one only for replays
-/// that ask for one (timeline tests), which the replay's `Clock` events set.
+/// The clock of the core: the system's, or (a build with the `replay`
+/// feature) a scripted one for replays that ask for one (timeline tests),
+/// which the replay's `Clock` events set.
 struct Clocks {
     clock: Arc<dyn crate::core::Clock>,
+    #[cfg(feature = "replay")]
     manual: Option<Arc<crate::core::clock::ManualClock>>,
 }
 
+#[cfg(not(feature = "replay"))]
+impl Clocks {
+    fn of(_: &Config) -> Clocks {
+        Clocks {
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Whether `ev` moved the scripted clock (then it is not the state's):
+    /// never without replays.
+    fn moved(&self, _: &SourceEvent) -> bool {
+        false
+    }
+}
+
+#[cfg(feature = "replay")]
 impl Clocks {
     fn of(config: &Config) -> Clocks {
-        let manual = match (&config.replay, config.fake_clock) {
+        let manual = match (&config.replay.script, config.replay.fake_clock) {
             (Some(_), Some(at)) => Some(crate::core::clock::ManualClock::new(at)),
             _ => None,
         };
@@ -210,6 +229,19 @@ impl Clocks {
             None => Arc::new(SystemClock),
         };
         Clocks { clock, manual }
+    }
+
+    /// Whether `ev` is a replay's clock move (set here, in order with the
+    /// events around it, and not the state's); ignored with the system
+    /// clock.
+    fn moved(&self, ev: &SourceEvent) -> bool {
+        let SourceEvent::Clock { at } = ev else {
+            return false;
+        };
+        if let Some(m) = &self.manual {
+            m.set(*at);
+        }
+        true
     }
 }
 
@@ -459,7 +491,7 @@ async fn start_sources(
     config: &Config,
     tree: &Tree,
     core: &Arc<Core>,
-    manual: Option<Arc<crate::core::clock::ManualClock>>,
+    clocks: Clocks,
 ) {
     // Events from every source go through one channel to the state. The
     // task that applies them also switches recording off and on with the
@@ -478,10 +510,7 @@ async fn start_sources(
                 tokio::select! {
                     ev = rx.recv() => {
                         let Some(ev) = ev else { break };
-                        if let SourceEvent::Clock { at } = ev {
-                            if let Some(m) = &manual {
-                                m.set(at);
-                            }
+                        if clocks.moved(&ev) {
                             continue;
                         }
                         core.state().apply(ev);

@@ -79,6 +79,8 @@ pub mod internals {
     /// and completion scripts (`contextctl generate-files`,
     /// `contextctl completions`).
     pub mod cli {
+        #[cfg(feature = "replay")]
+        pub use crate::cli::ReplayArgs;
         pub use crate::cli::{
             Command, ConsentCommand, ContextctlArgs, ContextdArgs, KeyCommand, PrivacyCommand,
             ProvidersCommand, ReadersCommand, RecoveryCommand, TokenCommand, completions,
