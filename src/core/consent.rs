@@ -12,36 +12,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::error::Error;
+use super::subject::Channel;
 use crate::model::{AppId, Category, IdentitySource};
 
 pub(crate) type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// How an app reached the broker; shown in prompts and the audit log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub(crate) enum Channel {
-    #[serde(rename = "dbus")]
-    DBus,
-    #[serde(rename = "mcp-stdio")]
-    McpStdio,
-    #[serde(rename = "mcp-http")]
-    McpHttp,
-}
-
-impl Channel {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Channel::DBus => "dbus",
-            Channel::McpStdio => "mcp-stdio",
-            Channel::McpHttp => "mcp-http",
-        }
-    }
-}
-
-impl fmt::Display for Channel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

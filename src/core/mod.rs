@@ -28,6 +28,7 @@ pub(crate) mod readers;
 pub(crate) mod reading;
 pub(crate) mod reports;
 pub(crate) mod state;
+pub(crate) mod subject;
 pub(crate) mod tickets;
 pub(crate) mod tokens;
 pub(crate) mod view;
@@ -39,12 +40,11 @@ use std::sync::Arc;
 use crate::model;
 
 pub(crate) use clock::{Clock, SystemClock};
-pub(crate) use consent::Channel;
 pub(crate) use error::{Error, Result};
 pub use event::SourceEvent;
 pub(crate) use gate::{Gate, GateSettings};
-pub(crate) use read::{Mode, Subject};
 pub(crate) use state::{Change, State};
+pub(crate) use subject::{Channel, Mode, Subject};
 pub(crate) use watch::{Follow, Item, Watch, Watcher};
 
 /// The `ListSources` entry that says the broker runs degraded because its

@@ -13,11 +13,10 @@ use tokio_util::sync::CancellationToken;
 use super::health::{Health, Lost, is_write_fault, primary_code};
 use super::key::{DbKey, KeySource};
 use super::{from_ms, ms};
-use crate::core::Error;
 use crate::core::consent::{
-    AppInfo, AuditEntry, AuditQuery, BoxFut, Channel, ConsentStore, Loaded, Origin, StoredDecision,
-    Verdict,
+    AppInfo, AuditEntry, AuditQuery, BoxFut, ConsentStore, Loaded, Origin, StoredDecision, Verdict,
 };
+use crate::core::{Channel, Error};
 use crate::model::{AppId, Category, IdentitySource};
 
 /// How often audit entries are written, at most.
