@@ -139,10 +139,10 @@ pub struct ConfigFile {
     pub dashboard: DashboardConfig,
     /// `[recent_documents]`: paths never shown, how many files.
     #[serde(default)]
-    pub recent_documents: crate::sources::recent::Settings,
+    pub recent_documents: RecentDocumentsConfig,
     /// `[location]`: how precisely the broker asks GeoClue.
     #[serde(default)]
-    pub location: crate::sources::geoclue::Settings,
+    pub location: LocationConfig,
     /// `[identity]`: how processes that share an executable are told apart.
     #[serde(default)]
     pub identity: IdentityConfig,
@@ -429,6 +429,48 @@ impl McpHttpConfig {
             conformance: false,
         }
     }
+}
+
+/// `[recent_documents]` in config.toml (`sources::recent` reads it).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RecentDocumentsConfig {
+    /// Paths (or patterns) whose files are never shown nor recorded.
+    pub exclude: Vec<String>,
+    /// At most this many files, newest first (at most 1000).
+    pub limit: usize,
+}
+
+impl Default for RecentDocumentsConfig {
+    fn default() -> Self {
+        RecentDocumentsConfig {
+            exclude: vec![
+                "~/.ssh".into(),
+                "~/.gnupg".into(),
+                "~/.password-store".into(),
+                "~/.local/share/keyrings".into(),
+            ],
+            limit: 50,
+        }
+    }
+}
+
+/// `[location]` in config.toml (`sources::geoclue` reads it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LocationConfig {
+    pub accuracy: Accuracy,
+}
+
+/// `[location] accuracy`: how precisely the broker asks GeoClue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Accuracy {
+    Country,
+    #[default]
+    City,
+    Street,
+    Exact,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
