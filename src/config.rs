@@ -280,14 +280,14 @@ pub struct IdentityConfig {
     /// is. Default: node, nodejs, python3*, python, gjs, gjs-console, perl,
     /// perl5*, ruby*, bun, deno. `[]` names every process by its executable.
     #[serde(default, deserialize_with = "interpreters")]
-    pub interpreters: crate::core::identity::Interpreters,
+    pub interpreters: crate::identity::Interpreters,
 }
 
 fn interpreters<'de, D: serde::Deserializer<'de>>(
     d: D,
-) -> Result<crate::core::identity::Interpreters, D::Error> {
+) -> Result<crate::identity::Interpreters, D::Error> {
     let list = Vec::<String>::deserialize(d)?;
-    crate::core::identity::Interpreters::parse(list.iter().map(String::as_str))
+    crate::identity::Interpreters::parse(list.iter().map(String::as_str))
         .map_err(serde::de::Error::custom)
 }
 
@@ -729,7 +729,7 @@ mod tests {
 
     #[test]
     fn identity_section() {
-        use crate::core::identity::Interpreters;
+        use crate::identity::Interpreters;
         let c = ConfigFile::parse("", "t".into()).expect("ok");
         assert_eq!(c.identity.interpreters, Interpreters::default());
         let c = ConfigFile::parse("[identity]\ninterpreters = []\n", "t".into()).expect("ok");

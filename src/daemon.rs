@@ -106,7 +106,7 @@ pub async fn run_on(
     crate::mcp::preflight(&config)?;
     crate::dashboard::check(&config.file.dashboard)?;
     // Before any process is identified: every source names processes alike.
-    crate::core::identity::set_interpreters(config.file.identity.interpreters.clone());
+    crate::identity::set_interpreters(config.file.identity.interpreters.clone());
     let tree = Tree::new();
     let lanes = Lanes::start()?;
     let result = serve(&conn, &config, &tree, &lanes, shutdown).await;

@@ -45,6 +45,7 @@ pub(crate) mod desktop_entry;
 mod fuzz;
 pub mod hardening;
 pub(crate) mod httpd;
+pub(crate) mod identity;
 pub mod logging;
 pub(crate) mod mcp;
 pub(crate) mod memory;
@@ -62,9 +63,9 @@ pub mod store;
 pub mod internals {
     pub use crate::core::SourceEvent;
     pub use crate::core::history::{HistoryEvent, HistoryKind, HistoryOp, HistorySettings};
-    pub use crate::core::identity::{is_system_executable, resolve_pid};
     pub use crate::core::privacy::PrivacySettings;
     pub use crate::core::state::MAX_TEXT_CHARS;
+    pub use crate::identity::{is_system_executable, resolve_pid};
     /// The vocabulary of provided context, checked against its JSON-LD.
     pub mod vocabulary {
         pub use crate::core::vocabulary::{check_entry, seed_kinds};

@@ -1,4 +1,4 @@
-//! The core: state, consent gate, identity, and the read service
+//! The core: state, consent gate and the read service
 //! ([`read`]) through which every publisher reads. No zbus, sqlx, rmcp,
 //! wayland or pipewire type appears here; publishers and sources adapt to
 //! it, and the store implements the traits it owns.
@@ -13,7 +13,6 @@ pub(crate) mod error;
 pub(crate) mod event;
 pub(crate) mod gate;
 pub(crate) mod history;
-pub(crate) mod identity;
 pub(crate) mod lane;
 pub(crate) mod manage;
 pub(crate) mod notice;

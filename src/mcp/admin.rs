@@ -23,9 +23,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::stdio;
-use crate::core::identity;
 use crate::core::tokens::Tokens;
 use crate::core::{Channel, Core, Subject};
+use crate::identity;
 
 pub(crate) use crate::names::ADMIN_SOCKET as SOCKET_NAME;
 const MAX_REQUEST: u64 = 4096;
