@@ -17,10 +17,10 @@
 //!   tests also use as a typed client;
 //! - [`model`]: the categories and the window, as clients name them;
 //! - [`names`]: the bus name, object path and socket names clients use;
-//! - [`store`]: opening the encrypted database, for the tests that check
-//!   what is on disk and the benches that fill the timeline;
 //! - [`internals`]: the few items the integration tests and benches
-//!   compare against or drive directly, and the binaries' command lines
+//!   compare against or drive directly (among them `internals::store`:
+//!   opening the encrypted database, for the tests that check what is on
+//!   disk and the benches that fill the timeline), and the binaries' command lines
 //!   (`internals::cli`, shared with the man page and completion generator)
 //!   (hidden from the docs).
 //!
@@ -53,7 +53,7 @@ pub mod model;
 pub mod names;
 pub(crate) mod shutdown;
 pub(crate) mod sources;
-pub mod store;
+pub(crate) mod store;
 
 /// Items below the public API that integration tests and benches reach
 /// directly: a source driven without a daemon, the limits and constants a
@@ -76,6 +76,16 @@ pub mod internals {
     pub use crate::mcp::tools::catalog as mcp_tool_catalog;
     pub use crate::sources::wayland::run_at as run_wayland_source_at;
     pub use crate::sources::{Backoff, SourceContext};
+    /// The encrypted database, opened by the tests that check what is on
+    /// disk and by the benches that fill and read the timeline.
+    pub mod store {
+        pub use crate::store::db::{Db, DbError};
+        pub use crate::store::key::{DbKey, KeyError, KeySource};
+        /// The timeline's store, driven directly by the history bench.
+        pub mod history {
+            pub use crate::store::history::{History, Query, parse_cursor};
+        }
+    }
     /// The command lines of both binaries, which also render the man pages
     /// and completion scripts (`contextctl generate-files`,
     /// `contextctl completions`).

@@ -16,14 +16,14 @@ fn failed(e: sqlx::Error) -> TokenError {
 }
 
 #[derive(Debug)]
-pub struct DbTokenStore {
+pub(crate) struct DbTokenStore {
     pool: SqlitePool,
     set: TokenSet,
 }
 
 impl DbTokenStore {
     /// Load the key and the tokens (a new key on the first start).
-    pub async fn open(pool: SqlitePool) -> Result<DbTokenStore, TokenError> {
+    pub(crate) async fn open(pool: SqlitePool) -> Result<DbTokenStore, TokenError> {
         let key: Option<Vec<u8>> = sqlx::query_scalar("SELECT key FROM mcp_token_key")
             .fetch_optional(&pool)
             .await
@@ -118,7 +118,8 @@ impl TokenStore for DbTokenStore {
 mod tests {
     use super::*;
     use crate::core::tokens::PREFIX;
-    use crate::store::{Db, DbKey, KeySource};
+    use crate::store::Db;
+    use crate::store::key::{DbKey, KeySource};
     use std::path::Path;
 
     /// The tests close the pool at the end (see store::history's tests).
