@@ -520,3 +520,26 @@ fn core_files_do_not_reach_back_up_to_core() {
         found.join("\n")
     );
 }
+
+/// contextctl is a client of the daemon: client/ reaches the core and the
+/// MCP publisher through no module of theirs but a narrow one both sides
+/// import (the admin socket's requests and answers), never their
+/// internals (issue 50 item 3: today client/ names core::privacy,
+/// core::tickets, core::tokens and mcp::admin).
+#[test]
+#[ignore = "issue 50 item 3: client through a narrow module"]
+fn client_reaches_core_and_mcp_through_no_internals() {
+    let (files, graph) = import_graph();
+    let mut found = Vec::new();
+    for (module, deps) in &graph {
+        if module.first().is_none_or(|m| m != "client") {
+            continue;
+        }
+        for d in deps {
+            if d.first().is_some_and(|m| m == "core" || m == "mcp") {
+                found.push(format!("{} -> {}", files[module].0, files[d].0));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
