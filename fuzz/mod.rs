@@ -1637,7 +1637,7 @@ mod targets {
         {
             Box::pin(async { Err(crate::core::tokens::TokenError::Random) })
         }
-        fn list(&self) -> Vec<crate::core::tokens::TokenInfo> {
+        fn list(&self) -> Vec<crate::model::admin::TokenInfo> {
             Vec::new()
         }
         fn revoke<'a>(

@@ -9,7 +9,8 @@ use sqlx::sqlite::SqlitePool;
 
 use super::{from_ms, ms};
 use crate::core::consent::BoxFut;
-use crate::core::tokens::{Bearer, TokenError, TokenInfo, TokenSet, TokenStore, new_key};
+use crate::core::tokens::{Bearer, TokenError, TokenSet, TokenStore, new_key};
+use crate::model::admin::TokenInfo;
 
 fn failed(e: sqlx::Error) -> TokenError {
     TokenError::Db(e.to_string())
