@@ -210,15 +210,17 @@ test-locked: export RUSTC_WORKSPACE_WRAPPER := clippy-driver
 test-locked: export CLIPPY_ARGS := -D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 test-locked:
 	$(CARGO) fmt --check
-	@# Every target, linted and built once, with the `conformance` feature:
+	@# Every target, linted and built once, with the `conformance` feature
+	@# and the `replay` one (`contextd --replay`, which the test and bench
+	@# daemons are driven with; a release build has neither):
 	@# the library, its unit tests, the binaries, the examples, the
 	@# integration tests (the MCP conformance suite's among them) and (in
-	@# test mode, not run) the benches. The feature builds one more
-	@# binary, `contextd-conformance` (contextd with the conformance
+	@# test mode, not run) the benches. The conformance feature builds one
+	@# more binary, `contextd-conformance` (contextd with the conformance
 	@# suite's fixtures, tests/mcp_conformance/), which only the
 	@# conformance test runs; the library and `contextd` are what a
 	@# release build has.
-	$(CARGO) test --quiet --no-run --all-targets --features conformance $(LOCKED)
+	$(CARGO) test --quiet --no-run --all-targets --features conformance,replay $(LOCKED)
 	@# The tests run, and beside them what a release build compiles (no
 	@# feature) is checked and linted: in a build dir of its own (kept per
 	@# machine too), so that neither waits for the other's lock; it takes
@@ -230,9 +232,9 @@ test-locked:
 	    $(CARGO) check --quiet --lib --bins $(LOCKED) >"$$log" 2>&1 & check=$$!; \
 	st=0; \
 	if $(CARGO) nextest --version >/dev/null 2>&1; then \
-	    (set -x; $(CARGO) nextest run --cargo-quiet --features conformance $(LOCKED) --no-fail-fast) || st=$$?; \
+	    (set -x; $(CARGO) nextest run --cargo-quiet --features conformance,replay $(LOCKED) --no-fail-fast) || st=$$?; \
 	else \
-	    (set -x; $(CARGO) test --quiet --features conformance $(LOCKED) --no-fail-fast) || st=$$?; \
+	    (set -x; $(CARGO) test --quiet --features conformance,replay $(LOCKED) --no-fail-fast) || st=$$?; \
 	fi; \
 	if wait $$check; then \
 	    echo "make test: the release configuration checks clean"; \
@@ -268,8 +270,8 @@ clippy:
 bench: export CONTEXTD_NODE := $(CURDIR)/.tools/node22/bin/node
 bench: deps
 	@scripts/deps.sh --node --desktop-root
-	$(CARGO) build --release $(LOCKED) --example wl_toplevels
-	$(CARGO) bench $(LOCKED) --bench benches -- broker pipewire fdo wayland mcp history provider dashboard v4l2 shells readers boundary
+	$(CARGO) build --release $(LOCKED) --features replay --example wl_toplevels
+	$(CARGO) bench $(LOCKED) --features replay --bench benches -- broker pipewire fdo wayland mcp history provider dashboard v4l2 shells readers boundary
 
 # Issue 16's soak (benches/soak.rs), loopback only, in a private session of
 # scripts/session.sh with mocked system services: CONTEXTD_SOAK_SECS (60) s
@@ -285,14 +287,14 @@ bench: deps
 # the last `make fuzz` figure; CONTEXTD_SOAK_FUZZ_CASES=N first runs a fuzz
 # slice of N inputs (a debug build of the library's tests) and quotes that.
 soak: deps
-	$(CARGO) build --release $(LOCKED) --example wl_toplevels
+	$(CARGO) build --release $(LOCKED) --features replay --example wl_toplevels
 	@fig=; if [ "$${CONTEXTD_SOAK_FUZZ_CASES:-0}" -gt 0 ]; then \
 	    log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
-	    CONTEXTD_FUZZ_CASES="$$CONTEXTD_SOAK_FUZZ_CASES" $(CARGO) test $(LOCKED) --lib fuzz::full \
+	    CONTEXTD_FUZZ_CASES="$$CONTEXTD_SOAK_FUZZ_CASES" $(CARGO) test $(LOCKED) --features replay --lib fuzz::full \
 	        -- --ignored --exact --nocapture | tee "$$log"; \
 	    fig="$$(sed -n 's/^fuzz: total //p' "$$log"), 0 failures (a slice run by this make soak)"; \
 	fi; \
-	set -x; CONTEXTD_SOAK_FUZZ_FIGURE="$$fig" $(CARGO) bench $(LOCKED) --bench benches -- soak
+	set -x; CONTEXTD_SOAK_FUZZ_FIGURE="$$fig" $(CARGO) bench $(LOCKED) --features replay --bench benches -- soak
 
 # The fuzz targets of fuzz/mod.rs (`make test` runs a short slice):
 # CONTEXTD_FUZZ_CASES inputs in all (default 1000000) on
@@ -301,7 +303,7 @@ soak: deps
 # Prints inputs/s per target; fails on a panic, an input over 1 s or one
 # holding over 64 MiB.
 fuzz:
-	$(CARGO) test $(LOCKED) --lib fuzz::full -- --ignored --exact --nocapture
+	$(CARGO) test $(LOCKED) --features replay --lib fuzz::full -- --ignored --exact --nocapture
 
 # Claude Desktop's MCP bundle (packaging/mcpb/, README "Claude Desktop"):
 # examples/mcpb.rs writes its directory (manifest.json with this version and

@@ -32,9 +32,9 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeZone, Utc};
 use common::*;
+use contextd::internals::store::history::{History, Query};
+use contextd::internals::store::{Db, DbKey, KeySource};
 use contextd::internals::{HistoryEvent, HistoryKind, HistoryOp, HistorySettings};
-use contextd::store::history::{History, Query};
-use contextd::store::{Db, DbKey, KeySource};
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
@@ -139,9 +139,11 @@ async fn reads(
         // Pages after the first cost the same (keyset cursor).
         let mut next = next;
         for _ in 0..9 {
-            q.cursor = next
-                .as_deref()
-                .and_then(|c| contextd::store::history::parse_cursor(c).ok().flatten());
+            q.cursor = next.as_deref().and_then(|c| {
+                contextd::internals::store::history::parse_cursor(c)
+                    .ok()
+                    .flatten()
+            });
             let t = Instant::now();
             let (_, n) = history.query(&q, now).await.expect("page");
             p_times.push(t.elapsed());

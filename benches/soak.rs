@@ -1852,7 +1852,7 @@ async fn run() -> bool {
             .unwrap_or(0);
         let key = match std::fs::read(&key_file)
             .ok()
-            .and_then(|b| contextd::store::DbKey::parse(&b))
+            .and_then(|b| contextd::internals::store::DbKey::parse(&b))
         {
             Some(k) => k,
             None => {
@@ -1860,10 +1860,10 @@ async fn run() -> bool {
                 break;
             }
         };
-        let opened_db = contextd::store::Db::open(
+        let opened_db = contextd::internals::store::Db::open(
             &db_path,
             &key,
-            &contextd::store::KeySource::KeyFile(key_file.clone()),
+            &contextd::internals::store::KeySource::KeyFile(key_file.clone()),
         )
         .await;
         let (db, _tasks) = match opened_db {

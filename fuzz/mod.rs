@@ -285,6 +285,7 @@ const TARGETS: &[Target] = &[
     ("provider_entry", targets::provider_entry),
     ("policy_toml", targets::policy_toml),
     ("config_toml", targets::config_toml),
+    #[cfg(feature = "replay")]
     ("replay_line", targets::replay_line),
     ("desktop_entry", targets::desktop_entry),
     ("dashboard_form", targets::dashboard_form),
@@ -1350,6 +1351,7 @@ mod targets {
         })
     }
 
+    #[cfg(feature = "replay")]
     const REPLAY_WORDS: &[&str] = &[
         "type",
         "source-status",
@@ -1396,6 +1398,7 @@ mod targets {
         "2026-11-22T09:00:00Z",
     ];
 
+    #[cfg(feature = "replay")]
     const REPLAY_SEEDS: &[&str] = &[
         r#"{"type": "clock", "at": "2026-11-22T09:00:00Z"}"#,
         r#"{"type": "focus", "id": "w1"}"#,
@@ -1415,6 +1418,7 @@ mod targets {
         "   ",
     ];
 
+    #[cfg(feature = "replay")]
     pub(super) fn replay_line(s: &Settings) -> Outcome {
         drive(
             "replay_line",
@@ -1634,7 +1638,7 @@ mod targets {
         {
             Box::pin(async { Err(crate::core::tokens::TokenError::Random) })
         }
-        fn list(&self) -> Vec<crate::core::tokens::TokenInfo> {
+        fn list(&self) -> Vec<crate::model::admin::TokenInfo> {
             Vec::new()
         }
         fn revoke<'a>(

@@ -139,10 +139,10 @@ pub struct ConfigFile {
     pub dashboard: DashboardConfig,
     /// `[recent_documents]`: paths never shown, how many files.
     #[serde(default)]
-    pub recent_documents: crate::sources::recent::Settings,
+    pub recent_documents: RecentDocumentsConfig,
     /// `[location]`: how precisely the broker asks GeoClue.
     #[serde(default)]
-    pub location: crate::sources::geoclue::Settings,
+    pub location: LocationConfig,
     /// `[identity]`: how processes that share an executable are told apart.
     #[serde(default)]
     pub identity: IdentityConfig,
@@ -280,14 +280,14 @@ pub struct IdentityConfig {
     /// is. Default: node, nodejs, python3*, python, gjs, gjs-console, perl,
     /// perl5*, ruby*, bun, deno. `[]` names every process by its executable.
     #[serde(default, deserialize_with = "interpreters")]
-    pub interpreters: crate::core::identity::Interpreters,
+    pub interpreters: crate::identity::Interpreters,
 }
 
 fn interpreters<'de, D: serde::Deserializer<'de>>(
     d: D,
-) -> Result<crate::core::identity::Interpreters, D::Error> {
+) -> Result<crate::identity::Interpreters, D::Error> {
     let list = Vec::<String>::deserialize(d)?;
-    crate::core::identity::Interpreters::parse(list.iter().map(String::as_str))
+    crate::identity::Interpreters::parse(list.iter().map(String::as_str))
         .map_err(serde::de::Error::custom)
 }
 
@@ -422,6 +422,48 @@ impl McpHttpConfig {
     }
 }
 
+/// `[recent_documents]` in config.toml (`sources::recent` reads it).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RecentDocumentsConfig {
+    /// Paths (or patterns) whose files are never shown nor recorded.
+    pub exclude: Vec<String>,
+    /// At most this many files, newest first (at most 1000).
+    pub limit: usize,
+}
+
+impl Default for RecentDocumentsConfig {
+    fn default() -> Self {
+        RecentDocumentsConfig {
+            exclude: vec![
+                "~/.ssh".into(),
+                "~/.gnupg".into(),
+                "~/.password-store".into(),
+                "~/.local/share/keyrings".into(),
+            ],
+            limit: 50,
+        }
+    }
+}
+
+/// `[location]` in config.toml (`sources::geoclue` reads it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LocationConfig {
+    pub accuracy: Accuracy,
+}
+
+/// `[location] accuracy`: how precisely the broker asks GeoClue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Accuracy {
+    Country,
+    #[default]
+    City,
+    Street,
+    Exact,
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourcesConfig {
@@ -542,14 +584,13 @@ impl ConfigFile {
 pub struct Config {
     pub paths: Paths,
     pub file: ConfigFile,
-    /// Feed events from this JSON-lines file (or FIFO) instead of nothing:
-    /// for tests and benchmarks.
-    pub replay: Option<PathBuf>,
     /// Take the bus name over from a running instance.
     pub replace: bool,
-    /// With `replay`: start the broker's clock at this time and let the
-    /// script move it (`{"type": "clock", "at": ...}`).
-    pub fake_clock: Option<chrono::DateTime<chrono::Utc>>,
+    /// Tests and benchmarks only: feed events from a JSON-lines file (or
+    /// FIFO) instead of the real sources, and optionally start the
+    /// broker's clock at a time the script moves (`{"type": "clock", ...}`).
+    #[cfg(feature = "replay")]
+    pub replay: crate::cli::ReplayArgs,
 }
 
 #[cfg(test)]
@@ -679,7 +720,7 @@ mod tests {
 
     #[test]
     fn identity_section() {
-        use crate::core::identity::Interpreters;
+        use crate::identity::Interpreters;
         let c = ConfigFile::parse("", "t".into()).expect("ok");
         assert_eq!(c.identity.interpreters, Interpreters::default());
         let c = ConfigFile::parse("[identity]\ninterpreters = []\n", "t".into()).expect("ok");

@@ -171,7 +171,7 @@ async fn run_with(
     crate::mcp::preflight(&config)?;
     crate::dashboard::check(&config.file.dashboard)?;
     // Before any process is identified: every source names processes alike.
-    crate::core::identity::set_interpreters(config.file.identity.interpreters.clone());
+    crate::identity::set_interpreters(config.file.identity.interpreters.clone());
     let tree = Tree::new();
     let (bus, sendq) = bus.map_or((None, None), |(lane, q)| (Some(lane), q));
     let lanes = Lanes::start(bus)?;
@@ -262,8 +262,9 @@ async fn serve(
     let clocks = Clocks::of(config);
     let store = open_store(conn, config, tree).await?;
     let notify = store.notify;
-    let (core, tokens) = build_core(config, tree, &lanes.store, clocks.clock, store).await?;
-    start_sources(conn, config, tree, &core, clocks.manual).await;
+    let (core, tokens) =
+        build_core(config, tree, &lanes.store, clocks.clock.clone(), store).await?;
+    start_sources(conn, config, tree, &core, clocks).await;
     let publishers =
         start_publishers(conn, config, tree, (&lanes.mcp, sendq), &core, tokens).await?;
     if notify && let Some(reason) = core.recovery() {
@@ -276,16 +277,34 @@ async fn serve(
     Ok(wait(shutdown, publishers).await)
 }
 
-/// The clock of the core: the system's, or a scripted one only for replays
-/// that ask for one (timeline tests), which the replay's `Clock` events set.
+/// The clock of the core: the system's, or (a build with the `replay`
+/// feature) a scripted one for replays that ask for one (timeline tests),
+/// which the replay's `Clock` events set.
 struct Clocks {
     clock: Arc<dyn crate::core::Clock>,
+    #[cfg(feature = "replay")]
     manual: Option<Arc<crate::core::clock::ManualClock>>,
 }
 
+#[cfg(not(feature = "replay"))]
+impl Clocks {
+    fn of(_: &Config) -> Clocks {
+        Clocks {
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Whether `ev` moved the scripted clock (then it is not the state's):
+    /// never without replays.
+    fn moved(&self, _: &SourceEvent) -> bool {
+        false
+    }
+}
+
+#[cfg(feature = "replay")]
 impl Clocks {
     fn of(config: &Config) -> Clocks {
-        let manual = match (&config.replay, config.fake_clock) {
+        let manual = match (&config.replay.script, config.replay.fake_clock) {
             (Some(_), Some(at)) => Some(crate::core::clock::ManualClock::new(at)),
             _ => None,
         };
@@ -294,6 +313,19 @@ impl Clocks {
             None => Arc::new(SystemClock),
         };
         Clocks { clock, manual }
+    }
+
+    /// Whether `ev` is a replay's clock move (set here, in order with the
+    /// events around it, and not the state's); ignored with the system
+    /// clock.
+    fn moved(&self, ev: &SourceEvent) -> bool {
+        let SourceEvent::Clock { at } = ev else {
+            return false;
+        };
+        if let Some(m) = &self.manual {
+            m.set(*at);
+        }
+        true
     }
 }
 
@@ -543,7 +575,7 @@ async fn start_sources(
     config: &Config,
     tree: &Tree,
     core: &Arc<Core>,
-    manual: Option<Arc<crate::core::clock::ManualClock>>,
+    clocks: Clocks,
 ) {
     // Events from every source go through one channel to the state. The
     // task that applies them also switches recording off and on with the
@@ -562,10 +594,7 @@ async fn start_sources(
                 tokio::select! {
                     ev = rx.recv() => {
                         let Some(ev) = ev else { break };
-                        if let SourceEvent::Clock { at } = ev {
-                            if let Some(m) = &manual {
-                                m.set(at);
-                            }
+                        if clocks.moved(&ev) {
                             continue;
                         }
                         core.state().apply(ev);

@@ -129,10 +129,10 @@ pub(crate) fn shared() -> &'static Mutex<DesktopEntries> {
 /// `systemd:` unit name (chosen by whoever started the process), what an
 /// interpreter runs (`node:…`, a claim of its command line) and `token:`.
 ///
-/// [`is_system_executable`]: crate::core::identity::is_system_executable
+/// [`is_system_executable`]: crate::identity::is_system_executable
 pub(crate) fn display_of(app_id: &str) -> Option<AppInfo> {
     if let Some(path) = app_id.strip_prefix("exe:") {
-        if !crate::core::identity::is_system_executable(Path::new(path)) {
+        if !crate::identity::is_system_executable(Path::new(path)) {
             return None;
         }
         return lookup(path.rsplit('/').next()?);

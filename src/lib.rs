@@ -17,10 +17,10 @@
 //!   tests also use as a typed client;
 //! - [`model`]: the categories and the window, as clients name them;
 //! - [`names`]: the bus name, object path and socket names clients use;
-//! - [`store`]: opening the encrypted database, for the tests that check
-//!   what is on disk and the benches that fill the timeline;
 //! - [`internals`]: the few items the integration tests and benches
-//!   compare against or drive directly, and the binaries' command lines
+//!   compare against or drive directly (among them `internals::store`:
+//!   opening the encrypted database, for the tests that check what is on
+//!   disk and the benches that fill the timeline), and the binaries' command lines
 //!   (`internals::cli`, shared with the man page and completion generator)
 //!   (hidden from the docs).
 //!
@@ -45,6 +45,7 @@ pub(crate) mod desktop_entry;
 mod fuzz;
 pub mod hardening;
 pub(crate) mod httpd;
+pub(crate) mod identity;
 pub mod logging;
 pub(crate) mod mcp;
 pub(crate) mod memory;
@@ -52,7 +53,7 @@ pub mod model;
 pub mod names;
 pub(crate) mod shutdown;
 pub(crate) mod sources;
-pub mod store;
+pub(crate) mod store;
 
 /// Items below the public API that integration tests and benches reach
 /// directly: a source driven without a daemon, the limits and constants a
@@ -62,9 +63,9 @@ pub mod store;
 pub mod internals {
     pub use crate::core::SourceEvent;
     pub use crate::core::history::{HistoryEvent, HistoryKind, HistoryOp, HistorySettings};
-    pub use crate::core::identity::{is_system_executable, resolve_pid};
     pub use crate::core::privacy::PrivacySettings;
     pub use crate::core::state::MAX_TEXT_CHARS;
+    pub use crate::identity::{is_system_executable, resolve_pid};
     /// The vocabulary of provided context, checked against its JSON-LD.
     pub mod vocabulary {
         pub use crate::core::vocabulary::{check_entry, seed_kinds};
@@ -80,10 +81,22 @@ pub mod internals {
     }
     pub use crate::sources::wayland::run_at as run_wayland_source_at;
     pub use crate::sources::{Backoff, SourceContext};
+    /// The encrypted database, opened by the tests that check what is on
+    /// disk and by the benches that fill and read the timeline.
+    pub mod store {
+        pub use crate::store::db::{Db, DbError};
+        pub use crate::store::key::{DbKey, KeyError, KeySource};
+        /// The timeline's store, driven directly by the history bench.
+        pub mod history {
+            pub use crate::store::history::{History, Query, parse_cursor};
+        }
+    }
     /// The command lines of both binaries, which also render the man pages
     /// and completion scripts (`contextctl generate-files`,
     /// `contextctl completions`).
     pub mod cli {
+        #[cfg(feature = "replay")]
+        pub use crate::cli::ReplayArgs;
         pub use crate::cli::{
             Command, ConsentCommand, ContextctlArgs, ContextdArgs, KeyCommand, PrivacyCommand,
             ProvidersCommand, ReadersCommand, RecoveryCommand, TokenCommand, completions,

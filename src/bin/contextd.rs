@@ -68,9 +68,9 @@ pub(crate) fn main() -> ExitCode {
     let config = Config {
         paths,
         file,
+        #[cfg(feature = "replay")]
         replay: args.replay,
         replace: args.replace,
-        fake_clock: args.fake_clock,
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

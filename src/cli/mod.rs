@@ -41,14 +41,10 @@ pub struct ContextdArgs {
     /// Take the bus name over from a running instance.
     #[arg(long)]
     pub replace: bool,
-    /// Feed scripted events from a JSON-lines file or FIFO (tests,
-    /// benchmarks).
-    #[arg(long, value_name = "FILE")]
-    pub replay: Option<PathBuf>,
-    /// With --replay: a clock that starts at this RFC 3339 time and moves
-    /// only when the script says (tests of the timeline).
-    #[arg(long, value_name = "TIME", requires = "replay")]
-    pub fake_clock: Option<chrono::DateTime<chrono::Utc>>,
+    /// `--replay`, `--fake-clock`: tests and benchmarks only.
+    #[cfg(feature = "replay")]
+    #[command(flatten)]
+    pub replay: ReplayArgs,
     /// Use this config file instead of $XDG_CONFIG_HOME/contextd/config.toml.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -59,6 +55,22 @@ pub struct ContextdArgs {
     /// More log detail (-v debug, -vv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
+}
+
+/// The scripted world of tests and benchmarks: in a build with the cargo
+/// feature `replay` only (`make test`, `make bench`), so that a release
+/// build has neither option nor the code behind them.
+#[cfg(feature = "replay")]
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ReplayArgs {
+    /// Feed scripted events from a JSON-lines file or FIFO instead of the
+    /// real sources (tests, benchmarks).
+    #[arg(long = "replay", value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// With --replay: a clock that starts at this RFC 3339 time and moves
+    /// only when the script says (tests of the timeline).
+    #[arg(long, value_name = "TIME", requires = "script")]
+    pub fake_clock: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// Look at what the desktop context broker knows, as the user sees it.

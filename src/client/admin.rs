@@ -8,8 +8,8 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
-use crate::core::tokens::TokenInfo;
-pub use crate::mcp::admin::Request;
+pub use crate::model::admin::Request;
+use crate::model::admin::TokenInfo;
 use crate::names::ADMIN_SOCKET;
 
 /// How long a request may take.

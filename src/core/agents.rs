@@ -23,7 +23,7 @@
 use std::path::{Path, PathBuf};
 
 use super::error::{Error, Result};
-use super::read::Subject;
+use super::subject::Subject;
 use crate::model::IdentitySource;
 
 /// Where Debian (and every distribution we know) installs GNOME Shell.

@@ -1,6 +1,3 @@
-use std::sync::Arc;
-use std::sync::Mutex;
-
 use chrono::{DateTime, Utc};
 
 /// Where "now" comes from. Expiry and retention read the clock through this
@@ -18,29 +15,43 @@ impl Clock for SystemClock {
     }
 }
 
-/// A clock that only moves when told to.
-#[derive(Debug)]
-pub(crate) struct ManualClock(Mutex<DateTime<Utc>>);
+/// The clock of unit tests and of `--fake-clock` replays (a build with
+/// the `replay` feature): the release build has only [`SystemClock`].
+#[cfg(any(test, feature = "replay"))]
+pub(crate) use manual::ManualClock;
 
-impl ManualClock {
-    pub(crate) fn new(at: DateTime<Utc>) -> Arc<Self> {
-        Arc::new(ManualClock(Mutex::new(at)))
+#[cfg(any(test, feature = "replay"))]
+mod manual {
+    use std::sync::{Arc, Mutex};
+
+    use chrono::{DateTime, Utc};
+
+    use super::Clock;
+
+    /// A clock that only moves when told to.
+    #[derive(Debug)]
+    pub(crate) struct ManualClock(Mutex<DateTime<Utc>>);
+
+    impl ManualClock {
+        pub(crate) fn new(at: DateTime<Utc>) -> Arc<Self> {
+            Arc::new(ManualClock(Mutex::new(at)))
+        }
+
+        pub(crate) fn set(&self, at: DateTime<Utc>) {
+            *self.0.lock().unwrap_or_else(|e| e.into_inner()) = at;
+        }
+
+        #[cfg(test)]
+        pub(crate) fn advance(&self, by: chrono::Duration) {
+            let mut t = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            *t += by;
+        }
     }
 
-    pub(crate) fn set(&self, at: DateTime<Utc>) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = at;
-    }
-
-    #[cfg(test)]
-    pub(crate) fn advance(&self, by: chrono::Duration) {
-        let mut t = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        *t += by;
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    impl Clock for ManualClock {
+        fn now(&self) -> DateTime<Utc> {
+            *self.0.lock().unwrap_or_else(|e| e.into_inner())
+        }
     }
 }
 

@@ -12,40 +12,14 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::error::Error;
+use super::subject::Channel;
 use crate::model::{AppId, Category, IdentitySource};
 
 pub(crate) type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// How an app reached the broker; shown in prompts and the audit log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub(crate) enum Channel {
-    #[serde(rename = "dbus")]
-    DBus,
-    #[serde(rename = "mcp-stdio")]
-    McpStdio,
-    #[serde(rename = "mcp-http")]
-    McpHttp,
-}
-
-impl Channel {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Channel::DBus => "dbus",
-            Channel::McpStdio => "mcp-stdio",
-            Channel::McpHttp => "mcp-http",
-        }
-    }
-}
-
-impl fmt::Display for Channel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Allow,
     Deny,
     /// Ask every time.
@@ -53,7 +27,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verdict::Allow => "allow",
             Verdict::Deny => "deny",
@@ -80,7 +54,7 @@ impl FromStr for Verdict {
 /// Who made a stored decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Origin {
+pub(crate) enum Origin {
     /// The user, answering a prompt.
     Prompt,
     /// The user, through `Consent1` / `contextctl consent`.
@@ -94,7 +68,7 @@ pub enum Origin {
 }
 
 impl Origin {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Origin::Prompt => "prompt",
             Origin::Manage => "manage",
@@ -121,7 +95,7 @@ impl FromStr for Origin {
 
 /// One decision of the user about one app and one category.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StoredDecision {
+pub(crate) struct StoredDecision {
     pub app: AppId,
     pub category: Category,
     pub verdict: Verdict,
@@ -131,7 +105,7 @@ pub struct StoredDecision {
 }
 
 impl StoredDecision {
-    pub fn live_at(&self, now: DateTime<Utc>) -> bool {
+    pub(crate) fn live_at(&self, now: DateTime<Utc>) -> bool {
         self.expires.is_none_or(|e| e > now)
     }
 }
@@ -173,7 +147,7 @@ impl Answer {
 
 /// An app that asked, as the broker knows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AppInfo {
+pub(crate) struct AppInfo {
     pub app_id: AppId,
     pub identity_source: IdentitySource,
     pub display_name: Option<String>,
@@ -254,7 +228,7 @@ impl PendingWrite {
 
 /// What is loaded from the store at start.
 #[derive(Debug, Clone, Default)]
-pub struct Loaded {
+pub(crate) struct Loaded {
     pub decisions: Vec<StoredDecision>,
     pub apps: Vec<AppInfo>,
     /// Apps whose publications the user refused, and since when.

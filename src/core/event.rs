@@ -83,6 +83,7 @@ pub enum SourceEvent {
     /// Replay only: move the broker's clock (started with `--fake-clock`)
     /// to `at`, in order with the events around it, so that a scripted
     /// day has real timestamps. Ignored with the system clock.
+    #[cfg(feature = "replay")]
     Clock {
         at: chrono::DateTime<chrono::Utc>,
     },

@@ -29,11 +29,10 @@ use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 
 use super::clock::Clock;
-use super::consent::{
-    AppInfo, AuditEntry, Channel, ConsentStore, Loaded, Origin, StoredDecision, Verdict,
-};
+use super::consent::{AppInfo, AuditEntry, ConsentStore, Loaded, Origin, StoredDecision, Verdict};
 use super::error::Error;
 use super::policy::{Policy, PolicyError};
+use super::subject::Channel;
 use crate::model::{AppId, Category, IdentitySource};
 
 #[derive(Debug, Clone, PartialEq)]

@@ -34,7 +34,8 @@ use super::consent::{
 };
 use super::error::Error;
 use super::history::{AppTotals, HistoryKind, HistoryStore, Page, Query};
-use super::tokens::{Bearer, TokenError, TokenInfo, TokenStore};
+use super::tokens::{Bearer, TokenError, TokenStore};
+use crate::model::admin::TokenInfo;
 use crate::model::{AppId, Category};
 use crate::shutdown::Level;
 

@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::Core;
 use super::consent::{AuditQuery, Origin};
 use super::error::{Error, Result};
-use super::read::Subject;
+use super::subject::Subject;
 use super::view::time;
 use crate::model::Category;
 

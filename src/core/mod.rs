@@ -1,4 +1,4 @@
-//! The core: state, consent gate, identity, and the read service
+//! The core: state, consent gate and the read service
 //! ([`read`]) through which every publisher reads. No zbus, sqlx, rmcp,
 //! wayland or pipewire type appears here; publishers and sources adapt to
 //! it, and the store implements the traits it owns.
@@ -14,7 +14,6 @@ pub(crate) mod error;
 pub(crate) mod event;
 pub(crate) mod gate;
 pub(crate) mod history;
-pub(crate) mod identity;
 pub(crate) mod lane;
 pub(crate) mod manage;
 pub(crate) mod notice;
@@ -29,6 +28,7 @@ pub(crate) mod readers;
 pub(crate) mod reading;
 pub(crate) mod reports;
 pub(crate) mod state;
+pub(crate) mod subject;
 pub(crate) mod tickets;
 pub(crate) mod tokens;
 pub(crate) mod view;
@@ -40,12 +40,11 @@ use std::sync::Arc;
 use crate::model;
 
 pub(crate) use clock::{Clock, SystemClock};
-pub(crate) use consent::Channel;
 pub(crate) use error::{Error, Result};
 pub use event::SourceEvent;
 pub(crate) use gate::{Gate, GateSettings};
-pub(crate) use read::{Mode, Subject};
 pub(crate) use state::{Change, State};
+pub(crate) use subject::{Channel, Mode, Subject};
 pub(crate) use watch::{Follow, Item, Watch, Watcher};
 
 /// The `ListSources` entry that says the broker runs degraded because its

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 
 /// A part of what the user controls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Part {
+pub(crate) enum Part {
     /// Decisions and policy: what apps may see (also bumped by the gate's
     /// generation: expiries, pause).
     Grants,
@@ -26,7 +26,7 @@ pub enum Part {
 }
 
 impl Part {
-    pub const ALL: [Part; 6] = [
+    pub(crate) const ALL: [Part; 6] = [
         Part::Grants,
         Part::Apps,
         Part::Audit,
@@ -35,7 +35,7 @@ impl Part {
         Part::Readers,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Part::Grants => "grants",
             Part::Apps => "apps",
@@ -57,7 +57,7 @@ pub(crate) type Counters = [u64; Part::ALL.len()];
 /// The counters; clones share them (the gate and the readers' registry
 /// bump the same ones).
 #[derive(Debug, Clone)]
-pub struct Notices {
+pub(crate) struct Notices {
     tx: std::sync::Arc<watch::Sender<Counters>>,
 }
 
@@ -71,12 +71,12 @@ impl Default for Notices {
 
 impl Notices {
     /// `part` changed.
-    pub fn bump(&self, part: Part) {
+    pub(crate) fn bump(&self, part: Part) {
         self.tx
             .send_modify(|c| c[part.index()] = c[part.index()].wrapping_add(1));
     }
 
-    pub fn subscribe(&self) -> watch::Receiver<Counters> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Counters> {
         self.tx.subscribe()
     }
 }

@@ -42,10 +42,11 @@ use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::Core;
-use super::consent::{Answer, BoxFut, Channel, Origin, Verdict};
+use super::consent::{Answer, BoxFut, Origin, Verdict};
 use super::display::{self, ID_MAX, NAME_MAX, REASON_MAX};
 use super::error::{Error, Result};
 use super::gate::{Decision, Ended};
+use super::subject::{Channel, HostCall};
 use crate::model::{AppId, Category, IdentitySource};
 
 /// The most questions open at once (on the screen and waiting), over all
@@ -99,20 +100,6 @@ impl PromptRequest {
     pub(crate) fn shown_id(&self) -> String {
         display::one_line(self.app.as_str(), ID_MAX)
     }
-}
-
-/// What an MCP host called, as a prompt shows it.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub(crate) struct HostCall {
-    /// The name and version the host gave (`clientInfo`, a claim).
-    pub(crate) host: Option<String>,
-    /// `tools/call`, `resources/read`, `prompts/get`, ...
-    pub(crate) method: String,
-    /// The tool, resource or prompt.
-    pub(crate) name: String,
-    /// Its arguments as compact JSON (cut to a length a prompt shows),
-    /// when it has any.
-    pub(crate) arguments: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use super::error::{Error, Result};
 use super::event::SourceEvent;
-use super::read::Subject;
+use super::subject::Subject;
 use super::view::time;
 use super::{Core, vocabulary};
 use crate::model::{AppId, ProvidedContext, ProvidedData};

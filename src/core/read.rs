@@ -15,98 +15,22 @@
 pub(crate) mod questions;
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio_util::sync::CancellationToken;
 
 use super::Core;
-use super::consent::{BoxFut, Channel};
 use super::error::{Error, Result};
 use super::gate::Decision;
 use super::history::{HistoryKind, HistoryStore, Query};
 use super::prompts::{self, Outcome, PromptRequest};
 use super::state::Change;
+use super::subject::{HostCall, Mode, Subject};
 use super::view::{self, CaptureSessionView, SourceView, StateView};
 use crate::model::{AppId, Category, IdentitySource, MediaKind};
 
 pub(crate) use questions::*;
-
-/// Who reads: the app id the broker derived from the caller's credentials
-/// (never a name the caller sent), how it was derived, and the channel
-/// it came over (recorded with every access).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct Subject {
-    pub(crate) app_id: AppId,
-    pub(crate) source: IdentitySource,
-    pub(crate) channel: Channel,
-}
-
-/// Reports that the broker is waiting for the user (MCP
-/// `notifications/progress`): the step and a message.
-pub(crate) type Progress = Arc<dyn Fn(f64, String) -> BoxFut<'static, ()> + Send + Sync>;
-
-/// How a read treats a category the user has not decided about.
-#[derive(Clone)]
-pub(crate) enum Mode {
-    /// Only look: no prompt, no audit. For filtering (signals, lists of
-    /// resources, completions); an undecided category is `Pending`.
-    Look,
-    /// An access: audited; an undecided category starts a prompt and the
-    /// read answers `Pending` at once (a D-Bus read never blocks on the
-    /// user; the app asks again, or calls `RequestAccess`). `request` is
-    /// what the app called (the D-Bus member), recorded in the audit.
-    Access { request: String },
-    /// An access that waits for the user's answer (MCP): audited; while
-    /// the prompt shows, `progress` is told every few seconds; `cancel`
-    /// (the host gave up, or the session ended) stops the wait. A prompt
-    /// that is not answered with an allow refuses the read and stores
-    /// nothing.
-    Ask {
-        progress: Option<Progress>,
-        cancel: CancellationToken,
-        /// What the host asked for, as the prompt shows it: the host's
-        /// own name (MCP `clientInfo`), the tool, resource or prompt, and
-        /// its arguments.
-        reason: String,
-        /// What the host called, for the audit (`tools/call NAME`, …).
-        request: String,
-        /// The same, in parts, for a consent UI to show apart.
-        call: Option<prompts::HostCall>,
-    },
-}
-
-impl fmt::Debug for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Mode::Look => f.write_str("Look"),
-            Mode::Access { request } => f.debug_struct("Access").field("request", request).finish(),
-            Mode::Ask {
-                progress,
-                reason,
-                request,
-                ..
-            } => f
-                .debug_struct("Ask")
-                .field("progress", &progress.is_some())
-                .field("reason", reason)
-                .field("request", request)
-                .finish_non_exhaustive(),
-        }
-    }
-}
-
-impl Mode {
-    /// What the caller called, for the audit; `None` for a look.
-    fn request(&self) -> Option<&str> {
-        match self {
-            Mode::Look => None,
-            Mode::Access { request } | Mode::Ask { request, .. } => Some(request),
-        }
-    }
-}
 
 /// The longest reason a prompt shows (characters).
 const MAX_REASON: usize = 500;
@@ -779,7 +703,7 @@ fn prompt_request(
     who: &Subject,
     categories: Vec<Category>,
     reason: &str,
-    call: Option<prompts::HostCall>,
+    call: Option<HostCall>,
 ) -> PromptRequest {
     PromptRequest {
         call,
@@ -823,6 +747,7 @@ pub(crate) fn state_view<T>(value: Option<T>) -> StateView<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::Channel;
 
     #[test]
     fn only_our_contextctl_outside_a_sandbox_reads_the_sources_as_they_are() {

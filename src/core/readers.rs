@@ -18,8 +18,8 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::Core;
-use super::consent::Channel;
 use super::notice::{Notices, Part};
+use super::subject::Channel;
 use crate::model::{AppId, Category, IdentitySource};
 
 /// What a publisher knows of a reader when it starts.

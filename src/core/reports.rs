@@ -31,7 +31,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::Core;
 use super::error::{Error, Result};
-use super::read::Subject;
+use super::subject::Subject;
 use crate::model::{AppId, IdentitySource, WindowAttribution, WindowStates};
 
 /// The source that GNOME Shell's reports are.

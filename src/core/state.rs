@@ -545,6 +545,7 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
                 out.push(Change::RecentDocuments { documents, new });
             }
         }
+        #[cfg(feature = "replay")]
         SourceEvent::Clock { .. } => {}
         SourceEvent::ProvidedRemoved { app_id, kind } => {
             if let Some(context) = snap.provided.remove(&app_id, &kind) {

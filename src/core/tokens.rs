@@ -25,11 +25,11 @@ use base64::Engine;
 use chrono::{DateTime, Utc};
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::core::consent::BoxFut;
 use crate::model::AppId;
+use crate::model::admin::TokenInfo;
 
 /// Tokens start with this, so that they are recognisable in a config file
 /// or a leak scanner.
@@ -51,13 +51,6 @@ pub enum TokenError {
     Random,
     #[error("token database: {0}")]
     Db(String),
-}
-
-/// One stored token, as `token list` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenInfo {
-    pub name: String,
-    pub created: DateTime<Utc>,
 }
 
 /// Where tokens live (`store::tokens::DbTokenStore`, in the encrypted

@@ -13,7 +13,7 @@ use zbus::fdo::DBusProxy;
 use zbus::names::BusName;
 
 use super::error::{Error, Result};
-use crate::core::identity::{self, Identity};
+use crate::identity::{self, Identity};
 
 /// A bus peer as the broker knows it.
 #[derive(Debug, Clone)]

@@ -15,7 +15,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -23,21 +22,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::stdio;
-use crate::core::identity;
 use crate::core::tokens::Tokens;
 use crate::core::{Channel, Core, Subject};
+use crate::identity;
+use crate::model::admin::Request;
 
 pub(crate) use crate::names::ADMIN_SOCKET as SOCKET_NAME;
 const MAX_REQUEST: u64 = 4096;
 const TIMEOUT: Duration = Duration::from_secs(5);
-
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum Request {
-    TokenCreate { name: String },
-    TokenList,
-    TokenRevoke { name: String },
-}
 
 /// Serve token requests until `cancel`.
 pub(crate) async fn serve(

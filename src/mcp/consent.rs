@@ -56,7 +56,7 @@ fn ask_with(
 ) -> Mode {
     let progress = ctx.meta.get_progress_token().map(|token| {
         let peer = ctx.peer.clone();
-        let report: crate::core::read::Progress = Arc::new(move |step, message| {
+        let report: crate::core::subject::Progress = Arc::new(move |step, message| {
             let peer = peer.clone();
             let p = ProgressNotificationParam::new(token.clone(), step).with_message(message);
             Box::pin(async move {
@@ -88,14 +88,14 @@ fn ask_with(
 /// ends the wait.
 pub(crate) fn asking(
     client: Option<String>,
-    progress: Option<crate::core::read::Progress>,
+    progress: Option<crate::core::subject::Progress>,
     cancel: CancellationToken,
     request: &str,
     what: &str,
     arguments: Option<String>,
 ) -> Mode {
     let (method, name) = request.split_once(' ').unwrap_or((request, ""));
-    let call = crate::core::prompts::HostCall {
+    let call = crate::core::subject::HostCall {
         host: client.clone(),
         method: method.to_owned(),
         name: name.to_owned(),

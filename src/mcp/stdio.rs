@@ -12,7 +12,7 @@
 //! be its parent (Claude Desktop spawned `contextctl mcp` on its pipes):
 //! a child of the host that re-parents a `contextctl` of its own
 //! (`clone(CLONE_PARENT)`) holds those pipes itself and is refused (see
-//! `core::identity::holders`). The host is resolved through its pidfd with
+//! `identity::holders`). The host is resolved through its pidfd with
 //! the same app-id resolver as D-Bus callers. A peer that is not
 //! `contextctl` is its own host (nothing it says about itself counts).
 //!
@@ -39,7 +39,7 @@ use super::Broker;
 use super::consent::{Channel, HostGone, Subject};
 use super::jsonrpc::{self, MAX_MESSAGE_BYTES, Rejection, Screened};
 use super::server::{ContextServer, Origin};
-use crate::core::identity;
+use crate::identity;
 
 /// The socket's file name in the runtime directory.
 pub(crate) use crate::names::MCP_SOCKET as SOCKET_NAME;
@@ -318,7 +318,7 @@ async fn connection(
     cancel: CancellationToken,
 ) {
     // Identified once it speaks: a connection that never sends anything
-    // costs no pass over `/proc` (see `core::identity::holders`), and the
+    // costs no pass over `/proc` (see `identity::holders`), and the
     // process was pinned at accept, so an `exec` meanwhile is still seen.
     tokio::select! {
         _ = cancel.cancelled() => return,

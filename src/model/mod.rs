@@ -6,6 +6,7 @@
 //! are named so (`claimed_*`, or documented as reported), because the only
 //! identity the broker trusts is the one it derives from the kernel.
 
+pub mod admin;
 mod app;
 mod category;
 mod context;

@@ -19,7 +19,6 @@
 //! (GeoClue's `-DBL_MAX`) and an empty description are left out.
 
 use futures_util::StreamExt;
-use serde::Deserialize;
 use zbus::wire::{OwnedObjectPath, OwnedVariant, Variant};
 use zbus::{Connection, MessageStream};
 
@@ -28,6 +27,7 @@ use super::fdo::{
     BusKind, FdoError, PROPERTIES_IFACE, Props, Reader, Service, Warned, as_int, as_str,
     run_service, signal_stream, unwrap_variant,
 };
+use crate::config::Accuracy;
 use crate::core::SourceEvent;
 use crate::model::Location;
 
@@ -40,17 +40,6 @@ const LOCATION_IFACE: &str = "org.freedesktop.GeoClue2.Location";
 /// What the broker calls itself to GeoClue (and its agent).
 pub(crate) const DESKTOP_ID: &str = "contextd";
 
-/// `[location] accuracy`: how precisely the broker asks GeoClue.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Accuracy {
-    Country,
-    #[default]
-    City,
-    Street,
-    Exact,
-}
-
 impl Accuracy {
     /// GeoClue's `GClueAccuracyLevel`.
     pub fn level(self) -> u32 {
@@ -61,13 +50,6 @@ impl Accuracy {
             Accuracy::Exact => 8,
         }
     }
-}
-
-/// `[location]` in config.toml.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Settings {
-    pub accuracy: Accuracy,
 }
 
 /// Follow GeoClue until cancelled.

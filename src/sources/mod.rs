@@ -17,6 +17,7 @@ pub(crate) mod networkmanager;
 pub(crate) mod notifications;
 pub(crate) mod pipewire;
 pub(crate) mod recent;
+#[cfg(feature = "replay")]
 pub(crate) mod replay;
 pub(crate) mod shells;
 pub(crate) mod socket;
@@ -140,11 +141,12 @@ impl Backoff {
 }
 
 /// Start every real source that is not disabled in config.toml. With
-/// `--replay` the world is scripted, and no real source runs. Every source
-/// is spawned on `ctx.tasks`.
+/// `--replay` (a build with the `replay` feature) the world is scripted,
+/// and no real source runs. Every source is spawned on `ctx.tasks`.
 pub(crate) fn spawn_all(ctx: &SourceContext) {
     let tasks = &ctx.tasks;
-    if let Some(path) = &ctx.config.replay {
+    #[cfg(feature = "replay")]
+    if let Some(path) = &ctx.config.replay.script {
         tasks.spawn(replay::run(
             path.clone(),
             ctx.tx.clone(),

@@ -9,7 +9,7 @@
 //! (`arg0namespace='org.mpris.MediaPlayer2'`): a player that appears gets a
 //! task that follows its properties, one that leaves is removed. The
 //! stream's `app_id` and `pid` come from the player's connection
-//! (`GetConnectionUnixProcessID` → `core::identity::resolve_pid`), never
+//! (`GetConnectionUnixProcessID` → `identity::resolve_pid`), never
 //! from what the player says.
 //!
 //! Stream states: `Playing` is `running`, `Paused` is `idle`, `Stopped` is
@@ -39,8 +39,8 @@ use zbus::{Connection, MatchRule, MessageStream};
 use super::fdo::{self, BusKind, FdoError, Props, PropsWatch, Reader, Warned};
 use super::{Backoff, SourceContext};
 use crate::core::SourceEvent;
-use crate::core::identity;
 use crate::core::state::truncate_text;
+use crate::identity;
 use crate::model::{AppId, MediaKind, MediaStream, PlaybackStatus, Player, StreamState};
 
 pub(crate) const NAME: &str = "mpris";

@@ -28,7 +28,6 @@ use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 use inotify::{Inotify, WatchMask};
 use quick_xml::events::{BytesStart, Event};
-use serde::Deserialize;
 
 use super::{Backoff, SourceContext};
 use crate::core::SourceEvent;
@@ -43,31 +42,7 @@ const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 /// The longest list the broker keeps.
 const MAX_LIMIT: usize = 1000;
 
-/// `[recent_documents]` in config.toml.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Settings {
-    /// Paths (or patterns) whose files are never shown nor recorded.
-    pub exclude: Vec<String>,
-    /// At most this many files, newest first (at most 1000).
-    pub limit: usize,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            exclude: vec![
-                "~/.ssh".into(),
-                "~/.gnupg".into(),
-                "~/.password-store".into(),
-                "~/.local/share/keyrings".into(),
-            ],
-            limit: 50,
-        }
-    }
-}
-
-/// The exclusions of [`Settings::exclude`], with `~` expanded.
+/// The exclusions of [`crate::config::RecentDocumentsConfig::exclude`], with `~` expanded.
 #[derive(Debug, Clone)]
 pub(crate) struct Exclusions {
     patterns: Vec<String>,

@@ -27,7 +27,7 @@
 //!   source also follows each opener's exit with a pidfd (a child that
 //!   inherited the descriptor exits while its parent keeps it).
 //! - **Identity** comes from the opener's PID through
-//!   `core::identity::resolve_pid`, the resolver PipeWire's streams and
+//!   `identity::resolve_pid`, the resolver PipeWire's streams and
 //!   D-Bus callers use; its `comm` is kept as a claim (`claimed_name`). The
 //!   stream's `media_name` is the node's path. It is resolved once per
 //!   opener: a process that executes another program while it holds the
@@ -180,7 +180,7 @@ struct Who {
 }
 
 fn who(pid: u32) -> Who {
-    let app_id = match crate::core::identity::resolve_pid(pid) {
+    let app_id = match crate::identity::resolve_pid(pid) {
         Ok(id) => Some(id.app_id),
         Err(e) => {
             tracing::debug!(source = NAME, pid, error = %e, "no app id for a camera opener");

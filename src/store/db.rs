@@ -13,11 +13,10 @@ use tokio_util::sync::CancellationToken;
 use super::health::{Health, Lost, is_write_fault, primary_code};
 use super::key::{DbKey, KeySource};
 use super::{from_ms, ms};
-use crate::core::Error;
 use crate::core::consent::{
-    AppInfo, AuditEntry, AuditQuery, BoxFut, Channel, ConsentStore, Loaded, Origin, StoredDecision,
-    Verdict,
+    AppInfo, AuditEntry, AuditQuery, BoxFut, ConsentStore, Loaded, Origin, StoredDecision, Verdict,
 };
+use crate::core::{Channel, Error};
 use crate::model::{AppId, Category, IdentitySource};
 
 /// How often audit entries are written, at most.
@@ -136,7 +135,7 @@ impl DbError {
     /// damaged, another program's, of a newer schema, not opened by the
     /// key in hand), as opposed to a failure around it (permissions, a
     /// migration that failed): such a file is set aside, never used.
-    pub fn file_unusable(&self) -> bool {
+    pub(crate) fn file_unusable(&self) -> bool {
         matches!(
             self,
             DbError::WrongKey { .. }
@@ -345,7 +344,7 @@ impl Db {
     /// What can be told of an existing file at `path` without its key
     /// (another program's plain SQLite database, a file cut short), so
     /// that the daemon says that rather than "no key" or "wrong key".
-    pub fn inspect(path: &Path) -> Result<(), DbError> {
+    pub(crate) fn inspect(path: &Path) -> Result<(), DbError> {
         if !path.exists() {
             return Ok(());
         }
@@ -520,7 +519,7 @@ impl Db {
     /// Which crypto provider SQLCipher encrypts with: `contextd` (its own,
     /// src/store/cipher.rs) unless the build fell back to OpenSSL. Logged
     /// at start, so that a build without `.cargo/config.toml`'s flag shows.
-    pub async fn cipher_provider(&self) -> String {
+    pub(crate) async fn cipher_provider(&self) -> String {
         super::cipher::link();
         let name = sqlx::query_scalar::<_, String>("PRAGMA cipher_provider")
             .fetch_one(&self.pool)
@@ -567,7 +566,7 @@ impl Db {
     /// (see `Db::open`), run by [`DbTasks::run`] a while after start. A
     /// damaged page is reported in the log (reads of that part fail with
     /// an error); the user's grants were checked at start.
-    pub async fn check_timeline(&self) -> Result<(), String> {
+    pub(crate) async fn check_timeline(&self) -> Result<(), String> {
         let tables: Vec<String> =
             sqlx::query_scalar("SELECT name FROM sqlite_schema WHERE type = 'table'")
                 .fetch_all(&self.pool)
@@ -619,7 +618,7 @@ impl Db {
     /// (the key of an existing database is missing: the file is left
     /// alone and no new key is made). Nothing written here outlives the
     /// process; `path` names the real file in messages.
-    pub async fn open_memory(path: &Path) -> Result<(Db, DbTasks), DbError> {
+    pub(crate) async fn open_memory(path: &Path) -> Result<(Db, DbTasks), DbError> {
         let shown = path.display().to_string();
         let opts = SqliteConnectOptions::from_str("sqlite::memory:")
             .map_err(|e| DbError::Open {
@@ -646,7 +645,7 @@ impl Db {
     /// Note in this (new) database that it replaced an unusable file,
     /// moved to `moved_to`, for `reason`: the broker stays degraded across
     /// restarts until the user acts ([`ConsentStore::clear_recovery`]).
-    pub async fn record_recovery(
+    pub(crate) async fn record_recovery(
         &self,
         moved_to: &Path,
         reason: &str,
@@ -664,7 +663,7 @@ impl Db {
 
     /// Remember the key and where it came from, so that it can be rotated
     /// (`contextctl key rotate`).
-    pub async fn set_key_home(
+    pub(crate) async fn set_key_home(
         &self,
         source: KeySource,
         key: DbKey,
@@ -678,7 +677,7 @@ impl Db {
     }
 
     /// Whether the database takes writes; shared with the history writer.
-    pub fn health(&self) -> &Health {
+    pub(crate) fn health(&self) -> &Health {
         &self.health
     }
 
@@ -699,7 +698,7 @@ impl Db {
     /// (crate::memory); the next read decrypts what it needs again, a few
     /// pages. A connection in use is left alone: only idle ones are taken,
     /// without waiting, and handed back at once.
-    pub async fn release_caches(&self) -> usize {
+    pub(crate) async fn release_caches(&self) -> usize {
         let mut idle = Vec::new();
         while let Some(conn) = self.pool.try_acquire() {
             idle.push(conn);
@@ -749,7 +748,7 @@ impl Db {
     }
 
     /// Everything the gate keeps in memory.
-    pub async fn load(&self) -> Result<Loaded, Error> {
+    pub(crate) async fn load(&self) -> Result<Loaded, Error> {
         let mut loaded = Loaded::default();
         let rows = sqlx::query(
             "SELECT app_id, category, verdict, expires_ms, origin, created_ms FROM decisions",
@@ -837,7 +836,7 @@ impl Db {
     }
 
     /// Delete audit rows older than `keep`.
-    pub async fn purge_audit(
+    pub(crate) async fn purge_audit(
         &self,
         now: DateTime<Utc>,
         keep: chrono::Duration,
@@ -904,7 +903,7 @@ impl DbTasks {
     /// closes the pool after both. The control surfaces hear of the audit
     /// (`notices`) when a batch is written, so that what they re-read is
     /// there.
-    pub async fn run(
+    pub(crate) async fn run(
         self,
         db: Db,
         audit_keep: chrono::Duration,
@@ -1249,11 +1248,11 @@ mod tests {
     #[tokio::test]
     async fn idle_connections_give_their_page_caches_back() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let key = crate::store::DbKey::random().expect("key");
+        let key = crate::store::key::DbKey::random().expect("key");
         let (db, _tasks) = Db::open(
             &dir.path().join("c.db"),
             &key,
-            &crate::store::KeySource::KeyFile(dir.path().join("k")),
+            &crate::store::key::KeySource::KeyFile(dir.path().join("k")),
         )
         .await
         .expect("open");

@@ -28,11 +28,11 @@ use crate::core::Error;
 
 /// Told the database's problem (`Some`) or that it is writable again
 /// (`None`).
-pub type Report = Box<dyn Fn(Option<String>) + Send + Sync>;
+pub(crate) type Report = Box<dyn Fn(Option<String>) + Send + Sync>;
 
 /// What a failed write could not record.
 #[derive(Debug, Clone, Copy)]
-pub enum Lost {
+pub(crate) enum Lost {
     /// Nothing kept in the background (a write the caller hears of).
     Nothing,
     /// Timeline operations of one batch.
@@ -43,7 +43,7 @@ pub enum Lost {
 
 /// The database's write health, shared by its writers (cheap to clone).
 #[derive(Clone)]
-pub struct Health(Arc<Inner>);
+pub(crate) struct Health(Arc<Inner>);
 
 struct Inner {
     path: PathBuf,
@@ -72,7 +72,7 @@ impl std::fmt::Debug for Health {
 /// Whether `e` says the disk (or the user's quota) is full: SQLite's
 /// `SQLITE_FULL` (the unix VFS turns `ENOSPC` and `EDQUOT` into it), or an
 /// I/O error of the file itself.
-pub fn is_full(e: &sqlx::Error) -> bool {
+pub(crate) fn is_full(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Database(d) => {
             primary_code(e) == Some(13) || d.message().contains("database or disk is full")
@@ -88,7 +88,7 @@ pub fn is_full(e: &sqlx::Error) -> bool {
 /// Whether `e` is the storage failing (full, read-only, an I/O error)
 /// rather than the statement (a constraint, a bug): only those make the
 /// database unavailable.
-pub fn is_write_fault(e: &sqlx::Error) -> bool {
+pub(crate) fn is_write_fault(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Io(_) => true,
         // SQLITE_READONLY 8, SQLITE_IOERR 10, SQLITE_CANTOPEN 14.
@@ -99,7 +99,7 @@ pub fn is_write_fault(e: &sqlx::Error) -> bool {
 
 /// SQLite's primary result code of `e`: the low byte of the extended code
 /// that sqlx reports (`SQLITE_CORRUPT_INDEX` 779 is `SQLITE_CORRUPT` 11).
-pub fn primary_code(e: &sqlx::Error) -> Option<i64> {
+pub(crate) fn primary_code(e: &sqlx::Error) -> Option<i64> {
     match e {
         sqlx::Error::Database(d) => d
             .code()
@@ -110,7 +110,7 @@ pub fn primary_code(e: &sqlx::Error) -> Option<i64> {
 }
 
 impl Health {
-    pub fn new(path: &Path) -> Health {
+    pub(crate) fn new(path: &Path) -> Health {
         Health(Arc::new(Inner {
             path: path.to_owned(),
             state: Mutex::new(State::default()),
@@ -120,12 +120,12 @@ impl Health {
 
     /// Where changes of health go (the daemon puts them in the snapshot).
     /// Set once; later calls are ignored.
-    pub fn on_change(&self, report: impl Fn(Option<String>) + Send + Sync + 'static) {
+    pub(crate) fn on_change(&self, report: impl Fn(Option<String>) + Send + Sync + 'static) {
         let _ = self.0.report.set(Box::new(report));
     }
 
     /// Why writes fail now, if they do.
-    pub fn problem(&self) -> Option<String> {
+    pub(crate) fn problem(&self) -> Option<String> {
         let s = self.lock();
         s.failing.as_ref().map(|_| self.describe(&s))
     }
@@ -152,7 +152,7 @@ impl Health {
     }
 
     /// A write failed with `e`; `lost` is what it dropped.
-    pub fn failed(&self, e: &sqlx::Error, lost: Lost) {
+    pub(crate) fn failed(&self, e: &sqlx::Error, lost: Lost) {
         let reason = if is_full(e) {
             format!(
                 "disk full: cannot write {}; reads go on, new grants, history and audit are not stored until space is freed (writing resumes by itself).",
@@ -180,7 +180,7 @@ impl Health {
     }
 
     /// A write succeeded: if writes were failing, they work again.
-    pub fn wrote(&self) {
+    pub(crate) fn wrote(&self) {
         let recovered = {
             let mut s = self.lock();
             if s.failing.is_none() {
@@ -205,7 +205,7 @@ impl Health {
     /// health is told): `Unavailable` with what to do when the disk is
     /// full, else `Failed`. Either way nothing was changed: the
     /// transaction was rolled back.
-    pub fn error(&self, what: &str, e: sqlx::Error) -> Error {
+    pub(crate) fn error(&self, what: &str, e: sqlx::Error) -> Error {
         if is_write_fault(&e) {
             self.failed(&e, Lost::Nothing);
         }

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::health::{Health, Lost, is_write_fault};
 use super::{from_ms, ms};
 use crate::core::Error;
-pub use crate::core::history::AppTotals;
+pub(crate) use crate::core::history::AppTotals;
 use crate::core::history::{HistoryEvent, HistoryKind, HistoryOp, HistorySettings};
 use pending::{BATCH, Pending};
 
@@ -505,7 +505,7 @@ impl History {
 
     /// [`History::open`], the writer reporting to the database's `health`
     /// (the daemon's; a full disk shows in `ListSources`).
-    pub async fn open_reporting(
+    pub(crate) async fn open_reporting(
         pool: SqlitePool,
         health: Health,
     ) -> Result<(History, HistoryWriter, i64), Error> {
@@ -724,7 +724,7 @@ impl History {
     /// waits one step at most, not for the whole forget. A crash between
     /// steps leaves part forgotten; the next Forget of the same period
     /// takes the rest.
-    pub async fn forget(
+    pub(crate) async fn forget(
         &self,
         since: DateTime<Utc>,
         until: DateTime<Utc>,
@@ -773,7 +773,7 @@ impl History {
     /// `Db::open`), then checkpoint the write-ahead log so that the file
     /// itself shrinks and the overwritten pages replace the old ones. Failures are logged: the
     /// rows are gone either way.
-    pub async fn shrink(&self) {
+    pub(crate) async fn shrink(&self) {
         let mut last = i64::MAX;
         let mut size = StepSize::new(STEP_PAGES_MIN, STEP_PAGES);
         loop {
@@ -1066,7 +1066,8 @@ mod tests {
     //! the same rows, over a mix of short, long, open and point rows.
 
     use super::*;
-    use crate::store::{Db, DbKey, KeySource};
+    use crate::store::Db;
+    use crate::store::key::{DbKey, KeySource};
     use chrono::TimeZone;
 
     /// A small deterministic generator (no test depends on a seed file).

@@ -41,7 +41,8 @@ mod tests {
 
     use super::*;
     use crate::core::lane::{OnLane, StoreLane};
-    use crate::store::{Db, DbKey, KeySource};
+    use crate::store::Db;
+    use crate::store::key::{DbKey, KeySource};
 
     /// A read's connection goes back to the pool even when the runtime the
     /// read was asked from runs nothing more for a while (hundreds of MCP

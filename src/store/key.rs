@@ -118,7 +118,7 @@ pub(crate) fn replace_key_file(path: &Path, key: &DbKey) -> Result<(), KeyError>
 
 /// Find the key, in order: credentials, Secret Service, key file. A new key
 /// is created only when the database does not exist yet.
-pub async fn load(
+pub(crate) async fn load(
     state_dir: &Path,
     db_path: &Path,
     session: Option<&zbus::Connection>,

@@ -7,21 +7,21 @@
 //! else `$XDG_STATE_HOME/contextd/db.key` (0600 in a 0700 directory).
 
 mod cipher;
-pub mod db;
-pub mod health;
-pub mod history;
+pub(crate) mod db;
+pub(crate) mod health;
+pub(crate) mod history;
 mod history_read;
-pub mod key;
+pub(crate) mod key;
 mod portable;
-pub mod recovery;
-pub mod reserve;
+pub(crate) mod recovery;
+pub(crate) mod reserve;
 mod rotate;
 mod secret;
-pub mod secret_service;
-pub mod tokens;
+pub(crate) mod secret_service;
+pub(crate) mod tokens;
 
-pub use db::{Db, DbError};
-pub use key::{DbKey, KeyError, KeySource};
+pub(crate) use db::{Db, DbError};
+pub(crate) use key::KeyError;
 
 use chrono::{DateTime, TimeZone, Utc};
 

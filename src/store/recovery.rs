@@ -25,7 +25,7 @@ use super::db::{Db, DbError, DbTasks};
 use super::key::{self, KeyError, KeySource};
 
 /// The database as opened, and whether the broker runs degraded.
-pub struct Opened {
+pub(crate) struct Opened {
     pub db: Db,
     pub tasks: DbTasks,
     /// Where the key came from; `None` for a database in memory.
@@ -51,7 +51,7 @@ pub enum RecoveryError {
 }
 
 /// The name an unusable file is moved to: beside it, with the time.
-pub fn aside_name(path: &Path, now: DateTime<Utc>) -> PathBuf {
+pub(crate) fn aside_name(path: &Path, now: DateTime<Utc>) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(format!(".broken-{}", now.format("%Y%m%dT%H%M%SZ")));
     PathBuf::from(name)
@@ -61,7 +61,7 @@ pub fn aside_name(path: &Path, now: DateTime<Utc>) -> PathBuf {
 /// the database file. Renaming keeps every byte and never needs room on
 /// a full disk. An existing name is never replaced (a second problem in
 /// the same second gets a counter).
-pub fn set_aside(path: &Path, now: DateTime<Utc>) -> Result<PathBuf, RecoveryError> {
+pub(crate) fn set_aside(path: &Path, now: DateTime<Utc>) -> Result<PathBuf, RecoveryError> {
     let err = |error| RecoveryError::SetAside {
         path: path.display().to_string(),
         error,
@@ -98,7 +98,7 @@ pub fn set_aside(path: &Path, now: DateTime<Utc>) -> Result<PathBuf, RecoveryErr
 /// running degraded rather than failing or starting afresh silently.
 /// Errors only for what the user must fix before anything can run (a key
 /// file others can read, a directory that cannot be written).
-pub async fn open(
+pub(crate) async fn open(
     state_dir: &Path,
     db_path: &Path,
     session: Option<&zbus::Connection>,

@@ -17,17 +17,17 @@ use std::path::{Path, PathBuf};
 
 /// Far more than a revocation takes (a few pages of the write-ahead log,
 /// 4 KiB each), and enough for a timeline batch written meanwhile.
-pub const SIZE: u64 = 512 * 1024;
+pub(crate) const SIZE: u64 = 512 * 1024;
 
 /// The reserve of one database file.
 #[derive(Debug)]
-pub struct Reserve {
+pub(crate) struct Reserve {
     path: PathBuf,
 }
 
 impl Reserve {
     /// The reserve of the database at `db`.
-    pub fn beside(db: &Path) -> Reserve {
+    pub(crate) fn beside(db: &Path) -> Reserve {
         let mut name = db.as_os_str().to_owned();
         name.push(".reserve");
         Reserve {
@@ -35,19 +35,20 @@ impl Reserve {
         }
     }
 
-    pub fn path(&self) -> &Path {
+    #[cfg(test)]
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Whether the reserve is there.
-    pub fn held(&self) -> bool {
+    pub(crate) fn held(&self) -> bool {
         self.path.metadata().is_ok_and(|m| m.len() >= SIZE)
     }
 
     /// Make the reserve if it is missing and the file system has room
     /// for it and as much again (a nearly full disk is not made full by
     /// it). Whether it is held now.
-    pub fn keep(&self) -> bool {
+    pub(crate) fn keep(&self) -> bool {
         if self.held() {
             return true;
         }
@@ -72,7 +73,7 @@ impl Reserve {
     }
 
     /// Give the room back: whether there was any.
-    pub fn release(&self) -> bool {
+    pub(crate) fn release(&self) -> bool {
         match std::fs::remove_file(&self.path) {
             Ok(()) => {
                 tracing::warn!(

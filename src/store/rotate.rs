@@ -56,7 +56,7 @@ pub(crate) fn options(path: &std::path::Path, key: &DbKey) -> SqliteConnectOptio
 
 impl super::Db {
     /// Re-key the database; returns where the new key is.
-    pub async fn rotate_key(&self) -> Result<String, Error> {
+    pub(crate) async fn rotate_key(&self) -> Result<String, Error> {
         let failed = |what: &str, e: &dyn std::fmt::Display| {
             Error::Failed(format!("key rotation: {what}: {e}"))
         };

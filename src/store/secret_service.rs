@@ -26,7 +26,7 @@ fn err(e: impl std::fmt::Display) -> KeyError {
 }
 
 /// Whether a Secret Service runs on this session bus.
-pub async fn running(conn: &Connection) -> bool {
+pub(crate) async fn running(conn: &Connection) -> bool {
     let Ok(dbus) = zbus::fdo::DBusProxy::new(conn).await else {
         return false;
     };
@@ -77,7 +77,10 @@ fn attributes() -> HashMap<&'static str, &'static str> {
 }
 
 /// The key from the keyring; with `create`, make one when there is none.
-pub async fn get_or_create(conn: &Connection, create: bool) -> Result<Option<DbKey>, KeyError> {
+pub(crate) async fn get_or_create(
+    conn: &Connection,
+    create: bool,
+) -> Result<Option<DbKey>, KeyError> {
     // "plain": the secret crosses only the local session bus, as with
     // libsecret's default; no DH session needed for that.
     let (_out, session): (OwnedVariant, OwnedObjectPath) = call(
@@ -170,7 +173,7 @@ async fn put(
 }
 
 /// Replace the key in the Secret Service (key rotation).
-pub async fn replace(conn: &Connection, key: &DbKey) -> Result<(), KeyError> {
+pub(crate) async fn replace(conn: &Connection, key: &DbKey) -> Result<(), KeyError> {
     let (_out, session): (OwnedVariant, OwnedObjectPath) = call(
         conn,
         PATH,

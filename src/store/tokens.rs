@@ -9,21 +9,22 @@ use sqlx::sqlite::SqlitePool;
 
 use super::{from_ms, ms};
 use crate::core::consent::BoxFut;
-use crate::core::tokens::{Bearer, TokenError, TokenInfo, TokenSet, TokenStore, new_key};
+use crate::core::tokens::{Bearer, TokenError, TokenSet, TokenStore, new_key};
+use crate::model::admin::TokenInfo;
 
 fn failed(e: sqlx::Error) -> TokenError {
     TokenError::Db(e.to_string())
 }
 
 #[derive(Debug)]
-pub struct DbTokenStore {
+pub(crate) struct DbTokenStore {
     pool: SqlitePool,
     set: TokenSet,
 }
 
 impl DbTokenStore {
     /// Load the key and the tokens (a new key on the first start).
-    pub async fn open(pool: SqlitePool) -> Result<DbTokenStore, TokenError> {
+    pub(crate) async fn open(pool: SqlitePool) -> Result<DbTokenStore, TokenError> {
         let key: Option<Vec<u8>> = sqlx::query_scalar("SELECT key FROM mcp_token_key")
             .fetch_optional(&pool)
             .await
@@ -118,7 +119,8 @@ impl TokenStore for DbTokenStore {
 mod tests {
     use super::*;
     use crate::core::tokens::PREFIX;
-    use crate::store::{Db, DbKey, KeySource};
+    use crate::store::Db;
+    use crate::store::key::{DbKey, KeySource};
     use std::path::Path;
 
     /// The tests close the pool at the end (see store::history's tests).

@@ -85,13 +85,13 @@ async fn database_has_no_plaintext_and_a_wrong_key_keeps_every_byte() {
         let db = home.db_path();
         assert!(db.exists());
         let key_file = home.dir.path().join("state/contextd/db.key");
-        let key = contextd::store::DbKey::parse(&std::fs::read(&key_file).expect("key"))
+        let key = contextd::internals::store::DbKey::parse(&std::fs::read(&key_file).expect("key"))
             .expect("key parses");
         {
-            let (db_open, _t) = contextd::store::Db::open(
+            let (db_open, _t) = contextd::internals::store::Db::open(
                 &db,
                 &key,
-                &contextd::store::KeySource::KeyFile(key_file.clone()),
+                &contextd::internals::store::KeySource::KeyFile(key_file.clone()),
             )
             .await
             .expect("open with the right key");
@@ -150,7 +150,7 @@ async fn database_has_no_plaintext_and_a_wrong_key_keeps_every_byte() {
                 .open(&key_file)
                 .expect("key");
             f.write_all(
-                contextd::store::DbKey::random()
+                contextd::internals::store::DbKey::random()
                     .expect("random")
                     .hex()
                     .as_bytes(),
@@ -225,7 +225,9 @@ async fn a_missing_key_for_an_existing_database_is_degraded_not_a_new_key() {
         let creds = tempfile::tempdir().expect("creds");
         std::fs::write(
             creds.path().join("dbkey"),
-            contextd::store::DbKey::random().expect("k").hex(),
+            contextd::internals::store::DbKey::random()
+                .expect("k")
+                .hex(),
         )
         .expect("write");
         let creds_dir = creds.path().display().to_string();

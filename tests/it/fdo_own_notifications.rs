@@ -105,9 +105,8 @@ fn broker_in_this_process() {
                 runtime_dir: None,
             },
             file: ConfigFile::default(),
-            replay: None,
             replace: false,
-            fake_clock: None,
+            replay: Default::default(),
         };
         let broker = connect_to(&session).await;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -90,18 +90,19 @@ async fn query_all(h: &History1Proxy<'_>, limit: u32) -> Vec<Value> {
     }
 }
 
-fn key_of(home: &Home) -> (contextd::store::DbKey, std::path::PathBuf) {
+fn key_of(home: &Home) -> (contextd::internals::store::DbKey, std::path::PathBuf) {
     let key_file = home.dir.path().join("state/contextd/db.key");
-    let key = contextd::store::DbKey::parse(&std::fs::read(&key_file).expect("key")).expect("key");
+    let key = contextd::internals::store::DbKey::parse(&std::fs::read(&key_file).expect("key"))
+        .expect("key");
     (key, key_file)
 }
 
 async fn rows(home: &Home, sql: &'static str) -> i64 {
     let (key, key_file) = key_of(home);
-    let (db, _t) = contextd::store::Db::open(
+    let (db, _t) = contextd::internals::store::Db::open(
         &home.db_path(),
         &key,
-        &contextd::store::KeySource::KeyFile(key_file),
+        &contextd::internals::store::KeySource::KeyFile(key_file),
     )
     .await
     .expect("open");

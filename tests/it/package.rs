@@ -229,10 +229,10 @@ fn the_package_installs_activates_and_leaves_user_data() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let parsed =
-            contextd::store::DbKey::parse(&std::fs::read(&key).expect("key")).expect("key");
-        let source = contextd::store::KeySource::KeyFile(key.clone());
-        contextd::store::Db::open(&db, &parsed, &source)
+        let parsed = contextd::internals::store::DbKey::parse(&std::fs::read(&key).expect("key"))
+            .expect("key");
+        let source = contextd::internals::store::KeySource::KeyFile(key.clone());
+        contextd::internals::store::Db::open(&db, &parsed, &source)
             .await
             .expect("the database opens after dpkg --purge");
     });

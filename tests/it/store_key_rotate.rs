@@ -83,7 +83,7 @@ async fn rotate_keeps_every_grant_and_the_old_key_no_longer_opens_the_file() {
         // The old key opens nothing.
         {
             use sqlx::{ConnectOptions, Connection};
-            let old = contextd::store::DbKey::parse(&old_key).expect("old key");
+            let old = contextd::internals::store::DbKey::parse(&old_key).expect("old key");
             let mut c = sqlx::sqlite::SqliteConnectOptions::new()
                 .filename(m.home.db_path())
                 .read_only(true)
@@ -120,7 +120,7 @@ async fn rotate_keeps_every_grant_and_the_old_key_no_longer_opens_the_file() {
 /// Whether `key` opens the database at `path` (read-only, nothing written).
 async fn opens(path: &std::path::Path, key: &[u8]) -> bool {
     use sqlx::{ConnectOptions, Connection};
-    let key = contextd::store::DbKey::parse(key).expect("a key");
+    let key = contextd::internals::store::DbKey::parse(key).expect("a key");
     let Ok(mut c) = sqlx::sqlite::SqliteConnectOptions::new()
         .filename(path)
         .read_only(true)

@@ -183,7 +183,8 @@ fn plain(log: &str) -> String {
 /// migration runs (`Db::open` would run them).
 async fn raw(home: &Home) -> sqlx::SqliteConnection {
     let key_file = home.dir.path().join("state/contextd/db.key");
-    let key = contextd::store::DbKey::parse(&std::fs::read(&key_file).expect("key")).expect("key");
+    let key = contextd::internals::store::DbKey::parse(&std::fs::read(&key_file).expect("key"))
+        .expect("key");
     SqliteConnectOptions::new()
         .filename(home.db_path())
         .read_only(true)

@@ -360,9 +360,8 @@ fn config(dir: &Path) -> Arc<Config> {
             runtime_dir: None,
         },
         file: ConfigFile::default(),
-        replay: None,
         replace: false,
-        fake_clock: None,
+        replay: Default::default(),
     })
 }
 

@@ -396,7 +396,7 @@ impl Read for Categories {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Sources {
     /// The caller's executable, as its identity was resolved
-    /// (`core::identity::Identity::executable`).
+    /// (`identity::Identity::executable`).
     pub(crate) executable: Option<PathBuf>,
 }
 

@@ -14,7 +14,7 @@
 //! - a stream is *active* while its node is running;
 //! - its identity is the app id of the PID PipeWire recorded for its client
 //!   from the socket (`pipewire.sec.pid`, which a client cannot change),
-//!   resolved by `core::identity::resolve_pid` like a D-Bus caller's; a
+//!   resolved by `identity::resolve_pid` like a D-Bus caller's; a
 //!   connection that xdg-desktop-portal opened for an app (screen cast,
 //!   camera) is the app the portal named in it (`tracker::Client::identity`);
 //!   what the app says about itself (`application.name`,

@@ -47,9 +47,9 @@ pub(crate) enum Obs {
 /// Turns a PID into the app id the D-Bus side would give that process.
 pub(crate) type Resolver = Box<dyn Fn(u32) -> Option<AppId> + Send>;
 
-/// The resolver the daemon uses: `core::identity::resolve_pid`.
+/// The resolver the daemon uses: `identity::resolve_pid`.
 pub(crate) fn resolve_with_proc() -> Resolver {
-    Box::new(|pid| match crate::core::identity::resolve_pid(pid) {
+    Box::new(|pid| match crate::identity::resolve_pid(pid) {
         Ok(id) => Some(id.app_id),
         Err(e) => {
             tracing::debug!(source = super::NAME, pid, error = %e, "no app id for a PipeWire client");

@@ -591,13 +591,14 @@ pub fn session_env(session: &session::Session, home: &Home) -> Vec<(String, Stri
     env
 }
 
-pub async fn open_db(home: &Home) -> contextd::store::Db {
+pub async fn open_db(home: &Home) -> contextd::internals::store::Db {
     let key_file = home.dir.path().join("state/contextd/db.key");
-    let key = contextd::store::DbKey::parse(&std::fs::read(&key_file).expect("key")).expect("key");
-    let (db, _tasks) = contextd::store::Db::open(
+    let key = contextd::internals::store::DbKey::parse(&std::fs::read(&key_file).expect("key"))
+        .expect("key");
+    let (db, _tasks) = contextd::internals::store::Db::open(
         &home.db_path(),
         &key,
-        &contextd::store::KeySource::KeyFile(key_file),
+        &contextd::internals::store::KeySource::KeyFile(key_file),
     )
     .await
     .expect("the database opens after the stop");

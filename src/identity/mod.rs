@@ -300,7 +300,7 @@ fn is_valid_app_id(id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::identity::test_support::{FakeProc, Reaped, sleeper, user_unit};
+    use crate::identity::test_support::{FakeProc, Reaped, sleeper, user_unit};
     use std::process::Command;
 
     #[test]

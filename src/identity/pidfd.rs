@@ -92,8 +92,8 @@ pub(super) fn ensure_pidfd_is(fd: BorrowedFd<'_>, pid: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::identity::test_support::{pidfd_open, sleeper, test_process_is_plain};
-    use crate::core::identity::{resolve_pid, resolve_pidfd};
+    use crate::identity::test_support::{pidfd_open, sleeper, test_process_is_plain};
+    use crate::identity::{resolve_pid, resolve_pidfd};
     use crate::model::IdentitySource;
     use std::os::fd::AsFd;
 

@@ -41,8 +41,8 @@ impl ProcDir {
 
 #[cfg(test)]
 mod tests {
-    use crate::core::identity::test_support::{FakeProc, test_process_is_plain, user_unit};
-    use crate::core::identity::{IdentityError, resolve_pid};
+    use crate::identity::test_support::{FakeProc, test_process_is_plain, user_unit};
+    use crate::identity::{IdentityError, resolve_pid};
     use crate::model::IdentitySource;
 
     #[test]

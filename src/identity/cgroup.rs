@@ -74,7 +74,7 @@ pub(super) fn is_unit_name(unit: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use crate::core::identity::test_support::{USER, cg, systemd, user_unit};
+    use crate::identity::test_support::{USER, cg, systemd, user_unit};
 
     #[test]
     fn unit_is_the_first_below_slices() {

@@ -137,7 +137,7 @@ fn hex_value(b: u8) -> Option<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::identity::test_support::{FakeProc, USER, cg, systemd, user_unit};
+    use crate::identity::test_support::{FakeProc, USER, cg, systemd, user_unit};
     use crate::model::IdentitySource;
 
     #[test]

@@ -143,8 +143,8 @@ pub(crate) fn parse_flatpak_info(contents: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::identity::IdentitySource;
-    use crate::core::identity::test_support::{FakeProc, user_unit};
+    use crate::identity::IdentitySource;
+    use crate::identity::test_support::{FakeProc, user_unit};
 
     const CALCULATOR_INFO: &str = "[Application]\n\
         name=org.gnome.Calculator\n\

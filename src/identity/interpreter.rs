@@ -815,7 +815,7 @@ fn is_module_name(m: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::identity::test_support::FakeProc;
+    use crate::identity::test_support::FakeProc;
 
     fn t(kind: Kind, args: &[&'static str]) -> Option<Target<'static>> {
         target(kind, args)

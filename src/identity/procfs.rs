@@ -182,7 +182,7 @@ fn parse_stat_ppid(stat: &[u8]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::identity::test_support::{FakeProc, sleeper};
+    use crate::identity::test_support::{FakeProc, sleeper};
 
     #[test]
     fn pinned_proc_dir_does_not_outlive_its_process() {

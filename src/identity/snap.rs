@@ -77,7 +77,7 @@ fn is_snap_instance_name(instance: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::identity::test_support::{FakeProc, cg, snap, user_unit};
+    use crate::identity::test_support::{FakeProc, cg, snap, user_unit};
     use crate::model::IdentitySource;
 
     #[test]
