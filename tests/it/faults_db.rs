@@ -68,16 +68,20 @@ async fn populated(bus: &Bus) -> Home {
         ],
     )
     .await;
-    // Wait until the timeline is on disk (the writer commits within a
-    // second), then stop cleanly: the last connection checkpoints.
+    // Wait until the whole timeline is on disk (the writer commits within
+    // a second; the database is read beside the broker, as `contextctl
+    // history` does), then stop cleanly: the last connection checkpoints.
+    // Waiting for a size instead stopped the broker while the replay was
+    // still being applied, whenever the writer committed in smaller
+    // batches than the whole replay.
     eventually(30, "the timeline is written", || async {
-        let size = std::fs::metadata(home.db_path().with_extension("db-wal"))
-            .map(|m| m.len())
-            .unwrap_or(0)
-            + std::fs::metadata(home.db_path())
-                .map(|m| m.len())
-                .unwrap_or(0);
-        (size > 100 * 4096).then_some(())
+        let db = open_db(&home).await;
+        let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM history")
+            .fetch_one(db.pool())
+            .await
+            .unwrap_or(0);
+        db.pool().close().await;
+        (rows >= 600).then_some(())
     })
     .await;
     d.signal(libc::SIGTERM);
@@ -93,7 +97,7 @@ async fn populated(bus: &Bus) -> Home {
         .await
         .expect("count");
     db.pool().close().await;
-    assert!(rows >= 500, "only {rows} rows were recorded");
+    assert!(rows >= 600, "only {rows} rows were recorded");
     home
 }
 
