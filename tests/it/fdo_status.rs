@@ -76,6 +76,10 @@ async fn status_shows_everything_the_freedesktop_sources_know() {
         home.write_policy(&[(&contextctl_app(), &["*"]), (&my_app_id(), &["*"])]);
         let _d = buses.daemon(&home, &[("XDG_SESSION_ID", "c1")]).await;
         let conn = buses.session.connect().await;
+        // The notifications source monitors the bus once it has started,
+        // after the broker owns its name: a notification sent before it
+        // is available is not seen (as in fdo_notifications).
+        until_source(&conn, "notifications", true).await;
         let (st, _, err) = run_cmd(
             std::process::Command::new("notify-send")
                 .args(["-a", "TestApp", "Summary", "Body"])
