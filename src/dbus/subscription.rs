@@ -113,7 +113,7 @@ impl Outbox {
 pub(crate) async fn write_signals(
     conn: Connection,
     subs: Arc<Subscriptions>,
-    sendq: Option<SendQueue>,
+    mut sendq: Option<SendQueue>,
     cancel: CancellationToken,
 ) {
     use std::sync::atomic::Ordering;
@@ -134,7 +134,7 @@ pub(crate) async fn write_signals(
         // and a method's reply (a `Peer.Ping`, a settings panel's call)
         // waits for the write that holds it, not for a whole storm.
         for chunk in batch.chunks(WRITE_AT_ONCE) {
-            if let Some(q) = &sendq {
+            if let Some(q) = &mut sendq {
                 q.drained(&cancel).await;
             }
             let sent = tokio::select! {
