@@ -19,7 +19,9 @@
 //!    - `CONTEXTD_SOAK_STREAM_RATE` (50) stream changes/s: `pw-play` of a
 //!      1 s tone started at half that rate (each opens and closes a stream);
 //!    - one separate D-Bus client (a thread of its own) sending
-//!      `Peer.Ping` to the broker and to the bus daemon every 5 ms;
+//!      `Peer.Ping` to the broker, to the bus daemon and to a bare peer
+//!      (a connection that only answers, on a thread of its own) every
+//!      5 ms;
 //!    - every `CONTEXTD_SOAK_FAULT_EVERY` (2) s a fault: sway, PipeWire,
 //!      logind, UPower, NetworkManager, GeoClue in turn are killed
 //!      (SIGKILL); the broker's `ListSources` must mark the source
@@ -817,10 +819,19 @@ enum Pings {
     Until(Instant),
 }
 
-/// The `Peer.Ping` client: pairs of pings (the broker, then the bus daemon)
-/// `every` apart, on a thread of its own with its own runtime and
-/// connection; the broker's latencies, the bus daemon's, and the broker's
-/// errors.
+/// What a [`pinger`] measured: round trips to the broker, to the bus
+/// daemon itself and to a bare peer, and the broker's errors.
+#[derive(Default)]
+struct PingFigures {
+    broker: Vec<Duration>,
+    bus: Vec<Duration>,
+    peer: Vec<Duration>,
+    errors: u64,
+}
+
+/// The `Peer.Ping` client: rounds of pings (the broker, the bus daemon,
+/// then a [`bare_peer`]) `every` apart, on a thread of its own with its
+/// own runtime and connection.
 ///
 /// Why a thread: on the soak's shared runtime the pinger waited behind
 /// 200 MCP hosts and 50 subscribers of this very process for its turn to
@@ -829,23 +840,19 @@ enum Pings {
 /// its own thread it is woken as soon as the answer arrives, like a
 /// settings panel or the shell would be: the figures are the bus's and the
 /// broker's, and there are enough of them for a p99.
-fn pinger(
-    address: String,
-    pings: Pings,
-    every: Duration,
-) -> std::thread::JoinHandle<(Vec<Duration>, Vec<Duration>, u64)> {
+fn pinger(address: String, pings: Pings, every: Duration) -> std::thread::JoinHandle<PingFigures> {
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("the pinger's runtime");
-        rt.block_on(async move {
+        let (peer_name, stop_peer, peer) = bare_peer(&address);
+        let figures = rt.block_on(async move {
             let conn = zbus::connection::Builder::address(address.as_str())
                 .build()
                 .await
                 .expect("connect");
-            let (mut lat, mut bus) = (Vec::new(), Vec::new());
-            let mut errors = 0u64;
+            let mut f = PingFigures::default();
             let mut n = 0usize;
             loop {
                 match &pings {
@@ -855,17 +862,64 @@ fn pinger(
                 }
                 n += 1;
                 match ping_once(&conn).await {
-                    Ok(d) => lat.push(d),
-                    Err(_) => errors += 1,
+                    Ok(d) => f.broker.push(d),
+                    Err(_) => f.errors += 1,
                 }
                 if let Ok(d) = ping_bus(&conn).await {
-                    bus.push(d);
+                    f.bus.push(d);
+                }
+                if let Ok(d) = ping_peer(&conn, &peer_name, "/").await {
+                    f.peer.push(d);
                 }
                 tokio::time::sleep(every).await;
             }
-            (lat, bus, errors)
-        })
+            f
+        });
+        let _ = stop_peer.send(());
+        let _ = peer.join();
+        figures
     })
+}
+
+/// A second floor: a peer that does nothing but answer `Peer.Ping` (a
+/// zbus connection with its object server started, on a thread and
+/// runtime of its own). A ping to any peer crosses the bus daemon twice
+/// (the call to the peer, the reply back), where the bus daemon's own
+/// `Ping` crosses it once; this floor shows what those two crossings cost
+/// under the load with nothing of the broker in it. Returns its unique
+/// name, a sender that stops it, and its thread.
+fn bare_peer(
+    address: &str,
+) -> (
+    String,
+    tokio::sync::oneshot::Sender<()>,
+    std::thread::JoinHandle<()>,
+) {
+    let address = address.to_string();
+    let (name_tx, name_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("the bare peer's runtime");
+        rt.block_on(async move {
+            let conn = zbus::connection::Builder::address(address.as_str())
+                .build()
+                .await
+                .expect("connect");
+            // Peer is answered by the object server, started on first use.
+            let _ = conn.object_server();
+            let _ = name_tx.send(
+                conn.unique_name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default(),
+            );
+            let _ = stop_rx.await;
+        });
+    });
+    let name = name_rx.recv().unwrap_or_default();
+    (name, stop_tx, thread)
 }
 
 /// A `Peer.Ping` round trip to the broker.
@@ -1316,7 +1370,12 @@ async fn run() -> bool {
     };
 
     // The Ping client: its own thread, runtime and connection, idle first.
-    let (mut idle, mut idle_bus, _) = tokio::task::block_in_place(|| {
+    let PingFigures {
+        broker: mut idle,
+        bus: mut idle_bus,
+        peer: mut idle_peer,
+        ..
+    } = tokio::task::block_in_place(|| {
         pinger(
             address.clone(),
             Pings::Count(1000),
@@ -1327,6 +1386,7 @@ async fn run() -> bool {
     .unwrap_or_default();
     idle.sort();
     idle_bus.sort();
+    idle_peer.sort();
     let idle_p99 = pct(&idle, 0.99);
     let idle_bus_p99 = pct(&idle_bus, 0.99);
 
@@ -1497,10 +1557,16 @@ async fn run() -> bool {
         }
     }
     let load_secs = load_start.elapsed().as_secs_f64();
-    let (mut ping_lat, mut bus_lat, ping_errors) =
-        tokio::task::block_in_place(|| pinger.join()).unwrap_or_default();
+    let PingFigures {
+        broker: mut ping_lat,
+        bus: mut bus_lat,
+        peer: mut peer_lat,
+        errors: ping_errors,
+    } = tokio::task::block_in_place(|| pinger.join()).unwrap_or_default();
     bus_lat.sort();
+    peer_lat.sort();
     let bus_p99 = pct(&bus_lat, 0.99);
+    let peer_p99 = pct(&peer_lat, 0.99);
     let bus_ratio = ms(bus_p99) / ms(idle_bus_p99).max(1e-6);
     let (samples, died) = sampler.await.unwrap_or_default();
     streams_stop.store(true, Ordering::Relaxed);
@@ -1566,6 +1632,14 @@ async fn run() -> bool {
         ms(idle_bus_p99),
         ms(pct(&bus_lat, 0.5)),
         ms(bus_p99),
+    );
+    println!(
+        "  a bare peer's Peer.Ping (two crossings of the bus daemon, nothing else): idle p99 {:.2} ms, loaded p50 {:.2} ms, p99 {:.2} ms ({} answers); the broker's loaded p99 is {:.2}× it (information, no target)",
+        ms(pct(&idle_peer, 0.99)),
+        ms(pct(&peer_lat, 0.5)),
+        ms(peer_p99),
+        peer_lat.len(),
+        ms(ping_p99) / ms(peer_p99).max(1e-6),
     );
     println!(
         "  Changed       {:>8.0} signals/s over {n_subs} subscribers, errors {}",
