@@ -15,14 +15,27 @@
 //! and skip to now (`Subscription1.Lagged`) as they did when the socket
 //! was full.
 //!
-//! The kernel counts buffers, not bytes: a 300-byte signal is 1 280 bytes
-//! of `SIOCOUTQ`. And the wait for the bus daemon to read is short (tens
-//! of microseconds when it is idle), far below tokio's 1 ms timer: a
-//! writer that slept a millisecond after every turn left the socket empty
-//! most of the time, and a fan-out to 250 readers took 31 such sleeps
-//! (`make bench`'s readers bench missed its target). So the writer looks
-//! again every [`SendQueue::LOOK_EVERY`], on a timer of its own
-//! (`timerfd`, microseconds).
+//! How far: the bus daemon reads 2 048 bytes of a connection per turn of
+//! its main loop (`max_bytes_read_per_iteration` in libdbus's socket
+//! transport), so every 2 KB ahead of a reply is one more turn of the
+//! daemon across all its connections before the reply is even read. A
+//! `Peer.Ping` to any peer crosses the daemon twice; to stay near that
+//! floor the queue must be about one turn's reading: [`SendQueue::LOW`]
+//! is a few signals.
+//!
+//! How to know when to write again, without polling: the kernel wakes a
+//! Unix socket's writer when what waits unread falls to a quarter of the
+//! socket's send buffer (`unix_writable`), so the send buffer is set to
+//! four times the low mark and the writer waits for the socket to be
+//! writable. The kernel counts buffers, not bytes (a 300-byte signal is
+//! 1 280 bytes of `SIOCOUTQ` and of the send buffer), and so do both the
+//! mark and the buffer. A reply larger than the buffer is written in
+//! parts as the daemon reads it, as before: the daemon's 2 KB a turn, not
+//! the buffer, is what limits it. Where the buffer cannot be set that
+//! small, the writer looks again every [`LOOK_EVERY`] on a timer
+//! (`timerfd`: tokio's timer resolves milliseconds, and a writer that
+//! slept a millisecond after every turn left the socket empty most of
+//! the time: a fan-out to 250 readers missed its target).
 
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
@@ -30,29 +43,62 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio_util::sync::CancellationToken;
 
+/// How often the writer looks again where the socket's writability does
+/// not tell (see the module's doc).
+const LOOK_EVERY: Duration = Duration::from_micros(200);
+
 /// The broker's end of its bus socket (a duplicate of the descriptor the
 /// connection uses), asked how much of what was written is still unread.
 #[derive(Debug)]
 pub(crate) struct SendQueue {
     fd: OwnedFd,
-    /// The timer the writer waits on, made on its first wait (on the
-    /// runtime that waits: a descriptor registers with one reactor).
-    tick: Option<Tick>,
+    /// The low mark in force: [`SendQueue::LOW`], or a quarter of the send
+    /// buffer the kernel gave when that is less.
+    low: usize,
+    /// The socket's writability says when the queue falls to `low` (its
+    /// send buffer is four times `low`).
+    writable_tells: bool,
+    /// What the writer waits on, made on its first wait (on the runtime
+    /// that waits: a descriptor registers with one reactor).
+    wake: Option<Wake>,
+}
+
+#[derive(Debug)]
+enum Wake {
+    /// The socket's writability (a second descriptor of it).
+    Writable(AsyncFd<OwnedFd>),
+    /// A microsecond timer.
+    Tick(Tick),
 }
 
 impl SendQueue {
-    /// Below this many unread bytes (in the kernel's accounting: about a
-    /// dozen signals) the writer writes: a reply waits behind at most
-    /// this and one turn of signals.
-    pub(crate) const LOW: usize = 16 * 1024;
+    /// Below this many unread bytes (in the kernel's accounting: about
+    /// three signals, a kilobyte of them) the writer writes.
+    pub(crate) const LOW: usize = 4 * 1024;
 
-    /// How often the writer looks again while the queue is longer: about
-    /// what the bus daemon takes to read a few signals when it is not
-    /// busy, so that the socket does not sit empty between turns.
-    const LOOK_EVERY: Duration = Duration::from_micros(200);
-
+    /// A gauge of `fd`'s socket, whose send buffer is made four times
+    /// [`Self::LOW`] (the kernel doubles what it is asked for, and wakes a
+    /// writer at a quarter of it).
     pub(crate) fn new(fd: OwnedFd) -> SendQueue {
-        SendQueue { fd, tick: None }
+        let asked = libc::c_int::try_from(2 * Self::LOW).unwrap_or(libc::c_int::MAX);
+        // SAFETY: SO_SNDBUF reads one `int`, alive for the call; the
+        // descriptor is ours.
+        unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                (&asked as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+        let quarter = send_buffer(&fd).map(|b| b / 4);
+        SendQueue {
+            fd,
+            low: quarter.map_or(Self::LOW, |q| q.min(Self::LOW)),
+            writable_tells: quarter.is_some_and(|q| q <= Self::LOW),
+            wake: None,
+        }
     }
 
     /// Bytes written to the socket and not yet read by its peer (for a
@@ -70,28 +116,97 @@ impl SendQueue {
         Ok(usize::try_from(n).unwrap_or(0))
     }
 
-    /// Wait until fewer than [`Self::LOW`] bytes are unread, or `cancel`.
+    /// Wait until fewer than the low mark's bytes are unread, or `cancel`.
     /// A socket that cannot be asked is taken as drained (the writer then
     /// works as it did without a gauge).
     pub(crate) async fn drained(&mut self, cancel: &CancellationToken) {
-        while matches!(self.unread(), Ok(n) if n >= Self::LOW) {
-            if self.tick.is_none() {
-                self.tick = Tick::new().ok();
-            }
-            match &self.tick {
-                Some(tick) => tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    _ = tick.after(Self::LOOK_EVERY) => {}
-                },
-                // No timerfd (never on Linux; a descriptor limit): tokio's
-                // millisecond timer.
-                None => tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    _ = tokio::time::sleep(Self::LOOK_EVERY) => {}
-                },
+        if self.wake.is_none() && !self.is_drained() {
+            self.wake = self.make_wake();
+        }
+        loop {
+            match &self.wake {
+                Some(Wake::Writable(fd)) => {
+                    let mut ready = tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        r = fd.writable() => match r {
+                            Ok(ready) => ready,
+                            Err(_) => return,
+                        },
+                    };
+                    // Looked at after the readiness was taken: a wake-up
+                    // from here on sets it again (tokio clears only the
+                    // one it handed out).
+                    if self.is_drained() {
+                        return;
+                    }
+                    ready.clear_ready();
+                }
+                Some(Wake::Tick(tick)) => {
+                    if self.is_drained() {
+                        return;
+                    }
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        _ = tick.after(LOOK_EVERY) => {}
+                    }
+                }
+                None => {
+                    if self.is_drained() {
+                        return;
+                    }
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        _ = tokio::time::sleep(LOOK_EVERY) => {}
+                    }
+                }
             }
         }
     }
+
+    fn is_drained(&self) -> bool {
+        !matches!(self.unread(), Ok(n) if n >= self.low)
+    }
+
+    /// The socket's writability when its send buffer is what [`Self::new`]
+    /// asked for (then it tells exactly when the queue falls to the low
+    /// mark); a timer otherwise.
+    fn make_wake(&self) -> Option<Wake> {
+        let writable = self
+            .writable_tells
+            .then(|| self.fd.try_clone().ok())
+            .flatten()
+            .and_then(|fd| {
+                // SAFETY: an OwnedFd stays open and is the same descriptor
+                // for as long as the AsyncFd owns it.
+                unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::WRITABLE) }.ok()
+            });
+        if let Some(fd) = writable {
+            return Some(Wake::Writable(fd));
+        }
+        Tick::new().ok().map(Wake::Tick)
+    }
+}
+
+/// The socket's send buffer as the kernel keeps it (`SO_SNDBUF`, in its
+/// accounting of buffers).
+fn send_buffer(fd: &OwnedFd) -> Option<usize> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: SO_SNDBUF writes one `int` to `v` and its size to `len`,
+    // both alive for the call; the descriptor is ours.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return None;
+    }
+    usize::try_from(v).ok()
 }
 
 /// A one-shot timer with microsecond resolution (`timerfd`), for waits
@@ -181,31 +296,64 @@ mod tests {
         assert_eq!(q.unread().expect("ioctl"), 0);
     }
 
+    /// Write to `ours` (non-blocking) until the gauge says the queue is at
+    /// its low mark or more.
+    fn fill(ours: &mut UnixStream, q: &SendQueue) {
+        let chunk = [1u8; 512];
+        while q.unread().expect("ioctl") < q.low {
+            match ours.write(&chunk) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("write: {e}"),
+            }
+        }
+    }
+
+    fn empty(theirs: &mut UnixStream, q: &SendQueue) {
+        theirs.set_nonblocking(true).expect("nonblocking");
+        let mut buf = [0u8; 4096];
+        while q.unread().expect("ioctl") > 0 {
+            match theirs.read(&mut buf) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+    }
+
     #[tokio::test]
-    async fn waits_while_the_queue_is_long_and_goes_on_once_read() {
+    async fn waits_while_the_queue_is_long_and_is_woken_once_read() {
         use futures_util::FutureExt;
         let (mut ours, mut theirs) = UnixStream::pair().expect("pair");
         ours.set_nonblocking(true).expect("nonblocking");
         let mut q = SendQueue::new(OwnedFd::from(ours.try_clone().expect("dup")));
+        assert!(
+            q.writable_tells,
+            "the kernel keeps a send buffer of four times the low mark ({} bytes)",
+            q.low
+        );
         let cancel = CancellationToken::new();
         // A short queue: no wait at all.
         ours.write_all(&[1u8; 100]).expect("write");
         assert_eq!(q.drained(&cancel).now_or_never(), Some(()));
-        // More than LOW, unread: it waits.
-        let chunk = [1u8; 1024];
-        let mut written = 100;
-        while written < 2 * SendQueue::LOW {
-            written += ours.write(&chunk).expect("write");
-        }
+        // At the low mark, unread: it waits, on the socket's writability.
+        fill(&mut ours, &q);
         assert_eq!(q.drained(&cancel).now_or_never(), None);
-        // Read by the peer: it goes on at once.
-        let mut buf = vec![0u8; written];
-        theirs.read_exact(&mut buf).expect("read");
-        assert_eq!(q.drained(&cancel).now_or_never(), Some(()));
+        assert!(matches!(q.wake, Some(Wake::Writable(_))));
+        // Read by the peer: the kernel wakes the writer.
+        empty(&mut theirs, &q);
+        tokio::time::timeout(Duration::from_secs(5), q.drained(&cancel))
+            .await
+            .expect("woken once the peer read");
+        // Again (the readiness handed out before was cleared, not lost).
+        fill(&mut ours, &q);
+        assert_eq!(q.drained(&cancel).now_or_never(), None);
+        empty(&mut theirs, &q);
+        tokio::time::timeout(Duration::from_secs(5), q.drained(&cancel))
+            .await
+            .expect("woken a second time");
         // A stop ends the wait too.
-        ours.set_nonblocking(false).expect("blocking");
-        ours.write_all(&vec![1u8; 2 * SendQueue::LOW])
-            .expect("write");
+        fill(&mut ours, &q);
         cancel.cancel();
         assert_eq!(q.drained(&cancel).now_or_never(), Some(()));
     }
@@ -214,7 +362,7 @@ mod tests {
     async fn the_timer_fires_again_and_again() {
         let tick = Tick::new().expect("timerfd");
         for _ in 0..3 {
-            tokio::time::timeout(Duration::from_secs(5), tick.after(SendQueue::LOOK_EVERY))
+            tokio::time::timeout(Duration::from_secs(5), tick.after(LOOK_EVERY))
                 .await
                 .expect("the timer fired");
         }

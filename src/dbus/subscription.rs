@@ -49,7 +49,7 @@ const OUTBOX_LIMIT: usize = 1024;
 /// Signals written under one turn at the connection's write lock, after
 /// one look at the socket's queue (`SendQueue`): what a reply may find
 /// ahead of it beyond the queue's low mark.
-const WRITE_AT_ONCE: usize = 8;
+const WRITE_AT_ONCE: usize = 4;
 
 /// The signals of every subscription, in the order their tasks made them,
 /// written to the bus by one task ([`write_signals`]) as few writes at a
