@@ -2,7 +2,7 @@
 //! timeline, built by [`crate::core::read`] once for every publisher.
 //!
 //! The views are plain `Serialize` structs. MCP serializes them to JSON;
-//! D-Bus serializes the same structs to `a{sv}` (`dbus::variant`), so the
+//! D-Bus serializes the same structs to `a{sv}` (`dbus::wire`), so the
 //! key names and the redaction cannot drift between the two. A view never
 //! holds what its reader may not see: the functions here take the reader's
 //! permissions as [`Can`] and leave the rest out.
