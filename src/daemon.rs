@@ -23,9 +23,6 @@ use crate::shutdown::{Bounds, Lane, Tree};
 use crate::sources;
 use crate::store;
 
-/// Name of the pseudo-source that reports the health of policy.toml.
-pub const POLICY_SOURCE: &str = "policy";
-
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error("{BUS_NAME} is already owned by {owner}{}; run with --replace to take it over", .pid.map(|p| format!(" (PID {p})")).unwrap_or_default())]
@@ -828,26 +825,10 @@ async fn name_owner(dbus: &DBusProxy<'_>) -> (String, Option<u32>) {
     (owner.to_string(), pid)
 }
 
-/// Load policy.toml and report its health as the `policy` source: an error
-/// (with its line) shows in `ListSources`, and the last good policy stays.
+/// Load policy.toml and report its health as the `policy` source
+/// (`Gate::reload_reported`).
 async fn load_policy(core: &Core, tx: &mpsc::Sender<SourceEvent>) {
-    let error = match core.gate().reload() {
-        Ok(()) => {
-            tracing::info!(path = %core.gate().policy_path().display(), "policy loaded");
-            None
-        }
-        Err(e) => {
-            tracing::error!("{e}; keeping the last good policy");
-            Some(e.to_string())
-        }
-    };
-    let _ = tx
-        .send(SourceEvent::SourceStatus {
-            source: POLICY_SOURCE.into(),
-            available: true,
-            error,
-        })
-        .await;
+    let _ = tx.send(core.gate().reload_reported()).await;
 }
 
 fn watch_config_dir(dir: &Path) -> Option<Inotify> {

@@ -571,7 +571,7 @@ pub(crate) const SOURCE_ERROR_WITHHELD: &str =
     "failed (the reason is in the broker's journal and in `contextctl sources`)";
 
 /// The sources whose errors quote the user's files: policy.toml
-/// (`daemon::POLICY_SOURCE`; a TOML error quotes the line) and
+/// (`core::gate::POLICY_SOURCE`; a TOML error quotes the line) and
 /// recently-used.xbel (`sources::recent`; a parse error can quote a
 /// document's name). The errors of the others say what a service on the
 /// bus or the system did, which any app can see for itself.
