@@ -23,9 +23,6 @@ use crate::shutdown::{Bounds, Lane, Tree};
 use crate::sources;
 use crate::store;
 
-/// Name of the pseudo-source that reports the health of policy.toml.
-pub const POLICY_SOURCE: &str = "policy";
-
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error("{BUS_NAME} is already owned by {owner}{}; run with --replace to take it over", .pid.map(|p| format!(" (PID {p})")).unwrap_or_default())]
@@ -293,12 +290,6 @@ impl Clocks {
             clock: Arc::new(SystemClock),
         }
     }
-
-    /// Whether `ev` moved the scripted clock (then it is not the state's):
-    /// never without replays.
-    fn moved(&self, _: &SourceEvent) -> bool {
-        false
-    }
 }
 
 #[cfg(feature = "replay")]
@@ -313,19 +304,6 @@ impl Clocks {
             None => Arc::new(SystemClock),
         };
         Clocks { clock, manual }
-    }
-
-    /// Whether `ev` is a replay's clock move (set here, in order with the
-    /// events around it, and not the state's); ignored with the system
-    /// clock.
-    fn moved(&self, ev: &SourceEvent) -> bool {
-        let SourceEvent::Clock { at } = ev else {
-            return false;
-        };
-        if let Some(m) = &self.manual {
-            m.set(*at);
-        }
-        true
     }
 }
 
@@ -429,7 +407,7 @@ async fn build_core(
     // Prompts are asked for the publishers: they stop with them.
     let core = Core::with_gate(
         gate,
-        clock,
+        clock.clone(),
         Duration::from_secs(consent.prompt_timeout_s.max(1)),
         tree.publishers.clone(),
         config.file.limits.change_feed,
@@ -512,45 +490,29 @@ async fn build_core(
         lane.clone(),
     )));
     let history_settings = config.file.history.clone();
-    core.state().set_observer(Box::new(HistoryObserver {
-        recorder: crate::core::history::Recorder::new(history_settings.clone(), next_id)
-            .with_privacy(core.state().privacy().clone()),
-        history: history.clone(),
-    }));
+    core.state()
+        .set_observer(Box::new(crate::core::history::Timeline::new(
+            crate::core::history::Recorder::new(history_settings.clone(), next_id)
+                .with_privacy(core.state().privacy().clone()),
+            history.clone(),
+        )));
     // The writers flush what they hold when their level is cancelled,
     // which happens only after every source and publisher has stopped.
     tree.writers.spawn_on(
         history_writer.run(tree.writers.token()),
         store_lane.handle(),
     );
-    {
-        // Retention: at start and once a day.
-        let history = history.clone();
-        let core = core.clone();
-        let settings = history_settings.clone();
-        let cancel = tree.writers.token();
-        let retention = async move {
-            let mut daily = tokio::time::interval(Duration::from_secs(24 * 3600));
-            loop {
-                tokio::select! {
-                    _ = cancel.cancelled() => break,
-                    _ = daily.tick() => {
-                        // In steps (store::history), so a stop need not
-                        // wait for a big purge: what is left goes next time.
-                        tokio::select! {
-                            _ = cancel.cancelled() => break,
-                            r = history.purge(&settings, core.now()) => match r {
-                                Ok(0) => {}
-                                Ok(n) => tracing::info!(rows = n, "history retention: purged"),
-                                Err(e) => tracing::warn!(error = %e, "history retention failed"),
-                            }
-                        }
-                    }
-                }
-            }
-        };
-        tree.writers.spawn_on(retention, store_lane.handle());
-    }
+    // Retention: at start and once a day (`core::history::retention`).
+    tree.writers.spawn_on(
+        crate::core::history::retention(
+            history.clone(),
+            history_settings,
+            clock,
+            crate::core::history::RETENTION_EVERY,
+            tree.writers.token(),
+        ),
+        store_lane.handle(),
+    );
     let tokens: Arc<dyn crate::core::tokens::TokenStore> = Arc::new(OnLane::new(
         Arc::new(store::tokens::DbTokenStore::open(db.pool().clone()).await?),
         lane.clone(),
@@ -577,43 +539,19 @@ async fn start_sources(
     core: &Arc<Core>,
     clocks: Clocks,
 ) {
-    // Events from every source go through one channel to the state. The
-    // task that applies them also switches recording off and on with the
-    // pause, so that the timeline's observer has one feed, in order. It
-    // ends when the last sender is gone (every source has stopped), and
-    // then closes the open intervals, so that the writers' last batch
-    // holds them.
-    let (tx, mut rx) = mpsc::channel::<SourceEvent>(1024);
+    // Events from every source go through one channel to the state
+    // (`core::pump`), which also tells the timeline of the pause, and ends
+    // with the sources' level.
+    let (tx, pump) = crate::core::pump::channel();
+    #[cfg(feature = "replay")]
+    let pump = pump.with_clock(clocks.manual);
+    #[cfg(not(feature = "replay"))]
+    let _ = clocks;
     {
         let core = core.clone();
-        let mut generation = core.gate().watch_generation();
-        tree.sources.spawn(async move {
-            let mut paused = false;
-            let mut gate_alive = true;
-            loop {
-                tokio::select! {
-                    ev = rx.recv() => {
-                        let Some(ev) = ev else { break };
-                        if clocks.moved(&ev) {
-                            continue;
-                        }
-                        core.state().apply(ev);
-                    }
-                    r = generation.changed(), if gate_alive => {
-                        if r.is_err() {
-                            gate_alive = false;
-                            continue;
-                        }
-                        let now = core.gate().paused();
-                        if now != paused {
-                            paused = now;
-                            core.state().observer_paused(now);
-                        }
-                    }
-                }
-            }
-            core.state().observer_paused(true);
-        });
+        let cancel = tree.sources.token();
+        tree.sources
+            .spawn(async move { pump.run(core.state(), core.gate(), cancel).await });
     }
 
     load_policy(core, &tx).await;
@@ -887,26 +825,10 @@ async fn name_owner(dbus: &DBusProxy<'_>) -> (String, Option<u32>) {
     (owner.to_string(), pid)
 }
 
-/// Load policy.toml and report its health as the `policy` source: an error
-/// (with its line) shows in `ListSources`, and the last good policy stays.
+/// Load policy.toml and report its health as the `policy` source
+/// (`Gate::reload_reported`).
 async fn load_policy(core: &Core, tx: &mpsc::Sender<SourceEvent>) {
-    let error = match core.gate().reload() {
-        Ok(()) => {
-            tracing::info!(path = %core.gate().policy_path().display(), "policy loaded");
-            None
-        }
-        Err(e) => {
-            tracing::error!("{e}; keeping the last good policy");
-            Some(e.to_string())
-        }
-    };
-    let _ = tx
-        .send(SourceEvent::SourceStatus {
-            source: POLICY_SOURCE.into(),
-            available: true,
-            error,
-        })
-        .await;
+    let _ = tx.send(core.gate().reload_reported()).await;
 }
 
 fn watch_config_dir(dir: &Path) -> Option<Inotify> {
@@ -1072,27 +994,5 @@ async fn notify_degraded(conn: Connection, reason: String, cancel: CancellationT
             Ok(Err(e)) => tracing::warn!(error = %e, "cannot notify the user that contextd runs degraded"),
             Err(_) => tracing::warn!("the notification server did not answer"),
         },
-    }
-}
-
-/// Feeds the timeline from the state, synchronously and in order.
-struct HistoryObserver {
-    recorder: crate::core::history::Recorder,
-    history: store::history::History,
-}
-
-impl crate::core::state::StateObserver for HistoryObserver {
-    fn changes(&mut self, changes: &[crate::core::Change], now: chrono::DateTime<chrono::Utc>) {
-        for c in changes {
-            let ops = self.recorder.observe(c, now);
-            if !ops.is_empty() {
-                self.history.submit(ops);
-            }
-        }
-    }
-
-    fn paused(&mut self, paused: bool, now: chrono::DateTime<chrono::Utc>) {
-        let ops = self.recorder.set_paused(paused, now);
-        self.history.submit(ops);
     }
 }

@@ -31,6 +31,7 @@ use tokio::sync::watch;
 use super::clock::Clock;
 use super::consent::{AppInfo, AuditEntry, ConsentStore, Loaded, Origin, StoredDecision, Verdict};
 use super::error::Error;
+use super::event::SourceEvent;
 use super::policy::{Policy, PolicyError};
 use super::subject::Channel;
 use crate::model::{AppId, Category, IdentitySource};
@@ -144,6 +145,9 @@ pub(crate) struct Gate {
     pub(super) journal: std::sync::OnceLock<PathBuf>,
 }
 
+/// The pseudo-source that reports the health of policy.toml.
+pub(crate) const POLICY_SOURCE: &str = "policy";
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -237,6 +241,28 @@ impl Gate {
             self.bump();
         }
         Ok(())
+    }
+
+    /// Re-read the policy file and say how it went as the `policy`
+    /// source's status ([`POLICY_SOURCE`]), which `ListSources` shows: an
+    /// error, with its line, keeps the last good policy (a typo never
+    /// grants more, nor takes away what worked).
+    pub(crate) fn reload_reported(&self) -> SourceEvent {
+        let error = match self.reload() {
+            Ok(()) => {
+                tracing::info!(path = %self.policy_path.display(), "policy loaded");
+                None
+            }
+            Err(e) => {
+                tracing::error!("{e}; keeping the last good policy");
+                Some(e.to_string())
+            }
+        };
+        SourceEvent::SourceStatus {
+            source: POLICY_SOURCE.into(),
+            available: true,
+            error,
+        }
     }
 
     /// Tell publishers that decisions may have changed.
@@ -980,6 +1006,43 @@ mod tests {
         clock.advance(chrono::Duration::seconds(-1));
         assert!(gate.allows(&app, &Category::Windows));
         assert!(!gen_rx.has_changed().expect("watch"));
+    }
+
+    /// The attack: a policy.toml broken to widen access (a grant of every
+    /// category whose file does not parse) grants nothing new; the last
+    /// good policy stays and the `policy` source says what is wrong, with
+    /// its line. A good file again clears the error.
+    #[test]
+    fn a_broken_policy_is_reported_and_grants_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("policy.toml");
+        let clock = ManualClock::new("2026-01-01T00:00:00Z".parse().expect("date"));
+        let gate = deny_gate(path.clone(), clock);
+        let app = AppId::new("org.example.Spy").expect("id");
+        std::fs::write(
+            &path,
+            "[[grant]]\napp = \"org.example.Spy\"\ncategories = [\"windows\", \"notifications\"\n",
+        )
+        .expect("write");
+        let SourceEvent::SourceStatus {
+            source,
+            available,
+            error,
+        } = gate.reload_reported()
+        else {
+            panic!("a source status");
+        };
+        assert_eq!(source, POLICY_SOURCE);
+        assert!(available);
+        let error = error.expect("the error is said");
+        assert!(error.contains("policy.toml:3:"), "its line: {error}");
+        assert!(!gate.allows(&app, &Category::Windows));
+        assert!(!gate.allows(&app, &Category::Notifications));
+        std::fs::write(&path, "").expect("write");
+        assert!(matches!(
+            gate.reload_reported(),
+            SourceEvent::SourceStatus { error: None, .. }
+        ));
     }
 
     #[tokio::test]

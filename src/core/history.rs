@@ -631,6 +631,92 @@ impl Recorder {
     }
 }
 
+/// The timeline's write side, owned by core (implemented by
+/// `store::history::History`, which queues the operations and writes them
+/// in batches on a task of its own): the observer below hands it what the
+/// recorder decided, synchronously, as each change is applied, so that
+/// the state's lock is never held across a write.
+pub(crate) trait HistorySink: Send + 'static {
+    /// Queue `ops`, in order after those queued before; never waits.
+    fn submit(&self, ops: Vec<HistoryOp>);
+}
+
+/// The state's observer that records the timeline: every change, in the
+/// order the pump applied it, through the [`Recorder`] (what the user
+/// chose to record, the never-share rules), to the history writer `W`.
+#[derive(Debug)]
+pub(crate) struct Timeline<W> {
+    recorder: Recorder,
+    writer: W,
+}
+
+impl<W: HistorySink> Timeline<W> {
+    pub(crate) fn new(recorder: Recorder, writer: W) -> Self {
+        Timeline { recorder, writer }
+    }
+}
+
+impl<W: HistorySink> super::state::StateObserver for Timeline<W> {
+    fn changes(&mut self, changes: &[Change], now: DateTime<Utc>) {
+        for c in changes {
+            let ops = self.recorder.observe(c, now);
+            if !ops.is_empty() {
+                self.writer.submit(ops);
+            }
+        }
+    }
+
+    /// Pausing closes what is open; the writer hears of every pause and
+    /// resume, even with nothing to close.
+    fn paused(&mut self, paused: bool, now: DateTime<Utc>) {
+        let ops = self.recorder.set_paused(paused, now);
+        self.writer.submit(ops);
+    }
+}
+
+/// The timeline's retention side (implemented by `store::history::History`):
+/// delete what `settings` no longer keep at `now`, in steps, and say how
+/// many rows went.
+pub(crate) trait HistoryPurge: Send + Sync + 'static {
+    fn purge<'a>(
+        &'a self,
+        settings: &'a HistorySettings,
+        now: DateTime<Utc>,
+    ) -> BoxFut<'a, Result<u64, crate::core::Error>>;
+}
+
+/// How often retention runs after the first time (at start).
+pub(crate) const RETENTION_EVERY: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// Retention: purge at start and then `every` (a day: [`RETENTION_EVERY`])
+/// until `cancel`. A purge in progress is dropped on `cancel`: the store
+/// purges in steps, so a stop never waits for a big purge, and what is
+/// left goes next time.
+pub(crate) async fn retention(
+    store: impl HistoryPurge,
+    settings: HistorySettings,
+    clock: std::sync::Arc<dyn super::clock::Clock>,
+    every: std::time::Duration,
+    cancel: tokio_util::sync::CancellationToken,
+) {
+    let mut ticks = tokio::time::interval(every);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = ticks.tick() => {
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    r = store.purge(&settings, clock.now()) => match r {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(rows = n, "history retention: purged"),
+                        Err(e) => tracing::warn!(error = %e, "history retention failed"),
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -786,6 +872,142 @@ mod tests {
             t0,
         );
         assert!(ops.is_empty(), "{ops:?}");
+    }
+
+    /// A history writer that keeps what it was handed.
+    #[derive(Default, Clone)]
+    struct Kept(std::sync::Arc<std::sync::Mutex<Vec<Vec<HistoryOp>>>>);
+
+    impl HistorySink for Kept {
+        fn submit(&self, ops: Vec<HistoryOp>) {
+            self.0.lock().unwrap_or_else(|e| e.into_inner()).push(ops);
+        }
+    }
+
+    impl Kept {
+        fn taken(&self) -> Vec<Vec<HistoryOp>> {
+            std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+        }
+    }
+
+    /// The observer hands the writer what the recorder decided, change by
+    /// change; while the user has paused sharing, an app that takes the
+    /// focus (or anything else that changes) reaches the writer not at
+    /// all, and the pause closed what was open.
+    #[test]
+    fn the_timeline_writes_what_the_recorder_decides_and_nothing_while_paused() {
+        use crate::core::state::StateObserver;
+        let kept = Kept::default();
+        let mut t = Timeline::new(Recorder::new(HistorySettings::default(), 1), kept.clone());
+        let t0 = Utc::now();
+        let focus = |app: &str| Change::Focus {
+            window: Some(w(app, "notes")),
+        };
+        t.changes(&[focus("org.gnome.TextEditor")], t0);
+        let got = kept.taken();
+        assert!(
+            matches!(&got[..], [ops] if matches!(&ops[..], [HistoryOp::Open(e)] if e.id == 1)),
+            "{got:?}"
+        );
+        t.paused(true, t0);
+        assert_eq!(
+            kept.taken(),
+            vec![vec![HistoryOp::Close { id: 1, end: t0 }]]
+        );
+        t.changes(
+            &[focus("org.example.Spy"), focus("org.gnome.TextEditor")],
+            t0,
+        );
+        assert!(kept.taken().is_empty(), "nothing recorded while paused");
+        t.paused(false, t0);
+        assert_eq!(kept.taken(), vec![Vec::new()], "the resume is said");
+        t.changes(&[focus("org.gnome.TextEditor")], t0);
+        assert_eq!(kept.taken().len(), 1);
+    }
+
+    /// A store whose purge counts its calls, or never ends.
+    #[derive(Clone, Default)]
+    struct Purges {
+        calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        stuck: bool,
+    }
+
+    impl HistoryPurge for Purges {
+        fn purge<'a>(
+            &'a self,
+            _: &'a HistorySettings,
+            _: DateTime<Utc>,
+        ) -> BoxFut<'a, Result<u64, crate::core::Error>> {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let stuck = self.stuck;
+            Box::pin(async move {
+                if stuck {
+                    std::future::pending::<()>().await;
+                }
+                Ok(1)
+            })
+        }
+    }
+
+    fn calls(p: &Purges) -> usize {
+        p.calls.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Retention runs at start and again each period, and ends with its
+    /// level.
+    #[tokio::test]
+    async fn retention_purges_at_start_and_each_period() {
+        let store = Purges::default();
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn(retention(
+            store.clone(),
+            HistorySettings::default(),
+            std::sync::Arc::new(crate::core::clock::SystemClock),
+            std::time::Duration::from_millis(5),
+            cancel.clone(),
+        ));
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while calls(&store) < 2 {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("purged twice");
+        cancel.cancel();
+        tokio::time::timeout(std::time::Duration::from_secs(10), task)
+            .await
+            .expect("ends")
+            .expect("joins");
+    }
+
+    /// A purge that does not end (a huge timeline on a slow disk) does
+    /// not hold the stop: the task ends when cancelled.
+    #[tokio::test]
+    async fn a_stuck_purge_does_not_hold_the_stop() {
+        let store = Purges {
+            stuck: true,
+            ..Default::default()
+        };
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn(retention(
+            store.clone(),
+            HistorySettings::default(),
+            std::sync::Arc::new(crate::core::clock::SystemClock),
+            RETENTION_EVERY,
+            cancel.clone(),
+        ));
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while calls(&store) < 1 {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("purge started");
+        cancel.cancel();
+        tokio::time::timeout(std::time::Duration::from_secs(10), task)
+            .await
+            .expect("ends while the purge is stuck")
+            .expect("joins");
     }
 
     #[test]

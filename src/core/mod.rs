@@ -23,6 +23,7 @@ pub(crate) mod portable;
 pub(crate) mod privacy;
 pub(crate) mod prompts;
 pub(crate) mod provide;
+pub(crate) mod pump;
 pub(crate) mod read;
 pub(crate) mod readers;
 pub(crate) mod reading;
@@ -43,7 +44,7 @@ pub(crate) use clock::{Clock, SystemClock};
 pub(crate) use error::{Error, Result};
 pub use event::SourceEvent;
 pub(crate) use gate::{Gate, GateSettings};
-pub(crate) use state::{Change, State};
+pub(crate) use state::State;
 pub(crate) use subject::{Channel, Mode, Subject};
 pub(crate) use watch::{Follow, Item, Watch, Watcher};
 

@@ -2,7 +2,7 @@
 //! timeline, built by [`crate::core::read`] once for every publisher.
 //!
 //! The views are plain `Serialize` structs. MCP serializes them to JSON;
-//! D-Bus serializes the same structs to `a{sv}` (`dbus::variant`), so the
+//! D-Bus serializes the same structs to `a{sv}` (`dbus::wire`), so the
 //! key names and the redaction cannot drift between the two. A view never
 //! holds what its reader may not see: the functions here take the reader's
 //! permissions as [`Can`] and leave the rest out.
@@ -571,7 +571,7 @@ pub(crate) const SOURCE_ERROR_WITHHELD: &str =
     "failed (the reason is in the broker's journal and in `contextctl sources`)";
 
 /// The sources whose errors quote the user's files: policy.toml
-/// (`daemon::POLICY_SOURCE`; a TOML error quotes the line) and
+/// (`core::gate::POLICY_SOURCE`; a TOML error quotes the line) and
 /// recently-used.xbel (`sources::recent`; a parse error can quote a
 /// document's name). The errors of the others say what a service on the
 /// bus or the system did, which any app can see for itself.

@@ -19,7 +19,7 @@ use super::Shared;
 use super::agent::Agent;
 use super::error::{Error, Result};
 use super::polkit;
-use super::variant::{self, Dict};
+use super::wire::{self, Dict};
 use crate::core::consent::{Answer, AuditQuery, Origin, Verdict};
 use crate::model::{AppId, Category};
 
@@ -62,14 +62,14 @@ impl Consent1 {
     #[zbus(out_args("apps"))]
     async fn list_apps(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         self.shared.authorize_manage(&hdr).await?;
-        Ok(variant::dicts(&self.shared.core.apps())?)
+        Ok(wire::dicts(&self.shared.core.apps())?)
     }
 
     /// Every live decision: the user's, and policy.toml's (origin `policy`).
     #[zbus(out_args("grants"))]
     async fn list_grants(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         self.shared.authorize_manage(&hdr).await?;
-        Ok(variant::dicts(&self.shared.core.grants())?)
+        Ok(wire::dicts(&self.shared.core.grants())?)
     }
 
     /// Decide for `app` and `category`: `allow`, `deny` or `ask`, until
@@ -157,7 +157,7 @@ impl Consent1 {
     #[zbus(out_args("providers"))]
     async fn list_providers(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         self.shared.authorize_manage(&hdr).await?;
-        Ok(variant::dicts(&self.shared.core.providers())?)
+        Ok(wire::dicts(&self.shared.core.providers())?)
     }
 
     /// Let `app` publish context (org.contextd.Provider1), or refuse its
@@ -210,7 +210,7 @@ impl Consent1 {
             limit,
         };
         self.shared.authorize_manage(&hdr).await?;
-        Ok(variant::dicts(&self.shared.core.audit(q).await?)?)
+        Ok(wire::dicts(&self.shared.core.audit(q).await?)?)
     }
 
     /// Become the UI that answers prompts: the broker calls
@@ -352,7 +352,7 @@ impl Consent1 {
             .await?;
         let report = self.shared.core.import(&data).await?;
         tracing::info!(by = %who.app_id, decisions = report.decisions, history = report.history, "imported");
-        Ok(variant::dict(&report)?)
+        Ok(wire::dict(&report)?)
     }
 
     /// Re-encrypt the database under a new key, stored where the old one
@@ -402,7 +402,7 @@ impl Consent1 {
     #[zbus(out_args("prompts"))]
     async fn list_pending(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         self.shared.authorize_manage(&hdr).await?;
-        Ok(variant::dicts(&self.shared.core.pending_prompts())?)
+        Ok(wire::dicts(&self.shared.core.pending_prompts())?)
     }
 
     /// Answer the waiting prompt `id` (from `ListPending`).
@@ -461,7 +461,7 @@ impl Consent1 {
     #[zbus(out_args("readers"))]
     async fn list_readers(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         self.shared.authorize_manage(&hdr).await?;
-        Ok(variant::dicts(&self.shared.core.readers())?)
+        Ok(wire::dicts(&self.shared.core.readers())?)
     }
 
     /// End the reader `id` (from `ListReaders`) now: a subscription gets

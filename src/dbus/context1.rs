@@ -5,15 +5,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use zbus::message::Header;
-use zbus::wire::{OwnedObjectPath, Variant};
+use zbus::wire::{OwnedObjectPath, OwnedVariant, Variant};
 use zbus::{Connection, interface};
 
 use super::Shared;
 use super::error::{Error, Result};
-use super::header::KeptHeader;
 use super::request;
 use super::subscription;
-use super::variant::{self, Dict};
+use super::wire::KeptHeader;
+use super::wire::{self, Dict};
 use crate::core::read::{self, Requested, Settled};
 use crate::core::{Mode, prompts, provide, view};
 use crate::model::Category;
@@ -26,15 +26,19 @@ pub(crate) struct Context1 {
 }
 
 /// One provided entry as `GetProvided` answers it: `app_id`, `kind`,
-/// `updated`, `data` (`a{sv}`, read straight from the entry's JSON text)
-/// and `json` (that text itself, shared, not copied).
-fn provided_record(p: &view::ProvidedView) -> std::result::Result<Dict, variant::VariantError> {
+/// `updated`, `data` (the entry's JSON as an `a{sv}`, by the one writer,
+/// `wire`) and `json` (that text itself, shared, not copied).
+fn provided_record(p: &view::ProvidedView) -> std::result::Result<Dict, wire::WireError> {
+    let text = |s: &str| OwnedVariant::from(zbus::wire::Str::from(s.to_owned()));
     let mut d = Dict::with_capacity(5);
-    d.insert("app_id".into(), variant::string(p.app_id.clone())?);
-    d.insert("kind".into(), variant::string(p.kind.clone())?);
-    d.insert("updated".into(), variant::string(p.updated.clone())?);
-    d.insert("data".into(), variant::json_object(p.data.as_str())?);
-    d.insert("json".into(), variant::shared_string(p.data.shared()));
+    d.insert("app_id".into(), text(&p.app_id));
+    d.insert("kind".into(), text(&p.kind));
+    d.insert("updated".into(), text(&p.updated));
+    d.insert("data".into(), wire::dict_variant(&p.data)?);
+    d.insert(
+        "json".into(),
+        OwnedVariant::from(zbus::wire::Str::from(p.data.shared())),
+    );
     Ok(d)
 }
 
@@ -96,7 +100,7 @@ impl Context1 {
 
 /// `Context1` as the object server holds it: the interface the macro made
 /// for every call but `GetActiveWindow`, whose reply is built around a
-/// body written from the view in one pass (`body::dict`, as `Changed`
+/// body written from the view in one pass (`wire::body`, as `Changed`
 /// bodies are). Through zbus, the reply's `a{sv}` (a cached `Dict`) was
 /// written one `OwnedVariant` at a time, each value's signature worked
 /// out, written and parsed again: a tenth of the daemon's time under the
@@ -225,20 +229,16 @@ fn window_reply(
             None => b,
         }
     };
-    match super::body::dict(window) {
-        Ok(body) => {
-            let kept = replies.of(call, || {
-                // SAFETY: an empty body, never sent: only its header is
-                // kept ([`KeptHeader`]).
-                Ok(unsafe { reply().build_raw_body(&[], "a{sv}", Vec::new()) }?)
-            })?;
-            // SAFETY: `body::dict` writes a valid native-endian `a{sv}` at
-            // offset 0, the kept header's signature (a test reads the
-            // reply back and compares it with the `Dict` path).
-            unsafe { kept.message(Some(call.primary().serial_num().get()), &body) }
-        }
-        Err(_) => Ok(reply().build(&variant::dict(window)?)?),
-    }
+    let body = wire::body(window)?;
+    let kept = replies.of(call, || {
+        // SAFETY: an empty body, never sent: only its header is kept
+        // ([`KeptHeader`]).
+        Ok(unsafe { reply().build_raw_body(&[], "a{sv}", Vec::new()) }?)
+    })?;
+    // SAFETY: `wire::body` writes a valid native-endian `a{sv}` at offset
+    // 0, the kept header's signature (a test reads the reply back and
+    // compares it with the `Dict` path).
+    unsafe { kept.message(Some(call.primary().serial_num().get()), &body) }
 }
 
 /// The header of the replies to each caller's `GetActiveWindow`, kept
@@ -311,7 +311,7 @@ impl Context1 {
             .shared
             .read(&hdr, read::Snapshot, super::access(&hdr))
             .await?;
-        Ok(variant::dict(&v)?)
+        Ok(wire::dict(&v)?)
     }
 
     /// The open windows (needs `windows`; titles need `windows.titles`).
@@ -321,7 +321,7 @@ impl Context1 {
             .shared
             .read(&hdr, read::Windows, super::access(&hdr))
             .await?;
-        Ok(variant::dicts(&v.windows)?)
+        Ok(wire::dicts(&v.windows)?)
     }
 
     /// The window that has focus (needs `windows`).
@@ -330,7 +330,7 @@ impl Context1 {
     /// (Answered by [`Served`], in one pass; this is its declaration and
     /// what a `Context1` not wrapped in it would answer.)
     async fn get_active_window(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
-        Ok(variant::dict(&self.active_window(&hdr).await?)?)
+        Ok(wire::dict(&self.active_window(&hdr).await?)?)
     }
 
     /// Who plays and who captures now, and the capture sessions of the
@@ -342,7 +342,7 @@ impl Context1 {
             .shared
             .read(&hdr, read::Media, super::access(&hdr))
             .await?;
-        Ok(variant::dict(&v)?)
+        Ok(wire::dict(&v)?)
     }
 
     /// What apps publish of `kind`, one record per app. Needs
@@ -410,7 +410,7 @@ impl Context1 {
             .read(&hdr, read::Selection, super::access(&hdr))
             .await?;
         match v.value {
-            Some(s) => Ok(variant::dict(&s)?),
+            Some(s) => Ok(wire::dict(&s)?),
             None if v.available => Err(Error::NotFound("no text is selected".into())),
             None => Err(Error::Unavailable(
                 "the selection is not known (see ListSources: selection)".into(),
@@ -427,7 +427,7 @@ impl Context1 {
             .read(&hdr, read::Location, super::access(&hdr))
             .await?;
         match v.value {
-            Some(p) => Ok(variant::dict(&p)?),
+            Some(p) => Ok(wire::dict(&p)?),
             None => Err(Error::Unavailable(
                 "the location is not known (see ListSources: geoclue)".into(),
             )),
@@ -442,7 +442,7 @@ impl Context1 {
             .shared
             .read(&hdr, read::RecentDocuments, super::access(&hdr))
             .await?;
-        Ok(variant::dicts(&v.documents)?)
+        Ok(wire::dicts(&v.documents)?)
     }
 
     /// The health of every source. Needs no consent: it says nothing about
@@ -455,14 +455,14 @@ impl Context1 {
             executable: caller.executable.clone(),
         };
         let v = self.shared.read(&hdr, sources, Mode::Look).await?;
-        Ok(variant::dicts(&v)?)
+        Ok(wire::dicts(&v)?)
     }
 
     /// Every category, its description, and whether the caller may read it.
     #[zbus(out_args("categories"))]
     async fn list_categories(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         let v = self.shared.read(&hdr, read::Categories, Mode::Look).await?;
-        Ok(variant::dicts(&v)?)
+        Ok(wire::dicts(&v)?)
     }
 
     /// Receive `Changed` signals for `categories` on a new subscription
@@ -699,7 +699,7 @@ mod tests {
             assert_eq!(h.sender().map(|s| s.as_str()), Some(":1.3"));
             assert_eq!(reply.body().signature().to_string(), "a{sv}");
             let got: Dict = reply.body().deserialize().expect("reads back");
-            assert_eq!(got, variant::dict(&w).expect("dict"), "{w:?}");
+            assert_eq!(got, wire::dict(&w).expect("dict"), "{w:?}");
         }
     }
 }

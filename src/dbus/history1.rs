@@ -9,7 +9,7 @@ use zbus::message::Header;
 
 use super::Shared;
 use super::error::{Error, Result};
-use super::variant::{self, Dict};
+use super::wire::{self, Dict};
 use crate::core::history::{HistoryKind, Query, parse_cursor};
 use crate::core::read;
 use crate::model::{AppId, Category};
@@ -95,7 +95,7 @@ impl History1 {
             .read(&hdr, read::History(q), super::access(&hdr))
             .await?;
         Ok((
-            variant::dicts(&page.events)?,
+            wire::dicts(&page.events)?,
             page.next_cursor.unwrap_or_default(),
         ))
     }
@@ -115,7 +115,7 @@ impl History1 {
             until: q_until,
         };
         let v = self.shared.read(&hdr, summary, super::access(&hdr)).await?;
-        Ok(variant::dicts(&v)?)
+        Ok(wire::dicts(&v)?)
     }
 
     /// Delete events overlapping [since, until) of `apps` and

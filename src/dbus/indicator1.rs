@@ -19,8 +19,8 @@ use zbus::object_server::SignalEmitter;
 
 use super::Shared;
 use super::error::{Error, Result};
-use super::variant::{self, Dict};
 use super::window_reports1::NameOwners;
+use super::wire::{self, Dict};
 use crate::core::reports;
 use crate::shutdown::Level;
 
@@ -90,7 +90,7 @@ impl Indicator1 {
     #[zbus(out_args("readers"))]
     async fn list_reading(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         self.check(&hdr).await?;
-        Ok(variant::dicts(&self.shared.core.reading_now())?)
+        Ok(wire::dicts(&self.shared.core.reading_now())?)
     }
 
     /// End live reader `id`, as `Consent1.EndReader` does.

@@ -3,12 +3,10 @@
 //! formats; decides nothing itself.
 
 pub(crate) mod agent;
-pub(crate) mod body;
 pub(crate) mod callers;
 pub(crate) mod consent1;
 pub(crate) mod context1;
 pub(crate) mod error;
-pub(crate) mod header;
 pub(crate) mod history1;
 pub(crate) mod indicator1;
 pub(crate) mod polkit;
@@ -17,8 +15,8 @@ pub(crate) mod request;
 pub(crate) mod sendq;
 pub(crate) mod sni;
 pub(crate) mod subscription;
-pub(crate) mod variant;
 pub(crate) mod window_reports1;
+pub(crate) mod wire;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -15,9 +15,8 @@ use zbus::wire::{OwnedObjectPath, Variant};
 use zbus::{Connection, interface};
 
 use super::error::{Error, Result};
-use super::header::KeptHeader;
 use super::sendq::SendQueue;
-use super::variant;
+use super::wire::KeptHeader;
 use crate::core::readers::ReaderInfo;
 use crate::core::view::ChangeView;
 use crate::core::{Core, Follow, Item, Watch, Watcher};
@@ -222,17 +221,7 @@ impl Bodies {
             return Ok(b.clone());
         }
         let category_name = category.to_string();
-        // Written in one pass (`body`); what that declines, the old way.
-        let body = match super::body::changed(&category_name, &**view) {
-            Ok(body) => body,
-            Err(_) => {
-                let dict = variant::fields(view).map_err(|e| Error::Failed(e.to_string()))?;
-                let ctxt = zbus::wire::serialized::Context::new(zbus::wire::NATIVE_ENDIAN, 0);
-                let data = zbus::wire::to_bytes(ctxt, &(category_name, dict))
-                    .map_err(|e| Error::Failed(e.to_string()))?;
-                Arc::from(&data[..])
-            }
-        };
+        let body = super::wire::changed(&category_name, &**view)?;
         let mut slots = self.lock();
         if slots.len() >= BODY_SLOTS {
             slots.pop_back();
@@ -598,7 +587,7 @@ async fn end(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dbus::header::SERIAL_AT;
+    use crate::dbus::wire::header::SERIAL_AT;
 
     /// Signals go out in turns, and each subscription's keep their order.
     #[test]

@@ -433,10 +433,9 @@ impl std::fmt::Display for ProvidedData {
     }
 }
 
-/// Written as the JSON object it is. Through a tree parsed for the
-/// occasion (a change, an MCP answer, which is a tree anyway): the hot
-/// read, `GetProvided` on D-Bus, writes its values straight from the text
-/// (`dbus::variant::json_dict`) and shares the text as its `json`.
+/// Written as the JSON object it is, through a tree parsed for the
+/// occasion (a change, an MCP answer, `GetProvided`'s `data` on D-Bus,
+/// which also shares the text as its `json`).
 impl Serialize for ProvidedData {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let v: serde_json::Value =

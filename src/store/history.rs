@@ -496,6 +496,24 @@ impl Totals {
     }
 }
 
+/// The timeline's write side as core asks for it (`core::history::Timeline`).
+impl crate::core::history::HistorySink for History {
+    fn submit(&self, ops: Vec<HistoryOp>) {
+        History::submit(self, ops);
+    }
+}
+
+/// Retention as core runs it (`core::history::retention`).
+impl crate::core::history::HistoryPurge for History {
+    fn purge<'a>(
+        &'a self,
+        settings: &'a HistorySettings,
+        now: DateTime<Utc>,
+    ) -> crate::core::consent::BoxFut<'a, Result<u64, Error>> {
+        Box::pin(History::purge(self, settings, now))
+    }
+}
+
 impl History {
     /// Prepare the store: intervals a crash left open end at the last
     /// moment the recorder was known alive. Returns the next free id.

@@ -365,7 +365,7 @@ mod tests {
         let mut out = Vec::new();
         for ev in events {
             for c in state.apply(ev) {
-                if let crate::core::Change::Focus { window } = &*c {
+                if let crate::core::change::Change::Focus { window } = &*c {
                     out.push(window.as_ref().map(|w| w.id.clone()));
                 }
             }

@@ -1,23 +1,22 @@
-//! `Changed` bodies, `(s, a{sv})`, written straight to D-Bus wire bytes
-//! from a view in one pass, by the mapping `variant` implements (see its
-//! module doc): the same signatures and the same values, each `a{sv}`'s
-//! entries in the order of their keys' bytes (the order zbus writes a
-//! nested dict in).
+//! The one writer of `a{sv}` (see the module doc of [`super`] for the
+//! mapping): a serde serializer that writes a view straight to D-Bus wire
+//! bytes in one pass, native-endian, at offset 0 (a body's start), each
+//! `a{sv}`'s entries in the order of their keys' bytes (the order zbus
+//! writes a nested dict in).
 //!
-//! Why: a focus change is three `Changed` signals, and each went view →
-//! `variant` tree (a `HashMap` per dict, a `String` per key and value) →
-//! zbus values (a `BTreeMap` per dict, signatures computed) → bytes, and
-//! then dropped all of it: the largest part of the daemon's time per focus
-//! change (issue 33). Here the bytes are written as the view serialises,
-//! into a buffer kept per thread.
+//! Why bytes, in one pass: a focus change is three `Changed` signals, and
+//! each went view → a tree of values (a `HashMap` per dict, a `String` per
+//! key and value) → zbus values (a `BTreeMap` per dict, signatures
+//! computed) → bytes, and then dropped all of it: the largest part of the
+//! daemon's time per focus change (issue 33). Here the bytes are written
+//! as the view serialises, into a buffer kept per thread.
 //!
-//! What one pass cannot decide alone it does not guess: a list is `as` or
-//! `aa{sv}` by its elements, so its signature is written at its first
-//! element (or at its end, when it has none); a list of other elements,
-//! of mixed elements, a dict with a key twice, or deeper nesting than any
-//! view has is [`Unsupported`], and the caller builds that body the old
-//! way (`variant::fields`). A differential test holds both paths to the
-//! same bytes.
+//! What one pass cannot know it corrects: a list is `as` or `aa{sv}` by
+//! its elements, so its signature is written at its first element (or at
+//! its end, when it has none); when a later element does not fit (a
+//! mixed list), the list is marked `av` and the body written again, which
+//! no view needs (only an app's published JSON can). A test holds the
+//! bytes to zvariant's for every shape ([`super::reference`]).
 
 use std::cell::RefCell;
 use std::fmt;
@@ -27,38 +26,60 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde::ser;
 
+use super::WireError;
+
 /// The name of `core::view::Names` as serde reports it.
 const NAMES: &str = "Names";
 
-/// Dicts and lists nested deeper than this are left to `variant` (no view
-/// nests more than four; zbus has its own limits, which that path keeps).
-const MAX_DEPTH: usize = 12;
+/// How deep containers nest, as zvariant counts them (no view nests more
+/// than four dicts): arrays (each dict and list), structs (each dict
+/// entry, and a `Changed` body), and the three kinds together with the
+/// variants. Deeper is refused, as zvariant refuses to write it.
+const MAX_ARRAYS: usize = 32;
+const MAX_STRUCTS: usize = 32;
+const MAX_CONTAINERS: usize = 64;
 
 /// The D-Bus specification's longest array (64 MiB).
 const MAX_ARRAY: usize = 1 << 26;
 
+/// How an element of an `av` starts: a variant that holds the element's
+/// own variant (`v` of `x`, not `x`), the bytes the broker has always
+/// sent for mixed lists (clients unwrap both).
+const AV_ELEMENT: &[u8] = b"v";
+
 /// A kept buffer larger than this is given back after use.
 const KEEP: usize = 64 * 1024;
 
-/// The value needs what only the `variant` path does (see the module doc).
+/// Why a pass stopped: the value does not fit D-Bus, or list number `n`
+/// (in the order the lists start) turned out mixed and is `av` next time.
 #[derive(Debug)]
-pub(crate) struct Unsupported;
+enum Stop {
+    Bad(String),
+    Retry(usize),
+}
 
-impl fmt::Display for Unsupported {
+impl fmt::Display for Stop {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("not written in one pass")
+        match self {
+            Stop::Bad(m) => f.write_str(m),
+            Stop::Retry(n) => write!(f, "list {n} is mixed"),
+        }
     }
 }
 
-impl std::error::Error for Unsupported {}
+impl std::error::Error for Stop {}
 
-impl ser::Error for Unsupported {
-    fn custom<T: fmt::Display>(_: T) -> Self {
-        Unsupported
+impl ser::Error for Stop {
+    fn custom<T: fmt::Display>(msg: T) -> Self {
+        Stop::Bad(msg.to_string())
     }
 }
 
-type Result<T> = std::result::Result<T, Unsupported>;
+fn bad<T>(why: &str) -> Result<T> {
+    Err(Stop::Bad(why.to_owned()))
+}
+
+type Result<T> = std::result::Result<T, Stop>;
 
 /// One `{sv}` entry written: its key's bytes and its extent in the buffer
 /// (`start` 8-aligned, as every dict entry is).
@@ -75,7 +96,14 @@ struct Wire {
     buf: Vec<u8>,
     entries: Vec<Entry>,
     scratch: Vec<u8>,
-    depth: usize,
+    /// The containers the value being written is in (see [`MAX_ARRAYS`]).
+    arrays: usize,
+    structs: usize,
+    variants: usize,
+    /// Lists started in this pass (their numbers, for [`Stop::Retry`]).
+    lists: usize,
+    /// The lists found mixed by earlier passes of this body: `av`.
+    mixed: Vec<usize>,
 }
 
 /// An open `a{sv}`: where its length goes, where its first entry starts,
@@ -92,10 +120,14 @@ fn pad(buf: &mut Vec<u8>, align: usize) {
 }
 
 impl Wire {
+    /// Empty for a pass (what earlier passes learned stays).
     fn reset(&mut self) {
         self.buf.clear();
         self.entries.clear();
-        self.depth = 0;
+        self.arrays = 0;
+        self.structs = 0;
+        self.variants = 0;
+        self.lists = 0;
     }
 
     fn u32(&mut self, v: u32) {
@@ -104,7 +136,10 @@ impl Wire {
     }
 
     fn str(&mut self, s: &str) -> Result<()> {
-        self.u32(u32::try_from(s.len()).map_err(|_| Unsupported)?);
+        let Ok(len) = u32::try_from(s.len()) else {
+            return bad("a string over 4 GiB");
+        };
+        self.u32(len);
         self.buf.extend_from_slice(s.as_bytes());
         self.buf.push(0);
         Ok(())
@@ -117,17 +152,23 @@ impl Wire {
         self.buf.push(0);
     }
 
-    fn deeper(&mut self) -> Result<()> {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return Err(Unsupported);
+    /// Go into `arrays`, `structs` and `variants` more containers.
+    fn deeper(&mut self, arrays: usize, structs: usize, variants: usize) -> Result<()> {
+        self.arrays += arrays;
+        self.structs += structs;
+        self.variants += variants;
+        if self.arrays > MAX_ARRAYS
+            || self.structs > MAX_STRUCTS
+            || self.arrays + self.structs + self.variants > MAX_CONTAINERS
+        {
+            return bad("nested deeper than D-Bus allows");
         }
         Ok(())
     }
 
     /// Start an `a{sv}` value here (its signature, if any, written).
     fn open(&mut self) -> Result<Open> {
-        self.deeper()?;
+        self.deeper(1, 0, 0)?;
         pad(&mut self.buf, 4);
         let len_at = self.buf.len();
         self.buf.extend_from_slice(&[0; 4]);
@@ -139,28 +180,35 @@ impl Wire {
         })
     }
 
-    /// End the `a{sv}` `o`: its entries in key order, its length.
+    /// End the `a{sv}` `o`: its entries in key order, a key said twice
+    /// with its last value (as a map keeps it), its length.
     fn close(&mut self, o: Open) -> Result<()> {
-        self.depth -= 1;
+        self.arrays -= 1;
         let buf = &mut self.buf;
         let entries = &mut self.entries[o.mark..];
         let sorted = entries
             .windows(2)
             .all(|w| buf[w[0].key.clone()] < buf[w[1].key.clone()]);
         if !sorted {
-            entries.sort_unstable_by(|a, b| buf[a.key.clone()].cmp(&buf[b.key.clone()]));
-            if entries
-                .windows(2)
-                .any(|w| buf[w[0].key.clone()] == buf[w[1].key.clone()])
-            {
-                return Err(Unsupported);
+            // Stable: of the entries with one key, the last written is
+            // last.
+            entries.sort_by(|a, b| buf[a.key.clone()].cmp(&buf[b.key.clone()]));
+            let mut kept = 0;
+            for i in 0..entries.len() {
+                let last = entries
+                    .get(i + 1)
+                    .is_none_or(|next| buf[entries[i].key.clone()] != buf[next.key.clone()]);
+                if last {
+                    entries.swap(kept, i);
+                    kept += 1;
+                }
             }
             // Every entry starts 8-aligned, and so does the first: an
             // entry's bytes are the same at any 8-aligned place.
             self.scratch.clear();
             self.scratch.extend_from_slice(&buf[o.first..]);
             buf.truncate(o.first);
-            for e in entries.iter() {
+            for e in entries[..kept].iter() {
                 pad(buf, 8);
                 buf.extend_from_slice(&self.scratch[e.start - o.first..e.end - o.first]);
             }
@@ -168,7 +216,7 @@ impl Wire {
         self.entries.truncate(o.mark);
         let len = self.buf.len() - o.first;
         if len > MAX_ARRAY {
-            return Err(Unsupported);
+            return bad("an array over 64 MiB");
         }
         self.buf[o.len_at..o.len_at + 4].copy_from_slice(&(len as u32).to_ne_bytes());
         Ok(())
@@ -187,37 +235,59 @@ thread_local! {
     static WIRE: RefCell<Wire> = RefCell::new(Wire::default());
 }
 
-/// The body of `Changed(category, view)` as zbus would serialise
-/// `(category, variant::fields(view))` in a native-endian context at
-/// offset 0, with the outer dict's entries in key order.
-pub(crate) fn changed<T: Serialize + ?Sized>(category: &str, view: &T) -> Result<Arc<[u8]>> {
+/// The body of `Changed(category, view)`: `(s, a{sv})`.
+pub(super) fn changed<T: Serialize + ?Sized>(
+    category: &str,
+    view: &T,
+) -> std::result::Result<Arc<[u8]>, WireError> {
     with_wire(|w| {
+        // The body is a struct, `(s, a{sv})`.
+        w.deeper(0, 1, 0)?;
         w.str(category)?;
         write_view(w, view)
     })
 }
 
-/// A view as a bare `a{sv}` body (a method's reply: `dbus::context1`),
-/// by the same rules.
-pub(crate) fn dict<T: Serialize + ?Sized>(view: &T) -> Result<Arc<[u8]>> {
+/// A view as a bare `a{sv}` body.
+pub(super) fn dict<T: Serialize + ?Sized>(view: &T) -> std::result::Result<Arc<[u8]>, WireError> {
     with_wire(|w| write_view(w, view))
 }
 
 /// `write` into this thread's buffer, emptied first (a fresh one when a
 /// body is written while another is: a view whose `Serialize` writes a
 /// body, which none does).
-fn with_wire(write: impl FnOnce(&mut Wire) -> Result<Arc<[u8]>>) -> Result<Arc<[u8]>> {
+fn with_wire(
+    write: impl Fn(&mut Wire) -> Result<Arc<[u8]>>,
+) -> std::result::Result<Arc<[u8]>, WireError> {
     WIRE.with(|cell| match cell.try_borrow_mut() {
         Ok(mut w) => {
-            w.reset();
-            let out = write(&mut w);
+            let out = passes(&mut w, &write);
             if w.buf.capacity() > KEEP {
                 *w = Wire::default();
             }
             out
         }
-        Err(_) => write(&mut Wire::default()),
+        Err(_) => passes(&mut Wire::default(), &write),
     })
+}
+
+/// Write until a pass ends without finding a mixed list (once for every
+/// view; one more per mixed list of a published entry).
+fn passes(
+    w: &mut Wire,
+    write: &impl Fn(&mut Wire) -> Result<Arc<[u8]>>,
+) -> std::result::Result<Arc<[u8]>, WireError> {
+    w.mixed.clear();
+    loop {
+        w.reset();
+        match write(w) {
+            Ok(body) => return Ok(body),
+            Err(Stop::Bad(why)) => return Err(WireError(why)),
+            // Each pass marks one more list: as many passes as lists.
+            Err(Stop::Retry(n)) if !w.mixed.contains(&n) => w.mixed.push(n),
+            Err(Stop::Retry(_)) => return Err(WireError("a list that is never one type".into())),
+        }
+    }
 }
 
 fn write_view<T: Serialize + ?Sized>(w: &mut Wire, view: &T) -> Result<Arc<[u8]>> {
@@ -237,7 +307,7 @@ fn write_view<T: Serialize + ?Sized>(w: &mut Wire, view: &T) -> Result<Arc<[u8]>
 enum Ctx<'a> {
     /// The body's `a{sv}`: only a dict (or nothing: an empty one).
     Top,
-    /// The value of a dict entry: a variant.
+    /// The value of a dict entry, or an element of an `av`: a variant.
     Field,
     /// An element of a list, whose type its first element decides.
     Elem(&'a mut List),
@@ -264,63 +334,95 @@ enum Kind {
     Undecided,
     Strings,
     Dicts,
+    Variants,
+}
+
+/// How an element is written in its list.
+enum Place {
+    /// As itself (a string of an `as`, a dict of an `aa{sv}`).
+    Bare,
+    /// As a variant (an element of an `av`).
+    Variant,
 }
 
 /// A list being written (the value of a dict entry).
 struct List {
     kind: Kind,
     names: bool,
+    /// Its number in the pass, for [`Stop::Retry`].
+    number: usize,
     len_at: usize,
     first: usize,
 }
 
 impl List {
-    /// The list's type is `kind` (its signature written at the first
-    /// element); a list of two kinds is not written here.
-    fn decide(&mut self, w: &mut Wire, kind: Kind) -> Result<()> {
-        if self.kind == kind {
-            return Ok(());
+    /// An element of `kind` comes: the list's type, if undecided, is
+    /// decided (its signature written at the first element); a list of
+    /// two kinds is `av` in the next pass.
+    fn decide(&mut self, w: &mut Wire, kind: Kind) -> Result<Place> {
+        if self.kind == Kind::Undecided {
+            self.kind = kind;
+            self.start(w);
         }
-        if self.kind != Kind::Undecided {
-            return Err(Unsupported);
+        match self.kind {
+            Kind::Variants => Ok(Place::Variant),
+            k if k == kind => Ok(Place::Bare),
+            _ => Err(Stop::Retry(self.number)),
         }
-        self.kind = kind;
-        self.start(w);
-        Ok(())
     }
 
     fn start(&mut self, w: &mut Wire) {
-        w.sig(
-            if self.kind == Kind::Strings || (self.kind == Kind::Undecided && self.names) {
-                b"as"
-            } else {
-                b"aa{sv}"
-            },
-        );
+        w.sig(match self.kind {
+            Kind::Strings => b"as",
+            Kind::Variants => b"av",
+            Kind::Undecided if self.names => b"as",
+            Kind::Dicts | Kind::Undecided => b"aa{sv}",
+        });
         w.u32(0);
         self.len_at = w.buf.len() - 4;
-        // Both element types align at 4, as the length leaves it.
+        // Strings and dicts align at 4, as the length leaves it;
+        // variants at 1.
         self.first = w.buf.len();
     }
 }
 
 impl<'a> Value<'a> {
     fn plain(&self) -> Result<()> {
-        if self.names { Err(Unsupported) } else { Ok(()) }
+        if self.names {
+            bad("a Names that is not a list")
+        } else {
+            Ok(())
+        }
     }
 
-    /// A basic value: in a dict entry, as a variant of `sig`.
+    /// Where a value that is not a string or a dict goes: a dict entry's
+    /// variant, or an element of an `av` (the list is one from here).
+    fn variant(self) -> Result<Value<'a>> {
+        match self.ctx {
+            Ctx::Field => Ok(self),
+            Ctx::Elem(list) => {
+                list.decide(self.w, Kind::Variants)?;
+                self.w.deeper(0, 0, 2)?;
+                self.w.sig(AV_ELEMENT);
+                Ok(Value {
+                    w: self.w,
+                    ctx: Ctx::Field,
+                    names: self.names,
+                })
+            }
+            Ctx::Top => bad("only a struct or a map is an a{sv}"),
+            Ctx::Key => bad("a dict key must be a string or a number"),
+        }
+    }
+
+    /// A basic value: as a variant of `sig`.
     fn basic(self, sig: &[u8], align: usize, bytes: &[u8]) -> Result<Out> {
         self.plain()?;
-        match self.ctx {
-            Ctx::Field => {
-                self.w.sig(sig);
-                pad(&mut self.w.buf, align);
-                self.w.buf.extend_from_slice(bytes);
-                Ok(Out::Done)
-            }
-            _ => Err(Unsupported),
-        }
+        let v = self.variant()?;
+        v.w.sig(sig);
+        pad(&mut v.w.buf, align);
+        v.w.buf.extend_from_slice(bytes);
+        Ok(Out::Done)
     }
 
     fn int(self, i: i64) -> Result<Out> {
@@ -340,10 +442,14 @@ impl<'a> Value<'a> {
             }
             Ctx::Key => self.w.str(s)?,
             Ctx::Elem(list) => {
-                list.decide(self.w, Kind::Strings)?;
+                if let Place::Variant = list.decide(self.w, Kind::Strings)? {
+                    self.w.deeper(0, 0, 2)?;
+                    self.w.sig(AV_ELEMENT);
+                    self.w.sig(b"s");
+                }
                 self.w.str(s)?;
             }
-            Ctx::Top => return Err(Unsupported),
+            Ctx::Top => return bad("only a struct or a map is an a{sv}"),
         }
         Ok(Out::Done)
     }
@@ -351,7 +457,7 @@ impl<'a> Value<'a> {
     fn skip(self) -> Result<Out> {
         self.plain()?;
         match self.ctx {
-            Ctx::Key => Err(Unsupported),
+            Ctx::Key => bad("a dict key must be a string or a number"),
             _ => Ok(Out::Skip),
         }
     }
@@ -362,8 +468,14 @@ impl<'a> Value<'a> {
         match self.ctx {
             Ctx::Top => {}
             Ctx::Field => self.w.sig(b"a{sv}"),
-            Ctx::Elem(list) => list.decide(self.w, Kind::Dicts)?,
-            Ctx::Key => return Err(Unsupported),
+            Ctx::Elem(list) => {
+                if let Place::Variant = list.decide(self.w, Kind::Dicts)? {
+                    self.w.deeper(0, 0, 2)?;
+                    self.w.sig(AV_ELEMENT);
+                    self.w.sig(b"a{sv}");
+                }
+            }
+            Ctx::Key => return bad("a dict key must be a string or a number"),
         }
         let open = self.w.open()?;
         let mut d = Dict {
@@ -378,6 +490,7 @@ impl<'a> Value<'a> {
             d.w.str(name)?;
             let key = start + 4..start + 4 + name.len();
             d.w.sig(b"a{sv}");
+            d.w.deeper(0, 1, 1)?;
             let inner = d.w.open()?;
             d.outer = Some((std::mem::replace(&mut d.open, inner), key, start));
         }
@@ -402,11 +515,14 @@ impl Dict<'_> {
         (undo, start, key): (usize, usize, Range<usize>),
         value: &T,
     ) -> Result<()> {
+        self.w.deeper(0, 1, 1)?;
         let out = value.serialize(Value {
             w: self.w,
             ctx: Ctx::Field,
             names: false,
         })?;
+        self.w.structs -= 1;
+        self.w.variants -= 1;
         match out {
             Out::Skip => self.w.buf.truncate(undo),
             Out::Done => self.w.entries.push(Entry {
@@ -428,6 +544,8 @@ impl Dict<'_> {
     fn end(self) -> Result<Out> {
         self.w.close(self.open)?;
         if let Some((outer, key, start)) = self.outer {
+            self.w.structs -= 1;
+            self.w.variants -= 1;
             self.w.entries.push(Entry {
                 key,
                 start,
@@ -447,23 +565,25 @@ struct Seq<'a> {
 
 impl Seq<'_> {
     fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        let variants = self.w.variants;
         value.serialize(Value {
             w: self.w,
             ctx: Ctx::Elem(&mut self.list),
             names: false,
         })?;
+        self.w.variants = variants;
         Ok(())
     }
 
     fn end(mut self) -> Result<Out> {
-        self.w.depth -= 1;
+        self.w.arrays -= 1;
         if self.list.kind == Kind::Undecided {
             self.list.start(self.w);
             return Ok(Out::Done);
         }
         let len = self.w.buf.len() - self.list.first;
         if len > MAX_ARRAY {
-            return Err(Unsupported);
+            return bad("an array over 64 MiB");
         }
         let at = self.list.len_at;
         self.w.buf[at..at + 4].copy_from_slice(&(len as u32).to_ne_bytes());
@@ -473,7 +593,7 @@ impl Seq<'_> {
 
 impl<'a> ser::Serializer for Value<'a> {
     type Ok = Out;
-    type Error = Unsupported;
+    type Error = Stop;
     type SerializeSeq = Seq<'a>;
     type SerializeTuple = Seq<'a>;
     type SerializeTupleStruct = Seq<'a>;
@@ -530,15 +650,14 @@ impl<'a> ser::Serializer for Value<'a> {
     }
     fn serialize_bytes(self, v: &[u8]) -> Result<Out> {
         self.plain()?;
-        match self.ctx {
-            Ctx::Field => {
-                self.w.sig(b"ay");
-                self.w.u32(u32::try_from(v.len()).map_err(|_| Unsupported)?);
-                self.w.buf.extend_from_slice(v);
-                Ok(Out::Done)
-            }
-            _ => Err(Unsupported),
-        }
+        let Ok(len) = u32::try_from(v.len()) else {
+            return bad("an array over 64 MiB");
+        };
+        let f = self.variant()?;
+        f.w.sig(b"ay");
+        f.w.u32(len);
+        f.w.buf.extend_from_slice(v);
+        Ok(Out::Done)
     }
     fn serialize_none(self) -> Result<Out> {
         self.skip()
@@ -563,16 +682,13 @@ impl<'a> ser::Serializer for Value<'a> {
     ) -> Result<Out> {
         self.plain()?;
         if name == NAMES {
-            // Only a dict entry's `Names` is written here (`as`, even
-            // empty); one in a list is a list in a list.
-            return match self.ctx {
-                Ctx::Field => value.serialize(Value {
-                    w: self.w,
-                    ctx: Ctx::Field,
-                    names: true,
-                }),
-                _ => Err(Unsupported),
-            };
+            // A list: `as`, even empty.
+            let f = self.variant()?;
+            return value.serialize(Value {
+                w: f.w,
+                ctx: Ctx::Field,
+                names: true,
+            });
         }
         value.serialize(self)
     }
@@ -588,21 +704,27 @@ impl<'a> ser::Serializer for Value<'a> {
         d.end()
     }
     fn serialize_seq(self, _: Option<usize>) -> Result<Seq<'a>> {
-        match self.ctx {
-            Ctx::Field => {
-                self.w.deeper()?;
-                Ok(Seq {
-                    w: self.w,
-                    list: List {
-                        kind: Kind::Undecided,
-                        names: self.names,
-                        len_at: 0,
-                        first: 0,
-                    },
-                })
-            }
-            _ => Err(Unsupported),
+        let names = self.names;
+        let f = Value {
+            names: false,
+            ..self
         }
+        .variant()?;
+        f.w.deeper(1, 0, 0)?;
+        let number = f.w.lists;
+        f.w.lists += 1;
+        let mut list = List {
+            kind: Kind::Undecided,
+            names,
+            number,
+            len_at: 0,
+            first: 0,
+        };
+        if f.w.mixed.contains(&number) {
+            list.kind = Kind::Variants;
+            list.start(f.w);
+        }
+        Ok(Seq { w: f.w, list })
     }
     fn serialize_tuple(self, len: usize) -> Result<Seq<'a>> {
         self.serialize_seq(Some(len))
@@ -638,7 +760,7 @@ impl<'a> ser::Serializer for Value<'a> {
 
 impl ser::SerializeSeq for Seq<'_> {
     type Ok = Out;
-    type Error = Unsupported;
+    type Error = Stop;
     fn serialize_element<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<()> {
         self.element(value)
     }
@@ -649,7 +771,7 @@ impl ser::SerializeSeq for Seq<'_> {
 
 impl ser::SerializeTuple for Seq<'_> {
     type Ok = Out;
-    type Error = Unsupported;
+    type Error = Stop;
     fn serialize_element<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<()> {
         self.element(value)
     }
@@ -660,7 +782,7 @@ impl ser::SerializeTuple for Seq<'_> {
 
 impl ser::SerializeTupleStruct for Seq<'_> {
     type Ok = Out;
-    type Error = Unsupported;
+    type Error = Stop;
     fn serialize_field<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<()> {
         self.element(value)
     }
@@ -671,7 +793,7 @@ impl ser::SerializeTupleStruct for Seq<'_> {
 
 impl ser::SerializeTupleVariant for Seq<'_> {
     type Ok = Out;
-    type Error = Unsupported;
+    type Error = Stop;
     fn serialize_field<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<()> {
         self.element(value)
     }
@@ -682,7 +804,7 @@ impl ser::SerializeTupleVariant for Seq<'_> {
 
 impl ser::SerializeMap for Dict<'_> {
     type Ok = Out;
-    type Error = Unsupported;
+    type Error = Stop;
     fn serialize_key<T: ?Sized + Serialize>(&mut self, key: &T) -> Result<()> {
         let (undo, start) = self.w.entry();
         key.serialize(Value {
@@ -696,7 +818,9 @@ impl ser::SerializeMap for Dict<'_> {
         Ok(())
     }
     fn serialize_value<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<()> {
-        let key = self.key.take().ok_or(Unsupported)?;
+        let Some(key) = self.key.take() else {
+            return bad("a dict value without a key");
+        };
         self.value(key, value)
     }
     fn end(self) -> Result<Out> {
@@ -706,7 +830,7 @@ impl ser::SerializeMap for Dict<'_> {
 
 impl ser::SerializeStruct for Dict<'_> {
     type Ok = Out;
-    type Error = Unsupported;
+    type Error = Stop;
     fn serialize_field<T: ?Sized + Serialize>(
         &mut self,
         key: &'static str,
@@ -721,7 +845,7 @@ impl ser::SerializeStruct for Dict<'_> {
 
 impl ser::SerializeStructVariant for Dict<'_> {
     type Ok = Out;
-    type Error = Unsupported;
+    type Error = Stop;
     fn serialize_field<T: ?Sized + Serialize>(
         &mut self,
         key: &'static str,
@@ -746,36 +870,35 @@ mod tests {
         ChangeView, GeoView, Names, NetworkView, NotificationView, PlaceView, ProvidedView,
         RecentDocumentView, StreamView, WindowView,
     };
-    use crate::dbus::variant;
+    use crate::dbus::wire::reference;
     use crate::model::{
         MediaKind, PlaybackStatus, Player, Power, SessionState, StreamState, Urgency,
     };
 
-    /// The body as the `variant` path writes it, its outer dict's entries
-    /// in key order (that path's outer `HashMap` has an order of its own
-    /// per process; every nested dict is in key order already).
+    /// The body as zvariant writes the reference tree
+    /// ([`super::super::reference`]), its outer dict's entries in key
+    /// order (that tree's outer `HashMap` has an order of its own per
+    /// process; every nested dict is in key order already).
     fn reference<T: Serialize + ?Sized>(category: &str, view: &T) -> Option<Vec<u8>> {
-        let fields = variant::fields(view).ok()?;
+        let fields = reference::fields(view).ok()?;
         let sorted: BTreeMap<String, Variant<'static>> = fields.into_iter().collect();
         let ctxt = zbus::wire::serialized::Context::new(zbus::wire::NATIVE_ENDIAN, 0);
         let data = zbus::wire::to_bytes(ctxt, &(category.to_owned(), sorted)).ok()?;
         Some(data.to_vec())
     }
 
-    /// Both paths give the same bytes, or both decline; `one_pass`: this
-    /// one is written here (not left to the `variant` path).
+    /// The writer gives zvariant's bytes, or both refuse; and what it
+    /// writes reads back as a `Changed` body.
     #[track_caller]
-    fn same<T: Serialize + ?Sized>(category: &str, view: &T, one_pass: bool) {
+    fn same<T: Serialize + ?Sized>(category: &str, view: &T) {
         let old = reference(category, view);
         let new = changed(category, view).ok().map(|b| b.to_vec());
         match (&old, &new) {
             (Some(o), Some(n)) => assert_eq!(&o[..], &n[..], "{category}"),
-            (_, None) => {
-                assert!(!one_pass, "{category}: left to the variant path");
-            }
+            (None, None) => {}
+            (Some(_), None) => panic!("{category}: refused here, written there"),
             (None, Some(_)) => panic!("{category}: written here, refused there"),
         }
-        // The body reads back as a `Changed` body.
         if let Some(n) = new {
             let ctxt = zbus::wire::serialized::Context::new(zbus::wire::NATIVE_ENDIAN, 0);
             let data = zbus::wire::serialized::Data::new(n, ctxt);
@@ -824,7 +947,7 @@ mod tests {
     /// Every kind of change a subscriber receives, each with its options
     /// present and absent.
     #[test]
-    fn every_change_view_is_the_variant_paths_bytes() {
+    fn every_change_view_is_zvariants_bytes() {
         let long = "a long title ".repeat(400);
         let windows = [
             window(
@@ -843,7 +966,7 @@ mod tests {
                     window: Some(w.clone()),
                     ..Default::default()
                 };
-                same(&format!("windows{i}"), &v, true);
+                same(&format!("windows{i}"), &v);
             }
         }
         same(
@@ -852,7 +975,6 @@ mod tests {
                 event: "focus",
                 ..Default::default()
             },
-            true,
         );
         for player in [
             None,
@@ -869,7 +991,7 @@ mod tests {
                 stream: Some(stream(player)),
                 ..Default::default()
             };
-            same("media.capture", &v, true);
+            same("media.capture", &v);
         }
         let sessions = [
             SessionState::default(),
@@ -887,7 +1009,7 @@ mod tests {
                 session: Some(s),
                 ..Default::default()
             };
-            same("session", &v, true);
+            same("session", &v);
         }
         let powers = [
             Power::default(),
@@ -906,7 +1028,7 @@ mod tests {
                 power: Some(p),
                 ..Default::default()
             };
-            same("power", &v, true);
+            same("power", &v);
         }
         for ssid in [None, Some("café wifi".to_owned())] {
             let v = ChangeView {
@@ -919,7 +1041,7 @@ mod tests {
                 }),
                 ..Default::default()
             };
-            same("network", &v, true);
+            same("network", &v);
         }
         for body in [None, Some("hello\nworld".to_owned())] {
             let v = ChangeView {
@@ -935,7 +1057,7 @@ mod tests {
                 }),
                 ..Default::default()
             };
-            same("notifications", &v, true);
+            same("notifications", &v);
         }
         let data = [
             serde_json::json!({"@type": "DigitalDocument", "name": "n"}),
@@ -949,7 +1071,7 @@ mod tests {
                 "null": null,
                 "unicode": "日本語 ✓",
             }),
-            // Lists of other elements, and mixed: left to the variant path.
+            // Lists of other elements, and mixed (`av`).
             serde_json::json!({"nums": [1, 2, 3]}),
             serde_json::json!({"mixed": [1, "a", {"k": 1}]}),
             serde_json::json!({"strs_objs": ["a", {"k": 1}]}),
@@ -966,7 +1088,7 @@ mod tests {
                 }),
                 ..Default::default()
             };
-            same(&format!("provided.document{i}"), &v, i < 2);
+            same(&format!("provided.document{i}"), &v);
         }
         let doc = |path: Option<&str>| RecentDocumentView {
             uri: "file:///home/u/a%20b.txt".into(),
@@ -987,7 +1109,7 @@ mod tests {
                 recent_documents: Some(docs),
                 ..Default::default()
             };
-            same("documents.recent", &v, true);
+            same("documents.recent", &v);
         }
         for precise in [false, true] {
             let v = ChangeView {
@@ -1005,7 +1127,7 @@ mod tests {
                 }),
                 ..Default::default()
             };
-            same("location", &v, true);
+            same("location", &v);
         }
     }
 
@@ -1141,40 +1263,63 @@ mod tests {
 
     /// Every serde shape the mapping knows, at every place it can be.
     #[test]
-    fn every_shape_is_the_variant_paths_bytes() {
-        same("everything", &everything(), true);
-        same("nested", &BTreeMap::from([("inner", everything())]), true);
+    fn every_shape_is_zvariants_bytes() {
+        same("everything", &everything());
+        same("nested", &BTreeMap::from([("inner", everything())]));
         same(
             "list",
             &BTreeMap::from([("l", vec![everything(), everything()])]),
-            true,
         );
-        same("none", &None::<u8>, true);
-        same("unit", &(), true);
-        same("empty", &BTreeMap::<String, u8>::new(), true);
-        same("tuple", &BTreeMap::from([("t", E::Tuple(1, 2))]), false);
-        same("top newtype variant", &E::Newtype(5), true);
-        same("top struct variant", &E::Struct { b: true, a: None }, true);
-        // Not a dict at the top, or not one pass: both paths agree.
-        same("top string", &"s", false);
-        same("top list", &vec![1], false);
-        same("twice", &Twice, false);
-        same("bool keys", &BTreeMap::from([(true, 1)]), false);
+        same("none", &None::<u8>);
+        same("unit", &());
+        same("empty", &BTreeMap::<String, u8>::new());
+        same("tuple", &BTreeMap::from([("t", E::Tuple(1, 2))]));
+        same("top newtype variant", &E::Newtype(5));
+        same("top struct variant", &E::Struct { b: true, a: None });
+        // Not a dict at the top: both refuse; the rest is written.
+        same("top string", &"s");
+        same("top list", &vec![1]);
+        same("twice", &Twice);
+        same("bool keys", &BTreeMap::from([(true, 1)]));
         same(
             "bytes in a list",
             &BTreeMap::from([("l", vec![Bytes(b"x")])]),
-            false,
         );
         same(
             "names in a list",
             &BTreeMap::from([("l", vec![Names::default()])]),
-            false,
         );
-        let mut deep = serde_json::json!({"leaf": 1});
-        for _ in 0..20 {
-            deep = serde_json::json!({ "d": deep });
+        // Mixed lists, found mixed late, nested in each other.
+        for (i, v) in [
+            serde_json::json!({"l": ["a", "b", 1]}),
+            serde_json::json!({"l": [{"k": 1}, {"k": 2}, "x"]}),
+            serde_json::json!({"l": [null, "a", null, {"k": [1, "x", ["y", {"z": [true, 2.5]}]]}]}),
+            serde_json::json!({"l": [["a"], [], [{"k": 1}, "m"]], "m": [[1, 2], "x"]}),
+            serde_json::json!({"a": ["s", 1], "b": ["s", 1], "c": [{"x": ["p", {"q": 1}]}, 3]}),
+        ]
+        .iter()
+        .enumerate()
+        {
+            same(&format!("mixed{i}"), v);
         }
-        same("deep", &deep, false);
+    }
+
+    /// As deep as zvariant writes, and no deeper: a published entry
+    /// nested on purpose is refused, not sent as bytes no client reads.
+    #[test]
+    fn nesting_is_refused_where_zvariant_refuses_it() {
+        for depth in 0..40 {
+            let mut deep = serde_json::json!({"leaf": 1});
+            for _ in 0..depth {
+                deep = serde_json::json!({ "d": deep });
+            }
+            same(&format!("deep{depth}"), &deep);
+            let mut lists = serde_json::json!(["leaf", 1]);
+            for _ in 0..depth {
+                lists = serde_json::json!([lists, 2]);
+            }
+            same(&format!("lists{depth}"), &serde_json::json!({ "l": lists }));
+        }
     }
 
     /// A map in the order given (not sorted as a `BTreeMap` is).
@@ -1201,7 +1346,7 @@ mod tests {
                 .map(|k| ((*k).to_owned(), serde_json::Value::Object(inner.clone())))
                 .collect(),
         );
-        same("sorted", &outer, true);
-        same("nested", &BTreeMap::from([("m", &outer)]), true);
+        same("sorted", &outer);
+        same("nested", &BTreeMap::from([("m", &outer)]));
     }
 }

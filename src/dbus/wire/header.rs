@@ -21,7 +21,7 @@ use std::ops::Range;
 
 use zbus::message::{PrimaryHeader, Type};
 
-use super::error::{Error, Result};
+use crate::dbus::error::{Error, Result};
 
 /// Where the primary header keeps the body's length and the serial.
 pub(crate) const BODY_LEN_AT: Range<usize> = 4..8;
