@@ -11,7 +11,7 @@
 //! of the broker does not hold a usable link either.
 
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use base64::Engine;
 use ring::digest;
@@ -20,8 +20,8 @@ use ring::rand::{SecureRandom, SystemRandom};
 use super::Core;
 use super::error::{Error, Result};
 
-/// How long an unused ticket is good for.
-pub(crate) const TICKET_TTL: Duration = Duration::from_secs(120);
+/// How long an unused ticket is good for (the client cleans up by it too).
+pub(crate) use crate::model::admin::TICKET_TTL;
 /// Tickets outstanding at most; the oldest goes first.
 const MAX_TICKETS: usize = 16;
 
