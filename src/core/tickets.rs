@@ -17,7 +17,6 @@ use base64::Engine;
 use ring::digest;
 use ring::rand::{SecureRandom, SystemRandom};
 
-use super::Core;
 use super::error::{Error, Result};
 
 /// How long an unused ticket is good for (the client cleans up by it too).
@@ -52,7 +51,7 @@ impl Tickets {
         let _ = self.base.set(base);
     }
 
-    fn issue(&self) -> Result<String> {
+    pub(crate) fn issue(&self) -> Result<String> {
         let base = self.base.get().ok_or_else(|| {
             Error::Unavailable(
                 "the dashboard is off ([dashboard] enabled = false in config.toml)".into(),
@@ -82,13 +81,6 @@ impl Tickets {
             }
             None => false,
         }
-    }
-}
-
-impl Core {
-    /// A dashboard URL with a fresh one-time ticket.
-    pub(crate) fn dashboard_url(&self) -> Result<String> {
-        self.tickets.issue()
     }
 }
 

@@ -20,7 +20,8 @@ use super::sendq::SendQueue;
 use super::variant;
 use crate::core::readers::ReaderInfo;
 use crate::core::view::ChangeView;
-use crate::core::{Core, Follow, Item, Watch, Watcher};
+use crate::core::watch::Watches;
+use crate::core::{Follow, Item, Watch, Watcher};
 use crate::model::{AppId, Category, IdentitySource};
 
 #[derive(Debug, Clone)]
@@ -333,7 +334,7 @@ impl Subscription {
 /// `Subscribe` call used up.
 pub(crate) async fn create(
     conn: &Connection,
-    core: &Arc<Core>,
+    core: &Watches,
     (subs, tasks, work): (&Arc<Subscriptions>, &TaskTracker, &tokio::runtime::Handle),
     owner: &str,
     app: (AppId, IdentitySource),
