@@ -10,9 +10,9 @@
 //! written at most every [`GRANULE_MS`] (the cache line stays shared
 //! while an app reads in a loop). Only a read after a quiet spell wakes
 //! the core's task ([`run`]), which recomputes the set, publishes it when
-//! it changed ([`Indicators::follow_reading`]: a `watch`, so publishers wait on
-//! it and never poll), and sleeps until the next read falls out of the
-//! window.
+//! it changed ([`super::indicators::Indicators::follow_reading`]: a
+//! `watch`, so publishers wait on it and never poll), and sleeps until
+//! the next read falls out of the window.
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
