@@ -155,7 +155,7 @@ pub struct ConfigFile {
     /// `[privacy]`: what is never shared (besides the built-in lists);
     /// `privacy.toml` beside this file adds to it (`contextctl privacy`).
     #[serde(default)]
-    pub privacy: crate::core::privacy::PrivacySettings,
+    pub privacy: crate::model::privacy::PrivacySettings,
 }
 
 /// `privacy.toml`: the never-share rules `contextctl privacy` edits, a
@@ -166,7 +166,7 @@ pub struct ConfigFile {
 #[serde(deny_unknown_fields)]
 pub struct PrivacyFile {
     #[serde(default)]
-    pub privacy: crate::core::privacy::PrivacySettings,
+    pub privacy: crate::model::privacy::PrivacySettings,
 }
 
 impl PrivacyFile {
@@ -567,7 +567,7 @@ impl ConfigFile {
     /// The never-share rules of this file: `[privacy]`, with the
     /// deprecated `[history] exclude_apps` / `exclude_titles` merged in
     /// (and the keys that were used, to tell the user where they go now).
-    pub fn privacy_rules(&self) -> (crate::core::privacy::PrivacySettings, Vec<&'static str>) {
+    pub fn privacy_rules(&self) -> (crate::model::privacy::PrivacySettings, Vec<&'static str>) {
         let mut old = Vec::new();
         if !self.history.exclude_apps.is_empty() {
             old.push("[history] exclude_apps");

@@ -464,7 +464,7 @@ async fn build_core(
     // Revocations the disk did not take are retried until written, the
     // last time after the publishers stopped (core::pending).
     tree.writers
-        .spawn(core.clone().write_revocations(tree.writers.token()));
+        .spawn(core.write_revocations(tree.writers.token()));
     // Memory freed after a burst of work goes back to the system
     // (crate::memory).
     let caches = db.clone();
@@ -609,9 +609,19 @@ async fn start_publishers(
     core: &Arc<Core>,
     tokens: Arc<dyn crate::core::tokens::TokenStore>,
 ) -> Result<Serving, DaemonError> {
+    // Each publisher receives the core's handles it uses, not the core.
+    let dbus_core = Arc::new(dbus::Handles {
+        reads: core.reads(),
+        watches: core.watches(),
+        manage: core.manage(),
+        provide: core.provide(),
+        ask: core.ask(),
+        reports: core.reports(),
+        indicators: core.indicators(),
+    });
     let shared = dbus::serve(
         conn,
-        core.clone(),
+        dbus_core.clone(),
         config.file.history.enabled,
         sendq,
         &tree.publishers,
@@ -629,13 +639,13 @@ async fn start_publishers(
     // privacy indicator that shows it: the broker's StatusNotifierItem,
     // unless the GNOME Shell extension shows its own (dbus::sni).
     let ui = &config.file.ui;
-    tree.publishers.spawn(core.clone().run_reading(
+    tree.publishers.spawn(core.run_reading(
         Duration::from_secs(ui.recent_read_s),
         tree.publishers.token(),
     ));
     if ui.indicator {
         dbus::sni::start(
-            core.clone(),
+            dbus_core,
             None,
             shared.indicator.shell.subscribe(),
             &tree.publishers,
@@ -649,7 +659,12 @@ async fn start_publishers(
     // `Peer.Ping` under 200 busy HTTP hosts). Everything it spawns runs
     // there, in the publishers level.
     let mcp = {
-        let (config, core, conn) = (config.clone(), core.clone(), conn.clone());
+        let core = Arc::new(crate::mcp::Handles {
+            reads: core.reads(),
+            watches: core.watches(),
+            manage: core.manage(),
+        });
+        let (config, conn) = (config.clone(), conn.clone());
         let level = tree.publishers.clone();
         tree.publishers.spawn_on(
             async move { crate::mcp::serve(&config, core, conn, tokens, &level).await },
@@ -668,7 +683,11 @@ async fn start_publishers(
     crate::dashboard::serve(
         &config.file.dashboard,
         config.paths.privacy_file(),
-        core.clone(),
+        Arc::new(crate::dashboard::Handles {
+            manage: core.manage(),
+            ask: core.ask(),
+            watches: core.watches(),
+        }),
         &tree.publishers,
     )
     .await?;

@@ -63,9 +63,9 @@ pub(crate) mod store;
 pub mod internals {
     pub use crate::core::SourceEvent;
     pub use crate::core::history::{HistoryEvent, HistoryKind, HistoryOp, HistorySettings};
-    pub use crate::core::privacy::PrivacySettings;
     pub use crate::core::state::MAX_TEXT_CHARS;
     pub use crate::identity::{is_system_executable, resolve_pid};
+    pub use crate::model::privacy::PrivacySettings;
     /// The vocabulary of provided context, checked against its JSON-LD.
     pub mod vocabulary {
         pub use crate::core::vocabulary::{check_entry, seed_kinds};

@@ -644,8 +644,7 @@ fn link_file(dir: &std::path::Path, url: &str) -> std::io::Result<std::path::Pat
         )));
     }
     remove_old_links(dir);
-    let random =
-        crate::core::tickets::random_token().map_err(|e| std::io::Error::other(e.to_string()))?;
+    let random = random_name()?;
     let path = dir.join(format!("{LINK_PREFIX}{random}.html"));
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -656,6 +655,18 @@ fn link_file(dir: &std::path::Path, url: &str) -> std::io::Result<std::path::Pat
     f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     f.write_all(link_page(url).as_bytes())?;
     Ok(path)
+}
+
+/// 32 random bytes, URL-safe base64: a link page's name nobody guesses
+/// (the page holds a ticket until it is used).
+fn random_name() -> std::io::Result<String> {
+    use base64::Engine;
+    use ring::rand::SecureRandom;
+    let mut b = [0u8; 32];
+    ring::rand::SystemRandom::new()
+        .fill(&mut b)
+        .map_err(|_| std::io::Error::other("the system's random number generator failed"))?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b))
 }
 
 /// Remove link pages older than a ticket lives (they open nothing any
@@ -675,7 +686,7 @@ fn remove_old_links(dir: &std::path::Path) {
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age > crate::core::tickets::TICKET_TTL);
+            .is_some_and(|age| age > crate::model::admin::TICKET_TTL);
         if old {
             let _ = std::fs::remove_file(e.path());
         }

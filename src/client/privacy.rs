@@ -7,7 +7,7 @@
 
 use crate::cli::{PrivacyCommand, RuleKind};
 use crate::config::{ConfigFile, Paths, PrivacyFile};
-use crate::core::privacy::{PrivacySettings, SENSITIVE_APPS};
+use crate::model::privacy::{PrivacySettings, SENSITIVE_APPS};
 
 /// Run `contextctl privacy COMMAND`: what it printed, or why it failed.
 pub fn command(command: PrivacyCommand, json: bool) -> Result<String, String> {

@@ -117,47 +117,6 @@ impl AgentTrust {
 /// else its error says that notifications ask, and why.
 pub(crate) const SURFACE_SOURCE: &str = "consent-agent";
 
-impl super::Core {
-    /// Who may register as agent (from `config.toml`).
-    pub(crate) fn set_agent_trust(&self, trust: AgentTrust) {
-        *self
-            .prompts
-            .agent_trust
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = trust;
-    }
-
-    /// Whether `who` may register as agent ([`AgentTrust::decide`]).
-    pub(crate) fn trust_agent(
-        &self,
-        who: &Subject,
-        executable: Option<&Path>,
-        owns_shell_name: bool,
-    ) -> Result<TrustedAgent> {
-        self.prompts
-            .agent_trust
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .decide(who, executable, owns_shell_name)
-    }
-
-    /// The agent that answers prompts now (`None`: none is registered and
-    /// a desktop notification asks), for `ListSources`.
-    pub(crate) fn prompts_asked_by(&self, agent: Option<&TrustedAgent>) {
-        self.state().apply(super::SourceEvent::SourceStatus {
-            source: SURFACE_SOURCE.into(),
-            available: agent.is_some(),
-            error: match agent {
-                Some(_) => None,
-                None => Some("notification: no trusted consent agent registered".into()),
-            },
-        });
-        if let Some(a) = agent {
-            tracing::info!(agent = %a.describe(), "prompts are asked by the consent agent");
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

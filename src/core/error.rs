@@ -39,7 +39,7 @@ pub enum Error {
     #[error("{app} may not answer prompts: {why}")]
     NotAnAgent { app: AppId, why: String },
     /// A caller that is not the user's own tool reached for the user's
-    /// controls (`core::manage::Core::may_manage`): a sandboxed app, or
+    /// controls (`core::manage::Manage::may_manage`): a sandboxed app, or
     /// an app answering its own question. `what` is the call.
     #[error("{app} may not {what}: {why}")]
     NotTheUser {

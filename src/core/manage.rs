@@ -4,20 +4,37 @@
 //! publisher.
 //!
 //! Who may call them is decided in two steps. First here, for every
-//! publisher ([`Core::may_manage`]): the user's controls are the user's
+//! publisher ([`Manage::may_manage`]): the user's controls are the user's
 //! alone, so a sandboxed app (Flatpak, Snap: the boundary consent binds)
 //! never reaches them, whatever polkit would say, and nobody answers its
-//! own question ([`Core::may_answer`]). Then the publisher's
+//! own question ([`Manage::may_answer`]). Then the publisher's
 //! authentication (polkit on D-Bus, naming the caller and the change).
+
+use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::Core;
-use super::consent::{AuditQuery, Origin};
+use super::clock::Clock;
+use super::consent::{self, AuditQuery, BoxFut, Origin};
 use super::error::{Error, Result};
+use super::event::SourceEvent;
+use super::gate::Gate;
+use super::notice;
+use super::privacy;
+use super::prompts::Ask;
+use super::provide::Provide;
+use super::read::Reads;
+use super::readers::{ReaderView, Readers};
+use super::state::State;
 use super::subject::Subject;
+use super::tickets::Tickets;
+use super::tokens::{Forget, WITHDRAW_WAIT};
 use super::view::time;
-use crate::model::Category;
+use crate::model::{AppId, Category};
+
+/// The `ListSources` entry that says the broker runs degraded because its
+/// database could not be used (`store::recovery`).
+pub(crate) const RECOVERY_SOURCE: &str = "recovery";
 
 /// Why a sandboxed caller is refused, for its error and the journal.
 const SANDBOXED: &str = "an app in a sandbox never reaches the user's own controls \
@@ -64,7 +81,201 @@ pub(crate) struct AuditView {
     pub(crate) count: u64,
 }
 
-impl Core {
+/// The owner's handle: the user's own controls and what only the user
+/// sees (`Consent1`, `contextctl`, the dashboard): decisions, the pause,
+/// readers, tickets, the timeline's deletion, export and import, the
+/// never-share rules. It holds the parts those touch and the handles of
+/// the areas it steers: the reads (the owner's reads of the timeline),
+/// the prompts (answering them) and the providers (who may publish).
+#[derive(Debug, Clone)]
+pub(crate) struct Manage {
+    pub(super) state: Arc<State>,
+    pub(super) gate: Arc<Gate>,
+    pub(super) clock: Arc<dyn Clock>,
+    readers: Readers,
+    tickets: Arc<Tickets>,
+    reads: Reads,
+    ask: Ask,
+    provide: Provide,
+}
+
+impl Manage {
+    pub(crate) fn new(
+        state: Arc<State>,
+        gate: Arc<Gate>,
+        clock: Arc<dyn Clock>,
+        readers: Readers,
+        reads: Reads,
+        ask: Ask,
+        provide: Provide,
+    ) -> Self {
+        Manage {
+            state,
+            gate,
+            clock,
+            readers,
+            tickets: Arc::default(),
+            reads,
+            ask,
+            provide,
+        }
+    }
+
+    /// Now, by the core's clock (a test's manual clock included).
+    pub(crate) fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.clock.now()
+    }
+
+    /// The user decided for `app` and `category` (a panel, the dashboard).
+    pub(crate) async fn record_decision(
+        &self,
+        app: &AppId,
+        category: &Category,
+        verdict: consent::Verdict,
+        expires: Option<chrono::DateTime<chrono::Utc>>,
+        origin: consent::Origin,
+    ) -> Result<()> {
+        self.gate
+            .record(app, category, verdict, expires, origin)
+            .await
+            .map(|_| ())
+    }
+
+    /// Remove the user's decision for `app` and `category`: whether there
+    /// was one.
+    pub(crate) async fn revoke(&self, app: &AppId, category: &Category) -> Result<bool> {
+        self.gate.revoke(app, category).await
+    }
+
+    /// Pause or resume sharing, for every publisher alike: readers hear
+    /// it as `Item::Paused` / `Item::Resumed`, the user's panels as the
+    /// `grants` notice. Whether it changed.
+    pub(crate) fn set_paused(&self, paused: bool) -> bool {
+        self.gate.set_paused(paused)
+    }
+
+    /// Whether sharing is paused (for the user's own surfaces).
+    pub(crate) fn paused(&self) -> bool {
+        self.gate.paused()
+    }
+
+    /// Why the broker runs degraded (its database could not be used),
+    /// if it does: undecided access is denied meanwhile.
+    pub(crate) fn recovery(&self) -> Option<String> {
+        self.gate.recovery()
+    }
+
+    /// Re-key the database (the user's `contextctl key rotate`); where
+    /// the new key is kept.
+    pub(crate) async fn rotate_key(&self) -> Result<String> {
+        let store = self
+            .gate
+            .store()
+            .ok_or_else(|| Error::Unavailable("no database".into()))?;
+        store.rotate_key().await
+    }
+
+    /// The user acted on the recovery: end the degraded state (and its
+    /// `recovery` entry in `ListSources`). Whether there was one.
+    pub(crate) async fn end_recovery(&self) -> Result<bool> {
+        let ended = self.gate.end_recovery().await?;
+        if ended {
+            self.state.apply(SourceEvent::SourceStatus {
+                source: RECOVERY_SOURCE.into(),
+                available: true,
+                error: None,
+            });
+            self.gate.notices.bump(notice::Part::Grants);
+        }
+        Ok(ended)
+    }
+
+    /// Whether `app` holds a grant of `category` (lasting or for a while,
+    /// paused or not): who may learn what only readers of it learn.
+    pub(crate) fn granted(&self, app: &AppId, category: &Category) -> bool {
+        self.gate.granted(app, category)
+    }
+
+    /// The user ended reader `id`: false when there is none.
+    pub(crate) fn end_reader(&self, id: u64) -> bool {
+        self.readers.end(id)
+    }
+
+    /// Every live reader, oldest first, with the app's desktop name and
+    /// icon when the broker knows them.
+    pub(crate) fn readers(&self) -> Vec<ReaderView> {
+        self.readers.views(&self.gate)
+    }
+
+    /// Forget everything about `app` (its decisions, its entry, its audit)
+    /// and end what it has open: for every control surface alike.
+    pub(crate) async fn forget_app(&self, app: &AppId) -> Result<u64> {
+        let removed = self.gate.forget_app(app).await?;
+        self.readers.end_app(app);
+        Ok(removed)
+    }
+
+    /// What changed of what the user controls, for a panel's `Changed`.
+    pub(crate) fn control_changes(&self) -> notice::Listener {
+        notice::Listener::new(&self.gate.notices)
+    }
+
+    /// Put the user's never-share rules (`[privacy]`) in force, at once:
+    /// titles and notifications they match are hidden from every reader
+    /// and the timeline from the next change on, what their apps publish
+    /// is withdrawn. Whether the rules changed.
+    pub(crate) fn set_privacy(&self, user: privacy::PrivacySettings) -> bool {
+        let before = self.state.privacy().rules();
+        self.state.set_privacy(privacy::Rules::new(user));
+        let changed = *before != *self.state.privacy().rules();
+        if changed {
+            self.provide.withdraw_never_shared();
+        }
+        changed
+    }
+
+    /// The user's never-share rules in force (`[privacy]`).
+    pub(crate) fn privacy_rules(&self) -> privacy::PrivacySettings {
+        self.state.privacy().rules().user().clone()
+    }
+
+    /// Where the dashboard listens, for the links its tickets open.
+    pub(crate) fn set_dashboard_base(&self, base: String) {
+        self.tickets.set_base(base);
+    }
+
+    /// A link that opens the dashboard once (a fresh ticket in it).
+    pub(crate) fn dashboard_url(&self) -> Result<String> {
+        self.tickets.issue()
+    }
+
+    /// Use up a dashboard ticket: whether it was valid.
+    pub(crate) fn redeem_ticket(&self, ticket: &str) -> bool {
+        self.tickets.redeem(ticket)
+    }
+
+    /// How many revocations are in force but not stored yet (for the
+    /// user's own surfaces).
+    pub(crate) fn waiting_revocations(&self) -> usize {
+        self.gate.pending_writes()
+    }
+
+    /// Delete rows of the timeline (the caller is a manager, checked by
+    /// its publisher through polkit): how many.
+    pub(crate) async fn forget_history(
+        &self,
+        since: chrono::DateTime<chrono::Utc>,
+        until: chrono::DateTime<chrono::Utc>,
+        apps: Vec<String>,
+        kinds: Vec<super::history::HistoryKind>,
+    ) -> Result<u64> {
+        let now = self.clock.now();
+        self.reads
+            .history()?
+            .forget(since, until, apps, kinds, now)
+            .await
+    }
+
     /// Whether `who` may use the user's own controls for `what` (the
     /// call, for the message and the journal). Refused, before any
     /// authentication is asked, for a sandboxed app: its id comes from its
@@ -99,7 +310,7 @@ impl Core {
         id: u64,
     ) -> Result<Option<super::prompts::PendingView>> {
         self.may_manage(who, "answer a consent question")?;
-        let question = self.prompts.pending_one(id);
+        let question = self.ask.pending_one(id);
         if question
             .as_ref()
             .is_some_and(|q| q.app_id == who.app_id.as_str())
@@ -121,7 +332,9 @@ impl Core {
         &self,
         since: chrono::DateTime<chrono::Utc>,
     ) -> Result<super::read::CapturesView> {
-        self.capture_sessions(since, self.clock.now(), true).await
+        self.reads
+            .capture_sessions(since, self.clock.now(), true)
+            .await
     }
 
     /// The user's own view of what plays and records now.
@@ -137,7 +350,7 @@ impl Core {
         since: chrono::DateTime<chrono::Utc>,
         until: chrono::DateTime<chrono::Utc>,
     ) -> Result<Vec<super::view::AppTotalsView>> {
-        let totals = self.totals(since, until).await?;
+        let totals = self.reads.totals(since, until).await?;
         Ok(totals
             .iter()
             .filter_map(|t| super::view::AppTotalsView::new(t, &|_: &Category| true))
@@ -200,5 +413,17 @@ impl Core {
                 count: e.count,
             })
             .collect())
+    }
+}
+
+/// What a token's end forgets (`core::tokens`): the decisions made for
+/// its consent subject and the questions asked for it.
+impl Forget for Manage {
+    fn forget_decisions<'a>(&'a self, app: &'a AppId) -> BoxFut<'a, usize> {
+        Box::pin(self.gate.forget_decisions(app))
+    }
+
+    fn withdraw_questions<'a>(&'a self, app: &'a AppId) -> BoxFut<'a, ()> {
+        Box::pin(self.ask.withdraw_questions(app, WITHDRAW_WAIT))
     }
 }

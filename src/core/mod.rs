@@ -2,6 +2,16 @@
 //! ([`read`]) through which every publisher reads. No zbus, sqlx, rmcp,
 //! wayland or pipewire type appears here; publishers and sources adapt to
 //! it, and the store implements the traits it owns.
+//!
+//! Publishers see the core as a few narrow handles, each in the file of
+//! its area and holding only the parts that area touches:
+//! [`read::Reads`] (the gated reads), [`watch::Watches`] (the change
+//! feeds), [`manage::Manage`] (the user's controls), [`provide::Provide`]
+//! (what apps publish), [`prompts::Ask`] (asking the user),
+//! [`reports::Reports`] (the shell's window reports) and
+//! [`indicators::Indicators`] (who reads now). [`Core`] builds the parts
+//! once and hands the handles out; the daemon gives each publisher the
+//! ones it uses.
 
 pub(crate) mod agents;
 pub(crate) mod captures;
@@ -14,6 +24,7 @@ pub(crate) mod error;
 pub(crate) mod event;
 pub(crate) mod gate;
 pub(crate) mod history;
+pub(crate) mod indicators;
 pub(crate) mod lane;
 pub(crate) mod manage;
 pub(crate) mod notice;
@@ -38,52 +49,37 @@ pub(crate) mod watch;
 
 use std::sync::Arc;
 
-use crate::model;
-
 pub(crate) use clock::{Clock, SystemClock};
 pub(crate) use error::{Error, Result};
 pub use event::SourceEvent;
 pub(crate) use gate::{Gate, GateSettings};
+pub(crate) use manage::RECOVERY_SOURCE;
 pub(crate) use state::State;
 pub(crate) use subject::{Channel, Mode, Subject};
 pub(crate) use watch::{Follow, Item, Watch, Watcher};
 
-/// The `ListSources` entry that says the broker runs degraded because its
-/// database could not be used (`store::recovery`).
-pub(crate) const RECOVERY_SOURCE: &str = "recovery";
-
-/// The core as publishers see it.
+/// The core's parts, built once, and the handles over them. Nothing
+/// below this file names it: each area is its handle.
 #[derive(Debug)]
 pub(crate) struct Core {
-    /// Ourselves, for work that must outlive a borrow (a prompt's task).
-    me: std::sync::Weak<Core>,
-    state: State,
-    gate: Gate,
-    prompts: prompts::Prompts,
-    /// Who publishes what (org.contextd.Provider1), beside the entries in
-    /// the state.
-    providers: provide::Providers,
-    /// Who is reading now (`Consent1.ListReaders`).
-    readers: readers::Readers,
-    /// Who reads now, for the privacy indicators (`core::reading`).
-    reading: reading::Feed,
-    /// One-time tickets that open the dashboard.
-    tickets: tickets::Tickets,
+    state: Arc<State>,
+    gate: Arc<Gate>,
     clock: Arc<dyn Clock>,
-    /// The timeline's read side, set once the daemon opened the store.
-    history: std::sync::OnceLock<Arc<dyn history::HistoryStore>>,
-    /// Who may report windows (the desktop shell), set by the daemon.
-    reporters: std::sync::OnceLock<reports::Reporters>,
-    /// Where the core's own tasks (a prompt) are spawned: the publishers'
-    /// level of the shutdown tree, since prompts are asked for them, so
-    /// that a stop ends and joins a prompt that is still showing.
-    tasks: crate::shutdown::Level,
-    /// The views of the last changes, shared by readers that see the same
-    /// of them (`watch::Rendered`).
-    rendered: watch::Rendered,
+    reads: read::Reads,
+    watches: watch::Watches,
+    manage: manage::Manage,
+    provide: provide::Provide,
+    ask: prompts::Ask,
+    reports: reports::Reports,
+    indicators: indicators::Indicators,
 }
 
 impl Core {
+    /// The core over `gate`. `tasks` is the level of the shutdown tree
+    /// the core's own tasks (a prompt) run on: the publishers', since
+    /// prompts are asked for them, so that a stop ends and joins a prompt
+    /// that is still showing. `change_feed` is the state's broadcast's
+    /// capacity.
     pub(crate) fn with_gate(
         gate: Gate,
         clock: Arc<dyn Clock>,
@@ -91,40 +87,97 @@ impl Core {
         tasks: crate::shutdown::Level,
         change_feed: usize,
     ) -> Arc<Self> {
+        let gate = Arc::new(gate);
+        let state = Arc::new(State::with_capacity(clock.clone(), change_feed));
         let readers = readers::Readers::new(gate.notices.clone());
-        Arc::new_cyclic(|me| Core {
-            me: me.clone(),
-            state: State::with_capacity(clock.clone(), change_feed),
-            gate,
-            prompts: prompts::Prompts::new(prompt_timeout),
-            providers: provide::Providers::default(),
-            readers,
-            reading: reading::Feed::default(),
-            tickets: tickets::Tickets::default(),
-            clock,
-            history: std::sync::OnceLock::new(),
-            reporters: std::sync::OnceLock::new(),
+        let providers = Arc::new(provide::Providers::default());
+        let ask = prompts::Ask::new(
+            prompts::Prompts::new(prompt_timeout),
+            gate.clone(),
+            providers.clone(),
+            state.clone(),
+            clock.clone(),
+            tasks.clone(),
+        );
+        let reads = read::Reads::new(state.clone(), gate.clone(), clock.clone(), ask.clone());
+        let watches = watch::Watches::new(
+            state.clone(),
+            gate.clone(),
+            readers.clone(),
+            clock.clone(),
             tasks,
-            rendered: watch::Rendered::default(),
+        );
+        let provide = provide::Provide::new(providers, state.clone(), gate.clone(), clock.clone());
+        let manage = manage::Manage::new(
+            state.clone(),
+            gate.clone(),
+            clock.clone(),
+            readers.clone(),
+            reads.clone(),
+            ask.clone(),
+            provide.clone(),
+        );
+        let indicators = indicators::Indicators::new(readers, gate.clone());
+        Arc::new(Core {
+            state,
+            gate,
+            clock,
+            reads,
+            watches,
+            manage,
+            provide,
+            ask,
+            reports: reports::Reports::default(),
+            indicators,
         })
     }
 
-    /// An owning handle to this core (always there while a `&Core` is).
-    pub(crate) fn arc(&self) -> Option<Arc<Core>> {
-        self.me.upgrade()
+    /// The gated reads (every publisher that reads).
+    pub(crate) fn reads(&self) -> read::Reads {
+        self.reads.clone()
+    }
+
+    /// The change feeds (subscriptions, MCP sessions, the dashboard).
+    pub(crate) fn watches(&self) -> watch::Watches {
+        self.watches.clone()
+    }
+
+    /// The user's controls (`Consent1`, the admin socket, the dashboard).
+    pub(crate) fn manage(&self) -> manage::Manage {
+        self.manage.clone()
+    }
+
+    /// What apps publish (`Provider1`, the user's panels).
+    pub(crate) fn provide(&self) -> provide::Provide {
+        self.provide.clone()
+    }
+
+    /// Asking the user (the consent agents, the dashboard's questions).
+    pub(crate) fn ask(&self) -> prompts::Ask {
+        self.ask.clone()
+    }
+
+    /// The shell's window reports (`WindowReports1`).
+    pub(crate) fn reports(&self) -> reports::Reports {
+        self.reports.clone()
+    }
+
+    /// Who reads now (the tray icon).
+    pub(crate) fn indicators(&self) -> indicators::Indicators {
+        self.indicators.clone()
     }
 
     /// The state, for the daemon's plumbing only: it applies the sources'
     /// events and installs the timeline's observer. Publishers read
-    /// through [`Core::read`] and follow changes with [`Core::watch`].
-    pub(crate) fn state(&self) -> &State {
+    /// through [`read::Reads`] and follow changes with [`watch::Watches`].
+    pub(crate) fn state(&self) -> &Arc<State> {
         &self.state
     }
 
     /// The gate, for the daemon's plumbing only: it loads policy.toml,
     /// wakes at expiries, hands the writers the notices. Publishers ask
-    /// the methods below, which say what they want.
-    pub(crate) fn gate(&self) -> &Gate {
+    /// the handles, which say what they want.
+    pub(crate) fn gate(&self) -> &Arc<Gate> {
         &self.gate
     }
 
@@ -133,137 +186,51 @@ impl Core {
         self.clock.now()
     }
 
-    /// The user decided for `app` and `category` (a panel, the dashboard).
-    pub(crate) async fn record_decision(
-        &self,
-        app: &model::AppId,
-        category: &model::Category,
-        verdict: consent::Verdict,
-        expires: Option<chrono::DateTime<chrono::Utc>>,
-        origin: consent::Origin,
-    ) -> Result<()> {
-        self.gate
-            .record(app, category, verdict, expires, origin)
-            .await
-            .map(|_| ())
-    }
-
-    /// Remove the user's decision for `app` and `category`: whether there
-    /// was one.
-    pub(crate) async fn revoke(
-        &self,
-        app: &model::AppId,
-        category: &model::Category,
-    ) -> Result<bool> {
-        self.gate.revoke(app, category).await
-    }
-
-    /// Pause or resume sharing, for every publisher alike: readers hear
-    /// it as [`Item::Paused`] / [`Item::Resumed`], the user's panels as
-    /// the `grants` notice. Whether it changed.
-    pub(crate) fn set_paused(&self, paused: bool) -> bool {
-        self.gate.set_paused(paused)
-    }
-
-    /// Whether sharing is paused (for the user's own surfaces).
-    pub(crate) fn paused(&self) -> bool {
-        self.gate.paused()
-    }
-
-    /// Why the broker runs degraded (its database could not be used),
-    /// if it does: undecided access is denied meanwhile.
+    /// Why the broker runs degraded, if it does ([`manage::Manage::recovery`]).
     pub(crate) fn recovery(&self) -> Option<String> {
-        self.gate.recovery()
+        self.manage.recovery()
     }
 
-    /// Re-key the database (the user's `contextctl key rotate`); where
-    /// the new key is kept.
-    pub(crate) async fn rotate_key(&self) -> Result<String> {
-        let store = self
-            .gate
-            .store()
-            .ok_or_else(|| Error::Unavailable("no database".into()))?;
-        store.rotate_key().await
+    /// The timeline's store, once the daemon has opened it.
+    pub(crate) fn set_history(&self, h: Arc<dyn history::HistoryStore>) {
+        self.reads.set_history(h);
     }
 
-    /// The user acted on the recovery: end the degraded state (and its
-    /// `recovery` entry in `ListSources`). Whether there was one.
-    pub(crate) async fn end_recovery(&self) -> Result<bool> {
-        let ended = self.gate.end_recovery().await?;
-        if ended {
-            self.state().apply(SourceEvent::SourceStatus {
-                source: RECOVERY_SOURCE.into(),
-                available: true,
-                error: None,
-            });
-            self.gate.notices.bump(notice::Part::Grants);
-        }
-        Ok(ended)
+    /// Who may report windows (the desktop shell), set by the daemon.
+    pub(crate) fn set_window_reports(&self, reporters: reports::Reporters) {
+        self.reports.set_window_reports(reporters);
     }
 
-    /// Whether `app` holds a grant of `category` (lasting or for a while,
-    /// paused or not): who may learn what only readers of it learn.
-    pub(crate) fn granted(&self, app: &model::AppId, category: &model::Category) -> bool {
-        self.gate.granted(app, category)
+    /// Who may register as consent agent (from `config.toml`).
+    pub(crate) fn set_agent_trust(&self, trust: agents::AgentTrust) {
+        self.ask.set_agent_trust(trust);
     }
 
-    /// The prompts waiting for the user, oldest first.
-    pub(crate) fn pending_prompts(&self) -> Vec<prompts::PendingView> {
-        self.prompts.pending()
-    }
-
-    /// The user answered prompt `id`: false when it no longer waits.
-    pub(crate) fn answer_prompt(&self, id: u64, answer: consent::Answer) -> bool {
-        self.prompts.answer(id, answer)
-    }
-
-    /// Who asks the user (the D-Bus consent agents).
-    pub(crate) fn set_prompter(&self, p: Arc<dyn prompts::Prompter>) {
-        self.prompts.set_prompter(p);
-    }
-
-    /// While the returned surface lives (an open dashboard page), prompts
-    /// with no other UI wait for it.
-    pub(crate) fn prompt_surface(&self) -> prompts::Surface {
-        self.prompts.surface()
-    }
-
-    /// The user ended reader `id`: false when there is none.
-    pub(crate) fn end_reader(&self, id: u64) -> bool {
-        self.readers.end(id)
-    }
-
-    /// What changed of what the user controls, for a panel's `Changed`.
-    pub(crate) fn control_changes(&self) -> notice::Listener {
-        notice::Listener::new(&self.gate.notices)
-    }
-
-    /// Put the user's never-share rules (`[privacy]`) in force, at once:
-    /// titles and notifications they match are hidden from every reader
-    /// and the timeline from the next change on, what their apps publish
-    /// is withdrawn. Whether the rules changed.
+    /// Put the user's never-share rules in force ([`manage::Manage::set_privacy`]).
     pub(crate) fn set_privacy(&self, user: privacy::PrivacySettings) -> bool {
-        let before = self.state.privacy().rules();
-        self.state.set_privacy(privacy::Rules::new(user));
-        let changed = *before != *self.state.privacy().rules();
-        if changed {
-            self.withdraw_never_shared();
-        }
-        changed
+        self.manage.set_privacy(user)
     }
 
-    /// The user's never-share rules in force (`[privacy]`).
+    /// The user's never-share rules in force.
     pub(crate) fn privacy_rules(&self) -> privacy::PrivacySettings {
-        self.state.privacy().rules().user().clone()
+        self.manage.privacy_rules()
     }
 
-    /// Where the dashboard listens, for the links its tickets open.
-    pub(crate) fn set_dashboard_base(&self, base: String) {
-        self.tickets.set_base(base);
+    /// Retry waiting revocations until `cancel` ([`pending::write_revocations`]).
+    pub(crate) fn write_revocations(
+        &self,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        pending::write_revocations(self.gate.clone(), self.state.clone(), cancel)
     }
 
-    /// Use up a dashboard ticket: whether it was valid.
-    pub(crate) fn redeem_ticket(&self, ticket: &str) -> bool {
-        self.tickets.redeem(ticket)
+    /// Keep who reads now up to date until `cancel`
+    /// ([`indicators::Indicators::run_reading`]).
+    pub(crate) fn run_reading(
+        &self,
+        window: std::time::Duration,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        self.indicators.clone().run_reading(window, cancel)
     }
 }

@@ -33,10 +33,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::Core;
 use super::consent::{Origin, PendingWrite, StoredDecision, Verdict};
 use super::event::SourceEvent;
 use super::gate::Gate;
+use super::state::State;
 use crate::model::{AppId, Category};
 
 /// How often waiting writes are tried again.
@@ -311,66 +311,62 @@ impl Gate {
     }
 }
 
-impl Core {
-    /// How many revocations are in force but not stored yet (for the
-    /// user's own surfaces).
-    pub(crate) fn waiting_revocations(&self) -> usize {
-        self.gate.pending_writes()
-    }
-
-    /// Retry waiting revocations until `cancel`, then once more; say in
-    /// `ListSources` while any wait. Runs in the writers' level.
-    pub(crate) async fn write_revocations(self: Arc<Self>, cancel: CancellationToken) {
-        let mut said = false;
-        loop {
-            let stop = tokio::select! {
-                _ = cancel.cancelled() => true,
-                _ = tokio::time::sleep(RETRY) => false,
-            };
-            let waiting = if self.gate.pending_writes() > 0 {
-                self.gate.write_pending().await
-            } else {
-                0
-            };
-            if waiting == 0
-                && let Some(store) = self.gate.store()
-            {
-                // Room for the next one (`store::reserve`), when the disk
-                // has it.
-                store.keep_reserve();
-            }
+/// Retry waiting revocations until `cancel`, then once more; say in
+/// `ListSources` while any wait. Runs in the writers' level.
+pub(crate) async fn write_revocations(
+    gate: Arc<Gate>,
+    state: Arc<State>,
+    cancel: CancellationToken,
+) {
+    let mut said = false;
+    loop {
+        let stop = tokio::select! {
+            _ = cancel.cancelled() => true,
+            _ = tokio::time::sleep(RETRY) => false,
+        };
+        let waiting = if gate.pending_writes() > 0 {
+            gate.write_pending().await
+        } else {
+            0
+        };
+        if waiting == 0
+            && let Some(store) = gate.store()
+        {
+            // Room for the next one (`store::reserve`), when the disk
+            // has it.
+            store.keep_reserve();
+        }
+        if waiting > 0 {
+            said = true;
+            state.apply(SourceEvent::SourceStatus {
+                source: SOURCE.into(),
+                available: false,
+                error: Some(format!(
+                    "{waiting} revocation(s) in force but not yet stored (the disk is full or read-only); retrying every {} s. {}",
+                    RETRY.as_secs(),
+                    match gate.journal.get() {
+                        Some(j) => format!("Kept meanwhile in {} (memory: a restart keeps them, a reboot does not); free some space or make the disk writable", j.display()),
+                        None => "They hold until contextd stops (no runtime directory for a journal): free some space so that they outlive a restart".to_owned(),
+                    }
+                )),
+            });
+        } else if said {
+            said = false;
+            state.apply(SourceEvent::SourceStatus {
+                source: SOURCE.into(),
+                available: true,
+                error: None,
+            });
+        }
+        if stop {
             if waiting > 0 {
-                said = true;
-                self.state().apply(SourceEvent::SourceStatus {
-                    source: SOURCE.into(),
-                    available: false,
-                    error: Some(format!(
-                        "{waiting} revocation(s) in force but not yet stored (the disk is full or read-only); retrying every {} s. {}",
-                        RETRY.as_secs(),
-                        match self.gate.journal.get() {
-                            Some(j) => format!("Kept meanwhile in {} (memory: a restart keeps them, a reboot does not); free some space or make the disk writable", j.display()),
-                            None => "They hold until contextd stops (no runtime directory for a journal): free some space so that they outlive a restart".to_owned(),
-                        }
-                    )),
-                });
-            } else if said {
-                said = false;
-                self.state().apply(SourceEvent::SourceStatus {
-                    source: SOURCE.into(),
-                    available: true,
-                    error: None,
-                });
+                tracing::error!(
+                    waiting,
+                    journal = ?gate.journal.get(),
+                    "stopping with revocations not stored: they are in the journal, read at the next start (a reboot loses it)"
+                );
             }
-            if stop {
-                if waiting > 0 {
-                    tracing::error!(
-                        waiting,
-                        journal = ?self.gate.journal.get(),
-                        "stopping with revocations not stored: they are in the journal, read at the next start (a reboot loses it)"
-                    );
-                }
-                break;
-            }
+            break;
         }
     }
 }

@@ -20,9 +20,9 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::Core;
 use super::consent::{HistoryRow, Origin, StoredDecision, Verdict};
 use super::error::{Error, Result};
+use super::manage::Manage;
 use crate::model::{AppId, Category};
 
 pub(crate) const FORMAT: &str = "contextd-export";
@@ -170,7 +170,7 @@ fn json_line(v: &impl Serialize) -> Result<String> {
     serde_json::to_string(v).map_err(|e| Error::Failed(format!("export: {e}")))
 }
 
-impl Core {
+impl Manage {
     /// The user's data as JSON Lines (see the module docs).
     pub(crate) async fn export(&self, history: bool) -> Result<String> {
         let store = self

@@ -22,8 +22,6 @@
 
 use std::sync::{Arc, RwLock};
 
-use serde::{Deserialize, Serialize};
-
 use crate::model::{Hidden, Notification, RecentDocument, Window};
 
 /// What replaces a one-time code, verification code, PIN or passcode.
@@ -31,67 +29,7 @@ pub(crate) const CODE_MARKER: &str = "[code hidden]";
 /// What replaces a card number.
 pub(crate) const CARD_MARKER: &str = "[card number hidden]";
 
-/// `[privacy]`: the user's own never-share rules, in `config.toml` and in
-/// `privacy.toml` beside it (which `contextctl privacy` edits). Both
-/// match case-insensitively, a pattern matching where the text contains
-/// it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PrivacySettings {
-    /// Apps never shared: their window titles, their notifications'
-    /// content and what they publish. Matched against app ids
-    /// (`org.example.Vault`, `exe:/usr/bin/vault`) and the names
-    /// notifications claim.
-    pub apps: Vec<String>,
-    /// Window titles never shared (and document names never recorded).
-    pub titles: Vec<String>,
-}
-
-impl PrivacySettings {
-    /// Both rule sets together (duplicates once), `self` first.
-    pub fn merged(&self, other: &PrivacySettings) -> PrivacySettings {
-        let join = |a: &[String], b: &[String]| {
-            let mut out: Vec<String> = Vec::new();
-            for p in a.iter().chain(b) {
-                let p = p.trim();
-                if !p.is_empty() && !out.iter().any(|o| o.eq_ignore_ascii_case(p)) {
-                    out.push(p.to_owned());
-                }
-            }
-            out
-        };
-        PrivacySettings {
-            apps: join(&self.apps, &other.apps),
-            titles: join(&self.titles, &other.titles),
-        }
-    }
-}
-
-/// Password managers, keyrings and authenticators: contained in their
-/// app ids (Wayland, Flatpak, executables) or the names their
-/// notifications claim, lowercased.
-pub(crate) const SENSITIVE_APPS: &[&str] = &[
-    "keepassxc",
-    "keepass",
-    "bitwarden",
-    "1password",
-    "protonpass",
-    "proton pass",
-    "proton-pass",
-    "me.proton.pass",
-    "org.gnome.seahorse",
-    "seahorse",
-    "passwords and keys",
-    "org.gnome.world.secrets",
-    "kwalletmanager",
-    "org.kde.kwallet",
-    "enpass",
-    "nordpass",
-    "dashlane",
-    "lastpass",
-    "com.belmoussaoui.authenticator",
-    "gnome-authenticator",
-];
+pub(crate) use crate::model::privacy::{PrivacySettings, SENSITIVE_APPS};
 
 /// Names that are a password manager only when they are the whole name
 /// (a notification's claimed app name): "Secrets" is GNOME's, but

@@ -41,11 +41,13 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::Core;
+use super::clock::Clock;
 use super::consent::{Answer, BoxFut, Origin, Verdict};
 use super::display::{self, ID_MAX, NAME_MAX, REASON_MAX};
 use super::error::{Error, Result};
-use super::gate::{Decision, Ended};
+use super::gate::{Decision, Ended, Gate};
+use super::provide::Providers;
+use super::state::State;
 use super::subject::{Channel, HostCall};
 use crate::model::{AppId, Category, IdentitySource};
 
@@ -266,6 +268,119 @@ pub(crate) struct Prompts {
     pub(crate) agent_trust: RwLock<super::agents::AgentTrust>,
 }
 
+/// The prompts' handle: asks the user (for a read, a `RequestAccess`) and
+/// gives the user's own surfaces the questions that wait. It holds what
+/// asking touches: the line of questions, the gate an answer is stored
+/// in, the providers (a `provided.*` kind is asked for only while
+/// published), the state (where the consent surface's health shows), the
+/// clock, and the level of the shutdown tree a question's task runs on
+/// (the publishers', since questions are asked for them, so that a stop
+/// ends and joins a question still showing).
+#[derive(Debug, Clone)]
+pub(crate) struct Ask {
+    prompts: Arc<Prompts>,
+    gate: Arc<Gate>,
+    providers: Arc<Providers>,
+    state: Arc<State>,
+    clock: Arc<dyn Clock>,
+    tasks: crate::shutdown::Level,
+}
+
+impl Ask {
+    pub(crate) fn new(
+        prompts: Prompts,
+        gate: Arc<Gate>,
+        providers: Arc<Providers>,
+        state: Arc<State>,
+        clock: Arc<dyn Clock>,
+        tasks: crate::shutdown::Level,
+    ) -> Self {
+        Ask {
+            prompts: Arc::new(prompts),
+            gate,
+            providers,
+            state,
+            clock,
+            tasks,
+        }
+    }
+
+    /// The prompts waiting for the user, oldest first.
+    pub(crate) fn pending_prompts(&self) -> Vec<PendingView> {
+        self.prompts.pending()
+    }
+
+    /// The waiting prompt `id`, if it still waits.
+    pub(crate) fn pending_one(&self, id: u64) -> Option<PendingView> {
+        self.prompts.pending_one(id)
+    }
+
+    /// The user answered prompt `id`: false when it no longer waits.
+    pub(crate) fn answer_prompt(&self, id: u64, answer: Answer) -> bool {
+        self.prompts.answer(id, answer)
+    }
+
+    /// Who asks the user (the D-Bus consent agents).
+    pub(crate) fn set_prompter(&self, p: Arc<dyn Prompter>) {
+        self.prompts.set_prompter(p);
+    }
+
+    /// While the returned surface lives (an open dashboard page), prompts
+    /// with no other UI wait for it.
+    pub(crate) fn prompt_surface(&self) -> Surface {
+        self.prompts.surface()
+    }
+
+    /// Who may register as the consent agent (the daemon, from config).
+    pub(crate) fn set_agent_trust(&self, trust: super::agents::AgentTrust) {
+        *self
+            .prompts
+            .agent_trust
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = trust;
+    }
+
+    /// Whether `who` may ask the user (register as the consent agent).
+    pub(crate) fn trust_agent(
+        &self,
+        who: &super::subject::Subject,
+        executable: Option<&std::path::Path>,
+        owns_shell_name: bool,
+    ) -> Result<super::agents::TrustedAgent> {
+        self.prompts
+            .agent_trust
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .decide(who, executable, owns_shell_name)
+    }
+
+    /// Who asks the user now (`None`: a desktop notification does), for
+    /// `ListSources`' consent surface entry.
+    pub(crate) fn prompts_asked_by(&self, agent: Option<&super::agents::TrustedAgent>) {
+        self.state.apply(super::event::SourceEvent::SourceStatus {
+            source: super::agents::SURFACE_SOURCE.into(),
+            available: agent.is_some(),
+            error: match agent {
+                Some(_) => None,
+                None => Some("notification: no trusted consent agent registered".into()),
+            },
+        });
+        if let Some(a) = agent {
+            tracing::info!(agent = %a.describe(), "prompts are asked by the consent agent");
+        }
+    }
+
+    /// Withdraw `app`'s open questions (its token was revoked) and wait,
+    /// a while, until they are off the screen.
+    pub(crate) async fn withdraw_questions(&self, app: &AppId, within: Duration) {
+        let gone = self.prompts.withdraw_of(app);
+        let all = futures_util::future::join_all(gone.into_iter().map(wait));
+        if tokio::time::timeout(within, all).await.is_err() {
+            tracing::warn!(app = %app, "a revoked token's question did not leave the screen in time");
+        }
+    }
+}
+
 /// A surface that answers prompts is open while this lives.
 #[derive(Debug)]
 pub(crate) struct Surface(Arc<AtomicUsize>);
@@ -393,7 +508,7 @@ pub(crate) struct Asking {
 /// (or it times out): the caller does not wait for it. Refused at once,
 /// nothing queued, past the bounds ([`MAX_OPEN`], kinds nobody
 /// publishes).
-pub(crate) fn start(core: &Arc<Core>, req: PromptRequest) -> Result<Asking> {
+pub(crate) fn start(core: &Ask, req: PromptRequest) -> Result<Asking> {
     let q = show(core, req)?;
     q.keep.store(true, Ordering::SeqCst);
     Ok(Asking { id: q.id, rx: q.rx })
@@ -419,7 +534,7 @@ impl Drop for Waiting {
 }
 
 /// [`start`] for a reader that waits for the answer (MCP).
-pub(crate) fn start_waiting(core: &Arc<Core>, req: PromptRequest) -> Result<Waiting> {
+pub(crate) fn start_waiting(core: &Ask, req: PromptRequest) -> Result<Waiting> {
     let question = show(core, req)?;
     question.waiting.fetch_add(1, Ordering::SeqCst);
     Ok(Waiting {
@@ -430,10 +545,10 @@ pub(crate) fn start_waiting(core: &Arc<Core>, req: PromptRequest) -> Result<Wait
 
 /// The categories of `req` that may be asked for at all: a `provided.*`
 /// one only while some app publishes that kind.
-fn askable(core: &Core, categories: &[Category]) -> Result<()> {
+fn askable(core: &Ask, categories: &[Category]) -> Result<()> {
     for c in categories {
         if let Category::Provided(kind) = c
-            && !core.publishes(kind)
+            && !core.providers.publishes(kind)
         {
             return Err(Error::NotFound(format!(
                 "no app publishes '{c}' now: provided context can be asked for only while an app publishes it"
@@ -443,7 +558,7 @@ fn askable(core: &Core, categories: &[Category]) -> Result<()> {
     Ok(())
 }
 
-fn show(core: &Arc<Core>, req: PromptRequest) -> Result<Question> {
+fn show(core: &Ask, req: PromptRequest) -> Result<Question> {
     let mut req = req.cleaned();
     req.categories.sort();
     req.categories.dedup();
@@ -532,7 +647,7 @@ fn show(core: &Arc<Core>, req: PromptRequest) -> Result<Question> {
 /// user: what was shown (`None`: nothing was, so nothing is applied) and
 /// how it ended.
 async fn ask(
-    core: &Arc<Core>,
+    core: &Ask,
     q: &Question,
     turn: oneshot::Receiver<()>,
     mut answer_rx: oneshot::Receiver<Answer>,
@@ -645,7 +760,7 @@ pub(crate) async fn wait(mut rx: watch::Receiver<Option<Outcome>>) -> Outcome {
 /// kept in memory for one access); no answer stores nothing. How the
 /// question ended counts towards the app's cool-down and quiet period
 /// (in memory, [`super::gate::Gate::question_ended`]).
-async fn apply(core: &Core, req: &PromptRequest, outcome: &Outcome) {
+async fn apply(core: &Ask, req: &PromptRequest, outcome: &Outcome) {
     let now = core.clock.now();
     let ended = match outcome {
         o if o.allowed() => Some(Ended::Allowed),

@@ -8,7 +8,7 @@
 //! credentials ([`Subject`]) and is keyed by its owner, an opaque name of
 //! the publisher's connection (a D-Bus unique name), and its kind: only
 //! that connection replaces or retracts it, and it lives as long as that
-//! connection ([`Core::provider_gone`]). Two connections of one app (two
+//! connection ([`Provide::provider_gone`]). Two connections of one app (two
 //! processes of one executable, two windows of a Flatpak) can each
 //! publish a kind; readers see one entry per app and kind, the one
 //! published last, and when it goes (retracted, its connection closed)
@@ -22,11 +22,14 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use super::clock::Clock;
 use super::error::{Error, Result};
 use super::event::SourceEvent;
+use super::gate::Gate;
+use super::state::State;
 use super::subject::Subject;
 use super::view::time;
-use super::{Core, vocabulary};
+use super::vocabulary;
 use crate::model::{AppId, ProvidedContext, ProvidedData};
 
 /// Entries one app may have at once, over all its connections (each
@@ -287,6 +290,16 @@ impl Providers {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Whether some app publishes `kind` now: only then may an app ask
+    /// the user for `provided.<kind>` (`core::prompts`), so that a flood
+    /// of invented kinds asks nothing.
+    pub(crate) fn publishes(&self, kind: &str) -> bool {
+        self.lock()
+            .owners
+            .values()
+            .any(|entries| entries.iter().any(|e| &*e.kind == kind))
+    }
 }
 
 /// One app that publishes (or was refused), for `contextctl providers`
@@ -319,7 +332,33 @@ pub(crate) struct ProvidedKindView {
     pub(crate) name: Option<String>,
 }
 
-impl Core {
+/// The providers' handle: what apps publish (`org.contextd.Provider1`)
+/// and the user's say over who may. It holds the entries beside the
+/// state they reach readers through, the gate (the user's refusals, the
+/// notices of the user's panels) and the clock.
+#[derive(Debug, Clone)]
+pub(crate) struct Provide {
+    providers: Arc<Providers>,
+    state: Arc<State>,
+    gate: Arc<Gate>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Provide {
+    pub(crate) fn new(
+        providers: Arc<Providers>,
+        state: Arc<State>,
+        gate: Arc<Gate>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Provide {
+            providers,
+            state,
+            gate,
+            clock,
+        }
+    }
+
     /// Set the entry of `kind` of the connection `owner` (of the app
     /// `who`) to `json` (a JSON object in the vocabulary), until that
     /// connection goes. Checked in this order: the user's refusal, the
@@ -416,17 +455,6 @@ impl Core {
         // entry is the one readers see.
         self.state.apply(SourceEvent::Provided { context });
         Ok(())
-    }
-
-    /// Whether some app publishes `kind` now: only then may an app ask
-    /// the user for `provided.<kind>` (`core::prompts`), so that a flood
-    /// of invented kinds asks nothing.
-    pub(crate) fn publishes(&self, kind: &str) -> bool {
-        self.providers
-            .lock()
-            .owners
-            .values()
-            .any(|entries| entries.iter().any(|e| &*e.kind == kind))
     }
 
     /// Remove the entry of `kind` of the connection `owner`. Nothing to

@@ -3,32 +3,32 @@
 //!
 //! A read is a type ([`Read`], one per question in [`questions`]): it
 //! says which categories it needs ([`Needs`]) and how its view is built
-//! from what the reader may see ([`Seen`]). [`Core::read`] is the one
+//! from what the reader may see ([`Seen`]). [`Reads::read`] is the one
 //! consent path between the two, for every question and every publisher:
 //! the gate's decision, the audit of every access with its channel, the
 //! use of one-time grants, prompts and their cool-down, the details shown
 //! only when granted too, and the media rule (either `media.playback` or
 //! `media.capture` will do, each part only with its own). D-Bus, MCP and
-//! the dashboard call [`Core::read`] and only turn the view into their
+//! the dashboard call [`Reads::read`] and only turn the view into their
 //! wire format; none of them asks the gate itself.
 
 pub(crate) mod questions;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::Core;
+use super::clock::Clock;
 use super::error::{Error, Result};
-use super::gate::Decision;
+use super::gate::{Decision, Gate};
 use super::history::{HistoryKind, HistoryStore, Query};
-use super::prompts::{self, Outcome, PromptRequest};
-use super::state::Change;
+use super::prompts::{self, Ask, Outcome, PromptRequest};
+use super::state::State;
 use super::subject::{HostCall, Mode, Subject};
 use super::view::{self, CaptureSessionView, SourceView, StateView};
-use crate::model::{AppId, Category, IdentitySource, MediaKind};
+use crate::model::{Category, IdentitySource, MediaKind};
 
 pub(crate) use questions::*;
 
@@ -38,10 +38,10 @@ const MAX_REASON: usize = 500;
 /// How often a waiting MCP host hears that the user is still being asked.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
-/// A question a reader asks, answered by [`Core::read`] with a
+/// A question a reader asks, answered by [`Reads::read`] with a
 /// [`Read::View`]. One type per question ([`questions`]); the type says
 /// only which categories it needs and how its view is built, never
-/// whether the reader may see them (that is [`Core::read`]'s, once).
+/// whether the reader may see them (that is [`Reads::read`]'s, once).
 pub(crate) trait Read: Send {
     /// The answer, already redacted to what the reader may see.
     type View: Send;
@@ -50,13 +50,13 @@ pub(crate) trait Read: Send {
     /// accessed (`now` is the moment the read reads at). An error here
     /// (the timeline is not open, a kind that cannot exist) refuses the
     /// read before any access is made or audited.
-    fn needs(&self, core: &Core, now: DateTime<Utc>) -> Result<Needs>;
+    fn needs(&self, reads: &Reads, now: DateTime<Utc>) -> Result<Needs>;
 
     /// The view, of what [`Seen`] says the reader may see.
     fn view(self, seen: Seen<'_>) -> impl Future<Output = Result<Self::View>> + Send;
 }
 
-/// What a read needs, as [`Core::read`] decides it.
+/// What a read needs, as [`Reads::read`] decides it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Needs {
     /// No consent: it tells nothing of what the user does (the sources'
@@ -69,7 +69,7 @@ pub(crate) enum Needs {
     Looks,
     /// Never asks, never fails: each of `sections` is shown when its
     /// category is (used up and audited like a detail, see
-    /// [`Core::shown`]), with its detail when that is too; so is each of
+    /// [`Reads::shown`]), with its detail when that is too; so is each of
     /// `shown`; each of `looked` is decided without an access, so that
     /// `withheld` names it alike whether or not anything is there (the
     /// snapshot: its sections, the kinds published now, the seed kinds
@@ -106,10 +106,10 @@ impl Needs {
     }
 }
 
-/// What a read may show, decided by [`Core::read`] before its view is
+/// What a read may show, decided by [`Reads::read`] before its view is
 /// built, and the moment it reads at.
 pub(crate) struct Seen<'a> {
-    pub(crate) core: &'a Core,
+    pub(crate) reads: &'a Reads,
     pub(crate) who: &'a Subject,
     pub(crate) now: DateTime<Utc>,
     allowed: Allowed,
@@ -122,7 +122,7 @@ impl Seen<'_> {
     /// Whether the view may show `c`.
     pub(crate) fn can(&self, c: &Category) -> bool {
         if self.looks {
-            self.core.gate.allows(&self.who.app_id, c)
+            self.reads.gate.allows(&self.who.app_id, c)
         } else {
             self.allowed.can(c)
         }
@@ -140,7 +140,7 @@ pub(crate) struct CapturesView {
     pub(crate) more: bool,
 }
 
-/// The answer to [`Core::request_access`].
+/// The answer to [`Reads::request_access`].
 #[derive(Debug)]
 pub(crate) enum Requested {
     /// Every category is allowed already.
@@ -153,7 +153,7 @@ pub(crate) enum Requested {
 }
 
 /// What a `RequestAccess` answers once its question ended
-/// ([`Core::settle`]).
+/// ([`Reads::settle`]).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Settled {
     /// Every category asked for is allowed now.
@@ -178,13 +178,38 @@ impl Allowed {
     }
 }
 
-impl Core {
+/// The reads' handle: every gated read of every publisher
+/// ([`Reads::read`]), the consent of an access ([`Reads::authorize`],
+/// [`Reads::subscribe_access`]) and `RequestAccess`. It holds what
+/// answering needs: the state, the gate, the clock, the timeline's read
+/// side (set once the daemon opened the store) and the prompts, which an
+/// undecided read asks.
+#[derive(Debug, Clone)]
+pub(crate) struct Reads {
+    state: Arc<State>,
+    gate: Arc<Gate>,
+    clock: Arc<dyn Clock>,
+    history: Arc<OnceLock<Arc<dyn HistoryStore>>>,
+    ask: Ask,
+}
+
+impl Reads {
+    pub(crate) fn new(state: Arc<State>, gate: Arc<Gate>, clock: Arc<dyn Clock>, ask: Ask) -> Self {
+        Reads {
+            state,
+            gate,
+            clock,
+            history: Arc::new(OnceLock::new()),
+            ask,
+        }
+    }
+
     /// The timeline's store, once the daemon has opened it.
     pub(crate) fn set_history(&self, h: Arc<dyn HistoryStore>) {
         let _ = self.history.set(h);
     }
 
-    pub(super) fn history(&self) -> Result<&Arc<dyn HistoryStore>> {
+    pub(crate) fn history(&self) -> Result<&Arc<dyn HistoryStore>> {
         self.history
             .get()
             .ok_or_else(|| Error::Unavailable("the timeline is not available".into()))
@@ -193,7 +218,7 @@ impl Core {
     /// Time per app in `[since, until)`, every app: what a reader's
     /// summary and the owner's are filtered from. A period ending just
     /// before now is read to now ([`super::history::summary_until`]).
-    pub(super) async fn totals(
+    pub(crate) async fn totals(
         &self,
         since: chrono::DateTime<chrono::Utc>,
         until: chrono::DateTime<chrono::Utc>,
@@ -212,7 +237,7 @@ impl Core {
         let looks = matches!(needs, Needs::Looks);
         let allowed = self.consent(who, needs, mode).await?;
         q.view(Seen {
-            core: self,
+            reads: self,
             who,
             now,
             allowed,
@@ -251,7 +276,7 @@ impl Core {
 
     /// Capture sessions since `since`: from the timeline when `timeline`
     /// and there is one, else those the broker saw since it started.
-    pub(super) async fn capture_sessions(
+    pub(crate) async fn capture_sessions(
         &self,
         since: DateTime<Utc>,
         now: DateTime<Utc>,
@@ -331,11 +356,8 @@ impl Core {
         if ask.is_empty() {
             return Ok(Requested::Granted);
         }
-        let Some(owned) = self.arc() else {
-            return Ok(Requested::Denied("the broker is stopping".into()));
-        };
         Ok(Requested::Asking(prompts::start(
-            &owned,
+            &self.ask,
             prompt_request(who, ask, reason, None),
         )?))
     }
@@ -377,57 +399,6 @@ impl Core {
         } else {
             Settled::Granted
         }
-    }
-
-    /// The first of `categories` that `app` may no longer see (a live
-    /// subscription ends then), if any. `held` are the one-time grants the
-    /// subscription used up when it was made ([`Core::subscribe_access`]):
-    /// they last as long as it does, until a pause or a deny.
-    pub(crate) fn withdrawn(
-        &self,
-        app: &AppId,
-        categories: &[Category],
-        held: &[Category],
-    ) -> Option<Category> {
-        categories
-            .iter()
-            .find(|c| !self.streams(app, c, held))
-            .cloned()
-    }
-
-    /// Whether a stream of changes (a subscription, a host's listen) may
-    /// carry `c` to `app`: on a lasting grant, or on a one-time grant the
-    /// subscription itself used up. A signal is a look: it never uses a
-    /// one-time grant, so one not used yet does not count.
-    fn streams(&self, app: &AppId, c: &Category, held: &[Category]) -> bool {
-        self.gate.allows_lasting(app, c) || (held.contains(c) && self.gate.holds(app, c))
-    }
-
-    /// Delete rows of the timeline (the caller is a manager, checked by
-    /// its publisher through polkit): how many.
-    pub(crate) async fn forget_history(
-        &self,
-        since: DateTime<Utc>,
-        until: DateTime<Utc>,
-        apps: Vec<String>,
-        kinds: Vec<HistoryKind>,
-    ) -> Result<u64> {
-        let now = self.clock.now();
-        self.history()?.forget(since, until, apps, kinds, now).await
-    }
-
-    /// One change as subscriber `app` may see it, or `None` when it must
-    /// not be sent (looks only: subscribing was the access). Only what
-    /// `app` may see on a lasting grant, or on a one-time grant in `held`
-    /// (see [`Core::withdrawn`]).
-    pub(crate) fn change_for_held(
-        &self,
-        app: &AppId,
-        held: &[Category],
-        c: &Arc<Change>,
-    ) -> super::watch::Seen {
-        self.rendered
-            .view(c, &|cat: &Category| self.streams(app, cat, held))
     }
 
     /// Every source's health with its errors as they are (a policy.toml
@@ -527,7 +498,7 @@ impl Core {
 
     /// An access to each of `bases` in turn as `mode` says, then which of
     /// `details` `who` may also see (never asked for: a read shows less
-    /// rather than prompting for a detail; see [`Core::shown`]). The
+    /// rather than prompting for a detail; see [`Reads::shown`]). The
     /// bases count in.
     async fn access_with_details(
         &self,
@@ -561,10 +532,10 @@ impl Core {
         self.subscribe_access(who, categories, mode).await.map(drop)
     }
 
-    /// [`Core::authorize`] for a subscription: also the categories whose
+    /// [`Reads::authorize`] for a subscription: also the categories whose
     /// one-time grant this access used up. The subscription holds them for
     /// its life ("allow once" answers one call or one subscription); pass
-    /// them to [`Core::change_for_held`] and [`Core::withdrawn`].
+    /// them to [`Reads::change_for_held`] and [`Reads::withdrawn`].
     pub(crate) async fn subscribe_access(
         &self,
         who: &Subject,
@@ -607,9 +578,6 @@ impl Core {
             app: app.clone(),
             category: ask[0].clone(),
         };
-        let Some(owned) = self.arc() else {
-            return Err(pending());
-        };
         let (reason, call) = match &mode {
             Mode::Ask { reason, call, .. } => (reason.as_str(), call.clone()),
             _ => ("", None),
@@ -619,12 +587,12 @@ impl Core {
             progress, cancel, ..
         } = mode
         else {
-            prompts::start(&owned, prompt)?;
+            prompts::start(&self.ask, prompt)?;
             return Err(pending());
         };
         // While this waits; dropped on every return, which withdraws the
         // prompt when nobody else waits for it.
-        let waiting = prompts::start_waiting(&owned, prompt)?;
+        let waiting = prompts::start_waiting(&self.ask, prompt)?;
         let names: Vec<String> = ask.iter().map(ToString::to_string).collect();
         let message = format!("waiting for the user to allow {}", names.join(", "));
         let report = |step: f64| {
@@ -748,6 +716,7 @@ pub(crate) fn state_view<T>(value: Option<T>) -> StateView<T> {
 mod tests {
     use super::*;
     use crate::core::Channel;
+    use crate::model::AppId;
 
     #[test]
     fn only_our_contextctl_outside_a_sandbox_reads_the_sources_as_they_are() {

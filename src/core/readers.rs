@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::Core;
+use super::gate::Gate;
 use super::notice::{Notices, Part};
 use super::subject::Channel;
 use crate::model::{AppId, Category, IdentitySource};
@@ -202,21 +202,12 @@ pub(crate) struct ReaderView {
     pub(crate) categories: super::view::Names,
 }
 
-impl Core {
-    /// Forget everything about `app` (its decisions, its entry, its audit)
-    /// and end what it has open: for every control surface alike.
-    pub(crate) async fn forget_app(&self, app: &AppId) -> super::Result<u64> {
-        let removed = self.gate.forget_app(app).await?;
-        self.readers.end_app(app);
-        Ok(removed)
-    }
-
+impl Readers {
     /// Every live reader, oldest first, with the app's desktop name and
     /// icon when the broker knows them.
-    pub(crate) fn readers(&self) -> Vec<ReaderView> {
-        let apps = self.gate.apps();
-        self.readers
-            .list()
+    pub(crate) fn views(&self, gate: &Gate) -> Vec<ReaderView> {
+        let apps = gate.apps();
+        self.list()
             .into_iter()
             .map(|(id, info, since)| {
                 let app = apps.iter().find(|a| a.app_id == info.app);

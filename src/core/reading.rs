@@ -10,9 +10,9 @@
 //! written at most every [`GRANULE_MS`] (the cache line stays shared
 //! while an app reads in a loop). Only a read after a quiet spell wakes
 //! the core's task ([`run`]), which recomputes the set, publishes it when
-//! it changed ([`Core::follow_reading`]: a `watch`, so publishers wait on
-//! it and never poll), and sleeps until the next read falls out of the
-//! window.
+//! it changed ([`super::indicators::Indicators::follow_reading`]: a
+//! `watch`, so publishers wait on it and never poll), and sleeps until
+//! the next read falls out of the window.
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -20,16 +20,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, watch};
-use tokio_util::sync::CancellationToken;
-
-use super::Core;
-use super::notice::Part;
 use crate::model::AppId;
+use tokio::sync::{Notify, watch};
 
 /// How much a recorded last read may lag the real one (ms): a slot is
 /// written only when its time moved by this much.
-const GRANULE_MS: u64 = 100;
+pub(super) const GRANULE_MS: u64 = 100;
 
 /// The last read of one app: milliseconds since [`MarksInner::base`],
 /// plus one (0: never).
@@ -81,6 +77,16 @@ fn ms(d: Duration) -> u64 {
 }
 
 impl Marks {
+    /// How long a read counts as recent (`[ui] recent_read_s`).
+    pub(super) fn set_window(&self, window: Duration) {
+        self.0.window_ms.store(ms(window), Ordering::Relaxed);
+    }
+
+    /// Until a read after a quiet spell wakes the indicators' task.
+    pub(super) async fn woken(&self) {
+        self.0.wake.notified().await;
+    }
+
     fn now(&self) -> u64 {
         ms(self.0.base.elapsed()) + 1
     }
@@ -132,7 +138,7 @@ impl Marks {
 
     /// The apps that read within the window, and when the first of them
     /// falls out of it (from now).
-    fn recent(&self) -> (BTreeSet<AppId>, Option<Duration>) {
+    pub(super) fn recent(&self) -> (BTreeSet<AppId>, Option<Duration>) {
         let now = self.now();
         let window = self.window();
         let mut apps = BTreeSet::new();
@@ -200,138 +206,13 @@ pub(crate) struct ReadingView {
 /// The watch every indicator follows.
 #[derive(Debug)]
 pub(crate) struct Feed {
-    tx: watch::Sender<Reading>,
+    pub(super) tx: watch::Sender<Reading>,
 }
 
 impl Default for Feed {
     fn default() -> Self {
         Feed {
             tx: watch::channel(Reading::default()).0,
-        }
-    }
-}
-
-impl Core {
-    /// Who reads now; changes when the set of apps reading or the live
-    /// readers change (never more often: readers alone do not move it).
-    pub(crate) fn follow_reading(&self) -> watch::Receiver<Reading> {
-        self.reading.tx.subscribe()
-    }
-
-    /// Moves when what apps may see changes (a pause included), for an
-    /// indicator that shows whether sharing is paused.
-    pub(crate) fn follow_gate(&self) -> watch::Receiver<u64> {
-        self.gate.watch_generation()
-    }
-
-    /// Everything reading now, for a menu: each live reader, then each
-    /// app that only read in the window; by label.
-    pub(crate) fn reading_now(&self) -> Vec<ReadingView> {
-        let live = self.readers();
-        let (recent, _) = self.gate.reads.recent();
-        let apps = self.gate.apps();
-        let mut out: Vec<ReadingView> = live
-            .iter()
-            .map(|r| {
-                let label = r
-                    .client
-                    .clone()
-                    .or_else(|| r.name.clone())
-                    .unwrap_or_else(|| r.app_id.clone());
-                ReadingView {
-                    id: r.id,
-                    app_id: r.app_id.clone(),
-                    name: r.name.clone(),
-                    icon: r.icon.clone(),
-                    client: r.client.clone(),
-                    transport: r.transport,
-                    label,
-                }
-            })
-            .collect();
-        for app in recent {
-            if live.iter().any(|r| r.app_id == app.as_str()) {
-                continue;
-            }
-            let info = apps.iter().find(|a| a.app_id == app);
-            let name = info.and_then(|a| a.display_name.clone());
-            out.push(ReadingView {
-                id: 0,
-                app_id: app.to_string(),
-                label: name.clone().unwrap_or_else(|| app.to_string()),
-                name,
-                icon: info.and_then(|a| a.icon.clone()),
-                client: None,
-                transport: "read",
-            });
-        }
-        out.sort_by(|a, b| (&a.label, a.id).cmp(&(&b.label, b.id)));
-        out
-    }
-
-    /// The set now.
-    fn reading_set(&self) -> (Reading, Option<Duration>) {
-        let (mut apps, next) = self.gate.reads.recent();
-        let mut live = Vec::new();
-        for r in self.readers() {
-            live.push(r.id);
-            if let Ok(app) = AppId::new(r.app_id) {
-                apps.insert(app);
-            }
-        }
-        live.sort_unstable();
-        (Reading { apps, live }, next)
-    }
-
-    /// Keep [`Core::follow_reading`] up to date until `cancel`: reads
-    /// within `window` count. Spawned once by the daemon.
-    pub(crate) async fn run_reading(self: Arc<Self>, window: Duration, cancel: CancellationToken) {
-        self.gate
-            .reads
-            .0
-            .window_ms
-            .store(ms(window), Ordering::Relaxed);
-        let mut notices = self.gate.notices.subscribe();
-        let mut seen_readers = notices.borrow_and_update()[Part::Readers as usize];
-        loop {
-            let (now, next) = self.reading_set();
-            self.reading.tx.send_if_modified(|r| {
-                if *r == now {
-                    return false;
-                }
-                tracing::debug!(
-                    apps = now.apps.len(),
-                    live = now.live.len(),
-                    "who reads changed"
-                );
-                *r = now;
-                true
-            });
-            // Past the window's end plus a granule, so that the read is
-            // out of it when we look again.
-            let sleep = next.map(|n| n + Duration::from_millis(GRANULE_MS));
-            loop {
-                tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    () = self.gate.reads.0.wake.notified() => break,
-                    () = async {
-                        match sleep {
-                            Some(d) => tokio::time::sleep(d).await,
-                            None => std::future::pending().await,
-                        }
-                    } => break,
-                    r = notices.changed() => {
-                        if r.is_err() {
-                            return;
-                        }
-                        let n = notices.borrow_and_update()[Part::Readers as usize];
-                        if n != seen_readers {
-                            seen_readers = n;
-                            break;
-                        }
-                    }
-                }
-            }
         }
     }
 }

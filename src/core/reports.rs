@@ -13,7 +13,7 @@
 //!   (`org.gnome.Shell`, `org.kde.KWin`), which the real shell holds for
 //!   as long as it runs, as the bus says (the publisher follows
 //!   `NameOwnerChanged` and asks `GetNameOwner`, and tells
-//!   [`Core::shell_name_owner`]). So there is one reporter per shell at a
+//!   [`Reports::shell_name_owner`]). So there is one reporter per shell at a
 //!   time: another connection, even of the same executable, is refused
 //!   while the shell runs, and when the name changes hands what the old
 //!   owner reported goes.
@@ -26,10 +26,10 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
-use super::Core;
 use super::error::{Error, Result};
 use super::subject::Subject;
 use crate::model::{AppId, IdentitySource, WindowAttribution, WindowStates};
@@ -226,8 +226,16 @@ impl Reporters {
     }
 }
 
-impl Core {
-    /// Turn window reports on, with who may send them.
+/// The window reports' handle: the desktop shell's reports of its
+/// windows (`org.contextd.WindowReports1`). It holds who may report,
+/// set once by the daemon when it starts the shell's source.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Reports {
+    reporters: Arc<std::sync::OnceLock<Reporters>>,
+}
+
+impl Reports {
+    /// Who may report windows (the desktop shell), set by the daemon.
     pub(crate) fn set_window_reports(&self, reporters: Reporters) {
         let _ = self.reporters.set(reporters);
     }
@@ -240,7 +248,7 @@ impl Core {
 
     /// The source `who` reports as by its executable, or `NotAReporter`
     /// (whether its connection owns the shell's name is checked by
-    /// [`Core::window_report`]).
+    /// [`Reports::window_report`]).
     pub(crate) fn window_reporter(&self, who: &Subject) -> Result<&'static str> {
         self.reporters()?.source_of(who)
     }

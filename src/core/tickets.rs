@@ -11,17 +11,16 @@
 //! of the broker does not hold a usable link either.
 
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use base64::Engine;
 use ring::digest;
 use ring::rand::{SecureRandom, SystemRandom};
 
-use super::Core;
 use super::error::{Error, Result};
 
-/// How long an unused ticket is good for.
-pub(crate) const TICKET_TTL: Duration = Duration::from_secs(120);
+/// How long an unused ticket is good for (the client cleans up by it too).
+pub(crate) use crate::model::admin::TICKET_TTL;
 /// Tickets outstanding at most; the oldest goes first.
 const MAX_TICKETS: usize = 16;
 
@@ -52,7 +51,7 @@ impl Tickets {
         let _ = self.base.set(base);
     }
 
-    fn issue(&self) -> Result<String> {
+    pub(crate) fn issue(&self) -> Result<String> {
         let base = self.base.get().ok_or_else(|| {
             Error::Unavailable(
                 "the dashboard is off ([dashboard] enabled = false in config.toml)".into(),
@@ -82,13 +81,6 @@ impl Tickets {
             }
             None => false,
         }
-    }
-}
-
-impl Core {
-    /// A dashboard URL with a fresh one-time ticket.
-    pub(crate) fn dashboard_url(&self) -> Result<String> {
-        self.tickets.issue()
     }
 }
 

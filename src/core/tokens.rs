@@ -94,7 +94,7 @@ impl Bearer {
 }
 
 /// What a token's end forgets: the decisions made for its consent subject
-/// (`core::Core::forget_decisions`). A trait so that this module does not
+/// (`core::manage::Manage`'s). A trait so that this module does not
 /// need the whole core (and its tests none).
 pub(crate) trait Forget: Send + Sync + std::fmt::Debug {
     /// Forget them; how many were stored. In force at once (a write that
@@ -109,23 +109,7 @@ pub(crate) trait Forget: Send + Sync + std::fmt::Debug {
 
 /// How long a revocation waits for its token's questions to leave the
 /// screen (a prompter that does not answer `CloseNotification`).
-const WITHDRAW_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-impl Forget for super::Core {
-    fn forget_decisions<'a>(&'a self, app: &'a AppId) -> BoxFut<'a, usize> {
-        Box::pin(self.gate().forget_decisions(app))
-    }
-
-    fn withdraw_questions<'a>(&'a self, app: &'a AppId) -> BoxFut<'a, ()> {
-        Box::pin(async move {
-            let gone = self.prompts.withdraw_of(app);
-            let all = futures_util::future::join_all(gone.into_iter().map(super::prompts::wait));
-            if tokio::time::timeout(WITHDRAW_WAIT, all).await.is_err() {
-                tracing::warn!(app = %app, "a revoked token's question did not leave the screen in time");
-            }
-        })
-    }
-}
+pub(crate) const WITHDRAW_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The store as the daemon uses it: creating and revoking also keep the
 /// grants with the token.

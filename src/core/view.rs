@@ -579,7 +579,7 @@ const SOURCES_QUOTING_FILES: [&str; 2] = ["policy", "recent"];
 
 impl SourceView {
     /// A source's health with its error as it is, for the user's own
-    /// tools ([`crate::core::Core::owner_sources`]).
+    /// tools ([`crate::core::read::Reads::owner_sources`]).
     pub(crate) fn new(s: &SourceStatus) -> Self {
         SourceView {
             name: s.name.clone(),

@@ -1,6 +1,6 @@
 //! The one change feed every publisher formats: a D-Bus subscription's
 //! signals, an MCP session's notifications, the dashboard's server-sent
-//! events. [`Core::watch`] gives a reader a [`Watch`]; its
+//! events. [`Watches::watch`] gives a reader a [`Watch`]; its
 //! [`Watch::next`] yields what that reader may learn, already decided:
 //! changes rendered for what it may see, that it fell behind (told, never
 //! skipped in silence), that decisions or the pause changed, that it lost
@@ -15,10 +15,11 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::Core;
+use super::clock::Clock;
+use super::gate::Gate;
 use super::notice::{Listener, Part};
-use super::readers::{ReaderInfo, Registration};
-use super::state::Change;
+use super::readers::{ReaderInfo, Readers, Registration};
+use super::state::{Change, State};
 use super::view::{self, ChangeView};
 use crate::model::{AppId, Category};
 
@@ -93,10 +94,10 @@ impl Item {
     }
 }
 
-/// One reader's feed; see [`Core::watch`].
+/// One reader's feed; see [`Watches::watch`].
 #[derive(Debug)]
 pub(crate) struct Watch {
-    core: Arc<Core>,
+    watches: Watches,
     who: Watcher,
     follow: Follow,
     rx: broadcast::Receiver<Arc<Change>>,
@@ -144,14 +145,47 @@ const READY_RUN: u8 = 16;
 /// per burst.
 const LAG_QUIET: std::time::Duration = std::time::Duration::from_secs(1);
 
-impl Core {
+/// The watches' handle: gives a reader its feed of changes
+/// ([`Watches::watch`]). It holds what a feed follows: the state's
+/// changes, the gate (consent, the pause, the notices of the user's
+/// controls), the readers listed in `Consent1.ListReaders`, the clock,
+/// the views shared between readers ([`Rendered`]) and the publishers'
+/// level of the shutdown tree (a feed ends when it stops).
+#[derive(Debug, Clone)]
+pub(crate) struct Watches {
+    state: Arc<State>,
+    gate: Arc<Gate>,
+    readers: Readers,
+    clock: Arc<dyn Clock>,
+    tasks: crate::shutdown::Level,
+    rendered: Arc<Rendered>,
+}
+
+impl Watches {
+    pub(crate) fn new(
+        state: Arc<State>,
+        gate: Arc<Gate>,
+        readers: Readers,
+        clock: Arc<dyn Clock>,
+        tasks: crate::shutdown::Level,
+    ) -> Self {
+        Watches {
+            state,
+            gate,
+            readers,
+            clock,
+            tasks,
+            rendered: Arc::default(),
+        }
+    }
+
     /// A feed of what `who` may learn of changes in `follow`, from now
     /// until it is dropped, the user ends it, it loses consent, or the
     /// core stops.
-    pub(crate) fn watch(self: &Arc<Self>, who: Watcher, follow: Follow) -> Watch {
+    pub(crate) fn watch(&self, who: Watcher, follow: Follow) -> Watch {
         let control = matches!(who, Watcher::Owner).then(|| Listener::new(&self.gate.notices));
         Watch {
-            core: self.clone(),
+            watches: self.clone(),
             who,
             follow,
             rx: self.state.subscribe(),
@@ -168,6 +202,40 @@ impl Core {
             interest: None,
         }
     }
+
+    /// The first of `categories` that `app` may no longer see (a live
+    /// subscription ends then), if any. `held` are the one-time grants the
+    /// subscription used up when it was made
+    /// ([`super::read::Reads::subscribe_access`]): they last as long as it
+    /// does, until a pause or a deny.
+    fn withdrawn(
+        &self,
+        app: &AppId,
+        categories: &[Category],
+        held: &[Category],
+    ) -> Option<Category> {
+        categories
+            .iter()
+            .find(|c| !self.streams(app, c, held))
+            .cloned()
+    }
+
+    /// Whether a stream of changes (a subscription, a host's listen) may
+    /// carry `c` to `app`: on a lasting grant, or on a one-time grant the
+    /// subscription itself used up. A signal is a look: it never uses a
+    /// one-time grant, so one not used yet does not count.
+    fn streams(&self, app: &AppId, c: &Category, held: &[Category]) -> bool {
+        self.gate.allows_lasting(app, c) || (held.contains(c) && self.gate.holds(app, c))
+    }
+
+    /// One change as subscriber `app` may see it, or `None` when it must
+    /// not be sent (looks only: subscribing was the access). Only what
+    /// `app` may see on a lasting grant, or on a one-time grant in `held`
+    /// (see [`Watches::withdrawn`]).
+    fn change_for_held(&self, app: &AppId, held: &[Category], c: &Arc<Change>) -> Seen {
+        self.rendered
+            .view(c, &|cat: &Category| self.streams(app, cat, held))
+    }
 }
 
 impl Watch {
@@ -175,8 +243,8 @@ impl Watch {
     /// the user ending it cancels `end` and the watch yields
     /// [`Item::EndedByUser`].
     pub(crate) fn register(mut self, info: ReaderInfo, end: CancellationToken) -> Watch {
-        let now = self.core.clock.now();
-        self.reader = Some(Arc::new(self.core.readers.start(info, now, end)));
+        let now = self.watches.clock.now();
+        self.reader = Some(Arc::new(self.watches.readers.start(info, now, end)));
         self
     }
 
@@ -320,7 +388,7 @@ impl Watch {
     }
 
     fn gate_changed(&mut self) {
-        let paused = self.core.gate.paused();
+        let paused = self.watches.gate.paused();
         if paused != self.paused {
             self.paused = paused;
             self.queue
@@ -329,7 +397,7 @@ impl Watch {
             self.queue.push_back(Item::GateChanged);
         }
         if let (Watcher::App { app, held }, Follow::Only(categories)) = (&self.who, &self.follow)
-            && let Some(category) = self.core.withdrawn(app, categories, held)
+            && let Some(category) = self.watches.withdrawn(app, categories, held)
         {
             self.queue.push_back(Item::Revoked { category });
         }
@@ -357,8 +425,8 @@ impl Watch {
             return;
         }
         let seen = match &self.who {
-            Watcher::App { app, held } => self.core.change_for_held(app, held, &change),
-            Watcher::Owner => self.core.rendered.view(&change, &|_: &Category| true),
+            Watcher::App { app, held } => self.watches.change_for_held(app, held, &change),
+            Watcher::Owner => self.watches.rendered.view(&change, &|_: &Category| true),
         };
         if let Some((category, view)) = seen {
             self.queue.push_back(Item::Changed {
@@ -444,7 +512,7 @@ impl Rendered {
     }
 }
 
-impl Core {
+impl Watches {
     /// The id of the focused window, for a publisher naming what a change
     /// it was given touches (MCP's `context://window/active`); never put
     /// on a wire by itself.

@@ -60,8 +60,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::DashboardConfig;
 use crate::core::consent::{Answer, Origin as DecisionOrigin, Verdict};
+use crate::core::manage::Manage;
 use crate::core::notice;
-use crate::core::{Core, Follow, Item, Watcher};
+use crate::core::prompts::Ask;
+use crate::core::watch::Watches;
+use crate::core::{Follow, Item, Watcher};
 use crate::model::{AppId, Category};
 use crate::shutdown::Level;
 
@@ -101,12 +104,21 @@ pub(crate) fn check(cfg: &DashboardConfig) -> Result<(), DashboardError> {
     Ok(())
 }
 
+/// The core's handles the dashboard uses: the user's controls, the
+/// questions waiting for the user, and the owner's change feed.
+#[derive(Debug)]
+pub(crate) struct Handles {
+    pub(crate) manage: Manage,
+    pub(crate) ask: Ask,
+    pub(crate) watches: Watches,
+}
+
 /// Bind, serve until the level stops, and tell the core where (for the
 /// tickets' URL). Nothing when `[dashboard] enabled = false`.
 pub(crate) async fn serve(
     cfg: &DashboardConfig,
     privacy_file: std::path::PathBuf,
-    core: Arc<Core>,
+    core: Arc<Handles>,
     level: &Level,
 ) -> Result<(), DashboardError> {
     if !cfg.enabled {
@@ -125,7 +137,7 @@ pub(crate) async fn serve(
             addr: cfg.listen,
             error,
         })?;
-    core.set_dashboard_base(format!("http://{addr}"));
+    core.manage.set_dashboard_base(format!("http://{addr}"));
     tracing::info!(%addr, "dashboard ready (contextctl dashboard)");
     let dash = Arc::new(Dash {
         core,
@@ -174,7 +186,7 @@ const SESSION_PREFIX: &str = "/s/";
 
 #[derive(Debug)]
 struct Dash {
-    core: Arc<Core>,
+    core: Arc<Handles>,
     /// Where the user's never-share rules are kept (`privacy.toml`, as
     /// `contextctl privacy` keeps them; the daemon watches it).
     privacy_file: std::path::PathBuf,
@@ -417,7 +429,7 @@ fn decode(s: &[u8]) -> String {
 
 async fn open(State(dash): State<Arc<Dash>>, Query(q): Query<HashMap<String, String>>) -> Response {
     let ticket = q.get("ticket").map(String::as_str).unwrap_or_default();
-    if !dash.core.redeem_ticket(ticket) {
+    if !dash.core.manage.redeem_ticket(ticket) {
         return refuse(
             StatusCode::FORBIDDEN,
             "This link was used already or has expired. Run `contextctl dashboard` again for a new one.",
@@ -546,11 +558,11 @@ async fn events(State(dash): State<Arc<Dash>>) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(16);
     let cancel = dash.cancel.child_token();
     let core = dash.core.clone();
-    let mut feed = core.watch(Watcher::Owner, Follow::All);
+    let mut feed = core.watches.watch(Watcher::Owner, Follow::All);
     dash.tasks.spawn(async move {
         // While a page listens, the dashboard answers prompts that have
         // no other UI.
-        let _surface = core.prompt_surface();
+        let _surface = core.ask.prompt_surface();
         loop {
             let item = tokio::select! {
                 _ = tx.closed() => break,
@@ -628,7 +640,7 @@ fn form_of(req: &Request) -> Form {
 }
 
 /// How long a decision lasts: `""` forever, else `1h`, `1d`, `7d`, `30d`.
-fn expiry(core: &Core, s: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>, String> {
+fn expiry(core: &Handles, s: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>, String> {
     let d = match s {
         "" | "forever" => return Ok(None),
         "1h" => chrono::Duration::hours(1),
@@ -637,7 +649,7 @@ fn expiry(core: &Core, s: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>,
         "30d" => chrono::Duration::days(30),
         other => return Err(format!("'{other}' is not a duration the dashboard offers")),
     };
-    Ok(Some(core.now() + d))
+    Ok(Some(core.manage.now() + d))
 }
 
 /// Decide for one app and category, a row (an app, every category) or a
@@ -679,10 +691,11 @@ async fn decide(State(dash): State<Arc<Dash>>, req: Request) -> Response {
         for c in &categories {
             let r = match verdict {
                 Some(v) => {
-                    core.record_decision(app, c, v, expires, DecisionOrigin::Manage)
+                    core.manage
+                        .record_decision(app, c, v, expires, DecisionOrigin::Manage)
                         .await
                 }
-                None => core.revoke(app, c).await.map(|_| ()),
+                None => core.manage.revoke(app, c).await.map(|_| ()),
             };
             if let Err(e) = r {
                 return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
@@ -701,7 +714,7 @@ async fn decide(State(dash): State<Arc<Dash>>, req: Request) -> Response {
 async fn pause(State(dash): State<Arc<Dash>>, req: Request) -> Response {
     let form = form_of(&req);
     let paused = form.get("paused") == "true";
-    if dash.core.set_paused(paused) {
+    if dash.core.manage.set_paused(paused) {
         tracing::info!(paused, "sharing paused from the dashboard");
     }
     done(&req, &form)
@@ -745,7 +758,8 @@ async fn privacy(State(dash): State<Arc<Dash>>, req: Request) -> Response {
     }
     if form.get("action") == "add" {
         dash.core
-            .set_privacy(dash.core.privacy_rules().merged(&file.privacy));
+            .manage
+            .set_privacy(dash.core.manage.privacy_rules().merged(&file.privacy));
     }
     tracing::info!("never-share rules changed from the dashboard");
     done(&req, &form)
@@ -757,7 +771,7 @@ async fn forget(State(dash): State<Arc<Dash>>, req: Request) -> Response {
         Ok(a) => a,
         Err(e) => return bad(format!("app: {e}")),
     };
-    if let Err(e) = dash.core.forget_app(&app).await {
+    if let Err(e) = dash.core.manage.forget_app(&app).await {
         return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
     }
     done(&req, &form)
@@ -768,7 +782,7 @@ async fn end_reader(State(dash): State<Arc<Dash>>, req: Request) -> Response {
     let Ok(id) = form.get("id").parse::<u64>() else {
         return bad("id: not a reader's id");
     };
-    dash.core.end_reader(id);
+    dash.core.manage.end_reader(id);
     done(&req, &form)
 }
 
@@ -783,7 +797,7 @@ async fn answer(State(dash): State<Arc<Dash>>, req: Request) -> Response {
         Ok(None) => return bad("answer with once, always, duration or deny"),
         Err(e) => return bad(e),
     };
-    dash.core.answer_prompt(id, a);
+    dash.core.ask.answer_prompt(id, a);
     done(&req, &form)
 }
 

@@ -9,19 +9,20 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, html};
 
-use crate::core::Core;
+use super::Handles;
 use crate::core::consent::AuditQuery;
 use crate::core::view::CaptureSessionView;
 use crate::model::{Category, MediaKind};
 
 /// The grid's columns: every fixed category, the seed kinds apps publish,
 /// and any other published kind someone decided about.
-pub(super) fn columns(core: &Core) -> Vec<Category> {
+pub(super) fn columns(core: &Handles) -> Vec<Category> {
     let mut v: Vec<Category> = Category::fixed().to_vec();
     let extra = crate::core::vocabulary::seed_kinds()
         .map(str::to_owned)
         .chain(
-            core.grants()
+            core.manage
+                .grants()
                 .into_iter()
                 .filter_map(|g| g.category.strip_prefix("provided.").map(str::to_owned)),
         );
@@ -38,9 +39,9 @@ pub(super) fn columns(core: &Core) -> Vec<Category> {
 /// The grid's rows: every app that asked, and the apps decided about
 /// before they ever asked (from a panel, the CLI, this grid);
 /// policy.toml's are shown where they asked.
-pub(super) fn rows(core: &Core) -> Vec<crate::core::manage::AppView> {
-    let mut apps = core.apps();
-    for g in core.grants() {
+pub(super) fn rows(core: &Handles) -> Vec<crate::core::manage::AppView> {
+    let mut apps = core.manage.apps();
+    for g in core.manage.grants() {
         if g.origin != "policy" && !apps.iter().any(|a| a.app_id == g.app_id) {
             apps.push(crate::core::manage::AppView {
                 app_id: g.app_id.clone(),
@@ -59,13 +60,13 @@ pub(super) fn rows(core: &Core) -> Vec<crate::core::manage::AppView> {
 /// are relative, so no page needs to know its capability and none names
 /// a path another session (or port) could use. `here` is the page's name
 /// (`/`, `/now`, `/timeline`), as forms send it back in `back`.
-fn layout(title: &str, here: &str, csrf: &str, core: &Core, body: Markup) -> Markup {
-    let paused = core.paused();
+fn layout(title: &str, here: &str, csrf: &str, core: &Handles, body: Markup) -> Markup {
+    let paused = core.manage.paused();
     // What the user must know on every page: a broker running degraded
     // (store::recovery) and revocations the disk has not taken yet
     // (core::pending), as `contextctl status` says them.
-    let recovery = core.recovery();
-    let waiting = core.waiting_revocations();
+    let recovery = core.manage.recovery();
+    let waiting = core.manage.waiting_revocations();
     let nav = [
         ("/", "./", "Apps"),
         ("/now", "now", "Now"),
@@ -176,12 +177,12 @@ fn select(name: &str, label: &str, options: &[(&str, &str)], chosen: &str) -> Ma
 
 /// Apps × categories: every app that asked, every category, the user's
 /// decision in each cell; a row or a column at once; forget an app.
-pub(super) fn apps(core: &Core, csrf: &str) -> Markup {
+pub(super) fn apps(core: &Handles, csrf: &str) -> Markup {
     let cols = columns(core);
     let apps = rows(core);
     // (app, category) → (decision, origin, expires)
     let mut cells: BTreeMap<(String, String), (String, String, Option<String>)> = BTreeMap::new();
-    for g in core.grants() {
+    for g in core.manage.grants() {
         cells.insert(
             (g.app_id.clone(), g.category.clone()),
             (
@@ -287,8 +288,8 @@ pub(super) fn apps(core: &Core, csrf: &str) -> Markup {
 /// The user's never-share rules, with a form to add one and a button to
 /// remove each (`core::privacy`; kept in privacy.toml, as `contextctl
 /// privacy` keeps them).
-fn never_shared(core: &Core, csrf: &str) -> Markup {
-    let rules = core.privacy_rules();
+fn never_shared(core: &Handles, csrf: &str) -> Markup {
+    let rules = core.manage.privacy_rules();
     let rows: Vec<(&str, &String)> = rules
         .apps
         .iter()
@@ -352,10 +353,10 @@ fn kind_name(k: MediaKind) -> &'static str {
 
 /// Who reads now, the prompts waiting (answered here), and what plays
 /// and records now.
-pub(super) fn now(core: &Core, csrf: &str) -> Markup {
-    let readers = core.readers();
-    let pending = core.pending_prompts();
-    let media = core.owner_media();
+pub(super) fn now(core: &Handles, csrf: &str) -> Markup {
+    let readers = core.manage.readers();
+    let pending = core.ask.pending_prompts();
+    let media = core.manage.owner_media();
     let capture = media.capture.unwrap_or_default();
     let playback = media.playback.unwrap_or_default();
     let body = html! {
@@ -513,9 +514,10 @@ fn seconds(s: Option<f64>) -> String {
 }
 
 /// The access log, capture use over 24 hours and 7 days, time per app.
-pub(super) async fn timeline(core: &Core, csrf: &str) -> Markup {
-    let now = core.now();
+pub(super) async fn timeline(core: &Handles, csrf: &str) -> Markup {
+    let now = core.manage.now();
     let audit = core
+        .manage
         .audit(AuditQuery {
             since: None,
             until: None,
@@ -526,11 +528,13 @@ pub(super) async fn timeline(core: &Core, csrf: &str) -> Markup {
     let day = now - chrono::Duration::hours(24);
     let week = now - chrono::Duration::days(7);
     let week_sessions = core
+        .manage
         .owner_captures(week)
         .await
         .map(|c| c.sessions)
         .unwrap_or_default();
     let summary = core
+        .manage
         .owner_summary(day, now + chrono::Duration::seconds(1))
         .await;
     let body = html! {

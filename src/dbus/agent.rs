@@ -14,7 +14,7 @@ use zbus::wire::{OwnedObjectPath, OwnedVariant, Variant};
 use crate::core::agents::TrustedAgent;
 use crate::core::consent::{Answer, BoxFut};
 use crate::core::display;
-use crate::core::prompts::{PromptError, PromptRequest, Prompter};
+use crate::core::prompts::{Ask, PromptError, PromptRequest, Prompter};
 
 pub(crate) const AGENT_INTERFACE: &str = "org.contextd.ConsentAgent1";
 
@@ -93,8 +93,8 @@ pub(crate) async fn name_owner(conn: &Connection, name: &str) -> Option<String> 
 }
 
 /// Tell the core which agent asks now (for `ListSources`).
-pub(crate) fn announce(core: &crate::core::Core, agents: &Agents) {
-    core.prompts_asked_by(agents.current().map(|a| a.trusted).as_ref());
+pub(crate) fn announce(ask: &Ask, agents: &Agents) {
+    ask.prompts_asked_by(agents.current().map(|a| a.trusted).as_ref());
 }
 
 /// The D-Bus prompter.

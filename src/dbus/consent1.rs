@@ -1,10 +1,10 @@
 //! `org.contextd.Consent1`: the user manages what apps may see.
 //! Documented in `dbus-interfaces/org.contextd.Consent1.xml`. Every call
-//! is refused to sandboxed apps by the core (`Core::may_manage`) and then
+//! is refused to sandboxed apps by the core (`Manage::may_manage`) and then
 //! authorised with polkit (`org.contextd.manage-consent`), the dialog
 //! naming the change and the caller; but `RegisterAgent`, which the
 //! core's agent trust decides (`core::agents`). `AnswerPending` is also
-//! refused to the app whose question it is (`Core::may_answer`).
+//! refused to the app whose question it is (`Manage::may_answer`).
 
 use std::sync::Arc;
 
@@ -62,14 +62,14 @@ impl Consent1 {
     #[zbus(out_args("apps"))]
     async fn list_apps(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         self.shared.authorize_manage(&hdr).await?;
-        Ok(wire::dicts(&self.shared.core.apps())?)
+        Ok(wire::dicts(&self.shared.core.manage.apps())?)
     }
 
     /// Every live decision: the user's, and policy.toml's (origin `policy`).
     #[zbus(out_args("grants"))]
     async fn list_grants(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         self.shared.authorize_manage(&hdr).await?;
-        Ok(wire::dicts(&self.shared.core.grants())?)
+        Ok(wire::dicts(&self.shared.core.manage.grants())?)
     }
 
     /// Decide for `app` and `category`: `allow`, `deny` or `ask`, until
@@ -87,7 +87,7 @@ impl Consent1 {
         let verdict: Verdict = decision.parse()?;
         let expires = time_arg("expires", expires)?;
         if let Some(e) = expires
-            && e <= self.shared.core.now()
+            && e <= self.shared.core.manage.now()
         {
             return Err(Error::InvalidArgs("expires is in the past".into()));
         }
@@ -104,6 +104,7 @@ impl Consent1 {
             .await?;
         self.shared
             .core
+            .manage
             .record_decision(&app, &category, verdict, expires, Origin::Manage)
             .await?;
         tracing::info!(by = %who.app_id, %app, %category, decision = verdict.as_str(), "decision set");
@@ -131,7 +132,7 @@ impl Consent1 {
                 ),
             )
             .await?;
-        Ok(self.shared.core.revoke(&app, &category).await?)
+        Ok(self.shared.core.manage.revoke(&app, &category).await?)
     }
 
     /// Forget everything about `app`: decisions, its entry, its audit;
@@ -149,7 +150,7 @@ impl Consent1 {
                 },
             )
             .await?;
-        Ok(self.shared.core.forget_app(&app).await?)
+        Ok(self.shared.core.manage.forget_app(&app).await?)
     }
 
     /// Who publishes what now (kinds and since when, never the data), and
@@ -157,7 +158,7 @@ impl Consent1 {
     #[zbus(out_args("providers"))]
     async fn list_providers(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         self.shared.authorize_manage(&hdr).await?;
-        Ok(wire::dicts(&self.shared.core.providers())?)
+        Ok(wire::dicts(&self.shared.core.provide.providers())?)
     }
 
     /// Let `app` publish context (org.contextd.Provider1), or refuse its
@@ -186,7 +187,12 @@ impl Consent1 {
                 },
             )
             .await?;
-        Ok(self.shared.core.set_publishing(&app, allowed).await?)
+        Ok(self
+            .shared
+            .core
+            .provide
+            .set_publishing(&app, allowed)
+            .await?)
     }
 
     /// The audit log, newest first.
@@ -210,7 +216,7 @@ impl Consent1 {
             limit,
         };
         self.shared.authorize_manage(&hdr).await?;
-        Ok(wire::dicts(&self.shared.core.audit(q).await?)?)
+        Ok(wire::dicts(&self.shared.core.manage.audit(q).await?)?)
     }
 
     /// Become the UI that answers prompts: the broker calls
@@ -233,24 +239,23 @@ impl Consent1 {
         let owns_shell_name = super::agent::name_owner(&self.shared.conn, super::agent::SHELL_NAME)
             .await
             .is_some_and(|o| o == owner);
-        let trusted =
-            match self
-                .shared
-                .core
-                .trust_agent(&subject, who.executable.as_deref(), owns_shell_name)
-            {
-                Ok(t) => t,
-                Err(e) => {
-                    tracing::warn!(app = %who.app_id, error = %e, "consent agent refused");
-                    return Err(e.into());
-                }
-            };
+        let trusted = match self.shared.core.ask.trust_agent(
+            &subject,
+            who.executable.as_deref(),
+            owns_shell_name,
+        ) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(app = %who.app_id, error = %e, "consent agent refused");
+                return Err(e.into());
+            }
+        };
         self.shared.agents.register(Agent {
             owner,
             path: agent.into(),
             trusted,
         });
-        super::agent::announce(&self.shared.core, &self.shared.agents);
+        super::agent::announce(&self.shared.core.ask, &self.shared.agents);
         tracing::info!(app = %who.app_id, "consent agent registered");
         Ok(())
     }
@@ -265,7 +270,7 @@ impl Consent1 {
             .map(|s| s.as_str().to_owned())
             .unwrap_or_default();
         if self.shared.agents.unregister(&owner, agent.as_str()) {
-            super::agent::announce(&self.shared.core, &self.shared.agents);
+            super::agent::announce(&self.shared.core.ask, &self.shared.agents);
             Ok(())
         } else {
             Err(Error::NotFound(format!(
@@ -278,7 +283,7 @@ impl Consent1 {
     /// The global privacy switch: while set, nothing is handed out.
     async fn set_paused(&self, paused: bool, #[zbus(header)] hdr: Header<'_>) -> Result<()> {
         self.shared.authorize_manage(&hdr).await?;
-        if self.shared.core.set_paused(paused) {
+        if self.shared.core.manage.set_paused(paused) {
             // No PropertiesChanged: it is broadcast, and the switch is the
             // user's business. Panels hear it as `Changed` (`grants`).
             tracing::info!(paused, "sharing paused state changed");
@@ -292,7 +297,7 @@ impl Consent1 {
     async fn paused(&self, #[zbus(header)] hdr: Option<Header<'_>>) -> Result<bool> {
         let hdr = hdr.ok_or_else(|| Error::NotAllowed("no caller".into()))?;
         self.shared.authorize_manage(&hdr).await?;
-        Ok(self.shared.core.paused())
+        Ok(self.shared.core.manage.paused())
     }
 
     /// End the degraded state after the database could not be used: the
@@ -310,7 +315,7 @@ impl Consent1 {
                 },
             )
             .await?;
-        let ended = self.shared.core.end_recovery().await?;
+        let ended = self.shared.core.manage.end_recovery().await?;
         if ended {
             tracing::info!(by = %who.app_id, "recovery dismissed: no longer degraded");
         }
@@ -331,7 +336,7 @@ impl Consent1 {
                 },
             )
             .await?;
-        let data = self.shared.core.export(history).await?;
+        let data = self.shared.core.manage.export(history).await?;
         tracing::info!(by = %who.app_id, history, "exported");
         Ok(data)
     }
@@ -350,7 +355,7 @@ impl Consent1 {
                 },
             )
             .await?;
-        let report = self.shared.core.import(&data).await?;
+        let report = self.shared.core.manage.import(&data).await?;
         tracing::info!(by = %who.app_id, decisions = report.decisions, history = report.history, "imported");
         Ok(wire::dict(&report)?)
     }
@@ -369,7 +374,7 @@ impl Consent1 {
                 },
             )
             .await?;
-        let at = self.shared.core.rotate_key().await?;
+        let at = self.shared.core.manage.rotate_key().await?;
         tracing::info!(by = %who.app_id, "database key rotated");
         Ok(at)
     }
@@ -380,7 +385,7 @@ impl Consent1 {
     async fn recovery(&self, #[zbus(header)] hdr: Option<Header<'_>>) -> Result<String> {
         let hdr = hdr.ok_or_else(|| Error::NotAllowed("no caller".into()))?;
         self.shared.authorize_manage(&hdr).await?;
-        Ok(self.shared.core.recovery().unwrap_or_default())
+        Ok(self.shared.core.manage.recovery().unwrap_or_default())
     }
 
     /// Send the caller `Changed` (only to it) until it leaves the bus.
@@ -402,7 +407,7 @@ impl Consent1 {
     #[zbus(out_args("prompts"))]
     async fn list_pending(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         self.shared.authorize_manage(&hdr).await?;
-        Ok(wire::dicts(&self.shared.core.pending_prompts())?)
+        Ok(wire::dicts(&self.shared.core.ask.pending_prompts())?)
     }
 
     /// Answer the waiting prompt `id` (from `ListPending`).
@@ -420,7 +425,7 @@ impl Consent1 {
                 Error::InvalidArgs("answer with once, always, duration or deny".into())
             })?;
         let subject = self.shared.subject(&hdr).await?;
-        let question = self.shared.core.may_answer(&subject, id)?;
+        let question = self.shared.core.manage.may_answer(&subject, id)?;
         let who = self
             .shared
             .authorize_manage_for(
@@ -443,7 +448,7 @@ impl Consent1 {
                 },
             )
             .await?;
-        let answered = self.shared.core.answer_prompt(id, parsed);
+        let answered = self.shared.core.ask.answer_prompt(id, parsed);
         tracing::info!(by = %who.app_id, id, answer, answered, "prompt answered from a panel");
         Ok(answered)
     }
@@ -452,7 +457,7 @@ impl Consent1 {
     #[zbus(out_args("url"))]
     async fn open_dashboard(&self, #[zbus(header)] hdr: Header<'_>) -> Result<String> {
         let who = self.shared.authorize_manage(&hdr).await?;
-        let url = self.shared.core.dashboard_url()?;
+        let url = self.shared.core.manage.dashboard_url()?;
         tracing::info!(by = %who.app_id, "dashboard link issued");
         Ok(url)
     }
@@ -461,7 +466,7 @@ impl Consent1 {
     #[zbus(out_args("readers"))]
     async fn list_readers(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         self.shared.authorize_manage(&hdr).await?;
-        Ok(wire::dicts(&self.shared.core.readers())?)
+        Ok(wire::dicts(&self.shared.core.manage.readers())?)
     }
 
     /// End the reader `id` (from `ListReaders`) now: a subscription gets
@@ -469,7 +474,7 @@ impl Consent1 {
     #[zbus(out_args("ended"))]
     async fn end_reader(&self, id: u64, #[zbus(header)] hdr: Header<'_>) -> Result<bool> {
         let who = self.shared.authorize_manage(&hdr).await?;
-        let ended = self.shared.core.end_reader(id);
+        let ended = self.shared.core.manage.end_reader(id);
         if ended {
             tracing::info!(by = %who.app_id, id, "reader ended by the user");
         }
@@ -485,7 +490,7 @@ impl Consent1 {
 /// Announce what changed (`Changed`) to the panels that asked, gathered
 /// as `core::notice::Listener` gathers it.
 pub(crate) async fn watch_changes(shared: Arc<Shared>, cancel: CancellationToken) {
-    let mut listener = shared.core.control_changes();
+    let mut listener = shared.core.manage.control_changes();
     while let Some(parts) = listener.next(&cancel).await {
         let names: Vec<&str> = parts.iter().map(|p| p.as_str()).collect();
         let watchers: Vec<String> = shared

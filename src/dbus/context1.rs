@@ -479,6 +479,7 @@ impl Context1 {
         let held = self
             .shared
             .core
+            .reads
             .subscribe_access(&who, &cats, super::access(&hdr))
             .await?;
         let owner = hdr
@@ -487,7 +488,7 @@ impl Context1 {
             .ok_or_else(|| Error::Failed("message has no sender".into()))?;
         let path = subscription::create(
             conn,
-            &self.shared.core,
+            &self.shared.core.watches,
             (&self.shared.subs, &self.shared.tasks, &self.shared.work),
             &owner,
             (who.app_id.clone(), who.source),
@@ -516,6 +517,7 @@ impl Context1 {
         let requested = self
             .shared
             .core
+            .reads
             .request_access(&who, &cats, &reason)
             .await?;
         let conn = Arc::new(self.shared.conn.clone());
@@ -569,7 +571,7 @@ impl Context1 {
                 }
                 outcome = prompts::wait(asking.rx) => {
                     let asked = shared.requests.take(&owner, asking.id);
-                    let (code, msg) = match shared.core.settle(&who, &asked, &outcome) {
+                    let (code, msg) = match shared.core.reads.settle(&who, &asked, &outcome) {
                         Settled::Granted => (request::GRANTED, "allowed".to_owned()),
                         Settled::Denied(m) => (request::DENIED, m),
                         Settled::Ended(m) => (request::ENDED, m),

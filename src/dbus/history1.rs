@@ -72,7 +72,7 @@ impl History1 {
         cursor: String,
         #[zbus(header)] hdr: Header<'_>,
     ) -> Result<(Vec<Dict>, String)> {
-        let now = self.shared.core.now();
+        let now = self.shared.core.manage.now();
         let (q_since, q_until) = period_args(
             (since, until),
             DateTime::<Utc>::MIN_UTC,
@@ -108,7 +108,7 @@ impl History1 {
         until: i64,
         #[zbus(header)] hdr: Header<'_>,
     ) -> Result<Vec<Dict>> {
-        let now = self.shared.core.now();
+        let now = self.shared.core.manage.now();
         let (q_since, q_until) = period_args((since, until), now - chrono::Duration::days(1), now)?;
         let summary = read::Summary {
             since: q_since,
@@ -129,7 +129,7 @@ impl History1 {
         categories: Vec<String>,
         #[zbus(header)] hdr: Header<'_>,
     ) -> Result<u64> {
-        let now = self.shared.core.now();
+        let now = self.shared.core.manage.now();
         let (q_since, q_until) = period_args(
             (since, until),
             DateTime::<Utc>::MIN_UTC,
@@ -149,6 +149,7 @@ impl History1 {
         let n = self
             .shared
             .core
+            .manage
             .forget_history(q_since, q_until, apps, kinds)
             .await?;
         tracing::info!(rows = n, "history forgotten");
@@ -162,12 +163,17 @@ impl History1 {
     async fn recording(&self, #[zbus(header)] hdr: Option<Header<'_>>) -> Result<bool> {
         let hdr = hdr.ok_or_else(|| Error::NotAllowed("no caller".into()))?;
         let who = self.shared.subject(&hdr).await?;
-        if !self.shared.core.granted(&who.app_id, &Category::History) {
+        if !self
+            .shared
+            .core
+            .manage
+            .granted(&who.app_id, &Category::History)
+        {
             return Err(Error::NotAllowed(format!(
                 "Recording tells whether the user paused sharing: it needs the category history ({})",
                 who.app_id
             )));
         }
-        Ok(self.enabled && !self.shared.core.paused())
+        Ok(self.enabled && !self.shared.core.manage.paused())
     }
 }

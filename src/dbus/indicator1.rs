@@ -51,7 +51,7 @@ impl Indicator1 {
     /// name (asking the bus when the core does not know it as that).
     async fn check(&self, hdr: &Header<'_>) -> Result<String> {
         let (source, sender) = self.owners.shell_caller(&self.shared, hdr).await?;
-        if !self.shared.core.owns_shell_name(source, &sender) {
+        if !self.shared.core.reports.owns_shell_name(source, &sender) {
             let name = reports::bus_name(source).unwrap_or(source);
             return Err(Error::NotAllowed(format!(
                 "only the shell's connection that owns {name} shows the indicator"
@@ -90,14 +90,14 @@ impl Indicator1 {
     #[zbus(out_args("readers"))]
     async fn list_reading(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
         self.check(&hdr).await?;
-        Ok(wire::dicts(&self.shared.core.reading_now())?)
+        Ok(wire::dicts(&self.shared.core.indicators.reading_now())?)
     }
 
     /// End live reader `id`, as `Consent1.EndReader` does.
     #[zbus(out_args("ended"))]
     async fn end_reader(&self, id: u64, #[zbus(header)] hdr: Header<'_>) -> Result<bool> {
         self.check(&hdr).await?;
-        let ended = self.shared.core.end_reader(id);
+        let ended = self.shared.core.manage.end_reader(id);
         if ended {
             tracing::info!(id, "reader ended from the shell's indicator");
         }
@@ -107,7 +107,7 @@ impl Indicator1 {
     /// Pause all sharing, as `Consent1.SetPaused(true)` does.
     async fn pause(&self, #[zbus(header)] hdr: Header<'_>) -> Result<()> {
         self.check(&hdr).await?;
-        if self.shared.core.set_paused(true) {
+        if self.shared.core.manage.set_paused(true) {
             tracing::info!("sharing paused from the shell's indicator");
         }
         Ok(())
@@ -117,7 +117,7 @@ impl Indicator1 {
     #[zbus(out_args("paused"))]
     async fn paused(&self, #[zbus(header)] hdr: Header<'_>) -> Result<bool> {
         self.check(&hdr).await?;
-        Ok(self.shared.core.paused())
+        Ok(self.shared.core.manage.paused())
     }
 
     /// Who reads (or the pause) changed: call `ListReading` again. Sent to
@@ -155,8 +155,8 @@ pub(crate) async fn serve(
     let shared = shared.clone();
     let cancel = level.token();
     level.spawn(async move {
-        let mut reading = shared.core.follow_reading();
-        let mut gate = shared.core.follow_gate();
+        let mut reading = shared.core.indicators.follow_reading();
+        let mut gate = shared.core.indicators.follow_gate();
         let mut shell = shared.indicator.shell.subscribe();
         loop {
             tokio::select! {

@@ -27,18 +27,39 @@ use zbus::Connection;
 use zbus::fdo::DBusProxy;
 use zbus::message::Header;
 
+use crate::core::indicators::Indicators;
+use crate::core::manage::Manage;
+use crate::core::prompts::Ask;
+use crate::core::provide::Provide;
 use crate::core::read::Read;
-use crate::core::{Core, Mode, Subject};
+use crate::core::read::Reads;
+use crate::core::reports::Reports;
+use crate::core::watch::Watches;
+use crate::core::{Mode, Subject};
 use crate::shutdown::Level;
 use callers::Caller;
 use error::Result;
 
 pub(crate) use crate::names::{BUS_NAME, PATH};
 
+/// The core's handles the D-Bus publisher uses: its interfaces cover
+/// every area (reads and subscriptions, the user's controls, providers,
+/// the consent agents, the shell's window reports, the indicators).
+#[derive(Debug)]
+pub(crate) struct Handles {
+    pub(crate) reads: Reads,
+    pub(crate) watches: Watches,
+    pub(crate) manage: Manage,
+    pub(crate) provide: Provide,
+    pub(crate) ask: Ask,
+    pub(crate) reports: Reports,
+    pub(crate) indicators: Indicators,
+}
+
 /// What every interface of the D-Bus publisher shares.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub(crate) core: Arc<Core>,
+    pub(crate) core: Arc<Handles>,
     pub(crate) conn: Connection,
     pub(crate) callers: callers::Callers,
     pub(crate) subs: Arc<subscription::Subscriptions>,
@@ -87,7 +108,7 @@ impl Shared {
         mode: Mode,
     ) -> Result<Q::View> {
         let who = self.subject(hdr).await?;
-        Ok(self.core.read(&who, question, mode).await?)
+        Ok(self.core.reads.read(&who, question, mode).await?)
     }
 
     /// Management calls: polkit `org.contextd.manage-consent` for the
@@ -122,7 +143,9 @@ impl Shared {
         // The core's rule first: a sandboxed caller is refused before
         // polkit shows anything (a dialog it caused would pass for the
         // user's own action).
-        self.core.may_manage(&who.subject(), &request.summary)?;
+        self.core
+            .manage
+            .may_manage(&who.subject(), &request.summary)?;
         // polkit's dialog names who asks, as pkexec names the program.
         request.caller = format!("{} (PID {})", who.app_id, who.pid);
         self.polkit
@@ -177,18 +200,18 @@ pub(crate) fn access(hdr: &Header<'_>) -> Mode {
 /// path.
 pub(crate) async fn serve(
     conn: &Connection,
-    core: Arc<Core>,
+    core: Arc<Handles>,
     history_enabled: bool,
     sendq: Option<sendq::SendQueue>,
     level: &Level,
 ) -> zbus::Result<Arc<Shared>> {
     let dbus = DBusProxy::new(conn).await?;
     let agents = Arc::new(agent::Agents::default());
-    core.set_prompter(Arc::new(agent::DBusPrompter {
+    core.ask.set_prompter(Arc::new(agent::DBusPrompter {
         conn: conn.clone(),
         agents: agents.clone(),
     }));
-    core.prompts_asked_by(None);
+    core.ask.prompts_asked_by(None);
     let shared = Arc::new(Shared {
         core: core.clone(),
         conn: conn.clone(),
@@ -231,15 +254,15 @@ pub(crate) async fn serve(
                             && let Some(old) = args.old_owner().as_ref()
                             && shared.agents.drop_shell(old.as_str())
                         {
-                            agent::announce(&shared.core, &shared.agents);
+                            agent::announce(&shared.core.ask, &shared.agents);
                         }
                         if name.starts_with(':') && args.new_owner().is_none() {
                             shared.callers.forget(name);
                             shared.replies.forget(name);
                             if shared.agents.drop_owner(name) {
-                                agent::announce(&shared.core, &shared.agents);
+                                agent::announce(&shared.core.ask, &shared.agents);
                             }
-                            shared.core.provider_gone(name);
+                            shared.core.provide.provider_gone(name);
                             indicator1::peer_gone(&shared, name);
                             shared
                                 .consent_watchers

@@ -39,6 +39,7 @@ impl Provider1 {
         let who = self.shared.subject(&hdr).await?;
         self.shared
             .core
+            .provide
             .publish(&who, &owner(&hdr)?, &kind, &data)?;
         Ok(())
     }
@@ -46,7 +47,10 @@ impl Provider1 {
     /// Remove the caller's entry of `kind` (this connection's).
     async fn retract(&self, kind: String, #[zbus(header)] hdr: Header<'_>) -> Result<()> {
         let who = self.shared.subject(&hdr).await?;
-        self.shared.core.retract(&who, &owner(&hdr)?, &kind)?;
+        self.shared
+            .core
+            .provide
+            .retract(&who, &owner(&hdr)?, &kind)?;
         Ok(())
     }
 

@@ -2,7 +2,7 @@
 //! waybar, GNOME with the AppIndicator extension): a
 //! `org.kde.StatusNotifierItem` with a `com.canonical.dbusmenu` menu that
 //! the broker registers with the `org.kde.StatusNotifierWatcher` while an
-//! app or AI host reads (`Core::follow_reading`), and takes away when
+//! app or AI host reads (`Indicators::follow_reading`), and takes away when
 //! nothing does.
 //!
 //! - **Gone, not Passive**, when nothing reads: the item's connection is
@@ -45,7 +45,7 @@ use zbus::object_server::SignalEmitter;
 use zbus::wire::{OwnedObjectPath, OwnedVariant, Structure, Variant};
 use zbus::{Connection, interface};
 
-use crate::core::Core;
+use super::Handles;
 use crate::core::reading::ReadingView;
 use crate::shutdown::Level;
 
@@ -70,7 +70,7 @@ const FIRST_READER: i32 = 100;
 /// Start the indicator on the publishers' level: a task that registers
 /// the item while someone reads and `shell_shows` is `None`.
 pub(crate) fn start(
-    core: Arc<Core>,
+    core: Arc<Handles>,
     address: Option<String>,
     shell_shows: watch::Receiver<Option<String>>,
     level: &Level,
@@ -122,7 +122,7 @@ impl MenuState {
 /// What the item and its menu share.
 #[derive(Debug)]
 struct Ui {
-    core: Arc<Core>,
+    core: Arc<Handles>,
     state: Mutex<MenuState>,
 }
 
@@ -133,8 +133,8 @@ impl Ui {
 
     /// Read who reads now into the menu: whether anything changed.
     fn refresh(&self) -> bool {
-        let reading = self.core.reading_now();
-        let paused = self.core.paused();
+        let reading = self.core.indicators.reading_now();
+        let paused = self.core.manage.paused();
         let mut s = self.lock();
         if s.reading == reading && s.paused == paused && s.revision > 0 {
             return false;
@@ -527,7 +527,7 @@ impl Menu {
     fn clicked(&self, id: i32) {
         match id {
             PAUSE => {
-                if self.ui.core.set_paused(true) {
+                if self.ui.core.manage.set_paused(true) {
                     tracing::info!("sharing paused from the indicator");
                 }
             }
@@ -537,7 +537,7 @@ impl Menu {
             _ => {
                 let reader = self.ui.lock().reader_of(id).map(|r| r.id);
                 if let Some(reader) = reader.filter(|r| *r != 0)
-                    && self.ui.core.end_reader(reader)
+                    && self.ui.core.manage.end_reader(reader)
                 {
                     tracing::info!(id = reader, "reader ended from the indicator");
                 }
@@ -588,7 +588,7 @@ struct Shown {
 static NEXT_ITEM: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
 
 impl Shown {
-    async fn open(core: Arc<Core>, address: Option<&str>, level: Level) -> zbus::Result<Shown> {
+    async fn open(core: Arc<Handles>, address: Option<&str>, level: Level) -> zbus::Result<Shown> {
         let ui = Arc::new(Ui {
             core,
             state: Mutex::new(MenuState::default()),
@@ -661,13 +661,13 @@ impl Shown {
 }
 
 async fn run(
-    core: Arc<Core>,
+    core: Arc<Handles>,
     address: Option<String>,
     mut shell_shows: watch::Receiver<Option<String>>,
     level: Level,
 ) {
     let cancel = level.token();
-    let mut reading = core.follow_reading();
+    let mut reading = core.indicators.follow_reading();
     let mut shown: Option<Shown> = None;
     loop {
         let want =

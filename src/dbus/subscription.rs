@@ -19,7 +19,8 @@ use super::sendq::SendQueue;
 use super::wire::KeptHeader;
 use crate::core::readers::ReaderInfo;
 use crate::core::view::ChangeView;
-use crate::core::{Core, Follow, Item, Watch, Watcher};
+use crate::core::watch::Watches;
+use crate::core::{Follow, Item, Watch, Watcher};
 use crate::model::{AppId, Category, IdentitySource};
 
 #[derive(Debug, Clone)]
@@ -322,7 +323,7 @@ impl Subscription {
 /// `Subscribe` call used up.
 pub(crate) async fn create(
     conn: &Connection,
-    core: &Arc<Core>,
+    core: &Watches,
     (subs, tasks, work): (&Arc<Subscriptions>, &TaskTracker, &tokio::runtime::Handle),
     owner: &str,
     app: (AppId, IdentitySource),

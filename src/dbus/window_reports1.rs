@@ -23,9 +23,9 @@ use zbus::interface;
 use zbus::message::{Header, Sequence};
 use zbus::wire::{OwnedVariant, Variant};
 
+use super::Handles;
 use super::Shared;
 use super::error::{Error, Result};
-use crate::core::Core;
 use crate::core::reports::{self, Report, ReportedWindow};
 use crate::model::WindowStates;
 
@@ -47,14 +47,14 @@ pub(crate) struct NameOwners {
 impl NameOwners {
     /// The bus said, in the message at `at`, that `owner` owns the name
     /// of the shell `source`: tell the core, unless it knows newer.
-    fn learn(&self, core: &Core, source: &'static str, at: Sequence, owner: Option<&str>) {
+    fn learn(&self, core: &Handles, source: &'static str, at: Sequence, owner: Option<&str>) {
         let mut told = self.told.lock().unwrap_or_else(|e| e.into_inner());
         if told.get(source).is_some_and(|t| *t >= at) {
             return;
         }
         told.insert(source, at);
         // Under the lock, so that two answers reach the core in order.
-        core.shell_name_owner(source, owner);
+        core.reports.shell_name_owner(source, owner);
     }
 
     /// Ask the bus who owns the name of the shell `source`.
@@ -89,16 +89,16 @@ impl NameOwners {
     /// its connection; the bus is asked who owns the shell's name when the
     /// core does not know the caller as the owner (a new shell's first
     /// call can overtake the signal of its name). Whether the caller owns
-    /// it is then the core's answer (`Core::owns_shell_name`).
+    /// it is then the core's answer (`Reports::owns_shell_name`).
     pub(crate) async fn shell_caller(
         &self,
         shared: &Shared,
         hdr: &Header<'_>,
     ) -> Result<(&'static str, String)> {
         let who = shared.subject(hdr).await?;
-        let source = shared.core.window_reporter(&who)?;
+        let source = shared.core.reports.window_reporter(&who)?;
         let sender = sender(hdr)?;
-        if !shared.core.owns_shell_name(source, &sender) {
+        if !shared.core.reports.owns_shell_name(source, &sender) {
             self.ask(shared, source).await;
         }
         Ok((source, sender))
@@ -132,7 +132,7 @@ pub(crate) async fn shell_name_changes(dbus: &DBusProxy<'static>) -> ShellNameCh
 /// Tell the core each owner change of the shells' names (through
 /// `owners`), until `cancel`.
 pub(crate) async fn follow_shell_names(
-    core: Arc<Core>,
+    core: Arc<Handles>,
     owners: Arc<NameOwners>,
     mut changes: ShellNameChanges,
     cancel: CancellationToken,
@@ -167,7 +167,11 @@ impl WindowReports1 {
     async fn report(&self, hdr: &Header<'_>, report: Report) -> Result<()> {
         let who = self.shared.subject(hdr).await?;
         let owner = sender(hdr)?;
-        Ok(self.shared.core.window_report(&who, &owner, report)?)
+        Ok(self
+            .shared
+            .core
+            .reports
+            .window_report(&who, &owner, report)?)
     }
 }
 

@@ -4,7 +4,7 @@
 //! Authorization: the directory is 0700 and the daemon checks
 //! `SO_PEERCRED`: only processes of the daemon's own uid may manage
 //! tokens (root is not let in: tokens are the user's), and never a
-//! sandboxed one (`Core::may_manage`: a Flatpak app given the runtime
+//! sandboxed one (`Manage::may_manage`: a Flatpak app given the runtime
 //! directory is still a Flatpak app). One JSON request
 //! per connection, one JSON answer:
 //! `{"op":"token-create","name":N}` → `{"ok":true,"token":T}`,
@@ -21,9 +21,10 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::Handles;
 use super::stdio;
 use crate::core::tokens::Tokens;
-use crate::core::{Channel, Core, Subject};
+use crate::core::{Channel, Subject};
 use crate::identity;
 use crate::model::admin::Request;
 
@@ -34,7 +35,7 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// Serve token requests until `cancel`.
 pub(crate) async fn serve(
     tokens: Tokens,
-    core: Arc<Core>,
+    core: Arc<Handles>,
     listener: UnixListener,
     cancel: CancellationToken,
     tasks: TaskTracker,
@@ -66,7 +67,7 @@ pub(crate) async fn serve(
     }
 }
 
-async fn one(tokens: Tokens, core: &Core, stream: UnixStream, us: u32) {
+async fn one(tokens: Tokens, core: &Handles, stream: UnixStream, us: u32) {
     let peer = stdio::peer(&stream);
     let (r, mut w) = stream.into_split();
     let answer = match peer {
@@ -102,7 +103,7 @@ async fn one(tokens: Tokens, core: &Core, stream: UnixStream, us: u32) {
 /// Flatpak app given the runtime directory), as it does on D-Bus. The
 /// peer is the process that connected (`SO_PEERCRED`), identified from
 /// the kernel; one that cannot be identified is refused too.
-fn refused(core: &Core, pid: Option<u32>) -> Option<Value> {
+fn refused(core: &Handles, pid: Option<u32>) -> Option<Value> {
     let Some(pid) = pid else {
         return Some(
             json!({"ok": false, "error": "the kernel gave no process for this connection"}),
@@ -119,7 +120,8 @@ fn refused(core: &Core, pid: Option<u32>) -> Option<Value> {
         source: who.source,
         channel: Channel::McpStdio,
     };
-    core.may_manage(&subject, "manage MCP tokens")
+    core.manage
+        .may_manage(&subject, "manage MCP tokens")
         .err()
         .map(|e| json!({"ok": false, "error": e.to_string()}))
 }

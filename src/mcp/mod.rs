@@ -42,14 +42,26 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
-use crate::core::Core;
+use crate::core::manage::Manage;
+use crate::core::read::Reads;
 use crate::core::tokens::{TokenStore, Tokens};
+use crate::core::watch::Watches;
 use crate::shutdown::Level;
+
+/// The core's handles the MCP publisher uses: the reads (tools,
+/// resources, prompts), the change feeds (a session's subscriptions) and
+/// the owner's controls (who may manage, a token's end).
+#[derive(Debug)]
+pub(crate) struct Handles {
+    pub(crate) reads: Reads,
+    pub(crate) watches: Watches,
+    pub(crate) manage: Manage,
+}
 
 /// What every MCP session shares.
 #[derive(Debug)]
 pub(crate) struct Broker {
-    pub(crate) core: Arc<Core>,
+    pub(crate) core: Arc<Handles>,
     pub(crate) notifier: notify::Notifier,
     /// Cancelled at shutdown; every session's token is a child.
     pub(crate) cancel: CancellationToken,
@@ -90,7 +102,7 @@ pub(crate) fn preflight(config: &Config) -> Result<(), McpError> {
 /// the socket of the first.
 pub(crate) async fn serve(
     config: &Config,
-    core: Arc<Core>,
+    core: Arc<Handles>,
     conn: zbus::Connection,
     tokens: Arc<dyn TokenStore>,
     level: &Level,
@@ -105,7 +117,7 @@ pub(crate) async fn serve(
     });
 
     // A token's grants end with it (`core::tokens::Tokens`).
-    let forget: Arc<dyn crate::core::tokens::Forget> = core.clone();
+    let forget: Arc<dyn crate::core::tokens::Forget> = Arc::new(core.manage.clone());
     let store = Tokens::new(tokens, Some(forget));
 
     // Without a runtime directory there is no private place for the

@@ -236,10 +236,11 @@ impl Prompt for PrivacyReport {
             Period::Day => (1, "24 hours"),
             Period::Week => (7, "7 days"),
         };
-        let since = cx.broker.core.now() - chrono::Duration::days(days);
+        let since = cx.broker.core.manage.now() - chrono::Duration::days(days);
         let c = cx
             .broker
             .core
+            .reads
             .read(cx.subject, read::Captures { since }, cx.mode)
             .await?;
         let whence = if c.from_timeline {
@@ -318,7 +319,12 @@ pub(crate) async fn complete(
                     req.argument.name.chars().take(64).collect::<String>()
                 )));
             }
-            match broker.core.read(subject, read::Windows, Mode::Look).await {
+            match broker
+                .core
+                .reads
+                .read(subject, read::Windows, Mode::Look)
+                .await
+            {
                 Ok(v) => v.windows.into_iter().map(|w| w.id).collect(),
                 Err(_) => Vec::new(),
             }

@@ -406,6 +406,7 @@ pub(crate) async fn provided_kinds(broker: &Broker, subject: &Subject) -> Vec<St
     let mut kinds: Vec<String> = vocabulary::seed_kinds().map(str::to_owned).collect();
     let categories: Vec<CategoryView> = broker
         .core
+        .reads
         .read(subject, read::Categories, Mode::Look)
         .await
         .unwrap_or_default();
@@ -440,37 +441,57 @@ pub(crate) async fn read(
 ) -> Result<Rendered, Error> {
     let core = &broker.core;
     Ok(fit(match res {
-        Res::Snapshot => core.read(subject, read::Snapshot, mode).await?.rendered()?,
-        Res::Windows => core.read(subject, read::Windows, mode).await?.rendered()?,
+        Res::Snapshot => core
+            .reads
+            .read(subject, read::Snapshot, mode)
+            .await?
+            .rendered()?,
+        Res::Windows => core
+            .reads
+            .read(subject, read::Windows, mode)
+            .await?
+            .rendered()?,
         Res::ActiveWindow => core
+            .reads
             .read(subject, read::ActiveWindow, mode)
             .await?
             .rendered()?,
         Res::Window(id) => {
-            let v = core.read(subject, read::Window(id.clone()), mode).await?;
+            let v = core
+                .reads
+                .read(subject, read::Window(id.clone()), mode)
+                .await?;
             output::window(&v, Some(id))?
         }
-        Res::Media => core.read(subject, read::Media, mode).await?.rendered()?,
+        Res::Media => core
+            .reads
+            .read(subject, read::Media, mode)
+            .await?
+            .rendered()?,
         Res::Session => {
-            SessionOut::from(core.read(subject, read::Session, mode).await?).rendered()?
+            SessionOut::from(core.reads.read(subject, read::Session, mode).await?).rendered()?
         }
-        Res::Power => PowerOut::from(core.read(subject, read::Power, mode).await?).rendered()?,
+        Res::Power => {
+            PowerOut::from(core.reads.read(subject, read::Power, mode).await?).rendered()?
+        }
         Res::Network => {
-            NetworkOut::from(core.read(subject, read::Network, mode).await?).rendered()?
+            NetworkOut::from(core.reads.read(subject, read::Network, mode).await?).rendered()?
         }
         Res::Notifications => core
+            .reads
             .read(subject, read::Notifications, mode)
             .await?
             .rendered()?,
         Res::RecentDocuments => core
+            .reads
             .read(subject, read::RecentDocuments, mode)
             .await?
             .rendered()?,
         Res::Location => {
-            LocationOut::from(core.read(subject, read::Location, mode).await?).rendered()?
+            LocationOut::from(core.reads.read(subject, read::Location, mode).await?).rendered()?
         }
         Res::Selection => {
-            SelectionOut::from(core.read(subject, read::Selection, mode).await?).rendered()?
+            SelectionOut::from(core.reads.read(subject, read::Selection, mode).await?).rendered()?
         }
         Res::Provided(kind) => {
             provided_page(broker, subject, kind, None, PROVIDED_PAGE, mode).await?
@@ -492,7 +513,7 @@ pub(crate) async fn read(
                 p.since.as_deref(),
                 p.until.as_deref(),
                 chrono::Duration::hours(1),
-                core.now(),
+                core.manage.now(),
             )?;
             super::timeline::activity(
                 broker,
@@ -520,6 +541,7 @@ pub(crate) async fn provided_page(
 ) -> Result<Rendered, Error> {
     let page = broker
         .core
+        .reads
         .read(
             subject,
             read::ProvidedPage {

@@ -141,7 +141,7 @@ impl ContextServer {
     /// (which must be the one the session started with).
     /// A feed of everything this session's app may learn, from now.
     fn app_feed(&self, subject: &Subject) -> Watch {
-        self.broker.core.watch(
+        self.broker.core.watches.watch(
             Watcher::App {
                 app: subject.app_id.clone(),
                 held: Vec::new(),

@@ -68,7 +68,11 @@ pub(crate) async fn activity(
         limit: limit.clamp(1, MAX_EVENTS),
         cursor: None,
     };
-    let page = broker.core.read(subject, read::History(q), mode).await?;
+    let page = broker
+        .core
+        .reads
+        .read(subject, read::History(q), mode)
+        .await?;
     ActivityOut {
         period: (since, until),
         truncated: page.next_cursor.is_some(),
@@ -87,6 +91,7 @@ pub(crate) async fn time_per_app(
 ) -> Result<Rendered, Error> {
     let apps = broker
         .core
+        .reads
         .read(subject, read::Summary { since, until }, mode)
         .await?;
     TimeOut { apps }.rendered()
@@ -97,6 +102,7 @@ pub(crate) async fn time_per_app(
 pub(crate) async fn app_ids(broker: &Broker, subject: &Subject) -> Vec<String> {
     broker
         .core
+        .reads
         .read(subject, read::HistoryApps, Mode::Look)
         .await
         .unwrap_or_default()

@@ -327,6 +327,7 @@ impl Tool for ListWindows {
         let mut view = match cx
             .broker
             .core
+            .reads
             .read(cx.subject, read::Windows, cx.mode)
             .await
         {
@@ -429,6 +430,7 @@ impl Tool for ListNotifications {
         let read = cx
             .broker
             .core
+            .reads
             .read(cx.subject, read::Notifications, cx.mode);
         let mut view = match read.await {
             Ok(v) => v,
@@ -551,6 +553,7 @@ impl Tool for SendNotification {
         let asked = cx
             .broker
             .core
+            .reads
             .authorize(cx.subject, &[Category::ActionsNotify], cx.mode);
         if let Err(e) = asked.await {
             return refusal(e.into());
@@ -593,7 +596,7 @@ impl Tool for GetRecentActivity {
             a.since.as_deref(),
             a.until.as_deref(),
             chrono::Duration::hours(1),
-            cx.broker.core.now(),
+            cx.broker.core.manage.now(),
         ) {
             Ok(p) => p,
             Err(e) => return tool_error(e.to_string()),
@@ -623,7 +626,7 @@ impl Tool for SummarizeTime {
             a.since.as_deref(),
             a.until.as_deref(),
             chrono::Duration::hours(24),
-            cx.broker.core.now(),
+            cx.broker.core.manage.now(),
         ) {
             Ok(p) => p,
             Err(e) => return tool_error(e.to_string()),

@@ -47,7 +47,7 @@ pub(crate) async fn visible_resources(broker: &Broker, subject: &Subject) -> Vec
         let cats = r.categories();
         let mut show = cats.is_empty();
         for c in &cats {
-            if broker.core.offered(subject, c) {
+            if broker.core.reads.offered(subject, c) {
                 show = true;
                 break;
             }
@@ -283,7 +283,7 @@ async fn notify(
             // move within the same city none without location.precise).
             Some(Item::Sources) => vec![Res::Snapshot.uri()],
             Some(Item::Changed { change, .. }) => {
-                resources::affected(&change, core.active_window_id().as_deref())
+                resources::affected(&change, core.watches.active_window_id().as_deref())
             }
             Some(Item::Lagged { missed }) => {
                 // We missed changes: tell the host to re-read everything
@@ -321,5 +321,5 @@ pub(crate) async fn may_see(broker: &Broker, subject: &Subject, res: &Res) -> bo
     if cats.is_empty() {
         return true;
     }
-    cats.iter().any(|c| broker.core.allows(subject, c))
+    cats.iter().any(|c| broker.core.reads.allows(subject, c))
 }

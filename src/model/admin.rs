@@ -2,6 +2,8 @@
 //! by `mcp::admin`): plain data that both sides import, so that the client
 //! names no module of the core or of a publisher to talk to the daemon.
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -20,3 +22,8 @@ pub struct TokenInfo {
     pub name: String,
     pub created: DateTime<Utc>,
 }
+
+/// How long an unused dashboard ticket is good for: the daemon forgets
+/// it then, and `contextctl dashboard` removes the link pages it wrote
+/// that are older (they open nothing any more).
+pub const TICKET_TTL: Duration = Duration::from_secs(120);

@@ -10,6 +10,7 @@ pub mod admin;
 mod app;
 mod category;
 mod context;
+pub mod privacy;
 
 pub use app::{AppId, AppIdError, IdentitySource, SYSTEMD_PREFIX};
 pub use category::{Category, CategoryError};

@@ -486,10 +486,10 @@ fn config_knows_no_source() {
 
 /// The core's services are narrow handles, not one `Core` every file of
 /// the core reaches back up to: no file below core/mod.rs names
-/// `super::Core` or `crate::core::Core` (issue 50 item 1; the lead turns
-/// Core into handles, then this check is on).
+/// `super::Core` or `crate::core::Core` (issue 50 item 1): each area is
+/// a handle in its own file (`read::Reads`, `watch::Watches`,
+/// `manage::Manage`, …), and a handle that needs another holds it.
 #[test]
-#[ignore = "issue 50 item 1: Core handles"]
 fn core_files_do_not_reach_back_up_to_core() {
     let files = library_files();
     let mut found = Vec::new();
@@ -523,11 +523,10 @@ fn core_files_do_not_reach_back_up_to_core() {
 
 /// contextctl is a client of the daemon: client/ reaches the core and the
 /// MCP publisher through no module of theirs but a narrow one both sides
-/// import (the admin socket's requests and answers are `model::admin`),
-/// never their internals (issue 50 item 3: today client/ still names
-/// core::privacy and core::tickets).
+/// import (the admin socket's requests and answers and the ticket's
+/// lifetime are `model::admin`, the never-share rules `model::privacy`),
+/// never their internals.
 #[test]
-#[ignore = "issue 50 item 3: client/ still names core::privacy and core::tickets"]
 fn client_reaches_core_and_mcp_through_no_internals() {
     let (files, graph) = import_graph();
     let mut found = Vec::new();

@@ -1,14 +1,13 @@
 //! The questions a reader asks, one type each ([`Read`]): which
 //! categories it needs and how its view is built from what the reader
-//! may see. Nothing here asks the gate: [`Core::read`] decides, audits
+//! may see. Nothing here asks the gate: [`Reads::read`] decides, audits
 //! and prompts, once for every question.
 
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 
-use super::{CapturesView, Needs, Read, Seen, is_contextctl, state_view};
-use crate::core::Core;
+use super::{CapturesView, Needs, Read, Reads, Seen, is_contextctl, state_view};
 use crate::core::error::{Error, Result};
 use crate::core::history::{HistoryKind, Query};
 use crate::core::view::{
@@ -30,11 +29,11 @@ pub(crate) struct Snapshot;
 impl Read for Snapshot {
     type View = SnapshotView;
 
-    fn needs(&self, core: &Core, _now: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, reads: &Reads, _now: DateTime<Utc>) -> Result<Needs> {
         // The kinds published now show like sections; the seed kinds
         // nobody publishes are decided too, so that `withheld` names them
         // alike whether or not anyone publishes.
-        let shown: Vec<Category> = core
+        let shown: Vec<Category> = reads
             .provided_kinds()
             .iter()
             .filter_map(|k| Category::provided(k).ok())
@@ -65,7 +64,7 @@ impl Read for Snapshot {
 
     async fn view(self, seen: Seen<'_>) -> Result<SnapshotView> {
         Ok(seen
-            .core
+            .reads
             .state
             .read(|s| view::snapshot(s, &|c: &Category| seen.can(c))))
     }
@@ -83,13 +82,13 @@ pub(crate) struct Windows;
 impl Read for Windows {
     type View = WindowsView;
 
-    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Reads, _: DateTime<Utc>) -> Result<Needs> {
         Ok(windows_needs())
     }
 
     async fn view(self, seen: Seen<'_>) -> Result<WindowsView> {
         let can = |c: &Category| seen.can(c);
-        Ok(seen.core.state.read(|s| view::windows_view(s, &can)))
+        Ok(seen.reads.state.read(|s| view::windows_view(s, &can)))
     }
 }
 
@@ -100,13 +99,13 @@ pub(crate) struct ActiveWindow;
 impl Read for ActiveWindow {
     type View = WindowOneView;
 
-    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Reads, _: DateTime<Utc>) -> Result<Needs> {
         Ok(windows_needs())
     }
 
     async fn view(self, seen: Seen<'_>) -> Result<WindowOneView> {
         let can = |c: &Category| seen.can(c);
-        Ok(seen.core.state.read(|s| view::window_one(s, &can, None)))
+        Ok(seen.reads.state.read(|s| view::window_one(s, &can, None)))
     }
 }
 
@@ -117,7 +116,7 @@ pub(crate) struct Window(pub(crate) String);
 impl Read for Window {
     type View = WindowOneView;
 
-    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Reads, _: DateTime<Utc>) -> Result<Needs> {
         Ok(windows_needs())
     }
 
@@ -125,7 +124,7 @@ impl Read for Window {
         let can = |c: &Category| seen.can(c);
         let id = self.0;
         let v = seen
-            .core
+            .reads
             .state
             .read(|s| view::window_one(s, &can, Some(&id)));
         if v.window.is_none() {
@@ -146,7 +145,7 @@ pub(crate) struct Media;
 impl Read for Media {
     type View = MediaView;
 
-    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Reads, _: DateTime<Utc>) -> Result<Needs> {
         // A prompt asks about `media.capture`, the part that answers "who
         // uses my microphone".
         Ok(Needs::Either {
@@ -157,7 +156,7 @@ impl Read for Media {
 
     async fn view(self, seen: Seen<'_>) -> Result<MediaView> {
         let can = |c: &Category| seen.can(c);
-        Ok(seen.core.state.read(|s| view::media(s, &can, seen.now)))
+        Ok(seen.reads.state.read(|s| view::media(s, &can, seen.now)))
     }
 }
 
@@ -168,12 +167,12 @@ pub(crate) struct Session;
 impl Read for Session {
     type View = StateView<model::SessionState>;
 
-    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Reads, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::base(Category::Session))
     }
 
     async fn view(self, seen: Seen<'_>) -> Result<Self::View> {
-        Ok(state_view(seen.core.state.read(|s| s.session.clone())))
+        Ok(state_view(seen.reads.state.read(|s| s.session.clone())))
     }
 }
 
@@ -184,12 +183,12 @@ pub(crate) struct Power;
 impl Read for Power {
     type View = StateView<model::Power>;
 
-    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Reads, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::base(Category::Power))
     }
 
     async fn view(self, seen: Seen<'_>) -> Result<Self::View> {
-        Ok(state_view(seen.core.state.read(|s| s.power.clone())))
+        Ok(state_view(seen.reads.state.read(|s| s.power.clone())))
     }
 }
 
@@ -200,7 +199,7 @@ pub(crate) struct Network;
 impl Read for Network {
     type View = StateView<NetworkView>;
 
-    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Reads, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::details(
             Category::Network,
             vec![Category::NetworkName],
@@ -209,7 +208,7 @@ impl Read for Network {
 
     async fn view(self, seen: Seen<'_>) -> Result<Self::View> {
         let name = seen.can(&Category::NetworkName);
-        Ok(state_view(seen.core.state.read(|s| {
+        Ok(state_view(seen.reads.state.read(|s| {
             s.network.as_ref().map(|n| NetworkView::new(n, name))
         })))
     }
@@ -222,7 +221,7 @@ pub(crate) struct Notifications;
 impl Read for Notifications {
     type View = NotificationsView;
 
-    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Reads, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::details(
             Category::Notifications,
             vec![Category::NotificationsContent],
@@ -231,7 +230,7 @@ impl Read for Notifications {
 
     async fn view(self, seen: Seen<'_>) -> Result<NotificationsView> {
         let can = |c: &Category| seen.can(c);
-        Ok(seen.core.state.read(|s| view::notifications_view(s, &can)))
+        Ok(seen.reads.state.read(|s| view::notifications_view(s, &can)))
     }
 }
 
@@ -242,12 +241,12 @@ pub(crate) struct RecentDocuments;
 impl Read for RecentDocuments {
     type View = RecentDocumentsView;
 
-    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Reads, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::base(Category::DocumentsRecent))
     }
 
     async fn view(self, seen: Seen<'_>) -> Result<RecentDocumentsView> {
-        Ok(seen.core.state.read(view::recent_documents))
+        Ok(seen.reads.state.read(view::recent_documents))
     }
 }
 
@@ -258,12 +257,12 @@ pub(crate) struct Selection;
 impl Read for Selection {
     type View = StateView<SelectionView>;
 
-    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Reads, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::base(Category::Selection))
     }
 
     async fn view(self, seen: Seen<'_>) -> Result<Self::View> {
-        Ok(seen.core.state.read(view::selection_view))
+        Ok(seen.reads.state.read(view::selection_view))
     }
 }
 
@@ -274,7 +273,7 @@ pub(crate) struct Location;
 impl Read for Location {
     type View = StateView<PlaceView>;
 
-    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Reads, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::details(
             Category::Location,
             vec![Category::LocationPrecise],
@@ -283,7 +282,7 @@ impl Read for Location {
 
     async fn view(self, seen: Seen<'_>) -> Result<Self::View> {
         let precise = seen.can(&Category::LocationPrecise);
-        Ok(state_view(seen.core.state.read(|s| {
+        Ok(state_view(seen.reads.state.read(|s| {
             s.location.as_ref().map(|l| PlaceView::new(l, precise))
         })))
     }
@@ -296,13 +295,13 @@ pub(crate) struct Provided(pub(crate) String);
 impl Read for Provided {
     type View = Vec<ProvidedView>;
 
-    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Reads, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::base(Category::provided(&self.0)?))
     }
 
     async fn view(self, seen: Seen<'_>) -> Result<Vec<ProvidedView>> {
         let kind = self.0;
-        Ok(seen.core.state.read(|s| {
+        Ok(seen.reads.state.read(|s| {
             s.provided
                 .of_kind_after(&kind, None)
                 .map(|(app, e)| ProvidedView::of(app, e))
@@ -327,7 +326,7 @@ pub(crate) struct ProvidedPage {
 impl Read for ProvidedPage {
     type View = ProvidedPageView;
 
-    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Reads, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::base(Category::provided(&self.kind)?))
     }
 
@@ -338,7 +337,7 @@ impl Read for ProvidedPage {
         };
         let limit = self.limit.clamp(1, provide::MAX_PAGE);
         let kind = self.kind;
-        Ok(seen.core.state.read(|s| {
+        Ok(seen.reads.state.read(|s| {
             // By app: the entries after the cursor's app start at the
             // next app, and a page of N looks at about N apps' entries,
             // not at everyone's.
@@ -367,7 +366,7 @@ pub(crate) struct Categories;
 impl Read for Categories {
     type View = Vec<CategoryView>;
 
-    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Reads, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::Looks)
     }
 
@@ -377,7 +376,7 @@ impl Read for Categories {
         // the x-NAME kinds published now, named only to a reader that may
         // see them (`view::categories`).
         let mut kinds: Vec<String> = vocabulary::seed_kinds().map(str::to_owned).collect();
-        for k in seen.core.provided_kinds() {
+        for k in seen.reads.provided_kinds() {
             if !kinds.contains(&k) {
                 kinds.push(k);
             }
@@ -403,15 +402,15 @@ pub(crate) struct Sources {
 impl Read for Sources {
     type View = Vec<SourceView>;
 
-    fn needs(&self, _: &Core, _: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Reads, _: DateTime<Utc>) -> Result<Needs> {
         Ok(Needs::Nothing)
     }
 
     async fn view(self, seen: Seen<'_>) -> Result<Vec<SourceView>> {
         if is_contextctl(seen.who, self.executable.as_deref()) {
-            Ok(seen.core.owner_sources())
+            Ok(seen.reads.owner_sources())
         } else {
-            Ok(seen.core.state.read(view::sources))
+            Ok(seen.reads.state.read(view::sources))
         }
     }
 }
@@ -449,8 +448,8 @@ pub(crate) struct History(pub(crate) Query);
 impl Read for History {
     type View = HistoryPage;
 
-    fn needs(&self, core: &Core, _: DateTime<Utc>) -> Result<Needs> {
-        core.history()?;
+    fn needs(&self, reads: &Reads, _: DateTime<Utc>) -> Result<Needs> {
+        reads.history()?;
         Ok(Needs::details(
             Category::History,
             history_details(&self.0.kinds),
@@ -458,7 +457,7 @@ impl Read for History {
     }
 
     async fn view(self, seen: Seen<'_>) -> Result<HistoryPage> {
-        let history = seen.core.history()?;
+        let history = seen.reads.history()?;
         let can = |c: &Category| seen.can(c);
         let mut q = self.0;
         q.kinds.retain(|k| can(&k.category()));
@@ -478,8 +477,8 @@ impl Read for History {
 
 /// What a summary of time per app needs: `history`, and the use it shows
 /// of each app only with that use's category.
-fn totals_needs(core: &Core) -> Result<Needs> {
-    core.history()?;
+fn totals_needs(reads: &Reads) -> Result<Needs> {
+    reads.history()?;
     Ok(Needs::details(
         Category::History,
         vec![
@@ -497,7 +496,7 @@ async fn visible_totals(
     since: DateTime<Utc>,
     until: DateTime<Utc>,
 ) -> Result<Vec<AppTotalsView>> {
-    let totals = seen.core.totals(since, until).await?;
+    let totals = seen.reads.totals(since, until).await?;
     let can = |c: &Category| seen.can(c);
     Ok(totals
         .iter()
@@ -515,8 +514,8 @@ pub(crate) struct Summary {
 impl Read for Summary {
     type View = Vec<AppTotalsView>;
 
-    fn needs(&self, core: &Core, _: DateTime<Utc>) -> Result<Needs> {
-        totals_needs(core)
+    fn needs(&self, reads: &Reads, _: DateTime<Utc>) -> Result<Needs> {
+        totals_needs(reads)
     }
 
     async fn view(self, seen: Seen<'_>) -> Result<Vec<AppTotalsView>> {
@@ -534,8 +533,8 @@ pub(crate) struct HistoryApps;
 impl Read for HistoryApps {
     type View = Vec<String>;
 
-    fn needs(&self, core: &Core, _: DateTime<Utc>) -> Result<Needs> {
-        totals_needs(core)
+    fn needs(&self, reads: &Reads, _: DateTime<Utc>) -> Result<Needs> {
+        totals_needs(reads)
     }
 
     async fn view(self, seen: Seen<'_>) -> Result<Vec<String>> {
@@ -558,7 +557,7 @@ pub(crate) struct Captures {
 impl Read for Captures {
     type View = CapturesView;
 
-    fn needs(&self, _: &Core, now: DateTime<Utc>) -> Result<Needs> {
+    fn needs(&self, _: &Reads, now: DateTime<Utc>) -> Result<Needs> {
         // The broker keeps 24 hours in memory; longer needs the timeline,
         // asked for like any read (after `media.capture`). A shorter
         // period uses the timeline when the reader may read it already:
@@ -575,7 +574,7 @@ impl Read for Captures {
 
     async fn view(self, seen: Seen<'_>) -> Result<CapturesView> {
         let timeline = seen.can(&Category::History);
-        seen.core
+        seen.reads
             .capture_sessions(self.since, seen.now, timeline)
             .await
     }
