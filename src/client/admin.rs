@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
 pub use crate::model::admin::Request;
-use crate::model::admin::TokenInfo;
+use crate::model::admin::{Answer, TokenInfo};
 use crate::names::ADMIN_SOCKET;
 
 /// How long a request may take.
@@ -37,22 +37,22 @@ pub async fn request(socket: &Path, req: &Request) -> Result<Value, String> {
         .map_err(|e| format!("talking to contextd: {e}"))?;
     let v: Value =
         serde_json::from_str(out.trim()).map_err(|e| format!("odd answer from contextd: {e}"))?;
-    if v.get("ok").and_then(Value::as_bool) == Some(true) {
+    let answer: Answer =
+        serde_json::from_value(v.clone()).map_err(|e| format!("odd answer from contextd: {e}"))?;
+    if answer.ok {
         Ok(v)
     } else {
-        Err(v
-            .get("error")
-            .and_then(Value::as_str)
-            .unwrap_or("contextd refused")
-            .to_owned())
+        Err(answer
+            .error
+            .unwrap_or_else(|| "contextd refused".to_owned()))
     }
 }
 
 /// The token list of an answer.
 pub fn token_list(v: &Value) -> Vec<TokenInfo> {
-    v.get("tokens")
-        .cloned()
-        .and_then(|t| serde_json::from_value(t).ok())
+    serde_json::from_value::<Answer>(v.clone())
+        .ok()
+        .and_then(|a| a.tokens)
         .unwrap_or_default()
 }
 
@@ -73,7 +73,10 @@ pub async fn command(req: &Request, json: bool) -> Result<(), String> {
     }
     match req {
         Request::TokenCreate { name } => {
-            let t = v.get("token").and_then(Value::as_str).unwrap_or_default();
+            let t = serde_json::from_value::<Answer>(v.clone())
+                .ok()
+                .and_then(|a| a.token)
+                .unwrap_or_default();
             println!("{t}");
             eprintln!(
                 "This is the only time the token is shown. Grant it context in policy.toml as app \"token:{name}\", and send it as `Authorization: Bearer TOKEN`."

@@ -15,7 +15,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
@@ -26,7 +25,7 @@ use super::stdio;
 use crate::core::tokens::Tokens;
 use crate::core::{Channel, Subject};
 use crate::identity;
-use crate::model::admin::Request;
+use crate::model::admin::{Answer, Request};
 
 pub(crate) use crate::names::ADMIN_SOCKET as SOCKET_NAME;
 const MAX_REQUEST: u64 = 4096;
@@ -85,15 +84,14 @@ async fn one(tokens: Tokens, core: &Handles, stream: UnixStream, us: u32) {
                     Some(no) => no,
                     None => handle(&tokens, req).await,
                 },
-                Err(e) => json!({"ok": false, "error": e}),
+                Err(e) => Answer::refused(e),
             }
         }
-        Ok((uid, _)) => {
-            json!({"ok": false, "error": format!("uid {uid} may not manage the tokens of uid {us}")})
-        }
-        Err(e) => json!({"ok": false, "error": format!("cannot read peer credentials: {e}")}),
+        Ok((uid, _)) => Answer::refused(format!("uid {uid} may not manage the tokens of uid {us}")),
+        Err(e) => Answer::refused(format!("cannot read peer credentials: {e}")),
     };
-    let mut out = answer.to_string();
+    let mut out = serde_json::to_string(&answer)
+        .unwrap_or_else(|_| r#"{"error":"cannot write the answer","ok":false}"#.to_owned());
     out.push('\n');
     let _ = w.write_all(out.as_bytes()).await;
     let _ = w.shutdown().await;
@@ -103,16 +101,16 @@ async fn one(tokens: Tokens, core: &Handles, stream: UnixStream, us: u32) {
 /// Flatpak app given the runtime directory), as it does on D-Bus. The
 /// peer is the process that connected (`SO_PEERCRED`), identified from
 /// the kernel; one that cannot be identified is refused too.
-fn refused(core: &Handles, pid: Option<u32>) -> Option<Value> {
+fn refused(core: &Handles, pid: Option<u32>) -> Option<Answer> {
     let Some(pid) = pid else {
-        return Some(
-            json!({"ok": false, "error": "the kernel gave no process for this connection"}),
-        );
+        return Some(Answer::refused(
+            "the kernel gave no process for this connection",
+        ));
     };
     let who = match identity::resolve_pid(pid) {
         Ok(who) => who,
         Err(e) => {
-            return Some(json!({"ok": false, "error": format!("cannot identify the caller: {e}")}));
+            return Some(Answer::refused(format!("cannot identify the caller: {e}")));
         }
     };
     let subject = Subject {
@@ -123,20 +121,26 @@ fn refused(core: &Handles, pid: Option<u32>) -> Option<Value> {
     core.manage
         .may_manage(&subject, "manage MCP tokens")
         .err()
-        .map(|e| json!({"ok": false, "error": e.to_string()}))
+        .map(|e| Answer::refused(e.to_string()))
 }
 
-async fn handle(tokens: &Tokens, req: Request) -> Value {
+async fn handle(tokens: &Tokens, req: Request) -> Answer {
     let r = match req {
         Request::TokenCreate { name } => tokens.create(&name).await.map(|t| {
             tracing::info!(token = %name, "MCP token created");
-            json!({"ok": true, "token": t})
+            Answer {
+                token: Some(t),
+                ..Answer::done()
+            }
         }),
-        Request::TokenList => Ok(json!({"ok": true, "tokens": tokens.store.list()})),
+        Request::TokenList => Ok(Answer {
+            tokens: Some(tokens.store.list()),
+            ..Answer::done()
+        }),
         Request::TokenRevoke { name } => tokens.revoke(&name).await.map(|()| {
             tracing::info!(token = %name, "MCP token revoked");
-            json!({"ok": true})
+            Answer::done()
         }),
     };
-    r.unwrap_or_else(|e| json!({"ok": false, "error": e.to_string()}))
+    r.unwrap_or_else(|e| Answer::refused(e.to_string()))
 }

@@ -16,11 +16,47 @@ pub enum Request {
     TokenRevoke { name: String },
 }
 
-/// One stored token, as `token list` shows it.
+/// One stored token, as `token list` shows it. Fields in name order, as
+/// the socket has always written them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenInfo {
-    pub name: String,
     pub created: DateTime<Utc>,
+    pub name: String,
+}
+
+/// The daemon's answer to one [`Request`]: whether it was done, and what
+/// it asked for (the new token, the list) or why not. Typed on both sides
+/// rather than JSON built by hand; fields in name order and the absent
+/// ones left out, so the line on the socket reads as it always did
+/// (`{"ok":true,"token":"…"}`, `{"error":"…","ok":false}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answer {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<Vec<TokenInfo>>,
+}
+
+impl Answer {
+    /// Done, with nothing to give back.
+    pub fn done() -> Self {
+        Answer {
+            ok: true,
+            ..Answer::default()
+        }
+    }
+
+    /// Not done, and why.
+    pub fn refused(why: impl Into<String>) -> Self {
+        Answer {
+            error: Some(why.into()),
+            ..Answer::default()
+        }
+    }
 }
 
 /// How long an unused dashboard ticket is good for: the daemon forgets
