@@ -120,45 +120,44 @@ impl SendQueue {
     /// A socket that cannot be asked is taken as drained (the writer then
     /// works as it did without a gauge).
     pub(crate) async fn drained(&mut self, cancel: &CancellationToken) {
-        if self.wake.is_none() && !self.is_drained() {
+        if self.is_drained() {
+            return;
+        }
+        if self.wake.is_none() {
             self.wake = self.make_wake();
         }
         loop {
-            match &self.wake {
-                Some(Wake::Writable(fd)) => {
-                    let mut ready = tokio::select! {
-                        _ = cancel.cancelled() => return,
-                        r = fd.writable() => match r {
-                            Ok(ready) => ready,
-                            Err(_) => return,
-                        },
-                    };
-                    // Looked at after the readiness was taken: a wake-up
-                    // from here on sets it again (tokio clears only the
-                    // one it handed out).
-                    if self.is_drained() {
-                        return;
-                    }
-                    ready.clear_ready();
+            if let Some(Wake::Writable(fd)) = &self.wake {
+                let mut ready = tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    r = fd.writable() => match r {
+                        Ok(ready) => ready,
+                        Err(_) => return,
+                    },
+                };
+                // Looked at after the readiness was taken: a wake-up from
+                // here on sets it again (tokio clears only the one it
+                // handed out).
+                if self.is_drained() {
+                    return;
                 }
-                Some(Wake::Tick(tick)) => {
-                    if self.is_drained() {
-                        return;
-                    }
-                    tokio::select! {
-                        _ = cancel.cancelled() => return,
-                        _ = tick.after(LOOK_EVERY) => {}
-                    }
+                ready.clear_ready();
+                continue;
+            }
+            // No writability to wait on: look again after a moment.
+            let pause = async {
+                match &self.wake {
+                    Some(Wake::Tick(tick)) => tick.after(LOOK_EVERY).await,
+                    // No timerfd (a descriptor limit): tokio's timer.
+                    _ => tokio::time::sleep(LOOK_EVERY).await,
                 }
-                None => {
-                    if self.is_drained() {
-                        return;
-                    }
-                    tokio::select! {
-                        _ = cancel.cancelled() => return,
-                        _ = tokio::time::sleep(LOOK_EVERY) => {}
-                    }
-                }
+            };
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = pause => {}
+            }
+            if self.is_drained() {
+                return;
             }
         }
     }
