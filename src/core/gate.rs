@@ -473,6 +473,22 @@ impl Gate {
         !denied
     }
 
+    /// A gate with nothing stored and nothing undecided allowed: what a
+    /// test of the parts around the gate starts from.
+    #[cfg(test)]
+    pub(crate) fn denying(policy_path: PathBuf, clock: Arc<dyn Clock>) -> Gate {
+        Gate::with_store(
+            policy_path,
+            clock,
+            None,
+            Loaded::default(),
+            GateSettings {
+                undecided: Verdict::Deny,
+                ..Default::default()
+            },
+        )
+    }
+
     /// An access: decides, uses up a one-time grant, and audits.
     #[cfg(test)]
     pub(crate) fn access(
@@ -956,25 +972,12 @@ mod tests {
     use super::*;
     use crate::core::clock::ManualClock;
 
-    fn deny_gate(path: PathBuf, clock: Arc<ManualClock>) -> Gate {
-        Gate::with_store(
-            path,
-            clock,
-            None,
-            Loaded::default(),
-            GateSettings {
-                undecided: Verdict::Deny,
-                ..Default::default()
-            },
-        )
-    }
-
     #[test]
     fn deny_names_app_category_and_how_to_grant_and_expiry_uses_the_clock() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("policy.toml");
         let clock = ManualClock::new("2026-01-01T00:00:00Z".parse().expect("date"));
-        let gate = deny_gate(path.clone(), clock.clone());
+        let gate = Gate::denying(path.clone(), clock.clone());
         let app = AppId::new("org.example.App").expect("id");
         let Decision::Deny(e) = gate.decide(&app, &Category::Windows) else {
             panic!("must deny")
@@ -1017,7 +1020,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("policy.toml");
         let clock = ManualClock::new("2026-01-01T00:00:00Z".parse().expect("date"));
-        let gate = deny_gate(path.clone(), clock);
+        let gate = Gate::denying(path.clone(), clock);
         let app = AppId::new("org.example.Spy").expect("id");
         std::fs::write(
             &path,

@@ -133,8 +133,6 @@ mod tests {
 
     use super::*;
     use crate::core::clock::SystemClock;
-    use crate::core::consent::{Loaded, Verdict};
-    use crate::core::gate::GateSettings;
     use crate::core::state::{Change, StateObserver};
 
     /// What the observer saw: a session change (locked or not), another
@@ -169,15 +167,9 @@ mod tests {
     fn parts() -> (Arc<State>, Arc<Gate>, Arc<Mutex<Vec<Seen>>>) {
         let clock = Arc::new(SystemClock);
         let state = Arc::new(State::new(clock.clone()));
-        let gate = Arc::new(Gate::with_store(
+        let gate = Arc::new(Gate::denying(
             PathBuf::from("/nonexistent/policy.toml"),
             clock,
-            None,
-            Loaded::default(),
-            GateSettings {
-                undecided: Verdict::Deny,
-                ..Default::default()
-            },
         ));
         let seen = Arc::new(Mutex::new(Vec::new()));
         state.set_observer(Box::new(Recording(seen.clone())));
