@@ -4,7 +4,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
@@ -15,8 +14,9 @@ use crate::names::ADMIN_SOCKET;
 /// How long a request may take.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The client side: send one request to the daemon at `socket`.
-pub async fn request(socket: &Path, req: &Request) -> Result<Value, String> {
+/// The client side: send one request to the daemon at `socket`; its
+/// answer when done, or why not.
+pub async fn request(socket: &Path, req: &Request) -> Result<Answer, String> {
     let mut s = UnixStream::connect(socket)
         .await
         .map_err(|e| format!("cannot reach contextd at {}: {e}", socket.display()))?;
@@ -35,25 +35,15 @@ pub async fn request(socket: &Path, req: &Request) -> Result<Value, String> {
         .await
         .map_err(|_| "contextd did not answer within 5 s".to_owned())?
         .map_err(|e| format!("talking to contextd: {e}"))?;
-    let v: Value =
-        serde_json::from_str(out.trim()).map_err(|e| format!("odd answer from contextd: {e}"))?;
     let answer: Answer =
-        serde_json::from_value(v.clone()).map_err(|e| format!("odd answer from contextd: {e}"))?;
+        serde_json::from_str(out.trim()).map_err(|e| format!("odd answer from contextd: {e}"))?;
     if answer.ok {
-        Ok(v)
+        Ok(answer)
     } else {
         Err(answer
             .error
             .unwrap_or_else(|| "contextd refused".to_owned()))
     }
-}
-
-/// The token list of an answer.
-pub fn token_list(v: &Value) -> Vec<TokenInfo> {
-    serde_json::from_value::<Answer>(v.clone())
-        .ok()
-        .and_then(|a| a.tokens)
-        .unwrap_or_default()
 }
 
 /// `contextctl token …`: send `req` (starting the daemon if needed) and
@@ -66,24 +56,25 @@ pub async fn command(req: &Request, json: bool) -> Result<(), String> {
             .map_err(|e| e.to_string())?,
     );
     let socket = super::runtime_path(ADMIN_SOCKET).map_err(|e| e.to_string())?;
-    let v = request(&socket, req).await?;
+    let answer = request(&socket, req).await?;
     if json {
-        println!("{v}");
+        // The daemon's line as it wrote it: the same type, written the
+        // same way (fields in name order, absent ones left out).
+        println!(
+            "{}",
+            serde_json::to_string(&answer).map_err(|e| e.to_string())?
+        );
         return Ok(());
     }
     match req {
         Request::TokenCreate { name } => {
-            let t = serde_json::from_value::<Answer>(v.clone())
-                .ok()
-                .and_then(|a| a.token)
-                .unwrap_or_default();
-            println!("{t}");
+            println!("{}", answer.token.unwrap_or_default());
             eprintln!(
                 "This is the only time the token is shown. Grant it context in policy.toml as app \"token:{name}\", and send it as `Authorization: Bearer TOKEN`."
             );
         }
         Request::TokenList => {
-            let list = token_list(&v);
+            let list: Vec<TokenInfo> = answer.tokens.unwrap_or_default();
             if list.is_empty() {
                 println!("No tokens.");
             } else {
