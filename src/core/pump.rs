@@ -94,14 +94,14 @@ impl Pump {
         let mut gate_alive = true;
         let mut closed = false;
         loop {
+            // Biased, the gate first: when the user's pause or resume and
+            // an event are both waiting, the timeline hears the pause
+            // first, so that an event applied after a resume the user
+            // already saw answered is recorded, and one applied after a
+            // pause is not (a random pick could do either); the stop
+            // before events, so a flood of them cannot hold it off.
             tokio::select! {
-                ev = self.events.recv() => {
-                    let Some(ev) = ev else { break };
-                    if self.moved(&ev) {
-                        continue;
-                    }
-                    state.apply(ev);
-                }
+                biased;
                 r = generation.changed(), if gate_alive => {
                     if r.is_err() {
                         gate_alive = false;
@@ -116,6 +116,13 @@ impl Pump {
                 _ = cancel.cancelled(), if !closed => {
                     closed = true;
                     self.events.close();
+                }
+                ev = self.events.recv() => {
+                    let Some(ev) = ev else { break };
+                    if self.moved(&ev) {
+                        continue;
+                    }
+                    state.apply(ev);
                 }
             }
         }

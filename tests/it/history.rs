@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use common::dbusmock::Mock;
 use common::*;
 use contextd::client::json::dict_to_json;
-use contextd::client::proxy::{Consent1Proxy, History1Proxy};
+use contextd::client::proxy::{Consent1Proxy, Context1Proxy, History1Proxy};
 use serde_json::{Value, json};
 
 pub(crate) const DAY: &str = "2026-11-21T08:00:00Z";
@@ -243,6 +243,17 @@ async fn a_scripted_day_queries_summarises_pages_and_forgets() {
         replay.send(&clock("16:10"));
         replay.send(&focus("ed"));
         replay.send(&clock("16:20"));
+        // The daemon reads the FIFO on its own time: resume only once it
+        // has applied the paused lines (a status for a made-up source,
+        // after them in the same feed, shows in ListSources), or the
+        // focus at 16:10 could be applied after the resume and recorded.
+        replay.send(&json!({"type": "source-status", "source": "mark-paused", "available": true}).to_string());
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        eventually(10, "the paused lines applied", || async {
+            let sources = ctx.list_sources().await.ok()?;
+            sources.iter().map(dict_to_json).any(|s| s["name"] == "mark-paused").then_some(())
+        })
+        .await;
         consent.set_paused(false).await.expect("resume");
 
         // A planted title in the last hour, then Forget the last hour.
