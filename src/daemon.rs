@@ -262,8 +262,7 @@ async fn serve(
     let (core, tokens) =
         build_core(config, tree, &lanes.store, clocks.clock.clone(), store).await?;
     start_sources(conn, config, tree, &core, clocks).await;
-    let publishers =
-        start_publishers(conn, config, tree, (&lanes.mcp, sendq), &core, tokens).await?;
+    let publishers = start_publishers(conn, config, tree, (lanes, sendq), &core, tokens).await?;
     if notify && let Some(reason) = core.recovery() {
         tree.publishers.spawn(notify_degraded(
             conn.clone(),
@@ -605,7 +604,7 @@ async fn start_publishers(
     conn: &Connection,
     config: &Config,
     tree: &Tree,
-    (mcp_lane, sendq): (&Lane, Option<SendQueue>),
+    (lanes, sendq): (&Lanes, Option<SendQueue>),
     core: &Arc<Core>,
     tokens: Arc<dyn crate::core::tokens::TokenStore>,
 ) -> Result<Serving, DaemonError> {
@@ -623,7 +622,7 @@ async fn start_publishers(
         conn,
         dbus_core.clone(),
         config.file.history.enabled,
-        sendq,
+        (sendq, lanes.bus.as_ref().map(|b| b.handle().clone())),
         &tree.publishers,
     )
     .await?;
@@ -665,10 +664,15 @@ async fn start_publishers(
             manage: core.manage(),
         });
         let (config, conn) = (config.clone(), conn.clone());
+        // With a bus lane, `conn` came from the session's address: MCP's
+        // notifications go on a connection of their own (mcp::notify).
+        let own_connection = lanes.bus.is_some();
         let level = tree.publishers.clone();
         tree.publishers.spawn_on(
-            async move { crate::mcp::serve(&config, core, conn, tokens, &level).await },
-            mcp_lane.handle(),
+            async move {
+                crate::mcp::serve(&config, core, (conn, own_connection), tokens, &level).await
+            },
+            lanes.mcp.handle(),
         )
     };
     match mcp.await {

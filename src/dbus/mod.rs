@@ -202,7 +202,7 @@ pub(crate) async fn serve(
     conn: &Connection,
     core: Arc<Handles>,
     history_enabled: bool,
-    sendq: Option<sendq::SendQueue>,
+    (sendq, bus): (Option<sendq::SendQueue>, Option<tokio::runtime::Handle>),
     level: &Level,
 ) -> zbus::Result<Arc<Shared>> {
     let dbus = DBusProxy::new(conn).await?;
@@ -228,13 +228,21 @@ pub(crate) async fn serve(
         replies: context1::ReplyHeaders::default(),
     });
 
-    // The subscriptions' signals, written together (subscription::Outbox).
-    level.spawn(subscription::write_signals(
-        conn.clone(),
-        shared.subs.clone(),
-        sendq,
-        level.token(),
-    ));
+    // The subscriptions' signals, written together (subscription::Outbox),
+    // on the thread that answers method calls (`bus`, the runtime the
+    // connection was built on) when there is one. Every write takes the
+    // connection's write lock (a fair, async one), handed from holder to
+    // waiter; from a task on the main runtime, each hand-over to or from
+    // the signals' writer waited for that thread to be scheduled, and on a
+    // saturated machine a `Peer.Ping`'s reply, queued behind a few such
+    // hand-overs, waited tens of milliseconds for threads that were not
+    // running. On one thread the lock passes without a wake-up.
+    let writer =
+        subscription::write_signals(conn.clone(), shared.subs.clone(), sendq, level.token());
+    match &bus {
+        Some(bus) => level.spawn_on(writer, bus),
+        None => level.spawn(writer),
+    };
 
     // Peers leaving: forget their identity, drop their subscriptions and
     // agents, retract what they published.

@@ -103,13 +103,13 @@ pub(crate) fn preflight(config: &Config) -> Result<(), McpError> {
 pub(crate) async fn serve(
     config: &Config,
     core: Arc<Handles>,
-    conn: zbus::Connection,
+    (conn, own_connection): (zbus::Connection, bool),
     tokens: Arc<dyn TokenStore>,
     level: &Level,
 ) -> Result<(), McpError> {
     let broker = Arc::new(Broker {
         core: core.clone(),
-        notifier: notify::Notifier::new(conn),
+        notifier: notify::Notifier::new(conn, own_connection),
         cancel: level.token(),
         tasks: level.tracker(),
         stall: std::time::Duration::from_secs(config.file.limits.reader_stall_s.max(1)),

@@ -387,3 +387,93 @@ async fn a_stdio_host_past_its_bound_gets_an_error_at_once() {
     })
     .await;
 }
+
+/// What the fake notification server heard: the sender of each `Notify`.
+#[derive(Default, Clone)]
+struct Heard(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+struct FakeNotifications(Heard);
+
+#[zbus::interface(name = "org.freedesktop.Notifications")]
+impl FakeNotifications {
+    #[allow(clippy::too_many_arguments)]
+    fn notify(
+        &self,
+        _app: &str,
+        _replaces: u32,
+        _icon: &str,
+        _summary: &str,
+        _body: &str,
+        _actions: Vec<String>,
+        _hints: std::collections::HashMap<String, zbus::wire::OwnedVariant>,
+        _timeout: i32,
+        #[zbus(header)] hdr: zbus::message::Header<'_>,
+    ) -> u32 {
+        let sender = hdr.sender().map(|s| s.to_string()).unwrap_or_default();
+        let mut heard = self.0.0.lock().unwrap_or_else(|e| e.into_inner());
+        heard.push(sender);
+        u32::try_from(heard.len()).unwrap_or(u32::MAX)
+    }
+}
+
+/// The desktop comes first, as the bus sees it: an AI host's
+/// `send_notification` leaves the broker on a connection of its own, not
+/// on the one that answers D-Bus callers and owns the name. (Its call took
+/// the connection's write lock from the busy MCP threads, and a
+/// `Peer.Ping`'s reply queued behind it: `make soak` measured the broker's
+/// Ping at 4–5× the bus daemon's own.) The connection is the broker's
+/// (the bus says its PID), so the notification still comes from the
+/// broker, as the host's app name says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ai_hosts_notification_never_goes_out_on_the_desktops_connection() {
+    with_timeout(60, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        let heard = Heard::default();
+        let server = bus.connect().await;
+        server
+            .object_server()
+            .at("/org/freedesktop/Notifications", FakeNotifications(heard.clone()))
+            .await
+            .expect("serve");
+        server
+            .request_name("org.freedesktop.Notifications")
+            .await
+            .expect("name");
+        let d = Daemon::start(&bus, &home, &["--http", "127.0.0.1:0"]).await;
+        let addr = http_addr(&home);
+        let tok = token(&bus, &home, "notifier");
+        home.write_policy(&[("token:notifier", &["actions.notify"])]);
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"send_notification","arguments":{{"summary":"hello"}},"_meta":{{{META}}}}}}}"#
+        );
+        eventually(10, "the notification is sent", || async {
+            let (code, _, b) = stateless_tool_call(addr, &tok, "send_notification", body.as_bytes());
+            let ok = code == 200 && b.contains("\"id\"") && !b.contains("isError\":true");
+            if !ok {
+                eprintln!("send_notification: {code} {b}");
+            }
+            ok.then_some(())
+        })
+        .await;
+        let senders = heard.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        assert!(!senders.is_empty(), "the fake server heard nothing");
+        let conn = bus.connect().await;
+        let dbus = zbus::fdo::DBusProxy::new(&conn).await.expect("proxy");
+        let broker = dbus
+            .get_name_owner(zbus::names::BusName::try_from("org.contextd.Broker1").expect("name"))
+            .await
+            .expect("the broker owns its name")
+            .to_string();
+        for s in &senders {
+            assert_ne!(s, &broker, "a notification went out on the desktop's connection");
+            let name = zbus::names::BusName::try_from(s.as_str()).expect("unique name");
+            let pid = dbus
+                .get_connection_unix_process_id(name)
+                .await
+                .expect("the sender is connected");
+            assert_eq!(pid, d.pid(), "the notification came from another process");
+        }
+    })
+    .await
+}
