@@ -20,6 +20,7 @@ pub(crate) mod clock;
 pub(crate) mod consent;
 pub(crate) mod cursor;
 pub(crate) mod display;
+pub(crate) mod drive;
 pub(crate) mod error;
 pub(crate) mod event;
 pub(crate) mod gate;
