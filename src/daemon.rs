@@ -2,19 +2,17 @@
 //! shuts everything down in order, the same way on every exit path.
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use inotify::{Inotify, WatchMask};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use zbus::Connection;
 use zbus::fdo::{DBusProxy, RequestNameFlags, RequestNameReply};
 use zbus::names::{BusName, WellKnownName};
 
-use crate::config::{Config, ConfigFile, UndecidedMode};
+use crate::config::{Config, UndecidedMode};
 use crate::core::consent::{ConsentStore, Verdict};
 use crate::core::lane::{OnLane, StoreLane};
 use crate::core::{Core, Gate, GateSettings, SourceEvent, SystemClock};
@@ -413,7 +411,7 @@ async fn build_core(
     );
     // What nobody means to share (core::privacy): in force before any
     // source's first event, so that nothing reaches the state uncleaned.
-    load_privacy(&core, &config.paths, Some(&config.file));
+    crate::config::follow::load_privacy(&core.manage(), &config.paths, Some(&config.file));
     // Who may answer prompts: GNOME Shell (also where [sources.shells]
     // says it is installed) and the programs config.toml names.
     core.set_agent_trust(crate::core::agents::AgentTrust::new(
@@ -553,15 +551,17 @@ async fn start_sources(
             .spawn(async move { pump.run(core.state(), core.gate(), cancel).await });
     }
 
-    load_policy(core, &tx).await;
-    let inotify = watch_config_dir(&config.paths.config_dir);
-    tree.sources.spawn(policy_watcher(
-        core.clone(),
+    crate::config::follow::load_policy(core.gate(), &tx).await;
+    let inotify = crate::config::follow::watch_dir(&config.paths.config_dir);
+    tree.sources.spawn(crate::config::follow::follow(
+        (core.gate().clone(), core.manage()),
         tx.clone(),
         inotify,
         config.paths.clone(),
         tree.sources.token(),
     ));
+    tree.sources
+        .spawn(core.gate().clone().wake_at_expiries(tree.sources.token()));
 
     let ctx = sources::SourceContext {
         tx: tx.clone(),
@@ -846,140 +846,6 @@ async fn name_owner(dbus: &DBusProxy<'_>) -> (String, Option<u32>) {
         .await
         .ok();
     (owner.to_string(), pid)
-}
-
-/// Load policy.toml and report its health as the `policy` source
-/// (`Gate::reload_reported`).
-async fn load_policy(core: &Core, tx: &mpsc::Sender<SourceEvent>) {
-    let _ = tx.send(core.gate().reload_reported()).await;
-}
-
-fn watch_config_dir(dir: &Path) -> Option<Inotify> {
-    let setup = || -> std::io::Result<Inotify> {
-        std::fs::create_dir_all(dir)?;
-        let ino = Inotify::init()?;
-        ino.watches().add(
-            dir,
-            WatchMask::CLOSE_WRITE
-                | WatchMask::MOVED_TO
-                | WatchMask::MOVED_FROM
-                | WatchMask::CREATE
-                | WatchMask::DELETE,
-        )?;
-        Ok(ino)
-    };
-    match setup() {
-        Ok(i) => Some(i),
-        Err(e) => {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot watch the config directory; policy.toml changes need a restart");
-            None
-        }
-    }
-}
-
-/// Put the never-share rules in force: `[privacy]` of `config.toml`
-/// (`file`, or read again when `None`: it changed), the deprecated
-/// `[history]` exclude lists merged in (said once in the log), and
-/// `privacy.toml`, which `contextctl privacy` edits. A file that cannot
-/// be read keeps the rules it gave before: a typo never shares more.
-fn load_privacy(core: &Core, paths: &crate::config::Paths, file: Option<&ConfigFile>) {
-    let reread;
-    let (config_rules, old_keys) = match file {
-        Some(f) => f.privacy_rules(),
-        None => match ConfigFile::load(&paths.config_file()) {
-            Ok(f) => {
-                reread = f;
-                reread.privacy_rules()
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "config.toml changed but cannot be read; the never-share rules stay as they were");
-                return;
-            }
-        },
-    };
-    if !old_keys.is_empty() && file.is_some() {
-        tracing::warn!(
-            keys = ?old_keys,
-            "deprecated: {} now hold back from every reader, not only the timeline; use [privacy] apps and titles (or contextctl privacy add) instead",
-            old_keys.join(" and ")
-        );
-    }
-    let extra = match crate::config::PrivacyFile::load(&paths.privacy_file()) {
-        Ok(f) => f.privacy,
-        Err(e) => {
-            tracing::warn!(error = %e, "privacy.toml cannot be read; the never-share rules stay as they were");
-            if file.is_none() {
-                return;
-            }
-            core.privacy_rules()
-        }
-    };
-    if core.set_privacy(config_rules.merged(&extra)) {
-        tracing::info!("never-share rules in force");
-    }
-}
-
-/// Reload the policy when its file changes, and wake the gate when a grant
-/// expires so that subscriptions end on time.
-async fn policy_watcher(
-    core: Arc<Core>,
-    tx: mpsc::Sender<SourceEvent>,
-    inotify: Option<Inotify>,
-    paths: crate::config::Paths,
-    cancel: CancellationToken,
-) {
-    let file_name = core
-        .gate()
-        .policy_path()
-        .file_name()
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    let mut stream = inotify.and_then(|i| i.into_event_stream(vec![0u8; 4096]).ok());
-    // A new decision may bring a sooner expiry: recompute on every change.
-    let mut generation = core.gate().watch_generation();
-    loop {
-        let expiry = core.gate().next_expiry();
-        let sleep_for = expiry
-            .and_then(|e| (e - core.now()).to_std().ok())
-            .unwrap_or(Duration::from_secs(24 * 3600));
-        tokio::select! {
-            _ = cancel.cancelled() => break,
-            r = generation.changed() => {
-                if r.is_err() {
-                    break;
-                }
-            }
-            _ = tokio::time::sleep(sleep_for + Duration::from_millis(1)) => {
-                if expiry.is_some() {
-                    core.gate().bump();
-                }
-            }
-            ev = async {
-                match stream.as_mut() {
-                    Some(s) => s.next().await,
-                    None => std::future::pending().await,
-                }
-            } => {
-                match ev {
-                    Some(Ok(ev)) if ev.name.as_deref().map(PathBuf::from) == Some(file_name.clone()) => {
-                        // Editors write in several steps; let them finish.
-                        tokio::time::sleep(Duration::from_millis(30)).await;
-                        load_policy(&core, &tx).await;
-                    }
-                    Some(Ok(ev)) if ev.name.as_deref().is_some_and(|n| n == "privacy.toml" || n == "config.toml") => {
-                        tokio::time::sleep(Duration::from_millis(30)).await;
-                        load_privacy(&core, &paths, None);
-                    }
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => {
-                        tracing::warn!(error = %e, "inotify failed; policy.toml changes need a restart");
-                        stream = None;
-                    }
-                    None => stream = None,
-                }
-            }
-        }
-    }
 }
 
 /// Tell the user, once, that the broker runs degraded: a desktop

@@ -1,7 +1,7 @@
 //! `contextctl privacy`: the user's never-share rules, kept in
 //! `privacy.toml` beside `config.toml`. A file the user owns, edited
 //! whole and renamed into place; the daemon watches the directory and
-//! puts the rules in force at once (`daemon::load_privacy`). Needs no
+//! puts the rules in force at once (`config::follow::load_privacy`). Needs no
 //! daemon and no bus: what is never shared is the user's to say even
 //! while contextd is not running.
 

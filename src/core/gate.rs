@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::clock::Clock;
 use super::consent::{AppInfo, AuditEntry, ConsentStore, Loaded, Origin, StoredDecision, Verdict};
@@ -286,6 +287,33 @@ impl Gate {
             self.bump();
         }
         was != paused
+    }
+
+    /// Wake the gate at every expiry of a grant or decision (its
+    /// generation moves), so that subscriptions end on time, until
+    /// `cancel`. A new decision may bring a sooner expiry: recomputed on
+    /// every change.
+    pub(crate) async fn wake_at_expiries(self: Arc<Self>, cancel: CancellationToken) {
+        let mut generation = self.watch_generation();
+        loop {
+            let expiry = self.next_expiry();
+            let sleep_for = expiry
+                .and_then(|e| (e - self.clock.now()).to_std().ok())
+                .unwrap_or(std::time::Duration::from_secs(24 * 3600));
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                r = generation.changed() => {
+                    if r.is_err() {
+                        break;
+                    }
+                }
+                _ = tokio::time::sleep(sleep_for + std::time::Duration::from_millis(1)) => {
+                    if expiry.is_some() {
+                        self.bump();
+                    }
+                }
+            }
+        }
     }
 
     /// The soonest expiry of a policy grant or stored decision after now,

@@ -20,6 +20,7 @@ pub(crate) mod clock;
 pub(crate) mod consent;
 pub(crate) mod cursor;
 pub(crate) mod display;
+pub(crate) mod drive;
 pub(crate) mod error;
 pub(crate) mod event;
 pub(crate) mod gate;
@@ -64,7 +65,6 @@ pub(crate) use watch::{Follow, Item, Watch, Watcher};
 pub(crate) struct Core {
     state: Arc<State>,
     gate: Arc<Gate>,
-    clock: Arc<dyn Clock>,
     reads: read::Reads,
     watches: watch::Watches,
     manage: manage::Manage,
@@ -121,7 +121,6 @@ impl Core {
         Arc::new(Core {
             state,
             gate,
-            clock,
             reads,
             watches,
             manage,
@@ -181,11 +180,6 @@ impl Core {
         &self.gate
     }
 
-    /// Now, by the core's clock (a test's manual clock included).
-    pub(crate) fn now(&self) -> chrono::DateTime<chrono::Utc> {
-        self.clock.now()
-    }
-
     /// Why the broker runs degraded, if it does ([`manage::Manage::recovery`]).
     pub(crate) fn recovery(&self) -> Option<String> {
         self.manage.recovery()
@@ -204,16 +198,6 @@ impl Core {
     /// Who may register as consent agent (from `config.toml`).
     pub(crate) fn set_agent_trust(&self, trust: agents::AgentTrust) {
         self.ask.set_agent_trust(trust);
-    }
-
-    /// Put the user's never-share rules in force ([`manage::Manage::set_privacy`]).
-    pub(crate) fn set_privacy(&self, user: privacy::PrivacySettings) -> bool {
-        self.manage.set_privacy(user)
-    }
-
-    /// The user's never-share rules in force.
-    pub(crate) fn privacy_rules(&self) -> privacy::PrivacySettings {
-        self.manage.privacy_rules()
     }
 
     /// Retry waiting revocations until `cancel` ([`pending::write_revocations`]).

@@ -60,6 +60,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::DashboardConfig;
 use crate::core::consent::{Answer, Origin as DecisionOrigin, Verdict};
+use crate::core::drive::{Backpressure, Flow, Sent, Sink, drive};
 use crate::core::manage::Manage;
 use crate::core::notice;
 use crate::core::prompts::Ask;
@@ -563,44 +564,7 @@ async fn events(State(dash): State<Arc<Dash>>) -> Response {
         // While a page listens, the dashboard answers prompts that have
         // no other UI.
         let _surface = core.ask.prompt_surface();
-        loop {
-            let item = tokio::select! {
-                _ = tx.closed() => break,
-                _ = cancel.cancelled() => break,
-                item = feed.next() => item,
-            };
-            let data = match item {
-                None | Some(Item::Ended | Item::EndedByUser | Item::Revoked { .. }) => break,
-                Some(Item::Control(parts)) => parts
-                    .iter()
-                    .map(|p| p.as_str())
-                    .collect::<Vec<_>>()
-                    .join(","),
-                Some(Item::Changed {
-                    category: Category::MediaPlayback | Category::MediaCapture,
-                    ..
-                }) => "media".to_owned(),
-                Some(Item::Lagged { .. }) => {
-                    let mut all: Vec<&str> = notice::Part::ALL.iter().map(|p| p.as_str()).collect();
-                    all.push("media");
-                    all.join(",")
-                }
-                Some(
-                    Item::Changed { .. }
-                    | Item::Sources
-                    | Item::GateChanged
-                    | Item::Paused
-                    | Item::Resumed,
-                ) => continue,
-            };
-            // A reader that does not read is cut off, not buffered for.
-            if tx
-                .try_send(Event::default().event("changed").data(data))
-                .is_err()
-            {
-                break;
-            }
-        }
+        drive(&mut feed, &mut Page { tx }, &cancel).await;
     });
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
@@ -610,6 +574,61 @@ async fn events(State(dash): State<Arc<Dash>>) -> Response {
     Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
+}
+
+/// An open page's side of [`drive`]: the owner's feed as its `changed`
+/// events.
+struct Page {
+    tx: tokio::sync::mpsc::Sender<Event>,
+}
+
+impl Sink for Page {
+    type Msg = Event;
+
+    /// A reader that does not read is cut off, not buffered for: the page
+    /// re-reads itself when it reconnects.
+    fn backpressure(&self) -> Backpressure {
+        Backpressure::CutOff
+    }
+
+    async fn convert(&mut self, item: Item, out: &mut Vec<Event>) -> Flow {
+        let data = match item {
+            Item::Ended | Item::EndedByUser | Item::Revoked { .. } => return Flow::Stop,
+            Item::Control(parts) => parts
+                .iter()
+                .map(|p| p.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+            Item::Changed {
+                category: Category::MediaPlayback | Category::MediaCapture,
+                ..
+            } => "media".to_owned(),
+            Item::Lagged { .. } => {
+                let mut all: Vec<&str> = notice::Part::ALL.iter().map(|p| p.as_str()).collect();
+                all.push("media");
+                all.join(",")
+            }
+            Item::Changed { .. }
+            | Item::Sources
+            | Item::GateChanged
+            | Item::Paused
+            | Item::Resumed => return Flow::Go,
+        };
+        out.push(Event::default().event("changed").data(data));
+        Flow::Go
+    }
+
+    async fn send(&mut self, event: Event) -> Sent {
+        match self.tx.send(event).await {
+            Ok(()) => Sent::Delivered,
+            Err(_) => Sent::Gone,
+        }
+    }
+
+    /// The page closed its stream.
+    async fn gone(&self) {
+        self.tx.closed().await
+    }
 }
 
 /// What a change answers: 204 to the page's script, which re-reads the

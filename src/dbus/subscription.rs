@@ -17,6 +17,7 @@ use zbus::{Connection, interface};
 use super::error::{Error, Result};
 use super::sendq::SendQueue;
 use super::wire::KeptHeader;
+use crate::core::drive::{Backpressure, Flow, Sent, Sink, drive};
 use crate::core::readers::ReaderInfo;
 use crate::core::view::ChangeView;
 use crate::core::watch::Watches;
@@ -430,35 +431,106 @@ async fn forward(
     (app, first): (AppId, Option<Category>),
     mut watch: Watch,
 ) {
-    let mut header: Option<ChangedHeader> = None;
-    loop {
-        let item = tokio::select! {
-            biased;
-            _ = e.stop.cancelled() => break,
-            item = watch.next() => item,
+    let stop = e.stop.clone();
+    let mut sink = Signals {
+        conn,
+        subs,
+        id,
+        e,
+        app,
+        first,
+        header: None,
+    };
+    drive(&mut watch, &mut sink, &stop).await;
+}
+
+/// One subscription's side of [`drive`]: its feed's items as
+/// Subscription1 signals, queued in the [`Outbox`].
+struct Signals {
+    conn: Connection,
+    subs: Arc<Subscriptions>,
+    id: u64,
+    e: Entry,
+    app: AppId,
+    /// The category named in `Revoked` when the user ends it.
+    first: Option<Category>,
+    /// The `Changed` header, made at the first change.
+    header: Option<ChangedHeader>,
+}
+
+/// A signal for the outbox, or the subscription's end.
+enum Signal {
+    Queue(zbus::Message),
+    /// The subscription is over: `Revoked` (when it was still in
+    /// [`Subscriptions`]) goes through the outbox, after every `Changed`
+    /// queued before it, then its object goes; `logged` is logged.
+    End {
+        revoked: Option<zbus::Message>,
+        path: Option<OwnedObjectPath>,
+        logged: Option<Category>,
+    },
+}
+
+impl Signals {
+    /// The end of the subscription with `Revoked(category, reason)`,
+    /// unless it is gone already (an `Unsubscribe` came first: then only
+    /// the log line).
+    fn end(&self, category: &Category, reason: &str, out: &mut Vec<Signal>) {
+        let Some(gone) = self.subs.lock().remove(&self.id) else {
+            out.push(Signal::End {
+                revoked: None,
+                path: None,
+                logged: Some(category.clone()),
+            });
+            return;
         };
-        let Some(item) = item else { break };
+        let revoked = signal(
+            &self.conn,
+            &self.e,
+            "Revoked",
+            &(category.to_string(), reason),
+        )
+        .inspect_err(|err| tracing::debug!(error = %err, "cannot send Revoked"))
+        .ok();
+        out.push(Signal::End {
+            revoked,
+            path: Some(gone.path),
+            logged: Some(category.clone()),
+        });
+    }
+}
+
+impl Sink for Signals {
+    type Msg = Signal;
+
+    /// The outbox waits for the socket; a subscription that falls behind
+    /// meanwhile hears `Lagged`.
+    fn backpressure(&self) -> Backpressure {
+        Backpressure::Wait
+    }
+
+    async fn convert(&mut self, item: Item, out: &mut Vec<Signal>) -> Flow {
         match item {
             Item::Changed { category, view, .. } => {
-                if header.is_none() {
-                    match ChangedHeader::new(conn.unique_name().map(|u| u.inner()), &e) {
-                        Ok(h) => header = Some(h),
+                if self.header.is_none() {
+                    match ChangedHeader::new(self.conn.unique_name().map(|u| u.inner()), &self.e) {
+                        Ok(h) => self.header = Some(h),
                         Err(err) => tracing::warn!(error = %err, "cannot put a change on D-Bus"),
                     }
                 }
-                let Some(h) = &header else { continue };
-                let msg = subs
+                let Some(h) = &self.header else {
+                    return Flow::Go;
+                };
+                let msg = self
+                    .subs
                     .bodies
                     .body(&category, &view)
                     .and_then(|body| h.message(&body));
                 match msg {
-                    Ok(msg) => {
-                        if !subs.outbox.push(id, msg).await {
-                            break;
-                        }
-                    }
+                    Ok(msg) => out.push(Signal::Queue(msg)),
                     Err(err) => tracing::warn!(error = %err, "cannot put a change on D-Bus"),
                 }
+                Flow::Go
             }
             Item::Lagged { missed } => {
                 // Info, as for MCP readers (mcp::watch): a reader that is
@@ -467,38 +539,63 @@ async fn forward(
                 // the journal with warnings about their own pace.
                 tracing::info!(
                     missed,
-                    owner = %e.owner,
+                    owner = %self.e.owner,
                     "a subscription fell behind; it is told to read again"
                 );
-                match signal(&conn, &e, "Lagged", &()) {
-                    Ok(msg) => {
-                        if !subs.outbox.push(id, msg).await {
-                            break;
-                        }
-                    }
+                match signal(&self.conn, &self.e, "Lagged", &()) {
+                    Ok(msg) => out.push(Signal::Queue(msg)),
                     Err(err) => {
-                        tracing::debug!(error = %err, owner = %e.owner, "cannot send Lagged")
+                        tracing::debug!(error = %err, owner = %self.e.owner, "cannot send Lagged")
                     }
                 }
+                Flow::Go
             }
             Item::Revoked { category } => {
                 let reason = format!("consent for '{category}' was withdrawn");
-                end(&conn, &subs, id, &e, &category, &reason).await;
-                tracing::info!(%app, %category, "subscription revoked");
-                break;
+                self.end(&category, &reason, out);
+                Flow::Stop
             }
             Item::EndedByUser => {
-                if let Some(c) = &first {
-                    end(&conn, &subs, id, &e, c, "the user ended this subscription").await;
-                    tracing::info!(%app, category = %c, "subscription revoked");
-                } else {
-                    let gone = subs.lock().remove(&id).map(|e| e.path);
-                    remove_paths(&conn, gone.into_iter().collect()).await;
+                if let Some(c) = self.first.clone() {
+                    self.end(&c, "the user ended this subscription", out);
+                } else if let Some(gone) = self.subs.lock().remove(&self.id) {
+                    out.push(Signal::End {
+                        revoked: None,
+                        path: Some(gone.path),
+                        logged: None,
+                    });
                 }
-                break;
+                Flow::Stop
             }
-            Item::Ended => break,
+            Item::Ended => Flow::Stop,
             Item::Sources | Item::GateChanged | Item::Paused | Item::Resumed | Item::Control(_) => {
+                Flow::Go
+            }
+        }
+    }
+
+    async fn send(&mut self, msg: Signal) -> Sent {
+        match msg {
+            Signal::Queue(msg) => {
+                if self.subs.outbox.push(self.id, msg).await {
+                    Sent::Delivered
+                } else {
+                    Sent::Gone
+                }
+            }
+            Signal::End {
+                revoked,
+                path,
+                logged,
+            } => {
+                if let Some(msg) = revoked {
+                    self.subs.outbox.push(self.id, msg).await;
+                }
+                remove_paths(&self.conn, path.into_iter().collect()).await;
+                if let Some(category) = logged {
+                    tracing::info!(app = %self.app, %category, "subscription revoked");
+                }
+                Sent::Delivered
             }
         }
     }
@@ -560,29 +657,6 @@ fn builder<'a>(
         Some(us) => b.sender(us.clone()),
         None => b,
     }
-}
-
-/// End subscription `id` with `Revoked` (unless it is gone already: an
-/// `Unsubscribe` came first) and remove its object. `Revoked` goes
-/// through the outbox, after every `Changed` queued before it.
-async fn end(
-    conn: &Connection,
-    subs: &Subscriptions,
-    id: u64,
-    e: &Entry,
-    category: &Category,
-    reason: &str,
-) {
-    let Some(gone) = subs.lock().remove(&id) else {
-        return;
-    };
-    match signal(conn, e, "Revoked", &(category.to_string(), reason)) {
-        Ok(msg) => {
-            subs.outbox.push(id, msg).await;
-        }
-        Err(err) => tracing::debug!(error = %err, "cannot send Revoked"),
-    }
-    remove_paths(conn, vec![gone.path]).await;
 }
 
 #[cfg(test)]

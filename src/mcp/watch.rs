@@ -6,7 +6,7 @@
 //! Back-pressure: every notification waits until the session's queue
 //! takes it; a queue that stays full for `[limits] reader_stall_s` (the
 //! host stopped reading) ends the connection, with the reason in the log
-//! ([`Stalled`]). Meanwhile the loop holds no backlog: the core's feed
+//! ([`Backpressure::DisconnectAfter`], applied by [`drive`]). Meanwhile the loop holds no backlog: the core's feed
 //! drops what the loop could not take and says so once
 //! ([`Item::Lagged`]); the host then gets one
 //! `notifications/resources/list_changed` ("what you can see may have
@@ -25,7 +25,6 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use rmcp::model::ResourceUpdatedNotificationParam;
 use rmcp::service::{Peer, RoleServer, SubscriptionSink};
@@ -34,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use super::Broker;
 use super::consent::Subject;
 use super::resources::{self, FIXED, Res};
+use crate::core::drive::{Backpressure, Ended, Flow, Sent, Sink, drive};
 use crate::core::watch::Interest;
 use crate::core::{Item, Watch};
 use crate::model::Category;
@@ -173,15 +173,6 @@ impl Out {
         r.is_ok()
     }
 
-    /// Tell the host it missed changes (see the module docs); `false`
-    /// when the host is gone.
-    async fn lagged(&self) -> bool {
-        if !self.wants_list_changed() {
-            return true;
-        }
-        self.list_changed().await
-    }
-
     fn closed(&self) -> bool {
         match self {
             Out::Session { peer, .. } => peer.is_transport_closed(),
@@ -204,20 +195,12 @@ fn touches(uri: &str, cat: &Category) -> bool {
         .any(|c| c == cat || c.base().as_ref() == Some(cat) || cat.base().as_ref() == Some(c))
 }
 
-/// A host whose queue stayed full for the stall limit.
-#[derive(Debug)]
-struct Stalled;
-
-/// Send with `send` unless the queue stays full for `limit`.
-async fn within<F: Future<Output = bool>>(limit: Duration, send: F) -> Result<bool, Stalled> {
-    tokio::time::timeout(limit, send).await.map_err(|_| Stalled)
-}
-
 /// Notify `subject` of what `watch` (the core's feed for it) yields until
 /// `cancel` (the session or the listen request ended), the feed is over,
 /// or the host goes away. A host that does not take a notification within
-/// the broker's stall limit is disconnected: `end` is cancelled (the
-/// connection's token on stdio and SSE, the session's on Streamable HTTP).
+/// the broker's stall limit is disconnected ([`Backpressure::DisconnectAfter`]):
+/// `end` is cancelled (the connection's token on stdio and SSE, the
+/// session's on Streamable HTTP).
 pub(crate) async fn run(
     broker: Arc<Broker>,
     subject: Subject,
@@ -226,11 +209,22 @@ pub(crate) async fn run(
     (cancel, end): (CancellationToken, CancellationToken),
 ) {
     let limit = broker.stall;
-    let watch = watch.interested(out.interest());
-    if let Err(Stalled) = notify(&broker, &subject, &out, watch, &cancel).await {
+    let mut watch = watch.interested(out.interest());
+    // The awaits of the notifier are boxed: this loop lives as long as
+    // its session, and its task is as large as the largest future it
+    // awaits (a notification's send is kilobytes); boxed, that costs only
+    // while it runs.
+    let listed = Box::pin(visible_resources(&broker, &subject)).await;
+    let mut notifier = Notifier {
+        broker,
+        subject,
+        out,
+        listed,
+    };
+    if drive(&mut watch, &mut notifier, &cancel).await == Ended::Stalled {
         tracing::warn!(
-            app = %subject.app_id,
-            channel = subject.channel.as_str(),
+            app = %notifier.subject.app_id,
+            channel = notifier.subject.channel.as_str(),
             "disconnecting an MCP reader: its queue stayed full for {} s (it stopped reading); its notifications are dropped",
             limit.as_secs()
         );
@@ -238,64 +232,71 @@ pub(crate) async fn run(
     }
 }
 
-async fn notify(
-    broker: &Arc<Broker>,
-    subject: &Subject,
-    out: &Out,
-    mut watch: Watch,
-    cancel: &CancellationToken,
-) -> Result<(), Stalled> {
-    let broker = broker.clone();
-    let subject = subject.clone();
-    let limit = broker.stall;
-    let core = broker.core.clone();
-    // The awaits below are boxed: this loop lives as long as its session,
-    // and its task is as large as the largest future it awaits (a
-    // notification's send is kilobytes); boxed, that costs only while it
-    // runs.
-    let mut listed = Box::pin(visible_resources(&broker, &subject)).await;
-    loop {
-        let item = tokio::select! {
-            _ = cancel.cancelled() => break,
-            item = watch.next() => item,
-        };
+/// One notification to a host.
+#[derive(Debug)]
+enum Notice {
+    /// `notifications/resources/list_changed`; a host gone ends the loop.
+    ListChanged,
+    /// `notifications/resources/updated` for this URI, if the host
+    /// subscribed to it when it is sent; a host gone drops the rest of
+    /// the item's notices.
+    Updated(String),
+}
+
+/// A session's side of [`drive`]: the feed's items as the notifications
+/// of the resources the host subscribed to.
+struct Notifier {
+    broker: Arc<Broker>,
+    subject: Subject,
+    out: Out,
+    /// What `resources/list` showed the host last.
+    listed: Vec<Res>,
+}
+
+impl Sink for Notifier {
+    type Msg = Notice;
+
+    fn backpressure(&self) -> Backpressure {
+        Backpressure::DisconnectAfter(self.broker.stall)
+    }
+
+    async fn convert(&mut self, item: Item, out: &mut Vec<Notice>) -> Flow {
         let uris: Vec<String> = match item {
-            None | Some(Item::Ended | Item::EndedByUser | Item::Revoked { .. }) => break,
-            Some(Item::GateChanged | Item::Paused | Item::Resumed) => {
-                let now = Box::pin(visible_resources(&broker, &subject)).await;
-                if now != listed {
-                    listed = now;
-                    tracing::debug!(app = %subject.app_id, "resource list changed for this host");
-                    if out.wants_list_changed()
-                        && !Box::pin(within(limit, out.list_changed())).await?
-                    {
-                        break;
+            Item::Ended | Item::EndedByUser | Item::Revoked { .. } => return Flow::Stop,
+            Item::GateChanged | Item::Paused | Item::Resumed => {
+                let now = Box::pin(visible_resources(&self.broker, &self.subject)).await;
+                if now != self.listed {
+                    self.listed = now;
+                    tracing::debug!(app = %self.subject.app_id, "resource list changed for this host");
+                    if self.out.wants_list_changed() {
+                        out.push(Notice::ListChanged);
                     }
                 }
-                continue;
+                return Flow::Go;
             }
-            Some(Item::Control(_)) => continue,
+            Item::Control(_) => return Flow::Go,
             // Source health needs no consent; every other change comes
             // only when the host may see it: its category, and a change
             // it can tell at all (the core compared what the host sees
             // before and after: a title change is none without
             // windows.titles, a new SSID none without network.name, a
             // move within the same city none without location.precise).
-            Some(Item::Sources) => vec![Res::Snapshot.uri()],
-            Some(Item::Changed { change, .. }) => {
-                resources::affected(&change, core.watches.active_window_id().as_deref())
-            }
-            Some(Item::Lagged { missed }) => {
+            Item::Sources => vec![Res::Snapshot.uri()],
+            Item::Changed { change, .. } => resources::affected(
+                &change,
+                self.broker.core.watches.active_window_id().as_deref(),
+            ),
+            Item::Lagged { missed } => {
                 // We missed changes: tell the host to re-read everything
                 // it subscribed to and may still see.
-                tracing::info!(app = %subject.app_id, missed, "an MCP reader fell behind; it is told to re-read");
-                if !Box::pin(within(limit, out.lagged())).await? {
-                    break;
+                tracing::info!(app = %self.subject.app_id, missed, "an MCP reader fell behind; it is told to re-read");
+                if self.out.wants_list_changed() {
+                    out.push(Notice::ListChanged);
                 }
                 let mut all = Vec::new();
-                for uri in out.subscribed() {
+                for uri in self.out.subscribed() {
                     if let Some(res) = Res::parse(&uri)
-                        && Box::pin(may_see(&broker, &subject, &res)).await
+                        && Box::pin(may_see(&self.broker, &self.subject, &res)).await
                     {
                         all.push(uri);
                     }
@@ -303,16 +304,35 @@ async fn notify(
                 all
             }
         };
-        for uri in uris.iter().filter(|u| out.subscribes(u)) {
-            if !Box::pin(within(limit, out.updated(uri))).await? {
-                break;
+        out.extend(uris.into_iter().map(Notice::Updated));
+        Flow::Go
+    }
+
+    async fn send(&mut self, notice: Notice) -> Sent {
+        match notice {
+            Notice::ListChanged => {
+                if Box::pin(self.out.list_changed()).await {
+                    Sent::Delivered
+                } else {
+                    Sent::Gone
+                }
+            }
+            // Whether the host subscribed is asked as the notice goes
+            // out: a `resources/unsubscribe` meanwhile stops it.
+            Notice::Updated(uri) if !self.out.subscribes(&uri) => Sent::Delivered,
+            Notice::Updated(uri) => {
+                if Box::pin(self.out.updated(&uri)).await {
+                    Sent::Delivered
+                } else {
+                    Sent::Dropped
+                }
             }
         }
-        if out.closed() {
-            break;
-        }
     }
-    Ok(())
+
+    fn closed(&self) -> bool {
+        self.out.closed()
+    }
 }
 
 /// Whether `subject` may read `res` now (without asking).
