@@ -521,6 +521,40 @@ fn core_files_do_not_reach_back_up_to_core() {
     );
 }
 
+/// A publisher delivers a reader's change feed through `core::drive`
+/// alone (issue 50 item 4): a publisher file that opens a feed
+/// (`.watch(Watcher::…)`) hands it to `drive` with a `Sink` naming its
+/// back-pressure rule, and none awaits a `Watch` itself, where a rule of
+/// its own would be written again.
+#[test]
+fn publishers_deliver_change_feeds_through_core_drive() {
+    let files = library_files();
+    let mut found = Vec::new();
+    let mut feeds = 0;
+    for (module, (name, code)) in &files {
+        if !module
+            .first()
+            .is_some_and(|m| ["dbus", "mcp", "dashboard"].contains(&m.as_str()))
+        {
+            continue;
+        }
+        if code.contains("watch.next()") || code.contains("feed.next()") {
+            found.push(format!("{name}: awaits a Watch itself"));
+        }
+        if code.contains(".watch(Watcher::") || code.contains("watch: Watch") {
+            feeds += 1;
+            if !code.contains("drive(") || !code.contains("impl Sink for") {
+                found.push(format!("{name}: opens a feed but does not drive it"));
+            }
+            if !code.contains("Backpressure::") {
+                found.push(format!("{name}: names no back-pressure rule"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    assert!(feeds >= 3, "the three publishers' feeds were not found");
+}
+
 /// contextctl is a client of the daemon: client/ reaches the core and the
 /// MCP publisher through no module of theirs but a narrow one both sides
 /// import (the admin socket's requests and answers and the ticket's
