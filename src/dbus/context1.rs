@@ -731,7 +731,7 @@ mod tests {
             id: format!("pw-{n}"),
             kind: crate::model::MediaKind::Screen,
             state: crate::model::StreamState::Running,
-            active: n % 2 == 0,
+            active: n.is_multiple_of(2),
             since: "2026-11-27T05:40:00Z".into(),
             app_id: Some("org.mozilla.firefox".into()),
             app_id_source: Some("kernel"),
