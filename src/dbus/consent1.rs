@@ -10,17 +10,22 @@ use std::sync::Arc;
 
 use chrono::{TimeZone, Utc};
 use tokio_util::sync::CancellationToken;
-use zbus::interface;
 use zbus::message::Header;
 use zbus::object_server::SignalEmitter;
 use zbus::wire::ObjectPath;
+use zbus::{Message, interface};
 
 use super::Shared;
 use super::agent::Agent;
 use super::error::{Error, Result};
 use super::polkit;
+use super::served::{self, OnePass, Written, answer};
 use super::wire::{self, Dict};
 use crate::core::consent::{Answer, AuditQuery, Origin, Verdict};
+use crate::core::manage::{AppView, AuditView, GrantView};
+use crate::core::prompts::PendingView;
+use crate::core::provide::ProviderView;
+use crate::core::readers::ReaderView;
 use crate::model::{AppId, Category};
 
 pub(crate) struct Consent1 {
@@ -56,20 +61,99 @@ fn manage_request(app: &AppId, category: &Category, summary: String) -> polkit::
     }
 }
 
+/// The lists `Consent1` answers, each authorised once: the macro's
+/// methods format them through `Dict`s, [`Served`] writes them once
+/// ([`OnePass`]).
+impl Consent1 {
+    async fn apps(&self, hdr: &Header<'_>) -> Result<Vec<AppView>> {
+        self.shared.authorize_manage(hdr).await?;
+        Ok(self.shared.core.manage.apps())
+    }
+
+    async fn grants(&self, hdr: &Header<'_>) -> Result<Vec<GrantView>> {
+        self.shared.authorize_manage(hdr).await?;
+        Ok(self.shared.core.manage.grants())
+    }
+
+    async fn providers(&self, hdr: &Header<'_>) -> Result<Vec<ProviderView>> {
+        self.shared.authorize_manage(hdr).await?;
+        Ok(self.shared.core.provide.providers())
+    }
+
+    async fn audit(
+        &self,
+        hdr: &Header<'_>,
+        (since, until, app, limit): (i64, i64, String, u32),
+    ) -> Result<Vec<AuditView>> {
+        let q = AuditQuery {
+            since: time_arg("since", since)?,
+            until: time_arg("until", until)?,
+            app: if app.is_empty() {
+                None
+            } else {
+                Some(app_arg(&app)?)
+            },
+            limit,
+        };
+        self.shared.authorize_manage(hdr).await?;
+        Ok(self.shared.core.manage.audit(q).await?)
+    }
+
+    async fn pending(&self, hdr: &Header<'_>) -> Result<Vec<PendingView>> {
+        self.shared.authorize_manage(hdr).await?;
+        Ok(self.shared.core.ask.pending_prompts())
+    }
+
+    async fn readers(&self, hdr: &Header<'_>) -> Result<Vec<ReaderView>> {
+        self.shared.authorize_manage(hdr).await?;
+        Ok(self.shared.core.manage.readers())
+    }
+}
+
+/// `Consent1`'s lists written once: member → arguments, view. Every
+/// other member is the macro's.
+impl OnePass for Consent1 {
+    fn one_pass<'a>(&'a self, member: &str, msg: &'a Message) -> Option<served::Answer<'a>> {
+        Some(match member {
+            "ListApps" => answer(msg, move |(), hdr| async move {
+                Written::list(&self.apps(&hdr).await?)
+            }),
+            "ListGrants" => answer(msg, move |(), hdr| async move {
+                Written::list(&self.grants(&hdr).await?)
+            }),
+            "ListProviders" => answer(msg, move |(), hdr| async move {
+                Written::list(&self.providers(&hdr).await?)
+            }),
+            "GetAudit" => answer(msg, move |args, hdr| async move {
+                Written::list(&self.audit(&hdr, args).await?)
+            }),
+            "ListPending" => answer(msg, move |(), hdr| async move {
+                Written::list(&self.pending(&hdr).await?)
+            }),
+            "ListReaders" => answer(msg, move |(), hdr| async move {
+                Written::list(&self.readers(&hdr).await?)
+            }),
+            _ => return None,
+        })
+    }
+
+    fn replies(&self) -> &served::ReplyHeaders {
+        &self.shared.replies
+    }
+}
+
 #[interface(name = "org.contextd.Consent1", introspection_docs = false)]
 impl Consent1 {
     /// Every app that asked for context, with how it was identified.
     #[zbus(out_args("apps"))]
     async fn list_apps(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
-        self.shared.authorize_manage(&hdr).await?;
-        Ok(wire::dicts(&self.shared.core.manage.apps())?)
+        Ok(wire::dicts(&self.apps(&hdr).await?)?)
     }
 
     /// Every live decision: the user's, and policy.toml's (origin `policy`).
     #[zbus(out_args("grants"))]
     async fn list_grants(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
-        self.shared.authorize_manage(&hdr).await?;
-        Ok(wire::dicts(&self.shared.core.manage.grants())?)
+        Ok(wire::dicts(&self.grants(&hdr).await?)?)
     }
 
     /// Decide for `app` and `category`: `allow`, `deny` or `ask`, until
@@ -157,8 +241,7 @@ impl Consent1 {
     /// the apps whose publications the user refused.
     #[zbus(out_args("providers"))]
     async fn list_providers(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
-        self.shared.authorize_manage(&hdr).await?;
-        Ok(wire::dicts(&self.shared.core.provide.providers())?)
+        Ok(wire::dicts(&self.providers(&hdr).await?)?)
     }
 
     /// Let `app` publish context (org.contextd.Provider1), or refuse its
@@ -205,18 +288,9 @@ impl Consent1 {
         limit: u32,
         #[zbus(header)] hdr: Header<'_>,
     ) -> Result<Vec<Dict>> {
-        let q = AuditQuery {
-            since: time_arg("since", since)?,
-            until: time_arg("until", until)?,
-            app: if app.is_empty() {
-                None
-            } else {
-                Some(app_arg(&app)?)
-            },
-            limit,
-        };
-        self.shared.authorize_manage(&hdr).await?;
-        Ok(wire::dicts(&self.shared.core.manage.audit(q).await?)?)
+        Ok(wire::dicts(
+            &self.audit(&hdr, (since, until, app, limit)).await?,
+        )?)
     }
 
     /// Become the UI that answers prompts: the broker calls
@@ -406,8 +480,7 @@ impl Consent1 {
     /// The consent prompts waiting for the user, oldest first.
     #[zbus(out_args("prompts"))]
     async fn list_pending(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
-        self.shared.authorize_manage(&hdr).await?;
-        Ok(wire::dicts(&self.shared.core.ask.pending_prompts())?)
+        Ok(wire::dicts(&self.pending(&hdr).await?)?)
     }
 
     /// Answer the waiting prompt `id` (from `ListPending`).
@@ -465,8 +538,7 @@ impl Consent1 {
     /// Who is reading now: live subscriptions and MCP sessions.
     #[zbus(out_args("readers"))]
     async fn list_readers(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
-        self.shared.authorize_manage(&hdr).await?;
-        Ok(wire::dicts(&self.shared.core.manage.readers())?)
+        Ok(wire::dicts(&self.readers(&hdr).await?)?)
     }
 
     /// End the reader `id` (from `ListReaders`) now: a subscription gets

@@ -4,15 +4,17 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use serde::Serialize;
 use zbus::message::Header;
 use zbus::wire::{OwnedObjectPath, OwnedVariant, Variant};
-use zbus::{Connection, interface};
+use zbus::{Connection, Message, interface};
 
 use super::Shared;
 use super::error::{Error, Result};
 use super::request;
+use super::served::{Answer, OnePass, Written, answer};
+pub(crate) use super::served::{ReplyHeaders, Served};
 use super::subscription;
-use super::wire::KeptHeader;
 use super::wire::{self, Dict};
 use crate::core::read::{self, Requested, Settled};
 use crate::core::{Mode, prompts, provide, view};
@@ -86,7 +88,66 @@ impl serde::Serialize for PageRecord<'_> {
     }
 }
 
+/// One entry of [`PageRecords`] as the one writer writes it: the same
+/// four strings.
+#[derive(Serialize)]
+struct PageEntry<'a> {
+    app_id: &'a str,
+    kind: &'a str,
+    updated: &'a str,
+    json: &'a str,
+}
+
+impl<'a> PageEntry<'a> {
+    fn of(p: &'a view::ProvidedView) -> Self {
+        PageEntry {
+            app_id: &p.app_id,
+            kind: &p.kind,
+            updated: &p.updated,
+            json: p.data.as_str(),
+        }
+    }
+}
+
+/// One record of `GetProvided` as the one writer writes it: the fields
+/// of [`provided_record`], `data` as the entry's `a{sv}`.
+#[derive(Serialize)]
+struct ProvidedEntry<'a> {
+    app_id: &'a str,
+    kind: &'a str,
+    updated: &'a str,
+    data: &'a crate::model::ProvidedData,
+    json: &'a str,
+}
+
+impl<'a> ProvidedEntry<'a> {
+    fn of(p: &'a view::ProvidedView) -> Self {
+        ProvidedEntry {
+            app_id: &p.app_id,
+            kind: &p.kind,
+            updated: &p.updated,
+            data: &p.data,
+            json: p.data.as_str(),
+        }
+    }
+}
+
+/// The views `Context1`'s methods answer, each decided once: the macro's
+/// methods format them through a `Dict`, [`Served`] writes them once
+/// ([`OnePass`]), so both paths ask the same consent and refuse alike.
 impl Context1 {
+    async fn snapshot(&self, hdr: &Header<'_>) -> Result<view::SnapshotView> {
+        self.shared
+            .read(hdr, read::Snapshot, super::access(hdr))
+            .await
+    }
+
+    async fn windows(&self, hdr: &Header<'_>) -> Result<view::WindowsView> {
+        self.shared
+            .read(hdr, read::Windows, super::access(hdr))
+            .await
+    }
+
     /// What `GetActiveWindow` answers.
     async fn active_window(&self, hdr: &Header<'_>) -> Result<view::WindowView> {
         let v = self
@@ -96,192 +157,141 @@ impl Context1 {
         v.window
             .ok_or_else(|| Error::NotFound("no window has focus".into()))
     }
-}
 
-/// `Context1` as the object server holds it: the interface the macro made
-/// for every call but `GetActiveWindow`, whose reply is built around a
-/// body written from the view in one pass (`wire::body`, as `Changed`
-/// bodies are). Through zbus, the reply's `a{sv}` (a cached `Dict`) was
-/// written one `OwnedVariant` at a time, each value's signature worked
-/// out, written and parsed again: a tenth of the daemon's time under the
-/// broker bench's audited load, the hottest read there is, and zbus's
-/// `#[interface]` has no way to hand it bytes. A view the one-pass writer
-/// declines is answered through a `Dict`. The introspection, properties
-/// and every other method are the macro's, unchanged.
-pub(crate) struct Served(pub(crate) Context1);
-
-#[async_trait::async_trait]
-impl zbus::object_server::Interface for Served {
-    fn name() -> zbus::names::InterfaceName<'static> {
-        <Context1 as zbus::object_server::Interface>::name()
+    async fn media(&self, hdr: &Header<'_>) -> Result<view::MediaView> {
+        self.shared.read(hdr, read::Media, super::access(hdr)).await
     }
 
-    fn spawn_tasks_for_methods(&self) -> bool {
-        self.0.spawn_tasks_for_methods()
-    }
-
-    async fn get(
-        &self,
-        property: &str,
-        server: &zbus::ObjectServer,
-        conn: &Connection,
-        hdr: Option<&Header<'_>>,
-        emitter: &zbus::object_server::SignalEmitter<'_>,
-    ) -> Option<std::result::Result<zbus::wire::OwnedVariant, zbus::BoxDBusError>> {
-        self.0.get(property, server, conn, hdr, emitter).await
-    }
-
-    async fn get_all(
-        &self,
-        server: &zbus::ObjectServer,
-        conn: &Connection,
-        hdr: Option<&Header<'_>>,
-        emitter: &zbus::object_server::SignalEmitter<'_>,
-    ) -> zbus::fdo::Result<HashMap<String, zbus::wire::OwnedVariant>> {
-        self.0.get_all(server, conn, hdr, emitter).await
-    }
-
-    fn set<'call>(
-        &'call self,
-        property: &'call str,
-        value: &'call Variant<'_>,
-        server: &'call zbus::ObjectServer,
-        conn: &'call Connection,
-        hdr: Option<&'call Header<'_>>,
-        emitter: &'call zbus::object_server::SignalEmitter<'_>,
-    ) -> zbus::object_server::DispatchResult<'call> {
-        self.0.set(property, value, server, conn, hdr, emitter)
-    }
-
-    async fn set_mut(
-        &mut self,
-        property: &str,
-        value: &Variant<'_>,
-        server: &zbus::ObjectServer,
-        conn: &Connection,
-        hdr: Option<&Header<'_>>,
-        emitter: &zbus::object_server::SignalEmitter<'_>,
-    ) -> Option<std::result::Result<(), zbus::BoxDBusError>> {
-        self.0
-            .set_mut(property, value, server, conn, hdr, emitter)
+    async fn provided(&self, hdr: &Header<'_>, kind: String) -> Result<Vec<view::ProvidedView>> {
+        self.shared
+            .read(hdr, read::Provided(kind), super::access(hdr))
             .await
     }
 
-    fn call<'call>(
-        &'call self,
-        server: &'call zbus::ObjectServer,
-        conn: &'call Connection,
-        msg: &'call zbus::Message,
-        name: zbus::names::MemberName<'call>,
-    ) -> zbus::object_server::DispatchResult<'call> {
-        if name.as_str() != "GetActiveWindow" {
-            return self.0.call(server, conn, msg, name);
-        }
-        zbus::object_server::DispatchResult::Async(Box::pin(async move {
-            // No arguments to read (the macro's method reads none either).
-            let hdr = msg.header();
-            let answer = self.0.active_window(&hdr).await;
-            if hdr
-                .primary()
-                .flags()
-                .contains(zbus::message::Flags::NO_REPLY_EXPECTED)
-            {
-                return Ok(());
-            }
-            let replies = &self.0.shared.replies;
-            let sent =
-                match answer.and_then(|w| window_reply(replies, conn.unique_name(), &hdr, &w)) {
-                    Ok(reply) => conn.send(&reply).await,
-                    Err(e) => conn.reply_dbus_error(&hdr, e).await,
-                };
-            sent.map_err(zbus::BoxDBusError::from)
-        }))
-    }
-
-    fn call_mut<'call>(
-        &'call mut self,
-        server: &'call zbus::ObjectServer,
-        conn: &'call Connection,
-        msg: &'call zbus::Message,
-        name: zbus::names::MemberName<'call>,
-    ) -> zbus::object_server::DispatchResult<'call> {
-        self.0.call_mut(server, conn, msg, name)
-    }
-
-    fn introspect_to_writer(&self, writer: &mut dyn std::fmt::Write, level: usize) {
-        self.0.introspect_to_writer(writer, level)
-    }
-}
-
-/// The reply to `call` with `window` as its `a{sv}`: written in one pass
-/// behind the caller's kept header ([`ReplyHeaders`]), or (a view the
-/// writer declines) serialised through a `Dict` by the builder.
-fn window_reply(
-    replies: &ReplyHeaders,
-    sender: Option<&zbus::names::OwnedUniqueName>,
-    call: &Header<'_>,
-    window: &view::WindowView,
-) -> Result<zbus::Message> {
-    let reply = || {
-        let b = zbus::Message::method_return(call);
-        match sender {
-            Some(name) => b.sender(name),
-            None => b,
-        }
-    };
-    let body = wire::body(window)?;
-    let kept = replies.of(call, || {
-        // SAFETY: an empty body, never sent: only its header is kept
-        // ([`KeptHeader`]).
-        Ok(unsafe { reply().build_raw_body(&[], "a{sv}", Vec::new()) }?)
-    })?;
-    // SAFETY: `wire::body` writes a valid native-endian `a{sv}` at offset
-    // 0, the kept header's signature (a test reads the reply back and
-    // compares it with the `Dict` path).
-    unsafe { kept.message(Some(call.primary().serial_num().get()), &body) }
-}
-
-/// The header of the replies to each caller's `GetActiveWindow`, kept
-/// ([`KeptHeader`]): the same fields every time (the caller as the
-/// destination, the broker as the sender, `a{sv}`), but for the serial of
-/// the call answered. Building it through zbus was 11 % of the daemon's
-/// time under the broker bench's audited load, its largest single part.
-///
-/// Forgotten when the caller leaves the bus (`dbus::serve`'s watch of
-/// owner changes), and all of it past [`ReplyHeaders::MAX`] callers.
-#[derive(Debug, Default)]
-pub(crate) struct ReplyHeaders(std::sync::Mutex<HashMap<String, Arc<KeptHeader>>>);
-
-impl ReplyHeaders {
-    const MAX: usize = 256;
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<KeptHeader>>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The kept header of the replies to `call`'s sender, from `template`
-    /// (a reply to `call` with an empty body) the first time.
-    fn of(
+    async fn provided_page(
         &self,
-        call: &Header<'_>,
-        template: impl FnOnce() -> Result<zbus::Message>,
-    ) -> Result<Arc<KeptHeader>> {
-        let caller = call.sender().map(|s| s.as_str()).unwrap_or("");
-        if let Some(kept) = self.lock().get(caller) {
-            return Ok(kept.clone());
-        }
-        let kept = Arc::new(KeptHeader::new(&template()?)?);
-        let mut all = self.lock();
-        if all.len() >= Self::MAX {
-            all.clear();
-        }
-        all.insert(caller.to_owned(), kept.clone());
-        Ok(kept)
+        hdr: &Header<'_>,
+        (kind, limit, cursor): (String, u32, String),
+    ) -> Result<view::ProvidedPageView> {
+        let limit = match usize::try_from(limit) {
+            Ok(0) => provide::DEFAULT_PAGE,
+            Ok(n) if n <= provide::MAX_PAGE => n,
+            _ => {
+                return Err(Error::InvalidArgs(format!(
+                    "limit must be from 1 to {} (0 for {}), not {limit}",
+                    provide::MAX_PAGE,
+                    provide::DEFAULT_PAGE
+                )));
+            }
+        };
+        let q = read::ProvidedPage {
+            kind,
+            cursor: (!cursor.is_empty()).then_some(cursor),
+            limit,
+        };
+        self.shared.read(hdr, q, super::access(hdr)).await
     }
 
-    /// `caller` left the bus.
-    pub(crate) fn forget(&self, caller: &str) {
-        self.lock().remove(caller);
+    async fn selection(&self, hdr: &Header<'_>) -> Result<view::SelectionView> {
+        let v = self
+            .shared
+            .read(hdr, read::Selection, super::access(hdr))
+            .await?;
+        match v.value {
+            Some(s) => Ok(s),
+            None if v.available => Err(Error::NotFound("no text is selected".into())),
+            None => Err(Error::Unavailable(
+                "the selection is not known (see ListSources: selection)".into(),
+            )),
+        }
+    }
+
+    async fn location(&self, hdr: &Header<'_>) -> Result<view::PlaceView> {
+        let v = self
+            .shared
+            .read(hdr, read::Location, super::access(hdr))
+            .await?;
+        v.value.ok_or_else(|| {
+            Error::Unavailable("the location is not known (see ListSources: geoclue)".into())
+        })
+    }
+
+    async fn recent_documents(&self, hdr: &Header<'_>) -> Result<view::RecentDocumentsView> {
+        self.shared
+            .read(hdr, read::RecentDocuments, super::access(hdr))
+            .await
+    }
+
+    async fn sources(&self, hdr: &Header<'_>) -> Result<Vec<view::SourceView>> {
+        let caller = self.shared.caller(hdr).await?;
+        let sources = read::Sources {
+            executable: caller.executable.clone(),
+        };
+        self.shared.read(hdr, sources, Mode::Look).await
+    }
+
+    async fn categories(&self, hdr: &Header<'_>) -> Result<Vec<view::CategoryView>> {
+        self.shared.read(hdr, read::Categories, Mode::Look).await
+    }
+}
+
+/// `GetProvided`'s records written once ([`ProvidedEntry`]).
+fn provided_written(views: &[view::ProvidedView]) -> Result<Written> {
+    let entries: Vec<_> = views.iter().map(ProvidedEntry::of).collect();
+    Written::list(&entries)
+}
+
+/// `GetProvidedPage`'s page written once ([`PageEntry`]).
+fn page_written(page: &view::ProvidedPageView) -> Result<Written> {
+    let entries: Vec<_> = page.provided.iter().map(PageEntry::of).collect();
+    Written::page(&entries, page.next_cursor.as_deref().unwrap_or_default())
+}
+
+/// `Context1`'s methods that answer views, written once: member → the
+/// arguments' type (the macro's method's), the view, its shape. Every
+/// other member (`Subscribe`, `RequestAccess`) is the macro's.
+impl OnePass for Context1 {
+    fn one_pass<'a>(&'a self, member: &str, msg: &'a Message) -> Option<Answer<'a>> {
+        Some(match member {
+            "GetSnapshot" => answer(msg, move |(), hdr| async move {
+                Written::dict(&self.snapshot(&hdr).await?)
+            }),
+            "ListWindows" => answer(msg, move |(), hdr| async move {
+                Written::list(&self.windows(&hdr).await?.windows)
+            }),
+            "GetActiveWindow" => answer(msg, move |(), hdr| async move {
+                Written::dict(&self.active_window(&hdr).await?)
+            }),
+            "GetMedia" => answer(msg, move |(), hdr| async move {
+                Written::dict(&self.media(&hdr).await?)
+            }),
+            "GetProvided" => answer(msg, move |(kind,): (String,), hdr| async move {
+                provided_written(&self.provided(&hdr, kind).await?)
+            }),
+            "GetProvidedPage" => answer(msg, move |args, hdr| async move {
+                page_written(&self.provided_page(&hdr, args).await?)
+            }),
+            "GetSelection" => answer(msg, move |(), hdr| async move {
+                Written::dict(&self.selection(&hdr).await?)
+            }),
+            "GetLocation" => answer(msg, move |(), hdr| async move {
+                Written::dict(&self.location(&hdr).await?)
+            }),
+            "ListRecentDocuments" => answer(msg, move |(), hdr| async move {
+                Written::list(&self.recent_documents(&hdr).await?.documents)
+            }),
+            "ListSources" => answer(msg, move |(), hdr| async move {
+                Written::list(&self.sources(&hdr).await?)
+            }),
+            "ListCategories" => answer(msg, move |(), hdr| async move {
+                Written::list(&self.categories(&hdr).await?)
+            }),
+            _ => return None,
+        })
+    }
+
+    fn replies(&self) -> &ReplyHeaders {
+        &self.shared.replies
     }
 }
 
@@ -307,28 +317,17 @@ impl Context1 {
     /// `withheld`: the categories it may not.
     #[zbus(out_args("snapshot"))]
     async fn get_snapshot(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
-        let v = self
-            .shared
-            .read(&hdr, read::Snapshot, super::access(&hdr))
-            .await?;
-        Ok(wire::dict(&v)?)
+        Ok(wire::dict(&self.snapshot(&hdr).await?)?)
     }
 
     /// The open windows (needs `windows`; titles need `windows.titles`).
     #[zbus(out_args("windows"))]
     async fn list_windows(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
-        let v = self
-            .shared
-            .read(&hdr, read::Windows, super::access(&hdr))
-            .await?;
-        Ok(wire::dicts(&v.windows)?)
+        Ok(wire::dicts(&self.windows(&hdr).await?.windows)?)
     }
 
     /// The window that has focus (needs `windows`).
     #[zbus(out_args("window"))]
-    ///
-    /// (Answered by [`Served`], in one pass; this is its declaration and
-    /// what a `Context1` not wrapped in it would answer.)
     async fn get_active_window(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
         Ok(wire::dict(&self.active_window(&hdr).await?)?)
     }
@@ -338,11 +337,7 @@ impl Context1 {
     /// only with its own category.
     #[zbus(out_args("media"))]
     async fn get_media(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
-        let v = self
-            .shared
-            .read(&hdr, read::Media, super::access(&hdr))
-            .await?;
-        Ok(wire::dict(&v)?)
+        Ok(wire::dict(&self.media(&hdr).await?)?)
     }
 
     /// What apps publish of `kind`, one record per app. Needs
@@ -355,10 +350,7 @@ impl Context1 {
         kind: String,
         #[zbus(header)] hdr: Header<'_>,
     ) -> Result<Vec<Dict>> {
-        let views = self
-            .shared
-            .read(&hdr, read::Provided(kind), super::access(&hdr))
-            .await?;
+        let views = self.provided(&hdr, kind).await?;
         Ok(views
             .iter()
             .map(provided_record)
@@ -378,23 +370,7 @@ impl Context1 {
         cursor: String,
         #[zbus(header)] hdr: Header<'_>,
     ) -> Result<(PageRecords, String)> {
-        let limit = match usize::try_from(limit) {
-            Ok(0) => provide::DEFAULT_PAGE,
-            Ok(n) if n <= provide::MAX_PAGE => n,
-            _ => {
-                return Err(Error::InvalidArgs(format!(
-                    "limit must be from 1 to {} (0 for {}), not {limit}",
-                    provide::MAX_PAGE,
-                    provide::DEFAULT_PAGE
-                )));
-            }
-        };
-        let q = read::ProvidedPage {
-            kind,
-            cursor: (!cursor.is_empty()).then_some(cursor),
-            limit,
-        };
-        let page = self.shared.read(&hdr, q, super::access(&hdr)).await?;
+        let page = self.provided_page(&hdr, (kind, limit, cursor)).await?;
         Ok((
             PageRecords(page.provided),
             page.next_cursor.unwrap_or_default(),
@@ -405,44 +381,21 @@ impl Context1 {
     /// Read on request only: no signal ever carries it.
     #[zbus(out_args("selection"))]
     async fn get_selection(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
-        let v = self
-            .shared
-            .read(&hdr, read::Selection, super::access(&hdr))
-            .await?;
-        match v.value {
-            Some(s) => Ok(wire::dict(&s)?),
-            None if v.available => Err(Error::NotFound("no text is selected".into())),
-            None => Err(Error::Unavailable(
-                "the selection is not known (see ListSources: selection)".into(),
-            )),
-        }
+        Ok(wire::dict(&self.selection(&hdr).await?)?)
     }
 
     /// Where the machine is, as a schema.org Place. Needs `location`;
     /// exact coordinates need `location.precise`.
     #[zbus(out_args("place"))]
     async fn get_location(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
-        let v = self
-            .shared
-            .read(&hdr, read::Location, super::access(&hdr))
-            .await?;
-        match v.value {
-            Some(p) => Ok(wire::dict(&p)?),
-            None => Err(Error::Unavailable(
-                "the location is not known (see ListSources: geoclue)".into(),
-            )),
-        }
+        Ok(wire::dict(&self.location(&hdr).await?)?)
     }
 
     /// The files the user opened recently, newest first. Needs
     /// `documents.recent`.
     #[zbus(out_args("documents"))]
     async fn list_recent_documents(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
-        let v = self
-            .shared
-            .read(&hdr, read::RecentDocuments, super::access(&hdr))
-            .await?;
-        Ok(wire::dicts(&v.documents)?)
+        Ok(wire::dicts(&self.recent_documents(&hdr).await?.documents)?)
     }
 
     /// The health of every source. Needs no consent: it says nothing about
@@ -450,19 +403,13 @@ impl Context1 {
     /// other caller reads that a source failed, not why.
     #[zbus(out_args("sources"))]
     async fn list_sources(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
-        let caller = self.shared.caller(&hdr).await?;
-        let sources = read::Sources {
-            executable: caller.executable.clone(),
-        };
-        let v = self.shared.read(&hdr, sources, Mode::Look).await?;
-        Ok(wire::dicts(&v)?)
+        Ok(wire::dicts(&self.sources(&hdr).await?)?)
     }
 
     /// Every category, its description, and whether the caller may read it.
     #[zbus(out_args("categories"))]
     async fn list_categories(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Vec<Dict>> {
-        let v = self.shared.read(&hdr, read::Categories, Mode::Look).await?;
-        Ok(wire::dicts(&v)?)
+        Ok(wire::dicts(&self.categories(&hdr).await?)?)
     }
 
     /// Receive `Changed` signals for `categories` on a new subscription
@@ -595,6 +542,7 @@ impl Context1 {
 mod tests {
     use super::*;
     use crate::core::view::{Names, WindowView};
+    use crate::dbus::served;
 
     fn names(v: &[&str]) -> Names {
         Names(v.iter().map(|s| (*s).to_owned()).collect())
@@ -636,72 +584,347 @@ mod tests {
         vec![full, bare]
     }
 
-    /// Each caller's reply is addressed to it and answers its call,
-    /// whoever asked before (the attack: a header kept for one caller
-    /// used for another); a caller that left is forgotten.
-    #[test]
-    fn replies_from_kept_headers_go_to_the_caller_that_asked() {
-        let ours = zbus::names::OwnedUniqueName::try_from(":1.3").expect("name");
-        let replies = ReplyHeaders::default();
-        let w = windows().remove(0);
-        let call_from = |caller: &str| {
-            zbus::Message::method_call("/org/contextd/Broker1", "GetActiveWindow")
-                .interface("org.contextd.Context1")
-                .sender(caller)
-                .destination(":1.3")
-                .build(&())
-                .expect("call")
-        };
-        // In turn, each caller's header kept after its first call; then
-        // one leaves and its name's header goes with it.
-        for round in 0..3 {
-            for caller in [":1.7", ":1.8", ":1.70"] {
-                let call = call_from(caller);
-                let reply = window_reply(&replies, Some(&ours), &call.header(), &w).expect("reply");
-                let h = reply.header();
-                assert_eq!(
-                    h.destination().map(|d| d.to_string()).as_deref(),
-                    Some(caller),
-                    "round {round}"
-                );
-                assert_eq!(h.reply_serial(), Some(call.primary_header().serial_num()));
-            }
-        }
-        assert_eq!(replies.lock().len(), 3);
-        replies.forget(":1.8");
-        assert_eq!(replies.lock().len(), 2);
-        assert!(!replies.lock().contains_key(":1.8"));
-    }
-
-    /// The reply written in one pass answers the call (its serial, the
-    /// caller, `a{sv}`) and reads back as the `Dict` the macro's method
-    /// would have sent, key for key and value for value.
-    #[test]
-    fn the_one_pass_window_reply_is_the_dict_reply() {
-        let call = zbus::Message::method_call("/org/contextd/Broker1", "GetActiveWindow")
+    fn call(member: &str, caller: &str) -> zbus::Message {
+        zbus::Message::method_call("/org/contextd/Broker1", member)
             .interface("org.contextd.Context1")
-            .sender(":1.7")
+            .sender(caller)
             .destination(":1.3")
             .build(&())
-            .expect("call");
-        let ours = zbus::names::OwnedUniqueName::try_from(":1.3").expect("name");
+            .expect("call")
+    }
+
+    fn ours() -> zbus::names::OwnedUniqueName {
+        zbus::names::OwnedUniqueName::try_from(":1.3").expect("name")
+    }
+
+    /// Each caller's reply is addressed to it and answers its call,
+    /// whoever asked before and whatever the shape (the attack: a header
+    /// kept for one caller, or one signature, used for another); a caller
+    /// that left is forgotten.
+    #[test]
+    fn replies_from_kept_headers_go_to_the_caller_that_asked() {
         let replies = ReplyHeaders::default();
+        let ws = windows();
+        let written = [
+            (
+                "GetActiveWindow",
+                "a{sv}",
+                Written::dict(&ws[0]).expect("dict"),
+            ),
+            ("ListWindows", "aa{sv}", Written::list(&ws).expect("list")),
+            (
+                "GetProvidedPage",
+                // zbus shows a body of several values as a struct.
+                "(aa{sv}s)",
+                page_written(&view::ProvidedPageView {
+                    provided: vec![],
+                    next_cursor: Some("c".into()),
+                })
+                .expect("page"),
+            ),
+        ];
+        // In turn, each caller's header kept after its first call; then
+        // one leaves and its name's headers go with it.
+        for round in 0..3 {
+            for caller in [":1.7", ":1.8", ":1.70"] {
+                for (member, sig, w) in &written {
+                    let call = call(member, caller);
+                    let reply =
+                        served::message(&replies, Some(&ours()), &call.header(), w).expect("reply");
+                    let h = reply.header();
+                    assert_eq!(
+                        h.destination().map(|d| d.to_string()).as_deref(),
+                        Some(caller),
+                        "round {round}"
+                    );
+                    assert_eq!(h.reply_serial(), Some(call.primary_header().serial_num()));
+                    assert_eq!(reply.body().signature().to_string(), *sig, "{member}");
+                }
+            }
+        }
+        assert_eq!(replies.callers().len(), 3);
+        replies.forget(":1.8");
+        let left = replies.callers();
+        assert_eq!(left.len(), 2);
+        assert!(!left.contains(&":1.8".to_owned()));
+    }
+
+    /// A reply value in a canonical byte form: every dict's entries in
+    /// key order (zbus writes a top-level `HashMap` in an order of its
+    /// own; nested dicts are in key order already).
+    trait Canon: for<'d> zbus::wire::DynamicDeserialize<'d> + PartialEq + std::fmt::Debug {
+        fn canonical(&self) -> Vec<u8>;
+    }
+
+    type Sorted = std::collections::BTreeMap<String, OwnedVariant>;
+
+    fn sorted(d: &Dict) -> Sorted {
+        d.iter()
+            .map(|(k, v)| (k.clone(), v.try_clone().expect("clone")))
+            .collect()
+    }
+
+    fn to_bytes<T: serde::Serialize + zbus::wire::DynamicType>(v: &T) -> Vec<u8> {
+        let ctxt = zbus::wire::serialized::Context::new(zbus::wire::NATIVE_ENDIAN, 0);
+        zbus::wire::to_bytes(ctxt, v).expect("bytes").to_vec()
+    }
+
+    impl Canon for Dict {
+        fn canonical(&self) -> Vec<u8> {
+            to_bytes(&sorted(self))
+        }
+    }
+
+    impl Canon for Vec<Dict> {
+        fn canonical(&self) -> Vec<u8> {
+            to_bytes(&self.iter().map(sorted).collect::<Vec<_>>())
+        }
+    }
+
+    impl Canon for (Vec<Dict>, String) {
+        fn canonical(&self) -> Vec<u8> {
+            to_bytes(&(
+                self.0.iter().map(sorted).collect::<Vec<_>>(),
+                self.1.clone(),
+            ))
+        }
+    }
+
+    /// The reply written once is the macro's reply for the same view:
+    /// the same header fields, the same value read back, and the bytes
+    /// of that value (dicts in key order).
+    #[track_caller]
+    fn same_reply<T: Canon, B>(what: &str, written: Result<Written>, macro_value: &B)
+    where
+        B: serde::Serialize + zbus::wire::DynamicType,
+    {
+        let call = call("Any", ":1.7");
+        let replies = ReplyHeaders::default();
+        let one = served::message(
+            &replies,
+            Some(&ours()),
+            &call.header(),
+            &written.expect("written"),
+        )
+        .expect("reply");
+        let old = zbus::Message::method_return(&call.header())
+            .sender(ours())
+            .build(macro_value)
+            .expect("macro reply");
+        let (h1, h0) = (one.header(), old.header());
+        assert_eq!(h1.reply_serial(), h0.reply_serial(), "{what}");
+        assert_eq!(h1.destination(), h0.destination(), "{what}");
+        assert_eq!(h1.sender(), h0.sender(), "{what}");
+        assert_eq!(
+            one.body().signature().to_string(),
+            old.body().signature().to_string(),
+            "{what}"
+        );
+        let got: T = one.body().deserialize().expect("ours reads back");
+        let want: T = old.body().deserialize().expect("the macro's reads back");
+        assert_eq!(got, want, "{what}");
+        assert_eq!(&one.body().data()[..], &want.canonical()[..], "{what}");
+    }
+
+    fn stream(n: u32) -> view::StreamView {
+        view::StreamView {
+            id: format!("pw-{n}"),
+            kind: crate::model::MediaKind::Screen,
+            state: crate::model::StreamState::Running,
+            active: n.is_multiple_of(2),
+            since: "2026-11-27T05:40:00Z".into(),
+            app_id: Some("org.mozilla.firefox".into()),
+            app_id_source: Some("kernel"),
+            pid: Some(u32::MAX - n),
+            claimed_name: None,
+            claimed_binary: Some("firefox-bin".into()),
+            media_name: Some("Meeting — ünïcødé 🎥".into()),
+            media_role: None,
+            player: (n > 0).then(|| crate::model::Player {
+                status: Some(crate::model::PlaybackStatus::Paused),
+                title: Some("Track".into()),
+                artist: None,
+                url: Some("https://example.org/x".into()),
+            }),
+        }
+    }
+
+    fn provided(data: serde_json::Value) -> view::ProvidedView {
+        view::ProvidedView {
+            app_id: "org.example.App".into(),
+            kind: "document".into(),
+            data: data.into(),
+            updated: "2026-11-27T05:40:00Z".into(),
+        }
+    }
+
+    /// Published entries of every shape: scalars, nested objects, lists
+    /// of strings, of objects, mixed (`av`), empty, null members.
+    fn entries() -> Vec<view::ProvidedView> {
+        vec![
+            provided(serde_json::json!({"@type": "DigitalDocument", "name": "n"})),
+            provided(serde_json::json!({
+                "z": 1, "a": -1, "m": 1.5, "big": u64::MAX, "t": true,
+                "nested": {"b": {"c": {"d": "deep"}}, "a": []},
+                "names": ["x", "y"], "objs": [{"k": 1}, {"k": 2, "j": null}],
+                "empty": {}, "null": null, "unicode": "日本語 ✓",
+            })),
+            provided(serde_json::json!({"mixed": [1, "a", {"k": 1}], "nums": [1, 2]})),
+            provided(serde_json::json!({})),
+        ]
+    }
+
+    fn source(name: &str, error: Option<&str>) -> view::SourceView {
+        view::SourceView {
+            name: name.into(),
+            available: error.is_none(),
+            since: "2026-11-27T05:40:00Z".into(),
+            last_error: error.map(Into::into),
+        }
+    }
+
+    /// Every view `Context1` answers with one dict, empty and full.
+    #[test]
+    fn dict_replies_are_the_macro_replies() {
         for w in windows() {
-            let reply = window_reply(&replies, Some(&ours), &call.header(), &w).expect("reply");
-            let h = reply.header();
-            assert_eq!(
-                h.reply_serial(),
-                Some(call.primary_header().serial_num()),
-                "answers the call"
+            same_reply::<Dict, _>("window", Written::dict(&w), &wire::dict(&w).expect("dict"));
+        }
+        let full = view::SnapshotView {
+            windows: Some(windows()),
+            active_window: Some("w-3f2a".into()),
+            playback: Some(vec![stream(1)]),
+            capture: Some(vec![]),
+            recent_documents: Some(vec![]),
+            provided: entries(),
+            sources: vec![source("wayland", None), source("geoclue", Some("gone"))],
+            withheld: names(&["location", "notifications"]),
+            ..Default::default()
+        };
+        for v in [view::SnapshotView::default(), full] {
+            same_reply::<Dict, _>(
+                "snapshot",
+                Written::dict(&v),
+                &wire::dict(&v).expect("dict"),
             );
-            assert_eq!(
-                h.destination().map(|d| d.to_string()).as_deref(),
-                Some(":1.7")
+        }
+        let media = [
+            view::MediaView::default(),
+            view::MediaView {
+                playback: Some(vec![stream(0), stream(1), stream(2)]),
+                capture: Some(vec![]),
+                capture_sessions: Some(vec![]),
+                withheld: names(&[]),
+            },
+        ];
+        for v in media {
+            same_reply::<Dict, _>("media", Written::dict(&v), &wire::dict(&v).expect("dict"));
+        }
+        let sel = view::SelectionView {
+            schema_type: "Quotation",
+            text: "sélection\n2".into(),
+            length: 11,
+            mime_type: "text/plain".into(),
+            truncated: false,
+            updated: "2026-11-27T05:40:00Z".into(),
+        };
+        same_reply::<Dict, _>(
+            "selection",
+            Written::dict(&sel),
+            &wire::dict(&sel).expect("dict"),
+        );
+        for precise in [false, true] {
+            let p = view::PlaceView {
+                schema_type: "Place",
+                geo: view::GeoView {
+                    latitude: 52.52,
+                    longitude: -13.4,
+                    elevation: precise.then_some(34.0),
+                },
+                accuracy: 1000.0,
+                name: precise.then(|| "Berlin".into()),
+                updated: precise.then(|| "2026-11-27T05:40:00Z".into()),
+            };
+            same_reply::<Dict, _>("place", Written::dict(&p), &wire::dict(&p).expect("dict"));
+        }
+    }
+
+    /// Every list `Context1` answers: none, one, many.
+    #[test]
+    fn list_replies_are_the_macro_replies() {
+        let ws = windows();
+        for n in 0..=ws.len() {
+            let items = &ws[..n];
+            same_reply::<Vec<Dict>, _>(
+                "windows",
+                Written::list(items),
+                &wire::dicts(items).expect("dicts"),
             );
-            assert_eq!(h.sender().map(|s| s.as_str()), Some(":1.3"));
-            assert_eq!(reply.body().signature().to_string(), "a{sv}");
-            let got: Dict = reply.body().deserialize().expect("reads back");
-            assert_eq!(got, wire::dict(&w).expect("dict"), "{w:?}");
+        }
+        let cats = vec![
+            view::CategoryView {
+                name: "windows".into(),
+                description: "Open windows".into(),
+                sensitive: false,
+                allowed: true,
+                detail_of: None,
+            },
+            view::CategoryView {
+                name: "windows.titles".into(),
+                description: "Titles — ü".into(),
+                sensitive: true,
+                allowed: false,
+                detail_of: Some("windows".into()),
+            },
+        ];
+        same_reply::<Vec<Dict>, _>(
+            "categories",
+            Written::list(&cats),
+            &wire::dicts(&cats).expect("d"),
+        );
+        let sources = vec![source("wayland", None), source("geoclue", Some("x"))];
+        same_reply::<Vec<Dict>, _>(
+            "sources",
+            Written::list(&sources),
+            &wire::dicts(&sources).expect("d"),
+        );
+        let docs = vec![view::RecentDocumentView {
+            uri: "file:///home/u/a%20b.txt".into(),
+            path: Some("/home/u/a b.txt".into()),
+            name: "a b.txt".into(),
+            mime_type: Some("text/plain".into()),
+            app: None,
+            modified: Some("2026-11-27T05:40:00Z".into()),
+            visited: None,
+        }];
+        same_reply::<Vec<Dict>, _>(
+            "documents",
+            Written::list(&docs),
+            &wire::dicts(&docs).expect("d"),
+        );
+    }
+
+    /// `GetProvided` (each record's `data` a dict of the entry) and
+    /// `GetProvidedPage` (the entry as text), none, one, many, with and
+    /// without a next page.
+    #[test]
+    fn provided_replies_are_the_macro_replies() {
+        let all = entries();
+        for n in 0..=all.len() {
+            let views = &all[..n];
+            let records: Vec<Dict> = views
+                .iter()
+                .map(provided_record)
+                .collect::<std::result::Result<_, _>>()
+                .expect("records");
+            same_reply::<Vec<Dict>, _>("provided", provided_written(views), &records);
+            for next_cursor in [None, Some("org.example.App".to_owned())] {
+                let page = view::ProvidedPageView {
+                    provided: views.to_vec(),
+                    next_cursor: next_cursor.clone(),
+                };
+                let old = (PageRecords(views.to_vec()), next_cursor.unwrap_or_default());
+                same_reply::<(Vec<Dict>, String), _>("page", page_written(&page), &old);
+            }
         }
     }
 }

@@ -4,14 +4,16 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeZone, Utc};
-use zbus::interface;
 use zbus::message::Header;
+use zbus::{Message, interface};
 
 use super::Shared;
 use super::error::{Error, Result};
+use super::served::{self, OnePass, Written, answer};
 use super::wire::{self, Dict};
 use crate::core::history::{HistoryKind, Query, parse_cursor};
 use crate::core::read;
+use crate::core::view::{AppTotalsView, HistoryPage};
 use crate::model::{AppId, Category};
 
 pub(crate) struct History1 {
@@ -57,21 +59,18 @@ pub(crate) fn kinds_for(wanted: &[String]) -> Result<Vec<HistoryKind>> {
         .collect())
 }
 
-#[interface(name = "org.contextd.History1", introspection_docs = false)]
+/// The arguments of `Query`: since, until, categories, apps, limit,
+/// cursor.
+type QueryArgs = (i64, i64, Vec<String>, Vec<String>, u32, String);
+
+/// What `History1` answers, each read once: the macro's methods format it
+/// through `Dict`s, [`served::Served`] writes it once ([`OnePass`]).
 impl History1 {
-    /// Events overlapping [since, until), oldest first, a page at a time.
-    #[zbus(out_args("events", "next_cursor"))]
-    #[allow(clippy::too_many_arguments)]
-    async fn query(
+    async fn page(
         &self,
-        since: i64,
-        until: i64,
-        categories: Vec<String>,
-        apps: Vec<String>,
-        limit: u32,
-        cursor: String,
-        #[zbus(header)] hdr: Header<'_>,
-    ) -> Result<(Vec<Dict>, String)> {
+        hdr: &Header<'_>,
+        (since, until, categories, apps, limit, cursor): QueryArgs,
+    ) -> Result<HistoryPage> {
         let now = self.shared.core.manage.now();
         let (q_since, q_until) = period_args(
             (since, until),
@@ -90,9 +89,66 @@ impl History1 {
             limit,
             cursor,
         };
+        self.shared
+            .read(hdr, read::History(q), super::access(hdr))
+            .await
+    }
+
+    async fn summary_of(
+        &self,
+        hdr: &Header<'_>,
+        (since, until): (i64, i64),
+    ) -> Result<Vec<AppTotalsView>> {
+        let now = self.shared.core.manage.now();
+        let (q_since, q_until) = period_args((since, until), now - chrono::Duration::days(1), now)?;
+        let summary = read::Summary {
+            since: q_since,
+            until: q_until,
+        };
+        self.shared.read(hdr, summary, super::access(hdr)).await
+    }
+}
+
+/// `Query` and `Summary` written once; `Forget` is the macro's.
+impl OnePass for History1 {
+    fn one_pass<'a>(&'a self, member: &str, msg: &'a Message) -> Option<served::Answer<'a>> {
+        Some(match member {
+            "Query" => answer(msg, move |args: QueryArgs, hdr| async move {
+                let page = self.page(&hdr, args).await?;
+                Written::page(
+                    &page.events,
+                    page.next_cursor.as_deref().unwrap_or_default(),
+                )
+            }),
+            "Summary" => answer(msg, move |args, hdr| async move {
+                Written::list(&self.summary_of(&hdr, args).await?)
+            }),
+            _ => return None,
+        })
+    }
+
+    fn replies(&self) -> &served::ReplyHeaders {
+        &self.shared.replies
+    }
+}
+
+#[interface(name = "org.contextd.History1", introspection_docs = false)]
+impl History1 {
+    /// Events overlapping [since, until), oldest first, a page at a time.
+    #[zbus(out_args("events", "next_cursor"))]
+    #[allow(clippy::too_many_arguments)]
+    async fn query(
+        &self,
+        since: i64,
+        until: i64,
+        categories: Vec<String>,
+        apps: Vec<String>,
+        limit: u32,
+        cursor: String,
+        #[zbus(header)] hdr: Header<'_>,
+    ) -> Result<(Vec<Dict>, String)> {
         let page = self
-            .shared
-            .read(&hdr, read::History(q), super::access(&hdr))
+            .page(&hdr, (since, until, categories, apps, limit, cursor))
             .await?;
         Ok((
             wire::dicts(&page.events)?,
@@ -108,14 +164,7 @@ impl History1 {
         until: i64,
         #[zbus(header)] hdr: Header<'_>,
     ) -> Result<Vec<Dict>> {
-        let now = self.shared.core.manage.now();
-        let (q_since, q_until) = period_args((since, until), now - chrono::Duration::days(1), now)?;
-        let summary = read::Summary {
-            since: q_since,
-            until: q_until,
-        };
-        let v = self.shared.read(&hdr, summary, super::access(&hdr)).await?;
-        Ok(wire::dicts(&v)?)
+        Ok(wire::dicts(&self.summary_of(&hdr, (since, until)).await?)?)
     }
 
     /// Delete events overlapping [since, until) of `apps` and

@@ -13,6 +13,7 @@ pub(crate) mod polkit;
 pub(crate) mod provider1;
 pub(crate) mod request;
 pub(crate) mod sendq;
+pub(crate) mod served;
 pub(crate) mod sni;
 pub(crate) mod subscription;
 pub(crate) mod window_reports1;
@@ -296,10 +297,10 @@ pub(crate) async fn serve(
     conn.object_server()
         .at(
             PATH,
-            history1::History1 {
+            served::Served(history1::History1 {
                 shared: shared.clone(),
                 enabled: history_enabled,
-            },
+            }),
         )
         .await?;
     conn.object_server()
@@ -313,9 +314,9 @@ pub(crate) async fn serve(
     conn.object_server()
         .at(
             PATH,
-            consent1::Consent1 {
+            served::Served(consent1::Consent1 {
                 shared: shared.clone(),
-            },
+            }),
         )
         .await?;
     // Who owns the shells' names, followed before WindowReports1 is served.

@@ -33,6 +33,7 @@ mod consent_metadata;
 mod consent_policy;
 mod consent_prompts;
 mod consent_store;
+mod context1_replies;
 mod contextctl;
 mod contextctl_media;
 mod daemon_lifecycle;

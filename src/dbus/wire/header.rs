@@ -1,6 +1,6 @@
 //! Message headers serialised once and kept, for the messages the broker
 //! sends most: a subscription's `Changed` signals and the replies to one
-//! caller's `GetActiveWindow`. Every such message has the same header
+//! caller's reads (`dbus::served`). Every such message has the same header
 //! fields but for a few numbers, so a message is a copy of the kept bytes
 //! with those numbers patched, and its body behind them.
 //!

@@ -1,8 +1,9 @@
 //! The D-Bus wire: how the broker's views become D-Bus bytes, in one
 //! place. One serde writer ([`write`]) turns a view (a plain `Serialize`
 //! struct of `core::view`) into `a{sv}` bytes for everything that sends a
-//! dict: `Changed` signal bodies, the raw `GetActiveWindow` reply, and
-//! (read back by zvariant into a [`Dict`]) every other method's reply; and
+//! dict: `Changed` signal bodies, the raw replies of every method that
+//! answers views (`dbus::served`: `a{sv}`, `aa{sv}`, `(aa{sv}, s)`), and
+//! (read back by zvariant into a [`Dict`]) what else carries a dict; and
 //! the kept headers ([`header`]) that those raw messages are sent behind.
 //!
 //! The mapping (the keys are the views' own field names, the same as
@@ -71,6 +72,17 @@ pub(crate) fn changed<T: Serialize + ?Sized>(
 /// A view as a bare `a{sv}` body (a raw method reply: `dbus::context1`).
 pub(crate) fn body<T: Serialize + ?Sized>(view: &T) -> Result<Arc<[u8]>, WireError> {
     write::dict(view)
+}
+
+/// Views as a bare `aa{sv}` body (a raw list reply: `dbus::served`).
+pub(crate) fn list<T: Serialize>(items: &[T]) -> Result<Arc<[u8]>, WireError> {
+    write::dicts(items, None)
+}
+
+/// Views and the next page's cursor as a bare `(aa{sv}, s)` body (a raw
+/// page reply: `dbus::served`).
+pub(crate) fn page<T: Serialize>(items: &[T], cursor: &str) -> Result<Arc<[u8]>, WireError> {
+    write::dicts(items, Some(cursor))
 }
 
 /// A view as an `a{sv}` method reply through zbus: the bytes the writer

@@ -253,6 +253,38 @@ pub(super) fn dict<T: Serialize + ?Sized>(view: &T) -> std::result::Result<Arc<[
     with_wire(|w| write_view(w, view))
 }
 
+/// Views as a bare `aa{sv}` body, and `tail` after it when given: the
+/// body of a list reply, `aa{sv}` or `(aa{sv}, s)` (a page and its next
+/// cursor). Each element is written as [`dict`] writes a body.
+pub(super) fn dicts<T: Serialize>(
+    items: &[T],
+    tail: Option<&str>,
+) -> std::result::Result<Arc<[u8]>, WireError> {
+    with_wire(|w| {
+        if tail.is_some() {
+            // The body is a struct, `(aa{sv}, s)`.
+            w.deeper(0, 1, 0)?;
+        }
+        w.deeper(1, 0, 0)?;
+        w.u32(0);
+        // A dict aligns at 4, as the length leaves it.
+        let first = w.buf.len();
+        for item in items {
+            write_top(w, item)?;
+        }
+        w.arrays -= 1;
+        let len = w.buf.len() - first;
+        if len > MAX_ARRAY {
+            return bad("an array over 64 MiB");
+        }
+        w.buf[first - 4..first].copy_from_slice(&(len as u32).to_ne_bytes());
+        if let Some(s) = tail {
+            w.str(s)?;
+        }
+        Ok(Arc::from(&w.buf[..]))
+    })
+}
+
 /// `write` into this thread's buffer, emptied first (a fresh one when a
 /// body is written while another is: a view whose `Serialize` writes a
 /// body, which none does).
@@ -291,6 +323,12 @@ fn passes(
 }
 
 fn write_view<T: Serialize + ?Sized>(w: &mut Wire, view: &T) -> Result<Arc<[u8]>> {
+    write_top(w, view)?;
+    Ok(Arc::from(&w.buf[..]))
+}
+
+/// `view` as an `a{sv}` here (an empty one for a view that is nothing).
+fn write_top<T: Serialize + ?Sized>(w: &mut Wire, view: &T) -> Result<()> {
     let done = view.serialize(Value {
         w,
         ctx: Ctx::Top,
@@ -300,7 +338,7 @@ fn write_view<T: Serialize + ?Sized>(w: &mut Wire, view: &T) -> Result<Arc<[u8]>
         let o = w.open()?;
         w.close(o)?;
     }
-    Ok(Arc::from(&w.buf[..]))
+    Ok(())
 }
 
 /// Where a value is being written.
@@ -1302,6 +1340,85 @@ mod tests {
         {
             same(&format!("mixed{i}"), v);
         }
+    }
+
+    /// A list reply's body (`aa{sv}`, or `(aa{sv}, s)` with `tail`) as
+    /// zvariant writes the reference trees (each outer dict in key order),
+    /// or `None` when the reference refuses an item.
+    fn reference_list<T: Serialize>(items: &[T], tail: Option<&str>) -> Option<Vec<u8>> {
+        let mut dicts: Vec<BTreeMap<String, Variant<'static>>> = Vec::new();
+        for item in items {
+            dicts.push(reference::fields(item).ok()?.into_iter().collect());
+        }
+        let ctxt = zbus::wire::serialized::Context::new(zbus::wire::NATIVE_ENDIAN, 0);
+        let data = match tail {
+            None => zbus::wire::to_bytes(ctxt, &dicts),
+            Some(t) => zbus::wire::to_bytes(ctxt, &(dicts, t.to_owned())),
+        };
+        Some(data.ok()?.to_vec())
+    }
+
+    /// The list writer gives zvariant's bytes, or both refuse; and what
+    /// it writes reads back as the list (and the cursor).
+    #[track_caller]
+    fn same_list<T: Serialize>(what: &str, items: &[T]) {
+        for tail in [None, Some(""), Some("cursör:17")] {
+            let old = reference_list(items, tail);
+            let new = dicts(items, tail).ok().map(|b| b.to_vec());
+            match (&old, &new) {
+                (Some(o), Some(n)) => assert_eq!(&o[..], &n[..], "{what} {tail:?}"),
+                (None, None) => {}
+                (Some(_), None) => panic!("{what}: refused here, written there"),
+                (None, Some(_)) => panic!("{what}: written here, refused there"),
+            }
+            let Some(n) = new else { continue };
+            let ctxt = zbus::wire::serialized::Context::new(zbus::wire::NATIVE_ENDIAN, 0);
+            let data = zbus::wire::serialized::Data::new(n, ctxt);
+            type D = HashMap<String, zbus::wire::OwnedVariant>;
+            let len = match tail {
+                None => data.deserialize::<Vec<D>>().expect("reads back").0.len(),
+                Some(t) => {
+                    let ((l, c), _) = data.deserialize::<(Vec<D>, String)>().expect("reads back");
+                    assert_eq!(c, t);
+                    l.len()
+                }
+            };
+            assert_eq!(len, items.len(), "{what}");
+        }
+    }
+
+    /// Lists of every view shape, empty, of one and of many (the replies
+    /// of `ListWindows`, `GetProvided`, `History1.Query`, …), each item
+    /// as the reference writes a dict; a mixed list in a later item, and
+    /// an item that is not a dict, as the reference has them.
+    #[test]
+    fn every_list_body_is_zvariants_bytes() {
+        same_list("no windows", &Vec::<WindowView>::new());
+        same_list("one window", &[window(Some("t"), &["activated"], &["A"])]);
+        same_list(
+            "windows",
+            &[
+                window(Some("notes — ü"), &["activated", "maximized"], &["A", "B"]),
+                window(None, &[], &[]),
+                window(Some(&"long ".repeat(3000)), &[], &["X"]),
+            ],
+        );
+        same_list("everything", &[everything()]);
+        same_list("everythings", &[everything(), everything(), everything()]);
+        same_list("streams", &[stream(None), stream(Some(Player::default()))]);
+        same_list("empty dicts", &[(), ()]);
+        same_list(
+            "mixed late",
+            &[
+                serde_json::json!({"l": ["a", "b"]}),
+                serde_json::json!({"l": ["a", 1], "m": [{"k": 1}, "x"]}),
+                serde_json::json!({}),
+            ],
+        );
+        same_list(
+            "not a dict",
+            &[serde_json::json!({"a": 1}), serde_json::json!([1])],
+        );
     }
 
     /// As deep as zvariant writes, and no deeper: a published entry
