@@ -136,12 +136,6 @@ impl std::fmt::Debug for Wants {
 /// under `make soak`).
 pub(crate) type Interest = Arc<dyn Fn(&Category) -> bool + Send + Sync>;
 
-/// The items a feed's queue keeps room for once it is empty: it holds one
-/// or two at a time, more only in a burst (the user's controls, a gate
-/// change with its revocation), and the room a burst made is given back
-/// when the queue empties rather than held for the feed's life.
-const QUEUE_KEPT: usize = 4;
-
 /// At most this many changes are taken in a row without the wait, which
 /// yields to other tasks when the runtime's budget is spent.
 const READY_RUN: u8 = 16;
@@ -283,9 +277,6 @@ impl Watch {
                 if item.is_last() {
                     self.over = true;
                     self.queue.clear();
-                }
-                if self.queue.is_empty() && self.queue.capacity() > QUEUE_KEPT {
-                    self.queue.shrink_to(QUEUE_KEPT);
                 }
                 return Some(item);
             }
