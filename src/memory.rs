@@ -51,7 +51,9 @@ struct Shard(AtomicIsize);
 /// allocations still live), so the soak's target, the heap in use coming
 /// back after the load, would measure glibc's caches, not what the broker
 /// keeps. This counts the sizes asked for, so it reads a little under
-/// glibc's figure at rest (no chunk headers).
+/// glibc's figure at rest (no chunk headers). Only Rust's allocations go
+/// through it: SQLite's own mallocs are logged apart (`sqlite`, its
+/// `sqlite3_memory_used`), and PipeWire's are in glibc's figure only.
 ///
 /// Each thread adds to one of [`SHARDS`] padded counters (given it on its
 /// first allocation), and a read sums them: no lock, no shared line
