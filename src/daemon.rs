@@ -474,6 +474,7 @@ async fn build_core(
                     db.release_caches().await;
                 })
             }),
+            Box::new(core.watches().idle_release()),
         ),
         store_lane.handle(),
     );

@@ -65,6 +65,8 @@ pub mod internals {
     pub use crate::core::history::{HistoryEvent, HistoryKind, HistoryOp, HistorySettings};
     pub use crate::core::state::MAX_TEXT_CHARS;
     pub use crate::identity::{is_system_executable, resolve_pid};
+    /// The daemon's counting allocator (src/bin/contextd.rs).
+    pub use crate::memory::Counting;
     pub use crate::model::privacy::PrivacySettings;
     /// The vocabulary of provided context, checked against its JSON-LD.
     pub mod vocabulary {

@@ -5,7 +5,14 @@ use std::process::ExitCode;
 use clap::Parser;
 use contextd::config::{Config, ConfigFile, McpHttpConfig, Paths};
 use contextd::daemon::{self, DaemonError};
+use contextd::internals::Counting;
 use contextd::internals::cli::ContextdArgs as Args;
+
+/// glibc's malloc, counting the bytes the broker holds, which the daemon
+/// logs as its heap in use (`contextd::memory`: glibc's own figure counts
+/// its per-thread caches too).
+#[global_allocator]
+static ALLOC: Counting = Counting::new();
 
 /// Eight malloc arenas, one for each thread that allocates while it works
 /// (the main thread, the two workers of the main runtime and of the MCP
@@ -35,6 +42,7 @@ fn bounded_malloc_arenas() {
 }
 
 pub(crate) fn main() -> ExitCode {
+    ALLOC.publish();
     // Before the key is read or a thread starts (contextd::hardening).
     let hardened = contextd::hardening::protect();
     bounded_malloc_arenas();

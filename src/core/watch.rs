@@ -455,9 +455,19 @@ const RENDERED_SLOTS: usize = 64;
 /// Why: rendering every change for each of 250 readers (cloning a
 /// window's names and title per reader) was a tenth of the daemon's time
 /// in the fan-out of one focus change (issue 33).
+///
+/// The slots go once the fan-out is over: a view is only worth keeping
+/// while readers are still to render the same change, and kept after a
+/// burst the last [`RENDERED_SLOTS`] changes' views (every window's names
+/// and titles) stayed on the heap for good (heaptrack, `make soak`: 77 KB
+/// after the load). [`Rendered::release_idle`], on the memory tick
+/// (`crate::memory`), drops them when no reader rendered anything since
+/// the tick before.
 #[derive(Debug, Default)]
 pub(crate) struct Rendered {
     slots: Mutex<VecDeque<Slot>>,
+    /// A view was asked for since the last [`Rendered::release_idle`].
+    used: std::sync::atomic::AtomicBool,
 }
 
 /// One change's views so far.
@@ -481,6 +491,7 @@ impl Rendered {
     /// `change` as a reader whose grants are `can` sees it (see
     /// [`view::change`]).
     pub(crate) fn view(&self, change: &Arc<Change>, can: view::Can<'_>) -> Seen {
+        self.used.store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(slot) = self.lock().iter().find(|s| Arc::ptr_eq(&s.change, change)) {
             for (asked, seen) in &slot.views {
                 if asked.iter().all(|(c, answer)| can(c) == *answer) {
@@ -510,9 +521,33 @@ impl Rendered {
         }
         seen
     }
+
+    /// Drop every view when none was asked for since the last call (the
+    /// readers are idle), giving back the slots' memory; `true` when it
+    /// did. Under load a call only clears the mark, so the views stay
+    /// shared.
+    pub(crate) fn release_idle(&self) -> bool {
+        if self.used.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
+        let mut slots = self.lock();
+        if slots.capacity() == 0 {
+            return false;
+        }
+        *slots = VecDeque::new();
+        true
+    }
 }
 
 impl Watches {
+    /// What gives back the views kept for readers when they are idle
+    /// ([`Rendered::release_idle`]), for the memory tick. It holds the
+    /// views only, not the feeds' state or shutdown level.
+    pub(crate) fn idle_release(&self) -> impl Fn() -> bool + Send + Sync + 'static {
+        let rendered = self.rendered.clone();
+        move || rendered.release_idle()
+    }
+
     /// The id of the focused window, for a publisher naming what a change
     /// it was given touches (MCP's `context://window/active`); never put
     /// on a wire by itself.
@@ -585,5 +620,31 @@ mod tests {
         let (_, e) = r.view(&other, &titles).expect("seen");
         assert!(!Arc::ptr_eq(&a, &e), "another change, another view");
         assert_ne!(*a, *e);
+    }
+
+    /// After a burst of changes rendered for readers, the views go once
+    /// the readers are idle for a tick, and not while they are busy.
+    #[test]
+    fn the_views_go_once_the_readers_are_idle() {
+        let r = Rendered::default();
+        let titles = |c: &Category| matches!(c, Category::Windows | Category::WindowsTitles);
+        let mut kept = Vec::new();
+        for i in 0..200 {
+            let c = focus(&format!("title {i}"));
+            assert!(r.view(&c, &titles).is_some());
+            kept.push(c);
+        }
+        assert_eq!(r.lock().len(), RENDERED_SLOTS);
+        // The tick during the burst: the readers rendered since the last.
+        assert!(!r.release_idle());
+        assert_eq!(r.lock().len(), RENDERED_SLOTS, "kept while in use");
+        // The next tick, nothing rendered since: all given back.
+        assert!(r.release_idle());
+        assert_eq!(r.lock().len(), 0);
+        assert_eq!(r.lock().capacity(), 0, "the memory, not only the items");
+        // Rendering again works as before.
+        let (_, a) = r.view(&kept[0], &titles).expect("seen");
+        let (_, b) = r.view(&kept[0], &titles).expect("seen");
+        assert!(Arc::ptr_eq(&a, &b));
     }
 }

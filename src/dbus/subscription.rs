@@ -182,8 +182,23 @@ fn in_turns<T>(taken: &mut Vec<(u64, T)>, turns: &mut HashMap<u64, u32>) -> Vec<
         .collect();
     // `sort_by_key` is stable: each turn stays in the order queued.
     ranked.sort_by_key(|(rank, _)| *rank);
+    // The room a burst made goes back (`taken` becomes the outbox's queue
+    // again): held for good, the outbox's full 1 024 signals and their
+    // turns were kept after a storm (heaptrack, `make soak`).
+    if taken.capacity() > OUTBOX_KEPT {
+        taken.shrink_to(OUTBOX_KEPT);
+    }
+    turns.clear();
+    if turns.capacity() > OUTBOX_KEPT {
+        turns.shrink_to(OUTBOX_KEPT);
+    }
     ranked.into_iter().map(|(_, m)| m).collect()
 }
+
+/// The room the outbox and its turns keep once written: one focus change
+/// to the soak's 50 subscribers is 150 signals, so a steady load does not
+/// regrow them per batch.
+const OUTBOX_KEPT: usize = 256;
 
 /// How many distinct `Changed` bodies [`Bodies`] keeps.
 const BODY_SLOTS: usize = 4;
@@ -687,6 +702,29 @@ mod tests {
         );
         let mut again = vec![(4, "4a"), (5, "5a")];
         assert_eq!(in_turns(&mut again, &mut turns), ["4a", "5a"]);
+    }
+
+    /// A storm fills the outbox to its limit; once written, the queue it
+    /// hands back and the turns keep only the room of a steady batch.
+    #[test]
+    fn the_room_of_a_storm_goes_back_once_written() {
+        let mut taken: Vec<(u64, u32)> = (0..OUTBOX_LIMIT as u32)
+            .map(|i| (u64::from(i % 300), i))
+            .collect();
+        let mut turns = HashMap::new();
+        let out = in_turns(&mut taken, &mut turns);
+        assert_eq!(out.len(), OUTBOX_LIMIT);
+        assert!(taken.is_empty());
+        assert!(taken.capacity() <= OUTBOX_KEPT, "{}", taken.capacity());
+        assert!(turns.capacity() <= 2 * OUTBOX_KEPT, "{}", turns.capacity());
+        // A steady batch fits in what is kept: no regrowth.
+        taken.reserve(OUTBOX_KEPT);
+        let kept = taken.capacity();
+        for _ in 0..10 {
+            taken.extend((0..150u32).map(|i| (u64::from(i % 50), i)));
+            assert_eq!(in_turns(&mut taken, &mut turns).len(), 150);
+            assert_eq!(taken.capacity(), kept);
+        }
     }
 
     /// A `Changed` made from the kept header is the builder's message,

@@ -31,6 +31,11 @@ pub(crate) const BATCH: usize = 1000;
 /// (16 MB if every title had the 1024 characters a title may have).
 pub(crate) const CAPACITY: usize = 4 * BATCH;
 
+/// The slots kept room for once the writer has taken them all (see
+/// [`Pending::shrink_when_drained`]): the few operations an idle desktop
+/// hands over between two batches.
+pub(crate) const KEPT: usize = 32;
+
 /// A focus interval shorter than this is not a timeline row.
 ///
 /// Nobody reads, types into or even sees a window for less than a
@@ -258,6 +263,24 @@ impl Pending {
         }
     }
 
+    /// Once the writer has taken everything, give back the room a burst
+    /// made beyond [`KEPT`]: the slots and their index grew to thousands
+    /// in a focus flood and kept that room for good (heaptrack, `make
+    /// soak`: 61 KB after the load). On the way to empty only, so a
+    /// steady load pays at most a few regrowths per batch, never one per
+    /// operation.
+    fn shrink_when_drained(&mut self) {
+        if !self.slots.is_empty() {
+            return;
+        }
+        if self.slots.capacity() > KEPT {
+            self.slots.shrink_to(KEPT);
+        }
+        if self.rows.capacity() > KEPT {
+            self.rows.shrink_to(KEPT);
+        }
+    }
+
     /// Up to `max` operations from the front, in the order they came, and
     /// what was dropped or coalesced since the last time.
     pub(crate) fn take(&mut self, max: usize) -> Batch {
@@ -280,6 +303,7 @@ impl Pending {
                 Slot::Gone => {}
             }
         }
+        self.shrink_when_drained();
         Batch {
             ops,
             dropped: std::mem::take(&mut self.dropped),
@@ -470,6 +494,37 @@ mod tests {
         assert!(ids.windows(2).all(|w| w[0] < w[1]), "in order");
         assert!(matches!(&all[0], HistoryOp::Open(e) if e.end == Some(at(5_000))));
         assert!(matches!(all.last(), Some(HistoryOp::Open(e)) if e.end.is_none()));
+    }
+
+    /// A focus flood grows the slots to thousands; once the writer has
+    /// taken them all the room goes back, and the small batches of an
+    /// idle desktop afterwards fit in what is kept (no regrowth).
+    #[test]
+    fn a_burst_taken_whole_leaves_the_room_of_a_few() {
+        let mut p = Pending::default();
+        let n = 3000;
+        for i in 0..n {
+            let app = ["a", "b"][i as usize % 2];
+            focus(&mut p, (i > 0).then_some(i), i + 1, app, i * 5_000);
+        }
+        assert!(p.slots.capacity() >= n as usize);
+        let first = p.take(BATCH);
+        assert_eq!(first.ops.len(), BATCH);
+        assert!(
+            p.slots.capacity() >= BATCH,
+            "kept while operations still wait"
+        );
+        while !p.take(BATCH).ops.is_empty() {}
+        assert!(p.slots.capacity() <= KEPT, "{}", p.slots.capacity());
+        assert!(p.rows.capacity() <= 2 * KEPT, "{}", p.rows.capacity());
+        // Idle afterwards: one change at a time, the room stays as it is.
+        let kept = p.slots.capacity();
+        for i in n..n + 50 {
+            let app = ["a", "b"][i as usize % 2];
+            focus(&mut p, Some(i), i + 1, app, i * 5_000);
+            assert_eq!(p.take(BATCH).ops.len(), 2);
+            assert_eq!(p.slots.capacity(), kept);
+        }
     }
 
     #[test]
