@@ -1220,8 +1220,9 @@ fn heap_line(log: &Path) -> String {
             .map_or("?".to_owned(), |b| format!("{:.1} MB", b / 1048576.0))
     };
     format!(
-        "in use {}, free in the heaps {} (resident or not), SQLite {}",
+        "in use {} (the broker's own allocations), glibc's in use {} (its per-thread caches counted), free in the heaps {} (resident or not), SQLite {}",
         field("heap_used"),
+        field("malloc_in_use"),
         field("heap_free"),
         field("sqlite")
     )
