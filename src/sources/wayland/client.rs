@@ -181,14 +181,20 @@ pub(super) fn status(
     )
 }
 
-/// Flush what we sent, then wait for the compositor or `stop` and read what
-/// came (dispatched by the caller's next round). `Some` when the thread
-/// must end: stopped, the core gone, or the connection lost.
+/// How soon the toplevel thread tries again to hand the core what it kept
+/// while the core's channel was full (see [`run`]).
+const RETRY: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Flush what we sent, then wait for the compositor or `stop` (or at most
+/// `within`) and read what came (dispatched by the caller's next round).
+/// `Some` when the thread must end: stopped, the core gone, or the
+/// connection lost.
 pub(super) fn wait_and_read<S>(
     conn: &WlConnection,
     queue: &EventQueue<S>,
     stop: &OwnedFd,
     tx: &mpsc::Sender<SourceEvent>,
+    within: Option<std::time::Duration>,
 ) -> Option<Ended> {
     if let Err(e) = conn.flush()
         && !matches!(&e, WaylandError::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock)
@@ -210,8 +216,11 @@ pub(super) fn wait_and_read<S>(
         },
     ];
     loop {
+        let timeout = within.map_or(-1, |d| {
+            libc::c_int::try_from(d.as_millis().max(1)).unwrap_or(libc::c_int::MAX)
+        });
         // SAFETY: poll(2) on two valid descriptors we hold.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
         if r >= 0 {
             break;
         }
@@ -309,14 +318,30 @@ fn run(
                 return Ended::CoreGone;
             }
         }
+        // Never wait on the core here: while this thread waited for room
+        // in the core's channel, the compositor kept writing (a thousand
+        // focus changes a second in `make soak`), and the next read took
+        // all of it into wayland-client's event queue at once, whose
+        // room is never given back (1.5 MB of the heap after the soak's
+        // load). What the channel has no room for goes back to the
+        // tracker, which keeps only each window's newest state, and is
+        // offered again within `RETRY` or after the next read.
+        let mut kept = false;
         if let Some(t) = state.tracker.as_mut() {
-            for ev in t.flush() {
-                if !send(tx, ev) {
-                    return Ended::CoreGone;
+            let mut events = t.flush().into_iter();
+            while let Some(ev) = events.next() {
+                match tx.try_send(ev) {
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Full(ev)) => {
+                        t.unsent(std::iter::once(ev).chain(events));
+                        kept = true;
+                        break;
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => return Ended::CoreGone,
                 }
             }
         }
-        if let Some(end) = wait_and_read(&conn, &queue, stop, tx) {
+        if let Some(end) = wait_and_read(&conn, &queue, stop, tx, kept.then_some(RETRY)) {
             return end;
         }
     }

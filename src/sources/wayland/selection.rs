@@ -356,7 +356,7 @@ fn thread(stream: UnixStream, tx: &mpsc::Sender<SourceEvent>, stop: &OwnedFd) ->
                 }
             }
         }
-        if let Some(end) = wait_and_read(&conn, &queue, stop, tx) {
+        if let Some(end) = wait_and_read(&conn, &queue, stop, tx, None) {
             return end;
         }
     }

@@ -683,6 +683,25 @@ impl Tracker {
         })
     }
 
+    /// Events of a flush that the core had no room for: marked again, so
+    /// that the next flush gives each window's newest state (and the
+    /// closes, first among the closes, in their order). Under a flood this
+    /// is where changes coalesce, per window, instead of queueing.
+    pub(crate) fn unsent(&mut self, events: impl IntoIterator<Item = SourceEvent>) {
+        let mut closed = Vec::new();
+        for ev in events {
+            match ev {
+                SourceEvent::Window { window } => {
+                    self.dirty.insert(window.id);
+                }
+                SourceEvent::WindowClosed { id } => closed.push(id),
+                _ => {}
+            }
+        }
+        closed.append(&mut self.closed);
+        self.closed = closed;
+    }
+
     /// What changed since the last flush. Windows that became active come
     /// first, then closed windows, then the other changes, so that a focus
     /// move (or the close of the focused window) never shows as "no focus"
@@ -806,6 +825,50 @@ mod tests {
         wlr_open(&mut t, 9, "a", "b", &[]);
         assert_eq!(windows(&t.flush())[0].id, "wl-3-2");
         assert_eq!(t.window_count(), 1);
+    }
+
+    /// What the core had no room for is offered again as each window's
+    /// newest state, once, and the closes first, in their order: a flood
+    /// coalesces per window in the tracker instead of queueing.
+    #[test]
+    fn what_the_core_had_no_room_for_comes_again_as_the_newest_state() {
+        let mut t = tracker(false);
+        wlr_open(&mut t, 1, "a", "A", &[WLR_ACTIVATED]);
+        wlr_open(&mut t, 2, "b", "B", &[]);
+        wlr_open(&mut t, 3, "c", "C", &[]);
+        t.flush();
+        // Window 1's title changes, window 2 and 3 close: none of it sent.
+        t.wlr_title(1, "A1".into());
+        t.wlr_done(1);
+        t.wlr_closed(2);
+        t.wlr_closed(3);
+        let kept = t.flush();
+        assert_eq!(kept.len(), 3);
+        t.unsent(kept);
+        // Meanwhile the title moves on twice.
+        t.wlr_title(1, "A2".into());
+        t.wlr_done(1);
+        t.wlr_title(1, "A3".into());
+        t.wlr_done(1);
+        let ev = t.flush();
+        let titles: Vec<&str> = windows(&ev).iter().map(|w| w.title.as_str()).collect();
+        assert_eq!(titles, vec!["A3"], "one newest state, not each step");
+        let closed: Vec<&SourceEvent> = ev
+            .iter()
+            .filter(|e| matches!(e, SourceEvent::WindowClosed { .. }))
+            .collect();
+        assert_eq!(
+            closed,
+            vec![
+                &SourceEvent::WindowClosed {
+                    id: "wl-3-2".into()
+                },
+                &SourceEvent::WindowClosed {
+                    id: "wl-3-3".into()
+                },
+            ]
+        );
+        assert!(t.flush().is_empty(), "nothing twice");
     }
 
     #[test]
