@@ -65,13 +65,27 @@ pub(crate) fn socket_path(
     Ok(rt.join(display))
 }
 
-/// The source, with the socket from the environment.
-pub(crate) async fn run(ctx: SourceContext) {
-    let path = socket_path(
+/// The compositor's socket from the environment, or why there is none to
+/// follow; the same for the selection source.
+///
+/// libwayland-client is loaded at run time (wayland-backend's
+/// `client_system` with `dlopen`, Cargo.toml says why), so a machine
+/// without it still runs the broker: both sources say what to install.
+pub(crate) fn socket_from_env() -> Result<PathBuf, String> {
+    if !wayland_sys::client::is_lib_available() {
+        return Err("libwayland-client.so.0 cannot be loaded (the package \
+                    libwayland-client0): the compositor is not followed"
+            .to_owned());
+    }
+    socket_path(
         std::env::var_os("WAYLAND_DISPLAY").as_deref(),
         std::env::var_os("XDG_RUNTIME_DIR").as_deref(),
-    );
-    match path {
+    )
+}
+
+/// The source, with the socket from the environment.
+pub(crate) async fn run(ctx: SourceContext) {
+    match socket_from_env() {
         Ok(p) => run_at(ctx, p, Backoff::default()).await,
         Err(reason) => {
             tracing::info!(source = NAME, "{reason}");

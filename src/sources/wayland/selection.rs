@@ -61,11 +61,7 @@ const LIVED_LONG: Duration = Duration::from_secs(5);
 
 /// The source, on the compositor of `WAYLAND_DISPLAY`.
 pub(crate) async fn run(ctx: SourceContext) {
-    let path = super::socket_path(
-        std::env::var_os("WAYLAND_DISPLAY").as_deref(),
-        std::env::var_os("XDG_RUNTIME_DIR").as_deref(),
-    );
-    let path = match path {
+    let path = match super::socket_from_env() {
         Ok(p) => p,
         Err(reason) => {
             ctx.status(NAME, false, Some(reason)).await;
