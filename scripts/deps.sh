@@ -102,6 +102,11 @@ PACKAGES=(
     bubblewrap xdg-dbus-proxy
     # file checks: polkit's DTD (polkitd ships it), xmllint, portal interfaces
     polkitd libxml2-utils xdg-desktop-portal
+    # the consent question in the desktop portal's own dialog
+    # (tests/it/portal_dialog.rs): xdg-desktop-portal-gtk's Access dialog in
+    # the headless sway, answered through AT-SPI (the accessibility bus,
+    # GTK's bridge to it, and the typelib PyGObject reads it with)
+    xdg-desktop-portal-gtk at-spi2-core libatk-adaptor gir1.2-atspi-2.0
     # the shells that report windows (tests/shells_*.rs): GNOME Shell 43
     # (Mesa's software renderer) with GTK 3 test windows, and KWin 5.27
     gnome-shell libgl1-mesa-dri gir1.2-gtk-3.0 kwin-wayland

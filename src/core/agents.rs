@@ -112,9 +112,58 @@ impl AgentTrust {
     }
 }
 
+/// Whether the connection owning a desktop portal backend's name may show
+/// the consent question (`dbus::portal`): an unsandboxed process whose
+/// executable (read through its pinned `/proc/PID`) is `expected`, the
+/// program the backend's system D-Bus service file starts, and that
+/// program a system one (root's, where the package manager puts
+/// programs). An app that took the name first, a copy of the backend
+/// elsewhere, or a backend the user's own files name is refused: the
+/// question then goes to a notification. `Err` says why, in words.
+pub(crate) fn trust_backend(
+    who: &Subject,
+    executable: Option<&Path>,
+    expected: &Path,
+    expected_is_system: bool,
+) -> std::result::Result<(), String> {
+    let unsandboxed = matches!(
+        who.source,
+        IdentitySource::Executable | IdentitySource::Systemd | IdentitySource::Interpreter
+    );
+    if !unsandboxed {
+        return Err("a sandboxed app is never the desktop's dialog".to_owned());
+    }
+    if !expected_is_system {
+        return Err(format!(
+            "{} is not a system program (root's, in the system's directories)",
+            expected.display()
+        ));
+    }
+    match executable {
+        Some(exe) if exe == expected => Ok(()),
+        Some(exe) => Err(format!(
+            "it runs {}, not {}",
+            exe.display(),
+            expected.display()
+        )),
+        None => Err("its executable could not be read".to_owned()),
+    }
+}
+
+/// How prompts are asked now, for `contextctl sources`: by a trusted
+/// agent, else in the desktop portal's dialog (its description), else by
+/// a notification (why not the portal's dialog).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum AskedBy<'a> {
+    Agent(&'a TrustedAgent),
+    Portal(&'a str),
+    Notification(&'a str),
+}
+
 /// The entry of `ListSources` (`contextctl sources`) that says how
-/// prompts are asked: available while a trusted agent is registered;
-/// else its error says that notifications ask, and why.
+/// prompts are asked: available while a trusted agent is registered or
+/// the desktop portal's dialog asks (its text says which); else its error
+/// says that notifications ask, and why.
 pub(crate) const SURFACE_SOURCE: &str = "consent-agent";
 
 #[cfg(test)]
@@ -129,6 +178,33 @@ mod tests {
             source: IdentitySource::Executable,
             channel: Channel::DBus,
         }
+    }
+
+    #[test]
+    fn a_portal_backend_is_its_installed_program_unsandboxed() {
+        let gtk = Path::new("/usr/libexec/xdg-desktop-portal-gtk");
+        let who = exe("/usr/libexec/xdg-desktop-portal-gtk");
+        assert_eq!(trust_backend(&who, Some(gtk), gtk, true), Ok(()));
+        // The name taken by another program, a copy, or an unreadable one.
+        let other = exe("/home/u/.local/bin/impostor");
+        let e = trust_backend(
+            &other,
+            Some(Path::new("/home/u/.local/bin/impostor")),
+            gtk,
+            true,
+        )
+        .expect_err("impostor");
+        assert!(e.contains("impostor"), "{e}");
+        assert!(trust_backend(&who, None, gtk, true).is_err());
+        // A program the system did not install.
+        assert!(trust_backend(&who, Some(gtk), gtk, false).is_err());
+        // A sandboxed app, whatever its executable.
+        let flatpak = Subject {
+            app_id: AppId::new("org.example.App").expect("id"),
+            source: IdentitySource::Flatpak,
+            channel: Channel::DBus,
+        };
+        assert!(trust_backend(&flatpak, Some(gtk), gtk, true).is_err());
     }
 
     #[test]

@@ -356,18 +356,37 @@ impl Ask {
 
     /// Who asks the user now (`None`: a desktop notification does), for
     /// `ListSources`' consent surface entry.
-    pub(crate) fn prompts_asked_by(&self, agent: Option<&super::agents::TrustedAgent>) {
+    pub(crate) fn prompts_asked_by(&self, how: super::agents::AskedBy<'_>) {
+        use super::agents::AskedBy;
+        let (available, error) = match how {
+            AskedBy::Agent(a) => {
+                tracing::info!(agent = %a.describe(), "prompts are asked by the consent agent");
+                (true, None)
+            }
+            AskedBy::Portal(which) => {
+                tracing::info!(
+                    portal = which,
+                    "prompts are asked in the desktop portal's dialog"
+                );
+                (
+                    true,
+                    Some(format!(
+                        "asked in {which}: no trusted consent agent registered"
+                    )),
+                )
+            }
+            AskedBy::Notification(why) => (
+                false,
+                Some(format!(
+                    "notification: no trusted consent agent registered; no portal dialog: {why}"
+                )),
+            ),
+        };
         self.state.apply(super::event::SourceEvent::SourceStatus {
             source: super::agents::SURFACE_SOURCE.into(),
-            available: agent.is_some(),
-            error: match agent {
-                Some(_) => None,
-                None => Some("notification: no trusted consent agent registered".into()),
-            },
+            available,
+            error,
         });
-        if let Some(a) = agent {
-            tracing::info!(agent = %a.describe(), "prompts are asked by the consent agent");
-        }
     }
 
     /// Withdraw `app`'s open questions (its token was revoked) and wait,

@@ -1,5 +1,6 @@
 //! Showing consent prompts: through a registered consent agent
-//! (`org.contextd.ConsentAgent1`, implemented by a UI), else through a
+//! (`org.contextd.ConsentAgent1`, implemented by a UI), else in the desktop
+//! portal backend's Access dialog (`super::portal`), else through a
 //! desktop notification with actions.
 
 use std::collections::HashMap;
@@ -15,6 +16,9 @@ use crate::core::agents::TrustedAgent;
 use crate::core::consent::{Answer, BoxFut};
 use crate::core::display;
 use crate::core::prompts::{Ask, PromptError, PromptRequest, Prompter};
+
+use super::callers::Callers;
+use super::portal;
 
 pub(crate) const AGENT_INTERFACE: &str = "org.contextd.ConsentAgent1";
 
@@ -92,9 +96,19 @@ pub(crate) async fn name_owner(conn: &Connection, name: &str) -> Option<String> 
     reply.body().deserialize::<String>().ok()
 }
 
-/// Tell the core which agent asks now (for `ListSources`).
-pub(crate) fn announce(ask: &Ask, agents: &Agents) {
-    ask.prompts_asked_by(agents.current().map(|a| a.trusted).as_ref());
+/// Tell the core how prompts are asked now (for `ListSources`): the
+/// agent, else the desktop portal's dialog when its backend runs or the
+/// bus can start it, else a notification and why.
+pub(crate) async fn announce(conn: &Connection, ask: &Ask, agents: &Agents) {
+    use crate::core::agents::AskedBy;
+    if let Some(a) = agents.current() {
+        ask.prompts_asked_by(AskedBy::Agent(&a.trusted));
+        return;
+    }
+    match portal::choose_on(conn, &portal::Places::from_env()).await {
+        Ok(b) => ask.prompts_asked_by(AskedBy::Portal(&b.describe())),
+        Err(why) => ask.prompts_asked_by(AskedBy::Notification(&why)),
+    }
 }
 
 /// The D-Bus prompter.
@@ -102,6 +116,51 @@ pub(crate) fn announce(ask: &Ask, agents: &Agents) {
 pub(crate) struct DBusPrompter {
     pub(crate) conn: Connection,
     pub(crate) agents: Arc<Agents>,
+    /// Who owns the portal backend's name (`portal::trusted_owner`).
+    pub(crate) callers: Arc<Callers>,
+}
+
+impl DBusPrompter {
+    /// Ask in the desktop portal's dialog when its backend is there and
+    /// trusted; `None` when the question must go elsewhere (no backend, an
+    /// impostor owning its name, or a dialog that could not be shown), with
+    /// the reason logged.
+    async fn ask_portal(
+        &self,
+        req: &PromptRequest,
+        timeout: Duration,
+        withdraw: &CancellationToken,
+    ) -> Option<Result<Answer, PromptError>> {
+        let backend = match portal::choose_on(&self.conn, &portal::Places::from_env()).await {
+            Ok(b) => b,
+            Err(why) => {
+                tracing::debug!(%why, "no desktop portal dialog");
+                return None;
+            }
+        };
+        let owner = match portal::trusted_owner(&self.conn, &self.callers, &backend).await {
+            Ok(o) => o,
+            Err(why) => {
+                tracing::warn!(%why, "the desktop portal's dialog is not used");
+                return None;
+            }
+        };
+        match portal::ask(
+            &self.conn,
+            (&owner, &backend),
+            req,
+            timeout,
+            withdraw.clone(),
+        )
+        .await
+        {
+            Err(PromptError::NoUi(why)) => {
+                tracing::warn!(%why, portal = %backend.name, "the desktop portal's dialog failed");
+                None
+            }
+            r => Some(r),
+        }
+    }
 }
 
 pub(crate) fn parse_answer(
@@ -395,6 +454,9 @@ impl Prompter for DBusPrompter {
                         Err(PromptError::Withdrawn)
                     }
                 };
+            }
+            if let Some(r) = this.ask_portal(&req, timeout, &withdraw).await {
+                return r;
             }
             ask_notification(&this.conn, &req, timeout, withdraw).await
         })

@@ -329,7 +329,12 @@ impl Consent1 {
             path: agent.into(),
             trusted,
         });
-        super::agent::announce(&self.shared.core.ask, &self.shared.agents);
+        super::agent::announce(
+            &self.shared.conn,
+            &self.shared.core.ask,
+            &self.shared.agents,
+        )
+        .await;
         tracing::info!(app = %who.app_id, "consent agent registered");
         Ok(())
     }
@@ -344,7 +349,12 @@ impl Consent1 {
             .map(|s| s.as_str().to_owned())
             .unwrap_or_default();
         if self.shared.agents.unregister(&owner, agent.as_str()) {
-            super::agent::announce(&self.shared.core.ask, &self.shared.agents);
+            super::agent::announce(
+                &self.shared.conn,
+                &self.shared.core.ask,
+                &self.shared.agents,
+            )
+            .await;
             Ok(())
         } else {
             Err(Error::NotFound(format!(

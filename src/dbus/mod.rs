@@ -10,6 +10,7 @@ pub(crate) mod error;
 pub(crate) mod history1;
 pub(crate) mod indicator1;
 pub(crate) mod polkit;
+pub(crate) mod portal;
 pub(crate) mod provider1;
 pub(crate) mod request;
 pub(crate) mod sendq;
@@ -211,8 +212,9 @@ pub(crate) async fn serve(
     core.ask.set_prompter(Arc::new(agent::DBusPrompter {
         conn: conn.clone(),
         agents: agents.clone(),
+        callers: Arc::new(callers::Callers::new(dbus.clone())),
     }));
-    core.ask.prompts_asked_by(None);
+    agent::announce(conn, &core.ask, &agents).await;
     let shared = Arc::new(Shared {
         core: core.clone(),
         conn: conn.clone(),
@@ -263,13 +265,13 @@ pub(crate) async fn serve(
                             && let Some(old) = args.old_owner().as_ref()
                             && shared.agents.drop_shell(old.as_str())
                         {
-                            agent::announce(&shared.core.ask, &shared.agents);
+                            agent::announce(&shared.conn, &shared.core.ask, &shared.agents).await;
                         }
                         if name.starts_with(':') && args.new_owner().is_none() {
                             shared.callers.forget(name);
                             shared.replies.forget(name);
                             if shared.agents.drop_owner(name) {
-                                agent::announce(&shared.core.ask, &shared.agents);
+                                agent::announce(&shared.conn, &shared.core.ask, &shared.agents).await;
                             }
                             shared.core.provide.provider_gone(name);
                             indicator1::peer_gone(&shared, name);

@@ -89,6 +89,7 @@ mod pipewire_microphone;
 mod pipewire_playback;
 mod pipewire_restart;
 mod pipewire_video;
+mod portal_dialog;
 mod provider;
 mod provider_examples;
 mod provider_pages;

@@ -1,0 +1,376 @@
+//! The consent question in the desktop's own dialog (issue 51): with no
+//! consent agent registered, the broker asks through the desktop portal
+//! backend's `org.freedesktop.impl.portal.Access.AccessDialog`. Here the
+//! real xdg-desktop-portal-gtk (Debian 12's 1.14) in a headless sway,
+//! started by the bus from its service file as on a desktop, chosen as
+//! xdg-desktop-portal chooses it for `XDG_CURRENT_DESKTOP=sway`, and its
+//! dialog answered through AT-SPI, as a screen-reader user would
+//! (tests/portal/answer_dialog.py): "Always" and Allow grants and stores
+//! (still granted after a restart); Deny refuses and stores nothing (asked
+//! again after a restart); an MCP host that goes away while the dialog
+//! is shown takes it off the screen (`Request.Close`); and a process that
+//! owns the backend's name first without being its executable is never
+//! asked.
+
+use crate::common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::session::Session;
+use common::*;
+use contextd::client::proxy::Context1Proxy;
+use futures_util::StreamExt;
+
+const BACKEND: &str = "org.freedesktop.impl.portal.desktop.gtk";
+const GTK_SERVICE: &str =
+    "/usr/share/dbus-1/services/org.freedesktop.impl.portal.desktop.gtk.service";
+const A11Y_SERVICE: &str = "/usr/share/dbus-1/services/org.a11y.Bus.service";
+const APP: &str = "xdg-desktop-portal-gtk";
+
+/// A headless sway whose bus can start the portal backend and the
+/// accessibility bus from the system's service files, a home that asks
+/// for what is undecided, and the session's environment on a sway desktop.
+fn portal_session() -> (Session, Home, Vec<(String, String)>) {
+    let session = Session::start(&["--no-pipewire", "--no-windows"]);
+    let services = session.path().join("dbus-services");
+    for f in [GTK_SERVICE, A11Y_SERVICE] {
+        let name = Path::new(f).file_name().expect("name");
+        std::fs::copy(f, services.join(name)).unwrap_or_else(|e| {
+            panic!("{f} ({e}): scripts/deps.sh installs xdg-desktop-portal-gtk and at-spi2-core")
+        });
+    }
+    let home = Home::new();
+    home.ask_undecided();
+    let mut env = session_env(&session, &home);
+    env.retain(|(k, _)| k != "XDG_CURRENT_DESKTOP");
+    env.push(("XDG_CURRENT_DESKTOP".into(), "sway".into()));
+    // Toolkits speak to the accessibility bus when it says a reader is on.
+    let on = Command::new("gdbus")
+        .args([
+            "call",
+            "--session",
+            "--dest",
+            "org.a11y.Bus",
+            "--object-path",
+            "/org/a11y/bus",
+            "--method",
+            "org.freedesktop.DBus.Properties.Set",
+            "org.a11y.Status",
+            "IsEnabled",
+            "<true>",
+        ])
+        .env_clear()
+        .envs(env.iter().cloned())
+        .output()
+        .expect("gdbus");
+    assert!(
+        on.status.success(),
+        "the accessibility bus: {}",
+        String::from_utf8_lossy(&on.stderr)
+    );
+    (session, home, env)
+}
+
+async fn start_daemon(session: &Session, home: &Home, env: &[(String, String)]) -> Daemon {
+    let address = session
+        .get("DBUS_SESSION_BUS_ADDRESS")
+        .expect("bus")
+        .to_owned();
+    let d = Daemon::spawn_env(home, env.to_vec(), &[]);
+    wait_for_owner_at(&address, true).await;
+    d
+}
+
+/// The answering script, started before the question so that it waits
+/// for the dialog: its JSON line (what the dialog showed) once it is done.
+struct Answerer(Child);
+
+impl Answerer {
+    fn start(env: &[(String, String)], choice: &str, button: &str) -> Answerer {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/portal/answer_dialog.py");
+        Answerer(
+            Command::new("/usr/bin/python3")
+                .arg(script)
+                .args([APP, choice, button])
+                .env_clear()
+                .envs(env.iter().cloned())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("python3 (gir1.2-atspi-2.0)"),
+        )
+    }
+
+    async fn done(self) -> serde_json::Value {
+        let out = tokio::task::spawn_blocking(move || self.0.wait_with_output())
+            .await
+            .expect("join")
+            .expect("wait");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "the dialog was not answered: {text}");
+        serde_json::from_str(text.lines().last().unwrap_or_default()).expect("json")
+    }
+}
+
+/// A `RequestAccess` whose `Response` is listened for before it is made.
+struct Asked {
+    stream: zbus::MessageStream,
+    path: String,
+}
+
+impl Asked {
+    async fn new(conn: &zbus::Connection, cats: &[&str], reason: &str) -> Asked {
+        let rule = zbus::MatchRule::builder()
+            .msg_type(zbus::message::Type::Signal)
+            .interface("org.contextd.Request1")
+            .member("Response")
+            .build()
+            .expect("rule");
+        let stream = zbus::MessageStream::for_match_rule(rule, conn, None)
+            .await
+            .expect("match");
+        let path = Context1Proxy::new(conn)
+            .await
+            .expect("proxy")
+            .request_access(cats, reason)
+            .await
+            .expect("RequestAccess")
+            .to_string();
+        Asked { stream, path }
+    }
+
+    /// The `Response` code (0 granted, 1 denied, 2 ended).
+    async fn code(mut self) -> u32 {
+        loop {
+            let m = tokio::time::timeout(Duration::from_secs(40), self.stream.next())
+                .await
+                .expect("Response in time")
+                .expect("stream")
+                .expect("message");
+            if m.header().path().is_some_and(|p| p.as_str() == self.path) {
+                let (code, _): (u32, contextd::client::proxy::Dict) =
+                    m.body().deserialize().expect("body");
+                return code;
+            }
+        }
+    }
+}
+
+async fn bus(session: &Session) -> zbus::Connection {
+    connect_to(session.get("DBUS_SESSION_BUS_ADDRESS").expect("bus")).await
+}
+
+/// `ListSources`' `consent-agent` entry: how prompts are asked.
+async fn asked_by(conn: &zbus::Connection) -> serde_json::Value {
+    let ctx = Context1Proxy::new(conn).await.expect("proxy");
+    ctx.list_sources()
+        .await
+        .expect("ListSources")
+        .iter()
+        .map(contextd::client::json::dict_to_json)
+        .find(|s| s["name"] == "consent-agent")
+        .expect("a consent-agent entry")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_portal_dialog_asks_always_stores_and_deny_stores_nothing() {
+    with_timeout(180, async {
+        let (session, home, env) = portal_session();
+        let daemon = start_daemon(&session, &home, &env).await;
+        let conn = bus(&session).await;
+        let how = asked_by(&conn).await;
+        assert_eq!(how["available"], true, "{how}");
+        let text = how["last_error"].as_str().unwrap_or_default();
+        assert!(
+            text.contains(BACKEND) && text.contains("/usr/libexec/xdg-desktop-portal-gtk"),
+            "{how}"
+        );
+
+        // Allow, always: granted, and stored (the same after a restart).
+        let answer = Answerer::start(&env, "Always", "Allow");
+        let asked = Asked::new(&conn, &["windows"], "100% %s <b>to help</b>").await;
+        let shown = answer.done().await;
+        assert_eq!(asked.code().await, 0, "{shown}");
+        let texts: Vec<String> = shown["texts"]
+            .as_array()
+            .expect("texts")
+            .iter()
+            .filter_map(|t| t.as_str().map(str::to_owned))
+            .collect();
+        let all = texts.join("\n");
+        // The title is not a printf format, the reason is not markup: both
+        // arrive as the app wrote them, the reason as its words.
+        assert!(all.contains("see what you are doing?"), "{all}");
+        assert!(
+            all.contains("\u{201c}100% %s <b>to help</b>\u{201d}"),
+            "{all}"
+        );
+        assert!(all.contains("windows") || all.contains("Windows"), "{all}");
+        let radios = shown["radios"].to_string();
+        for r in ["Only this time", "For a day", "Always"] {
+            assert!(radios.contains(r), "{radios}");
+        }
+        drop(conn);
+        drop(daemon);
+        let _daemon = start_daemon(&session, &home, &env).await;
+        let conn = bus(&session).await;
+        let again = Asked::new(&conn, &["windows"], "").await;
+        assert_eq!(again.code().await, 0, "the grant was stored");
+
+        // Deny: refused now, nothing stored; asked again after a restart.
+        let answer = Answerer::start(&env, "-", "Deny");
+        let asked = Asked::new(&conn, &["power"], "").await;
+        answer.done().await;
+        assert_eq!(asked.code().await, 1);
+        drop(conn);
+        drop(_daemon);
+        let _daemon = start_daemon(&session, &home, &env).await;
+        let conn = bus(&session).await;
+        let answer = Answerer::start(&env, "Always", "Allow");
+        let asked = Asked::new(&conn, &["power"], "").await;
+        answer.done().await;
+        assert_eq!(
+            asked.code().await,
+            0,
+            "asked again: the deny stored nothing"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_goes_away_takes_the_portal_dialog_with_it() {
+    with_timeout(120, async {
+        let (session, home, env) = portal_session();
+        let _daemon = start_daemon(&session, &home, &env).await;
+        // An MCP host on the stdio bridge calls a tool that needs the
+        // user's answer, then quits while the dialog is on the screen.
+        let mut bridge = Command::new(contextctl_bin())
+            .arg("mcp")
+            .env_clear()
+            .envs(env.iter().cloned())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("contextctl mcp");
+        let mut stdin = bridge.stdin.take().expect("stdin");
+        let stdout = bridge.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for l in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut send = |line: &str| {
+            use std::io::Write;
+            stdin.write_all(line.as_bytes()).expect("write");
+            stdin.write_all(b"\n").expect("newline");
+            stdin.flush().expect("flush");
+        };
+        send(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"leaving","version":"1"}}}"#,
+        );
+        let init = lines
+            .recv_timeout(Duration::from_secs(15))
+            .expect("initialize answered");
+        assert!(init.contains("\"result\""), "{init}");
+        send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        let seen = Answerer::start(&env, "-", "-");
+        send(
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_active_window","arguments":{}}}"#,
+        );
+        let shown = seen.done().await;
+        // The dialog names the host and what it called.
+        assert!(
+            shown.to_string().contains("get_active_window"),
+            "{shown}"
+        );
+        drop(stdin);
+        let gone = Answerer::start(&env, "-", "gone");
+        assert_eq!(gone.done().await["gone"], true);
+        let _ = bridge.kill();
+        let _ = bridge.wait();
+    })
+    .await;
+}
+
+/// What the impostor was asked: each `AccessDialog`'s title.
+#[derive(Clone, Default)]
+struct Impostor {
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+#[zbus::interface(name = "org.freedesktop.impl.portal.Access")]
+impl Impostor {
+    #[allow(clippy::too_many_arguments)]
+    async fn access_dialog(
+        &self,
+        _handle: zbus::wire::ObjectPath<'_>,
+        _app_id: &str,
+        _parent_window: &str,
+        title: &str,
+        _subtitle: &str,
+        _body: &str,
+        _options: HashMap<String, zbus::wire::OwnedVariant>,
+    ) -> (u32, HashMap<String, zbus::wire::OwnedVariant>) {
+        self.asked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(title.to_owned());
+        let mut d: HashMap<String, zbus::wire::Variant<'_>> = HashMap::new();
+        d.insert("duration".into(), zbus::wire::Variant::from("always"));
+        let mut r = HashMap::new();
+        r.insert(
+            "choices".into(),
+            zbus::wire::OwnedVariant::try_from(zbus::wire::Variant::from(d)).expect("dict"),
+        );
+        (0, r)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_that_takes_the_backends_name_first_is_never_asked() {
+    with_timeout(120, async {
+        let (session, home, env) = portal_session();
+        // The attack: this test (not xdg-desktop-portal-gtk) owns the
+        // backend's name before the broker asks anything, and grants
+        // whatever it is asked.
+        let impostor = Impostor::default();
+        let address = session.get("DBUS_SESSION_BUS_ADDRESS").expect("bus");
+        let _owner = zbus::connection::Builder::address(address)
+            .serve_at("/org/freedesktop/portal/desktop", impostor.clone())
+            .name(BACKEND)
+            .build()
+            .await
+            .expect("the name");
+        let daemon = start_daemon(&session, &home, &env).await;
+        let conn = bus(&session).await;
+        let asked = Asked::new(&conn, &["windows"], "").await;
+        // No notification server in this session either: nothing can ask,
+        // so nothing is granted.
+        assert_ne!(asked.code().await, 0);
+        let log = daemon.stderr();
+        assert!(
+            log.contains("the desktop portal's dialog is not used")
+                && log.contains("not /usr/libexec/xdg-desktop-portal-gtk"),
+            "{log}"
+        );
+        assert!(
+            impostor
+                .asked
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty(),
+            "the impostor was asked"
+        );
+    })
+    .await;
+}
