@@ -26,6 +26,9 @@ use super::error::{Error, Result};
 use super::subject::Subject;
 use crate::model::IdentitySource;
 
+/// The shell's well-known name: an agent trusted as the shell must own it.
+pub(crate) const SHELL_NAME: &str = "org.gnome.Shell";
+
 /// Where Debian (and every distribution we know) installs GNOME Shell.
 pub(crate) const GNOME_SHELL_EXECUTABLE: &str = "/usr/bin/gnome-shell";
 

@@ -389,6 +389,18 @@ impl Ask {
         });
     }
 
+    /// How questions are asked now, as `prompts_asked_by` last said:
+    /// whether a dialog asks (an agent's or the portal's), and what the
+    /// `consent-agent` entry of `ListSources` says (the portal's dialog,
+    /// or why a notification asks). For the dashboard.
+    pub(crate) fn asked_through(&self) -> Option<super::view::SourceView> {
+        self.state.read(|s| {
+            s.sources
+                .get(super::agents::SURFACE_SOURCE)
+                .map(super::view::SourceView::new)
+        })
+    }
+
     /// Withdraw `app`'s open questions (its token was revoked) and wait,
     /// a while, until they are off the screen.
     pub(crate) async fn withdraw_questions(&self, app: &AppId, within: Duration) {

@@ -356,12 +356,22 @@ fn kind_name(k: MediaKind) -> &'static str {
 pub(super) fn now(core: &Handles, csrf: &str) -> Markup {
     let readers = core.manage.readers();
     let pending = core.ask.pending_prompts();
+    let asked = core.ask.asked_through();
     let media = core.manage.owner_media();
     let capture = media.capture.unwrap_or_default();
     let playback = media.playback.unwrap_or_default();
     let body = html! {
         section aria-labelledby="pending-h" {
             h2 id="pending-h" { "Waiting for your answer" }
+            @if let Some(how) = &asked {
+                p.channel {
+                    @match (how.available, how.last_error.as_deref()) {
+                        (true, None) => "Questions are asked in your desktop's consent dialog (the contextd GNOME extension).",
+                        (true, Some(what)) => { "Questions are " (what) "." }
+                        (false, why) => { "Questions come as notifications: " (why.map_or("no dialog is available", |w| w.trim_start_matches("notification: "))) "." }
+                    }
+                }
+            }
             @if pending.is_empty() {
                 p.empty { "No app is waiting." }
             } @else {

@@ -77,24 +77,8 @@ impl Agents {
     }
 }
 
-/// The shell's well-known name: an agent trusted as the shell must own it.
-pub(crate) const SHELL_NAME: &str = "org.gnome.Shell";
-
-/// Who owns `name` on the bus now, as the bus says (`None`: nobody, or
-/// the bus did not answer).
-pub(crate) async fn name_owner(conn: &Connection, name: &str) -> Option<String> {
-    let reply = conn
-        .call_method(
-            Some("org.freedesktop.DBus"),
-            "/org/freedesktop/DBus",
-            Some("org.freedesktop.DBus"),
-            "GetNameOwner",
-            &(name,),
-        )
-        .await
-        .ok()?;
-    reply.body().deserialize::<String>().ok()
-}
+pub(crate) use super::callers::name_owner;
+pub(crate) use crate::core::agents::SHELL_NAME;
 
 /// Tell the core how prompts are asked now (for `ListSources`): the
 /// agent, else the desktop portal's dialog when its backend runs or the

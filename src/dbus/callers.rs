@@ -129,6 +129,23 @@ impl Callers {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
+
+/// Who owns `name` on the bus now, as the bus says (`None`: nobody, or
+/// the bus did not answer).
+pub(crate) async fn name_owner(conn: &zbus::Connection, name: &str) -> Option<String> {
+    let reply = conn
+        .call_method(
+            Some("org.freedesktop.DBus"),
+            "/org/freedesktop/DBus",
+            Some("org.freedesktop.DBus"),
+            "GetNameOwner",
+            &(name,),
+        )
+        .await
+        .ok()?;
+    reply.body().deserialize::<String>().ok()
+}
+
 /// The process start time (field 22 of /proc/PID/stat), which polkit uses
 /// with the PID to tell a process from a later one with the same PID.
 fn start_time(pid: u32) -> Option<u64> {

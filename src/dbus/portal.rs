@@ -73,6 +73,11 @@ pub(crate) struct Backend {
 }
 
 impl Backend {
+    /// GNOME Shell's own dialog (`org.gnome.Shell.Portal`).
+    pub(crate) fn is_shell(&self) -> bool {
+        self.name.starts_with("org.gnome.Shell.")
+    }
+
     /// In words, for `contextctl sources` and the log.
     pub(crate) fn describe(&self) -> String {
         format!(
@@ -406,7 +411,7 @@ fn service_executable(dirs: &[PathBuf], name: &str) -> Option<PathBuf> {
 
 /// Whether `backend` runs on this bus or the bus can start it.
 pub(crate) async fn reachable(conn: &Connection, backend: &Backend) -> bool {
-    if super::agent::name_owner(conn, &backend.name)
+    if super::callers::name_owner(conn, &backend.name)
         .await
         .is_some()
     {
@@ -433,7 +438,7 @@ pub(crate) async fn trusted_owner(
     callers: &Callers,
     backend: &Backend,
 ) -> Result<String, String> {
-    let owner = match super::agent::name_owner(conn, &backend.name).await {
+    let owner = match super::callers::name_owner(conn, &backend.name).await {
         Some(o) => o,
         None => {
             // Not running: the bus starts it from its service file.
@@ -446,7 +451,7 @@ pub(crate) async fn trusted_owner(
             )
             .await
             .map_err(|e| format!("{} could not be started: {e}", backend.name))?;
-            super::agent::name_owner(conn, &backend.name)
+            super::callers::name_owner(conn, &backend.name)
                 .await
                 .ok_or_else(|| format!("{} was started but owns no name", backend.name))?
         }
@@ -455,6 +460,20 @@ pub(crate) async fn trusted_owner(
         .identify(Some(&owner))
         .await
         .map_err(|e| format!("cannot tell who owns {}: {e}", backend.name))?;
+    // GNOME Shell's executable proves little alone (any unsandboxed
+    // process can run it): the session's shell also owns its main name,
+    // as for the shell as consent agent (`core::agents`).
+    if backend.is_shell()
+        && super::callers::name_owner(conn, crate::core::agents::SHELL_NAME)
+            .await
+            .is_none_or(|o| o != owner)
+    {
+        return Err(format!(
+            "{} is owned by {owner}, which does not own {}",
+            backend.name,
+            crate::core::agents::SHELL_NAME
+        ));
+    }
     crate::core::agents::trust_backend(
         &caller.subject(),
         caller.executable.as_deref(),
@@ -534,9 +553,32 @@ type Choice<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>, &'a str);
 const DURATION: &str = "duration";
 const DAY_SECS: i64 = 24 * 3600;
 
+/// The choices the dialog offers: for how long, as radio buttons; GNOME
+/// Shell's dialog shows no radio buttons (its code skips them), so there
+/// a check box, "remember", makes an allow last.
+fn choices(backend: &Backend) -> Vec<Choice<'static>> {
+    if backend.is_shell() {
+        vec![(REMEMBER, "Always allow this app to see it", vec![], "false")]
+    } else {
+        vec![(
+            DURATION,
+            "Allow",
+            vec![
+                ("once", "Only this time"),
+                ("day", "For a day"),
+                ("always", "Always"),
+            ],
+            "once",
+        )]
+    }
+}
+
+/// The check box of GNOME Shell's dialog.
+const REMEMBER: &str = "remember";
+
 /// The answer in the dialog's results: `choices` as the specification
 /// says (`a(ss)`), or as xdg-desktop-portal-gtk sends it (`a{sv}`).
-fn chosen_duration(results: &HashMap<String, OwnedVariant>) -> Option<String> {
+fn chosen(results: &HashMap<String, OwnedVariant>, key: &str) -> Option<String> {
     fn string(v: &Variant<'_>) -> Option<String> {
         match v {
             Variant::Str(s) => Some(s.as_str().to_owned()),
@@ -544,33 +586,36 @@ fn chosen_duration(results: &HashMap<String, OwnedVariant>) -> Option<String> {
             _ => None,
         }
     }
-    fn find(v: &Variant<'_>) -> Option<String> {
+    fn find(v: &Variant<'_>, key: &str) -> Option<String> {
         match v {
-            Variant::Variant(inner) => find(inner),
+            Variant::Variant(inner) => find(inner, key),
             Variant::Array(a) => a.iter().find_map(|e| match e {
                 Variant::Structure(s) => match s.fields() {
-                    [k, v] if string(k).as_deref() == Some(DURATION) => string(v),
+                    [k, v] if string(k).as_deref() == Some(key) => string(v),
                     _ => None,
                 },
                 _ => None,
             }),
             Variant::Dict(d) => d
                 .iter()
-                .find(|(k, _)| string(k).as_deref() == Some(DURATION))
+                .find(|(k, _)| string(k).as_deref() == Some(key))
                 .and_then(|(_, v)| string(v)),
             _ => None,
         }
     }
-    find(results.get("choices")?)
+    find(results.get("choices")?, key)
 }
 
 /// The dialog's response as an answer: 0 granted (for how long the
 /// choice says), 1 denied (refused now, nothing stored), 2 closed.
 fn answer(response: u32, results: &HashMap<String, OwnedVariant>) -> Result<Answer, PromptError> {
     match response {
-        0 => match chosen_duration(results).as_deref() {
-            Some("always") => Ok(Answer::Always),
-            Some("day") => Ok(Answer::For(chrono::Duration::seconds(DAY_SECS))),
+        0 => match (
+            chosen(results, DURATION).as_deref(),
+            chosen(results, REMEMBER).as_deref(),
+        ) {
+            (Some("always"), _) | (_, Some("true")) => Ok(Answer::Always),
+            (Some("day"), _) => Ok(Answer::For(chrono::Duration::seconds(DAY_SECS))),
             // "once", a backend without choices, or one we do not know:
             // the least.
             _ => Ok(Answer::Once),
@@ -598,7 +643,7 @@ pub(crate) async fn ask(
     withdraw: CancellationToken,
 ) -> Result<Answer, PromptError> {
     let mut t = texts(req);
-    if backend.portal != "gtk" && !backend.name.starts_with("org.gnome.Shell.") {
+    if backend.portal != "gtk" && !backend.is_shell() {
         // Qt's labels (xdg-desktop-portal-kde's dialog) render what looks
         // like HTML as rich text: no tag may reach them.
         for s in [&mut t.title, &mut t.subtitle, &mut t.body] {
@@ -624,21 +669,12 @@ pub(crate) async fn ask(
     if let Some(i) = &req.icon {
         options.insert("icon", Variant::from(i.as_str()));
     }
-    let choices: Vec<Choice<'_>> = vec![(
-        DURATION,
-        "Allow",
-        vec![
-            ("once", "Only this time"),
-            ("day", "For a day"),
-            ("always", "Always"),
-        ],
-        "once",
-    )];
-    options.insert("choices", Variant::from(choices));
+    options.insert("choices", Variant::from(choices(backend)));
     // The app id the backend is told: a sandboxed app's own (a backend
-    // may show its name and icon); an unsandboxed one has none.
+    // may show its name and icon); an unsandboxed one has none. GNOME
+    // Shell refuses an id that is not the focused app's: none there.
     let app_id = match req.identity_source {
-        crate::model::IdentitySource::Flatpak => req.app.as_str().to_owned(),
+        crate::model::IdentitySource::Flatpak if !backend.is_shell() => req.app.as_str().to_owned(),
         _ => String::new(),
     };
     let args = (
@@ -845,6 +881,21 @@ mod tests {
             OwnedVariant::try_from(Variant::from(d)).expect("dict"),
         );
         assert_eq!(answer(0, &r), Ok(Answer::Always));
+        // GNOME Shell's check box, a{sv} too.
+        let mut d: HashMap<String, Variant<'_>> = HashMap::new();
+        d.insert(REMEMBER.into(), Variant::from("true"));
+        r.insert(
+            "choices".into(),
+            OwnedVariant::try_from(Variant::from(d)).expect("dict"),
+        );
+        assert_eq!(answer(0, &r), Ok(Answer::Always));
+        let mut d: HashMap<String, Variant<'_>> = HashMap::new();
+        d.insert(REMEMBER.into(), Variant::from("false"));
+        r.insert(
+            "choices".into(),
+            OwnedVariant::try_from(Variant::from(d)).expect("dict"),
+        );
+        assert_eq!(answer(0, &r), Ok(Answer::Once));
         // The specification's a(ss).
         let spec = vec![(DURATION.to_owned(), "day".to_owned())];
         r.insert(

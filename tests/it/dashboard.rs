@@ -387,6 +387,9 @@ async fn the_dashboard_in_a_real_browser() {
         // daemon here, so the open dashboard is the only way to answer.
         b.get(&format!("{sbase}/now"));
         b.wait_text("Waiting for your answer", 10);
+        // The page says how questions are asked, and why: no agent and no
+        // portal backend this bus can start.
+        b.wait_text("Questions come as notifications: no trusted consent agent registered; no portal dialog:", 10);
         let waiting = {
             let cmd = mcp_call(bus, home, "get_power");
             std::thread::spawn(move || mcp_support::client_report(cmd))

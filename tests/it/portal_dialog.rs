@@ -10,7 +10,9 @@
 //! again after a restart); an MCP host that goes away while the dialog
 //! is shown takes it off the screen (`Request.Close`); and a process that
 //! owns the backend's name first without being its executable is never
-//! asked.
+//! asked. On GNOME 43 without the contextd extension, GNOME Shell's own
+//! Access dialog asks (`org.gnome.Shell.Portal`), its "always" check box
+//! making the grant last.
 
 use crate::common;
 
@@ -370,6 +372,187 @@ async fn a_process_that_takes_the_backends_name_first_is_never_asked() {
                 .unwrap_or_else(|e| e.into_inner())
                 .is_empty(),
             "the impostor was asked"
+        );
+    })
+    .await;
+}
+
+/// GNOME Shell's own Access dialog (the shell owns
+/// `org.gnome.Shell.Portal`), read and answered by a probe extension: the
+/// shell's actor tree has no AT-SPI bridge in these tests, and GNOME 43
+/// has no D-Bus call to read it.
+const SHELL_PROBE_UUID: &str = "contextd-portal-probe@contextd.org";
+const SHELL_PROBE_JS: &str = r#"'use strict';
+const {Gio, St} = imports.gi;
+const Main = imports.ui.main;
+const ModalDialog = imports.ui.modalDialog;
+const CheckBox = imports.ui.checkBox;
+const IFACE = `<node><interface name="org.contextd.TestPortalProbe">
+  <method name="Dialogs"><arg type="s" direction="out"/></method>
+  <method name="Press"><arg type="s" direction="in"/><arg type="b" direction="out"/></method>
+  <method name="Check"><arg type="s" direction="in"/><arg type="b" direction="out"/></method>
+</interface></node>`;
+function open() {
+    return Main.layoutManager.modalDialogGroup.get_children().filter(a =>
+        a instanceof ModalDialog.ModalDialog &&
+        (a.state === ModalDialog.State.OPENED || a.state === ModalDialog.State.OPENING));
+}
+function walk(actor, out) {
+    if (actor instanceof CheckBox.CheckBox) {
+        out.checks.push([actor.getLabelActor().text, actor]);
+        return;
+    }
+    if (actor instanceof St.Button)
+        out.buttons.push([actor.label || '', actor]);
+    else if (actor instanceof St.Label)
+        out.texts.push(actor.get_text());
+    for (const c of actor.get_children())
+        walk(c, out);
+}
+function parts(d) {
+    const out = {texts: [], buttons: [], checks: []};
+    walk(d, out);
+    return out;
+}
+class Probe {
+    enable() {
+        this._obj = Gio.DBusExportedObject.wrapJSObject(IFACE, this);
+        this._obj.export(Gio.DBus.session, '/org/contextd/TestPortalProbe');
+    }
+    disable() {
+        this._obj.unexport();
+    }
+    Dialogs() {
+        return JSON.stringify(open().map(d => {
+            const p = parts(d);
+            return {texts: p.texts, buttons: p.buttons.map(b => b[0]), checks: p.checks.map(c => c[0])};
+        }));
+    }
+    Press(label) {
+        for (const d of open()) {
+            const b = parts(d).buttons.find(x => x[0] === label);
+            if (b) {
+                b[1].emit('clicked', 1);
+                return true;
+            }
+        }
+        return false;
+    }
+    Check(label) {
+        for (const d of open()) {
+            const c = parts(d).checks.find(x => x[0] === label);
+            if (c) {
+                c[1].checked = true;
+                return true;
+            }
+        }
+        return false;
+    }
+}
+function init() {
+    return new Probe();
+}
+"#;
+
+async fn shell_probe<T>(conn: &zbus::Connection, method: &str, args: &T) -> Option<zbus::Message>
+where
+    T: serde::Serialize + zbus::wire::DynamicType,
+{
+    conn.call_method(
+        Some("org.gnome.Shell"),
+        "/org/contextd/TestPortalProbe",
+        Some("org.contextd.TestPortalProbe"),
+        method,
+        args,
+    )
+    .await
+    .ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gnome_shell_without_the_extension_asks_in_its_own_access_dialog() {
+    with_timeout(180, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        home.ask_undecided();
+        // GNOME 43, without the contextd extension: only the probe.
+        let shell_home = tempfile::tempdir().expect("tempdir");
+        let data = crate::shells::gnome::data_dir_for(shell_home.path(), "gnome-shell");
+        let ext = data.join("gnome-shell/extensions").join(SHELL_PROBE_UUID);
+        std::fs::create_dir_all(&ext).expect("mkdir");
+        std::fs::write(
+            ext.join("metadata.json"),
+            format!(
+                r#"{{"uuid": "{SHELL_PROBE_UUID}", "name": "contextd portal probe", "description": "Reads GNOME's access dialog (tests only)", "shell-version": ["43", "44"]}}"#
+            ),
+        )
+        .expect("metadata");
+        std::fs::write(ext.join("extension.js"), SHELL_PROBE_JS).expect("extension.js");
+        std::fs::write(
+            data.join("gnome-shell/modes/contextd-test-portal.json"),
+            format!(
+                r#"{{"parentMode": "user", "hasOverview": false, "enabledExtensions": ["{SHELL_PROBE_UUID}"]}}"#
+            ),
+        )
+        .expect("mode");
+        let _shell = crate::shells::gnome::GnomeShell::start(
+            &bus.address,
+            &data,
+            shell_home.path(),
+            "contextd-test-portal",
+        )
+        .await;
+        let conn = bus.connect().await;
+        eventually(20, "the probe answers", || async {
+            shell_probe(&conn, "Dialogs", &()).await.map(|_| ())
+        })
+        .await;
+        let daemon =
+            Daemon::start_with(&bus, &home, &[], &[("XDG_CURRENT_DESKTOP", "GNOME")]).await;
+
+        let asked = Asked::new(&conn, &["windows"], "to sort your windows").await;
+        let dialog = eventually(20, "GNOME's access dialog with the question", || async {
+            let m = shell_probe(&conn, "Dialogs", &()).await?;
+            let json: String = m.body().deserialize().ok()?;
+            let all: Vec<serde_json::Value> = serde_json::from_str(&json).ok()?;
+            all.into_iter()
+                .find(|d| d.to_string().contains("see what you are doing?"))
+        })
+        .await;
+        let text = dialog.to_string();
+        assert!(
+            text.contains("to sort your windows") && text.contains("known by the program file it runs"),
+            "{dialog}"
+        );
+        assert_eq!(
+            dialog["checks"][0], "Always allow this app to see it",
+            "{dialog}"
+        );
+        // The user ticks "always" and allows.
+        let ticked: bool = shell_probe(&conn, "Check", &("Always allow this app to see it",))
+            .await
+            .expect("Check")
+            .body()
+            .deserialize()
+            .expect("bool");
+        assert!(ticked);
+        let pressed: bool = shell_probe(&conn, "Press", &("Allow",))
+            .await
+            .expect("Press")
+            .body()
+            .deserialize()
+            .expect("bool");
+        assert!(pressed, "{dialog}");
+        assert_eq!(asked.code().await, 0, "{}", daemon.stderr());
+        // Stored: asked again, granted at once.
+        let again = Asked::new(&conn, &["windows"], "").await;
+        assert_eq!(again.code().await, 0);
+        let how = asked_by(&conn).await;
+        assert!(
+            how["last_error"]
+                .as_str()
+                .is_some_and(|t| t.contains("org.gnome.Shell.Portal")),
+            "{how}"
         );
     })
     .await;
