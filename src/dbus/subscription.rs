@@ -136,7 +136,18 @@ pub(crate) async fn write_signals(
         // waits for the write that holds it, not for a whole storm.
         for chunk in batch.chunks(WRITE_AT_ONCE) {
             if let Some(q) = &mut sendq {
+                let waited = std::time::Instant::now();
                 q.drained(&cancel).await;
+                // The bus daemon stops reading us while a reader's queue
+                // holds more than our `max_incoming_bytes` (a stopped
+                // subscriber): say so, for whoever wonders where the
+                // signals are.
+                if waited.elapsed() >= std::time::Duration::from_secs(1) {
+                    tracing::debug!(
+                        waited_ms = u64::try_from(waited.elapsed().as_millis()).unwrap_or(u64::MAX),
+                        "the bus daemon read nothing of ours for a while; signals waited"
+                    );
+                }
             }
             let sent = tokio::select! {
                 _ = cancel.cancelled() => break,

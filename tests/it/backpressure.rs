@@ -127,7 +127,18 @@ async fn a_dbus_subscriber_that_stops_reading_hears_lagged_once_then_current_cha
         // It reads again; then one change more.
         // SAFETY: kill(2) on the child we started.
         unsafe { libc::kill(pid as i32, libc::SIGCONT) };
-        replay.send(&window_line("w1", "org.gnome.TextEditor", "now", true));
+        replay.send(&window_line(
+            "w1",
+            "org.gnome.TextEditor",
+            "current 4711",
+            true,
+        ));
+        // The broker has the change (else a missing signal below would
+        // say nothing about delivery).
+        eventually(60, "the broker applied \"current 4711\"", || async {
+            active_is(addr, &tok, &session, "current 4711").then_some(())
+        })
+        .await;
         let (tx, rx) = std::sync::mpsc::channel::<String>();
         std::thread::spawn(move || {
             for l in out.lines().map_while(Result::ok) {
@@ -142,11 +153,11 @@ async fn a_dbus_subscriber_that_stops_reading_hears_lagged_once_then_current_cha
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             let l = rx.recv_timeout(left).unwrap_or_else(|_| {
                 panic!(
-                    "no change \"now\" within 60 s; heard {} signals",
+                    "no change \"current 4711\" within 60 s; heard {} signals",
                     seen.len()
                 )
             });
-            let done = l == "changed now";
+            let done = l == "changed current 4711";
             seen.push(l);
             if done {
                 break;
@@ -174,7 +185,7 @@ async fn a_dbus_subscriber_that_stops_reading_hears_lagged_once_then_current_cha
             "a Lagged per burst ({secs} s): {short:?}"
         );
         // And then the current state: the last change reached it.
-        assert!(seen.last().is_some_and(|l| l == "changed now"));
+        assert!(seen.last().is_some_and(|l| l == "changed current 4711"));
     })
     .await;
 }
