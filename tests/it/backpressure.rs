@@ -44,6 +44,23 @@ os.kill(os.getpid(), signal.SIGSTOP)
 GLib.MainLoop().run()
 "#;
 
+/// For a failure: what the bus daemon holds for each connection
+/// (`Debug.Stats`: bytes and messages queued in and out) and where the
+/// subscriber's threads wait.
+fn where_it_waits(address: &str, pid: u32) -> String {
+    let script = r#"
+for n in $(dbus-send --bus="$1" --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus.ListNames | sed -n 's/.*string "\(:[^"]*\)".*/\1/p'); do
+  echo "$n: $(dbus-send --bus="$1" --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus.Debug.Stats.GetConnectionStats string:$n | tr -s ' \n' ' ' | grep -o 'string "\(Incoming\|Outgoing\)[A-Za-z]*" variant uint32 [0-9]*' | sed 's/string "\([A-Za-z]*\)" variant uint32 /\1=/g' | tr '\n' ' ')"
+done
+for t in /proc/$2/task/*; do echo "subscriber thread $t: $(cut -d' ' -f3 $t/stat) $(cat $t/wchan)"; done
+"#;
+    Command::new("sh")
+        .args(["-c", script, "sh", address, &pid.to_string()])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
 fn stopped(pid: u32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     stat.rsplit(')')
@@ -152,9 +169,11 @@ async fn a_dbus_subscriber_that_stops_reading_hears_lagged_once_then_current_cha
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             let l = rx.recv_timeout(left).unwrap_or_else(|_| {
+                let short: Vec<String> =
+                    seen.iter().map(|l| l.chars().take(24).collect()).collect();
                 panic!(
-                    "no change \"current 4711\" within 60 s; heard {} signals",
-                    seen.len()
+                    "no change \"current 4711\" within 60 s; heard {short:?}\n{}",
+                    where_it_waits(&bus.address, pid)
                 )
             });
             let done = l == "changed current 4711";
