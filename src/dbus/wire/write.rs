@@ -47,12 +47,8 @@ const MAX_ARRAY: usize = 1 << 26;
 /// sent for mixed lists (clients unwrap both).
 const AV_ELEMENT: &[u8] = b"v";
 
-/// A kept buffer larger than this is given back after use: each thread
-/// that answers keeps one, and a reply this big is rare (the sources
-/// with all their details), so allocating for it costs nothing that
-/// keeping 64 KiB on every thread would not cost more (`make soak`'s
-/// heap after the load).
-const KEEP: usize = 16 * 1024;
+/// A kept buffer larger than this is given back after use.
+const KEEP: usize = 64 * 1024;
 
 /// Why a pass stopped: the value does not fit D-Bus, or list number `n`
 /// (in the order the lists start) turned out mixed and is `av` next time.
