@@ -102,6 +102,25 @@ impl PromptRequest {
     pub(crate) fn shown_id(&self) -> String {
         display::one_line(self.app.as_str(), ID_MAX)
     }
+
+    /// The app's name as a prompt shows it: the one its desktop entry
+    /// gives, when one may speak for it (`desktop_entry::display_of`),
+    /// else what identifies it: an executable by its path, anything else
+    /// by its id (which every prompt shows beside the name anyway).
+    pub(crate) fn shown_name(&self) -> String {
+        let id = self.shown_id();
+        self.display_name
+            .clone()
+            .unwrap_or_else(|| id.strip_prefix("exe:").unwrap_or(&id).to_owned())
+    }
+
+    /// What is asked, each category in words (lower case).
+    pub(crate) fn asked_in_words(&self) -> Vec<String> {
+        self.categories
+            .iter()
+            .map(|c| c.description().to_lowercase())
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -290,20 +290,10 @@ async fn ask_notification(
         .ok()
         .and_then(|r| r.body().deserialize::<Vec<String>>().ok())
         .is_some_and(|caps| caps.iter().any(|c| c == "body-markup"));
-    // Without a desktop entry that may speak for it (see
-    // `desktop_entry::display_of`), the app is named by what identifies
-    // it: an executable by its path, anything else by its id. Its id is
-    // always shown beside the name it claims.
+    // Its id is always shown beside the name it claims.
     let id = req.shown_id();
-    let who = req
-        .display_name
-        .clone()
-        .unwrap_or_else(|| id.strip_prefix("exe:").unwrap_or(&id).to_owned());
-    let what: Vec<String> = req
-        .categories
-        .iter()
-        .map(|c| c.description().to_lowercase())
-        .collect();
+    let who = req.shown_name();
+    let what = req.asked_in_words();
     // The summary is plain text by the specification, yet some servers
     // render markup there too: without its characters, where they might.
     let summary = format!(

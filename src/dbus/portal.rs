@@ -506,15 +506,8 @@ fn no_format(s: &str) -> String {
 
 fn texts(req: &PromptRequest) -> Texts {
     let id = req.shown_id();
-    let who = req
-        .display_name
-        .clone()
-        .unwrap_or_else(|| id.strip_prefix("exe:").unwrap_or(&id).to_owned());
-    let what: Vec<String> = req
-        .categories
-        .iter()
-        .map(|c| c.description().to_lowercase())
-        .collect();
+    let who = req.shown_name();
+    let what = req.asked_in_words();
     let title = no_format(&format!("Let {who} see what you are doing?"));
     let subtitle = format!(
         "{who} ({id}, known by {}) asks to see: {}.",

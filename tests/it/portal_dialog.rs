@@ -22,10 +22,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::access::Asked;
 use common::session::Session;
 use common::*;
 use contextd::client::proxy::Context1Proxy;
-use futures_util::StreamExt;
 
 const BACKEND: &str = "org.freedesktop.impl.portal.desktop.gtk";
 const GTK_SERVICE: &str =
@@ -115,50 +115,6 @@ impl Answerer {
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(out.status.success(), "the dialog was not answered: {text}");
         serde_json::from_str(text.lines().last().unwrap_or_default()).expect("json")
-    }
-}
-
-/// A `RequestAccess` whose `Response` is listened for before it is made.
-struct Asked {
-    stream: zbus::MessageStream,
-    path: String,
-}
-
-impl Asked {
-    async fn new(conn: &zbus::Connection, cats: &[&str], reason: &str) -> Asked {
-        let rule = zbus::MatchRule::builder()
-            .msg_type(zbus::message::Type::Signal)
-            .interface("org.contextd.Request1")
-            .member("Response")
-            .build()
-            .expect("rule");
-        let stream = zbus::MessageStream::for_match_rule(rule, conn, None)
-            .await
-            .expect("match");
-        let path = Context1Proxy::new(conn)
-            .await
-            .expect("proxy")
-            .request_access(cats, reason)
-            .await
-            .expect("RequestAccess")
-            .to_string();
-        Asked { stream, path }
-    }
-
-    /// The `Response` code (0 granted, 1 denied, 2 ended).
-    async fn code(mut self) -> u32 {
-        loop {
-            let m = tokio::time::timeout(Duration::from_secs(40), self.stream.next())
-                .await
-                .expect("Response in time")
-                .expect("stream")
-                .expect("message");
-            if m.header().path().is_some_and(|p| p.as_str() == self.path) {
-                let (code, _): (u32, contextd::client::proxy::Dict) =
-                    m.body().deserialize().expect("body");
-                return code;
-            }
-        }
     }
 }
 

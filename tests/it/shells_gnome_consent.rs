@@ -22,10 +22,10 @@ use crate::shells;
 use std::path::Path;
 use std::time::Duration;
 
+use common::access::Asked;
 use common::dbusmock::Mock;
 use common::*;
 use contextd::client::proxy::{Consent1Proxy, Context1Proxy};
-use futures_util::StreamExt;
 use shells::gnome::{GnomeShell, UUID, data_dir_for};
 
 const PROBE_UUID: &str = "contextd-test-probe@contextd.org";
@@ -284,50 +284,6 @@ async fn one_dialog_about(conn: &zbus::Connection, what: &str) -> serde_json::Va
         shown.then(|| ds[0].clone())
     })
     .await
-}
-
-/// A `RequestAccess` whose `Response` is listened for before it is made.
-struct Asked {
-    stream: zbus::MessageStream,
-    path: String,
-}
-
-impl Asked {
-    async fn new(conn: &zbus::Connection, cats: &[&str], reason: &str) -> Asked {
-        let rule = zbus::MatchRule::builder()
-            .msg_type(zbus::message::Type::Signal)
-            .interface("org.contextd.Request1")
-            .member("Response")
-            .build()
-            .expect("rule");
-        let stream = zbus::MessageStream::for_match_rule(rule, conn, None)
-            .await
-            .expect("match");
-        let path = Context1Proxy::new(conn)
-            .await
-            .expect("proxy")
-            .request_access(cats, reason)
-            .await
-            .expect("RequestAccess")
-            .to_string();
-        Asked { stream, path }
-    }
-
-    /// The `Response` code (0 granted, 1 denied, 2 ended).
-    async fn code(mut self) -> u32 {
-        loop {
-            let m = tokio::time::timeout(Duration::from_secs(20), self.stream.next())
-                .await
-                .expect("Response in time")
-                .expect("stream")
-                .expect("message");
-            if m.header().path().is_some_and(|p| p.as_str() == self.path) {
-                let (code, _): (u32, contextd::client::proxy::Dict) =
-                    m.body().deserialize().expect("body");
-                return code;
-            }
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

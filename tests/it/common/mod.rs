@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use zbus::Connection;
 
+pub mod access;
 pub mod agent;
 pub mod bus;
 pub mod dashboard;
