@@ -99,6 +99,17 @@ async fn a_dbus_subscriber_that_stops_reading_hears_lagged_once_then_current_cha
         let tok = token(&bus, &home, "lag");
         let session = http_session(addr, &tok);
 
+        // Everything the bus carries, for a failure: whether the broker
+        // sent the subscriber its changes at all.
+        let monitor_log = home.dir.path().join("monitor.log");
+        let _monitor = scopeguard(
+            Command::new("dbus-monitor")
+                .args(["--address", &bus.address, "--monitor"])
+                .stdout(std::fs::File::create(&monitor_log).expect("monitor log"))
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("dbus-monitor"),
+        );
         let mut child = Command::new("/usr/bin/python3")
             .arg("-c")
             .arg(SUBSCRIBER)
@@ -171,9 +182,16 @@ async fn a_dbus_subscriber_that_stops_reading_hears_lagged_once_then_current_cha
             let l = rx.recv_timeout(left).unwrap_or_else(|_| {
                 let short: Vec<String> =
                     seen.iter().map(|l| l.chars().take(24).collect()).collect();
+                let monitor = std::fs::read_to_string(&monitor_log).unwrap_or_default();
+                let to_sub: Vec<&str> = monitor
+                    .lines()
+                    .filter(|l| l.contains("interface=org.contextd.Subscription1"))
+                    .collect();
                 panic!(
-                    "no change \"current 4711\" within 60 s; heard {short:?}\n{}",
-                    where_it_waits(&bus.address, pid)
+                    "no change \"current 4711\" within 60 s; heard {short:?}\n{}\nthe bus carried {} Subscription1 signals; the last ones:\n{}",
+                    where_it_waits(&bus.address, pid),
+                    to_sub.len(),
+                    to_sub[to_sub.len().saturating_sub(8)..].join("\n")
                 )
             });
             let done = l == "changed current 4711";
