@@ -92,17 +92,29 @@ pub(crate) fn xdg_application_dirs() -> Vec<PathBuf> {
                 .map(|h| PathBuf::from(h).join(".local/share"))
         });
     dirs.extend(home);
+    for p in xdg_data_dirs() {
+        if !dirs.contains(&p) {
+            dirs.push(p);
+        }
+    }
+    dirs.into_iter().map(|d| d.join("applications")).collect()
+}
+
+/// `$XDG_DATA_DIRS` as the XDG spec reads it: its absolute entries in
+/// order, `/usr/local/share:/usr/share` when unset or empty.
+pub(crate) fn xdg_data_dirs() -> Vec<PathBuf> {
     let data_dirs = std::env::var("XDG_DATA_DIRS")
         .ok()
         .filter(|v| !v.trim().is_empty())
         .unwrap_or_else(|| "/usr/local/share:/usr/share".into());
+    let mut dirs: Vec<PathBuf> = Vec::new();
     for d in data_dirs.split(':').filter(|d| !d.is_empty()) {
         let p = PathBuf::from(d);
         if p.is_absolute() && !dirs.contains(&p) {
             dirs.push(p);
         }
     }
-    dirs.into_iter().map(|d| d.join("applications")).collect()
+    dirs
 }
 
 /// The process-wide index over the XDG directories (used by the Wayland

@@ -124,14 +124,7 @@ impl Places {
         let config_dirs: Vec<PathBuf> = var("XDG_CONFIG_DIRS")
             .map(|v| std::env::split_paths(&v).collect())
             .unwrap_or_else(|| vec![PathBuf::from("/etc/xdg")]);
-        let data_dirs: Vec<PathBuf> = var("XDG_DATA_DIRS")
-            .map(|v| std::env::split_paths(&v).collect())
-            .unwrap_or_else(|| {
-                vec![
-                    PathBuf::from("/usr/local/share"),
-                    PathBuf::from("/usr/share"),
-                ]
-            });
+        let data_dirs = crate::desktop_entry::xdg_data_dirs();
         let mut conf_dirs: Vec<PathBuf> = config_home.into_iter().collect();
         conf_dirs.extend(config_dirs);
         let mut conf_dirs: Vec<PathBuf> = conf_dirs
@@ -148,7 +141,7 @@ impl Places {
         let service_dirs = data_dirs
             .iter()
             .map(|d| d.join("dbus-1/services"))
-            .filter(|d| is_system_dir(d))
+            .filter(|d| crate::identity::is_system_dir(d))
             .collect();
         Places {
             desktops,
@@ -157,15 +150,6 @@ impl Places {
             service_dirs,
         }
     }
-}
-
-/// Owned by root and writable by nobody else, all the way up.
-fn is_system_dir(dir: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    dir.is_absolute()
-        && dir.ancestors().all(|d| {
-            std::fs::metadata(d).is_ok_and(|m| m.is_dir() && m.uid() == 0 && m.mode() & 0o022 == 0)
-        })
 }
 
 /// The key/value pairs of a key file (`.portal`, `portals.conf`, D-Bus

@@ -83,6 +83,7 @@ use procfs::{MAX_PROC_FILE, PROC, ProcDir};
 
 pub(crate) use holders::{Pinned, ensure_sole_holder, stdio_host};
 pub(crate) use interpreter::{Interpreters, set_interpreters};
+pub(crate) use system::is_system_dir;
 pub use system::is_system_executable;
 
 /// The app behind a process, and how we know.

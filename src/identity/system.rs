@@ -78,6 +78,17 @@ fn root_owned_all_the_way(path: &Path) -> bool {
         .all(|dir| std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && trusted(&m)))
 }
 
+/// Whether `dir` (absolute) and every directory above it are owned by root
+/// and writable by neither group nor others (symlinks followed): a place
+/// whose files only root can have put there, as a D-Bus service directory
+/// that decides which program is trusted (`dbus::portal`).
+pub(crate) fn is_system_dir(dir: &Path) -> bool {
+    dir.is_absolute()
+        && dir
+            .ancestors()
+            .all(|d| std::fs::metadata(d).is_ok_and(|m| m.is_dir() && trusted(&m)))
+}
+
 /// Owned by root, and neither its group nor others may write it.
 fn trusted(meta: &std::fs::Metadata) -> bool {
     meta.uid() == 0 && meta.mode() & 0o022 == 0
@@ -86,6 +97,19 @@ fn trusted(meta: &std::fs::Metadata) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A directory a user could write (or one above it) is no system
+    /// directory; the system's own is.
+    #[test]
+    fn a_system_dir_is_roots_all_the_way_up() {
+        assert!(is_system_dir(Path::new("/usr/share")));
+        assert!(!is_system_dir(Path::new("usr/share")));
+        let tmp = tempfile::tempdir().expect("tmp");
+        let mine = tmp.path().join("dbus-1/services");
+        std::fs::create_dir_all(&mine).expect("mkdir");
+        assert!(!is_system_dir(&mine));
+        assert!(!is_system_dir(Path::new("/nonexistent/dbus-1/services")));
+    }
 
     #[test]
     fn system_paths() {
