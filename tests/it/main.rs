@@ -49,6 +49,7 @@ mod faults_restart;
 mod faults_revoke;
 mod fdo_bad_input;
 mod fdo_location;
+mod fdo_match_rules;
 mod fdo_mpris;
 mod fdo_network;
 mod fdo_notifications;
