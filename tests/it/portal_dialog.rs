@@ -12,7 +12,8 @@
 //! owns the backend's name first without being its executable is never
 //! asked. On GNOME 43 without the contextd extension, GNOME Shell's own
 //! Access dialog asks (`org.gnome.Shell.Portal`), its "always" check box
-//! making the grant last.
+//! making the grant last; a GNOME Shell process that owns the portal name
+//! but not `org.gnome.Shell` (a second, nested one) is never asked.
 
 use crate::common;
 
@@ -347,6 +348,7 @@ const IFACE = `<node><interface name="org.contextd.TestPortalProbe">
   <method name="Dialogs"><arg type="s" direction="out"/></method>
   <method name="Press"><arg type="s" direction="in"/><arg type="b" direction="out"/></method>
   <method name="Check"><arg type="s" direction="in"/><arg type="b" direction="out"/></method>
+  <method name="ReleaseShellName"><arg type="u" direction="out"/></method>
 </interface></node>`;
 function open() {
     return Main.layoutManager.modalDialogGroup.get_children().filter(a =>
@@ -394,6 +396,12 @@ class Probe {
         }
         return false;
     }
+    ReleaseShellName() {
+        const r = Gio.DBus.session.call_sync('org.freedesktop.DBus', '/org/freedesktop/DBus',
+            'org.freedesktop.DBus', 'ReleaseName', new imports.gi.GLib.Variant('(s)', ['org.gnome.Shell']),
+            null, Gio.DBusCallFlags.NONE, -1, null);
+        return r.deepUnpack()[0];
+    }
     Check(label) {
         for (const d of open()) {
             const c = parts(d).checks.find(x => x[0] === label);
@@ -414,8 +422,21 @@ async fn shell_probe<T>(conn: &zbus::Connection, method: &str, args: &T) -> Opti
 where
     T: serde::Serialize + zbus::wire::DynamicType,
 {
+    probe_at(conn, "org.gnome.Shell", method, args).await
+}
+
+/// A call to the probe in the shell that owns `dest`.
+async fn probe_at<T>(
+    conn: &zbus::Connection,
+    dest: &str,
+    method: &str,
+    args: &T,
+) -> Option<zbus::Message>
+where
+    T: serde::Serialize + zbus::wire::DynamicType,
+{
     conn.call_method(
-        Some("org.gnome.Shell"),
+        Some(dest),
         "/org/contextd/TestPortalProbe",
         Some("org.contextd.TestPortalProbe"),
         method,
@@ -425,44 +446,51 @@ where
     .ok()
 }
 
+/// GNOME 43 headless on `bus`, without the contextd extension: only the
+/// probe, answering once this returns.
+async fn shell_with_probe(bus: &Bus) -> (crate::shells::gnome::GnomeShell, tempfile::TempDir) {
+    let shell_home = tempfile::tempdir().expect("tempdir");
+    let data = crate::shells::gnome::data_dir_for(shell_home.path(), "gnome-shell");
+    let ext = data.join("gnome-shell/extensions").join(SHELL_PROBE_UUID);
+    std::fs::create_dir_all(&ext).expect("mkdir");
+    std::fs::write(
+        ext.join("metadata.json"),
+        format!(
+            r#"{{"uuid": "{SHELL_PROBE_UUID}", "name": "contextd portal probe", "description": "Reads GNOME's access dialog (tests only)", "shell-version": ["43", "44"]}}"#
+        ),
+    )
+    .expect("metadata");
+    std::fs::write(ext.join("extension.js"), SHELL_PROBE_JS).expect("extension.js");
+    std::fs::write(
+        data.join("gnome-shell/modes/contextd-test-portal.json"),
+        format!(
+            r#"{{"parentMode": "user", "hasOverview": false, "enabledExtensions": ["{SHELL_PROBE_UUID}"]}}"#
+        ),
+    )
+    .expect("mode");
+    let shell = crate::shells::gnome::GnomeShell::start(
+        &bus.address,
+        &data,
+        shell_home.path(),
+        "contextd-test-portal",
+    )
+    .await;
+    let conn = bus.connect().await;
+    eventually(20, "the probe answers", || async {
+        shell_probe(&conn, "Dialogs", &()).await.map(|_| ())
+    })
+    .await;
+    (shell, shell_home)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gnome_shell_without_the_extension_asks_in_its_own_access_dialog() {
     with_timeout(180, async {
         let bus = Bus::start();
         let home = Home::new();
         home.ask_undecided();
-        // GNOME 43, without the contextd extension: only the probe.
-        let shell_home = tempfile::tempdir().expect("tempdir");
-        let data = crate::shells::gnome::data_dir_for(shell_home.path(), "gnome-shell");
-        let ext = data.join("gnome-shell/extensions").join(SHELL_PROBE_UUID);
-        std::fs::create_dir_all(&ext).expect("mkdir");
-        std::fs::write(
-            ext.join("metadata.json"),
-            format!(
-                r#"{{"uuid": "{SHELL_PROBE_UUID}", "name": "contextd portal probe", "description": "Reads GNOME's access dialog (tests only)", "shell-version": ["43", "44"]}}"#
-            ),
-        )
-        .expect("metadata");
-        std::fs::write(ext.join("extension.js"), SHELL_PROBE_JS).expect("extension.js");
-        std::fs::write(
-            data.join("gnome-shell/modes/contextd-test-portal.json"),
-            format!(
-                r#"{{"parentMode": "user", "hasOverview": false, "enabledExtensions": ["{SHELL_PROBE_UUID}"]}}"#
-            ),
-        )
-        .expect("mode");
-        let _shell = crate::shells::gnome::GnomeShell::start(
-            &bus.address,
-            &data,
-            shell_home.path(),
-            "contextd-test-portal",
-        )
-        .await;
+        let (_shell, _shell_home) = shell_with_probe(&bus).await;
         let conn = bus.connect().await;
-        eventually(20, "the probe answers", || async {
-            shell_probe(&conn, "Dialogs", &()).await.map(|_| ())
-        })
-        .await;
         let daemon =
             Daemon::start_with(&bus, &home, &[], &[("XDG_CURRENT_DESKTOP", "GNOME")]).await;
 
@@ -477,7 +505,8 @@ async fn gnome_shell_without_the_extension_asks_in_its_own_access_dialog() {
         .await;
         let text = dialog.to_string();
         assert!(
-            text.contains("to sort your windows") && text.contains("known by the program file it runs"),
+            text.contains("to sort your windows")
+                && text.contains("known by the program file it runs"),
             "{dialog}"
         );
         assert_eq!(
@@ -510,6 +539,69 @@ async fn gnome_shell_without_the_extension_asks_in_its_own_access_dialog() {
                 .is_some_and(|t| t.contains("org.gnome.Shell.Portal")),
             "{how}"
         );
+    })
+    .await;
+}
+
+/// The attack on GNOME: a process that runs GNOME Shell's own program
+/// (any unsandboxed process can start `/usr/bin/gnome-shell`, nested or
+/// headless) and owns `org.gnome.Shell.Portal`, while the session's
+/// shell name `org.gnome.Shell` is another connection's. Here the probe
+/// makes the shell give its main name up and the test takes it: the
+/// broker must not ask in that shell's dialog (notifications ask, and
+/// there is no notification server here: nothing is granted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gnome_shell_that_does_not_own_the_shells_name_is_never_asked() {
+    with_timeout(180, async {
+        let bus = Bus::start();
+        let home = Home::new();
+        home.ask_undecided();
+        let (_shell, _shell_home) = shell_with_probe(&bus).await;
+        let conn = bus.connect().await;
+        let portal_owner = eventually(20, "the shell owns its portal name", || async {
+            conn.call_method(
+                Some("org.freedesktop.DBus"),
+                "/org/freedesktop/DBus",
+                Some("org.freedesktop.DBus"),
+                "GetNameOwner",
+                &("org.gnome.Shell.Portal",),
+            )
+            .await
+            .ok()?
+            .body()
+            .deserialize::<String>()
+            .ok()
+        })
+        .await;
+        let released: u32 = probe_at(&conn, &portal_owner, "ReleaseShellName", &())
+            .await
+            .expect("ReleaseShellName")
+            .body()
+            .deserialize()
+            .expect("u");
+        assert_eq!(released, 1, "DBUS_RELEASE_NAME_REPLY_RELEASED");
+        let _other = zbus::connection::Builder::address(bus.address.as_str())
+            .name("org.gnome.Shell")
+            .build()
+            .await
+            .expect("org.gnome.Shell taken by another connection");
+
+        let daemon =
+            Daemon::start_with(&bus, &home, &[], &[("XDG_CURRENT_DESKTOP", "GNOME")]).await;
+        let asked = Asked::new(&conn, &["windows"], "").await;
+        assert_ne!(asked.code().await, 0, "granted without a trusted dialog");
+        let log = daemon.stderr();
+        assert!(
+            log.contains("the desktop portal's dialog is not used")
+                && log.contains("does not own org.gnome.Shell"),
+            "{log}"
+        );
+        // Nothing was shown in that shell either.
+        let m = probe_at(&conn, &portal_owner, "Dialogs", &())
+            .await
+            .expect("Dialogs");
+        let json: String = m.body().deserialize().expect("s");
+        assert!(!json.contains("see what you are doing?"), "{json}");
     })
     .await;
 }
