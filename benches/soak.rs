@@ -34,11 +34,15 @@
 //!      subscribe to the active window and never read: the daemon must
 //!      disconnect them (`[limits] reader_stall_s` = 5 here).
 //!
-//!    Before the load, a warm-up (`CONTEXTD_SOAK_WARMUP_SECS`, 5 s) of the
-//!    same hosts, subscribers, focus changes and streams without faults,
-//!    then 11 s of quiet: what answering builds once and keeps (each
-//!    thread's reply buffer, channel blocks, rendered views, statement
-//!    caches) is built before the heap is measured.
+//!    Before the load, a warm-up (`CONTEXTD_SOAK_WARMUP_SECS`, 5 s, plus
+//!    the time of one round of the faults, each once: set
+//!    `CONTEXTD_SOAK_WARMUP_FAULTS=0` to leave them out) of the same
+//!    hosts, subscribers, focus changes and streams, then 11 s of quiet:
+//!    what answering and reconnecting build once and keep (each thread's
+//!    reply buffer, channel blocks, rendered views, statement caches, the
+//!    new connections' buffers and match streams) is built before the
+//!    heap is measured. The load's faults then come back many times: a
+//!    leak per fault shows as the heap not coming back.
 //!
 //!    After the load: the daemon's heap in use (src/memory.rs logs it)
 //!    must come back within 10 % of its value before the load (within
@@ -1437,8 +1441,25 @@ async fn run() -> bool {
     });
     let focus_thread = focus_driver(session.dir.join("sway-ipc.sock"), focus_rate, focus.clone());
     let warm_secs = env_num("CONTEXTD_SOAK_WARMUP_SECS", 5);
+    let warm_faults = env_num("CONTEXTD_SOAK_WARMUP_FAULTS", 1) > 0;
+    // With its round of faults, the warm-up lasts until the last fault
+    // has recovered (the load goes on meanwhile).
+    let faults_take = if warm_faults && warm_secs > 0 {
+        fault_every * FAULTS.len() as u64
+    } else {
+        0
+    };
+    let warm_said = format!(
+        "{} s warm-up{}",
+        warm_secs + faults_take,
+        if faults_take > 0 {
+            " with each fault once"
+        } else {
+            ""
+        }
+    );
     if warm_secs > 0 {
-        let until = Instant::now() + Duration::from_secs(warm_secs);
+        let until = Instant::now() + Duration::from_secs(warm_secs + faults_take);
         let stop = Arc::new(AtomicBool::new(false));
         let streams = tokio::spawn(stream_driver(
             session.clone(),
@@ -1465,6 +1486,20 @@ async fn run() -> bool {
                 ))
             })
             .collect();
+        // Each fault once: what a source builds again when its service
+        // comes back (a new connection's buffers, match streams, the
+        // windows' records) is in the heap before it is measured, as
+        // what answering builds is.
+        let mut warm_faults_failed = Vec::new();
+        if warm_faults {
+            for f in FAULTS {
+                let r = fault_once(&session, &ctx, f, &windows).await;
+                if let Some(e) = r.error {
+                    warm_faults_failed.push(format!("warm-up fault {f}: {e}"));
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
         let mut warm = Tally::default();
         for t in hosts.into_iter().chain(subs).chain(callers) {
             if let Ok(t) = t.await {
@@ -1479,10 +1514,17 @@ async fn run() -> bool {
         // what is left.
         tokio::time::sleep(Duration::from_secs(11)).await;
         println!(
-            "  warm-up: {warm_secs} s of the same load without faults ({} requests, {} errors)",
+            "  warm-up: {} s of the same load{} ({} requests, {} errors)",
+            warm_secs + faults_take,
+            if warm_faults {
+                ", each fault once"
+            } else {
+                " without faults"
+            },
             warm.lat.len(),
             warm.error_count()
         );
+        failures.extend(warm_faults_failed);
         if warm.error_count() > 0 {
             failures.push(format!(
                 "{} request errors in the warm-up",
@@ -2178,7 +2220,7 @@ async fn run() -> bool {
     );
     let _ = writeln!(
         t,
-        "| heap in use after load | {} {settle_secs:.0} s after the load stopped, {} before it, after a {warm_secs} s warm-up (target within 10 %: {}; {} at start, before any client); RSS {:.1} MB, {:.1} MB before it (no target: the allocator keeps pages) |",
+        "| heap in use after load | {} {settle_secs:.0} s after the load stopped, {} before it, after a {warm_said} (target within 10 %: {}; {} at start, before any client); RSS {:.1} MB, {:.1} MB before it (no target: the allocator keeps pages) |",
         mb(heap_after),
         mb(heap_used_before),
         if heap_met { "met" } else { "MISS" },
