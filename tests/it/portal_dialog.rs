@@ -10,7 +10,9 @@
 //! again after a restart); an MCP host that goes away while the dialog
 //! is shown takes it off the screen (`Request.Close`); and a process that
 //! owns the backend's name first without being its executable is never
-//! asked. On GNOME 43 without the contextd extension, GNOME Shell's own
+//! asked; a Flatpak app (behind xdg-dbus-proxy) is named in the dialog by
+//! its own exported desktop entry and known as that Flatpak. On GNOME 43
+//! without the contextd extension, GNOME Shell's own
 //! Access dialog asks (`org.gnome.Shell.Portal`), its "always" check box
 //! making the grant last; a GNOME Shell process that owns the portal name
 //! but not `org.gnome.Shell` (a second, nested one) is never asked.
@@ -602,6 +604,55 @@ async fn a_gnome_shell_that_does_not_own_the_shells_name_is_never_asked() {
             .expect("Dialogs");
         let json: String = m.body().deserialize().expect("s");
         assert!(!json.contains("see what you are doing?"), "{json}");
+    })
+    .await;
+}
+
+/// A Flatpak app asks (from its sandbox, through xdg-dbus-proxy, as
+/// `flatpak run` runs it): the dialog names it by its exported desktop
+/// entry (the sandbox enforces the id the entry is found by), says it is
+/// known as that Flatpak, and quotes its reason as its words; the grant
+/// "always" is the Flatpak's, which then reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flatpak_app_is_asked_for_by_its_own_name_in_the_portal_dialog() {
+    const NOTES: &str = "org.example.Notes";
+    with_timeout(180, async {
+        let (session, home, env) = portal_session();
+        let apps = home.dir.path().join("data/applications");
+        std::fs::create_dir_all(&apps).expect("applications");
+        std::fs::write(
+            apps.join(format!("{NOTES}.desktop")),
+            "[Desktop Entry]\nType=Application\nName=Quick Notes\nIcon=accessories-text-editor\nExec=notes\n",
+        )
+        .expect("desktop entry");
+        let _daemon = start_daemon(&session, &home, &env).await;
+        let address = session.get("DBUS_SESSION_BUS_ADDRESS").expect("bus");
+        let app = common::flatpak::Flatpak::start_at(address, NOTES);
+        let answer = Answerer::start(&env, "Always", "Allow");
+        app.call(
+            "org.contextd.Context1.RequestAccess",
+            &["['windows']", "'to file notes by window'"],
+        )
+        .expect("RequestAccess");
+        let shown = answer.done().await;
+        let all = shown["texts"]
+            .as_array()
+            .expect("texts")
+            .iter()
+            .filter_map(|t| t.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(all.contains("Let Quick Notes see what you are doing?"), "{all}");
+        assert!(all.contains(NOTES) && all.contains("Flatpak"), "{all}");
+        assert!(
+            all.contains("\u{201c}to file notes by window\u{201d}"),
+            "{all}"
+        );
+        // Granted to the Flatpak, for good.
+        eventually(20, "the Flatpak reads its windows", || async {
+            app.call("org.contextd.Context1.ListWindows", &[]).ok()
+        })
+        .await;
     })
     .await;
 }
