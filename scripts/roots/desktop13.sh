@@ -1,9 +1,12 @@
 # The recipe of scripts/roots.sh desktop13: Debian 13 (trixie) with the
 # desktops users run today, for the tests of tests/it/trixie_*.rs: GNOME Shell
 # 48, KWin 6 (kwin_wayland), sway 1.10 (wlroots 0.18) with foot, PipeWire 1.4
-# with WirePlumber, GTK 3 from Python for test windows, wayland-info, and
+# with WirePlumber, GTK 3 from Python for test windows, wayland-info,
 # dbus-user-session (what the contextd package's dbus-session-bus dependency
-# is on a desktop, for the package test).
+# is on a desktop, for the package test), and xdg-desktop-portal-kde 6.3
+# with what its dialogs are drawn with (plasma-workspace's QML dialogs, Qt
+# Quick Controls, Qt's Wayland platform) and the accessibility bus and
+# AT-SPI's Python binding that answer it (tests/debian13/portal_kde.sh).
 #
 # Nothing of contextd is in it: the broker the tests run is the one built on
 # the host (Debian 12's glibc and libraries are older than trixie's, so a
@@ -42,6 +45,9 @@ configure_root() {
                 gnome-shell kwin-wayland xwayland sway foot \
                 pipewire pipewire-bin wireplumber dbus-daemon dbus-user-session \
                 python3-gi gir1.2-gtk-3.0 wayland-utils \
+                xdg-desktop-portal-kde plasma-workspace qt6-wayland \
+                qml6-module-qtquick-controls qml6-module-qtquick-layouts \
+                at-spi2-core gir1.2-atspi-2.0 \
                 libssl3t64 libpipewire-0.3-0t64 >/dev/null
             rm -rf /var/lib/apt/lists/*
         '

@@ -13,6 +13,9 @@
 //!   broker's libpipewire 0.3.65 speaks the same native protocol.
 //! - The Debian package installs there and D-Bus activation starts it: the
 //!   packaged binary on Debian 13's libraries.
+//! - KDE's own dialog asks for consent: xdg-desktop-portal-kde 6.3 on a
+//!   virtual KWin 6, answered through AT-SPI (tests/debian13/portal_kde.sh;
+//!   there the broker runs inside the root too, see the test).
 
 use crate::common::run_cmd;
 
@@ -211,4 +214,49 @@ async fn kwin_6_script_reports_only_to_the_broker_that_loaded_it() {
     let Some(root) = root() else { return };
     crate::shells_kwin::the_script_reports_only_to_the_broker_that_loaded_it_in(Some(&root.path))
         .await;
+}
+
+/// KDE's own dialog asks (issue 51): xdg-desktop-portal-kde 6.3 on a
+/// virtual KWin 6, answered through AT-SPI; allow grants for this time,
+/// deny refuses, nothing is stored, and the broker closes a question
+/// nobody answers (tests/debian13/portal_kde.sh). The broker runs inside
+/// the root with the rest, as on a Debian 13 desktop: it trusts the
+/// backend by the program path its service file names, which is that
+/// program's path only seen from the same root.
+#[test]
+fn kde_asks_in_its_own_portal_dialog_on_debian_13() {
+    let Some(root) = root() else { return };
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::Builder::new()
+        .prefix("contextd-debian13-kde-")
+        .tempdir_in("/tmp")
+        .expect("tempdir in /tmp");
+    for (from, to) in [
+        (PathBuf::from(crate::common::contextd_bin()), "contextd"),
+        (
+            repo.join("tests/portal/answer_dialog.py"),
+            "answer_dialog.py",
+        ),
+        (repo.join("tests/debian13/ask.py"), "ask.py"),
+        (repo.join("tests/debian13/portal_kde.sh"), "portal_kde.sh"),
+    ] {
+        std::fs::copy(&from, tmp.path().join(to))
+            .unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
+    }
+    let (st, out, err) = run_cmd(
+        Command::new(repo.join("scripts/in-root.sh"))
+            .arg(&root.path)
+            .arg("/bin/sh")
+            .arg(tmp.path().join("portal_kde.sh"))
+            .arg(tmp.path())
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"),
+        240,
+    );
+    println!("{out}");
+    assert!(
+        st.success(),
+        "KDE's portal dialog on Debian 13:\n{out}\n{err}"
+    );
+    assert!(out.contains("debian13-portal-kde: ok"), "{out}");
 }

@@ -1,9 +1,9 @@
 """Answer the desktop portal's Access dialog as a screen-reader user would:
 through AT-SPI, the accessibility bus every toolkit speaks.
 
-usage: portal_dialog_answer.py APP_NAME CHOICE BUTTON
+usage: answer_dialog.py APP_NAME CHOICE BUTTON
   APP_NAME  the accessible application that shows the dialog
-            (xdg-desktop-portal-gtk)
+            (xdg-desktop-portal-gtk, xdg-desktop-portal-kde)
   CHOICE    the radio button to select first ("Always"), or "-"
   BUTTON    the push button to press ("Allow", "Deny"), "-" to only
             read the dialog, or "gone" to wait until no dialog is left
@@ -16,6 +16,11 @@ came.
 
 import json
 import sys
+
+# GTK names a push button "push button", Qt Quick "button"; Qt Quick's
+# dialog title is a "heading".
+BUTTONS = ("push button", "button")
+TEXTS = ("label", "heading")
 import time
 import warnings
 
@@ -60,10 +65,13 @@ def name(node):
 
 
 def text_of(node):
+    # GTK's labels give their text through the Text interface; Qt Quick's
+    # give an empty one and their text as the accessible name.
     try:
-        return Atspi.Text.get_text(node, 0, Atspi.Text.get_character_count(node))
+        text = Atspi.Text.get_text(node, 0, Atspi.Text.get_character_count(node))
     except Exception:
-        return name(node)
+        text = ""
+    return text or name(node)
 
 
 def find_dialog(app_name, button):
@@ -74,7 +82,7 @@ def find_dialog(app_name, button):
             continue
         for node in walk(app):
             if role(node) in ("dialog", "alert", "frame", "window"):
-                buttons = [n for n in walk(node) if role(n) == "push button"]
+                buttons = [n for n in walk(node) if role(n) in BUTTONS]
                 if button == "-" or any(name(b) == button for b in buttons):
                     if buttons:
                         return node
@@ -108,9 +116,15 @@ def main():
     if dialog is None:
         print(json.dumps({"error": "no dialog"}), flush=True)
         return 1
-    nodes = list(walk(dialog))
-    texts = [text_of(n) for n in nodes if role(n) == "label" and text_of(n)]
-    buttons = [n for n in nodes if role(n) == "push button"]
+    # Qt Quick fills the dialog's labels after its window and buttons
+    # appear: read until there is more than the title.
+    while True:
+        nodes = list(walk(dialog))
+        texts = [text_of(n) for n in nodes if role(n) in TEXTS and text_of(n)]
+        if len(texts) > 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    buttons = [n for n in nodes if role(n) in BUTTONS]
     radios = [n for n in nodes if role(n) == "radio button"]
     print(
         json.dumps(
@@ -118,7 +132,8 @@ def main():
                 "texts": texts,
                 "buttons": [name(b) for b in buttons],
                 "radios": [name(r) for r in radios],
-            }
+            },
+            ensure_ascii=False,
         ),
         flush=True,
     )
