@@ -579,6 +579,9 @@ impl Pairs for SessionState {
 impl Pairs for Power {
     fn pairs(&self) -> Vec<String> {
         let mut v = vec![format!("on_battery: {}", self.on_battery)];
+        if let Some(closed) = self.lid_closed {
+            v.push(format!("lid_closed: {closed}"));
+        }
         if let Some(p) = &self.percentage {
             v.push(format!("percentage: {}", scalar(p)));
         }

@@ -272,6 +272,10 @@ pub struct SessionState {
 #[serde(default)]
 pub struct Power {
     pub on_battery: bool,
+    /// Whether the lid is closed (UPower's `LidIsClosed`), on a machine
+    /// that has one (`LidIsPresent`); absent on one without.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lid_closed: Option<bool>,
     /// 0..=100, when a battery is present.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub percentage: Option<f64>,

@@ -1,5 +1,6 @@
 //! UPower (system bus, `org.freedesktop.UPower`) → category `power`:
-//! `OnBattery` of the daemon, and `Percentage`, `State`, `TimeToEmpty`,
+//! `OnBattery` and (where there is a lid, `LidIsPresent`) `LidIsClosed`
+//! of the daemon, and `Percentage`, `State`, `TimeToEmpty`,
 //! `TimeToFull` and `WarningLevel` of its *display device* (the composite
 //! battery that desktop shells show, from `GetDisplayDevice`).
 //!
@@ -176,16 +177,20 @@ pub(crate) fn valid_time(s: i128) -> Result<Option<u64>, &'static str> {
 
 /// The power state from the daemon's and the display device's properties.
 pub(crate) fn power_from(daemon: &Props, device: Option<&Props>, warned: &Warned) -> Power {
+    let mut d = Reader {
+        props: daemon,
+        warned,
+        what: IFACE,
+    };
     let mut power = Power {
-        on_battery: Reader {
-            props: daemon,
-            warned,
-            what: IFACE,
-        }
-        .bool("OnBattery")
-        .unwrap_or(false),
+        on_battery: d.bool("OnBattery").unwrap_or(false),
         ..Power::default()
     };
+    // A machine without a lid (a desktop) says LidIsPresent false and
+    // LidIsClosed false: that is no lid, not an open one.
+    if d.has("LidIsPresent") && d.bool("LidIsPresent") == Some(true) {
+        power.lid_closed = d.bool("LidIsClosed");
+    }
     let Some(device) = device else {
         return power;
     };
@@ -258,6 +263,7 @@ mod tests {
             p,
             Power {
                 on_battery: true,
+                lid_closed: None,
                 percentage: Some(42.5),
                 state: Some("discharging".into()),
                 time_to_empty_s: Some(3600),
@@ -266,6 +272,39 @@ mod tests {
             }
         );
         assert_eq!(w.count(), 0);
+    }
+
+    #[test]
+    fn the_lid_is_said_only_where_there_is_one() {
+        let w = Warned::new("test");
+        let laptop = |closed: bool| {
+            props(&[
+                ("OnBattery", false.into()),
+                ("LidIsPresent", true.into()),
+                ("LidIsClosed", closed.into()),
+            ])
+        };
+        assert_eq!(power_from(&laptop(true), None, &w).lid_closed, Some(true));
+        assert_eq!(power_from(&laptop(false), None, &w).lid_closed, Some(false));
+        // A desktop: no lid, not an open one.
+        let desktop = props(&[
+            ("OnBattery", false.into()),
+            ("LidIsPresent", false.into()),
+            ("LidIsClosed", false.into()),
+        ]);
+        assert_eq!(power_from(&desktop, None, &w).lid_closed, None);
+        // An older UPower without the properties: nothing said, no warning.
+        let old = props(&[("OnBattery", false.into())]);
+        assert_eq!(power_from(&old, None, &w).lid_closed, None);
+        assert_eq!(w.count(), 0);
+        // A lid whose state is of the wrong type: left out, warned.
+        let odd = props(&[
+            ("OnBattery", false.into()),
+            ("LidIsPresent", true.into()),
+            ("LidIsClosed", OwnedVariant::from(Str::from("yes"))),
+        ]);
+        assert_eq!(power_from(&odd, None, &w).lid_closed, None);
+        assert_eq!(w.count(), 1);
     }
 
     #[test]

@@ -29,7 +29,7 @@ die() {
 
 W=${1:?usage: $0 WORK}
 PY=/usr/bin/python3
-mkdir -m 0700 -p "$W/home" "$W/run"
+mkdir -m 0700 "$W/home" "$W/run"
 export HOME="$W/home" XDG_RUNTIME_DIR="$W/run" LANG=C.UTF-8
 export XDG_CONFIG_HOME="$W/home/config" XDG_DATA_HOME="$W/home/data" XDG_STATE_HOME="$W/home/state"
 export DBUS_SYSTEM_BUS_ADDRESS="unix:path=$W/no-system-bus"

@@ -1,5 +1,6 @@
 //! `power` follows UPower (a python-dbusmock UPower on a private system
-//! bus): on battery, the display device's percentage and state.
+//! bus): on battery, the lid (the mock is a machine with one), the
+//! display device's percentage and state.
 
 use crate::common;
 use crate::fdo;
@@ -27,8 +28,19 @@ async fn power_follows_on_battery_and_percentage() {
         // The mock starts on AC, without a battery.
         let s = until_snapshot(&conn, "power known", |s| s.get("power").is_some()).await;
         assert_eq!(s["power"]["on_battery"], false, "{s}");
+        assert_eq!(s["power"]["lid_closed"], false, "{s}");
         assert!(s["power"].get("percentage").is_none(), "{s}");
         let mut changes = Changes::subscribe(&conn, &["power"]).await;
+
+        // The lid closes.
+        upower
+            .set(&sys, DAEMON, UPOWER, "LidIsClosed", Variant::from(true))
+            .await;
+        changes
+            .until(5, "lid closed", |c, d| {
+                c == "power" && d["power"]["lid_closed"] == true
+            })
+            .await;
 
         // A battery appears, discharging, in one PropertiesChanged.
         upower

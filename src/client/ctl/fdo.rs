@@ -104,6 +104,11 @@ pub(super) fn power_line(p: &Value) -> String {
     if let Some(w) = str_of(p, "warning_level").filter(|w| *w != "none") {
         parts.push(format!("warning: {w}"));
     }
+    match p.get("lid_closed").and_then(Value::as_bool) {
+        Some(true) => parts.push("lid closed".to_owned()),
+        Some(false) => parts.push("lid open".to_owned()),
+        None => {}
+    }
     parts.join(", ")
 }
 
@@ -240,6 +245,10 @@ mod tests {
                 "time_to_empty_s": 5400, "warning_level": "low"})
             ),
             "on battery, 80 %, discharging, 1 h 30 min left, warning: low"
+        );
+        assert_eq!(
+            power_line(&json!({"on_battery": false, "lid_closed": true})),
+            "on AC power, lid closed"
         );
         assert_eq!(
             network_line(

@@ -1053,6 +1053,7 @@ mod tests {
             Power::default(),
             Power {
                 on_battery: true,
+                lid_closed: Some(true),
                 percentage: Some(42.5),
                 state: Some("discharging".into()),
                 time_to_empty_s: Some(u64::MAX),
