@@ -43,6 +43,9 @@
 //!    new connections' buffers and match streams) is built before the
 //!    heap is measured. The load's faults then come back many times: a
 //!    leak per fault shows as the heap not coming back.
+//!    `CONTEXTD_SOAK_HOLD=FILE` holds the load after the warm-up until
+//!    FILE exists: time for a profiler to attach (`heaptrack -p` takes
+//!    seconds to inject itself) and see everything the load allocates.
 //!
 //!    After the load: the daemon's heap in use (src/memory.rs logs it)
 //!    must come back within 10 % of its value before the load (within
@@ -1530,6 +1533,16 @@ async fn run() -> bool {
                 "{} request errors in the warm-up",
                 warm.error_count()
             ));
+        }
+    }
+
+    // For a profiler attached now (heaptrack -p, which takes seconds to
+    // inject itself): `CONTEXTD_SOAK_HOLD=FILE` holds the load until FILE
+    // exists, so that what the load allocates is all seen.
+    if let Ok(hold) = std::env::var("CONTEXTD_SOAK_HOLD") {
+        println!("  holding the load until {hold} exists");
+        while !Path::new(&hold).exists() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
