@@ -1445,8 +1445,11 @@ async fn run() -> bool {
     let focus_thread = focus_driver(session.dir.join("sway-ipc.sock"), focus_rate, focus.clone());
     let warm_secs = env_num("CONTEXTD_SOAK_WARMUP_SECS", 5);
     let warm_faults = env_num("CONTEXTD_SOAK_WARMUP_FAULTS", 1) > 0;
-    // With its round of faults, the warm-up lasts until the last fault
-    // has recovered (the load goes on meanwhile).
+    // With its round of faults, the warm-up's load runs a fault interval
+    // longer per fault (the faults come a second apart after each one's
+    // recovery, so the round ends within that time on a machine that
+    // recovers in under a second; the warm-up waits for the round either
+    // way).
     let faults_take = if warm_faults && warm_secs > 0 {
         fault_every * FAULTS.len() as u64
     } else {

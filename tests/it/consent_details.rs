@@ -79,32 +79,10 @@ async fn register(bus: &Bus, agent: &TestAgent) -> zbus::Connection {
 
 /// `RequestAccess(cats)` and the code of its `Response`.
 async fn request(conn: &zbus::Connection, cats: &[&str]) -> u32 {
-    let rule = zbus::MatchRule::builder()
-        .msg_type(zbus::message::Type::Signal)
-        .interface("org.contextd.Request1")
-        .member("Response")
-        .build()
-        .expect("rule");
-    let mut stream = zbus::MessageStream::for_match_rule(rule, conn, None)
+    common::access::Asked::new(conn, cats, "testing details")
         .await
-        .expect("match");
-    let path = Context1Proxy::new(conn)
+        .code_within(20)
         .await
-        .expect("proxy")
-        .request_access(cats, "testing details")
-        .await
-        .expect("RequestAccess");
-    loop {
-        let m = within(20, "Response", stream.next())
-            .await
-            .expect("stream")
-            .expect("message");
-        if m.header().path().map(|p| p.as_str()) == Some(path.as_str()) {
-            let (code, _): (u32, contextd::client::proxy::Dict) =
-                m.body().deserialize().expect("body");
-            return code;
-        }
-    }
 }
 
 /// The audit rows of this test program.

@@ -42,44 +42,16 @@ async fn register(s: &Setup, agent: &TestAgent) -> zbus::Connection {
     serve_and_register(&s.bus.address, agent).await
 }
 
-/// Request access and wait for the Response code.
+/// Request access and wait for the Response code (listening first: the
+/// answer may come right after the reply).
 pub(crate) async fn request(conn: &zbus::Connection, cats: &[&str]) -> u32 {
-    let ctx = Context1Proxy::new(conn).await.expect("proxy");
-    // Listen first: the answer may come right after the reply.
-    let rule = zbus::MatchRule::builder()
-        .msg_type(zbus::message::Type::Signal)
-        .interface("org.contextd.Request1")
-        .member("Response")
-        .build()
-        .expect("rule");
-    let mut stream = zbus::MessageStream::for_match_rule(rule, conn, None)
-        .await
-        .expect("match");
-    let path = ctx
-        .request_access(cats, "testing")
-        .await
-        .expect("RequestAccess");
+    let asked = common::access::Asked::new(conn, cats, "testing").await;
     let _ = Request1Proxy::builder(conn)
-        .path(path.clone())
+        .path(asked.path.clone())
         .build()
         .await
         .expect("proxy");
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(20), stream.next())
-            .await
-            .expect("Response in time")
-            .expect("stream")
-            .expect("message");
-        if m.header()
-            .path()
-            .map(|p| p.as_str() == path.as_str())
-            .unwrap_or(false)
-        {
-            let (code, _results): (u32, contextd::client::proxy::Dict) =
-                m.body().deserialize().expect("body");
-            return code;
-        }
-    }
+    asked.code_within(20).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -34,10 +34,15 @@ impl Asked {
         Asked { stream, path }
     }
 
-    /// The `Response` code (0 granted, 1 denied, 2 ended).
-    pub async fn code(mut self) -> u32 {
+    /// The `Response` code (0 granted, 1 denied, 2 ended), within 40 s.
+    pub async fn code(self) -> u32 {
+        self.code_within(40).await
+    }
+
+    /// The `Response` code, within `secs`.
+    pub async fn code_within(mut self, secs: u64) -> u32 {
         loop {
-            let m = tokio::time::timeout(Duration::from_secs(40), self.stream.next())
+            let m = tokio::time::timeout(Duration::from_secs(secs), self.stream.next())
                 .await
                 .expect("Response in time")
                 .expect("stream")
