@@ -299,8 +299,39 @@ impl Impostor {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_that_takes_the_backends_name_first_is_never_asked() {
+    impostor_is_never_asked(false).await;
+}
+
+/// The same impostor, which also wrote a D-Bus service file naming its
+/// own program for the backend's name, in a data directory the user can
+/// write put first in `XDG_DATA_DIRS`: only the system's service files
+/// say which program the backend is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_file_the_user_can_write_does_not_make_a_backend() {
+    impostor_is_never_asked(true).await;
+}
+
+async fn impostor_is_never_asked(own_service_file: bool) {
     with_timeout(120, async {
-        let (session, home, env) = portal_session();
+        let (session, home, mut env) = portal_session();
+        if own_service_file {
+            let data = home.dir.path().join("impostor-data");
+            let services = data.join("dbus-1/services");
+            std::fs::create_dir_all(&services).expect("mkdir");
+            let me = std::fs::read_link("/proc/self/exe").expect("exe");
+            std::fs::write(
+                services.join(format!("{BACKEND}.service")),
+                format!("[D-BUS Service]\nName={BACKEND}\nExec={}\n", me.display()),
+            )
+            .expect("service file");
+            let dirs = env
+                .iter()
+                .find(|(k, _)| k == "XDG_DATA_DIRS")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| "/usr/local/share:/usr/share".into());
+            env.retain(|(k, _)| k != "XDG_DATA_DIRS");
+            env.push(("XDG_DATA_DIRS".into(), format!("{}:{dirs}", data.display())));
+        }
         // The attack: this test (not xdg-desktop-portal-gtk) owns the
         // backend's name before the broker asks anything, and grants
         // whatever it is asked.
