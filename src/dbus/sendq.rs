@@ -19,9 +19,16 @@
 //! its main loop (`max_bytes_read_per_iteration` in libdbus's socket
 //! transport), so every 2 KB ahead of a reply is one more turn of the
 //! daemon across all its connections before the reply is even read. A
-//! `Peer.Ping` to any peer crosses the daemon twice; to stay near that
-//! floor the queue must be about one turn's reading: [`SendQueue::LOW`]
-//! is a few signals.
+//! `Peer.Ping` to any peer crosses the daemon twice; to stay at that
+//! floor a reply must never find more than one turn's reading ahead of
+//! it. So the writer writes only when the bus daemon has read everything
+//! of ours ([`SendQueue::LOW`] is less than one signal), and then at most
+//! a turn's worth (`subscription::WRITE_AT_ONCE`). With a low mark of
+//! three signals (4 KiB) the broker's `Ping` under `make soak` was 1.2 to
+//! 1.5 times a bare peer's (a connection that only answers); with an
+//! empty queue, 1.1 (docs/performance.md). The subscribers of a storm get
+//! fewer signals and skip to now sooner (`Lagged`), which is what a storm
+//! beyond what the bus can carry must come to anyway.
 //!
 //! How to know when to write again, without polling: the kernel wakes a
 //! Unix socket's writer when what waits unread falls to a quarter of the
@@ -72,9 +79,13 @@ enum Wake {
 }
 
 impl SendQueue {
-    /// Below this many unread bytes (in the kernel's accounting: about
-    /// three signals, a kilobyte of them) the writer writes.
-    pub(crate) const LOW: usize = 4 * 1024;
+    /// Below this many unread bytes the writer writes: less than the
+    /// smallest signal in the kernel's accounting (a 300-byte signal is
+    /// 1 280 bytes of `SIOCOUTQ`), so only when the bus daemon has read
+    /// all of ours. Asked for twice this, the kernel's send buffer is its
+    /// floor (`SOCK_MIN_SNDBUF`, about 4.6 KB) or 5 KB, and writability
+    /// comes at a quarter of it: at this mark.
+    pub(crate) const LOW: usize = 1280;
 
     /// A gauge of `fd`'s socket, whose send buffer is made four times
     /// [`Self::LOW`] (the kernel doubles what it is asked for, and wakes a

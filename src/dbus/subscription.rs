@@ -47,9 +47,10 @@ pub(crate) struct Subscriptions {
 /// each task waited on the socket itself).
 const OUTBOX_LIMIT: usize = 1024;
 
-/// Signals written under one turn at the connection's write lock, after
-/// one look at the socket's queue (`SendQueue`): what a reply may find
-/// ahead of it beyond the queue's low mark.
+/// Signals written under one turn at the connection's write lock, once
+/// the bus daemon has read everything of ours (`SendQueue`): all a reply
+/// may find ahead of it. Four signals of 300 to 500 bytes are about what
+/// the bus daemon reads of a connection in one turn of its loop (2 KB).
 const WRITE_AT_ONCE: usize = 4;
 
 /// The signals of every subscription, in the order their tasks made them,
