@@ -276,6 +276,47 @@ impl PageArgs {
     }
 }
 
+/// `list_notifications`: a page, of one app's or of the urgent ones.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NotificationListArgs {
+    #[schemars(
+        description = "Opaque cursor from a previous call's nextCursor (with the same filters), to get the next page"
+    )]
+    pub(crate) cursor: Option<String>,
+    #[schemars(
+        extend("default" = DEFAULT_PAGE),
+        description = format!("How many per page (1-{MAX_PAGE}, default {DEFAULT_PAGE})")
+    )]
+    pub(crate) limit: Option<PageLimit>,
+    #[schemars(
+        description = "Only the notifications of this app: its name as the notifications give it (app_name), compared without regard to case"
+    )]
+    pub(crate) app: Option<Text<1, 256>>,
+    #[schemars(
+        description = "Only notifications at least this urgent: low (all), normal (normal and critical) or critical"
+    )]
+    pub(crate) min_urgency: Option<Urgency>,
+}
+
+impl NotificationListArgs {
+    /// The page asked for, of the notifications the filters keep.
+    pub(crate) fn page(&self) -> PageArgs {
+        PageArgs {
+            cursor: self.cursor.clone(),
+            limit: self.limit,
+        }
+    }
+
+    /// Whether the notification of `app_name` with `urgency` is one asked for.
+    pub(crate) fn keeps(&self, app_name: &str, urgency: Urgency) -> bool {
+        self.app
+            .as_ref()
+            .is_none_or(|a| a.0.to_lowercase() == app_name.to_lowercase())
+            && self.min_urgency.is_none_or(|m| urgency >= m)
+    }
+}
+
 /// `get_provided_context`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -38,7 +38,10 @@ use super::output::{
 };
 use super::render::{self, Rendered};
 use super::resources::{self, Res};
-use super::schema::{self, ActivityArgs, NoArgs, NotifyArgs, PageArgs, PeriodArgs, ProvidedArgs};
+use super::schema::{
+    self, ActivityArgs, NoArgs, NotificationListArgs, NotifyArgs, PageArgs, PeriodArgs,
+    ProvidedArgs,
+};
 use super::timeline;
 use crate::core::cursor;
 use crate::core::read;
@@ -417,16 +420,16 @@ impl Tool for ListNotifications {
     const NAME: &'static str = "list_notifications";
     const TITLE: &'static str = "List recent notifications";
     const EFFECT: Effect = Effect::Reads("Recent notifications");
-    type Args = PageArgs;
+    type Args = NotificationListArgs;
     type Out = Paged<NotificationsView>;
     fn description() -> String {
         format!(
             "{}{}",
-            "Notifications apps sent the user, newest first, a page at a time. Needs the `notifications` grant; bodies need `notifications.content`.",
+            "Notifications apps sent the user, newest first, a page at a time; only one app's (`app`) or only the urgent ones (`min_urgency`) when asked. Needs the `notifications` grant; bodies need `notifications.content`.",
             theirs("Notifications")
         )
     }
-    async fn call(cx: Cx<'_>, args: PageArgs) -> CallToolResult {
+    async fn call(cx: Cx<'_>, args: NotificationListArgs) -> CallToolResult {
         let read = cx
             .broker
             .core
@@ -436,11 +439,11 @@ impl Tool for ListNotifications {
             Ok(v) => v,
             Err(e) => return refusal(e.into()),
         };
-        match page(
-            std::mem::take(&mut view.notifications),
-            "notifications",
-            &args,
-        ) {
+        // Filtered before the page is cut, so that a page is full and
+        // its cursor counts what the filters keep.
+        let mut kept = std::mem::take(&mut view.notifications);
+        kept.retain(|n| args.keeps(&n.app_name, n.urgency));
+        match page(kept, "notifications", &args.page()) {
             Ok((items, next)) => {
                 view.notifications = items;
                 paged(view, next)

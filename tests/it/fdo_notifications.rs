@@ -121,3 +121,92 @@ async fn notify_send_shows_app_and_summary_and_the_body_only_with_content() {
     })
     .await
 }
+
+/// `list_notifications` with `app` keeps one app's notifications (its
+/// name compared without regard to case), with `min_urgency` the urgent
+/// ones, both together their intersection; pages count what the filters
+/// keep. Over Streamable HTTP, as a host with a token asks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_notifications_keeps_one_apps_or_the_urgent_ones() {
+    use crate::mcp_support::{http_addr, http_call, http_session, token};
+    with_timeout(90, async {
+        let buses = Buses::start();
+        let _server =
+            Mock::template(&buses.session.address, false, "notification_daemon", SERVER).await;
+        let home = Home::new();
+        home.write_policy(&[
+            (&my_app_id(), &["notifications"]),
+            ("token:lister", &["notifications"]),
+        ]);
+        let _d = buses
+            .daemon_with(&home, &[], &["--http", "127.0.0.1:0"])
+            .await;
+        let conn = buses.session.connect().await;
+        until_source(&conn, "notifications", true).await;
+        for (app, urgency, summary) in [
+            ("Mail", "low", "mail-low"),
+            ("Chat", "critical", "chat-critical"),
+            ("MAIL", "critical", "mail-critical"),
+            ("Chat", "normal", "chat-normal"),
+        ] {
+            notify_send(&buses, &["-a", app, "-u", urgency, summary]);
+        }
+        until_snapshot(&conn, "the four notifications", |s| {
+            s["notifications"].as_array().is_some_and(|a| a.len() == 4)
+        })
+        .await;
+        let addr = http_addr(&home);
+        let tok = token(&buses.session, &home, "lister");
+        let sid = http_session(addr, &tok);
+        let mut id = 0;
+        let mut list = |arguments: Value| -> (Vec<String>, Value) {
+            id += 1;
+            let body = serde_json::json!({
+                "jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "list_notifications", "arguments": arguments},
+            });
+            let (code, msgs) = http_call(addr, &tok, &sid, body.to_string().as_bytes());
+            assert_eq!(code, 200, "{msgs:?}");
+            let r = msgs
+                .iter()
+                .find(|m| m["id"] == id)
+                .map(|m| m["result"].clone())
+                .unwrap_or_default();
+            assert_ne!(r["isError"], Value::Bool(true), "{r}");
+            let sc = &r["structuredContent"];
+            let mut summaries: Vec<String> = sc["notifications"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|n| n["summary"].as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            summaries.sort();
+            (summaries, sc["nextCursor"].clone())
+        };
+        assert_eq!(
+            list(serde_json::json!({"app": "mail"})).0,
+            ["mail-critical", "mail-low"]
+        );
+        assert_eq!(
+            list(serde_json::json!({"min_urgency": "critical"})).0,
+            ["chat-critical", "mail-critical"]
+        );
+        assert_eq!(
+            list(serde_json::json!({"min_urgency": "normal", "app": "Chat"})).0,
+            ["chat-critical", "chat-normal"]
+        );
+        assert_eq!(list(serde_json::json!({})).0.len(), 4);
+        assert!(list(serde_json::json!({"app": "Nobody"})).0.is_empty());
+        // A page of one of Chat's two: the cursor leads to the other.
+        let (first, next) = list(serde_json::json!({"app": "chat", "limit": 1}));
+        assert_eq!(first.len(), 1);
+        let cursor = next.as_str().expect("a next cursor").to_owned();
+        let (second, last) = list(serde_json::json!({"app": "chat", "limit": 1, "cursor": cursor}));
+        assert_eq!(second.len(), 1);
+        assert_ne!(first, second);
+        assert!(last.is_null(), "{last}");
+    })
+    .await
+}

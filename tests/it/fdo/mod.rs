@@ -51,7 +51,12 @@ impl Buses {
 
     /// Start the broker on both buses and wait for its name.
     pub async fn daemon(&self, home: &Home, extra: &[(&str, &str)]) -> Daemon {
-        let d = Daemon::spawn_env(home, self.envs(home, extra), &[]);
+        self.daemon_with(home, extra, &[]).await
+    }
+
+    /// [`Buses::daemon`] with command-line arguments.
+    pub async fn daemon_with(&self, home: &Home, extra: &[(&str, &str)], args: &[&str]) -> Daemon {
+        let d = Daemon::spawn_env(home, self.envs(home, extra), args);
         within(
             15,
             "the broker owns its name",
