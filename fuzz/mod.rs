@@ -1626,7 +1626,8 @@ mod targets {
         })
     }
 
-    /// The token store of the HTTP target: one token, `ctxd_fuzz`.
+    /// The token store of the HTTP target: one token, `ctxd_fuzz`, and
+    /// one that expired, `ctxd_old`.
     #[derive(Debug)]
     struct OneToken;
 
@@ -1634,6 +1635,7 @@ mod targets {
         fn create<'a>(
             &'a self,
             _: &'a str,
+            _: Option<chrono::DateTime<chrono::Utc>>,
         ) -> crate::core::consent::BoxFut<'a, Result<String, crate::core::tokens::TokenError>>
         {
             Box::pin(async { Err(crate::core::tokens::TokenError::Random) })
@@ -1647,8 +1649,19 @@ mod targets {
         ) -> crate::core::consent::BoxFut<'a, Result<(), crate::core::tokens::TokenError>> {
             Box::pin(async move { Err(crate::core::tokens::TokenError::NoSuch(name.into())) })
         }
-        fn verify(&self, presented: &str) -> Option<crate::core::tokens::Bearer> {
-            (presented == "ctxd_fuzz").then(|| crate::core::tokens::Bearer::unrevocable("fuzz"))
+        fn verify(&self, presented: &str) -> crate::core::tokens::Presented {
+            use crate::core::tokens::{Bearer, Presented};
+            match presented {
+                "ctxd_fuzz" => Presented::Live(Bearer::unrevocable("fuzz")),
+                "ctxd_old" => Presented::Expired("old".into()),
+                _ => Presented::Unknown,
+            }
+        }
+        fn end_expired(&self) -> Vec<String> {
+            Vec::new()
+        }
+        fn next_expiry(&self) -> Option<std::time::Duration> {
+            None
         }
     }
 
@@ -1690,6 +1703,7 @@ mod targets {
         "http://example.local",
         "null",
         "Bearer ctxd_fuzz",
+        "Bearer ctxd_old",
         "bearer  ctxd_fuzz ",
         "Basic x",
         "ctxd_",
@@ -1705,6 +1719,7 @@ mod targets {
         "127.0.0.1:8765",
         "http://localhost:8765",
         "Bearer ctxd_fuzz",
+        "Bearer ctxd_old",
         "1048576",
         "application/json, text/event-stream",
     ];

@@ -512,7 +512,11 @@ async fn build_core(
         store_lane.handle(),
     );
     let tokens: Arc<dyn crate::core::tokens::TokenStore> = Arc::new(OnLane::new(
-        Arc::new(store::tokens::DbTokenStore::open(db.pool().clone()).await?),
+        // Expiry is a time of day on the system clock, whatever a replay
+        // scripts for the core (core::tokens).
+        Arc::new(
+            store::tokens::DbTokenStore::open(db.pool().clone(), Arc::new(SystemClock)).await?,
+        ),
         lane.clone(),
     ));
     tree.writers.spawn_on(

@@ -67,7 +67,10 @@ fn main() -> ExitCode {
             Command::Token { command } => {
                 let req = match command {
                     TokenCommand::Create { name } => {
-                        contextd::client::admin::Request::TokenCreate { name }
+                        contextd::client::admin::Request::TokenCreate {
+                            name,
+                            expires: None,
+                        }
                     }
                     TokenCommand::List => contextd::client::admin::Request::TokenList,
                     TokenCommand::Revoke { name } => {

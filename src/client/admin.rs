@@ -67,7 +67,7 @@ pub async fn command(req: &Request, json: bool) -> Result<(), String> {
         return Ok(());
     }
     match req {
-        Request::TokenCreate { name } => {
+        Request::TokenCreate { name, .. } => {
             println!("{}", answer.token.unwrap_or_default());
             eprintln!(
                 "This is the only time the token is shown. Grant it context in policy.toml as app \"token:{name}\", and send it as `Authorization: Bearer TOKEN`."

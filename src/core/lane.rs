@@ -34,7 +34,7 @@ use super::consent::{
 };
 use super::error::Error;
 use super::history::{AppTotals, HistoryKind, HistoryStore, Page, Query};
-use super::tokens::{Bearer, TokenError, TokenStore};
+use super::tokens::{Presented, TokenError, TokenStore};
 use crate::model::admin::TokenInfo;
 use crate::model::{AppId, Category};
 use crate::shutdown::Level;
@@ -207,9 +207,13 @@ impl<S: HistoryStore + ?Sized + 'static> HistoryStore for OnLane<S> {
 }
 
 impl<S: TokenStore + ?Sized + 'static> TokenStore for OnLane<S> {
-    fn create<'a>(&'a self, name: &'a str) -> BoxFut<'a, Result<String, TokenError>> {
+    fn create<'a>(
+        &'a self,
+        name: &'a str,
+        expires: Option<DateTime<Utc>>,
+    ) -> BoxFut<'a, Result<String, TokenError>> {
         let name = name.to_owned();
-        on_lane!(self, |s| s.create(&name))
+        on_lane!(self, |s| s.create(&name, expires))
     }
 
     fn list(&self) -> Vec<TokenInfo> {
@@ -221,8 +225,16 @@ impl<S: TokenStore + ?Sized + 'static> TokenStore for OnLane<S> {
         on_lane!(self, |s| s.revoke(&name))
     }
 
-    fn verify(&self, presented: &str) -> Option<Bearer> {
+    fn verify(&self, presented: &str) -> Presented {
         self.inner.verify(presented)
+    }
+
+    fn end_expired(&self) -> Vec<String> {
+        self.inner.end_expired()
+    }
+
+    fn next_expiry(&self) -> Option<std::time::Duration> {
+        self.inner.next_expiry()
     }
 }
 

@@ -7,8 +7,9 @@
 //! sandboxed one (`Manage::may_manage`: a Flatpak app given the runtime
 //! directory is still a Flatpak app). One JSON request
 //! per connection, one JSON answer:
-//! `{"op":"token-create","name":N}` → `{"ok":true,"token":T}`,
-//! `{"op":"token-list"}` → `{"ok":true,"tokens":[{"name","created"}]}`,
+//! `{"op":"token-create","name":N,"expires":TIME?}` → `{"ok":true,"token":T}`,
+//! `{"op":"token-list"}` →
+//! `{"ok":true,"tokens":[{"created","expired","expires"?,"name"}]}`,
 //! `{"op":"token-revoke","name":N}` → `{"ok":true}`;
 //! failures are `{"ok":false,"error":MESSAGE}`.
 
@@ -126,8 +127,11 @@ fn refused(core: &Handles, pid: Option<u32>) -> Option<Answer> {
 
 async fn handle(tokens: &Tokens, req: Request) -> Answer {
     let r = match req {
-        Request::TokenCreate { name } => tokens.create(&name).await.map(|t| {
-            tracing::info!(token = %name, "MCP token created");
+        Request::TokenCreate { name, expires } => tokens.create(&name, expires).await.map(|t| {
+            match expires {
+                Some(at) => tracing::info!(token = %name, expires = %at, "MCP token created"),
+                None => tracing::info!(token = %name, "MCP token created"),
+            }
             Answer {
                 token: Some(t),
                 ..Answer::done()

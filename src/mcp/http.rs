@@ -10,7 +10,9 @@
 //! 1. `Host` must be a loopback name of the listen address (or a configured
 //!    one) and `Origin`, when present, an allowed origin: else 403 (DNS
 //!    rebinding, browsers);
-//! 2. `Authorization: Bearer TOKEN` must name a live token: else 401;
+//! 2. `Authorization: Bearer TOKEN` must name a live token: else 401 (for
+//!    a token past its expiry, `error_description="the token expired"`
+//!    and a body that says how to make a new one);
 //! 3. the request headers of MCP (`Mcp-Session-Id`, `MCP-Protocol-Version`,
 //!    `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`, `Last-Event-ID`) and the
 //!    credentials (`Authorization`, `Origin`) come at most once each: else
@@ -70,7 +72,7 @@ use super::server::ContextServer;
 use super::sessions::{self, Sessions};
 use super::sse;
 use crate::config::McpHttpConfig;
-use crate::core::tokens::{Bearer, Tokens};
+use crate::core::tokens::{Bearer, Presented, Tokens};
 use crate::model::{AppId, IdentitySource};
 
 /// Where clients find the server (port 0 picks one).
@@ -260,8 +262,16 @@ impl Guard {
                 ))
             })?;
         match self.tokens.store.verify(token) {
-            Some(bearer) => subject(bearer),
-            None => Err(Box::new(unauthorized(
+            Presented::Live(bearer) => subject(bearer),
+            // RFC 6750 3.1: the same error as for any token that is not
+            // good, with why, so that a host can tell its user.
+            Presented::Expired(name) => Err(Box::new(unauthorized(
+                "Bearer realm=\"contextd\", error=\"invalid_token\", error_description=\"the token expired\"",
+                &format!(
+                    "the token '{name}' expired; make a new one: `contextctl token revoke {name}`, then `contextctl token create {name} --expires 30d` (or without --expires for one that never expires)"
+                ),
+            ))),
+            Presented::Unknown => Err(Box::new(unauthorized(
                 "Bearer realm=\"contextd\", error=\"invalid_token\"",
                 "unknown or revoked token",
             ))),

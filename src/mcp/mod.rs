@@ -153,6 +153,9 @@ pub(crate) async fn serve(
         None => tracing::warn!("{}", McpError::NoRuntimeDir),
     }
 
+    // What a token runs ends at its expiry (one timer for the soonest).
+    level.spawn(store.clone().end_at_expiries(level.child_token()));
+
     if let Some(h) = config.file.mcp.http.as_ref() {
         let bound = http::bind(h, runtime.as_deref()).await?;
         level.spawn(http::serve(bound, broker, store, level.child_token()));

@@ -11,16 +11,35 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Request {
-    TokenCreate { name: String },
+    TokenCreate {
+        name: String,
+        /// When the token stops working; absent: never. A time, not a
+        /// duration: the client computes it on the same machine's clock
+        /// (`--expires 30d` or an RFC 3339 time), and a daemon too old to
+        /// know expiry refuses the field rather than make a token that
+        /// never expires.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires: Option<DateTime<Utc>>,
+    },
     TokenList,
-    TokenRevoke { name: String },
+    TokenRevoke {
+        name: String,
+    },
 }
 
 /// One stored token, as `token list` shows it. Fields in name order, as
-/// the socket has always written them.
+/// the socket has always written them; `expires` left out when the token
+/// never expires.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenInfo {
     pub created: DateTime<Utc>,
+    /// Its expiry has come: it no longer works, and stays listed until
+    /// revoked.
+    #[serde(default)]
+    pub expired: bool,
+    /// When it stops (or stopped) working; `None`: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<DateTime<Utc>>,
     pub name: String,
 }
 
