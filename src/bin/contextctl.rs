@@ -66,11 +66,15 @@ fn main() -> ExitCode {
             }
             Command::Token { command } => {
                 let req = match command {
-                    TokenCommand::Create { name } => {
-                        contextd::client::admin::Request::TokenCreate {
-                            name,
-                            expires: None,
-                        }
+                    TokenCommand::Create { name, expires } => {
+                        let expires = match expires {
+                            Some(when) => Some(
+                                contextd::client::admin::expiry(&when, chrono::Utc::now())
+                                    .map_err(ctl::CtlError::Call)?,
+                            ),
+                            None => None,
+                        };
+                        contextd::client::admin::Request::TokenCreate { name, expires }
                     }
                     TokenCommand::List => contextd::client::admin::Request::TokenList,
                     TokenCommand::Revoke { name } => {

@@ -380,14 +380,22 @@ pub enum ReadersCommand {
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
     /// Create a token and print it (once: only its hash is kept). Grant it
-    /// context as app `token:NAME` in policy.toml.
+    /// context as app `token:NAME` in policy.toml. Without --expires the
+    /// token never expires; with it, the token stops working at that time
+    /// (requests get 401 "the token expired", its open sessions and
+    /// streams end) and stays listed as expired until revoked.
     Create {
         /// A name for the token: 1-64 of A-Z, a-z, 0-9, ., _ and -.
         name: String,
+        /// When the token expires: after a duration (90s, 30m, 12h, 30d,
+        /// 2w; at most 10 years) or at an RFC 3339 time
+        /// (2027-01-05T10:00:00Z). Default: never.
+        #[arg(long, value_name = "WHEN")]
+        expires: Option<String>,
     },
-    /// The tokens and when they were made.
+    /// The tokens, when they were made and when they expire (or expired).
     List,
-    /// Revoke a token; its open sessions end at once.
+    /// Revoke a token, expired or not; its open sessions end at once.
     Revoke {
         /// The token's name.
         name: String,

@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
@@ -13,6 +14,39 @@ use crate::names::ADMIN_SOCKET;
 
 /// How long a request may take.
 const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// When a token made now with `--expires WHEN` expires: `WHEN` is a
+/// duration (`90s`, `30m`, `12h`, `30d`, `2w`, as `contextctl grant
+/// --for` takes) after `now`, or an RFC 3339 time; it must be later than
+/// `now` (the daemon checks again with its clock).
+pub fn expiry(when: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
+    let at = match super::ctl::parse_duration(when) {
+        Ok(d) => now
+            .checked_add_signed(d)
+            .ok_or_else(|| format!("'{when}' is too far away"))?,
+        Err(_) => DateTime::parse_from_rfc3339(when.trim())
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(|_| {
+                format!(
+                    "'{when}' is neither a duration (90s, 30m, 12h, 30d, 2w) nor an RFC 3339 time (2027-01-05T10:00:00Z)"
+                )
+            })?,
+    };
+    if at <= now {
+        return Err(format!("'{when}' is not in the future"));
+    }
+    Ok(at)
+}
+
+/// How `token list` shows a token's expiry.
+fn expiry_cell(t: &TokenInfo) -> String {
+    let at = |e: DateTime<Utc>| e.format("%Y-%m-%d %H:%M UTC").to_string();
+    match t.expires {
+        None => "never".to_owned(),
+        Some(e) if t.expired => format!("EXPIRED {}", at(e)),
+        Some(e) => format!("expires {}", at(e)),
+    }
+}
 
 /// The client side: send one request to the daemon at `socket`; its
 /// answer when done, or why not.
@@ -67,11 +101,20 @@ pub async fn command(req: &Request, json: bool) -> Result<(), String> {
         return Ok(());
     }
     match req {
-        Request::TokenCreate { name, .. } => {
+        Request::TokenCreate { name, expires } => {
             println!("{}", answer.token.unwrap_or_default());
             eprintln!(
                 "This is the only time the token is shown. Grant it context in policy.toml as app \"token:{name}\", and send it as `Authorization: Bearer TOKEN`."
             );
+            match expires {
+                Some(at) => eprintln!(
+                    "It expires {} (then revoke it and create it again: contextctl token revoke {name}).",
+                    at.format("%Y-%m-%d %H:%M:%S UTC")
+                ),
+                None => {
+                    eprintln!("It never expires (revoke it with contextctl token revoke {name}).")
+                }
+            }
         }
         Request::TokenList => {
             let list: Vec<TokenInfo> = answer.tokens.unwrap_or_default();
@@ -85,16 +128,70 @@ pub async fn command(req: &Request, json: bool) -> Result<(), String> {
                             t.name.clone(),
                             format!("token:{}", t.name),
                             t.created.to_rfc3339(),
+                            expiry_cell(t),
                         ]
                     })
                     .collect();
                 print!(
                     "{}",
-                    super::ctl::table(&["NAME", "CONSENT SUBJECT", "CREATED"], &rows)
+                    super::ctl::table(&["NAME", "CONSENT SUBJECT", "CREATED", "EXPIRY"], &rows)
                 );
             }
         }
         Request::TokenRevoke { name } => println!("Revoked token {name}."),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expiries_are_durations_or_times_in_the_future() {
+        let now = DateTime::parse_from_rfc3339("2026-12-07T10:00:00Z")
+            .expect("time")
+            .with_timezone(&Utc);
+        let after = |when: &str| expiry(when, now).map(|t| (t - now).num_seconds());
+        assert_eq!(after("3s"), Ok(3));
+        assert_eq!(after("90m"), Ok(5400));
+        assert_eq!(after("12h"), Ok(43200));
+        assert_eq!(after("30d"), Ok(30 * 86400));
+        assert_eq!(after("2w"), Ok(14 * 86400));
+        assert_eq!(after("2027-01-05T10:00:00Z"), Ok(29 * 86400));
+        assert_eq!(after("2027-01-05T11:00:00+01:00"), Ok(29 * 86400));
+        for bad in [
+            "0s",
+            "soon",
+            "",
+            "-5m",
+            "2026-12-07T10:00:00Z",
+            "2020-01-01T00:00:00Z",
+        ] {
+            assert!(expiry(bad, now).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_list_says_when_a_token_expires_or_that_it_did() {
+        let t = |expires: Option<&str>, expired| TokenInfo {
+            created: Utc::now(),
+            expired,
+            expires: expires.map(|e| {
+                DateTime::parse_from_rfc3339(e)
+                    .expect("time")
+                    .with_timezone(&Utc)
+            }),
+            name: "a".into(),
+        };
+        assert_eq!(expiry_cell(&t(None, false)), "never");
+        assert_eq!(
+            expiry_cell(&t(Some("2027-01-05T10:00:00Z"), false)),
+            "expires 2027-01-05 10:00 UTC"
+        );
+        assert_eq!(
+            expiry_cell(&t(Some("2026-01-05T10:00:00Z"), true)),
+            "EXPIRED 2026-01-05 10:00 UTC"
+        );
+    }
 }
