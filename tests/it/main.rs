@@ -81,6 +81,7 @@ mod mcp_inspector;
 mod mcp_minimal_env;
 mod mcp_owners;
 mod mcp_stdio;
+mod mcp_token_expiry;
 mod mcpb;
 mod not_running;
 mod package;
