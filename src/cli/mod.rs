@@ -379,11 +379,13 @@ pub enum ReadersCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
-    /// Create a token and print it (once: only its hash is kept). Grant it
-    /// context as app `token:NAME` in policy.toml. Without --expires the
-    /// token never expires; with it, the token stops working at that time
-    /// (requests get 401 "the token expired", its open sessions and
-    /// streams end) and stays listed as expired until revoked.
+    /// Create a token and print it (once: only its hash is kept); it never
+    /// expires unless --expires says when.
+    ///
+    /// Grant it context as app `token:NAME` in policy.toml. With
+    /// --expires, the token stops working at that time (requests get 401
+    /// "the token expired", its open sessions and streams end) and stays
+    /// listed as expired until revoked.
     Create {
         /// A name for the token: 1-64 of A-Z, a-z, 0-9, ., _ and -.
         name: String,
