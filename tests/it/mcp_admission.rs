@@ -56,23 +56,15 @@ type Answer = (u16, Vec<(String, String)>, String);
 
 /// Start a call of `tok`'s that waits for the user, on its own thread.
 fn waiting_call(addr: SocketAddr, tok: &str, id: u64) -> std::thread::JoinHandle<Answer> {
-    let auth = format!("Bearer {tok}");
+    let tok = tok.to_owned();
     std::thread::spawn(move || {
         loop {
             // It waits until the test answers or revokes, however long the
             // machine makes that.
-            let r = http_within(
+            let r = stateless_tool_call_within(
                 addr,
-                "POST",
-                "/mcp",
-                &[
-                    ("Authorization", auth.as_str()),
-                    ("Content-Type", "application/json"),
-                    ("Accept", "application/json, text/event-stream"),
-                    ("MCP-Protocol-Version", "2026-07-28"),
-                    ("Mcp-Method", "tools/call"),
-                    ("Mcp-Name", "get_session_state"),
-                ],
+                &tok,
+                "get_session_state",
                 call_body(id, id.is_multiple_of(2)).as_bytes(),
                 Duration::from_secs(140),
             );

@@ -95,37 +95,6 @@ async fn consent(bus: &Bus) -> (zbus::Connection, Consent1Proxy<'static>) {
     (conn, proxy)
 }
 
-/// The prompts waiting for `app`, as `ListPending` shows them.
-async fn pending_of(c: &Consent1Proxy<'_>, app: &str) -> Vec<Value> {
-    c.list_pending()
-        .await
-        .expect("ListPending")
-        .iter()
-        .map(contextd::client::json::dict_to_json)
-        .filter(|p| p["app_id"] == app)
-        .collect()
-}
-
-async fn readers_of(c: &Consent1Proxy<'_>, app: &str) -> Vec<Value> {
-    c.list_readers()
-        .await
-        .expect("ListReaders")
-        .iter()
-        .map(contextd::client::json::dict_to_json)
-        .filter(|r| r["app_id"] == app)
-        .collect()
-}
-
-async fn grants_of(c: &Consent1Proxy<'_>, app: &str) -> Vec<Value> {
-    c.list_grants()
-        .await
-        .expect("ListGrants")
-        .iter()
-        .map(contextd::client::json::dict_to_json)
-        .filter(|g| g["app_id"] == app)
-        .collect()
-}
-
 /// B holds A's `Mcp-Session-Id`: every verb finds no session (404, as for
 /// an id that does not exist), B hears none of A's notifications and gets
 /// none of A's answers, by resuming or by reusing A's request id; A's

@@ -140,36 +140,6 @@ fn refused_as_expired(what: &str, (code, hs, body): (u16, Vec<(String, String)>,
     );
 }
 
-async fn readers_of(c: &Consent1Proxy<'_>, app: &str) -> Vec<Value> {
-    c.list_readers()
-        .await
-        .expect("ListReaders")
-        .iter()
-        .map(contextd::client::json::dict_to_json)
-        .filter(|r| r["app_id"] == app)
-        .collect()
-}
-
-async fn pending_of(c: &Consent1Proxy<'_>, app: &str) -> Vec<Value> {
-    c.list_pending()
-        .await
-        .expect("ListPending")
-        .iter()
-        .map(contextd::client::json::dict_to_json)
-        .filter(|p| p["app_id"] == app)
-        .collect()
-}
-
-async fn grants_of(c: &Consent1Proxy<'_>, app: &str) -> Vec<Value> {
-    c.list_grants()
-        .await
-        .expect("ListGrants")
-        .iter()
-        .map(contextd::client::json::dict_to_json)
-        .filter(|g| g["app_id"] == app && g["origin"] != "policy")
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_token_is_refused_on_every_transport_and_what_it_ran_ends() {
     with_timeout(150, async {
@@ -249,19 +219,10 @@ async fn an_expired_token_is_refused_on_every_transport_and_what_it_ran_ends() {
         let waiting = {
             let tok = tok.clone();
             std::thread::spawn(move || {
-                let auth = format!("Bearer {tok}");
-                http_within(
+                stateless_tool_call_within(
                     addr,
-                    "POST",
-                    "/mcp",
-                    &[
-                        ("Authorization", auth.as_str()),
-                        ("Content-Type", "application/json"),
-                        ("Accept", "application/json, text/event-stream"),
-                        ("MCP-Protocol-Version", "2026-07-28"),
-                        ("Mcp-Method", "tools/call"),
-                        ("Mcp-Name", "get_session_state"),
-                    ],
+                    &tok,
+                    "get_session_state",
                     call_body("get_session_state").as_bytes(),
                     Duration::from_secs(60),
                 )
@@ -439,7 +400,7 @@ async fn an_expired_token_is_refused_on_every_transport_and_what_it_ran_ends() {
             "{text}"
         );
         assert_eq!(
-            grants_of(&user, "token:brief").await.len(),
+            decided_grants_of(&user, "token:brief").await.len(),
             1,
             "expiry forgot the token's decisions"
         );
@@ -450,7 +411,7 @@ async fn an_expired_token_is_refused_on_every_transport_and_what_it_ran_ends() {
         assert!(ok, "{err}");
         assert!(!listed(bus, home).contains_key("brief"));
         assert!(
-            grants_of(&user, "token:brief").await.is_empty(),
+            decided_grants_of(&user, "token:brief").await.is_empty(),
             "revoking forgets its decisions"
         );
         // The old secret is now simply unknown; a new token of the name

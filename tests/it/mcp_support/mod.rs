@@ -166,8 +166,11 @@ pub fn http(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> (u16, Vec<(String, String)>, String) {
-    http_within(addr, method, path, headers, body, Duration::from_secs(20))
+    http_within(addr, method, path, headers, body, HTTP_WAIT)
 }
+
+/// How long [`http`] waits for an answer.
+const HTTP_WAIT: Duration = Duration::from_secs(20);
 
 /// [`http`] with its own read timeout: for a request that waits for the
 /// user as long as the test makes it.
@@ -279,6 +282,18 @@ pub fn mcp_post(
     extra: &[(&str, &str)],
     body: &[u8],
 ) -> (u16, Vec<(String, String)>, String) {
+    mcp_post_within(addr, token, extra, body, HTTP_WAIT)
+}
+
+/// [`mcp_post`], its answer waited for at most `timeout` (a call that
+/// waits for the user).
+pub fn mcp_post_within(
+    addr: SocketAddr,
+    token: &str,
+    extra: &[(&str, &str)],
+    body: &[u8],
+    timeout: Duration,
+) -> (u16, Vec<(String, String)>, String) {
     let auth = format!("Bearer {token}");
     let mut headers = vec![
         ("Authorization", auth.as_str()),
@@ -286,7 +301,7 @@ pub fn mcp_post(
         ("Accept", "application/json, text/event-stream"),
     ];
     headers.extend_from_slice(extra);
-    http(addr, "POST", "/mcp", &headers, body)
+    http_within(addr, "POST", "/mcp", &headers, body, timeout)
 }
 
 /// Open a Streamable HTTP session with raw requests; returns its id.
@@ -331,7 +346,19 @@ pub fn stateless_tool_call(
     name: &str,
     body: &[u8],
 ) -> (u16, Vec<(String, String)>, String) {
-    mcp_post(
+    stateless_tool_call_within(addr, token, name, body, HTTP_WAIT)
+}
+
+/// [`stateless_tool_call`], its answer waited for at most `timeout` (a
+/// call that waits for the user).
+pub fn stateless_tool_call_within(
+    addr: SocketAddr,
+    token: &str,
+    name: &str,
+    body: &[u8],
+    timeout: Duration,
+) -> (u16, Vec<(String, String)>, String) {
+    mcp_post_within(
         addr,
         token,
         &[
@@ -340,6 +367,7 @@ pub fn stateless_tool_call(
             ("Mcp-Name", name),
         ],
         body,
+        timeout,
     )
 }
 
@@ -515,4 +543,43 @@ pub fn streamable_get(
     assert!(head.starts_with("http/1.1 200"), "{head}");
     assert!(head.contains("text/event-stream"), "{head}");
     r
+}
+
+/// The entries of `app` among `dicts` (a `Consent1` list), as JSON.
+fn of_app(
+    dicts: zbus::Result<Vec<contextd::client::json::Dict>>,
+    what: &str,
+    app: &str,
+) -> Vec<Value> {
+    dicts
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+        .iter()
+        .map(contextd::client::json::dict_to_json)
+        .filter(|d| d["app_id"] == app)
+        .collect()
+}
+
+/// `app`'s live readers, as the user's `Consent1.ListReaders` lists them.
+pub async fn readers_of(c: &contextd::client::proxy::Consent1Proxy<'_>, app: &str) -> Vec<Value> {
+    of_app(c.list_readers().await, "ListReaders", app)
+}
+
+/// `app`'s questions waiting for the user (`Consent1.ListPending`).
+pub async fn pending_of(c: &contextd::client::proxy::Consent1Proxy<'_>, app: &str) -> Vec<Value> {
+    of_app(c.list_pending().await, "ListPending", app)
+}
+
+/// Every grant of `app` (`Consent1.ListGrants`), policy.toml's included.
+pub async fn grants_of(c: &contextd::client::proxy::Consent1Proxy<'_>, app: &str) -> Vec<Value> {
+    of_app(c.list_grants().await, "ListGrants", app)
+}
+
+/// `app`'s grants that are stored decisions (not policy.toml's).
+pub async fn decided_grants_of(
+    c: &contextd::client::proxy::Consent1Proxy<'_>,
+    app: &str,
+) -> Vec<Value> {
+    let mut grants = grants_of(c, app).await;
+    grants.retain(|g| g["origin"] != "policy");
+    grants
 }
