@@ -1195,6 +1195,28 @@ impl ConsentStore for Db {
     }
 }
 
+/// An in-memory database with every migration before `version` applied,
+/// as a build before that migration left it: for the tests of migration
+/// `version` itself (what it does to rows an older build wrote).
+#[cfg(test)]
+pub(crate) async fn memory_before(version: i64) -> SqlitePool {
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect("sqlite::memory:")
+        .await
+        .expect("in-memory database");
+    for m in sqlx::migrate!("./migrations")
+        .iter()
+        .filter(|m| m.version < version)
+    {
+        sqlx::raw_sql(m.sql.clone())
+            .execute(&pool)
+            .await
+            .expect("migration");
+    }
+    pool
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1392,21 +1414,7 @@ mod tests {
     /// twice.
     #[tokio::test]
     async fn systemd_ids_get_their_prefix_and_flatpak_ids_keep_theirs() {
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect("sqlite::memory:")
-            .await
-            .expect("in-memory database");
-        for sql in [
-            include_str!("../../migrations/0001_consent.sql"),
-            include_str!("../../migrations/0002_history.sql"),
-            include_str!("../../migrations/0003_history_index.sql"),
-            include_str!("../../migrations/0004_mcp_tokens.sql"),
-            include_str!("../../migrations/0005_audit_request.sql"),
-            include_str!("../../migrations/0006_refused_publishers.sql"),
-        ] {
-            sqlx::raw_sql(sql).execute(&pool).await.expect("migration");
-        }
+        let pool = memory_before(7).await;
         sqlx::raw_sql(
             "INSERT INTO apps VALUES ('org.gnome.Foo', 'systemd', NULL, NULL, 1, 1),
                                     ('org.mozilla.firefox', 'flatpak', NULL, NULL, 1, 1),

@@ -310,25 +310,7 @@ mod tests {
     /// working and never expire.
     #[tokio::test]
     async fn tokens_of_a_database_without_the_column_never_expire() {
-        let pool = sqlx::sqlite::SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect("sqlite::memory:")
-            .await
-            .expect("in-memory database");
-        for sql in [
-            include_str!("../../migrations/0001_consent.sql"),
-            include_str!("../../migrations/0002_history.sql"),
-            include_str!("../../migrations/0003_history_index.sql"),
-            include_str!("../../migrations/0004_mcp_tokens.sql"),
-            include_str!("../../migrations/0005_audit_request.sql"),
-            include_str!("../../migrations/0006_refused_publishers.sql"),
-            include_str!("../../migrations/0007_systemd_ids.sql"),
-            include_str!("../../migrations/0008_recovery.sql"),
-            include_str!("../../migrations/0009_timeline_compact.sql"),
-            include_str!("../../migrations/0010_import_origin.sql"),
-        ] {
-            sqlx::raw_sql(sql).execute(&pool).await.expect("migration");
-        }
+        let pool = crate::store::db::memory_before(11).await;
         // A token as the version before wrote it.
         let key = new_key().expect("key");
         let (secret, tag) = TokenSet::new(&key, [], Arc::new(SystemClock))
