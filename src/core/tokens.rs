@@ -354,6 +354,16 @@ impl TokenSet {
         set
     }
 
+    /// The tokens, to read (a poisoned lock still holds consistent
+    /// entries: every change is one map operation).
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Live>> {
+        self.tokens.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Live>> {
+        self.tokens.write().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Now, by the set's clock.
     pub(crate) fn now(&self) -> DateTime<Utc> {
         self.clock.now()
@@ -386,10 +396,7 @@ impl TokenSet {
     }
 
     fn contains(&self, name: &str) -> bool {
-        self.tokens
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains_key(name)
+        self.read().contains_key(name)
     }
 
     pub(crate) fn insert(
@@ -406,19 +413,15 @@ impl TokenSet {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             life: CancellationToken::new(),
         };
-        let old = self
-            .tokens
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                name,
-                Live {
-                    tag,
-                    created,
-                    expires,
-                    bearer,
-                },
-            );
+        let old = self.write().insert(
+            name,
+            Live {
+                tag,
+                created,
+                expires,
+                bearer,
+            },
+        );
         if let Some(old) = old {
             old.bearer.life.cancel();
         }
@@ -427,11 +430,7 @@ impl TokenSet {
     /// Forget token `name`; what it runs ends (after it no longer
     /// verifies, so that nothing new starts under a cancelled life).
     pub(crate) fn remove(&self, name: &str) {
-        let gone = self
-            .tokens
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
+        let gone = self.write().remove(name);
         if let Some(gone) = gone {
             gone.bearer.life.cancel();
         }
@@ -439,7 +438,7 @@ impl TokenSet {
 
     pub(crate) fn list(&self) -> Vec<TokenInfo> {
         let now = self.clock.now();
-        let tokens = self.tokens.read().unwrap_or_else(|e| e.into_inner());
+        let tokens = self.read();
         tokens
             .iter()
             .map(|(name, t)| TokenInfo {
@@ -457,7 +456,7 @@ impl TokenSet {
         }
         // Once per check, before the lock: a clock read, no allocation.
         let now = self.clock.now();
-        let tokens = self.tokens.read().unwrap_or_else(|e| e.into_inner());
+        let tokens = self.read();
         // Every stored tag is checked (no early exit on the name), each in
         // constant time.
         let mut found = None;
@@ -476,7 +475,7 @@ impl TokenSet {
     /// See [`TokenStore::end_expired`].
     pub(crate) fn end_expired(&self) -> Vec<String> {
         let now = self.clock.now();
-        let tokens = self.tokens.read().unwrap_or_else(|e| e.into_inner());
+        let tokens = self.read();
         let mut ended = Vec::new();
         for t in tokens.values() {
             if t.expired_at(now) && !t.bearer.life.is_cancelled() {
@@ -490,7 +489,7 @@ impl TokenSet {
     /// See [`TokenStore::next_expiry`].
     pub(crate) fn next_expiry(&self) -> Option<Duration> {
         let now = self.clock.now();
-        let tokens = self.tokens.read().unwrap_or_else(|e| e.into_inner());
+        let tokens = self.read();
         tokens
             .values()
             .filter(|t| !t.bearer.life.is_cancelled())
