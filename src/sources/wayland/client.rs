@@ -10,15 +10,14 @@
 
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use tokio::sync::{mpsc, oneshot};
-use wayland_client::backend::WaylandError;
-use wayland_client::protocol::{wl_callback, wl_output, wl_registry};
-use wayland_client::{
-    Connection as WlConnection, Dispatch, EventQueue, Proxy, QueueHandle, event_created_child,
-};
+use wayland_client::backend::protocol::Message;
+use wayland_client::backend::{Backend, ObjectData, ObjectId, ReadEventsGuard, WaylandError};
+use wayland_client::protocol::{wl_callback, wl_display, wl_output, wl_registry};
+use wayland_client::{Connection as WlConnection, Proxy};
 use wayland_protocols::ext::foreign_toplevel_list::v1::client::{
     ext_foreign_toplevel_handle_v1 as ext_handle, ext_foreign_toplevel_list_v1 as ext_list,
 };
@@ -131,34 +130,6 @@ impl Drop for Connection {
     }
 }
 
-/// The dispatch state of the thread.
-struct State {
-    tracker: Option<Tracker>,
-    generation: u64,
-    resolver: Option<Resolver>,
-    wlr: Option<wlr_manager::ZwlrForeignToplevelManagerV1>,
-    ext: Option<ext_list::ExtForeignToplevelListV1>,
-    /// wl_output globals: registry name → the bound output.
-    outputs: Vec<(u32, wl_output::WlOutput)>,
-    synced: bool,
-}
-
-impl State {
-    fn tracker(&mut self) -> &mut Tracker {
-        // The tracker is made when the first sync completes (when it is
-        // known which protocols are bound). Toplevel events cannot come
-        // before: they answer binds made while the registry is read, and
-        // the sync was sent after the registry request.
-        let ext = self.ext.is_some();
-        let generation = self.generation;
-        let resolver = &mut self.resolver;
-        self.tracker.get_or_insert_with(|| {
-            let r = resolver.take().unwrap_or_else(|| Box::new(|_| None));
-            Tracker::new(generation, ext, r)
-        })
-    }
-}
-
 /// Send from a Wayland thread; false when the core is gone.
 pub(super) fn send(tx: &mpsc::Sender<SourceEvent>, ev: SourceEvent) -> bool {
     tx.blocking_send(ev).is_ok()
@@ -189,9 +160,9 @@ const RETRY: std::time::Duration = std::time::Duration::from_millis(2);
 /// `within`) and read what came (dispatched by the caller's next round).
 /// `Some` when the thread must end: stopped, the core gone, or the
 /// connection lost.
-pub(super) fn wait_and_read<S>(
+pub(super) fn wait_and_read(
     conn: &WlConnection,
-    queue: &EventQueue<S>,
+    prepare_read: impl FnOnce() -> Option<ReadEventsGuard>,
     stop: &OwnedFd,
     tx: &mpsc::Sender<SourceEvent>,
     within: Option<std::time::Duration>,
@@ -202,7 +173,7 @@ pub(super) fn wait_and_read<S>(
         return Some(Ended::Lost(describe(&e, conn)));
     }
     // Events are queued already: the caller dispatches them first.
-    let guard = queue.prepare_read()?;
+    let guard = prepare_read()?;
     let mut fds = [
         libc::pollfd {
             fd: guard.connection_fd().as_raw_fd(),
@@ -268,24 +239,59 @@ fn run(
         Ok(c) => c,
         Err(e) => return Ended::Lost(format!("cannot set up the Wayland connection: {e}")),
     };
-    let mut queue: EventQueue<State> = conn.new_event_queue();
-    let qh = queue.handle();
+    let events = Arc::new(Events {
+        state: Mutex::new(State {
+            tracker: None,
+            generation,
+            resolver: Some(resolver),
+            wlr: None,
+            ext: None,
+            outputs: Vec::new(),
+            synced: false,
+            broken: None,
+        }),
+    });
+    let end = serve(&conn, &events, tx, stop);
+    // The proxies kept in the state hold the handler (their object data):
+    // dropped here, or the handler and its proxies would keep each other.
+    let mut state = events.lock();
+    state.wlr = None;
+    state.ext = None;
+    state.outputs.clear();
+    end
+}
+
+/// The connection's loop: dispatch what libwayland read, hand the
+/// tracker's changes to the core, wait for more.
+fn serve(
+    conn: &WlConnection,
+    events: &Arc<Events>,
+    tx: &mpsc::Sender<SourceEvent>,
+    stop: &OwnedFd,
+) -> Ended {
+    let data: Arc<dyn ObjectData> = events.clone();
     let display = conn.display();
-    display.get_registry(&qh, ());
-    display.sync(&qh, ());
-    let mut state = State {
-        tracker: None,
-        generation,
-        resolver: Some(resolver),
-        wlr: None,
-        ext: None,
-        outputs: Vec::new(),
-        synced: false,
-    };
+    let made = display
+        .send_constructor::<wl_registry::WlRegistry>(
+            wl_display::Request::GetRegistry {},
+            data.clone(),
+        )
+        .and_then(|_| {
+            display.send_constructor::<wl_callback::WlCallback>(wl_display::Request::Sync {}, data)
+        });
+    if let Err(e) = made {
+        return Ended::Lost(format!("cannot send the first requests: {e}"));
+    }
     let mut announced = false;
     loop {
-        if let Err(e) = queue.dispatch_pending(&mut state) {
-            return Ended::Lost(format!("dispatch failed: {e}"));
+        // Events that libwayland read but did not dispatch yet (a read
+        // dispatches what it read itself: see `wait_and_read`).
+        if let Err(e) = conn.backend().dispatch_inner_queue() {
+            return Ended::Lost(describe(&e, conn));
+        }
+        let mut state = events.lock();
+        if let Some(why) = state.broken.take() {
+            return Ended::Lost(why);
         }
         if state.synced && !announced {
             announced = true;
@@ -320,20 +326,19 @@ fn run(
         }
         // Never wait on the core here: while this thread waited for room
         // in the core's channel, the compositor kept writing (a thousand
-        // focus changes a second in `make soak`), and the next read took
-        // all of it into wayland-client's event queue at once, whose
-        // room is never given back (1.5 MB of the heap after the soak's
-        // load). What the channel has no room for goes back to the
-        // tracker, which keeps only each window's newest state, and is
-        // offered again within `RETRY` or after the next read.
+        // focus changes a second in `make soak`), and what it wrote would
+        // pile up in libwayland's buffers. What the channel has no room
+        // for goes back to the tracker, which keeps only each window's
+        // newest state, and is offered again within `RETRY` or after the
+        // next read.
         let mut kept = false;
         if let Some(t) = state.tracker.as_mut() {
-            let mut events = t.flush().into_iter();
-            while let Some(ev) = events.next() {
+            let mut pending = t.flush().into_iter();
+            while let Some(ev) = pending.next() {
                 match tx.try_send(ev) {
                     Ok(()) => {}
                     Err(mpsc::error::TrySendError::Full(ev)) => {
-                        t.unsent(std::iter::once(ev).chain(events));
+                        t.unsent(std::iter::once(ev).chain(pending));
                         kept = true;
                         break;
                     }
@@ -341,20 +346,167 @@ fn run(
                 }
             }
         }
-        if let Some(end) = wait_and_read(&conn, &queue, stop, tx, kept.then_some(RETRY)) {
+        // Unlocked before the read: the read dispatches into the handler,
+        // which takes the lock.
+        drop(state);
+        if let Some(end) = wait_and_read(
+            conn,
+            || conn.prepare_read(),
+            stop,
+            tx,
+            kept.then_some(RETRY),
+        ) {
             return end;
         }
     }
 }
 
-impl Dispatch<wl_registry::WlRegistry, ()> for State {
+/// The handler of every object of the connection: each event goes to the
+/// tracker as libwayland dispatches it.
+///
+/// **Why not wayland-client's `EventQueue`.** An `EventQueue` copies each
+/// event into a `VecDeque` of its own, to be dispatched later; a read
+/// while the thread was behind (the compositor writes a thousand focus
+/// changes a second in `make soak`) grows that deque to the whole batch,
+/// and a `VecDeque` never gives its room back: 119 KB of the broker's heap
+/// stayed after the soak's load (heaptrack, `QueueProxyData::event`).
+/// Handled here, an event is parsed and applied in place; the tracker
+/// keeps only each window's newest state, so a burst costs nothing after
+/// it.
+struct Events {
+    state: Mutex<State>,
+}
+
+impl Events {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl ObjectData for Events {
     fn event(
-        state: &mut Self,
+        self: Arc<Self>,
+        backend: &Backend,
+        msg: Message<ObjectId, OwnedFd>,
+    ) -> Option<Arc<dyn ObjectData>> {
+        let conn = WlConnection::from_backend(backend.clone());
+        let data: Arc<dyn ObjectData> = self.clone();
+        let mut state = self.lock();
+        let iface = msg.sender_id.interface().name;
+        // The objects an event creates (a toplevel's handle) get this
+        // handler too.
+        let child = Some(data.clone());
+        let result = if iface == wl_registry::WlRegistry::interface().name {
+            parse::<wl_registry::WlRegistry>(&conn, msg)
+                .map(|(p, e)| state.registry(&p, e, &data))
+                .map(|()| None)
+        } else if iface == wl_callback::WlCallback::interface().name {
+            parse::<wl_callback::WlCallback>(&conn, msg)
+                .map(|(_, e)| state.callback(e))
+                .map(|()| None)
+        } else if iface == wl_output::WlOutput::interface().name {
+            parse::<wl_output::WlOutput>(&conn, msg)
+                .map(|(p, e)| state.output(&p, e))
+                .map(|()| None)
+        } else if iface == wlr_manager::ZwlrForeignToplevelManagerV1::interface().name {
+            parse::<wlr_manager::ZwlrForeignToplevelManagerV1>(&conn, msg)
+                .map(|(_, e)| state.wlr_manager(e))
+                .map(|()| child)
+        } else if iface == wlr_handle::ZwlrForeignToplevelHandleV1::interface().name {
+            parse::<wlr_handle::ZwlrForeignToplevelHandleV1>(&conn, msg)
+                .map(|(p, e)| state.wlr_handle(&p, e))
+                .map(|()| None)
+        } else if iface == ext_list::ExtForeignToplevelListV1::interface().name {
+            parse::<ext_list::ExtForeignToplevelListV1>(&conn, msg)
+                .map(|(p, e)| state.ext_list(&p, e))
+                .map(|()| child)
+        } else if iface == ext_handle::ExtForeignToplevelHandleV1::interface().name {
+            parse::<ext_handle::ExtForeignToplevelHandleV1>(&conn, msg)
+                .map(|(p, e)| state.ext_handle(&p, e))
+                .map(|()| None)
+        } else {
+            Err(format!(
+                "an event for {iface}, which this client never made"
+            ))
+        };
+        match result {
+            Ok(child) => child,
+            Err(why) => {
+                // The connection is ended by the thread's loop; an object
+                // a bad event would have made still needs a handler.
+                state.broken.get_or_insert(why);
+                Some(data)
+            }
+        }
+    }
+
+    fn destroyed(&self, _: ObjectId) {}
+}
+
+/// One event of `I`, or why it could not be read.
+fn parse<I: Proxy>(
+    conn: &WlConnection,
+    msg: Message<ObjectId, OwnedFd>,
+) -> Result<(I, I::Event), String> {
+    I::parse_event(conn, msg).map_err(|e| format!("a bad event from the compositor: {e}"))
+}
+
+/// The dispatch state of the thread.
+struct State {
+    tracker: Option<Tracker>,
+    generation: u64,
+    resolver: Option<Resolver>,
+    wlr: Option<wlr_manager::ZwlrForeignToplevelManagerV1>,
+    ext: Option<ext_list::ExtForeignToplevelListV1>,
+    /// wl_output globals: registry name → the bound output.
+    outputs: Vec<(u32, wl_output::WlOutput)>,
+    synced: bool,
+    /// Why the connection must end (an event that could not be read).
+    broken: Option<String>,
+}
+
+impl State {
+    fn tracker(&mut self) -> &mut Tracker {
+        // The tracker is made when the first sync completes (when it is
+        // known which protocols are bound). Toplevel events cannot come
+        // before: they answer binds made while the registry is read, and
+        // the sync was sent after the registry request.
+        let ext = self.ext.is_some();
+        let generation = self.generation;
+        let resolver = &mut self.resolver;
+        self.tracker.get_or_insert_with(|| {
+            let r = resolver.take().unwrap_or_else(|| Box::new(|_| None));
+            Tracker::new(generation, ext, r)
+        })
+    }
+
+    /// Bind global `name` as `I`, its events handled by `data`.
+    fn bind<I: Proxy>(
+        &mut self,
+        registry: &wl_registry::WlRegistry,
+        name: u32,
+        version: u32,
+        data: &Arc<dyn ObjectData>,
+    ) -> Option<I> {
+        let req = wl_registry::Request::Bind {
+            name,
+            id: (I::interface(), version),
+        };
+        match registry.send_constructor::<I>(req, data.clone()) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                self.broken
+                    .get_or_insert(format!("cannot bind {}: {e}", I::interface().name));
+                None
+            }
+        }
+    }
+
+    fn registry(
+        &mut self,
         registry: &wl_registry::WlRegistry,
         event: wl_registry::Event,
-        _: &(),
-        _: &WlConnection,
-        qh: &QueueHandle<Self>,
+        data: &Arc<dyn ObjectData>,
     ) {
         match event {
             wl_registry::Event::Global {
@@ -362,38 +514,43 @@ impl Dispatch<wl_registry::WlRegistry, ()> for State {
                 interface,
                 version,
             } => match interface.as_str() {
-                WLR_MANAGER if state.wlr.is_none() => {
-                    if state.synced {
+                WLR_MANAGER if self.wlr.is_none() => {
+                    if self.synced {
                         tracing::info!(
                             source = NAME,
                             "{WLR_MANAGER} appeared late; ignored until reconnect"
                         );
                         return;
                     }
-                    state.wlr = Some(registry.bind(name, version.min(WLR_MAX_VERSION), qh, ()));
+                    self.wlr = self.bind(registry, name, version.min(WLR_MAX_VERSION), data);
                 }
-                EXT_LIST if state.ext.is_none() => {
-                    if state.synced {
+                EXT_LIST if self.ext.is_none() => {
+                    if self.synced {
                         tracing::info!(
                             source = NAME,
                             "{EXT_LIST} appeared late; ignored until reconnect"
                         );
                         return;
                     }
-                    state.ext = Some(registry.bind(name, version.min(EXT_MAX_VERSION), qh, ()));
+                    self.ext = self.bind(registry, name, version.min(EXT_MAX_VERSION), data);
                 }
                 "wl_output" => {
-                    let o: wl_output::WlOutput =
-                        registry.bind(name, version.min(OUTPUT_MAX_VERSION), qh, ());
-                    state.outputs.push((name, o));
+                    if let Some(o) = self.bind::<wl_output::WlOutput>(
+                        registry,
+                        name,
+                        version.min(OUTPUT_MAX_VERSION),
+                        data,
+                    ) {
+                        self.outputs.push((name, o));
+                    }
                 }
                 _ => {}
             },
             wl_registry::Event::GlobalRemove { name } => {
-                if let Some(pos) = state.outputs.iter().position(|(n, _)| *n == name) {
-                    let (_, o) = state.outputs.swap_remove(pos);
+                if let Some(pos) = self.outputs.iter().position(|(n, _)| *n == name) {
+                    let (_, o) = self.outputs.swap_remove(pos);
                     let key = o.id().protocol_id();
-                    state.tracker().output_removed(key);
+                    self.tracker().output_removed(key);
                     if o.version() >= 3 {
                         o.release();
                     }
@@ -402,77 +559,41 @@ impl Dispatch<wl_registry::WlRegistry, ()> for State {
             _ => {}
         }
     }
-}
 
-impl Dispatch<wl_callback::WlCallback, ()> for State {
-    fn event(
-        state: &mut Self,
-        _: &wl_callback::WlCallback,
-        event: wl_callback::Event,
-        _: &(),
-        _: &WlConnection,
-        _: &QueueHandle<Self>,
-    ) {
+    fn callback(&mut self, event: wl_callback::Event) {
         if let wl_callback::Event::Done { .. } = event {
-            state.synced = true;
-            state.tracker();
+            self.synced = true;
+            self.tracker();
         }
     }
-}
 
-impl Dispatch<wl_output::WlOutput, ()> for State {
-    fn event(
-        state: &mut Self,
-        output: &wl_output::WlOutput,
-        event: wl_output::Event,
-        _: &(),
-        _: &WlConnection,
-        _: &QueueHandle<Self>,
-    ) {
+    fn output(&mut self, output: &wl_output::WlOutput, event: wl_output::Event) {
         if let wl_output::Event::Name { name } = event {
-            state.tracker().output_name(output.id().protocol_id(), name);
+            self.tracker().output_name(output.id().protocol_id(), name);
         }
     }
-}
 
-impl Dispatch<wlr_manager::ZwlrForeignToplevelManagerV1, ()> for State {
-    fn event(
-        state: &mut Self,
-        _: &wlr_manager::ZwlrForeignToplevelManagerV1,
-        event: wlr_manager::Event,
-        _: &(),
-        _: &WlConnection,
-        _: &QueueHandle<Self>,
-    ) {
+    fn wlr_manager(&mut self, event: wlr_manager::Event) {
         match event {
             wlr_manager::Event::Toplevel { toplevel } => {
-                state.tracker().wlr_new(toplevel.id().protocol_id());
+                self.tracker().wlr_new(toplevel.id().protocol_id());
             }
             wlr_manager::Event::Finished => {
                 tracing::info!(source = NAME, "{WLR_MANAGER} finished");
-                state.tracker().wlr_finished();
-                state.wlr = None;
+                self.tracker().wlr_finished();
+                self.wlr = None;
             }
             _ => {}
         }
     }
 
-    event_created_child!(State, wlr_manager::ZwlrForeignToplevelManagerV1, [
-        wlr_manager::EVT_TOPLEVEL_OPCODE => (wlr_handle::ZwlrForeignToplevelHandleV1, ()),
-    ]);
-}
-
-impl Dispatch<wlr_handle::ZwlrForeignToplevelHandleV1, ()> for State {
-    fn event(
-        state: &mut Self,
+    fn wlr_handle(
+        &mut self,
         handle: &wlr_handle::ZwlrForeignToplevelHandleV1,
         event: wlr_handle::Event,
-        _: &(),
-        _: &WlConnection,
-        _: &QueueHandle<Self>,
     ) {
         let key = handle.id().protocol_id();
-        let t = state.tracker();
+        let t = self.tracker();
         match event {
             wlr_handle::Event::Title { title } => t.wlr_title(key, title),
             wlr_handle::Event::AppId { app_id } => t.wlr_app_id(key, app_id),
@@ -501,47 +622,29 @@ impl Dispatch<wlr_handle::ZwlrForeignToplevelHandleV1, ()> for State {
             _ => {}
         }
     }
-}
 
-impl Dispatch<ext_list::ExtForeignToplevelListV1, ()> for State {
-    fn event(
-        state: &mut Self,
-        list: &ext_list::ExtForeignToplevelListV1,
-        event: ext_list::Event,
-        _: &(),
-        _: &WlConnection,
-        _: &QueueHandle<Self>,
-    ) {
+    fn ext_list(&mut self, list: &ext_list::ExtForeignToplevelListV1, event: ext_list::Event) {
         match event {
             ext_list::Event::Toplevel { toplevel } => {
-                state.tracker().ext_new(toplevel.id().protocol_id());
+                self.tracker().ext_new(toplevel.id().protocol_id());
             }
             ext_list::Event::Finished => {
                 tracing::info!(source = NAME, "{EXT_LIST} finished");
-                state.tracker().ext_finished();
+                self.tracker().ext_finished();
                 list.destroy();
-                state.ext = None;
+                self.ext = None;
             }
             _ => {}
         }
     }
 
-    event_created_child!(State, ext_list::ExtForeignToplevelListV1, [
-        ext_list::EVT_TOPLEVEL_OPCODE => (ext_handle::ExtForeignToplevelHandleV1, ()),
-    ]);
-}
-
-impl Dispatch<ext_handle::ExtForeignToplevelHandleV1, ()> for State {
-    fn event(
-        state: &mut Self,
+    fn ext_handle(
+        &mut self,
         handle: &ext_handle::ExtForeignToplevelHandleV1,
         event: ext_handle::Event,
-        _: &(),
-        _: &WlConnection,
-        _: &QueueHandle<Self>,
     ) {
         let key = handle.id().protocol_id();
-        let t = state.tracker();
+        let t = self.tracker();
         match event {
             ext_handle::Event::Title { title } => t.ext_title(key, title),
             ext_handle::Event::AppId { app_id } => t.ext_app_id(key, app_id),

@@ -352,7 +352,7 @@ fn thread(stream: UnixStream, tx: &mpsc::Sender<SourceEvent>, stop: &OwnedFd) ->
                 }
             }
         }
-        if let Some(end) = wait_and_read(&conn, &queue, stop, tx, None) {
+        if let Some(end) = wait_and_read(&conn, || queue.prepare_read(), stop, tx, None) {
             return end;
         }
     }
