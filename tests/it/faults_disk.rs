@@ -55,10 +55,20 @@ async fn a_full_disk_is_said_reads_go_on_and_writing_resumes() {
         replay.send(&window("a", "org.a.App", &"a".repeat(1000)));
         replay.send(&window("b", "org.b.App", &"b".repeat(1000)));
         replay.send(&focus("a"));
+        // A scripted clock, a second between focus changes: a focus held
+        // under a millisecond is no row (by design), and on a loaded
+        // machine the broker may read several changes of the real clock
+        // within one.
+        let base = chrono::DateTime::<chrono::Utc>::from_timestamp(1_795_000_000, 0).expect("time");
         let mut d = Daemon::start_with(
             &bus,
             &home,
-            &["--replay", &replay.arg()],
+            &[
+                "--replay",
+                &replay.arg(),
+                "--fake-clock",
+                &base.to_rfc3339(),
+            ],
             &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
         )
         .await;
@@ -68,6 +78,8 @@ async fn a_full_disk_is_said_reads_go_on_and_writing_resumes() {
         let mut next = 0usize;
         let mut flip = |replay: &mut Replay| {
             next += 1;
+            let at = base + chrono::Duration::seconds(next as i64);
+            replay.send(&json!({"type": "clock", "at": at}).to_string());
             replay.send(&focus(if next.is_multiple_of(2) { "a" } else { "b" }));
         };
 

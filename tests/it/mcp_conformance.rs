@@ -67,10 +67,36 @@ fn run_suite(dir: &str, url: &str, args: &[&str], out: &Path) -> String {
     println!("== {dir} {args:?}\n{stdout}");
     assert!(
         st.success(),
-        "conformance suite {dir} {args:?} failed ({}):\n{stdout}\n{stderr}",
-        exit_code(st)
+        "conformance suite {dir} {args:?} failed ({}):\n{stdout}\n{stderr}\nthe failed checks:\n{}",
+        exit_code(st),
+        failed_checks(out).join("\n")
     );
     stdout
+}
+
+/// The checks under `out` (each scenario's `checks.json`) that failed,
+/// with their message and details: the report names only the scenario,
+/// and the results directory is gone with the test's temporary files.
+fn failed_checks(out: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut dirs = vec![out.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.file_name().is_some_and(|n| n == "checks.json") {
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                let checks: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+                for c in checks.as_array().into_iter().flatten() {
+                    if c["status"] == "FAILURE" {
+                        found.push(format!("{}: {c}", p.display()));
+                    }
+                }
+            }
+        }
+    }
+    found
 }
 
 /// The unscored scenarios of a `--requirements` run, as (name, passed).
