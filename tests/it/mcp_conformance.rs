@@ -212,7 +212,7 @@ fn fixtures_are_not_in_the_product() {
 
     let holds = |bin: &str, what: &str| {
         let bytes = std::fs::read(bin).expect("binary");
-        bytes.windows(what.len()).any(|w| w == what.as_bytes())
+        memchr::memmem::find(&bytes, what.as_bytes()).is_some()
     };
     let fixture = concat!("test_simple", "_text");
     assert!(holds(env!("CARGO_BIN_EXE_contextd-conformance"), fixture));
