@@ -84,6 +84,10 @@ PACKAGES=(
     valgrind
     # mocked system services and notifications
     python3 python3-dbusmock python3-gi libnotify-bin
+    # Do Not Disturb from GNOME's setting (tests/it/fdo_dnd.rs): a real
+    # dconf (its service, GSettings' backend module) under gsettings, and
+    # the schema that holds show-banners
+    dconf-service dconf-gsettings-backend libglib2.0-bin gsettings-desktop-schemas
     # a real notification daemon (in the headless sway) for the prompts of
     # tests/it/mcp_host_gone.rs: makoctl lists what is on screen
     mako-notifier

@@ -1,8 +1,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    AppId, Location, MediaStream, Network, Notification, Power, ProvidedContext, RecentDocument,
-    Selection, SessionState, Window,
+    AppId, DoNotDisturb, Location, MediaStream, Network, Notification, Power, ProvidedContext,
+    RecentDocument, Selection, SessionState, Window,
 };
 
 /// What a source tells the core. Sources produce these and nothing else;
@@ -45,6 +45,11 @@ pub enum SourceEvent {
     },
     Session {
         session: Option<SessionState>,
+    },
+    /// Do Not Disturb (`None`: no desktop source knows). The core puts
+    /// it on the session state, which comes from another source.
+    DoNotDisturb {
+        dnd: Option<DoNotDisturb>,
     },
     Power {
         power: Option<Power>,

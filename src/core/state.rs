@@ -16,8 +16,8 @@ use super::clock::Clock;
 use super::event::SourceEvent;
 use super::privacy::{Privacy, Rules};
 use crate::model::{
-    Location, MediaStream, Network, Notification, Power, RecentDocument, Selection, SessionState,
-    SourceStatus, Window,
+    DoNotDisturb, Location, MediaStream, Network, Notification, Power, RecentDocument, Selection,
+    SessionState, SourceStatus, Window,
 };
 pub(crate) use provided::{Provided, ProvidedEntry};
 
@@ -50,6 +50,10 @@ pub(crate) struct Snapshot {
     pub(crate) focus_history: VecDeque<FocusChange>,
     pub(crate) streams: BTreeMap<String, MediaStream>,
     pub(crate) session: Option<SessionState>,
+    /// Do Not Disturb as the `dnd` source last said, kept apart because
+    /// the session comes from another source: each event of either is
+    /// merged into `session` (see [`with_dnd`]).
+    pub(crate) dnd: Option<DoNotDisturb>,
     pub(crate) power: Option<Power>,
     pub(crate) network: Option<Network>,
     pub(crate) notifications: VecDeque<Notification>,
@@ -117,6 +121,14 @@ pub(crate) fn truncate_text(s: &mut String) {
         s.truncate(idx);
         s.push_str(TRUNCATION_MARKER);
     }
+}
+
+/// `session` with Do Not Disturb as the `dnd` source says (a session
+/// source's own values for it are not taken: only the core merges them).
+fn with_dnd(mut session: SessionState, dnd: Option<DoNotDisturb>) -> SessionState {
+    session.do_not_disturb = dnd.map(|d| d.on);
+    session.do_not_disturb_by = dnd.filter(|d| d.on).and_then(|d| d.by);
+    session
 }
 
 fn same_window(a: &Window, b: &Window) -> bool {
@@ -451,9 +463,22 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
             }
         }
         SourceEvent::Session { session } => {
+            let session = session.map(|s| with_dnd(s, snap.dnd));
             if snap.session != session {
                 snap.session = session.clone();
                 out.push(Change::Session(session));
+            }
+        }
+        SourceEvent::DoNotDisturb { dnd } => {
+            snap.dnd = dnd;
+            // Without a session nothing carries it yet; the session's
+            // first event will.
+            if let Some(old) = &snap.session {
+                let session = with_dnd(old.clone(), dnd);
+                if *old != session {
+                    snap.session = Some(session.clone());
+                    out.push(Change::Session(Some(session)));
+                }
             }
         }
         SourceEvent::Power { power } => {
@@ -616,6 +641,59 @@ mod tests {
                 ..
             }
         )));
+    }
+
+    #[test]
+    fn do_not_disturb_rides_on_the_session_whichever_comes_first() {
+        use crate::model::DndSource;
+        let st = State::new(Arc::new(SystemClock));
+        let on = |by| SourceEvent::DoNotDisturb {
+            dnd: Some(DoNotDisturb { on: true, by }),
+        };
+        // Known before the session: kept, nothing to tell yet.
+        assert!(st.apply(on(Some(DndSource::Gnome))).is_empty());
+        let session = |locked| SourceEvent::Session {
+            session: Some(SessionState {
+                active: true,
+                locked,
+                // A session source's own value is not taken.
+                do_not_disturb: Some(false),
+                ..Default::default()
+            }),
+        };
+        let ch = st.apply(session(false));
+        let [c] = ch.as_slice() else { panic!("{ch:?}") };
+        let Change::Session(Some(s)) = &**c else {
+            panic!("{c:?}")
+        };
+        assert_eq!(s.do_not_disturb, Some(true));
+        assert_eq!(s.do_not_disturb_by, Some(DndSource::Gnome));
+        // The same again changes nothing; off drops who said on.
+        assert!(st.apply(on(Some(DndSource::Gnome))).is_empty());
+        let ch = st.apply(SourceEvent::DoNotDisturb {
+            dnd: Some(DoNotDisturb {
+                on: false,
+                by: None,
+            }),
+        });
+        assert_eq!(ch.len(), 1);
+        st.read(|s| {
+            let s = s.session.as_ref().expect("session");
+            assert_eq!((s.do_not_disturb, s.do_not_disturb_by), (Some(false), None));
+        });
+        // A lock keeps it; unknown again takes it away.
+        st.apply(session(true));
+        st.read(|s| {
+            assert_eq!(
+                s.session.as_ref().and_then(|s| s.do_not_disturb),
+                Some(false)
+            )
+        });
+        st.apply(SourceEvent::DoNotDisturb { dnd: None });
+        st.read(|s| {
+            let s = s.session.as_ref().expect("session");
+            assert!(s.locked && s.do_not_disturb.is_none());
+        });
     }
 
     #[test]

@@ -572,6 +572,12 @@ impl Pairs for SessionState {
         }
         v.push(format!("locked: {}", self.locked));
         v.push(format!("preparing_for_sleep: {}", self.preparing_for_sleep));
+        if let Some(on) = self.do_not_disturb {
+            v.push(format!("do_not_disturb: {on}"));
+        }
+        if let Some(by) = self.do_not_disturb_by {
+            v.push(word("do_not_disturb_by", by.as_str()));
+        }
         v
     }
 }

@@ -324,7 +324,7 @@ impl Res {
             Res::ActiveWindow => "The window that has keyboard focus, or null".into(),
             Res::Window(_) => "One window by its id".into(),
             Res::Media => "Who plays audio/video and who uses the microphone, camera or screen".into(),
-            Res::Session => "Whether the session is active, idle, locked or going to sleep".into(),
+            Res::Session => "Whether the session is active, idle, locked, going to sleep or in Do Not Disturb".into(),
             Res::Power => "Battery level and whether the machine runs on battery".into(),
             Res::Network => "Connectivity, metered state and the network's name".into(),
             Res::Notifications => {

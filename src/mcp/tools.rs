@@ -374,7 +374,7 @@ impl Tool for GetSessionState {
     type Args = NoArgs;
     type Out = SessionOut;
     fn description() -> String {
-        "Whether the user's session is active, idle (and since when), locked, or preparing for sleep. Needs the `session` grant.".into()
+        "Whether the user's session is active, idle (and since when), locked, preparing for sleep, or in Do Not Disturb (and who set it). Needs the `session` grant.".into()
     }
     async fn call(cx: Cx<'_>, _: NoArgs) -> CallToolResult {
         read_res(cx, Res::Session).await

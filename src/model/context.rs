@@ -266,6 +266,49 @@ pub struct SessionState {
     pub idle_since: Option<DateTime<Utc>>,
     /// True between `PrepareForSleep(true)` and `PrepareForSleep(false)`.
     pub preparing_for_sleep: bool,
+    /// Do Not Disturb: whether the desktop holds notification banners
+    /// back (`sources::dnd`). Absent while no desktop source says, which
+    /// is not the same as off. The core sets it from
+    /// `SourceEvent::DoNotDisturb`; a session source never does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub do_not_disturb: Option<bool>,
+    /// Who turned Do Not Disturb on (only while it is on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub do_not_disturb_by: Option<DndSource>,
+}
+
+/// Who says Do Not Disturb is on: each desktop keeps it in its own place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum DndSource {
+    /// GNOME's setting (`org.gnome.desktop.notifications show-banners`
+    /// false), read through GSettings.
+    Gnome,
+    /// The notification server's `Inhibited` property (Plasma's
+    /// extension of the notification spec).
+    NotificationServer,
+    /// dunst's `paused` (`org.dunstproject.cmd0`).
+    Dunst,
+}
+
+impl DndSource {
+    /// The name both wires carry.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DndSource::Gnome => "gnome",
+            DndSource::NotificationServer => "notification-server",
+            DndSource::Dunst => "dunst",
+        }
+    }
+}
+
+/// What the desktop says of Do Not Disturb (`SourceEvent::DoNotDisturb`):
+/// on or off, and while on, who said so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoNotDisturb {
+    pub on: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<DndSource>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -472,29 +472,71 @@ impl PropsWatch {
         path: &str,
         iface: &str,
     ) -> Result<PropsWatch, FdoError> {
+        let mut w = PropsWatch::subscribe(conn, sender, path, iface).await?;
+        w.get_all().await?;
+        Ok(w)
+    }
+
+    /// [`PropsWatch::new`] for an interface the service may not have (an
+    /// extension of a spec, such as Plasma's `Inhibited` on the
+    /// notification server): a failed `GetAll` means no properties yet,
+    /// and the watch stays, so that what the service announces later
+    /// with `PropertiesChanged` is seen. Only a lost connection is an
+    /// error.
+    pub(crate) async fn optional(
+        conn: &Connection,
+        sender: &str,
+        path: &str,
+        iface: &str,
+    ) -> Result<PropsWatch, FdoError> {
+        let mut w = PropsWatch::subscribe(conn, sender, path, iface).await?;
+        match w.get_all().await {
+            Err(e) if e.is_connection_lost() => Err(e),
+            Err(e) => {
+                tracing::debug!(%path, %iface, error = %e, "no properties (yet)");
+                Ok(w)
+            }
+            Ok(()) => Ok(w),
+        }
+    }
+
+    /// The match rule first, so that no change falls before the `GetAll`.
+    async fn subscribe(
+        conn: &Connection,
+        sender: &str,
+        path: &str,
+        iface: &str,
+    ) -> Result<PropsWatch, FdoError> {
         let rule = properties_rule(sender, path, iface)?;
         let stream = MessageStream::for_match_rule(rule, conn, Some(MAX_QUEUED)).await?;
-        let reply = conn
+        Ok(PropsWatch {
+            props: Props::new(),
+            stream,
+            conn: conn.clone(),
+            sender: sender.to_owned(),
+            path: path.to_owned(),
+            iface: iface.to_owned(),
+            skip_upto: 0,
+        })
+    }
+
+    async fn get_all(&mut self) -> Result<(), FdoError> {
+        let (path, iface) = (self.path.as_str(), self.iface.as_str());
+        let reply = self
+            .conn
             .call_method(
-                Some(sender),
+                Some(self.sender.as_str()),
                 path,
                 Some(PROPERTIES_IFACE),
                 "GetAll",
                 &(iface,),
             )
             .await?;
-        let props: Props = reply.body().deserialize().map_err(|e| {
+        self.props = reply.body().deserialize().map_err(|e| {
             FdoError::Service(format!("{path}: GetAll({iface}) returned a bad reply: {e}"))
         })?;
-        Ok(PropsWatch {
-            props,
-            stream,
-            conn: conn.clone(),
-            sender: sender.to_owned(),
-            path: path.to_owned(),
-            iface: iface.to_owned(),
-            skip_upto: reply.primary_header().serial_num().get(),
-        })
+        self.skip_upto = reply.primary_header().serial_num().get();
+        Ok(())
     }
 
     pub(crate) fn path(&self) -> &str {

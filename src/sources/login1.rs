@@ -389,6 +389,7 @@ pub(crate) fn session_from(
         idle,
         idle_since,
         preparing_for_sleep,
+        ..SessionState::default()
     }
 }
 
@@ -407,6 +408,7 @@ pub(crate) fn screensaver_session(active: bool) -> SessionState {
         idle: active,
         idle_since: None,
         preparing_for_sleep: false,
+        ..SessionState::default()
     }
 }
 

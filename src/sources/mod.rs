@@ -9,6 +9,7 @@
 //! tasks on `ctx.tasks` and joins its threads, so that the daemon's stop
 //! waits for all of it.
 
+pub(crate) mod dnd;
 pub(crate) mod fdo;
 pub(crate) mod geoclue;
 pub(crate) mod login1;
@@ -171,6 +172,9 @@ pub(crate) fn spawn_all(ctx: &SourceContext) {
     }
     if enabled(notifications::NAME) {
         tasks.spawn(notifications::run(ctx.clone()));
+    }
+    if enabled(dnd::GSETTINGS) || enabled(dnd::SERVER) {
+        tasks.spawn(dnd::run(ctx.clone()));
     }
     if enabled(mpris::NAME) {
         tasks.spawn(mpris::run(ctx.clone()));

@@ -48,6 +48,7 @@ mod faults_kill;
 mod faults_restart;
 mod faults_revoke;
 mod fdo_bad_input;
+mod fdo_dnd;
 mod fdo_location;
 mod fdo_match_rules;
 mod fdo_mpris;

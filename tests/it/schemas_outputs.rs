@@ -34,6 +34,7 @@ fn state() -> Vec<String> {
         json!({"type": "notification", "notification": {"id": "n1", "app_name": "Mail", "summary": "Hi", "body": "Body", "urgency": "critical"}}).to_string(),
         json!({"type": "provided", "context": {"app_id": "exe:/usr/bin/docs", "kind": "document", "data": {"@type": "DigitalDocument", "name": "notes.odt"}}}).to_string(),
         json!({"type": "session", "session": {"active": true, "locked": false, "idle": true, "idle_since": "2026-11-23T09:00:00Z"}}).to_string(),
+        json!({"type": "do-not-disturb", "dnd": {"on": true, "by": "gnome"}}).to_string(),
         json!({"type": "recent-documents", "documents": [{
             "uri": "file:///home/u/a.txt", "path": "/home/u/a.txt", "name": "a.txt",
             "mime_type": "text/plain", "app": "gedit",

@@ -77,6 +77,14 @@ pub(super) fn session_line(s: &Value) -> String {
     if flag(s, "preparing_for_sleep") {
         parts.push("going to sleep".into());
     }
+    match s.get("do_not_disturb").and_then(Value::as_bool) {
+        Some(true) => match str_of(s, "do_not_disturb_by") {
+            Some(by) => parts.push(format!("do not disturb (by {by})")),
+            None => parts.push("do not disturb".into()),
+        },
+        Some(false) => parts.push("do not disturb off".into()),
+        None => {}
+    }
     parts.join(", ")
 }
 
@@ -238,6 +246,16 @@ mod tests {
                 &json!({"active": true, "locked": true, "idle": true, "preparing_for_sleep": true})
             ),
             "active, locked, idle, going to sleep"
+        );
+        assert_eq!(
+            session_line(
+                &json!({"active": true, "do_not_disturb": true, "do_not_disturb_by": "gnome"})
+            ),
+            "active, unlocked, do not disturb (by gnome)"
+        );
+        assert_eq!(
+            session_line(&json!({"active": true, "do_not_disturb": false})),
+            "active, unlocked, do not disturb off"
         );
         assert_eq!(
             power_line(

@@ -1039,6 +1039,8 @@ mod tests {
                 idle: true,
                 idle_since: Some(chrono::Utc::now()),
                 preparing_for_sleep: true,
+                do_not_disturb: Some(true),
+                do_not_disturb_by: Some(crate::model::DndSource::NotificationServer),
             },
         ];
         for s in sessions {
