@@ -1,8 +1,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    AppId, DoNotDisturb, Location, MediaStream, Network, Notification, Power, ProvidedContext,
-    RecentDocument, Selection, SessionState, Window,
+    AppId, CloseReason, DoNotDisturb, Location, MediaStream, Network, Notification, Power,
+    ProvidedContext, RecentDocument, Selection, SessionState, Window,
 };
 
 /// What a source tells the core. Sources produce these and nothing else;
@@ -62,6 +62,9 @@ pub enum SourceEvent {
     },
     NotificationClosed {
         id: String,
+        /// Why, when the server said (`None`: the server or the bus went).
+        #[serde(default)]
+        reason: Option<CloseReason>,
     },
     Provided {
         context: ProvidedContext,

@@ -154,19 +154,26 @@ impl Rules {
 
     /// Hold back what `n` must not show: all of its text when its app is
     /// never shared, else its codes and card numbers. Whether it changed.
+    ///
+    /// Action labels are content like the body (a label can carry the
+    /// code: "Copy 482913"), so what they hide is said as the body's.
     pub(crate) fn clean_notification(&self, n: &mut Notification) -> bool {
         if let Some(why) = self.app(&n.app_name) {
             let changed = n.summary_hidden.is_none()
                 || n.body_hidden.is_none()
                 || !n.summary.is_empty()
-                || !n.body.is_empty();
+                || !n.body.is_empty()
+                || !n.actions.is_empty();
             n.summary.clear();
             n.body.clear();
+            n.actions.clear();
             n.summary_hidden = Some(why);
             n.body_hidden = Some(why);
             return changed;
         }
-        let words = speaks_of_codes(&n.summary) || speaks_of_codes(&n.body);
+        let words = speaks_of_codes(&n.summary)
+            || speaks_of_codes(&n.body)
+            || n.actions.iter().any(|a| speaks_of_codes(a));
         let mut changed = false;
         for (text, hidden) in [
             (&mut n.summary, &mut n.summary_hidden),
@@ -175,6 +182,13 @@ impl Rules {
             if let Some((masked, why)) = mask(text, words) {
                 *text = masked;
                 hidden.get_or_insert(why);
+                changed = true;
+            }
+        }
+        for label in &mut n.actions {
+            if let Some((masked, why)) = mask(label, words) {
+                *label = masked;
+                n.body_hidden.get_or_insert(why);
                 changed = true;
             }
         }
@@ -624,11 +638,12 @@ mod tests {
             body: "Today I".into(),
             urgency: Urgency::Normal,
             time: chrono::Utc::now(),
-            summary_hidden: None,
-            body_hidden: None,
+            actions: vec!["Read Today I".into()],
+            ..Notification::default()
         };
         assert!(rules.clean_notification(&mut n));
         assert_eq!((n.summary.as_str(), n.body.as_str()), ("", ""));
+        assert!(n.actions.is_empty());
         assert_eq!(n.summary_hidden, Some(Hidden::UserRule));
         // A code in the body: the summary names it, the body loses it.
         let mut n = Notification {
@@ -644,5 +659,21 @@ mod tests {
         assert_eq!(n.body, CODE_MARKER);
         assert_eq!(n.body_hidden, Some(Hidden::Code));
         assert_eq!(n.summary_hidden, None);
+        // A code in an action's label only: masked there, said as the
+        // body's (labels are content).
+        let mut n = Notification {
+            app_name: "Bank".into(),
+            summary: "Sign-in request".into(),
+            body: "Tap to copy".into(),
+            actions: vec!["Copy code 482913".into(), "Deny".into()],
+            ..Notification::default()
+        };
+        assert!(rules.clean_notification(&mut n));
+        assert_eq!(
+            n.actions,
+            [format!("Copy code {CODE_MARKER}"), "Deny".into()]
+        );
+        assert_eq!(n.body_hidden, Some(Hidden::Code));
+        assert_eq!(n.summary, "Sign-in request");
     }
 }

@@ -25,6 +25,9 @@ pub(crate) use provided::{Provided, ProvidedEntry};
 pub(crate) const FOCUS_HISTORY_LEN: usize = 100;
 /// How many notifications the core remembers.
 pub(crate) const NOTIFICATIONS_LEN: usize = 50;
+/// How many action labels of a notification the core keeps (servers
+/// show three or four buttons).
+pub(crate) const MAX_ACTIONS: usize = 8;
 /// Titles, summaries and bodies longer than this many characters are cut and
 /// end with [`TRUNCATION_MARKER`]; a client cannot make the broker hold or
 /// send megabytes per window.
@@ -496,6 +499,16 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
         SourceEvent::Notification { mut notification } => {
             truncate_text(&mut notification.summary);
             truncate_text(&mut notification.body);
+            // Open, whatever a source said.
+            notification.closed = None;
+            notification.actions.truncate(MAX_ACTIONS);
+            for t in notification
+                .actions
+                .iter_mut()
+                .chain(&mut notification.icon)
+            {
+                truncate_text(t);
+            }
             // Ids are unique in the list: at most one is replaced.
             let before = snap
                 .notifications
@@ -512,10 +525,11 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
                 before: before.map(Box::new),
             });
         }
-        SourceEvent::NotificationClosed { id } => {
+        SourceEvent::NotificationClosed { id, reason } => {
             if let Some(pos) = snap.notifications.iter().position(|n| n.id == id)
-                && let Some(notification) = snap.notifications.remove(pos)
+                && let Some(mut notification) = snap.notifications.remove(pos)
             {
+                notification.closed = reason;
                 out.push(Change::Notification {
                     kind: ChangeKind::Closed,
                     notification,
@@ -732,8 +746,7 @@ mod tests {
                 body: String::new(),
                 urgency: Default::default(),
                 time: Utc::now(),
-                summary_hidden: None,
-                body_hidden: None,
+                ..Notification::default()
             },
         });
         st.read(|s| {

@@ -60,9 +60,9 @@ use super::captures::CaptureSession;
 use super::history::{AppTotals, HistoryEvent, HistoryKind};
 use super::state::{Change, Snapshot};
 use crate::model::{
-    Category, Hidden, Location, MediaKind, MediaStream, Network, Notification, Player, Power,
-    ProvidedContext, RecentDocument, Selection, SessionState, SourceStatus, StreamState, Urgency,
-    Window,
+    Category, CloseReason, Hidden, Location, MediaKind, MediaStream, Network, Notification, Player,
+    Power, ProvidedContext, RecentDocument, Selection, SessionState, SourceStatus, StreamState,
+    Urgency, Window,
 };
 
 /// The caller's permissions, as a predicate over categories.
@@ -322,6 +322,31 @@ pub(crate) struct NotificationView {
         description = "Why text was held back (never shared, whatever the grants): replaced by a marker, or all of it for a never-shared app"
     )]
     pub(crate) hidden: Option<&'static str>,
+    /// An icon name, path or URI (never image data).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(description = format!("An icon name, file path or URI the sending app gives; {THEIRS}"))]
+    pub(crate) icon: Option<String>,
+    /// The labels of its buttons: content (an app writes them, and they
+    /// can quote the message), so only with `notifications.content`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(description = format!("The labels of its action buttons, only with notifications.content; {THEIRS}"))]
+    pub(crate) actions: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "is_false")]
+    #[schemars(description = "The server should not keep it once shown")]
+    pub(crate) transient: bool,
+    #[serde(skip_serializing_if = "is_false")]
+    #[schemars(description = "It stays when one of its actions is invoked")]
+    pub(crate) resident: bool,
+    /// Why the server closed it (on the closing change only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        description = "Why it closed: expired (went away by itself), dismissed (by the user: read), closed (by the app); only on the change that closes it"
+    )]
+    pub(crate) closed: Option<CloseReason>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl NotificationView {
@@ -337,6 +362,11 @@ impl NotificationView {
                 .summary_hidden
                 .or(n.body_hidden.filter(|_| content))
                 .map(Hidden::as_str),
+            icon: n.icon.clone(),
+            actions: (content && !n.actions.is_empty()).then(|| n.actions.clone()),
+            transient: n.transient,
+            resident: n.resident,
+            closed: n.closed,
         }
     }
 }
@@ -1307,8 +1337,7 @@ mod tests {
             body: body.into(),
             urgency: Urgency::Normal,
             time: chrono::DateTime::<Utc>::UNIX_EPOCH,
-            summary_hidden: None,
-            body_hidden: None,
+            ..Notification::default()
         };
         let replaced = Change::Notification {
             kind: crate::core::state::ChangeKind::Opened,
@@ -1320,6 +1349,34 @@ mod tests {
             |c: &Category| matches!(c, Category::Notifications | Category::NotificationsContent);
         assert!(change(&replaced, &summaries).is_none());
         assert!(change(&replaced, &content).is_some());
+
+        // Action labels are content; the icon, the hints and why it
+        // closed are not.
+        let whole = Notification {
+            icon: Some("mail-unread".into()),
+            actions: vec!["Reply".into()],
+            resident: true,
+            closed: Some(CloseReason::Dismissed),
+            ..note("body")
+        };
+        let v = NotificationView::new(&whole, false);
+        assert_eq!((v.actions, v.body), (None, None));
+        assert_eq!(v.icon.as_deref(), Some("mail-unread"));
+        assert!(v.resident && !v.transient);
+        assert_eq!(v.closed, Some(CloseReason::Dismissed));
+        let v = NotificationView::new(&whole, true);
+        assert_eq!(v.actions, Some(vec!["Reply".to_owned()]));
+        // A change of the labels alone is news only to a reader of them.
+        let relabelled = Change::Notification {
+            kind: crate::core::state::ChangeKind::Opened,
+            notification: Notification {
+                actions: vec!["Archive".into()],
+                ..whole.clone()
+            },
+            before: Some(Box::new(whole)),
+        };
+        assert!(change(&relabelled, &summaries).is_none());
+        assert!(change(&relabelled, &content).is_some());
     }
 
     #[test]

@@ -385,12 +385,29 @@ impl Output for NotificationsView {
                 text.push_str(" — ");
                 text.push_str(b);
             }
+            // The labels are the app's words too: inside its fence.
+            if let Some(a) = n.actions.as_deref().filter(|a| !a.is_empty()) {
+                text.push_str(" — actions: ");
+                text.push_str(&a.join(" | "));
+            }
             let held = n
                 .hidden
                 .map(|why| format!(" [held back: {why}]"))
                 .unwrap_or_default();
+            let mut flags = Vec::new();
+            if n.transient {
+                flags.push("transient");
+            }
+            if n.resident {
+                flags.push("resident");
+            }
+            let flags = if flags.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", flags.join(", "))
+            };
             md.push_str(&format!(
-                "- {}{held} ({})\n",
+                "- {}{held} ({}{flags})\n",
                 data("notification", Some(&n.app_name), &text),
                 n.time
             ));

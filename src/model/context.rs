@@ -359,8 +359,49 @@ pub enum Urgency {
     Critical,
 }
 
+/// Why the notification server closed a notification
+/// (`NotificationClosed`'s reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum CloseReason {
+    /// 1: it expired (went away by itself, maybe unseen).
+    Expired,
+    /// 2: the user dismissed it (or acted on it): read.
+    Dismissed,
+    /// 3: closed by a `CloseNotification` call (the app withdrew it).
+    Closed,
+    /// 4, or a reason the spec does not name.
+    Undefined,
+}
+
+impl CloseReason {
+    /// The spec's number, as a reason.
+    pub fn from_code(code: u32) -> Self {
+        match code {
+            1 => CloseReason::Expired,
+            2 => CloseReason::Dismissed,
+            3 => CloseReason::Closed,
+            _ => CloseReason::Undefined,
+        }
+    }
+
+    /// The name both wires carry.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CloseReason::Expired => "expired",
+            CloseReason::Dismissed => "dismissed",
+            CloseReason::Closed => "closed",
+            CloseReason::Undefined => "undefined",
+        }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 /// A desktop notification some app sent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Notification {
     pub id: String,
     /// The `app_name` argument of `Notify`: a claim.
@@ -378,6 +419,24 @@ pub struct Notification {
     /// Why (part of) the body was held back (`core::privacy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_hidden: Option<Hidden>,
+    /// An icon name, or a file path or URI: `app_icon`, else the
+    /// `image-path` or `desktop-entry` hint. Never image data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icon: Option<String>,
+    /// The labels of its actions (the buttons), plain text; not their
+    /// keys, not the `default` action (a click on the notification).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<String>,
+    /// The `transient` hint: the server should not keep it once shown.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub transient: bool,
+    /// The `resident` hint: it stays when an action is invoked.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub resident: bool,
+    /// Why the server closed it: set on the closing change only (a
+    /// closed notification leaves the list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed: Option<CloseReason>,
 }
 
 /// Context an app publishes about itself (the open document, ...).

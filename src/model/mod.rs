@@ -15,8 +15,8 @@ pub mod privacy;
 pub use app::{AppId, AppIdError, IdentitySource, SYSTEMD_PREFIX};
 pub use category::{Category, CategoryError};
 pub use context::{
-    DndSource, DoNotDisturb, Hidden, Location, MediaKind, MediaStream, Network, Notification,
-    PlaybackStatus, Player, Power, ProvidedContext, ProvidedData, RecentDocument, Selection,
-    SessionState, SourceStatus, StreamAttribution, StreamState, Urgency, Window, WindowAttribution,
-    WindowStates,
+    CloseReason, DndSource, DoNotDisturb, Hidden, Location, MediaKind, MediaStream, Network,
+    Notification, PlaybackStatus, Player, Power, ProvidedContext, ProvidedData, RecentDocument,
+    Selection, SessionState, SourceStatus, StreamAttribution, StreamState, Urgency, Window,
+    WindowAttribution, WindowStates,
 };

@@ -1,5 +1,6 @@
 //! Desktop notifications (session bus) → `notifications` (app name,
-//! summary, urgency, time) and `notifications.content` (the body).
+//! summary, urgency, time, icon, transient/resident, why it closed) and
+//! `notifications.content` (the body, the actions' labels).
 //!
 //! **How, and why this way.** The broker must see the notifications that
 //! apps send without replacing the user's notification server. It opens a
@@ -24,10 +25,12 @@
 //! dbus-daemon allows it to connections of the same user as the bus (the
 //! session bus is the user's own), and a monitor cannot send anything, so
 //! this connection only reads (every query is made before it becomes a
-//! monitor). `ActionInvoked` is not monitored: it carries nothing the model
-//! keeps (servers close a notification whose action was invoked with
-//! `NotificationClosed`), and what the broker does not need it should not
-//! read. A `Notify` sent with `NO_REPLY_EXPECTED` gets no reply and so is
+//! monitor). `ActionInvoked` (and `ActivationToken`) are not monitored:
+//! whether the user read a notification is told by `NotificationClosed`'s
+//! reason (2, dismissed by the user, which is also how servers close one
+//! whose action was invoked), and which button the user pressed in
+//! another app is the user's business with that app, not context the
+//! broker needs; what it does not need it should not read. A `Notify` sent with `NO_REPLY_EXPECTED` gets no reply and so is
 //! not recorded (libnotify, GLib and Qt all wait for the id).
 //!
 //! **Privacy.** A monitor sees every notification of every app, with its
@@ -39,6 +42,16 @@
 //! a `Notify` whose sender is one of [`SourceContext::own_names`] (the
 //! broker's main session connection) is dropped before anything of it is
 //! kept.
+//!
+//! **Whole notifications.** The icon is `app_icon`, else the
+//! `image-path` or `desktop-entry` hint, as a name, path or URI, never
+//! image data (`image-data` is not read; a `data:` URI is dropped). The
+//! actions are kept as their labels only (keys are the app's), one line
+//! each, markup stripped like bodies, at most `MAX_ACTIONS`; they are
+//! content (an app writes them, and a label can quote the message: "Reply
+//! to Ann"). `transient` and `resident` come from the hints; why a
+//! notification closed from `NotificationClosed` (expired, dismissed by
+//! the user, closed by a call).
 //!
 //! **Markup.** Bodies may carry the spec's markup (`<b>`, `<i>`, `<u>`,
 //! `<a href>`, `<img>`) or broken markup. The broker keeps plain text: tags
@@ -59,8 +72,8 @@ use zbus::{Connection, Message, MessageStream};
 use super::fdo::{self, BusKind, FdoError, Warned};
 use super::{Backoff, SourceContext};
 use crate::core::SourceEvent;
-use crate::core::state::{MAX_TEXT_CHARS, NOTIFICATIONS_LEN, truncate_text};
-use crate::model::{Notification, Urgency};
+use crate::core::state::{MAX_ACTIONS, MAX_TEXT_CHARS, NOTIFICATIONS_LEN, truncate_text};
+use crate::model::{CloseReason, Notification, Urgency};
 
 pub(crate) const NAME: &str = "notifications";
 const SERVER: &str = "org.freedesktop.Notifications";
@@ -228,7 +241,7 @@ impl Tracker {
         self.pending.clear();
         self.shown
             .drain(..)
-            .map(|id| SourceEvent::NotificationClosed { id })
+            .map(|id| SourceEvent::NotificationClosed { id, reason: None })
             .collect()
     }
 
@@ -316,10 +329,13 @@ impl Tracker {
                     closed
                 } else if member == "NotificationClosed" {
                     match msg.body().deserialize::<(u32, u32)>() {
-                        Ok((id, _reason)) => {
+                        Ok((id, reason)) => {
                             let id = notification_id(id);
                             self.shown.retain(|s| *s != id);
-                            vec![SourceEvent::NotificationClosed { id }]
+                            vec![SourceEvent::NotificationClosed {
+                                id,
+                                reason: Some(CloseReason::from_code(reason)),
+                            }]
                         }
                         Err(e) => {
                             self.warned.warn(
@@ -345,23 +361,80 @@ pub(crate) fn notification_id(id: u32) -> String {
 /// A notification from the arguments of `Notify` (its id comes with the
 /// reply).
 fn notification_from(args: NotifyArgs, warned: &Warned) -> Notification {
-    let (app_name, _replaces, _icon, summary, body, _actions, hints, _timeout) = args;
+    let (app_name, _replaces, app_icon, summary, body, actions, hints, _timeout) = args;
     let mut app_name = plain(&app_name);
     truncate_text(&mut app_name);
     let mut summary = plain(&summary);
     truncate_text(&mut summary);
     let mut body = strip_markup(&body);
     truncate_text(&mut body);
+    let hint_str = |k: &str| hints.get(k).and_then(|v| fdo::as_str(v).map(str::to_owned));
+    let icon = [
+        Some(app_icon),
+        hint_str("image-path"),
+        hint_str("image_path"),
+        hint_str("desktop-entry"),
+    ]
+    .into_iter()
+    .flatten()
+    .find_map(|s| icon_name(&s));
     Notification {
-        id: String::new(),
         app_name,
         summary,
         body,
         urgency: urgency(hints.get("urgency"), warned),
         time: Utc::now(),
-        summary_hidden: None,
-        body_hidden: None,
+        icon,
+        actions: action_labels(&actions),
+        transient: flag(hints.get("transient")),
+        resident: flag(hints.get("resident")),
+        ..Notification::default()
     }
+}
+
+/// How many characters of an action label are kept: a button's words.
+const MAX_LABEL_CHARS: usize = 100;
+
+/// The labels of `Notify`'s `actions` (key, label, key, label, …): plain
+/// text on one line, bounded; the `default` action (a click on the
+/// notification, not a button) and empty labels are left out. Labels are
+/// text an app wrote, which reaches AI hosts: markup is stripped as in
+/// bodies, so that a label cannot smuggle a link or a tag.
+pub(crate) fn action_labels(actions: &[String]) -> Vec<String> {
+    actions
+        .chunks(2)
+        .filter_map(|pair| match pair {
+            [key, label] if key != "default" => {
+                let one_line: String = strip_markup(label)
+                    .chars()
+                    .map(|c| if c.is_whitespace() { ' ' } else { c })
+                    .collect();
+                let mut l: String = one_line.trim().chars().take(MAX_LABEL_CHARS).collect();
+                if one_line.trim().chars().count() > MAX_LABEL_CHARS {
+                    l.push('…');
+                }
+                (!l.is_empty()).then_some(l)
+            }
+            _ => None,
+        })
+        .take(MAX_ACTIONS)
+        .collect()
+}
+
+/// An icon as a name, path or URI: without control characters, never
+/// image data (`data:` URIs), at most `MAX_TEXT_CHARS` characters (a
+/// longer one is no icon name).
+pub(crate) fn icon_name(s: &str) -> Option<String> {
+    let s: String = s.chars().filter(|c| !c.is_control()).collect();
+    let s = s.trim();
+    let is_data = s.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("data:"));
+    (!s.is_empty() && !is_data && s.chars().count() <= MAX_TEXT_CHARS).then(|| s.to_owned())
+}
+
+/// A boolean hint (`transient`, `resident`): a boolean, or a number that
+/// is not 0 (some apps send a byte).
+fn flag(v: Option<&OwnedVariant>) -> bool {
+    v.is_some_and(|v| fdo::as_bool(v).or_else(|| fdo::as_int(v).map(|n| n != 0)) == Some(true))
 }
 
 /// The `urgency` hint (a byte: 0 low, 1 normal, 2 critical).
@@ -534,8 +607,74 @@ mod tests {
         .expect("signal");
         assert!(matches!(
             t.on_message(&closed).as_slice(),
-            [SourceEvent::NotificationClosed { id }] if id == "notify-42"
+            [SourceEvent::NotificationClosed { id, reason: Some(CloseReason::Dismissed) }] if id == "notify-42"
         ));
+    }
+
+    #[test]
+    fn icon_actions_and_hints_are_kept_as_plain_names_and_labels() {
+        let hints: HashMap<String, Variant<'_>> = [
+            ("transient".to_owned(), Variant::Bool(true)),
+            ("resident".to_owned(), Variant::U8(1)),
+            (
+                "desktop-entry".to_owned(),
+                Variant::from("org.example.Mail"),
+            ),
+            (
+                "image-data".to_owned(),
+                Variant::from((1i32, 1i32, 4i32, true, 8i32, 4i32, vec![0u8; 4])),
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let actions = [
+            "default",
+            "Open",
+            "reply",
+            "<b>Reply</b> to\nAnn &amp; <a href=\"https://evil.example\">co</a>",
+            "later",
+            "",
+            "x",
+        ];
+        let call = Message::method_call("/org/freedesktop/Notifications", "Notify")
+            .interface(IFACE)
+            .sender(":1.7")
+            .destination(":1.1")
+            .serial(NonZeroU32::new(3).expect("serial"))
+            .build(&("Mail", 0u32, "", "S", "B", actions.to_vec(), hints, -1i32))
+            .expect("message");
+        let mut t = Tracker::new(HashSet::new());
+        t.on_message(&call);
+        let evs = t.on_message(&reply(&call, 9));
+        let [SourceEvent::Notification { notification: n }] = evs.as_slice() else {
+            panic!("{evs:?}");
+        };
+        // The default action is a click, not a button; an empty label and
+        // a key without a label are no buttons either.
+        assert_eq!(n.actions, ["Reply to Ann & co"]);
+        assert_eq!(n.icon.as_deref(), Some("org.example.Mail"));
+        assert!(n.transient && n.resident);
+        assert_eq!(n.closed, None);
+    }
+
+    #[test]
+    fn icons_are_names_paths_or_uris_never_data() {
+        assert_eq!(icon_name("mail-unread").as_deref(), Some("mail-unread"));
+        assert_eq!(
+            icon_name("file:///usr/share/icons/x.png").as_deref(),
+            Some("file:///usr/share/icons/x.png")
+        );
+        assert_eq!(icon_name("DATA:image/png;base64,AAAA"), None);
+        assert_eq!(icon_name("  "), None);
+        assert_eq!(icon_name("a\u{7}b").as_deref(), Some("ab"));
+        assert_eq!(icon_name(&"x".repeat(MAX_TEXT_CHARS + 1)), None);
+        // At most MAX_ACTIONS labels, each at most a button's words.
+        let many: Vec<String> = (0..40)
+            .flat_map(|i| [format!("k{i}"), "y".repeat(500)])
+            .collect();
+        let labels = action_labels(&many);
+        assert_eq!(labels.len(), MAX_ACTIONS);
+        assert_eq!(labels[0].chars().count(), MAX_LABEL_CHARS + 1);
     }
 
     #[test]
@@ -586,7 +725,7 @@ mod tests {
         .expect("signal");
         assert!(matches!(
             t.on_message(&noc).as_slice(),
-            [SourceEvent::NotificationClosed { id }] if id == "notify-7"
+            [SourceEvent::NotificationClosed { id, reason: None }] if id == "notify-7"
         ));
         assert_eq!(t.server, None);
     }

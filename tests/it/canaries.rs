@@ -98,6 +98,16 @@ const MARKERS: &[Marker] = &[
         signalled: true,
     },
     Marker {
+        text: "CANARY-ICON",
+        needs: &[&["notifications"]],
+        signalled: true,
+    },
+    Marker {
+        text: "CANARY-ACTION",
+        needs: &[&["notifications.content"]],
+        signalled: true,
+    },
+    Marker {
         text: "CANARY-DOC",
         needs: &[&["provided.document"]],
         signalled: true,
@@ -252,7 +262,7 @@ fn changes(n: u32) -> Vec<String> {
         json!({"type": "power", "power": {"on_battery": true, "percentage": f64::from(n % 90), "state": "CANARY-POWER"}}).to_string(),
         network("limited"),
         network("full"),
-        json!({"type": "notification", "notification": {"id": format!("n{n}"), "app_name": "Mail", "summary": "CANARY-NOTE", "body": "CANARY-BODY"}}).to_string(),
+        json!({"type": "notification", "notification": {"id": format!("n{n}"), "app_name": "Mail", "summary": "CANARY-NOTE", "body": "CANARY-BODY", "icon": "CANARY-ICON", "actions": ["CANARY-ACTION"]}}).to_string(),
         json!({"type": "provided", "context": {"app_id": "exe:/usr/bin/docs", "kind": "document", "data": {"@type": "DigitalDocument", "name": "CANARY-DOC", "n": n}}}).to_string(),
         json!({"type": "session", "session": {"active": true, "locked": false, "idle": n % 2 == 1}}).to_string(),
         recent_line("CANARY-RECENT.txt", n),

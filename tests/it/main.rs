@@ -54,6 +54,7 @@ mod fdo_match_rules;
 mod fdo_mpris;
 mod fdo_network;
 mod fdo_notifications;
+mod fdo_notifications_whole;
 mod fdo_own_notifications;
 mod fdo_power;
 mod fdo_prompt_not_recorded;

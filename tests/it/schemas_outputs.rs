@@ -31,7 +31,7 @@ fn state() -> Vec<String> {
         json!({"type": "stream-removed", "id": "pw-3"}).to_string(),
         json!({"type": "power", "power": {"on_battery": true, "percentage": 55.5, "state": "discharging", "time_to_empty_s": 3600, "warning_level": "none"}}).to_string(),
         json!({"type": "network", "network": {"connectivity": "full", "metered": true, "primary_type": "wifi", "ssid": "Hotel"}}).to_string(),
-        json!({"type": "notification", "notification": {"id": "n1", "app_name": "Mail", "summary": "Hi", "body": "Body", "urgency": "critical"}}).to_string(),
+        json!({"type": "notification", "notification": {"id": "n1", "app_name": "Mail", "summary": "Hi", "body": "Body", "urgency": "critical", "icon": "mail-unread", "actions": ["Reply", "Archive"], "transient": true, "resident": true}}).to_string(),
         json!({"type": "provided", "context": {"app_id": "exe:/usr/bin/docs", "kind": "document", "data": {"@type": "DigitalDocument", "name": "notes.odt"}}}).to_string(),
         json!({"type": "session", "session": {"active": true, "locked": false, "idle": true, "idle_since": "2026-11-23T09:00:00Z"}}).to_string(),
         json!({"type": "do-not-disturb", "dnd": {"on": true, "by": "gnome"}}).to_string(),

@@ -1085,6 +1085,7 @@ mod tests {
             same("network", &v);
         }
         for body in [None, Some("hello\nworld".to_owned())] {
+            let whole = body.is_some();
             let v = ChangeView {
                 event: "added",
                 notification: Some(NotificationView {
@@ -1095,6 +1096,11 @@ mod tests {
                     time: "2026-11-27T05:40:00Z".into(),
                     body,
                     hidden: None,
+                    icon: whole.then(|| "mail-unread".into()),
+                    actions: whole.then(|| vec!["Reply".into(), "Archive".into()]),
+                    transient: whole,
+                    resident: whole,
+                    closed: whole.then_some(crate::model::CloseReason::Dismissed),
                 }),
                 ..Default::default()
             };
