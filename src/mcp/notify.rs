@@ -4,11 +4,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use zbus::Connection;
+use futures_util::StreamExt;
 use zbus::wire::Variant;
+use zbus::{Connection, MatchRule, MessageStream};
 
 use crate::core;
-use crate::model::Urgency;
+use crate::model::{CloseReason, Urgency};
 
 /// How long a notification server may take to answer (it may be
 /// D-Bus-activated on first use).
@@ -65,40 +66,51 @@ impl Notifier {
 
     /// Show a notification. `sender` (the host's app id) is shown as the
     /// app name, so that the user sees who speaks, not just "contextd".
-    pub(crate) async fn notify(
-        &self,
-        sender: &str,
-        summary: &str,
-        body: &str,
-        urgency: Urgency,
-    ) -> Result<u32, core::Error> {
+    ///
+    /// With `actions` (their labels; the keys are ours, `contextd-N`) it
+    /// waits for the user's answer: the server's `ActionInvoked` or
+    /// `NotificationClosed` for this notification, followed from before
+    /// the `Notify` (no answer can come first) and only from the server's
+    /// unique name (another peer cannot answer for the user), or
+    /// `timeout` (default [`DEFAULT_WAIT`]), after which the notification
+    /// is withdrawn so that a late click goes nowhere unseen.
+    pub(crate) async fn notify(&self, n: Outgoing<'_>) -> Result<Notified, core::Error> {
         let conn = self.conn().await;
-        let level: u8 = match urgency {
+        let level: u8 = match n.urgency {
             Urgency::Low => 0,
             Urgency::Normal => 1,
             Urgency::Critical => 2,
         };
         let mut hints: HashMap<&str, Variant<'_>> = HashMap::new();
         hints.insert("urgency", Variant::U8(level));
-        let app_name = format!("{sender} (via contextd)");
-        let actions: Vec<&str> = Vec::new();
+        let app_name = format!("{} (via contextd)", n.sender);
+        let keys: Vec<String> = (0..n.actions.len())
+            .map(|i| format!("{ACTION_PREFIX}{i}"))
+            .collect();
+        let actions: Vec<&str> = keys
+            .iter()
+            .zip(n.actions)
+            .flat_map(|(k, l)| [k.as_str(), l.as_str()])
+            .collect();
+        let mut answers = if actions.is_empty() {
+            None
+        } else {
+            Some(follow_answers(conn).await?)
+        };
+        let expire = n
+            .timeout
+            .map_or(-1, |t| i32::try_from(t.as_millis()).unwrap_or(i32::MAX));
         let args = (
             app_name.as_str(),
             0u32,
             "",
-            summary,
-            body,
+            n.summary,
+            n.body,
             actions,
             hints,
-            -1i32,
+            expire,
         );
-        let call = conn.call_method(
-            Some("org.freedesktop.Notifications"),
-            "/org/freedesktop/Notifications",
-            Some("org.freedesktop.Notifications"),
-            "Notify",
-            &args,
-        );
+        let call = conn.call_method(Some(SERVER), PATH, Some(SERVER), "Notify", &args);
         let reply = tokio::time::timeout(NOTIFY_TIMEOUT, call)
             .await
             .map_err(|_| {
@@ -109,8 +121,162 @@ impl Notifier {
             .map_err(|e| {
                 core::Error::Unavailable(format!("the notification service refused: {e}"))
             })?;
-        reply.body().deserialize::<u32>().map_err(|e| {
+        let id = reply.body().deserialize::<u32>().map_err(|e| {
             core::Error::Failed(format!("odd reply from the notification service: {e}"))
+        })?;
+        let Some(stream) = answers.as_mut() else {
+            return Ok(Notified { id, answer: None });
+        };
+        let wait = n.timeout.unwrap_or(DEFAULT_WAIT);
+        let answer = match tokio::time::timeout(wait, answer_to(stream, id, &keys, n.actions)).await
+        {
+            Ok(Some(a)) => a,
+            Ok(None) => {
+                return Err(core::Error::Unavailable(
+                    "the connection to the notification service closed while waiting for the user"
+                        .into(),
+                ));
+            }
+            Err(_) => {
+                // Withdrawn: nobody waits for its answer any more.
+                let which = (id,);
+                let close = conn.call_method(
+                    Some(SERVER),
+                    PATH,
+                    Some(SERVER),
+                    "CloseNotification",
+                    &which,
+                );
+                match tokio::time::timeout(NOTIFY_TIMEOUT, close).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, id, "could not withdraw an unanswered notification");
+                    }
+                    Err(_) => {
+                        tracing::debug!(
+                            id,
+                            "the notification service did not answer CloseNotification"
+                        );
+                    }
+                }
+                Answer::Unanswered
+            }
+        };
+        Ok(Notified {
+            id,
+            answer: Some(answer),
         })
     }
+}
+
+/// The notification server's name, object and interface.
+const SERVER: &str = "org.freedesktop.Notifications";
+const PATH: &str = "/org/freedesktop/Notifications";
+/// The keys of our actions: `contextd-0`, `contextd-1`, …
+const ACTION_PREFIX: &str = "contextd-";
+/// How long a call with actions waits for the user without `timeout_s`.
+pub(crate) const DEFAULT_WAIT: Duration = Duration::from_secs(60);
+
+/// What `send_notification` shows.
+#[derive(Debug)]
+pub(crate) struct Outgoing<'a> {
+    /// The host's app id.
+    pub(crate) sender: &'a str,
+    pub(crate) summary: &'a str,
+    pub(crate) body: &'a str,
+    pub(crate) urgency: Urgency,
+    /// Button labels (none: the call does not wait).
+    pub(crate) actions: &'a [String],
+    /// How long it stays (the server's default when `None`), and with
+    /// actions how long the call waits.
+    pub(crate) timeout: Option<Duration>,
+}
+
+/// The server's id, and with actions what the user did.
+#[derive(Debug)]
+pub(crate) struct Notified {
+    pub(crate) id: u32,
+    pub(crate) answer: Option<Answer>,
+}
+
+/// What became of a notification with actions.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Answer {
+    /// The user chose this action (its label).
+    Action(String),
+    /// It closed without a choice (expired, dismissed, withdrawn).
+    Closed(CloseReason),
+    /// Nobody answered in time; it was withdrawn.
+    Unanswered,
+}
+
+/// The server's `ActionInvoked` and `NotificationClosed`, from its unique
+/// name only, followed before the `Notify` that they answer.
+async fn follow_answers(conn: &Connection) -> Result<MessageStream, core::Error> {
+    let unavailable = |e: zbus::Error| {
+        core::Error::Unavailable(format!("cannot follow the notification service: {e}"))
+    };
+    let owner = conn
+        .call_method(
+            Some("org.freedesktop.DBus"),
+            "/org/freedesktop/DBus",
+            Some("org.freedesktop.DBus"),
+            "GetNameOwner",
+            &(SERVER,),
+        )
+        .await
+        .map_err(|_| core::Error::Unavailable("no notification service is running".into()))?;
+    let owner: String = owner.body().deserialize().map_err(unavailable)?;
+    let rule = MatchRule::builder()
+        .msg_type(zbus::message::Type::Signal)
+        .sender(owner.as_str())
+        .path(PATH)
+        .interface(SERVER)
+        .build()
+        .map_err(unavailable)?;
+    MessageStream::for_match_rule(rule, conn, None)
+        .await
+        .map_err(unavailable)
+}
+
+/// The answer to notification `id` in `stream`: `None` when the stream
+/// ends. Signals of other notifications, or of actions that are not ours,
+/// are skipped.
+async fn answer_to(
+    stream: &mut MessageStream,
+    id: u32,
+    keys: &[String],
+    labels: &[String],
+) -> Option<Answer> {
+    while let Some(msg) = stream.next().await {
+        let Ok(msg) = msg else { continue };
+        let member = msg.header().member().map(|m| m.to_string());
+        match member.as_deref() {
+            Some("ActionInvoked") => {
+                let Ok((nid, key)) = msg.body().deserialize::<(u32, String)>() else {
+                    continue;
+                };
+                if nid != id {
+                    continue;
+                }
+                if let Some(label) = keys
+                    .iter()
+                    .position(|k| *k == key)
+                    .and_then(|i| labels.get(i))
+                {
+                    return Some(Answer::Action(label.clone()));
+                }
+            }
+            Some("NotificationClosed") => {
+                let Ok((nid, reason)) = msg.body().deserialize::<(u32, u32)>() else {
+                    continue;
+                };
+                if nid == id {
+                    return Some(Answer::Closed(CloseReason::from_code(reason)));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }

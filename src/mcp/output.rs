@@ -165,16 +165,58 @@ impl Output for ProvidedOut {
     }
 }
 
-/// `send_notification`: the id the notification server gave.
+/// `send_notification`: the id the notification server gave, and with
+/// actions what the user did.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct NotifiedOut {
     #[schemars(description = "The notification server's id of the notification")]
     pub(crate) id: u32,
+    /// The label of the action the user chose.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(description = "With actions: the label of the one the user chose")]
+    pub(crate) action: Option<String>,
+    /// Why it closed without a choice.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        description = "With actions, when none was chosen: expired, dismissed (by the user), closed (withdrawn), or no-answer (nobody answered within timeout_s; then it was withdrawn)"
+    )]
+    pub(crate) closed: Option<String>,
+}
+
+impl From<super::notify::Notified> for NotifiedOut {
+    fn from(n: super::notify::Notified) -> Self {
+        use super::notify::Answer;
+        let (action, closed) = match n.answer {
+            None => (None, None),
+            Some(Answer::Action(label)) => (Some(label), None),
+            Some(Answer::Closed(why)) => (None, Some(why.as_str().to_owned())),
+            Some(Answer::Unanswered) => (None, Some("no-answer".to_owned())),
+        };
+        NotifiedOut {
+            id: n.id,
+            action,
+            closed,
+        }
+    }
 }
 
 impl Output for NotifiedOut {
     fn markdown(&self) -> String {
-        format!("Notification shown (id {}).", self.id)
+        let mut md = format!("Notification shown (id {}).", self.id);
+        // The labels are the host's own words, sent back.
+        if let Some(a) = &self.action {
+            md.push_str(&format!(" The user chose \"{a}\"."));
+        }
+        match self.closed.as_deref() {
+            Some("no-answer") => {
+                md.push_str(" Nobody answered in time; the notification was withdrawn.")
+            }
+            Some("dismissed") => md.push_str(" The user dismissed it without choosing."),
+            Some("expired") => md.push_str(" It expired without an answer."),
+            Some(other) => md.push_str(&format!(" It was closed ({other}) without an answer.")),
+            None => {}
+        }
+        md
     }
 }
 

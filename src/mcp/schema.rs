@@ -347,7 +347,23 @@ pub(crate) struct NotifyArgs {
         description = "How urgent (default normal)"
     )]
     pub(crate) urgency: Option<Urgency>,
+    #[schemars(
+        length(max = MAX_NOTIFY_ACTIONS),
+        description = "Up to 3 button labels. With actions the call waits for the user: it returns the label they chose, or that they dismissed the notification, that it expired, or that nobody answered within `timeout_s` (then the notification is withdrawn)"
+    )]
+    pub(crate) actions: Option<Vec<Text<1, MAX_ACTION_LABEL>>>,
+    #[schemars(
+        description = "Seconds the notification stays on screen, and with actions how long the call waits for an answer (default: the notification server's own time, and 60 s of waiting)"
+    )]
+    pub(crate) timeout_s: Option<Bounded<1, MAX_NOTIFY_TIMEOUT_S>>,
 }
+
+/// `send_notification`: at most this many actions (servers show three).
+pub(crate) const MAX_NOTIFY_ACTIONS: usize = 3;
+/// A button's label, in characters.
+pub(crate) const MAX_ACTION_LABEL: usize = 64;
+/// At most ten minutes on screen, and of waiting for the user.
+pub(crate) const MAX_NOTIFY_TIMEOUT_S: u64 = 600;
 
 /// `get_recent_activity`: a period, an app, at most how many events.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -43,6 +43,7 @@ use super::schema::{
     ProvidedArgs,
 };
 use super::timeline;
+use super::{notify, schema::MAX_NOTIFY_ACTIONS};
 use crate::core::cursor;
 use crate::core::read;
 use crate::core::view::{
@@ -547,7 +548,7 @@ impl Tool for SendNotification {
     type Args = NotifyArgs;
     type Out = NotifiedOut;
     fn description() -> String {
-        "Show a desktop notification, labelled with this host's name. Needs the `actions.notify` grant.".into()
+        "Show a desktop notification, labelled with this host's name. With `actions` (button labels) the call waits for the user and returns the one they chose, or that they dismissed it or nobody answered within `timeout_s`. Needs the `actions.notify` grant.".into()
     }
     async fn call(cx: Cx<'_>, args: NotifyArgs) -> CallToolResult {
         if args.summary.0.trim().is_empty() {
@@ -561,17 +562,32 @@ impl Tool for SendNotification {
         if let Err(e) = asked.await {
             return refusal(e.into());
         }
-        let (body, urgency) = (
-            args.body.map(|b| b.0).unwrap_or_default(),
-            args.urgency.unwrap_or_default(),
-        );
-        let app = cx.subject.app_id.as_str();
-        let sent = cx
-            .broker
-            .notifier
-            .notify(app, &args.summary.0, &body, urgency);
+        let actions: Vec<String> = args
+            .actions
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| a.0)
+            .collect();
+        if actions.len() > MAX_NOTIFY_ACTIONS {
+            return tool_error(format!(
+                "'actions' has {} labels; at most {MAX_NOTIFY_ACTIONS}",
+                actions.len()
+            ));
+        }
+        if actions.iter().any(|a| a.trim().is_empty()) {
+            return tool_error("an action label must not be empty");
+        }
+        let body = args.body.map(|b| b.0).unwrap_or_default();
+        let sent = cx.broker.notifier.notify(notify::Outgoing {
+            sender: cx.subject.app_id.as_str(),
+            summary: &args.summary.0,
+            body: &body,
+            urgency: args.urgency.unwrap_or_default(),
+            actions: &actions,
+            timeout: args.timeout_s.map(|t| std::time::Duration::from_secs(t.0)),
+        });
         match sent.await {
-            Ok(id) => match (NotifiedOut { id }).rendered() {
+            Ok(n) => match NotifiedOut::from(n).rendered() {
                 Ok(r) => success(r),
                 Err(e) => refusal(e),
             },

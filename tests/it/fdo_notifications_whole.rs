@@ -3,7 +3,9 @@
 //! icon, `transient` and `resident` under `notifications`; the labels of
 //! the actions, as plain text, only under `notifications.content`, on
 //! every publisher (a D-Bus subscriber and `GetSnapshot`, `contextctl`,
-//! MCP's `list_notifications`); why it closed on the closing change.
+//! MCP's `list_notifications`); why it closed on the closing change. And
+//! `send_notification` with actions and a timeout: the user's choice comes
+//! back to the asking host as its call's result, only from the server.
 
 use crate::common;
 use crate::fdo;
@@ -14,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use common::*;
 use fdo::*;
 use serde_json::{Value, json};
-use zbus::wire::Variant;
+use zbus::wire::{OwnedVariant, Variant};
 
 const SERVER: &str = "org.freedesktop.Notifications";
 const PATH: &str = "/org/freedesktop/Notifications";
@@ -43,6 +45,17 @@ impl Drop for Waiting {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// The calls of `method` the mock received, their arguments.
+async fn calls(server: &Mock, conn: &zbus::Connection, method: &str) -> Vec<Vec<OwnedVariant>> {
+    let m = server.call(conn, PATH, MOCK_IFACE, "GetCalls", &()).await;
+    let calls: Vec<(u64, String, Vec<OwnedVariant>)> = m.body().deserialize().expect("calls");
+    calls
+        .into_iter()
+        .filter(|c| c.1 == method)
+        .map(|c| c.2)
+        .collect()
 }
 
 /// `tools/call` of `name` in a Streamable HTTP session: the result.
@@ -218,4 +231,142 @@ async fn icon_hints_and_action_labels_reach_each_publisher_as_their_category_all
         assert_eq!(d["notification"]["closed"], "dismissed", "{d}");
     })
     .await
+}
+
+/// `send_notification` with actions waits for the user and returns the
+/// label they chose; an `ActionInvoked` forged by another peer for the
+/// same id is not the user's answer. With `timeout_s` and no answer the
+/// notification is withdrawn and the result says so; a dismissal is told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_notification_actions_come_back_to_the_asker_only_from_the_server() {
+    with_timeout(120, async {
+        let buses = Buses::start();
+        let server =
+            Mock::template(&buses.session.address, false, "notification_daemon", SERVER).await;
+        let home = Home::new();
+        home.write_policy(&[("token:asker", &["actions.notify"])]);
+        let _d = buses
+            .daemon_with(&home, &[], &["--http", "127.0.0.1:0"])
+            .await;
+        let addr = http_addr(&home);
+        let tok = token(&buses.session, &home, "asker");
+        let sid = http_session(addr, &tok);
+        let sc = buses.session.connect().await;
+
+        // The call waits for the user, so it runs beside the test.
+        let ask = |id: u64, arguments: Value| {
+            let (tok, sid) = (tok.clone(), sid.clone());
+            tokio::task::spawn_blocking(move || {
+                tool(addr, &tok, &sid, id, "send_notification", arguments)
+            })
+        };
+        let call = ask(
+            2,
+            json!({"summary": "Deploy now?", "actions": ["Yes", "No"], "timeout_s": 120}),
+        );
+        let notify = eventually(15, "the Notify", || async {
+            calls(&server, &sc, "Notify").await.into_iter().next()
+        })
+        .await;
+        let actions: Vec<String> = notify[5]
+            .try_clone()
+            .expect("actions")
+            .try_into()
+            .expect("as");
+        assert_eq!(actions, ["contextd-0", "Yes", "contextd-1", "No"]);
+        let expire: i32 = notify[7]
+            .try_clone()
+            .expect("timeout")
+            .try_into()
+            .expect("i");
+        assert_eq!(expire, 120_000);
+        // The mock numbers its notifications from 1.
+        let forger = buses.session.connect().await;
+        forger
+            .emit_signal(
+                None::<&str>,
+                PATH,
+                SERVER,
+                "ActionInvoked",
+                &(1u32, "contextd-0"),
+            )
+            .await
+            .expect("forged signal");
+        // After the forgery (in order on the bus: the call that makes the
+        // server answer leaves this process after it), the user's choice.
+        server
+            .emit(
+                &forger,
+                PATH,
+                SERVER,
+                "ActionInvoked",
+                "us",
+                vec![Variant::U32(1), Variant::from("contextd-1")],
+            )
+            .await;
+        let r = call.await.expect("call");
+        assert_ne!(r["isError"], Value::Bool(true), "{r}");
+        assert_eq!(
+            r["structuredContent"],
+            json!({"id": 1, "action": "No"}),
+            "{r}"
+        );
+        let text = r["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(text.contains("The user chose \"No\""), "{text}");
+
+        // Nobody answers within timeout_s: withdrawn, and said.
+        let r = ask(
+            3,
+            json!({"summary": "Still there?", "actions": ["Yes"], "timeout_s": 1}),
+        )
+        .await
+        .expect("call");
+        assert_eq!(r["structuredContent"]["closed"], "no-answer", "{r}");
+        let closed = calls(&server, &sc, "CloseNotification").await;
+        let withdrawn: Vec<i64> = closed
+            .iter()
+            .filter_map(|a| a.first().and_then(fdo_int))
+            .collect();
+        assert_eq!(withdrawn, [2], "{closed:?}");
+
+        // The user dismisses one.
+        let call = ask(4, json!({"summary": "Lunch?", "actions": ["Go"]}));
+        eventually(15, "the third Notify", || async {
+            (calls(&server, &sc, "Notify").await.len() == 3).then_some(())
+        })
+        .await;
+        server
+            .emit(
+                &sc,
+                PATH,
+                SERVER,
+                "NotificationClosed",
+                "uu",
+                vec![Variant::U32(3), Variant::U32(2)],
+            )
+            .await;
+        let r = call.await.expect("call");
+        assert_eq!(
+            r["structuredContent"],
+            json!({"id": 3, "closed": "dismissed"}),
+            "{r}"
+        );
+
+        // Bad arguments: a clear error, nothing shown.
+        let r = ask(5, json!({"summary": "x", "actions": ["a", "b", "c", "d"]}))
+            .await
+            .expect("call");
+        assert_eq!(r["isError"], true, "{r}");
+        assert_eq!(calls(&server, &sc, "Notify").await.len(), 3);
+    })
+    .await
+}
+
+/// An integer of any D-Bus type.
+fn fdo_int(v: &OwnedVariant) -> Option<i64> {
+    match &**v {
+        Variant::I32(n) => Some(i64::from(*n)),
+        Variant::U32(n) => Some(i64::from(*n)),
+        _ => None,
+    }
 }
