@@ -739,13 +739,13 @@ mod tests {
         assert_eq!(strip_markup("a<br/>b<img src=\"x\"/>"), "ab");
         assert_eq!(strip_markup("&#65;&#x42;&bogus; &"), "AB&bogus; &");
         assert_eq!(strip_markup("bell\u{7}"), "bell");
-        // A megabyte of '<' with no '>' and of tags: fast, and cut.
-        let t = std::time::Instant::now();
+        // A megabyte of '<' with no '>' and of tags: cut (and linear: a
+        // quadratic pass over a megabyte would outlast the test's timeout;
+        // no time is asserted here, the bench's job).
         let s = strip_markup(&"<".repeat(1 << 20));
         assert_eq!(s.chars().count(), MAX_TEXT_CHARS + 1);
         let s = strip_markup(&"<b>x</b>".repeat(1 << 17));
         assert_eq!(s.chars().count(), MAX_TEXT_CHARS + 1);
-        assert!(t.elapsed() < std::time::Duration::from_secs(2));
     }
 
     #[test]
