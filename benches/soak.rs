@@ -2015,6 +2015,13 @@ async fn run() -> bool {
         .expect("connect");
     let ctx = Context1Proxy::new(&conn).await.expect("proxy");
     let kill_start = Instant::now();
+    // What sway did with the focus changes in this phase: if no round saw
+    // one, this says whether they were refused (no such window) or never
+    // sent (the driver waiting for sway).
+    let (sent_before, failed_before) = (
+        focus.sent.load(Ordering::Relaxed),
+        focus.failed.load(Ordering::Relaxed),
+    );
     for round in 0..kills {
         let d = Arc::new(Mutex::new(home.spawn(&session)));
         let _guard = DaemonGuard(d.clone());
@@ -2138,9 +2145,15 @@ async fn run() -> bool {
     focus.stop.store(true, Ordering::Relaxed);
     let _ = focus_thread.join();
     let kill_secs = kill_start.elapsed().as_secs_f64();
+    let focus_in_kills = format!(
+        "{} focus changes accepted by sway and {} refused or lost during the kill phase",
+        focus.sent.load(Ordering::Relaxed) - sent_before,
+        focus.failed.load(Ordering::Relaxed) - failed_before
+    );
+    println!("  {focus_in_kills}");
     if rounds_written < kills {
         failures.push(format!(
-            "focus changes were sent in only {rounds_written} of {kills} kill rounds: the loss is not measured"
+            "focus changes were sent in only {rounds_written} of {kills} kill rounds ({focus_in_kills}): the loss is not measured"
         ));
     }
     if over > 0 {
