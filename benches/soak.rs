@@ -45,7 +45,10 @@
 //!    leak per fault shows as the heap not coming back.
 //!    `CONTEXTD_SOAK_HOLD=FILE` holds the load after the warm-up until
 //!    FILE exists: time for a profiler to attach (`heaptrack -p` takes
-//!    seconds to inject itself) and see everything the load allocates.
+//!    seconds to inject itself) and see everything the load allocates;
+//!    and it holds again once the heap after the load is printed, until
+//!    `FILE.after` exists, so that what the profiler sees live then is
+//!    what the load left (not the second load's).
 //!
 //!    After the load: the daemon's heap in use (src/memory.rs logs it)
 //!    must come back within 10 % of its value before the load (within
@@ -1898,6 +1901,13 @@ async fn run() -> bool {
         "    the daemon's heap (src/memory.rs) before the load: {heap_before}; now: {}",
         heap_line(&home.log)
     );
+    if let Ok(hold) = std::env::var("CONTEXTD_SOAK_HOLD") {
+        let after = format!("{hold}.after");
+        println!("  holding after the load until {after} exists");
+        while !Path::new(&after).exists() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
     println!(
         "  RSS after load: {:.1} MB (before it: {:.1} MB; no target: the allocator keeps pages)",
         rss_after as f64 / 1024.0,
