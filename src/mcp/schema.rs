@@ -247,6 +247,37 @@ impl<const MIN: usize, const MAX: usize> JsonSchema for Text<MIN, MAX> {
     }
 }
 
+/// A list of at most `MAX` items, in the schema (`maxItems`) and when
+/// parsed: one declaration of the bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct List<T, const MAX: usize>(pub(crate) Vec<T>);
+
+impl<'de, T: Deserialize<'de>, const MAX: usize> Deserialize<'de> for List<T, MAX> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Vec::<T>::deserialize(d)?;
+        if v.len() > MAX {
+            return Err(serde::de::Error::custom(format!(
+                "{} items; it must have at most {MAX}",
+                v.len()
+            )));
+        }
+        Ok(Self(v))
+    }
+}
+
+impl<T: JsonSchema, const MAX: usize> JsonSchema for List<T, MAX> {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("List_{}_{MAX}", T::schema_name()).into()
+    }
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let items = g.subschema_for::<T>();
+        schemars::json_schema!({"type": "array", "items": items, "maxItems": MAX})
+    }
+}
+
 /// The arguments of a tool that takes none.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -348,10 +379,9 @@ pub(crate) struct NotifyArgs {
     )]
     pub(crate) urgency: Option<Urgency>,
     #[schemars(
-        length(max = MAX_NOTIFY_ACTIONS),
         description = "Up to 3 button labels. With actions the call waits for the user: it returns the label they chose, or that they dismissed the notification, that it expired, or that nobody answered within `timeout_s` (then the notification is withdrawn)"
     )]
-    pub(crate) actions: Option<Vec<Text<1, MAX_ACTION_LABEL>>>,
+    pub(crate) actions: Option<List<Text<1, MAX_ACTION_LABEL>, MAX_NOTIFY_ACTIONS>>,
     #[schemars(
         description = "Seconds the notification stays on screen, and with actions how long the call waits for an answer (default: the notification server's own time, and 60 s of waiting)"
     )]

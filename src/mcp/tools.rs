@@ -32,6 +32,7 @@ use serde_json::{Map, Value, json};
 use super::Broker;
 use super::consent::{Mode, Subject};
 use super::error::{Error, wire};
+use super::notify;
 use super::output::{
     ActivityOut, LocationOut, NetworkOut, NotifiedOut, Output, Paged, PowerOut, ProvidedOut,
     SelectionOut, SessionOut, TimeOut,
@@ -43,7 +44,6 @@ use super::schema::{
     ProvidedArgs,
 };
 use super::timeline;
-use super::{notify, schema::MAX_NOTIFY_ACTIONS};
 use crate::core::cursor;
 use crate::core::read;
 use crate::core::view::{
@@ -564,16 +564,11 @@ impl Tool for SendNotification {
         }
         let actions: Vec<String> = args
             .actions
+            .map(|l| l.0)
             .unwrap_or_default()
             .into_iter()
             .map(|a| a.0)
             .collect();
-        if actions.len() > MAX_NOTIFY_ACTIONS {
-            return tool_error(format!(
-                "'actions' has {} labels; at most {MAX_NOTIFY_ACTIONS}",
-                actions.len()
-            ));
-        }
         if actions.iter().any(|a| a.trim().is_empty()) {
             return tool_error("an action label must not be empty");
         }
@@ -818,6 +813,10 @@ mod tests {
                         .collect::<String>()
                 )
             }
+            Some("array") => {
+                let n = p.get("minItems").and_then(Value::as_u64).unwrap_or(0);
+                json!(vec![least(&p["items"]); n as usize])
+            }
             _ => panic!("a property type the test does not know: {p}"),
         }
     }
@@ -865,6 +864,13 @@ mod tests {
                 if let Some(Value::Array(e)) = p.get("enum") {
                     good.extend(e.iter().cloned());
                 }
+                if let Some(max) = p.get("maxItems").and_then(Value::as_u64) {
+                    let item = &p["items"];
+                    good.push(json!(vec![least(item); max as usize]));
+                    if let Some(len) = item.get("maxLength").and_then(Value::as_u64) {
+                        good.push(json!(["y".repeat(len as usize)]));
+                    }
+                }
                 for v in good {
                     assert_eq!((t.parse)(with(k, v.clone())), Ok(()), "{name}.{k} = {v}");
                 }
@@ -903,12 +909,29 @@ mod tests {
                 if p.get("enum").is_some() {
                     vals.push(json!("no-such-value"));
                 }
+                if p["type"] == "array" {
+                    let item = &p["items"];
+                    vals.push(json!("not a list"));
+                    if let Some(max) = p.get("maxItems").and_then(Value::as_u64) {
+                        vals.push(json!(vec![least(item); max as usize + 1]));
+                    }
+                    if let Some(len) = item.get("maxLength").and_then(Value::as_u64) {
+                        vals.push(json!(["y".repeat(len as usize + 1)]));
+                    }
+                    if let Some(len) = item.get("minLength").and_then(Value::as_u64)
+                        && len > 0
+                    {
+                        vals.push(json!(["y".repeat(len as usize - 1)]));
+                    }
+                }
                 bad.extend(vals.into_iter().map(|v| (k.clone(), with(k, v))));
             }
             for (k, args) in bad {
                 let e = (t.parse)(args.clone()).expect_err(&format!("{name}: {args:?}"));
                 assert!(
-                    e.contains(&format!("`{k}`")) || e.contains(&format!("'{k}'")),
+                    e.contains(&format!("`{k}`"))
+                        || e.contains(&format!("'{k}'"))
+                        || e.contains(&format!("'{k}[")),
                     "{name}: {e}"
                 );
             }
