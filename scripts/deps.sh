@@ -93,6 +93,11 @@ PACKAGES=(
     mako-notifier
     # a real Secret Service for the database key
     gnome-keyring
+    # the calendar source's real service (tests/it/calendar_eds.rs):
+    # Evolution Data Server's registry and calendar factory, and the
+    # typelibs through which the test makes its calendar and task list with
+    # EDS's own API (PyGObject is python3-gi above)
+    evolution-data-server gir1.2-edataserver-1.2 gir1.2-ecal-2.0
     # GLib's headers and gdbus-codegen: the generated C clients of the tests
     # (tests/codegen) and the C provider example (examples/c-provider)
     libglib2.0-dev libglib2.0-dev-bin

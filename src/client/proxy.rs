@@ -28,6 +28,7 @@ pub trait Context1 {
     ) -> zbus::Result<(Vec<Dict>, String)>;
     fn list_recent_documents(&self) -> zbus::Result<Vec<Dict>>;
     fn get_location(&self) -> zbus::Result<Dict>;
+    fn get_calendar(&self) -> zbus::Result<Dict>;
     fn get_selection(&self) -> zbus::Result<Dict>;
     fn subscribe(&self, categories: &[&str]) -> zbus::Result<OwnedObjectPath>;
     fn request_access(&self, categories: &[&str], reason: &str) -> zbus::Result<OwnedObjectPath>;

@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use crate::model::{
-    Category, Location, MediaStream, Network, Notification, Power, ProvidedContext, RecentDocument,
-    SessionState, SourceStatus, Window,
+    Calendar, Category, Location, MediaStream, Network, Notification, Power, ProvidedContext,
+    RecentDocument, SessionState, SourceStatus, Window,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -84,6 +84,13 @@ pub(crate) enum Change {
         documents: Option<Vec<RecentDocument>>,
         new: Vec<RecentDocument>,
     },
+    /// The calendar changed (`None`: unknown); `before` is what it was.
+    /// A change of titles, places or attendees only is no change to a
+    /// reader without `calendar.details`.
+    Calendar {
+        calendar: Option<Calendar>,
+        before: Option<Calendar>,
+    },
     Source(SourceStatus),
 }
 
@@ -102,6 +109,7 @@ impl Change {
             Change::Provided { context, .. } => Category::Provided(context.kind.to_string()),
             Change::RecentDocuments { .. } => Category::DocumentsRecent,
             Change::Location { .. } => Category::Location,
+            Change::Calendar { .. } => Category::Calendar,
             Change::Source(_) => return None,
         })
     }

@@ -1,8 +1,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    AppId, CloseReason, DoNotDisturb, Location, MediaStream, Network, Notification, Power,
-    ProvidedContext, RecentDocument, Selection, SessionState, Window,
+    AppId, Calendar, CloseReason, DoNotDisturb, Location, MediaStream, Network, Notification,
+    Power, ProvidedContext, RecentDocument, Selection, SessionState, Window,
 };
 
 /// What a source tells the core. Sources produce these and nothing else;
@@ -83,6 +83,10 @@ pub enum SourceEvent {
     /// the user excluded; `None` while unknown.
     RecentDocuments {
         documents: Option<Vec<RecentDocument>>,
+    },
+    /// The next events and open tasks (`None`: no calendar service).
+    Calendar {
+        calendar: Option<Calendar>,
     },
     ProvidedRemoved {
         app_id: AppId,

@@ -16,8 +16,8 @@ use super::clock::Clock;
 use super::event::SourceEvent;
 use super::privacy::{Privacy, Rules};
 use crate::model::{
-    DoNotDisturb, Location, MediaStream, Network, Notification, Power, RecentDocument, Selection,
-    SessionState, SourceStatus, Window,
+    Calendar, DoNotDisturb, Location, MediaStream, Network, Notification, Power, RecentDocument,
+    Selection, SessionState, SourceStatus, Window,
 };
 pub(crate) use provided::{Provided, ProvidedEntry};
 
@@ -69,6 +69,9 @@ pub(crate) struct Snapshot {
     pub(crate) selection: Option<Selection>,
     /// The recently used files, newest first (`None` while unknown).
     pub(crate) recent_documents: Option<Vec<RecentDocument>>,
+    /// The next events and open tasks (`None` while no calendar service
+    /// answers).
+    pub(crate) calendar: Option<Calendar>,
     pub(crate) sources: BTreeMap<String, SourceStatus>,
     /// Capture sessions of the last 24 hours (see `core::captures`).
     pub(crate) captures: CaptureLog,
@@ -311,6 +314,36 @@ fn clean(rules: &Rules, event: SourceEvent) -> SourceEvent {
             }
         }
         other => other,
+    }
+}
+
+/// The most events and tasks the state keeps of a calendar: what a
+/// reader pages through, bounded whatever a source sends.
+pub(crate) const CALENDAR_LEN: usize = 500;
+
+/// A calendar as the state keeps it: at most [`CALENDAR_LEN`] events and
+/// tasks, every text without control characters and cut to
+/// [`MAX_TEXT_CHARS`], at most 50 attendees an event. The source does the
+/// same; this holds for every source (the replay too).
+fn bound_calendar(c: &mut Calendar) {
+    let clean = |s: &mut String| {
+        if s.chars().any(char::is_control) {
+            s.retain(|ch| !ch.is_control());
+        }
+        truncate_text(s);
+    };
+    c.events.truncate(CALENDAR_LEN);
+    c.tasks.truncate(CALENDAR_LEN);
+    for e in &mut c.events {
+        e.title
+            .iter_mut()
+            .chain(e.location.iter_mut())
+            .for_each(clean);
+        e.attendees.truncate(50);
+        e.attendees.iter_mut().for_each(clean);
+    }
+    for t in &mut c.tasks {
+        t.summary.iter_mut().for_each(clean);
     }
 }
 
@@ -582,6 +615,15 @@ fn apply_to(snap: &mut Snapshot, event: SourceEvent, now: DateTime<Utc>) -> Vec<
                 };
                 snap.recent_documents = documents.clone();
                 out.push(Change::RecentDocuments { documents, new });
+            }
+        }
+        SourceEvent::Calendar { mut calendar } => {
+            if let Some(c) = calendar.as_mut() {
+                bound_calendar(c);
+            }
+            if snap.calendar != calendar {
+                let before = std::mem::replace(&mut snap.calendar, calendar.clone());
+                out.push(Change::Calendar { calendar, before });
             }
         }
         #[cfg(feature = "replay")]

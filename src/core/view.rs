@@ -49,6 +49,12 @@
 //! - the recently used files (`documents.recent`) only with their category;
 //!   the paths the user excluded never reach the state at all
 //!   (`sources::recent`);
+//! - the calendar (`calendar`): the next events as schema.org `Event`s
+//!   and the open tasks as `Action`s (the vocabulary's `event` and `task`
+//!   kinds), with their times, whether one is going on and ids that tell
+//!   nothing; what they are (`name`, `location`, `attendees`) only with
+//!   `calendar.details`. A change of those alone is no change for a
+//!   reader without `calendar.details`;
 //!
 //! Times are RFC 3339 strings with milliseconds in UTC, on both wires.
 
@@ -60,9 +66,9 @@ use super::captures::CaptureSession;
 use super::history::{AppTotals, HistoryEvent, HistoryKind};
 use super::state::{Change, Snapshot};
 use crate::model::{
-    Category, CloseReason, Hidden, Location, MediaKind, MediaStream, Network, Notification, Player,
-    Power, ProvidedContext, RecentDocument, Selection, SessionState, SourceStatus, StreamState,
-    Urgency, Window,
+    Calendar, CalendarEvent, CalendarTask, Category, CloseReason, Hidden, Location, MediaKind,
+    MediaStream, Network, Notification, Player, Power, ProvidedContext, RecentDocument, Selection,
+    SessionState, SourceStatus, StreamState, Urgency, Window,
 };
 
 /// The caller's permissions, as a predicate over categories.
@@ -524,6 +530,146 @@ impl PlaceView {
     }
 }
 
+/// An event of the user's calendar (or one occurrence of a recurring
+/// one), as a schema.org `Event` (the vocabulary's `event` kind). The
+/// times need `calendar`; what it is, `calendar.details`.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub(crate) struct EventView {
+    #[serde(rename = "@type")]
+    #[schemars(description = "Always Event (schema.org)")]
+    pub(crate) schema_type: &'static str,
+    /// Opaque; stable while the event exists.
+    pub(crate) id: String,
+    #[serde(rename = "startDate")]
+    #[schemars(extend("format" = "date-time"))]
+    pub(crate) start_date: String,
+    #[serde(rename = "endDate", skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub(crate) end_date: Option<String>,
+    /// A whole-day event (from local midnight to midnight).
+    pub(crate) all_day: bool,
+    /// Whether the user is in it now.
+    pub(crate) ongoing: bool,
+    /// One occurrence of a recurring event.
+    pub(crate) recurring: bool,
+    /// The title; only with `calendar.details`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(description = format!("The title; only with calendar.details; {THEIRS}"))]
+    pub(crate) name: Option<String>,
+    /// Where; only with `calendar.details`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(description = format!("Where, as written; only with calendar.details; {THEIRS}"))]
+    pub(crate) location: Option<String>,
+    /// Who takes part; only with `calendar.details`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(description = format!("Names or addresses of who takes part; only with calendar.details; {THEIRS}"))]
+    pub(crate) attendees: Option<Names>,
+}
+
+impl EventView {
+    pub(crate) fn new(e: &CalendarEvent, details: bool) -> Self {
+        EventView {
+            schema_type: "Event",
+            id: e.id.clone(),
+            start_date: time(&e.start),
+            end_date: e.end.as_ref().map(time),
+            all_day: e.all_day,
+            ongoing: e.ongoing,
+            recurring: e.recurring,
+            name: e.title.clone().filter(|_| details),
+            location: e.location.clone().filter(|_| details),
+            attendees: (details && !e.attendees.is_empty()).then(|| Names(e.attendees.clone())),
+        }
+    }
+}
+
+/// An open task of the user's task lists, as a schema.org `Action` (the
+/// vocabulary's `task` kind). Its due date needs `calendar`; what it is,
+/// `calendar.details`.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub(crate) struct TaskView {
+    #[serde(rename = "@type")]
+    #[schemars(description = "Always Action (schema.org)")]
+    pub(crate) schema_type: &'static str,
+    /// Opaque; stable while the task exists.
+    pub(crate) id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub(crate) due: Option<String>,
+    /// `PotentialActionStatus` (not started) or `ActiveActionStatus`.
+    pub(crate) status: &'static str,
+    /// What the task is; only with `calendar.details`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(description = format!("The task's summary; only with calendar.details; {THEIRS}"))]
+    pub(crate) name: Option<String>,
+}
+
+impl TaskView {
+    pub(crate) fn new(t: &CalendarTask, details: bool) -> Self {
+        TaskView {
+            schema_type: "Action",
+            id: t.id.clone(),
+            due: t.due.as_ref().map(time),
+            status: if t.in_progress {
+                "ActiveActionStatus"
+            } else {
+                "PotentialActionStatus"
+            },
+            name: t.summary.clone().filter(|_| details),
+        }
+    }
+}
+
+/// The calendar's part of a snapshot or a change: the next events and
+/// the open tasks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+pub(crate) struct CalendarPart {
+    pub(crate) events: Vec<EventView>,
+    pub(crate) tasks: Vec<TaskView>,
+}
+
+impl CalendarPart {
+    pub(crate) fn new(c: &Calendar, details: bool) -> Self {
+        CalendarPart {
+            events: c
+                .events
+                .iter()
+                .map(|e| EventView::new(e, details))
+                .collect(),
+            tasks: c.tasks.iter().map(|t| TaskView::new(t, details)).collect(),
+        }
+    }
+}
+
+/// The calendar as one read answers it: `available` is false while no
+/// calendar service answers (then both lists are empty).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+pub(crate) struct CalendarView {
+    pub(crate) available: bool,
+    /// Events that have not ended, soonest first.
+    pub(crate) events: Vec<EventView>,
+    /// Open tasks, soonest due first, then those without a due date.
+    pub(crate) tasks: Vec<TaskView>,
+    /// `calendar.details` when titles, places and attendees are left out.
+    #[schemars(description = WITHHELD)]
+    pub(crate) withheld: Names,
+}
+
+pub(crate) fn calendar_view(snap: &Snapshot, can: Can<'_>) -> CalendarView {
+    let details = can(&Category::CalendarDetails);
+    let part = snap
+        .calendar
+        .as_ref()
+        .map(|c| CalendarPart::new(c, details))
+        .unwrap_or_default();
+    CalendarView {
+        available: snap.calendar.is_some(),
+        events: part.events,
+        tasks: part.tasks,
+        withheld: withheld_detail(can, Category::CalendarDetails),
+    }
+}
+
 /// A recently used file (its category `documents.recent` is needed).
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub(crate) struct RecentDocumentView {
@@ -673,6 +819,9 @@ pub(crate) struct SnapshotView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(description = "About a city; exact with location.precise")]
     pub(crate) location: Option<Box<PlaceView>>,
+    /// Only while a calendar service answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) calendar: Option<CalendarPart>,
     pub(crate) provided: Vec<ProvidedView>,
     pub(crate) sources: Vec<SourceView>,
     #[schemars(description = WITHHELD)]
@@ -861,6 +1010,8 @@ pub(crate) struct ChangeView {
     pub(crate) recent_documents: Option<Vec<RecentDocumentView>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) location: Option<PlaceView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) calendar: Option<CalendarPart>,
 }
 
 pub(crate) fn windows(snap: &Snapshot, can: Can<'_>) -> Vec<WindowView> {
@@ -1028,6 +1179,16 @@ pub(crate) fn snapshot(snap: &Snapshot, can: Can<'_>) -> SnapshotView {
             withheld.push(Category::LocationPrecise);
         }
     }
+    if section(Category::Calendar, &mut withheld) {
+        let details = can(&Category::CalendarDetails);
+        v.calendar = snap
+            .calendar
+            .as_ref()
+            .map(|c| CalendarPart::new(c, details));
+        if !details {
+            withheld.push(Category::CalendarDetails);
+        }
+    }
     for (app, e) in snap.provided.iter() {
         if can(&Category::Provided(e.kind.to_string())) {
             v.provided.push(ProvidedView::of(app, e));
@@ -1158,6 +1319,19 @@ pub(crate) fn change(c: &Change, can: Can<'_>) -> Option<(Category, ChangeView)>
             ChangeView {
                 event: "changed",
                 location: now,
+                ..Default::default()
+            }
+        }
+        Change::Calendar { calendar, before } => {
+            let details = can(&Category::CalendarDetails);
+            let view = |c: &Option<Calendar>| c.as_ref().map(|c| CalendarPart::new(c, details));
+            let now = view(calendar);
+            if view(before) == now {
+                return None;
+            }
+            ChangeView {
+                event: "changed",
+                calendar: now,
                 ..Default::default()
             }
         }

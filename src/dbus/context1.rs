@@ -21,7 +21,7 @@ use crate::core::{Mode, prompts, provide, view};
 use crate::model::Category;
 
 /// The interface version, bumped when methods are added.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 pub(crate) struct Context1 {
     pub(crate) shared: Arc<Shared>,
@@ -216,6 +216,19 @@ impl Context1 {
         })
     }
 
+    async fn calendar(&self, hdr: &Header<'_>) -> Result<view::CalendarView> {
+        let v = self
+            .shared
+            .read(hdr, read::Calendar, super::access(hdr))
+            .await?;
+        if !v.available {
+            return Err(Error::Unavailable(
+                "no calendar service answers (see ListSources: calendar)".into(),
+            ));
+        }
+        Ok(v)
+    }
+
     async fn recent_documents(&self, hdr: &Header<'_>) -> Result<view::RecentDocumentsView> {
         self.shared
             .read(hdr, read::RecentDocuments, super::access(hdr))
@@ -276,6 +289,9 @@ impl OnePass for Context1 {
             }),
             "GetLocation" => answer(msg, move |(), hdr| async move {
                 Written::dict(&self.location(&hdr).await?)
+            }),
+            "GetCalendar" => answer(msg, move |(), hdr| async move {
+                Written::dict(&self.calendar(&hdr).await?)
             }),
             "ListRecentDocuments" => answer(msg, move |(), hdr| async move {
                 Written::list(&self.recent_documents(&hdr).await?.documents)
@@ -389,6 +405,14 @@ impl Context1 {
     #[zbus(out_args("place"))]
     async fn get_location(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
         Ok(wire::dict(&self.location(&hdr).await?)?)
+    }
+
+    /// The next events (schema.org Events) and the open tasks (Actions)
+    /// of the user's calendars. Needs `calendar`; titles, places and
+    /// attendees need `calendar.details`.
+    #[zbus(out_args("calendar"))]
+    async fn get_calendar(&self, #[zbus(header)] hdr: Header<'_>) -> Result<Dict> {
+        Ok(wire::dict(&self.calendar(&hdr).await?)?)
     }
 
     /// The files the user opened recently, newest first. Needs

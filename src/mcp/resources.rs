@@ -615,6 +615,7 @@ pub(crate) fn affected(change: &Change, active: Option<&str>) -> Vec<String> {
         Change::Provided { context, .. } => v.push(Res::Provided(context.kind.to_string()).uri()),
         Change::RecentDocuments { .. } => v.push(Res::RecentDocuments.uri()),
         Change::Location { .. } => v.push(Res::Location.uri()),
+        Change::Calendar { .. } => {}
         Change::Source(_) => {}
     }
     v

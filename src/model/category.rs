@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 /// *details* of another one ([`Category::base`]): `windows.titles` adds
 /// window titles to `windows`, `notifications.content` adds bodies to
 /// `notifications`, `network.name` adds the network's name (SSID) to
-/// `network`. Granting a detail implies its base, because a user who
+/// `network`, `calendar.details` adds what events and tasks are to
+/// `calendar`. Granting a detail implies its base, because a user who
 /// lets an app read window titles obviously lets it know the windows exist.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -37,6 +38,12 @@ pub enum Category {
     /// The text selected last (the primary selection): read on request
     /// only, never in a signal or the timeline.
     Selection,
+    /// The next events and open tasks of the user's calendars: when the
+    /// user is busy, and that there are tasks and when they are due.
+    Calendar,
+    /// What the events and tasks are: titles, places and who takes part
+    /// (a detail of `calendar`).
+    CalendarDetails,
     /// Context an app publishes itself, by kind (`provided.document`,
     /// `provided.selection`, `provided.task`, ...).
     Provided(String),
@@ -55,7 +62,7 @@ pub enum CategoryError {
 }
 
 /// Every fixed category, in the order users see them.
-const FIXED: [Category; 16] = [
+const FIXED: [Category; 18] = [
     Category::Windows,
     Category::WindowsTitles,
     Category::MediaPlayback,
@@ -70,6 +77,8 @@ const FIXED: [Category; 16] = [
     Category::Location,
     Category::LocationPrecise,
     Category::Selection,
+    Category::Calendar,
+    Category::CalendarDetails,
     Category::History,
     Category::ActionsNotify,
 ];
@@ -109,6 +118,8 @@ impl Category {
             Category::Location => "location",
             Category::LocationPrecise => "location.precise",
             Category::Selection => "selection",
+            Category::Calendar => "calendar",
+            Category::CalendarDetails => "calendar.details",
             Category::Provided(_) => "provided",
             Category::History => "history",
             Category::ActionsNotify => "actions.notify",
@@ -122,6 +133,7 @@ impl Category {
             Category::NotificationsContent => Some(Category::Notifications),
             Category::NetworkName => Some(Category::Network),
             Category::LocationPrecise => Some(Category::Location),
+            Category::CalendarDetails => Some(Category::Calendar),
             _ => None,
         }
     }
@@ -155,6 +167,13 @@ impl Category {
                 "Where you are exactly (coordinates finer than a city)".into()
             }
             Category::Selection => "The text you selected last, when the app asks for it".into(),
+            Category::Calendar => {
+                "When your next events are and whether you are in one, and your open tasks' due dates"
+                    .into()
+            }
+            Category::CalendarDetails => {
+                "What your events and tasks are: titles, places and who takes part".into()
+            }
             Category::Provided(kind) => {
                 format!("What apps publish about their {kind} (e.g. the open document)")
             }
@@ -179,6 +198,7 @@ impl Category {
                 | Category::Location
                 | Category::LocationPrecise
                 | Category::Selection
+                | Category::CalendarDetails
         )
     }
 }
@@ -264,6 +284,7 @@ mod tests {
         );
         assert_eq!(Category::NetworkName.base(), Some(Category::Network));
         assert_eq!(Category::LocationPrecise.base(), Some(Category::Location));
+        assert_eq!(Category::CalendarDetails.base(), Some(Category::Calendar));
         assert_eq!(Category::Windows.base(), None);
     }
 }

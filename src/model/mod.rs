@@ -8,11 +8,13 @@
 
 pub mod admin;
 mod app;
+mod calendar;
 mod category;
 mod context;
 pub mod privacy;
 
 pub use app::{AppId, AppIdError, IdentitySource, SYSTEMD_PREFIX};
+pub use calendar::{Calendar, CalendarEvent, CalendarTask};
 pub use category::{Category, CategoryError};
 pub use context::{
     CloseReason, DndSource, DoNotDisturb, Hidden, Location, MediaKind, MediaStream, Network,

@@ -9,6 +9,7 @@
 //! tasks on `ctx.tasks` and joins its threads, so that the daemon's stop
 //! waits for all of it.
 
+pub(crate) mod calendar;
 pub(crate) mod dnd;
 pub(crate) mod fdo;
 pub(crate) mod geoclue;
@@ -193,6 +194,9 @@ pub(crate) fn spawn_all(ctx: &SourceContext) {
     }
     if enabled(recent::NAME) {
         tasks.spawn(recent::run(ctx.clone()));
+    }
+    if enabled(calendar::NAME) {
+        tasks.spawn(calendar::run(ctx.clone()));
     }
 }
 

@@ -22,6 +22,7 @@ mod pipewire_client;
 mod shells;
 
 mod backpressure;
+mod calendar_eds;
 mod canaries;
 mod codegen;
 mod consent_agents;

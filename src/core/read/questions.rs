@@ -56,6 +56,7 @@ impl Read for Snapshot {
                 ),
                 (Category::DocumentsRecent, None),
                 (Category::Location, Some(Category::LocationPrecise)),
+                (Category::Calendar, Some(Category::CalendarDetails)),
             ],
             shown,
             looked,
@@ -285,6 +286,27 @@ impl Read for Location {
         Ok(state_view(seen.reads.state.read(|s| {
             s.location.as_ref().map(|l| PlaceView::new(l, precise))
         })))
+    }
+}
+
+/// The next events and open tasks (`calendar`; what they are with
+/// `calendar.details`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Calendar;
+
+impl Read for Calendar {
+    type View = view::CalendarView;
+
+    fn needs(&self, _: &Reads, _: DateTime<Utc>) -> Result<Needs> {
+        Ok(Needs::details(
+            Category::Calendar,
+            vec![Category::CalendarDetails],
+        ))
+    }
+
+    async fn view(self, seen: Seen<'_>) -> Result<Self::View> {
+        let can = |c: &Category| seen.can(c);
+        Ok(seen.reads.state.read(|s| view::calendar_view(s, &can)))
     }
 }
 
