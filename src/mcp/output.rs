@@ -16,9 +16,9 @@ use super::error::Error;
 use super::render::{Rendered, data, ident, is_plain, json_line, to_json};
 use crate::core::history::HistoryKind;
 use crate::core::view::{
-    AppTotalsView, CaptureSessionView, HistoryEventView, MediaView, NetworkView, NotificationsView,
-    PlaceView, ProvidedView, RecentDocumentsView, SelectionView, SnapshotView, StateView,
-    StreamView, WindowOneView, WindowView, WindowsView,
+    AppTotalsView, CalendarView, CaptureSessionView, EventView, HistoryEventView, MediaView, Names,
+    NetworkView, NotificationsView, PlaceView, ProvidedView, RecentDocumentsView, SelectionView,
+    SnapshotView, StateView, StreamView, TaskView, WindowOneView, WindowView, WindowsView,
 };
 use crate::model::{Category, MediaKind, Power, SessionState};
 
@@ -329,6 +329,13 @@ impl Output for SnapshotView {
         if let Some(n) = &self.notifications {
             md.push_str(&format!("Recent notifications: {}\n", n.len()));
         }
+        if let Some(c) = &self.calendar {
+            match c.events.iter().find(|e| e.ongoing).or(c.events.first()) {
+                Some(e) => md.push_str(&format!("Calendar: {}\n", event_line(e))),
+                None => md.push_str("Calendar: no events in the next 14 days\n"),
+            }
+            md.push_str(&format!("Open tasks: {}\n", c.tasks.len()));
+        }
         if let Some(d) = &self.recent_documents {
             let names: Vec<String> = d
                 .iter()
@@ -410,6 +417,129 @@ fn window_markdown(v: &WindowOneView, id: Option<&str>) -> String {
 impl Output for WindowOneView {
     fn markdown(&self) -> String {
         window_markdown(self, None)
+    }
+}
+
+/// `get_upcoming_events`, `context://calendar/events`: the next events.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct EventsOut {
+    /// False while no calendar service answers.
+    pub(crate) available: bool,
+    /// Soonest first; those going on now have `ongoing`.
+    pub(crate) events: Vec<EventView>,
+    #[schemars(description = "Categories left out because the host has no grant for them")]
+    pub(crate) withheld: Names,
+}
+
+/// `list_tasks`, `context://calendar/tasks`: the open tasks.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct TasksOut {
+    /// False while no calendar service answers.
+    pub(crate) available: bool,
+    /// Soonest due first, then those without a due date.
+    pub(crate) tasks: Vec<TaskView>,
+    #[schemars(description = "Categories left out because the host has no grant for them")]
+    pub(crate) withheld: Names,
+}
+
+impl EventsOut {
+    pub(crate) fn of(v: CalendarView) -> Self {
+        EventsOut {
+            available: v.available,
+            events: v.events,
+            withheld: v.withheld,
+        }
+    }
+}
+
+impl TasksOut {
+    pub(crate) fn of(v: CalendarView) -> Self {
+        TasksOut {
+            available: v.available,
+            tasks: v.tasks,
+            withheld: v.withheld,
+        }
+    }
+}
+
+/// One event: when, whether now, and (with `calendar.details`) what and
+/// where, fenced as data.
+fn event_line(e: &EventView) -> String {
+    let mut s = if e.all_day {
+        format!("all day from {}", e.start_date)
+    } else {
+        match &e.end_date {
+            Some(end) => format!("{} to {}", e.start_date, end),
+            None => e.start_date.clone(),
+        }
+    };
+    if e.ongoing {
+        s.push_str(" (now)");
+    }
+    if e.recurring {
+        s.push_str(" (recurring)");
+    }
+    if let Some(n) = &e.name {
+        s.push_str(&format!(": {}", data("event title", None, n)));
+    }
+    if let Some(l) = &e.location {
+        s.push_str(&format!(" at {}", data("event location", None, l)));
+    }
+    if let Some(a) = &e.attendees {
+        let names: Vec<String> = a.0.iter().map(|n| data("attendee", None, n)).collect();
+        s.push_str(&format!(" with {}", names.join(", ")));
+    }
+    s
+}
+
+fn withheld_line(md: &mut String, w: &Names) {
+    if !w.is_empty() {
+        md.push_str(&format!(
+            "\nWithheld (not granted to this host): {}\n",
+            w.0.join(", ")
+        ));
+    }
+}
+
+impl Output for EventsOut {
+    fn markdown(&self) -> String {
+        let mut md = format!("# Upcoming events ({})\n\n", self.events.len());
+        if !self.available {
+            md.push_str("Unknown: no calendar service (Evolution Data Server) answers.\n");
+        } else if self.events.is_empty() {
+            md.push_str("No events in the next 14 days.\n");
+        }
+        for e in &self.events {
+            md.push_str(&format!("- {}\n", event_line(e)));
+        }
+        withheld_line(&mut md, &self.withheld);
+        md
+    }
+}
+
+impl Output for TasksOut {
+    fn markdown(&self) -> String {
+        let mut md = format!("# Open tasks ({})\n\n", self.tasks.len());
+        if !self.available {
+            md.push_str("Unknown: no calendar service (Evolution Data Server) answers.\n");
+        } else if self.tasks.is_empty() {
+            md.push_str("No open tasks.\n");
+        }
+        for t in &self.tasks {
+            let mut s = match &t.due {
+                Some(d) => format!("due {d}"),
+                None => "no due date".to_owned(),
+            };
+            if t.status == "ActiveActionStatus" {
+                s.push_str(" (in progress)");
+            }
+            if let Some(n) = &t.name {
+                s.push_str(&format!(": {}", data("task", None, n)));
+            }
+            md.push_str(&format!("- {s}\n"));
+        }
+        withheld_line(&mut md, &self.withheld);
+        md
     }
 }
 

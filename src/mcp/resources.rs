@@ -9,7 +9,8 @@ use super::Broker;
 use super::consent::{Mode, Subject};
 use super::error::Error;
 use super::output::{
-    self, LocationOut, NetworkOut, Output, Paged, PowerOut, ProvidedOut, SelectionOut, SessionOut,
+    self, EventsOut, LocationOut, NetworkOut, Output, Paged, PowerOut, ProvidedOut, SelectionOut,
+    SessionOut, TasksOut,
 };
 pub(crate) use super::render::{Rendered, fit};
 use crate::core::state::Change;
@@ -42,6 +43,10 @@ pub enum Res {
     /// The primary selection (`context://selection`): read on request
     /// only, so no change ever notifies it.
     Selection,
+    /// The next events (`context://calendar/events`).
+    CalendarEvents,
+    /// The open tasks (`context://calendar/tasks`).
+    CalendarTasks,
     /// A period of the timeline (`context://history{?since,until,app}`).
     History(HistoryParams),
     /// The shared vocabulary of what apps publish: the JSON-LD `@context`
@@ -125,7 +130,7 @@ impl HistoryParams {
 }
 
 /// The fixed resources, in listing order.
-pub const FIXED: [Res; 12] = [
+pub const FIXED: [Res; 14] = [
     Res::Snapshot,
     Res::Windows,
     Res::ActiveWindow,
@@ -137,6 +142,8 @@ pub const FIXED: [Res; 12] = [
     Res::RecentDocuments,
     Res::Location,
     Res::Selection,
+    Res::CalendarEvents,
+    Res::CalendarTasks,
     Res::Vocabulary,
 ];
 
@@ -189,6 +196,8 @@ impl Res {
             "documents/recent" => Res::RecentDocuments,
             "location" => Res::Location,
             "selection" => Res::Selection,
+            "calendar/events" => Res::CalendarEvents,
+            "calendar/tasks" => Res::CalendarTasks,
             "vocabulary" => Res::Vocabulary,
             p if p.starts_with("history") => Res::History(HistoryParams::parse(p)?),
             p if p.starts_with("provided/") => {
@@ -248,6 +257,8 @@ impl Res {
             Res::RecentDocuments => "context://documents/recent".into(),
             Res::Location => "context://location".into(),
             Res::Selection => "context://selection".into(),
+            Res::CalendarEvents => "context://calendar/events".into(),
+            Res::CalendarTasks => "context://calendar/tasks".into(),
             Res::History(p) => p.uri(),
             Res::Vocabulary => "context://vocabulary".into(),
             Res::Provided(kind) => format!("{PROVIDED_PREFIX}{kind}"),
@@ -290,6 +301,7 @@ impl Res {
             Res::RecentDocuments => vec![Category::DocumentsRecent],
             Res::Location => vec![Category::Location],
             Res::Selection => vec![Category::Selection],
+            Res::CalendarEvents | Res::CalendarTasks => vec![Category::Calendar],
             Res::History(_) => vec![Category::History],
         }
     }
@@ -308,6 +320,8 @@ impl Res {
             Res::RecentDocuments => "Recent documents",
             Res::Location => "Location",
             Res::Selection => "Selected text",
+            Res::CalendarEvents => "Upcoming events",
+            Res::CalendarTasks => "Open tasks",
             Res::History(_) => "Timeline",
             Res::Vocabulary => "Vocabulary of app-provided context",
             Res::Provided(_) | Res::ProvidedPage(..) => "What apps publish",
@@ -338,6 +352,12 @@ impl Res {
             }
             Res::Selection => {
                 "The text the user selected last (the primary selection; text only, at most 64 KiB), read when asked: never sent as a change".into()
+            }
+            Res::CalendarEvents => {
+                "The user's events of the next 14 days that have not ended, soonest first, as schema.org Events: start, end, whether the user is in one now; titles, places and attendees only with calendar.details".into()
+            }
+            Res::CalendarTasks => {
+                "The user's open tasks, soonest due first, as schema.org Actions: due date and status; what each task is only with calendar.details".into()
             }
             Res::History(_) => HISTORY_DESCRIPTION.into(),
             Res::Vocabulary => VOCABULARY_DESCRIPTION.into(),
@@ -493,6 +513,12 @@ pub(crate) async fn read(
         Res::Selection => {
             SelectionOut::from(core.reads.read(subject, read::Selection, mode).await?).rendered()?
         }
+        Res::CalendarEvents => {
+            EventsOut::of(core.reads.read(subject, read::Calendar, mode).await?).rendered()?
+        }
+        Res::CalendarTasks => {
+            TasksOut::of(core.reads.read(subject, read::Calendar, mode).await?).rendered()?
+        }
         Res::Provided(kind) => {
             provided_page(broker, subject, kind, None, PROVIDED_PAGE, mode).await?
         }
@@ -615,7 +641,10 @@ pub(crate) fn affected(change: &Change, active: Option<&str>) -> Vec<String> {
         Change::Provided { context, .. } => v.push(Res::Provided(context.kind.to_string()).uri()),
         Change::RecentDocuments { .. } => v.push(Res::RecentDocuments.uri()),
         Change::Location { .. } => v.push(Res::Location.uri()),
-        Change::Calendar { .. } => {}
+        Change::Calendar { .. } => {
+            v.push(Res::CalendarEvents.uri());
+            v.push(Res::CalendarTasks.uri());
+        }
         Change::Source(_) => {}
     }
     v

@@ -34,8 +34,8 @@ use super::consent::{Mode, Subject};
 use super::error::{Error, wire};
 use super::notify;
 use super::output::{
-    ActivityOut, LocationOut, NetworkOut, NotifiedOut, Output, Paged, PowerOut, ProvidedOut,
-    SelectionOut, SessionOut, TimeOut,
+    ActivityOut, EventsOut, LocationOut, NetworkOut, NotifiedOut, Output, Paged, PowerOut,
+    ProvidedOut, SelectionOut, SessionOut, TasksOut, TimeOut,
 };
 use super::render::{self, Rendered};
 use super::resources::{self, Res};
@@ -155,6 +155,8 @@ pub(crate) static REGISTRY: &[Declared] = &[
     declare::<GetLocation>(),
     declare::<GetSelection>(),
     declare::<ListRecentDocuments>(),
+    declare::<GetUpcomingEvents>(),
+    declare::<ListTasks>(),
     declare::<GetProvidedContext>(),
     declare::<SendNotification>(),
     declare::<GetRecentActivity>(),
@@ -341,6 +343,74 @@ impl Tool for ListWindows {
         match page(std::mem::take(&mut view.windows), "windows", &args) {
             Ok((items, next)) => {
                 view.windows = items;
+                paged(view, next)
+            }
+            Err(e) => tool_error(e),
+        }
+    }
+}
+
+/// The calendar as the host may see it, or the refusal.
+async fn calendar(cx: Cx<'_>) -> Result<crate::core::view::CalendarView, CallToolResult> {
+    cx.broker
+        .core
+        .reads
+        .read(cx.subject, read::Calendar, cx.mode)
+        .await
+        .map_err(|e| refusal(e.into()))
+}
+
+pub(crate) struct GetUpcomingEvents;
+impl Tool for GetUpcomingEvents {
+    const NAME: &'static str = "get_upcoming_events";
+    const TITLE: &'static str = "Get upcoming events";
+    const EFFECT: Effect = Effect::Reads("Upcoming events");
+    type Args = PageArgs;
+    type Out = Paged<EventsOut>;
+    fn description() -> String {
+        format!(
+            "{}{}",
+            "The user's calendar events of the next 14 days that have not ended, soonest first, a page at a time (pass nextCursor back as cursor), as schema.org Events: startDate, endDate, all_day, whether the user is in it now (ongoing) and whether it recurs. Needs the `calendar` grant; titles (name), places (location) and attendees need `calendar.details`. available is false while no calendar service (Evolution Data Server) answers.",
+            theirs("Event titles, places and attendee names")
+        )
+    }
+    async fn call(cx: Cx<'_>, args: PageArgs) -> CallToolResult {
+        let mut view = match calendar(cx).await {
+            Ok(v) => EventsOut::of(v),
+            Err(r) => return r,
+        };
+        match page(std::mem::take(&mut view.events), "calendar.events", &args) {
+            Ok((items, next)) => {
+                view.events = items;
+                paged(view, next)
+            }
+            Err(e) => tool_error(e),
+        }
+    }
+}
+
+pub(crate) struct ListTasks;
+impl Tool for ListTasks {
+    const NAME: &'static str = "list_tasks";
+    const TITLE: &'static str = "List open tasks";
+    const EFFECT: Effect = Effect::Reads("Open tasks");
+    type Args = PageArgs;
+    type Out = Paged<TasksOut>;
+    fn description() -> String {
+        format!(
+            "{}{}",
+            "The user's open tasks (not completed or cancelled) from their task lists, soonest due first, then those without a due date, a page at a time (pass nextCursor back as cursor), as schema.org Actions: due and status (PotentialActionStatus, or ActiveActionStatus when started). Needs the `calendar` grant; what each task is (name) needs `calendar.details`. available is false while no calendar service (Evolution Data Server) answers.",
+            theirs("Task summaries")
+        )
+    }
+    async fn call(cx: Cx<'_>, args: PageArgs) -> CallToolResult {
+        let mut view = match calendar(cx).await {
+            Ok(v) => TasksOut::of(v),
+            Err(r) => return r,
+        };
+        match page(std::mem::take(&mut view.tasks), "calendar.tasks", &args) {
+            Ok((items, next)) => {
+                view.tasks = items;
                 paged(view, next)
             }
             Err(e) => tool_error(e),

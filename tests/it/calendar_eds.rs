@@ -4,13 +4,15 @@
 //! own API (PyGObject, `tests/calendar/eds.py`); the events that have not
 //! ended (one going on now, one later, a daily series in Berlin time) and
 //! the open task show, the past, far and completed ones do not; a
-//! subscriber hears a changed title and a removed event;
+//! subscriber hears a changed title and a removed event; titles, places
+//! and people only with `calendar.details`, on D-Bus and over MCP;
 //! without EDS the calendar is `unavailable` (never an error of the
 //! daemon), and when EDS is killed and comes back the calendar comes
 //! back.
 
 use crate::common;
 use crate::fdo;
+use crate::mcp_support;
 
 use std::path::Path;
 use std::process::Command;
@@ -19,6 +21,7 @@ use common::*;
 use contextd::client::json::dict_to_json;
 use contextd::client::proxy::Context1Proxy;
 use fdo::{Changes, until_source};
+use mcp_support::*;
 use serde_json::Value;
 
 const REGISTRY: &str = "org.gnome.evolution.dataserver.Sources5";
@@ -128,8 +131,11 @@ async fn events_and_tasks_from_a_real_eds_follow_it_live_and_details_need_their_
         let bus = Bus::start_with(&eds.bus_config());
         let home = Home::new();
         let me = my_app_id();
-        home.write_policy(&[(me.as_str(), &["calendar", "calendar.details"][..])]);
-        let _d = Daemon::start(&bus, &home, &[]).await;
+        home.write_policy(&[
+            (me.as_str(), &["calendar", "calendar.details"][..]),
+            ("token:cal", &["calendar"][..]),
+        ]);
+        let _d = Daemon::start(&bus, &home, &["--http", "127.0.0.1:0"]).await;
         let conn = bus.connect().await;
         let ctx = Context1Proxy::new(&conn).await.expect("Context1");
 
@@ -137,9 +143,7 @@ async fn events_and_tasks_from_a_real_eds_follow_it_live_and_details_need_their_
         // the broker.
         let src = until_source(&conn, "calendar", false).await;
         assert!(
-            src["last_error"]
-                .as_str()
-                .is_some_and(|e| e.contains("not running")),
+            src["last_error"].as_str().is_some_and(|e| e.contains("not running")),
             "{src}"
         );
         let e = calendar(&ctx).await.expect_err("no calendar yet");
@@ -159,13 +163,7 @@ async fn events_and_tasks_from_a_real_eds_follow_it_live_and_details_need_their_
         let ours: Vec<&String> = t.iter().filter(|t| t.starts_with("EDS-")).collect();
         assert_eq!(
             ours,
-            [
-                "EDS-NOW-TITLE",
-                "EDS-NEXT-TITLE",
-                "EDS-DAILY",
-                "EDS-DAILY",
-                "EDS-DAILY"
-            ],
+            ["EDS-NOW-TITLE", "EDS-NEXT-TITLE", "EDS-DAILY", "EDS-DAILY", "EDS-DAILY"],
             "{cal}"
         );
         let events = cal["events"].as_array().expect("events");
@@ -173,17 +171,9 @@ async fn events_and_tasks_from_a_real_eds_follow_it_live_and_details_need_their_
         assert_eq!(now_ev["@type"], "Event");
         assert_eq!(now_ev["ongoing"], true, "{now_ev}");
         assert_eq!(now_ev["location"], "EDS-PLACE", "{now_ev}");
-        assert_eq!(
-            now_ev["attendees"],
-            serde_json::json!(["EDS-PERSON"]),
-            "{now_ev}"
-        );
+        assert_eq!(now_ev["attendees"], serde_json::json!(["EDS-PERSON"]), "{now_ev}");
         let daily: Vec<&Value> = events.iter().filter(|e| e["name"] == "EDS-DAILY").collect();
-        assert!(
-            daily
-                .iter()
-                .all(|e| e["recurring"] == true && e["ongoing"] == false)
-        );
+        assert!(daily.iter().all(|e| e["recurring"] == true && e["ongoing"] == false));
         // 09:00 in Berlin is 08:00 UTC in winter, 07:00 in summer.
         assert!(
             daily.iter().all(|e| {
@@ -198,10 +188,7 @@ async fn events_and_tasks_from_a_real_eds_follow_it_live_and_details_need_their_
         assert_eq!(tasks[0]["@type"], "Action");
         assert!(tasks[0]["due"].is_string(), "{cal}");
         let text = cal.to_string();
-        assert!(
-            !text.contains("EDS-PAST") && !text.contains("EDS-FAR") && !text.contains("EDS-DONE"),
-            "{text}"
-        );
+        assert!(!text.contains("EDS-PAST") && !text.contains("EDS-FAR") && !text.contains("EDS-DONE"), "{text}");
 
         // Live: a subscriber hears a new title and a removed event.
         let mut changes = Changes::subscribe(&conn, &["calendar"]).await;
@@ -220,6 +207,31 @@ async fn events_and_tasks_from_a_real_eds_follow_it_live_and_details_need_their_
             })
             .await;
 
+        // Over MCP, a host granted `calendar` alone sees the times, not
+        // the titles (what `withheld` says).
+        let addr = http_addr(&home);
+        let tok = tokio::task::block_in_place(|| token(&bus, &home, "cal"));
+        for tool in ["get_upcoming_events", "list_tasks"] {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{{"limit":2}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}},"io.modelcontextprotocol/clientInfo":{{"name":"Calendar Test","version":"1"}}}}}}}}"#
+            );
+            let (code, _, out) =
+                tokio::task::block_in_place(|| stateless_tool_call(addr, &tok, tool, body.as_bytes()));
+            assert_eq!(code, 200, "{out}");
+            let r = messages(&out).last().cloned().unwrap_or_default();
+            let sc = &r["result"]["structuredContent"];
+            assert_eq!(sc["available"], true, "{r}");
+            assert_eq!(sc["withheld"], serde_json::json!(["calendar.details"]), "{r}");
+            assert!(!r.to_string().contains("EDS-"), "details without their grant: {r}");
+            if tool == "get_upcoming_events" {
+                let evs = sc["events"].as_array().expect("events");
+                assert_eq!(evs.len(), 2, "a page of two: {r}");
+                assert!(sc["nextCursor"].is_string(), "{r}");
+            } else {
+                assert_eq!(sc["tasks"].as_array().map(Vec::len), Some(1), "{r}");
+            }
+        }
+
         // EDS dies (registry and factory): unavailable, and the calendar
         // unknown; it comes back (a client starts it) and so does the
         // calendar.
@@ -227,10 +239,7 @@ async fn events_and_tasks_from_a_real_eds_follow_it_live_and_details_need_their_
         kill_owner(&conn, REGISTRY).await;
         until_source(&conn, "calendar", false).await;
         eventually(15, "the calendar unknown", || async {
-            calendar(&ctx)
-                .await
-                .err()
-                .filter(|e| e.to_string().contains("Unavailable"))
+            calendar(&ctx).await.err().filter(|e| e.to_string().contains("Unavailable"))
         })
         .await;
         let uids = tokio::task::block_in_place(|| eds.py(&bus, &["list"]));
