@@ -670,6 +670,15 @@ pub(crate) fn calendar_view(snap: &Snapshot, can: Can<'_>) -> CalendarView {
     }
 }
 
+/// One event by its id (`context://calendar/events/{id}`).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub(crate) struct EventOneView {
+    pub(crate) event: EventView,
+    /// `calendar.details` when the title, place and attendees are left out.
+    #[schemars(description = WITHHELD)]
+    pub(crate) withheld: Names,
+}
+
 /// A recently used file (its category `documents.recent` is needed).
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub(crate) struct RecentDocumentView {

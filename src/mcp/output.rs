@@ -16,9 +16,10 @@ use super::error::Error;
 use super::render::{Rendered, data, ident, is_plain, json_line, to_json};
 use crate::core::history::HistoryKind;
 use crate::core::view::{
-    AppTotalsView, CalendarView, CaptureSessionView, EventView, HistoryEventView, MediaView, Names,
-    NetworkView, NotificationsView, PlaceView, ProvidedView, RecentDocumentsView, SelectionView,
-    SnapshotView, StateView, StreamView, TaskView, WindowOneView, WindowView, WindowsView,
+    AppTotalsView, CalendarView, CaptureSessionView, EventOneView, EventView, HistoryEventView,
+    MediaView, Names, NetworkView, NotificationsView, PlaceView, ProvidedView, RecentDocumentsView,
+    SelectionView, SnapshotView, StateView, StreamView, TaskView, WindowOneView, WindowView,
+    WindowsView,
 };
 use crate::model::{Category, MediaKind, Power, SessionState};
 
@@ -512,6 +513,14 @@ impl Output for EventsOut {
         for e in &self.events {
             md.push_str(&format!("- {}\n", event_line(e)));
         }
+        withheld_line(&mut md, &self.withheld);
+        md
+    }
+}
+
+impl Output for EventOneView {
+    fn markdown(&self) -> String {
+        let mut md = format!("# Event {}\n\n{}\n", self.event.id, event_line(&self.event));
         withheld_line(&mut md, &self.withheld);
         md
     }

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use super::Broker;
 use super::consent::{Mode, Subject};
 use super::error::{Error, wire};
-use super::output;
+use super::output::{self, Output};
 use super::render::{data, is_plain, json_line, seal};
 use super::resources::{self, Res};
 use crate::core::read;
@@ -98,7 +98,11 @@ fn build<'a, P: Prompt>(cx: Cx<'a>, args: Option<Map<String, Value>>) -> Buildin
 }
 
 /// Every prompt, in the order `prompts/list` shows them.
-pub(crate) static REGISTRY: &[Declared] = &[declare::<WhatAmIDoing>(), declare::<PrivacyReport>()];
+pub(crate) static REGISTRY: &[Declared] = &[
+    declare::<WhatAmIDoing>(),
+    declare::<PrivacyReport>(),
+    declare::<WhatsNext>(),
+];
 
 /// The prompts, as `prompts/list` shows them.
 pub(crate) fn catalog() -> Vec<Value> {
@@ -269,6 +273,65 @@ impl Prompt for PrivacyReport {
     }
 }
 
+/// `whats_next`'s `about`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum About {
+    /// The events and the tasks.
+    #[default]
+    Both,
+    Events,
+    Tasks,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NextArgs {
+    #[schemars(
+        title = "About",
+        description = "both (default): the upcoming events and the open tasks; events or tasks: only those"
+    )]
+    about: Option<About>,
+}
+
+/// The calendar as a prompt: what `get_upcoming_events` and `list_tasks`
+/// return (their Markdown, from the same read under the same consent),
+/// and the question what comes next.
+pub(crate) struct WhatsNext;
+impl Prompt for WhatsNext {
+    const NAME: &'static str = "whats_next";
+    const TITLE: &'static str = "What's next?";
+    const DESCRIPTION: &'static str = "The user's upcoming events of the next 14 days and open tasks (needs calendar; titles, places and attendees need calendar.details), as a prompt asking the model what comes next and what to prepare.";
+    type Args = NextArgs;
+    async fn get(cx: Cx<'_>, args: NextArgs) -> Result<GetPromptResult, Error> {
+        let about = args.about.unwrap_or_default();
+        let mut text = String::from(
+            "Here is my calendar, as reported by contextd (only what I allowed this assistant to see):\n\n",
+        );
+        // One read for both lists: one question to the user, one use of
+        // a one-time grant.
+        let cal = cx
+            .broker
+            .core
+            .reads
+            .read(cx.subject, read::Calendar, cx.mode)
+            .await?;
+        if about != About::Tasks {
+            text.push_str(&output::EventsOut::of(cal.clone()).markdown());
+            text.push('\n');
+        }
+        if about != About::Events {
+            text.push_str(&output::TasksOut::of(cal).markdown());
+            text.push('\n');
+        }
+        text.push_str("\nWhat is next for me, and what should I prepare or do first? Times are in UTC; say them in my local time if you know it. Do not guess beyond what the data shows.");
+        wire(user_text(
+            "The user's upcoming events and open tasks",
+            seal(text),
+        ))
+    }
+}
+
 /// `completion/complete`: prompt arguments, the `{id}` of the window
 /// template (window ids only when the host may see windows), the `app`
 /// of the history template (app ids only with the `history` grant) and the
@@ -310,6 +373,20 @@ pub(crate) async fn complete(
             if r.uri == resources::PROVIDED_TEMPLATE && req.argument.name == "kind" =>
         {
             resources::provided_kinds(broker, subject).await
+        }
+        // Event ids only when the host may see the calendar.
+        Reference::Resource(r)
+            if r.uri == resources::EVENT_TEMPLATE && req.argument.name == "id" =>
+        {
+            match broker
+                .core
+                .reads
+                .read(subject, read::Calendar, Mode::Look)
+                .await
+            {
+                Ok(v) => v.events.into_iter().map(|e| e.id).collect(),
+                Err(_) => Vec::new(),
+            }
         }
         Reference::Resource(r) => {
             if r.uri != resources::WINDOW_TEMPLATE || req.argument.name != "id" {

@@ -47,6 +47,8 @@ pub enum Res {
     CalendarEvents,
     /// The open tasks (`context://calendar/tasks`).
     CalendarTasks,
+    /// One event by id (`context://calendar/events/{id}`).
+    CalendarEvent(String),
     /// A period of the timeline (`context://history{?since,until,app}`).
     History(HistoryParams),
     /// The shared vocabulary of what apps publish: the JSON-LD `@context`
@@ -153,6 +155,10 @@ const PROVIDED_PAGE: usize = 100;
 
 /// The template of per-window resources.
 pub(crate) const WINDOW_TEMPLATE: &str = "context://windows/{id}";
+/// The template of one event by its id.
+pub(crate) const EVENT_TEMPLATE: &str = "context://calendar/events/{id}";
+const EVENT_PREFIX: &str = "context://calendar/events/";
+
 /// The template of what apps publish, by kind.
 pub(crate) const PROVIDED_TEMPLATE: &str = "context://provided/{kind}";
 const PROVIDED_PREFIX: &str = "context://provided/";
@@ -200,6 +206,15 @@ impl Res {
             "calendar/tasks" => Res::CalendarTasks,
             "vocabulary" => Res::Vocabulary,
             p if p.starts_with("history") => Res::History(HistoryParams::parse(p)?),
+            p if p.starts_with("calendar/events/") => {
+                let id = p.strip_prefix("calendar/events/")?;
+                // Event ids are the broker's own (`h` and 16 hex digits).
+                if id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_alphanumeric())
+                {
+                    return None;
+                }
+                Res::CalendarEvent(id.to_owned())
+            }
             p if p.starts_with("provided/") => {
                 let p = p.strip_prefix("provided/")?;
                 match p.split_once('?') {
@@ -259,6 +274,7 @@ impl Res {
             Res::Selection => "context://selection".into(),
             Res::CalendarEvents => "context://calendar/events".into(),
             Res::CalendarTasks => "context://calendar/tasks".into(),
+            Res::CalendarEvent(id) => format!("{EVENT_PREFIX}{id}"),
             Res::History(p) => p.uri(),
             Res::Vocabulary => "context://vocabulary".into(),
             Res::Provided(kind) => format!("{PROVIDED_PREFIX}{kind}"),
@@ -301,7 +317,9 @@ impl Res {
             Res::RecentDocuments => vec![Category::DocumentsRecent],
             Res::Location => vec![Category::Location],
             Res::Selection => vec![Category::Selection],
-            Res::CalendarEvents | Res::CalendarTasks => vec![Category::Calendar],
+            Res::CalendarEvents | Res::CalendarTasks | Res::CalendarEvent(_) => {
+                vec![Category::Calendar]
+            }
             Res::History(_) => vec![Category::History],
         }
     }
@@ -322,6 +340,7 @@ impl Res {
             Res::Selection => "Selected text",
             Res::CalendarEvents => "Upcoming events",
             Res::CalendarTasks => "Open tasks",
+            Res::CalendarEvent(_) => "Event",
             Res::History(_) => "Timeline",
             Res::Vocabulary => "Vocabulary of app-provided context",
             Res::Provided(_) | Res::ProvidedPage(..) => "What apps publish",
@@ -359,6 +378,7 @@ impl Res {
             Res::CalendarTasks => {
                 "The user's open tasks, soonest due first, as schema.org Actions: due date and status; what each task is only with calendar.details".into()
             }
+            Res::CalendarEvent(_) => EVENT_DESCRIPTION.into(),
             Res::History(_) => HISTORY_DESCRIPTION.into(),
             Res::Vocabulary => VOCABULARY_DESCRIPTION.into(),
             Res::Provided(kind) | Res::ProvidedPage(kind, _) => {
@@ -390,6 +410,8 @@ const VOCABULARY_DESCRIPTION: &str = "The JSON-LD @context of what apps publish 
 
 const PROVIDED_DESCRIPTION: &str = "What apps publish about themselves of one kind (the open document, the selection, the current task, ...): each app's id, its entry (JSON with a schema.org @type, see context://vocabulary) and when it was updated. kind is document, selection, task, location, event, person or an app's own x-NAME. Up to 100 entries by app id; when there are more, `nextCursor` is set: read context://provided/{kind}?cursor=NEXTCURSOR (percent-encoded) for the next page (changes are announced for the first page's URI)";
 
+const EVENT_DESCRIPTION: &str = "One upcoming event, by the id that context://calendar/events lists: a schema.org Event with its times and whether the user is in it now; title, place and attendees only with calendar.details";
+
 const HISTORY_DESCRIPTION: &str = "What happened in a period, oldest first: focus intervals, microphone/camera/screen use, playback, locked/idle/sleep, notifications, the documents and tasks apps published (by name). since and until are RFC 3339 date-times (default: the hour before now), app an app id. Up to 1000 events; `truncated` says when there were more (read a shorter period). Each event only with its own category (titles with windows.titles, documents with provided.document, ...)";
 
 /// The entries of `resources/templates/list`.
@@ -414,6 +436,13 @@ pub(crate) fn templates() -> Vec<Value> {
             "name": "provided",
             "title": "What apps publish, by kind",
             "description": format!("{PROVIDED_DESCRIPTION}. Needs consent for: provided.KIND (provided.document, ...)."),
+            "mimeType": JSON_MIME,
+        }),
+        json!({
+            "uriTemplate": EVENT_TEMPLATE,
+            "name": "calendar-event",
+            "title": "Event by id",
+            "description": format!("{EVENT_DESCRIPTION}. Needs consent for: calendar."),
             "mimeType": JSON_MIME,
         }),
     ]
@@ -519,6 +548,11 @@ pub(crate) async fn read(
         Res::CalendarTasks => {
             TasksOut::of(core.reads.read(subject, read::Calendar, mode).await?).rendered()?
         }
+        Res::CalendarEvent(id) => core
+            .reads
+            .read(subject, read::CalendarEvent(id.clone()), mode)
+            .await?
+            .rendered()?,
         Res::Provided(kind) => {
             provided_page(broker, subject, kind, None, PROVIDED_PAGE, mode).await?
         }
@@ -682,12 +716,17 @@ mod tests {
             "context://provided/document/x",
             "context://provided/x-",
             "context://vocabulary/x",
+            "context://calendar/events/",
+            "context://calendar/events/a/b",
+            "context://calendar/events/h%20x",
+            "context://calendar",
         ] {
             assert_eq!(Res::parse(bad), None, "{bad}");
         }
         for good in [
             "context://provided/document",
             "context://provided/x-my-kind2",
+            "context://calendar/events/h0123456789abcdef",
         ] {
             let r = Res::parse(good).unwrap_or_else(|| panic!("{good}"));
             assert_eq!(r.uri(), good);

@@ -232,6 +232,37 @@ async fn events_and_tasks_from_a_real_eds_follow_it_live_and_details_need_their_
             }
         }
 
+        // One event by id (the template), the prompt built from the
+        // calendar, and the template's completion: still no title.
+        let id = calendar(&ctx).await.expect("calendar")["events"][0]["id"]
+            .as_str()
+            .expect("an id")
+            .to_owned();
+        let sid = tokio::task::block_in_place(|| http_session(addr, &tok));
+        for (n, body) in [
+            format!(
+                r#"{{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{{"uri":"context://calendar/events/{id}"}}}}"#
+            ),
+            r#"{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"whats_next"}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/resource","uri":"context://calendar/events/{id}"},"argument":{"name":"id","value":""}}}"#.to_owned(),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let (code, msgs) =
+                tokio::task::block_in_place(|| http_call(addr, &tok, &sid, body.as_bytes()));
+            assert_eq!(code, 200, "{msgs:?}");
+            let r = msgs.last().cloned().unwrap_or_default();
+            let text = r["result"].to_string();
+            assert!(r["result"].is_object(), "{r}");
+            assert!(!text.contains("EDS-"), "details without their grant: {r}");
+            match n {
+                0 => assert!(text.contains("startDate") && text.contains(&id), "{r}"),
+                1 => assert!(text.contains("Upcoming events") && text.contains("Open tasks (1)"), "{r}"),
+                _ => assert!(text.contains(&id), "{r}"),
+            }
+        }
+
         // EDS dies (registry and factory): unavailable, and the calendar
         // unknown; it comes back (a client starts it) and so does the
         // calendar.

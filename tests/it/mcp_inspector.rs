@@ -67,6 +67,8 @@ const TOOLS: &[&str] = &[
     "list_recent_documents",
     "get_location",
     "get_selection",
+    "get_upcoming_events",
+    "list_tasks",
 ];
 
 const RESOURCES: &[&str] = &[
@@ -81,6 +83,8 @@ const RESOURCES: &[&str] = &[
     "context://documents/recent",
     "context://location",
     "context://selection",
+    "context://calendar/events",
+    "context://calendar/tasks",
     "context://vocabulary",
 ];
 
@@ -112,7 +116,8 @@ fn the_inspector_cli_with_the_sdk_default_environment_calls_and_reads_everything
         },
         "prompts": {
             "what_am_i_doing": {"detail": "full"},
-            "privacy_report": {"period": "7d"}
+            "privacy_report": {"period": "7d"},
+            "whats_next": {"about": "both"}
         }
     });
     let uid = {
@@ -268,7 +273,7 @@ fn the_inspector_cli_with_the_sdk_default_environment_calls_and_reads_everything
 
     let prompts = run("prompts/list")["prompts"].as_array().expect("prompts");
     let names: BTreeSet<&str> = prompts.iter().filter_map(|p| p["name"].as_str()).collect();
-    for name in ["what_am_i_doing", "privacy_report"] {
+    for name in ["what_am_i_doing", "privacy_report", "whats_next"] {
         assert!(names.contains(name), "{name} not listed: {names:?}");
     }
     for name in &names {

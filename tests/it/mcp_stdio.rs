@@ -141,6 +141,10 @@ fn check_full(r: &Value, legacy: bool) {
         r["templates"][2]["uriTemplate"],
         "context://provided/{kind}"
     );
+    assert_eq!(
+        r["templates"][3]["uriTemplate"],
+        "context://calendar/events/{id}"
+    );
     let history = &ok(&r["history"], "context://history")["contents"];
     let timeline: Value =
         serde_json::from_str(history[0]["text"].as_str().expect("text")).expect("JSON");
@@ -189,7 +193,7 @@ fn check_full(r: &Value, legacy: bool) {
 
     assert_eq!(
         r["prompt_list"],
-        serde_json::json!(["what_am_i_doing", "privacy_report"])
+        serde_json::json!(["what_am_i_doing", "privacy_report", "whats_next"])
     );
     let prompt = ok(&r["prompt"], "prompt")["messages"][0]["content"]["text"]
         .as_str()

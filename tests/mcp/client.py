@@ -273,6 +273,7 @@ async def dump_all(client, args, inbox, report):
         "context://history?since=2000-01-01T00%3A00%3A00Z",
         "context://provided/document", "context://vocabulary",
         "context://documents/recent", "context://location", "context://selection",
+        "context://calendar/events", "context://calendar/tasks",
     }
     for u in sorted(uris):
         out["resource " + u] = await attempt(client.read_resource(u))
@@ -283,12 +284,14 @@ async def dump_all(client, args, inbox, report):
         ("what_am_i_doing", {"detail": "full"}),
         ("privacy_report", {"period": "24h"}),
         ("privacy_report", {"period": "7d"}),
+        ("whats_next", {}),
     ]:
         out[f"prompt {name} {a}"] = await attempt(client.get_prompt(name, a))
     for ref, arg in [
         (types.ResourceTemplateReference(type="ref/resource", uri="context://windows/{id}"), "id"),
         (types.ResourceTemplateReference(type="ref/resource", uri="context://history{?since,until,app}"), "app"),
         (types.PromptReference(type="ref/prompt", name="what_am_i_doing"), "detail"),
+        (types.PromptReference(type="ref/prompt", name="whats_next"), "about"),
         (types.ResourceTemplateReference(type="ref/resource", uri="context://provided/{kind}"), "kind"),
     ]:
         out[f"complete {arg}"] = await attempt(client.complete(ref, {"name": arg, "value": ""}))

@@ -47,6 +47,8 @@ RESOURCES = {
     "context://documents/recent": "list_recent_documents",
     "context://location": "get_location",
     "context://selection": "get_selection",
+    "context://calendar/events": "get_upcoming_events",
+    "context://calendar/tasks": "list_tasks",
     "context://provided/document": "get_provided_context",
     "context://history?since=2000-01-01T00%3A00%3A00Z": "get_recent_activity",
 }

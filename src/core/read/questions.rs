@@ -310,6 +310,34 @@ impl Read for Calendar {
     }
 }
 
+/// One event by its id (`NotFound` when there is none: it ended, moved
+/// out of the window of days, or never was).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CalendarEvent(pub(crate) String);
+
+impl Read for CalendarEvent {
+    type View = view::EventOneView;
+
+    fn needs(&self, r: &Reads, now: DateTime<Utc>) -> Result<Needs> {
+        Calendar.needs(r, now)
+    }
+
+    async fn view(self, seen: Seen<'_>) -> Result<Self::View> {
+        let id = self.0;
+        let all = Calendar.view(seen).await?;
+        match all.events.into_iter().find(|e| e.id == id) {
+            Some(event) => Ok(view::EventOneView {
+                event,
+                withheld: all.withheld,
+            }),
+            None => Err(Error::NotFound(format!(
+                "no upcoming event with id '{}' (it may have ended)",
+                id.chars().take(64).collect::<String>()
+            ))),
+        }
+    }
+}
+
 /// The context apps published of one kind (`provided.KIND`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Provided(pub(crate) String);
