@@ -22,7 +22,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use crate::model::{Hidden, Notification, RecentDocument, Window};
+use crate::model::{Calendar, Hidden, Notification, RecentDocument, Window};
 
 /// What replaces a one-time code, verification code, PIN or passcode.
 pub(crate) const CODE_MARKER: &str = "[code hidden]";
@@ -150,6 +150,30 @@ impl Rules {
             w.title.clear();
         }
         before != (w.title_hidden, w.title.is_empty())
+    }
+
+    /// Hold back what the calendar must not show: an event whose title a
+    /// never-share rule matches loses its title, place and attendees, a
+    /// task its summary (each says why, `hidden`). Whether it changed.
+    pub(crate) fn clean_calendar(&self, c: &mut Calendar) -> bool {
+        let mut changed = false;
+        for e in &mut c.events {
+            if let Some(why) = e.title.as_deref().and_then(|t| self.title(t)) {
+                e.hidden = Some(why);
+                e.title = None;
+                e.location = None;
+                e.attendees.clear();
+                changed = true;
+            }
+        }
+        for t in &mut c.tasks {
+            if let Some(why) = t.summary.as_deref().and_then(|s| self.title(s)) {
+                t.hidden = Some(why);
+                t.summary = None;
+                changed = true;
+            }
+        }
+        changed
     }
 
     /// Hold back what `n` must not show: all of its text when its app is
@@ -619,6 +643,48 @@ mod tests {
 
     /// The user's rules: an app and a title pattern, matched
     /// case-insensitively, said as `user-rule`.
+    #[test]
+    fn user_rules_hide_calendar_titles_and_what_goes_with_them() {
+        use crate::model::{Calendar, CalendarEvent, CalendarTask};
+        let rules = Rules::new(PrivacySettings {
+            apps: vec![],
+            titles: vec!["Therapy".into()],
+        });
+        let event = |title: &str| CalendarEvent {
+            id: "e".into(),
+            start: chrono::Utc::now(),
+            end: None,
+            all_day: false,
+            ongoing: false,
+            recurring: false,
+            title: Some(title.into()),
+            location: Some("Dr. X, Main St".into()),
+            attendees: vec!["Dr. X".into()],
+            hidden: None,
+        };
+        let mut c = Calendar {
+            events: vec![event("therapy session"), event("Standup")],
+            tasks: vec![CalendarTask {
+                id: "t".into(),
+                due: None,
+                in_progress: false,
+                summary: Some("Book therapy".into()),
+                hidden: None,
+            }],
+        };
+        assert!(rules.clean_calendar(&mut c));
+        let e = &c.events[0];
+        assert_eq!(e.hidden, Some(Hidden::UserRule));
+        assert_eq!((&e.title, &e.location), (&None, &None));
+        assert!(e.attendees.is_empty());
+        assert_eq!(c.events[1].title.as_deref(), Some("Standup"));
+        assert_eq!(c.events[1].hidden, None);
+        assert_eq!(c.tasks[0].summary, None);
+        assert_eq!(c.tasks[0].hidden, Some(Hidden::UserRule));
+        // Clean already: nothing more to do.
+        assert!(!rules.clean_calendar(&mut c));
+    }
+
     #[test]
     fn user_rules_hide_titles_and_notifications() {
         let rules = Rules::new(PrivacySettings {

@@ -207,6 +207,15 @@ impl State {
                     });
                 }
             }
+            if let Some(c) = snap.calendar.as_mut() {
+                let before = c.clone();
+                if rules.clean_calendar(c) {
+                    out.push(Change::Calendar {
+                        calendar: Some(c.clone()),
+                        before: Some(before),
+                    });
+                }
+            }
             out
         })
     }
@@ -304,6 +313,12 @@ fn clean(rules: &Rules, event: SourceEvent) -> SourceEvent {
                 app_id: context.app_id,
                 kind: context.kind,
             }
+        }
+        SourceEvent::Calendar {
+            calendar: Some(mut c),
+        } => {
+            rules.clean_calendar(&mut c);
+            SourceEvent::Calendar { calendar: Some(c) }
         }
         SourceEvent::RecentDocuments {
             documents: Some(mut docs),

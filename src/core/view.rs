@@ -564,6 +564,13 @@ pub(crate) struct EventView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(description = format!("Names or addresses of who takes part; only with calendar.details; {THEIRS}"))]
     pub(crate) attendees: Option<Names>,
+    /// Why the title, place and attendees were held back (never shared,
+    /// whatever the grants); only with `calendar.details`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        description = "Why the title, place and attendees were held back (never shared, whatever the grants); only with calendar.details"
+    )]
+    pub(crate) hidden: Option<&'static str>,
 }
 
 impl EventView {
@@ -579,6 +586,7 @@ impl EventView {
             name: e.title.clone().filter(|_| details),
             location: e.location.clone().filter(|_| details),
             attendees: (details && !e.attendees.is_empty()).then(|| Names(e.attendees.clone())),
+            hidden: e.hidden.filter(|_| details).map(Hidden::as_str),
         }
     }
 }
@@ -602,6 +610,12 @@ pub(crate) struct TaskView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(description = format!("The task's summary; only with calendar.details; {THEIRS}"))]
     pub(crate) name: Option<String>,
+    /// Why the summary was held back; only with `calendar.details`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        description = "Why the summary was held back (never shared, whatever the grants); only with calendar.details"
+    )]
+    pub(crate) hidden: Option<&'static str>,
 }
 
 impl TaskView {
@@ -616,6 +630,7 @@ impl TaskView {
                 "PotentialActionStatus"
             },
             name: t.summary.clone().filter(|_| details),
+            hidden: t.hidden.filter(|_| details).map(Hidden::as_str),
         }
     }
 }

@@ -8,6 +8,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::Hidden;
+
 /// The next events and the open tasks of every enabled calendar and task
 /// list.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -53,6 +55,10 @@ pub struct CalendarEvent {
     /// Each `ATTENDEE`'s name (`CN`), else its address without `mailto:`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attendees: Vec<String>,
+    /// Why the title, place and attendees were held back (the user's
+    /// never-share rules matched the title), if they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<Hidden>,
 }
 
 impl CalendarEvent {
@@ -75,4 +81,7 @@ pub struct CalendarTask {
     /// `SUMMARY`, as written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// Why the summary was held back, if it was (as for an event).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<Hidden>,
 }

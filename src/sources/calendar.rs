@@ -892,6 +892,7 @@ fn event_occurrences(
             title: title.clone(),
             location: location.clone(),
             attendees: attendees.clone(),
+            hidden: None,
         });
     }
     Ok(out)
@@ -977,6 +978,7 @@ fn tasks_of(list: &str, components: &[Component], warned: &Warned) -> Vec<Calend
             due,
             in_progress: status.as_deref() == Some("IN-PROCESS") || percent > 0,
             summary: t.text("SUMMARY").as_deref().and_then(text),
+            hidden: None,
         });
     }
     out

@@ -1047,7 +1047,13 @@ async fn nothing_nobody_means_to_share_shows_on_any_publisher() {
         let hist = History1Proxy::new(&conn).await.expect("History1");
         // Subscribed before anything is planted: every change is heard.
         let path = ctx
-            .subscribe(&["windows", "notifications", "provided.document", "documents.recent"])
+            .subscribe(&[
+                "windows",
+                "notifications",
+                "provided.document",
+                "documents.recent",
+                "calendar",
+            ])
             .await
             .expect("subscribe");
         let sub = Subscription1Proxy::builder(&conn)
@@ -1117,13 +1123,32 @@ async fn nothing_nobody_means_to_share_shows_on_any_publisher() {
             ]})
             .to_string(),
         );
+        // An event and a task whose titles a rule matches: nothing of them
+        // (title, place, who) shows; the others do.
+        replay.send(
+            &json!({"type": "calendar", "calendar": {
+                "events": [
+                    {"id": "e1", "start": "2031-05-06T07:00:00Z", "title": "Salary review SECRET-CAL22",
+                     "location": "SECRET-CALPLACE23", "attendees": ["SECRET-CALWHO24"]},
+                    {"id": "e2", "start": "2031-05-06T08:00:00Z", "title": "CONTROL-EVENT"}
+                ],
+                "tasks": [
+                    {"id": "t1", "summary": "salary SECRET-CALTASK25"},
+                    {"id": "t2", "summary": "CONTROL-TASK"}
+                ]
+            }})
+            .to_string(),
+        );
         // The last focus ends the control's row: the timeline has them all.
         replay.send(&window_line("c3", "org.gnome.Nautilus", "CONTROL-LAST", true));
 
         // Every change in order, up to the last control.
         let mut signals = String::new();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while !(signals.contains("CONTROL-LAST") && signals.contains("CONTROL-RECENT")) {
+        while !(signals.contains("CONTROL-LAST")
+            && signals.contains("CONTROL-RECENT")
+            && signals.contains("CONTROL-EVENT"))
+        {
             let sig = tokio::time::timeout_at(deadline, changed.next())
                 .await
                 .unwrap_or_else(|_| panic!("the changes within 30 s; got {signals}"))
@@ -1163,6 +1188,8 @@ async fn nothing_nobody_means_to_share_shows_on_any_publisher() {
             "Card [card number hidden] was charged",
             "CONTROL-DOC",
             "CONTROL-RECENT",
+            "CONTROL-EVENT",
+            "CONTROL-TASK",
         ];
         let mut failures = Vec::new();
         for (publisher, text) in [
