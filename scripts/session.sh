@@ -83,7 +83,8 @@
 #   caller on it); GeoClue2 (tests/fdo/geoclue2.py) that knows a place in
 #   Zürich and lets every app know it. On the session bus, unless a test put its own there: the
 #   notification_daemon template and an org.freedesktop.ScreenSaver that is
-#   off.
+#   off; and the real Evolution Data Server (its registry, and its calendar
+#   factory when asked), with its data under DIR/home.
 # stop also kills any process that still carries CONTEXTD_SESSION_MARK=DIR in
 # its environment (everything started here does), and nothing else.
 set -euo pipefail
@@ -476,6 +477,30 @@ start_mock_screensaver() {
         '' GetActive '' b 'ret = False'
 }
 
+# Evolution Data Server, the real one: its registry of calendars and its
+# calendar factory, activatable on the session bus with their data under
+# DIR/home (the bus starts its services with the session's HOME), and the
+# registry started (the broker's calendar source reads it and never starts
+# it itself). Without evolution-data-server the calendar source says so.
+EDS_SERVICES=("org.gnome.evolution.dataserver.Sources5|/usr/libexec/evolution-source-registry"
+    "org.gnome.evolution.dataserver.Calendar8|/usr/libexec/evolution-calendar-factory")
+start_eds() {
+    local ses=unix:path=$BUS_SOCKET pair name exe
+    for pair in "${EDS_SERVICES[@]}"; do
+        name=${pair%%|*} exe=${pair#*|}
+        if [ ! -x "$exe" ]; then
+            note "no $exe (evolution-data-server): the calendar source stays unavailable"
+            return 0
+        fi
+        printf '[D-BUS Service]\nName=%s\nExec=%s\n' "$name" "$exe" >"$DIR/dbus-services/$name.service"
+    done
+    name=${EDS_SERVICES[0]%%|*}
+    timeout 10 dbus-send --bus="$ses" --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus \
+        org.freedesktop.DBus.StartServiceByName "string:$name" uint32:0 >/dev/null ||
+        die "the session bus could not start $name (see $DIR/dbus.log)"
+    wait_ready "" "$DIR/dbus.log" "$name on the bus" has_owner "$ses" "$name"
+}
+
 # The system services of a desktop, and a notification daemon and a screen
 # saver on the session bus (see "What runs" above).
 start_mocks() {
@@ -498,6 +523,11 @@ start_mocks() {
         note "org.freedesktop.ScreenSaver already runs on the session bus; not mocking it"
     else
         start_mock_screensaver
+    fi
+    if has_owner "$ses" org.gnome.evolution.dataserver.Sources5; then
+        note "Evolution Data Server already runs on the session bus; not starting it"
+    else
+        start_eds
     fi
 }
 

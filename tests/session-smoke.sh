@@ -23,7 +23,7 @@ CONTEXTD=${CONTEXTD_BIN:-$ROOT/target/debug/contextd}
 CONTEXTCTL=${CONTEXTCTL_BIN:-$ROOT/target/debug/contextctl}
 # Every source the broker runs (src/sources/: NAME, SCREENSAVER; `policy` is
 # the broker's policy file).
-SOURCES=(geoclue login1 mpris networkmanager notifications pipewire policy recent screensaver selection upower v4l2 wayland)
+SOURCES=(calendar dnd-gsettings dnd-server geoclue login1 mpris networkmanager notifications pipewire policy recent screensaver selection upower v4l2 wayland)
 
 # ---------------------------------------------------------------- reporting
 
