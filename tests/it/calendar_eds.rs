@@ -13,13 +13,14 @@
 use crate::common;
 use crate::fdo;
 use crate::mcp_support;
+use crate::vocabulary_jsonld as jsonld;
 
 use std::path::Path;
 use std::process::Command;
 
 use common::*;
 use contextd::client::json::dict_to_json;
-use contextd::client::proxy::Context1Proxy;
+use contextd::client::proxy::{Context1Proxy, Provider1Proxy};
 use fdo::{Changes, until_source};
 use mcp_support::*;
 use serde_json::Value;
@@ -187,6 +188,54 @@ async fn events_and_tasks_from_a_real_eds_follow_it_live_and_details_need_their_
         assert_eq!(tasks[0]["name"], "EDS-TASK");
         assert_eq!(tasks[0]["@type"], "Action");
         assert!(tasks[0]["due"].is_string(), "{cal}");
+        // What the broker serves is JSON-LD: an event and a task expand
+        // with the vocabulary it serves to schema.org's IRIs and its own,
+        // every key (also what the calendar adds to the seed kinds).
+        let vocab = Provider1Proxy::new(&conn)
+            .await
+            .expect("Provider1")
+            .vocabulary()
+            .await
+            .expect("Vocabulary");
+        let mut served = serde_json::Map::new();
+        served.insert("event".into(), now_ev.clone());
+        served.insert("task".into(), tasks[0].clone());
+        let expanded = tokio::task::block_in_place(|| jsonld::expand(&served, &vocab));
+        for (kind, nodes) in &expanded {
+            jsonld::assert_all_iris(nodes, kind);
+        }
+        jsonld::assert_nothing_dropped(&served, &expanded);
+        let keys = |kind: &str| {
+            let mut k: Vec<String> = jsonld::node(&expanded, kind).keys().cloned().collect();
+            k.sort();
+            k
+        };
+        let iris = |names: &[&str]| {
+            let mut k: Vec<String> = names
+                .iter()
+                .map(|n| match n.strip_prefix("ours:") {
+                    Some(t) => format!("{}{t}", jsonld::OURS),
+                    None if n.starts_with('@') => (*n).to_owned(),
+                    None => format!("{}{n}", jsonld::SCHEMA),
+                })
+                .collect();
+            k.sort();
+            k
+        };
+        assert_eq!(
+            keys("event"),
+            iris(&[
+                "@type", "identifier", "startDate", "endDate", "ours:allDay", "ours:ongoing",
+                "ours:recurring", "name", "location", "attendee",
+            ]),
+            "{now_ev}"
+        );
+        assert_eq!(
+            keys("task"),
+            iris(&["@type", "identifier", "ours:due", "actionStatus", "name"]),
+            "{}",
+            tasks[0]
+        );
         let text = cal.to_string();
         assert!(!text.contains("EDS-PAST") && !text.contains("EDS-FAR") && !text.contains("EDS-DONE"), "{text}");
 

@@ -19,8 +19,8 @@ use contextd::client::proxy::{Context1Proxy, Provider1Proxy};
 use contextd::internals::vocabulary;
 use serde_json::{Map, Value, json};
 
-const SCHEMA: &str = "http://schema.org/";
-const OURS: &str = "urn:contextd:vocabulary:";
+pub(crate) const SCHEMA: &str = "http://schema.org/";
+pub(crate) const OURS: &str = "urn:contextd:vocabulary:";
 
 /// One entry of every seed kind, as an app would publish it.
 fn published() -> Vec<(&'static str, Value)> {
@@ -113,7 +113,7 @@ async fn served() -> (Map<String, Value>, String) {
 
 /// `expand.py`'s answer for `entries` with `context` (a JSON-LD context
 /// document): {kind: expanded}.
-fn expand(entries: &Map<String, Value>, context: &str) -> Map<String, Value> {
+pub(crate) fn expand(entries: &Map<String, Value>, context: &str) -> Map<String, Value> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().expect("tempdir");
     let context_file = dir.path().join("contextd.jsonld");
@@ -152,7 +152,7 @@ fn expand(entries: &Map<String, Value>, context: &str) -> Map<String, Value> {
 }
 
 /// The one node an entry expands to.
-fn node<'a>(expanded: &'a Map<String, Value>, kind: &str) -> &'a Map<String, Value> {
+pub(crate) fn node<'a>(expanded: &'a Map<String, Value>, kind: &str) -> &'a Map<String, Value> {
     match &expanded[kind] {
         Value::Array(nodes) if nodes.len() == 1 => nodes[0].as_object().expect("a node"),
         other => panic!("{kind} expanded to {other}"),
@@ -201,7 +201,7 @@ fn types(node: &Map<String, Value>) -> Vec<&str> {
 
 /// Every key of every node (nested ones too) is an absolute IRI or a
 /// keyword: nothing of the entry was dropped or left relative.
-fn assert_all_iris(v: &Value, path: &str) {
+pub(crate) fn assert_all_iris(v: &Value, path: &str) {
     match v {
         Value::Array(a) => a.iter().for_each(|x| assert_all_iris(x, path)),
         Value::Object(m) => {
@@ -219,7 +219,7 @@ fn assert_all_iris(v: &Value, path: &str) {
 
 /// Each served entry keeps every field it was published with: expansion
 /// drops keys it cannot map, so count them.
-fn assert_nothing_dropped(served: &Map<String, Value>, expanded: &Map<String, Value>) {
+pub(crate) fn assert_nothing_dropped(served: &Map<String, Value>, expanded: &Map<String, Value>) {
     for (kind, entry) in served {
         let n = node(expanded, kind);
         let fields = entry.as_object().expect("object").len();
