@@ -266,6 +266,24 @@ async fn read_res(cx: Cx<'_>, res: Res) -> CallToolResult {
 }
 
 /// A page of a list view, as the result of a call.
+/// Cuts the list of `view` that `list_of` picks to the page `args` asks
+/// for (`list` names it in cursors) and answers with that page and the
+/// next one's cursor.
+fn page_of<V: Output, T>(
+    mut view: V,
+    list_of: impl Fn(&mut V) -> &mut Vec<T>,
+    list: &str,
+    args: &PageArgs,
+) -> CallToolResult {
+    match page(std::mem::take(list_of(&mut view)), list, args) {
+        Ok((items, next)) => {
+            *list_of(&mut view) = items;
+            paged(view, next)
+        }
+        Err(e) => tool_error(e),
+    }
+}
+
 fn paged<V: Output>(view: V, next_cursor: Option<String>) -> CallToolResult {
     match (Paged { view, next_cursor }).rendered() {
         Ok(r) => success(render::fit(r)),
@@ -330,22 +348,14 @@ impl Tool for ListWindows {
         )
     }
     async fn call(cx: Cx<'_>, args: PageArgs) -> CallToolResult {
-        let mut view = match cx
+        let read = cx
             .broker
             .core
             .reads
-            .read(cx.subject, read::Windows, cx.mode)
-            .await
-        {
-            Ok(v) => v,
-            Err(e) => return refusal(e.into()),
-        };
-        match page(std::mem::take(&mut view.windows), "windows", &args) {
-            Ok((items, next)) => {
-                view.windows = items;
-                paged(view, next)
-            }
-            Err(e) => tool_error(e),
+            .read(cx.subject, read::Windows, cx.mode);
+        match read.await {
+            Ok(view) => page_of(view, |v| &mut v.windows, "windows", &args),
+            Err(e) => refusal(e.into()),
         }
     }
 }
@@ -375,16 +385,14 @@ impl Tool for GetUpcomingEvents {
         )
     }
     async fn call(cx: Cx<'_>, args: PageArgs) -> CallToolResult {
-        let mut view = match calendar(cx).await {
-            Ok(v) => EventsOut::of(v),
-            Err(r) => return r,
-        };
-        match page(std::mem::take(&mut view.events), "calendar.events", &args) {
-            Ok((items, next)) => {
-                view.events = items;
-                paged(view, next)
-            }
-            Err(e) => tool_error(e),
+        match calendar(cx).await {
+            Ok(v) => page_of(
+                EventsOut::of(v),
+                |v| &mut v.events,
+                "calendar.events",
+                &args,
+            ),
+            Err(r) => r,
         }
     }
 }
@@ -404,16 +412,9 @@ impl Tool for ListTasks {
         )
     }
     async fn call(cx: Cx<'_>, args: PageArgs) -> CallToolResult {
-        let mut view = match calendar(cx).await {
-            Ok(v) => TasksOut::of(v),
-            Err(r) => return r,
-        };
-        match page(std::mem::take(&mut view.tasks), "calendar.tasks", &args) {
-            Ok((items, next)) => {
-                view.tasks = items;
-                paged(view, next)
-            }
-            Err(e) => tool_error(e),
+        match calendar(cx).await {
+            Ok(v) => page_of(TasksOut::of(v), |v| &mut v.tasks, "calendar.tasks", &args),
+            Err(r) => r,
         }
     }
 }
@@ -512,15 +513,14 @@ impl Tool for ListNotifications {
         };
         // Filtered before the page is cut, so that a page is full and
         // its cursor counts what the filters keep.
-        let mut kept = std::mem::take(&mut view.notifications);
-        kept.retain(|n| args.keeps(&n.app_name, n.urgency));
-        match page(kept, "notifications", &args.page()) {
-            Ok((items, next)) => {
-                view.notifications = items;
-                paged(view, next)
-            }
-            Err(e) => tool_error(e),
-        }
+        view.notifications
+            .retain(|n| args.keeps(&n.app_name, n.urgency));
+        page_of(
+            view,
+            |v| &mut v.notifications,
+            "notifications",
+            &args.page(),
+        )
     }
 }
 
