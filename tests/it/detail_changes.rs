@@ -22,7 +22,6 @@ use crate::fdo;
 use crate::mcp_support;
 
 use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -32,74 +31,6 @@ use fdo::{Buses, Changes, contextctl_app};
 use mcp_support::*;
 use serde_json::{Value, json};
 use zbus::wire::{ObjectPath, Variant};
-
-/// A legacy HTTP+SSE session of `tok`, initialized and subscribed to
-/// `uris`; the lines of its stream, from a thread.
-fn mcp_reader(addr: SocketAddr, tok: &str, uris: &[&str]) -> mpsc::Receiver<String> {
-    let (mut r, path) = legacy_open(addr, tok, None);
-    r.get_ref().set_read_timeout(None).expect("timeout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        while r.read_line(&mut line).is_ok_and(|n| n > 0) {
-            if tx.send(line.clone()).is_err() {
-                break;
-            }
-            line.clear();
-        }
-    });
-    legacy_post(
-        addr,
-        tok,
-        &path,
-        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "details", "version": "1"}}}).to_string(),
-    );
-    next_with(&rx, r#""id":1"#);
-    legacy_post(
-        addr,
-        tok,
-        &path,
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-    );
-    for (i, uri) in uris.iter().enumerate() {
-        let id = i + 2;
-        legacy_post(
-            addr,
-            tok,
-            &path,
-            &json!({"jsonrpc": "2.0", "id": id, "method": "resources/subscribe", "params": {"uri": uri}}).to_string(),
-        );
-        next_with(&rx, &format!(r#""id":{id}"#));
-    }
-    rx
-}
-
-/// The lines of the stream up to the first with `needle` (included),
-/// within 20 s.
-fn next_with(rx: &mpsc::Receiver<String>, needle: &str) -> Vec<String> {
-    let mut before = Vec::new();
-    loop {
-        let l = rx
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap_or_else(|e| panic!("no {needle} on the stream ({e}) after {before:?}"));
-        let found = l.contains(needle);
-        before.push(l);
-        if found {
-            return before;
-        }
-    }
-}
-
-/// The `resources/updated` notifications among `lines`, by URI.
-fn updated(lines: &[String]) -> Vec<String> {
-    lines
-        .iter()
-        .filter_map(|l| l.trim().strip_prefix("data:"))
-        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .filter(|m| m["method"] == "notifications/resources/updated")
-        .filter_map(|m| m["params"]["uri"].as_str().map(str::to_owned))
-        .collect()
-}
 
 /// `contextctl --json watch CATEGORY` (another app than this test), its
 /// events from a thread; returns once it subscribed.

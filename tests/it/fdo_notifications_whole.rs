@@ -9,7 +9,7 @@
 
 use crate::common;
 use crate::fdo;
-use crate::mcp_support::{http_addr, http_call, http_session, token};
+use crate::mcp_support::{http_addr, http_session, token, tool_result as tool};
 
 use std::process::{Child, Command, Stdio};
 
@@ -56,27 +56,6 @@ async fn calls(server: &Mock, conn: &zbus::Connection, method: &str) -> Vec<Vec<
         .filter(|c| c.1 == method)
         .map(|c| c.2)
         .collect()
-}
-
-/// `tools/call` of `name` in a Streamable HTTP session: the result.
-fn tool(
-    addr: std::net::SocketAddr,
-    tok: &str,
-    sid: &str,
-    id: u64,
-    name: &str,
-    arguments: Value,
-) -> Value {
-    let body = json!({
-        "jsonrpc": "2.0", "id": id, "method": "tools/call",
-        "params": {"name": name, "arguments": arguments},
-    });
-    let (code, msgs) = http_call(addr, tok, sid, body.to_string().as_bytes());
-    assert_eq!(code, 200, "{msgs:?}");
-    msgs.iter()
-        .find(|m| m["id"] == id)
-        .map(|m| m["result"].clone())
-        .unwrap_or_else(|| panic!("no result for {id}: {msgs:?}"))
 }
 
 /// The attack as well: an action label with markup, a link and an

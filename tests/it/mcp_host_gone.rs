@@ -7,53 +7,23 @@
 use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use common::notifyd::{self, Proc, mako_field, makoctl_list};
 use common::session::Session;
 use common::*;
-
-/// A process killed on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// mako's notifications, as `makoctl list` gives them: (id, summary).
-fn makoctl_list(env: &[(String, String)]) -> Option<Vec<(u64, String)>> {
-    let out = Command::new("makoctl")
-        .arg("list")
-        .env_clear()
-        .envs(env.iter().cloned())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-    let list = v["data"].get(0)?.as_array()?;
-    Some(
-        list.iter()
-            .map(|n| {
-                (
-                    n["id"]["data"].as_u64().unwrap_or(0),
-                    n["summary"]["data"].as_str().unwrap_or("").to_owned(),
-                )
-            })
-            .collect(),
-    )
-}
 
 fn prompts(env: &[(String, String)]) -> usize {
     makoctl_list(env)
         .unwrap_or_default()
         .iter()
-        .filter(|(_, s)| s.contains("wants to know what you are doing"))
+        .filter(|n| {
+            mako_field(n, "summary")
+                .as_str()
+                .is_some_and(|s| s.contains("wants to know what you are doing"))
+        })
         .count()
 }
 
@@ -64,20 +34,7 @@ async fn with_mako() -> (Session, Home, Vec<(String, String)>, Proc) {
     let home = Home::new();
     home.ask_undecided();
     let env = session_env(&session, &home);
-    let mako_log = std::fs::File::create(session.path().join("mako.log")).expect("log");
-    let mako = Proc(
-        Command::new("mako")
-            .env_clear()
-            .envs(env.iter().cloned())
-            .stdout(Stdio::null())
-            .stderr(mako_log)
-            .spawn()
-            .expect("spawn mako (scripts/deps.sh installs mako-notifier)"),
-    );
-    eventually(20, "mako answers makoctl", || async {
-        makoctl_list(&env).map(|_| ())
-    })
-    .await;
+    let mako = notifyd::mako(&env, session.path(), None).await;
     (session, home, env, mako)
 }
 

@@ -21,6 +21,7 @@ pub mod dbusmock;
 pub mod disk;
 pub mod flatpak;
 pub mod keyring;
+pub mod notifyd;
 pub mod session;
 
 pub const BUS_NAME: &str = "org.contextd.Broker1";

@@ -7,9 +7,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::common::{Bus, Daemon, Home, contextctl_bin, run_cmd};
 
@@ -582,4 +583,93 @@ pub async fn decided_grants_of(
     let mut grants = grants_of(c, app).await;
     grants.retain(|g| g["origin"] != "policy");
     grants
+}
+
+/// A legacy HTTP+SSE session of `tok`, initialized and subscribed to
+/// `uris`; the lines of its stream, from a thread.
+pub fn mcp_reader(addr: SocketAddr, tok: &str, uris: &[&str]) -> mpsc::Receiver<String> {
+    let (mut r, path) = legacy_open(addr, tok, None);
+    r.get_ref().set_read_timeout(None).expect("timeout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while r.read_line(&mut line).is_ok_and(|n| n > 0) {
+            if tx.send(line.clone()).is_err() {
+                break;
+            }
+            line.clear();
+        }
+    });
+    legacy_post(
+        addr,
+        tok,
+        &path,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "details", "version": "1"}}}).to_string(),
+    );
+    next_with(&rx, r#""id":1"#);
+    legacy_post(
+        addr,
+        tok,
+        &path,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    for (i, uri) in uris.iter().enumerate() {
+        let id = i + 2;
+        legacy_post(
+            addr,
+            tok,
+            &path,
+            &json!({"jsonrpc": "2.0", "id": id, "method": "resources/subscribe", "params": {"uri": uri}}).to_string(),
+        );
+        next_with(&rx, &format!(r#""id":{id}"#));
+    }
+    rx
+}
+
+/// The lines of the stream up to the first with `needle` (included),
+/// within 20 s.
+pub fn next_with(rx: &mpsc::Receiver<String>, needle: &str) -> Vec<String> {
+    let mut before = Vec::new();
+    loop {
+        let l = rx
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|e| panic!("no {needle} on the stream ({e}) after {before:?}"));
+        let found = l.contains(needle);
+        before.push(l);
+        if found {
+            return before;
+        }
+    }
+}
+
+/// The `resources/updated` notifications among `lines`, by URI.
+pub fn updated(lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .filter_map(|l| l.trim().strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .filter(|m| m["method"] == "notifications/resources/updated")
+        .filter_map(|m| m["params"]["uri"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// `tools/call` of `name` in a Streamable HTTP session: the result.
+pub fn tool_result(
+    addr: SocketAddr,
+    tok: &str,
+    sid: &str,
+    id: u64,
+    name: &str,
+    arguments: Value,
+) -> Value {
+    let body = json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    });
+    let (code, msgs) = http_call(addr, tok, sid, body.to_string().as_bytes());
+    assert_eq!(code, 200, "{msgs:?}");
+    msgs.iter()
+        .find(|m| m["id"] == id)
+        .map(|m| m["result"].clone())
+        .unwrap_or_else(|| panic!("no result for {id}: {msgs:?}"))
 }
