@@ -73,9 +73,19 @@ impl Notifier {
     /// the `Notify` (no answer can come first) and only from the server's
     /// unique name (another peer cannot answer for the user), or
     /// `timeout` (default [`DEFAULT_WAIT`]), after which the notification
-    /// is withdrawn so that a late click goes nowhere unseen.
+    /// is withdrawn so that a late click goes nowhere unseen. Once the
+    /// user chose an action it is taken down too (the question is
+    /// answered).
+    ///
+    /// A server that shows no buttons (`GetCapabilities` without
+    /// `actions`, such as mako with `actions=0`) would never
+    /// answer, and the call would only learn that after `timeout`: the
+    /// notification is shown without its actions, at once, and the answer
+    /// says so ([`Answer::NoActions`]), so that the host asks another way.
     pub(crate) async fn notify(&self, n: Outgoing<'_>) -> Result<Notified, core::Error> {
         let conn = self.conn().await;
+        let no_actions = !n.actions.is_empty() && !shows_actions(conn).await;
+        let labels: &[String] = if no_actions { &[] } else { n.actions };
         let level: u8 = match n.urgency {
             Urgency::Low => 0,
             Urgency::Normal => 1,
@@ -84,12 +94,12 @@ impl Notifier {
         let mut hints: HashMap<&str, Variant<'_>> = HashMap::new();
         hints.insert("urgency", Variant::U8(level));
         let app_name = format!("{} (via contextd)", n.sender);
-        let keys: Vec<String> = (0..n.actions.len())
+        let keys: Vec<String> = (0..labels.len())
             .map(|i| format!("{ACTION_PREFIX}{i}"))
             .collect();
         let actions: Vec<&str> = keys
             .iter()
-            .zip(n.actions)
+            .zip(labels)
             .flat_map(|(k, l)| [k.as_str(), l.as_str()])
             .collect();
         let mut answers = if actions.is_empty() {
@@ -125,11 +135,13 @@ impl Notifier {
             core::Error::Failed(format!("odd reply from the notification service: {e}"))
         })?;
         let Some(stream) = answers.as_mut() else {
-            return Ok(Notified { id, answer: None });
+            return Ok(Notified {
+                id,
+                answer: no_actions.then_some(Answer::NoActions),
+            });
         };
         let wait = n.timeout.unwrap_or(DEFAULT_WAIT);
-        let answer = match tokio::time::timeout(wait, answer_to(stream, id, &keys, n.actions)).await
-        {
+        let answer = match tokio::time::timeout(wait, answer_to(stream, id, &keys, labels)).await {
             Ok(Some(a)) => a,
             Ok(None) => {
                 return Err(core::Error::Unavailable(
@@ -137,35 +149,46 @@ impl Notifier {
                         .into(),
                 ));
             }
-            Err(_) => {
-                // Withdrawn: nobody waits for its answer any more.
-                let which = (id,);
-                let close = conn.call_method(
-                    Some(SERVER),
-                    PATH,
-                    Some(SERVER),
-                    "CloseNotification",
-                    &which,
-                );
-                match tokio::time::timeout(NOTIFY_TIMEOUT, close).await {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => {
-                        tracing::debug!(error = %e, id, "could not withdraw an unanswered notification");
-                    }
-                    Err(_) => {
-                        tracing::debug!(
-                            id,
-                            "the notification service did not answer CloseNotification"
-                        );
-                    }
-                }
-                Answer::Unanswered
-            }
+            Err(_) => Answer::Unanswered,
         };
+        // Unanswered: withdrawn, nobody waits for its answer any more.
+        // Answered with an action: taken down, as libnotify does for its
+        // apps; the spec lets a server remove it by itself, and some do
+        // not (mako's `makoctl invoke` only signals, and the question would
+        // stay on screen after the user answered it).
+        if matches!(answer, Answer::Unanswered | Answer::Action(_)) {
+            withdraw(conn, id).await;
+        }
         Ok(Notified {
             id,
             answer: Some(answer),
         })
+    }
+}
+
+/// `CloseNotification(id)`, waited for at most [`NOTIFY_TIMEOUT`]; a
+/// failure (already closed, a server that does not answer) is only
+/// logged: nothing waits for this notification any more.
+async fn withdraw(conn: &Connection, id: u32) {
+    let which = (id,);
+    let close = conn.call_method(
+        Some(SERVER),
+        PATH,
+        Some(SERVER),
+        "CloseNotification",
+        &which,
+    );
+    match tokio::time::timeout(NOTIFY_TIMEOUT, close).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, id, "could not withdraw a notification");
+        }
+        Err(_) => {
+            tracing::debug!(
+                id,
+                "the notification service did not answer CloseNotification"
+            );
+        }
     }
 }
 
@@ -208,6 +231,36 @@ pub(crate) enum Answer {
     Closed(CloseReason),
     /// Nobody answered in time; it was withdrawn.
     Unanswered,
+    /// The server shows no actions: it was shown without them, and no
+    /// answer can come.
+    NoActions,
+}
+
+/// Whether the notification server shows actions (`actions` among its
+/// capabilities). When it cannot be asked (no server, no answer in
+/// [`NOTIFY_TIMEOUT`]) it is taken to: the `Notify` that follows says
+/// what is wrong with the server, and a server that never answers
+/// `GetCapabilities` is no reason to withhold the buttons.
+async fn shows_actions(conn: &Connection) -> bool {
+    let call = conn.call_method(Some(SERVER), PATH, Some(SERVER), "GetCapabilities", &());
+    let caps = match tokio::time::timeout(NOTIFY_TIMEOUT, call).await {
+        Ok(Ok(reply)) => reply.body().deserialize::<Vec<String>>(),
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "GetCapabilities failed; assuming actions are shown");
+            return true;
+        }
+        Err(_) => {
+            tracing::debug!("GetCapabilities did not answer; assuming actions are shown");
+            return true;
+        }
+    };
+    match caps {
+        Ok(caps) => caps.iter().any(|c| c == "actions"),
+        Err(e) => {
+            tracing::debug!(error = %e, "odd GetCapabilities reply; assuming actions are shown");
+            true
+        }
+    }
 }
 
 /// The server's `ActionInvoked` and `NotificationClosed`, from its unique

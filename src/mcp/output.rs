@@ -182,14 +182,20 @@ pub(crate) struct NotifiedOut {
         description = "With actions, when none was chosen: expired, dismissed (by the user), closed (withdrawn), or no-answer (nobody answered within timeout_s; then it was withdrawn)"
     )]
     pub(crate) closed: Option<String>,
+    /// The server shows no buttons: no answer will come.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[schemars(
+        description = "With actions: true when the notification server shows no buttons (it does not offer the `actions` capability). The notification was shown without them and the call did not wait: no answer will come, ask the user another way"
+    )]
+    pub(crate) actions_unsupported: bool,
 }
 
 impl From<super::notify::Notified> for NotifiedOut {
     fn from(n: super::notify::Notified) -> Self {
         use super::notify::Answer;
-        let (action, closed) = match n.answer {
-            None => (None, None),
-            Some(Answer::Action(label)) => (Some(label), None),
+        let (action, closed) = match &n.answer {
+            None | Some(Answer::NoActions) => (None, None),
+            Some(Answer::Action(label)) => (Some(label.clone()), None),
             Some(Answer::Closed(why)) => (None, Some(why.as_str().to_owned())),
             Some(Answer::Unanswered) => (None, Some("no-answer".to_owned())),
         };
@@ -197,6 +203,7 @@ impl From<super::notify::Notified> for NotifiedOut {
             id: n.id,
             action,
             closed,
+            actions_unsupported: n.answer == Some(Answer::NoActions),
         }
     }
 }
@@ -216,6 +223,11 @@ impl Output for NotifiedOut {
             Some("expired") => md.push_str(" It expired without an answer."),
             Some(other) => md.push_str(&format!(" It was closed ({other}) without an answer.")),
             None => {}
+        }
+        if self.actions_unsupported {
+            md.push_str(
+                " The notification server shows no buttons, so it was shown without them and no answer will come: ask the user another way.",
+            );
         }
         md
     }

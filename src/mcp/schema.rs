@@ -379,7 +379,7 @@ pub(crate) struct NotifyArgs {
     )]
     pub(crate) urgency: Option<Urgency>,
     #[schemars(
-        description = "Up to 3 button labels. With actions the call waits for the user: it returns the label they chose, or that they dismissed the notification, that it expired, or that nobody answered within `timeout_s` (then the notification is withdrawn)"
+        description = "Up to 3 button labels. With actions the call waits for the user: it returns the label they chose, or that they dismissed the notification, that it expired, or that nobody answered within `timeout_s` (then the notification is withdrawn). A notification server that shows no buttons gets the notification without them, and the call returns at once with `actions_unsupported`"
     )]
     pub(crate) actions: Option<List<Text<1, MAX_ACTION_LABEL>, MAX_NOTIFY_ACTIONS>>,
     #[schemars(

@@ -618,7 +618,7 @@ impl Tool for SendNotification {
     type Args = NotifyArgs;
     type Out = NotifiedOut;
     fn description() -> String {
-        "Show a desktop notification, labelled with this host's name. With `actions` (button labels) the call waits for the user and returns the one they chose, or that they dismissed it or nobody answered within `timeout_s`. Needs the `actions.notify` grant.".into()
+        "Show a desktop notification, labelled with this host's name. With `actions` (button labels) the call waits for the user and returns the one they chose, or that they dismissed it or nobody answered within `timeout_s`; a notification server that shows no buttons is said at once (`actions_unsupported`). Needs the `actions.notify` grant.".into()
     }
     async fn call(cx: Cx<'_>, args: NotifyArgs) -> CallToolResult {
         if args.summary.0.trim().is_empty() {
