@@ -88,9 +88,12 @@ PACKAGES=(
     # dconf (its service, GSettings' backend module) under gsettings, and
     # the schema that holds show-banners
     dconf-service dconf-gsettings-backend libglib2.0-bin gsettings-desktop-schemas
-    # a real notification daemon (in the headless sway) for the prompts of
-    # tests/it/mcp_host_gone.rs: makoctl lists what is on screen
-    mako-notifier
+    # real notification daemons (in the headless sway): mako for the prompts
+    # of tests/it/mcp_host_gone.rs and whole notifications
+    # (tests/it/notify_real_servers.rs: makoctl lists, invokes and dismisses
+    # what is on screen), dunst for Do Not Disturb from a real server
+    # (dunstctl set-paused)
+    mako-notifier dunst
     # a real Secret Service for the database key
     gnome-keyring
     # the calendar source's real service (tests/it/calendar_eds.rs):
