@@ -938,4 +938,26 @@ mod tests {
         assert_eq!(t.matches("evil app").count(), 1, "{t}");
         assert!(!t.contains("from evil"), "{t}");
     }
+
+    /// Only a server without buttons sets `actions_unsupported`, and then
+    /// nothing says the user answered or closed it.
+    #[test]
+    fn a_server_without_buttons_is_said_and_nothing_else() {
+        use crate::mcp::notify::{Answer, Notified};
+        let out = NotifiedOut::from(Notified {
+            id: 7,
+            answer: Some(Answer::NoActions),
+        });
+        assert_eq!(
+            serde_json::to_value(&out).expect("json"),
+            serde_json::json!({"id": 7, "actions_unsupported": true})
+        );
+        assert!(out.markdown().contains("no answer will come"));
+        for answer in [None, Some(Answer::Unanswered)] {
+            let out = NotifiedOut::from(Notified { id: 8, answer });
+            let v = serde_json::to_value(&out).expect("json");
+            assert!(v.get("actions_unsupported").is_none(), "{v}");
+            assert!(!out.markdown().contains("no answer will come"));
+        }
+    }
 }
