@@ -19,6 +19,10 @@
 //!   on `org.dunstproject.cmd0`; dunst 1.9 has no `Inhibited`) for a live
 //!   D-Bus subscriber and an MCP host subscribed to `context://session`;
 //!   dunst leaving takes it away, and dunst coming back is followed.
+//!   dunst sends `ActionInvoked` and `NotificationClosed` to the client
+//!   alone (mako broadcasts them): the broker's monitor still sees the
+//!   close, and `dunstctl action` / `dunstctl close` still answer the
+//!   asker of `send_notification`.
 //!
 //! What a real server cannot be made to do (an `ActionInvoked` forged by
 //! another peer, a server that never answers) stays in
@@ -580,6 +584,100 @@ async fn dunsts_pause_is_do_not_disturb_for_live_subscribers() {
                 .await
                 .is_some_and(|s| s["available"] == true)
         );
+    })
+    .await
+}
+
+/// dunst sends `ActionInvoked` and `NotificationClosed` to the notifying
+/// client alone (unicast), where mako broadcasts them: the broker's
+/// monitor still sees a notify-send closed, and the asker of
+/// `send_notification` still gets the user's choice (`dunstctl action`)
+/// or dismissal (`dunstctl close`), and the answered one leaves dunst.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dunst_answers_the_asker_alone_and_the_broker_still_hears_it() {
+    with_timeout(150, async {
+        let me = my_app_id();
+        let (session, home, env) = session(&[
+            (&me, &["notifications", "notifications.content"]),
+            ("token:asker", &["actions.notify"]),
+        ]);
+        let _logind = logind(&env).await;
+        let _dunst = notifyd::dunst(&env, session.path()).await;
+        let _d = broker(&home, &env).await;
+        let conn = connect_to(get(&env, "DBUS_SESSION_BUS_ADDRESS")).await;
+        until_source(&conn, "notifications", true).await;
+        let mut changes = Changes::subscribe(&conn, &["notifications"]).await;
+        let displayed = || dunstctl(&env, &["count", "displayed"]);
+
+        let _chat = NotifySend::start(
+            &env,
+            &[
+                "-a",
+                "Chat",
+                "-i",
+                "mail-unread",
+                "-u",
+                "critical",
+                "-h",
+                "boolean:resident:true",
+                "-A",
+                "reply=Reply",
+                "Ann wrote",
+                "Lunch?",
+            ],
+        );
+        let (d, _) = changes
+            .until(10, "the notification", |c, d| {
+                c == "notifications" && d["event"] == "opened"
+            })
+            .await;
+        let n = &d["notification"];
+        assert_eq!(n["icon"], "mail-unread", "{d}");
+        assert_eq!(n["urgency"], "critical", "{d}");
+        assert_eq!(n["resident"], true, "{d}");
+        assert_eq!(n["actions"], json!(["Reply"]), "{d}");
+        let id = n["id"].as_str().expect("id").to_owned();
+        // The user closes it in dunst: the signal goes to notify-send
+        // only, and the monitor hears it.
+        dunstctl(&env, &["close"]);
+        let (d, _) = changes
+            .until(10, "dismissed", |_, d| {
+                d["event"] == "closed" && d["notification"]["id"] == id.as_str()
+            })
+            .await;
+        assert_eq!(d["notification"]["closed"], "dismissed", "{d}");
+
+        let asker = Host::new(&env, "asker").await;
+        let call = asker.call(
+            2,
+            "send_notification",
+            json!({"summary": "Deploy now?", "actions": ["Yes"], "timeout_s": 120}),
+        );
+        eventually(15, "the question on dunst's screen", || async {
+            (displayed() == "1").then_some(())
+        })
+        .await;
+        // dunst invokes a notification's only action at once.
+        dunstctl(&env, &["action", "0"]);
+        let r = within(15, "the answer", call).await.expect("call");
+        assert_eq!(r["structuredContent"]["action"], "Yes", "{r}");
+        eventually(10, "the answered question off dunst's screen", || async {
+            (displayed() == "0").then_some(())
+        })
+        .await;
+
+        let call = asker.call(
+            3,
+            "send_notification",
+            json!({"summary": "Lunch?", "actions": ["Go"], "timeout_s": 120}),
+        );
+        eventually(15, "the second question on dunst's screen", || async {
+            (displayed() == "1").then_some(())
+        })
+        .await;
+        dunstctl(&env, &["close"]);
+        let r = within(15, "the dismissal", call).await.expect("call");
+        assert_eq!(r["structuredContent"]["closed"], "dismissed", "{r}");
     })
     .await
 }
