@@ -125,6 +125,10 @@ pub(crate) async fn write_signals(
     loop {
         std::mem::swap(&mut taken, &mut *outbox.lock());
         if taken.is_empty() {
+            // Nothing waits: a reply may have the socket's whole buffer.
+            if let Some(q) = &mut sendq {
+                q.idle();
+            }
             tokio::select! {
                 _ = cancel.cancelled() => break,
                 _ = outbox.ready.notified() => continue,
