@@ -48,7 +48,11 @@
 //!    seconds to inject itself) and see everything the load allocates;
 //!    and it holds again once the heap after the load is printed, until
 //!    `FILE.after` exists, so that what the profiler sees live then is
-//!    what the load left (not the second load's).
+//!    what the load left (not the second load's). It also holds before
+//!    the warm-up until `FILE.start` exists: a profiler attached there and
+//!    the daemon killed at one of the later holds in one run and at the
+//!    other in a second shows what the warm-up left and what the load
+//!    added to it (`heaptrack_print --diff`).
 //!
 //!    After the load: the daemon's heap in use (src/memory.rs logs it)
 //!    must come back within 10 % of its value before the load (within
@@ -1438,6 +1442,16 @@ async fn run() -> bool {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let heap_cold = heap_used(&home.log);
+    // `FILE.start` holds before the warm-up, for a profiler that is to see
+    // both what the warm-up and what the load leave (two runs, one killed
+    // at each later hold, compared).
+    if let Ok(hold) = std::env::var("CONTEXTD_SOAK_HOLD") {
+        let start = format!("{hold}.start");
+        println!("  holding the warm-up until {start} exists");
+        while !Path::new(&start).exists() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
     let focus = Arc::new(Focus {
         sent: AtomicU64::new(0),
         failed: AtomicU64::new(0),
