@@ -47,14 +47,16 @@
 //! attendees an event are kept.
 
 mod ical;
+pub(crate) mod recur;
+pub(crate) mod tzif;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 #[cfg(test)]
-use chrono::NaiveDateTime;
-use chrono::{DateTime, Duration, Local, TimeZone, Utc};
+use chrono::TimeZone;
+use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, Utc};
 use futures_util::stream::{BoxStream, SelectAll};
 use futures_util::{FutureExt, StreamExt};
 use zbus::message::Type as MsgType;
@@ -62,6 +64,7 @@ use zbus::wire::{OwnedObjectPath, OwnedVariant};
 use zbus::{Connection, MatchRule, MessageStream};
 
 use self::ical::{Component, When};
+use self::tzif::Zone;
 use super::SourceContext;
 use super::fdo::{self, BusKind, FdoError, Service, Warned, run_service};
 use crate::core::SourceEvent;
@@ -91,7 +94,7 @@ pub(crate) const MAX_TASKS: usize = 100;
 pub(crate) const MAX_ATTENDEES: usize = 50;
 /// Occurrences of one series within the window (a rule every minute
 /// must not fill the list).
-const MAX_OCCURRENCES: u16 = 100;
+const MAX_OCCURRENCES: usize = 100;
 /// Calendars and task lists followed at once.
 const MAX_LISTS: usize = 64;
 /// How often the lists are read again without a signal: the window of
@@ -725,37 +728,43 @@ fn attendee(p: &ical::Prop) -> Option<String> {
     text(v)
 }
 
-/// The zone to expand a time in, and the time there.
-fn zoned(w: &When, warned: &Warned) -> Option<DateTime<rrule::Tz>> {
-    match w {
-        When::Utc(t) => Some(rrule::Tz::UTC.from_utc_datetime(t)),
+/// A time as the calendar reads it: the zone its recurrences are
+/// expanded in, its wall-clock reading there, and its instant.
+#[derive(Debug, Clone)]
+struct Zoned {
+    zone: Zone,
+    local: NaiveDateTime,
+    utc: DateTime<Utc>,
+}
+
+/// A time in its zone: the `TZID`'s, the user's own for a floating time
+/// or a whole day (and, with a warning, for a `TZID` that names no zone
+/// of the system's). `None` only at the ends of chrono's range.
+fn zoned(w: &When, warned: &Warned) -> Option<Zoned> {
+    let (zone, local) = match w {
+        When::Utc(t) => (Zone::Utc, *t),
         When::Local(t, tzid) => {
-            let tz = match tzid.as_deref() {
-                None => rrule::Tz::LOCAL,
-                Some(id) => match ical::zone(id) {
-                    Some(z) => rrule::Tz::Tz(z),
-                    None => {
-                        let shown: String = id.chars().take(64).collect();
-                        warned.warn(
-                            &format!("tzid {shown}"),
-                            format_args!("unknown time zone '{shown}'; read as the local one"),
-                        );
-                        rrule::Tz::LOCAL
-                    }
-                },
+            let zone = match tzid.as_deref() {
+                None => Zone::Local,
+                Some(id) => ical::zone(id).unwrap_or_else(|| {
+                    let shown: String = id.chars().take(64).collect();
+                    warned.warn(
+                        &format!("tzid {shown}"),
+                        format_args!("unknown time zone '{shown}'; read as the local one"),
+                    );
+                    Zone::Local
+                }),
             };
-            let utc = ical::resolve(&tz, *t)?;
-            Some(utc.with_timezone(&tz))
+            (zone, *t)
         }
-        When::Date(d) => {
-            let utc = ical::resolve(&Local, ical::midnight(*d))?;
-            Some(utc.with_timezone(&rrule::Tz::LOCAL))
-        }
-    }
+        When::Date(d) => (Zone::Local, ical::midnight(*d)),
+    };
+    let utc = zone.to_utc(local)?;
+    Some(Zoned { zone, local, utc })
 }
 
 fn utc_of(w: &When, warned: &Warned) -> Option<DateTime<Utc>> {
-    zoned(w, warned).map(|d| d.with_timezone(&Utc))
+    zoned(w, warned).map(|z| z.utc)
 }
 
 /// The events of one list that overlap `[now, now + HORIZON_DAYS)`, each
@@ -821,7 +830,7 @@ fn event_occurrences(
     let length: Option<Duration> = if let Some(p) = v.prop("DTEND") {
         let e = ical::when(p, "DTEND").map_err(|e| e.to_string())?;
         let e = utc_of(&e, warned).ok_or("DTEND does not exist in its time zone")?;
-        Some((e - start_z.with_timezone(&Utc)).max(Duration::zero()))
+        Some((e - start_z.utc).max(Duration::zero()))
     } else if let Some(p) = v.prop("DURATION") {
         Some(
             ical::duration(&p.value)
@@ -842,7 +851,7 @@ fn event_occurrences(
         match expand(
             v,
             &rule.value,
-            start_z,
+            &start_z,
             now - length.unwrap_or_default(),
             end,
             warned,
@@ -859,11 +868,11 @@ fn event_occurrences(
                     &format!("rrule {list}"),
                     format_args!("a recurrence rule of {list} is not understood ({e}); its event is shown once"),
                 );
-                starts.push(start_z.with_timezone(&Utc));
+                starts.push(start_z.utc);
             }
         }
     } else {
-        starts.push(start_z.with_timezone(&Utc));
+        starts.push(start_z.utc);
     }
     let title = v.text("SUMMARY").as_deref().and_then(text);
     let location = v.text("LOCATION").as_deref().and_then(text);
@@ -898,41 +907,49 @@ fn event_occurrences(
     Ok(out)
 }
 
-/// The starts of a series' occurrences in `[from, to)`, without its
-/// EXDATEs.
+/// The starts of a series' occurrences in `[from, to]`, without its
+/// EXDATEs: expanded in the wall time of the start's zone
+/// ([`recur::Rule::expand`]). An EXDATE is an instant, or a whole day
+/// (in the start's zone) that loses its occurrences.
 fn expand(
     v: &Component,
     rule: &str,
-    start: DateTime<rrule::Tz>,
+    start: &Zoned,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     warned: &Warned,
 ) -> Result<Vec<DateTime<Utc>>, String> {
-    let rule = rule.trim();
-    let parsed: rrule::RRule<rrule::Unvalidated> = if rule.contains(':') {
-        format!("RRULE:{rule}")
-    } else {
-        rule.to_owned()
-    }
-    .parse()
-    .map_err(|e: rrule::RRuleError| e.to_string())?;
-    let mut set = parsed.build(start).map_err(|e| e.to_string())?;
+    let rule: recur::Rule = rule.parse().map_err(|e: recur::RuleError| e.to_string())?;
+    let mut instants: HashSet<DateTime<Utc>> = HashSet::new();
+    let mut days: HashSet<NaiveDate> = HashSet::new();
     for p in v.all("EXDATE") {
         for w in ical::whens(p, "EXDATE").map_err(|e| e.to_string())? {
-            if let Some(t) = zoned(&w, warned) {
-                set = set.exdate(t);
+            match w {
+                When::Date(d) => {
+                    days.insert(d);
+                }
+                w => {
+                    if let Some(z) = zoned(&w, warned) {
+                        instants.insert(z.utc);
+                    }
+                }
             }
         }
     }
-    let tz = start.timezone();
-    let set = set
-        .after(from.with_timezone(&tz))
-        .before(to.with_timezone(&tz));
-    Ok(set
-        .all(MAX_OCCURRENCES)
-        .dates
+    // Expanded past the cap by the EXDATEs, which then drop out.
+    let starts = rule
+        .expand(
+            start.local,
+            &start.zone,
+            from,
+            to,
+            MAX_OCCURRENCES + instants.len() + days.len(),
+        )
+        .map_err(|e| e.to_string())?;
+    Ok(starts
         .into_iter()
-        .map(|d| d.with_timezone(&Utc))
+        .filter(|t| !instants.contains(t) && !days.contains(&start.zone.to_local(*t).date()))
+        .take(MAX_OCCURRENCES)
         .collect())
 }
 

@@ -9,7 +9,9 @@
 //! value that makes no sense is an error the caller warns about, and
 //! nothing here panics.
 
-use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Utc};
+use chrono::{Duration, NaiveDate, NaiveDateTime, NaiveTime};
+
+use super::tzif::{Zone, Zones};
 
 /// The largest object the source reads (bytes): a meeting with a long
 /// description and a few hundred attendees is far below it.
@@ -330,25 +332,11 @@ pub(crate) fn duration(v: &str) -> Result<Duration, IcalError> {
     Ok(Duration::seconds(if neg { -secs } else { secs }))
 }
 
-/// The zone a `TZID` names, when it names one of the IANA database:
-/// Evolution writes `/freeassociation.sourceforge.net/Europe/Berlin`
-/// (older ones `/freeassociation.sourceforge.net/Tzfile/Europe/Berlin`),
-/// others the bare name. `None` for anything else (an Outlook
-/// `W. Europe Standard Time`).
-pub(crate) fn zone(tzid: &str) -> Option<chrono_tz::Tz> {
-    let parts: Vec<&str> = tzid.trim().split('/').filter(|p| !p.is_empty()).collect();
-    (1..=parts.len().min(3))
-        .rev()
-        .find_map(|n| parts[parts.len() - n..].join("/").parse().ok())
-}
-
-/// A local date and time in `tz` as a UTC instant: the earlier of two in
-/// an hour that repeats, the one an hour later in an hour that is skipped.
-pub(crate) fn resolve<Z: TimeZone>(tz: &Z, t: NaiveDateTime) -> Option<DateTime<Utc>> {
-    tz.from_local_datetime(&t)
-        .earliest()
-        .or_else(|| tz.from_local_datetime(&(t + Duration::hours(1))).earliest())
-        .map(|d| d.with_timezone(&Utc))
+/// The zone a `TZID` names, when it names one of the system's
+/// ([`Zones::get`]): `None` for anything else (Outlook's `W. Europe
+/// Standard Time`).
+pub(crate) fn zone(tzid: &str) -> Option<Zone> {
+    Zones::system().get(tzid)
 }
 
 /// Midnight at the start of `d` as a local date-time.
@@ -380,10 +368,9 @@ mod tests {
         let When::Local(t, Some(tz)) = start else {
             panic!("{start:?}")
         };
-        let z = zone(&tz).expect("zone");
-        assert_eq!(z, chrono_tz::Tz::Europe__Berlin);
+        let z = zone(&tz).expect("zone (is tzdata installed? make deps)");
         assert_eq!(
-            resolve(&z, t).map(|d| d.to_rfc3339()),
+            z.to_utc(t).map(|d| d.to_rfc3339()),
             Some("2026-12-07T09:00:00+00:00".into())
         );
     }
@@ -423,7 +410,7 @@ mod tests {
             ))
         );
         assert_eq!(zone("W. Europe Standard Time"), None);
-        assert_eq!(zone("UTC"), Some(chrono_tz::Tz::UTC));
+        assert_eq!(zone("UTC"), Some(Zone::Utc));
     }
 
     #[test]
