@@ -28,15 +28,21 @@
 //! opens a calendar, as for every EDS client. A backend that leaves makes
 //! the source attach again after a short backoff.
 //!
-//! **Recurring events** are expanded here with the `rrule` crate (RRULE,
-//! EXDATE, and the moved or cancelled instances, `RECURRENCE-ID`): the bus
-//! interface hands out only the series, the instances are made in the C
-//! client library. RDATE and recurring tasks are not expanded (a task is
-//! shown once, with its due date). Time zones are those of the IANA
-//! database that a `TZID` names (Evolution writes
+//! **Recurring events** are expanded here ([`recur`]: RRULE, EXDATE, and
+//! the moved or cancelled instances, `RECURRENCE-ID`), in the event's own
+//! wall time, so a weekly 09:00 stays at 09:00 across daylight saving
+//! time: the bus interface hands out only the series, the instances are
+//! made in the C client library. RDATE and recurring tasks are not
+//! expanded (a task is shown once, with its due date). Time zones are
+//! those of the system's tzdata that a `TZID` names ([`tzif`], read at run
+//! time from `/usr/share/zoneinfo` or `$TZDIR`; Evolution writes
 //! `/freeassociation.sourceforge.net/Europe/Berlin`); a `TZID` that names
 //! none (Outlook's `W. Europe Standard Time`) is read as the user's own
-//! zone, with a warning, as are floating times and whole days.
+//! zone, with a warning, as are floating times and whole days. The
+//! `VTIMEZONE` components a calendar may carry are not read: EDS's
+//! `GetObjectList` hands out the events without them (its `GetTimezone`
+//! would give them), Evolution's own zones are IANA ones, and an
+//! imported invitation's custom zone falls back as said.
 //!
 //! **Bad input.** What a calendar holds was written by anyone who sent an
 //! invitation: an object that does not parse, a time that is none, a rule
