@@ -288,6 +288,8 @@ const TARGETS: &[Target] = &[
     #[cfg(feature = "replay")]
     ("replay_line", targets::replay_line),
     ("desktop_entry", targets::desktop_entry),
+    ("calendar_object", targets::calendar_object),
+    ("tzif", targets::tzif),
     ("dashboard_form", targets::dashboard_form),
 ];
 
@@ -1462,6 +1464,113 @@ mod targets {
         "# comment\n[Desktop Entry]\nName=A\\sB\\nC\\\\\nType=Application\nHidden=false\n",
         "[Desktop Entry]\nType=Application\nName=Gone\nHidden=true\n",
     ];
+
+    const CALENDAR_WORDS: &[&str] = &[
+        "BEGIN:VEVENT\n",
+        "END:VEVENT\n",
+        "BEGIN:VTODO\n",
+        "END:VTODO\n",
+        "DTSTART",
+        "DTEND",
+        "RRULE:",
+        "EXDATE",
+        "RECURRENCE-ID",
+        ";TZID=",
+        "Europe/Berlin",
+        "America/New_York",
+        "/freeassociation.sourceforge.net/",
+        "../../etc/passwd",
+        ";VALUE=DATE",
+        "FREQ=",
+        "DAILY",
+        "WEEKLY",
+        "MONTHLY",
+        "YEARLY",
+        "SECONDLY",
+        ";INTERVAL=",
+        ";COUNT=",
+        ";UNTIL=",
+        ";BYDAY=",
+        "-1FR",
+        "1MO",
+        ";BYMONTHDAY=",
+        "-31",
+        ";BYMONTH=2",
+        ";BYSETPOS=",
+        ";BYWEEKNO=",
+        ";BYYEARDAY=",
+        ";BYHOUR=",
+        ";WKST=SU",
+        "20261207T100000",
+        "20261207T100000Z",
+        "20260329T023000",
+        "20261207",
+        "00010101T000000",
+        "99991231T235959",
+        "DURATION:",
+        "PT1H",
+    ];
+
+    const CALENDAR_SEEDS: &[&str] = &[
+        "BEGIN:VEVENT\nUID:s\nDTSTART;TZID=/freeassociation.sourceforge.net/Europe/Berlin:20261102T100000\nDTEND;TZID=Europe/Berlin:20261102T103000\nRRULE:FREQ=WEEKLY;BYDAY=MO,WE,FR;INTERVAL=2\nEXDATE;TZID=Europe/Berlin:20261207T100000\nSUMMARY:Weekly\nEND:VEVENT",
+        "BEGIN:VEVENT\nUID:m\nDTSTART:20260105T090000Z\nDURATION:PT30M\nRRULE:FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1;COUNT=40\nEND:VEVENT",
+        "BEGIN:VEVENT\nUID:y\nDTSTART;VALUE=DATE:19801210\nRRULE:FREQ=YEARLY;BYMONTH=12;BYDAY=-1SU\nEXDATE;VALUE=DATE:20261227\nEND:VEVENT",
+        "BEGIN:VEVENT\nUID:n\nDTSTART;TZID=America/New_York:20260308T023000\nRRULE:FREQ=DAILY;BYMONTHDAY=31;BYMONTH=2;UNTIL=20301231T000000Z\nEND:VEVENT",
+        "BEGIN:VTODO\nUID:t\nDUE;TZID=Europe/Berlin:20261208T090000\nSUMMARY:Task\nEND:VTODO",
+    ];
+
+    /// One object of a calendar as the source reads it, at a fixed time.
+    pub(super) fn calendar_object(s: &Settings) -> Outcome {
+        let now = chrono::DateTime::from_timestamp(1_796_000_000, 0).unwrap_or_default();
+        drive(
+            "calendar_object",
+            s,
+            input(CALENDAR_SEEDS, CALENDAR_WORDS),
+            |b| {
+                let _ = crate::sources::calendar::read_for_fuzz(&[b.text().into_owned()], now);
+            },
+        )
+    }
+
+    /// A zone file (a damaged system file is an unknown zone).
+    pub(super) fn tzif(s: &Settings) -> Outcome {
+        use crate::sources::calendar::tzif::{Tzif, Zone};
+        static SEEDS: std::sync::LazyLock<Vec<Vec<u8>>> = std::sync::LazyLock::new(|| {
+            [
+                "Europe/Berlin",
+                "America/New_York",
+                "Australia/Sydney",
+                "UTC",
+            ]
+            .iter()
+            .filter_map(|z| std::fs::read(format!("/usr/share/zoneinfo/{z}")).ok())
+            .collect()
+        });
+        let seeds: Vec<Vec<u8>> = if SEEDS.is_empty() {
+            vec![b"TZif2".to_vec()]
+        } else {
+            SEEDS.clone()
+        };
+        drive(
+            "tzif",
+            s,
+            (
+                proptest::sample::select(seeds),
+                prop::collection::vec(edit(&["TZif", "\n", "CET-1CEST,M3.5.0,M10.5.0/3"]), 0..6),
+            )
+                .prop_map(|(seed, edits)| Bytes(apply(seed, &edits))),
+            |b| {
+                if let Ok(z) = Tzif::parse(&b.0) {
+                    let z = Zone::Tz(std::sync::Arc::new(z));
+                    for t in [i64::MIN, -1, 0, 1_774_746_000, 4_102_444_800, i64::MAX] {
+                        if let Some(d) = chrono::DateTime::from_timestamp(t, 0) {
+                            let _ = z.to_utc(z.to_local(d));
+                        }
+                    }
+                }
+            },
+        )
+    }
 
     pub(super) fn desktop_entry(s: &Settings) -> Outcome {
         drive(

@@ -1007,6 +1007,19 @@ fn tasks_of(list: &str, components: &[Component], warned: &Warned) -> Vec<Calend
     out
 }
 
+/// What the source makes of one list's objects as of `now` (the fuzz
+/// target `calendar_object`: parse, zones, recurrences, tasks).
+#[cfg(test)]
+pub(crate) fn read_for_fuzz(objects: &[String], now: DateTime<Utc>) -> Calendar {
+    let w = Warned::new(NAME);
+    let comps = parse_objects("fuzz", objects, &w);
+    finish(
+        events_of("fuzz", &comps, now, &w),
+        tasks_of("fuzz", &comps, &w),
+        now,
+    )
+}
+
 /// A local date and time as written, for tests.
 #[cfg(test)]
 fn naive(s: &str) -> NaiveDateTime {

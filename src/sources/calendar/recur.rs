@@ -349,7 +349,7 @@ impl Rule {
     ) -> Result<Vec<DateTime<Utc>>, RuleError> {
         let r = self.with_defaults(start.date());
         let times = r.times(start.time());
-        let day = |n: u64| Days::new(n);
+        let day = Days::new;
         let Some(mut last_day) = zone.to_local(to).date().checked_add_days(day(2)) else {
             return Ok(Vec::new());
         };
