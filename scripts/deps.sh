@@ -101,6 +101,10 @@ PACKAGES=(
     # typelibs through which the test makes its calendar and task list with
     # EDS's own API (PyGObject is python3-gi above)
     evolution-data-server gir1.2-edataserver-1.2 gir1.2-ecal-2.0
+    # the time zones the calendar source reads at run time (TZif files in
+    # /usr/share/zoneinfo; its tests expand events in Europe/Berlin and
+    # America/New_York), absent from minimal Debian 12 images
+    tzdata
     # GLib's headers and gdbus-codegen: the generated C clients of the tests
     # (tests/codegen) and the C provider example (examples/c-provider)
     libglib2.0-dev libglib2.0-dev-bin
