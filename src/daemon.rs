@@ -662,6 +662,7 @@ async fn start_publishers(
     // ahead of D-Bus callers on the main runtime (`make soak` measures a
     // `Peer.Ping` under 200 busy HTTP hosts). Everything it spawns runs
     // there, in the publishers level.
+    let dashboard_tokens = tokens.clone();
     let mcp = {
         let core = Arc::new(crate::mcp::Handles {
             reads: core.reads(),
@@ -696,6 +697,7 @@ async fn start_publishers(
             manage: core.manage(),
             ask: core.ask(),
             watches: core.watches(),
+            tokens: dashboard_tokens,
         }),
         &tree.publishers,
     )

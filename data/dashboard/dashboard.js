@@ -7,6 +7,9 @@
 "use strict";
 (function () {
   const csrf = document.querySelector('meta[name="csrf"]')?.content || "";
+  // The session's root (/s/CAP/), whatever page of it this is: a
+  // category's and an app's pages are one level further down.
+  const root = location.pathname.split("/").slice(0, 3).join("/") + "/";
   const status = (msg) => {
     const s = document.getElementById("status");
     if (s) s.textContent = msg;
@@ -71,7 +74,7 @@
     p.set("decision", sel.value);
     p.set("for", document.getElementById("expiry")?.value || "");
     try {
-      await post("decide", p);
+      await post(root + "decide", p);
       sel.closest("td")?.setAttribute("data-decision", sel.value);
       status("Saved: " + sel.getAttribute("aria-label") + " — " + sel.options[sel.selectedIndex].text);
     } catch (err) {
@@ -86,7 +89,7 @@
     const ask = form.dataset.confirm;
     if (ask && !window.confirm(ask)) return;
     try {
-      await post(form.getAttribute("action"), new URLSearchParams(new FormData(form)));
+      await post(form.action, new URLSearchParams(new FormData(form)));
       status("Done.");
       await refresh();
     } catch (err) {
@@ -94,7 +97,7 @@
     }
   });
 
-  const events = new EventSource("events");
+  const events = new EventSource(root + "events");
   events.addEventListener("changed", () => { refresh(); });
   window.addEventListener("pagehide", () => events.close());
 })();

@@ -183,6 +183,33 @@ pub(crate) struct AuditQuery {
     pub(crate) limit: u32,
 }
 
+/// How many accesses the audit holds per period, app and category
+/// ([`ConsentStore::audit_counts`]): the user's pages draw them as days
+/// (the last 7 days of an app) without reading every row.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AuditCountQuery {
+    /// The first period starts here.
+    pub(crate) since: DateTime<Utc>,
+    pub(crate) until: DateTime<Utc>,
+    pub(crate) app: Option<AppId>,
+    pub(crate) category: Option<Category>,
+    /// The length of a period (a day); `None`: one period from `since`
+    /// to `until`.
+    pub(crate) period: Option<chrono::Duration>,
+}
+
+/// The accesses of one app to one category in one period, folded rows
+/// counted as what they stand for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AuditCount {
+    /// Where the period starts (`since` plus whole periods).
+    pub(crate) start: DateTime<Utc>,
+    pub(crate) app: AppId,
+    pub(crate) category: Category,
+    pub(crate) allowed: u64,
+    pub(crate) refused: u64,
+}
+
 /// One interval or point of the timeline as exported (the `history`
 /// table's columns but its id).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -281,4 +308,7 @@ pub(crate) trait ConsentStore: Send + Sync + fmt::Debug {
     }
     fn audit(&self, e: AuditEntry);
     fn query_audit(&self, q: AuditQuery) -> BoxFut<'_, Result<Vec<AuditEntry>, Error>>;
+    /// The audit counted per period, app and category (no row of its
+    /// own read out: a week of a busy app is millions of accesses).
+    fn audit_counts(&self, q: AuditCountQuery) -> BoxFut<'_, Result<Vec<AuditCount>, Error>>;
 }

@@ -37,6 +37,17 @@ use super::policy::{Policy, PolicyError};
 use super::subject::Channel;
 use crate::model::{AppId, Category, IdentitySource};
 
+/// Where an app stands with a category ([`Gate::standing`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Standing {
+    /// The user's decision that applies, if any.
+    pub(crate) stored: Option<StoredDecision>,
+    /// A policy.toml grant covers it: until when (`None` inside: for good).
+    pub(crate) policy: Option<Option<DateTime<Utc>>>,
+    /// A stored allow or the policy grants it (paused or not).
+    pub(crate) granted: bool,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Decision {
     Allow,
@@ -361,6 +372,31 @@ impl Gate {
 
     fn evaluate(&self, app: &AppId, cat: &Category) -> Result<AllowedBy, Decision> {
         self.evaluate_paused(app, cat, self.paused())
+    }
+
+    /// Where `app` stands with `category`, for the user's own pages: the
+    /// user's decision that applies (its base's deny, a detail's allow:
+    /// as [`Gate::decide`] reads them), the policy.toml grant that covers
+    /// it (the one lasting longest), and whether either grants it now.
+    pub(crate) fn standing(&self, app: &AppId, category: &Category) -> Standing {
+        let now = self.clock.now();
+        let policy = self
+            .policy()
+            .grants_for(app)
+            .iter()
+            .filter(|g| g.category.covers(category) && g.expires.is_none_or(|e| e > now))
+            .map(|g| g.expires)
+            .max_by(|a, b| match (a, b) {
+                (None, None) => std::cmp::Ordering::Equal,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (Some(a), Some(b)) => a.cmp(b),
+            });
+        Standing {
+            stored: self.stored(app, category, now),
+            policy,
+            granted: self.granted(app, category),
+        }
     }
 
     /// Whether `app` holds a lasting grant of `category` (a stored allow

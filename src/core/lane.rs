@@ -30,7 +30,8 @@ use chrono::{DateTime, Utc};
 use tokio::runtime::Handle;
 
 use super::consent::{
-    AppInfo, AuditEntry, AuditQuery, BoxFut, ConsentStore, HistoryRow, StoreExport, StoredDecision,
+    AppInfo, AuditCount, AuditCountQuery, AuditEntry, AuditQuery, BoxFut, ConsentStore, HistoryRow,
+    StoreExport, StoredDecision,
 };
 use super::error::Error;
 use super::history::{AppTotals, HistoryKind, HistoryStore, Page, Query};
@@ -177,6 +178,10 @@ impl<S: ConsentStore + ?Sized + 'static> ConsentStore for OnLane<S> {
 
     fn query_audit(&self, q: AuditQuery) -> BoxFut<'_, Result<Vec<AuditEntry>, Error>> {
         on_lane!(self, |s| s.query_audit(q))
+    }
+
+    fn audit_counts(&self, q: AuditCountQuery) -> BoxFut<'_, Result<Vec<AuditCount>, Error>> {
+        on_lane!(self, |s| s.audit_counts(q))
     }
 }
 

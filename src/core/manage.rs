@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::clock::Clock;
-use super::consent::{self, AuditQuery, BoxFut, Origin};
+use super::consent::{self, AuditCountQuery, AuditQuery, BoxFut, Origin};
 use super::error::{Error, Result};
 use super::event::SourceEvent;
 use super::gate::Gate;
@@ -80,6 +80,59 @@ pub(crate) struct AuditView {
     pub(crate) reason: String,
     pub(crate) count: u64,
 }
+
+/// A policy.toml grant, as the user's pages show it: read-only there,
+/// changed in its file.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct PolicyGrantView {
+    /// What it covers: a category, `*` (every one) or `provided.*`.
+    pub(crate) covers: String,
+    /// The file that says it (policy.toml's path).
+    pub(crate) file: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) expires: Option<String>,
+}
+
+/// How one app stands with one category (a category's page: its switch).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct StandingView {
+    pub(crate) app_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) name: Option<String>,
+    /// How the broker knows the app: its identity source when it asked
+    /// (`flatpak`, `executable`, …), else `policy` (named in policy.toml
+    /// only) or `decided` (decided about before it asked).
+    pub(crate) known_as: &'static str,
+    /// A lasting grant holds (the user's allow or policy.toml), paused or not.
+    pub(crate) granted: bool,
+    /// The user's decision that applies (`allow`, `deny`, `ask`), and the
+    /// category it was made for (the base's deny covers a detail).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) decision: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) decided_for: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) expires: Option<String>,
+    /// policy.toml grants it (then the user's switch cannot take it away
+    /// but by a deny, and the page says where the grant is written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) policy: Option<PolicyGrantView>,
+}
+
+/// The audit's accesses of one app to one category in one period.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct AuditCountView {
+    /// Where the period starts.
+    pub(crate) start: chrono::DateTime<chrono::Utc>,
+    pub(crate) app_id: String,
+    pub(crate) category: String,
+    pub(crate) allowed: u64,
+    pub(crate) refused: u64,
+}
+
+/// How far back a category's page looks in the audit for the apps that
+/// asked for it.
+const ASKED_WITHIN: chrono::Duration = chrono::Duration::days(90);
 
 /// The owner's handle: the user's own controls and what only the user
 /// sees (`Consent1`, `contextctl`, the dashboard): decisions, the pause,
@@ -390,6 +443,113 @@ impl Manage {
                 expires: d.expires.as_ref().map(time),
             })
             .collect()
+    }
+
+    /// Where policy.toml is (the file its grants are changed in).
+    pub(crate) fn policy_file(&self) -> String {
+        self.gate.policy_path().display().to_string()
+    }
+
+    /// policy.toml's grants of `app` still in force.
+    pub(crate) fn policy_grants(&self, app: &AppId) -> Vec<PolicyGrantView> {
+        let now = self.clock.now();
+        let file = self.policy_file();
+        self.gate
+            .policy()
+            .grants_for(app)
+            .iter()
+            .filter(|g| g.expires.is_none_or(|e| e > now))
+            .map(|g| PolicyGrantView {
+                covers: match &g.category {
+                    super::policy::CategoryPattern::All => "*".to_owned(),
+                    super::policy::CategoryPattern::AllProvided => "provided.*".to_owned(),
+                    super::policy::CategoryPattern::One(c) => c.to_string(),
+                },
+                file: file.clone(),
+                expires: g.expires.as_ref().map(time),
+            })
+            .collect()
+    }
+
+    /// Every app that asked for `category` (within the audit's last
+    /// [`ASKED_WITHIN`]), was decided about for it, or that policy.toml
+    /// grants it; with how each stands. Apps that asked first, by id.
+    pub(crate) async fn category_apps(&self, category: &Category) -> Vec<StandingView> {
+        let now = self.clock.now();
+        let known = self.apps();
+        let mut ids: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+        if let Ok(counts) = self
+            .audit_counts(AuditCountQuery {
+                since: now - ASKED_WITHIN,
+                until: now + chrono::Duration::seconds(1),
+                app: None,
+                category: Some(category.clone()),
+                period: None,
+            })
+            .await
+        {
+            ids.extend(counts.into_iter().map(|c| c.app_id));
+        }
+        for d in self.gate.grants() {
+            ids.insert(d.app.to_string());
+        }
+        let file = self.policy_file();
+        let mut out: Vec<StandingView> = ids
+            .into_iter()
+            .filter_map(|id| {
+                let app = AppId::new(&id).ok()?;
+                let st = self.gate.standing(&app, category);
+                let a = known.iter().find(|a| a.app_id == id);
+                let asked = a.is_some();
+                if !asked && st.stored.is_none() && st.policy.is_none() {
+                    return None;
+                }
+                Some(StandingView {
+                    name: a.and_then(|a| a.name.clone()),
+                    known_as: match (a, &st.policy) {
+                        (Some(a), _) => a.identity_source,
+                        (None, Some(_)) => "policy",
+                        (None, None) => "decided",
+                    },
+                    granted: st.granted,
+                    decision: st.stored.as_ref().map(|d| d.verdict.as_str()),
+                    decided_for: st.stored.as_ref().map(|d| d.category.to_string()),
+                    expires: st.stored.as_ref().and_then(|d| d.expires.as_ref().map(time)),
+                    policy: st.policy.map(|e| PolicyGrantView {
+                        covers: category.to_string(),
+                        file: file.clone(),
+                        expires: e.as_ref().map(time),
+                    }),
+                    app_id: id,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            (a.known_as == "policy" || a.known_as == "decided", &a.app_id)
+                .cmp(&(b.known_as == "policy" || b.known_as == "decided", &b.app_id))
+        });
+        out
+    }
+
+    /// The audit counted per period, app and category (the user's pages:
+    /// an app's last 7 days).
+    pub(crate) async fn audit_counts(&self, q: AuditCountQuery) -> Result<Vec<AuditCountView>> {
+        let store = self
+            .gate
+            .store()
+            .ok_or_else(|| Error::Unavailable("no database: the audit log is not kept".into()))?;
+        Ok(store
+            .audit_counts(q)
+            .await?
+            .into_iter()
+            .map(|c| AuditCountView {
+                start: c.start,
+                app_id: c.app.to_string(),
+                category: c.category.to_string(),
+                allowed: c.allowed,
+                refused: c.refused,
+            })
+            .collect())
     }
 
     /// The audit log, newest first.

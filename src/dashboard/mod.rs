@@ -40,6 +40,8 @@
 //! cookie) or the runtime directory, as it can read the database key; the
 //! threat model in the README says so.
 
+mod detail;
+mod icons;
 mod pages;
 
 use std::collections::HashMap;
@@ -49,7 +51,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Query, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -112,6 +114,9 @@ pub(crate) struct Handles {
     pub(crate) manage: Manage,
     pub(crate) ask: Ask,
     pub(crate) watches: Watches,
+    /// The MCP bearer tokens, listed with their expiry (never their
+    /// secrets: only their HMACs are kept).
+    pub(crate) tokens: Arc<dyn crate::core::tokens::TokenStore>,
 }
 
 /// Bind, serve until the level stops, and tell the core where (for the
@@ -271,6 +276,10 @@ fn router(dash: Arc<Dash>) -> Router {
         .route("/s/{cap}/", get(apps_page))
         .route("/s/{cap}/now", get(now_page))
         .route("/s/{cap}/timeline", get(timeline_page))
+        .route("/s/{cap}/categories", get(categories_page))
+        .route("/s/{cap}/category/{name}", get(category_page))
+        .route("/s/{cap}/app/{id}", get(app_page))
+        .route("/s/{cap}/icon/{id}", get(icon))
         .route("/s/{cap}/events", get(events))
         .route("/s/{cap}/decide", post(decide))
         .route("/s/{cap}/pause", post(pause))
@@ -494,6 +503,47 @@ async fn timeline_page(State(dash): State<Arc<Dash>>, req: Request) -> Response 
     page(pages::timeline(&dash.core, &s.csrf).await)
 }
 
+async fn categories_page(State(dash): State<Arc<Dash>>, req: Request) -> Response {
+    let s = session_of(req.extensions());
+    page(detail::categories(&dash.core, &s.csrf))
+}
+
+async fn category_page(
+    State(dash): State<Arc<Dash>>,
+    Path((_, name)): Path<(String, String)>,
+    req: Request,
+) -> Response {
+    let s = session_of(req.extensions());
+    match name.parse::<Category>() {
+        Ok(c) => page(detail::category(&dash.core, &s.csrf, &c).await),
+        Err(_) => not_found().await,
+    }
+}
+
+async fn app_page(
+    State(dash): State<Arc<Dash>>,
+    Path((_, id)): Path<(String, String)>,
+    req: Request,
+) -> Response {
+    let s = session_of(req.extensions());
+    match AppId::new(&id) {
+        Ok(a) => page(detail::app(&dash.core, &s.csrf, &a).await),
+        Err(_) => not_found().await,
+    }
+}
+
+/// An app's icon, as its desktop entry names it ([`icons`]); 404 when
+/// there is none. Cached by nobody (`no-store`, as every response).
+async fn icon(Path((_, id)): Path<(String, String)>) -> Response {
+    if AppId::new(&id).is_err() {
+        return not_found().await;
+    }
+    match tokio::task::spawn_blocking(move || icons::of_app(&id)).await {
+        Ok(Some(i)) => ([(header::CONTENT_TYPE, i.mime)], i.bytes).into_response(),
+        _ => not_found().await,
+    }
+}
+
 /// A page larger than this gives its memory back to the system once sent.
 const TRIM_AFTER: usize = 256 * 1024;
 
@@ -637,17 +687,48 @@ fn done(req: &Request, form: &Form) -> Response {
     if req.headers().get("x-dashboard").is_some() {
         return StatusCode::NO_CONTENT.into_response();
     }
-    let back = match form.get("back") {
-        "/now" => "now",
-        "/timeline" => "timeline",
-        _ => "",
-    };
+    let back = back_to(form.get("back"));
     let root = session_of(req.extensions()).root();
     (
         StatusCode::SEE_OTHER,
         [(header::LOCATION, format!("{root}/{back}"))],
     )
         .into_response()
+}
+
+/// Where a plain form goes back to, below the session's root: one of
+/// the pages, a category's or an app's page with its name parsed and
+/// encoded again (what comes back is only ever a page of ours, never a
+/// header or a path the form chose).
+fn back_to(back: &str) -> String {
+    match back {
+        "/now" => "now".into(),
+        "/timeline" => "timeline".into(),
+        "/categories" => "categories".into(),
+        b => {
+            let decode = |s: &str| {
+                percent_encoding::percent_decode_str(s)
+                    .decode_utf8()
+                    .ok()
+                    .map(|s| s.into_owned())
+            };
+            if let Some(c) = b
+                .strip_prefix("/category/")
+                .and_then(decode)
+                .and_then(|c| c.parse::<Category>().ok())
+            {
+                format!("category/{}", pages::segment(&c.to_string()))
+            } else if let Some(a) = b
+                .strip_prefix("/app/")
+                .and_then(decode)
+                .and_then(|a| AppId::new(&a).ok())
+            {
+                format!("app/{}", pages::segment(a.as_str()))
+            } else {
+                String::new()
+            }
+        }
+    }
 }
 
 fn bad(why: impl std::fmt::Display) -> Response {

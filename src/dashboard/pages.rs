@@ -36,16 +36,20 @@ pub(super) fn columns(core: &Handles) -> Vec<Category> {
     v
 }
 
-/// The grid's rows: every app that asked, and the apps decided about
-/// before they ever asked (from a panel, the CLI, this grid);
-/// policy.toml's are shown where they asked.
+/// The grid's rows: every app that asked, the apps decided about before
+/// they ever asked (from a panel, the CLI, this grid), and the apps
+/// policy.toml grants (which may never ask: they have what they need).
 pub(super) fn rows(core: &Handles) -> Vec<crate::core::manage::AppView> {
     let mut apps = core.manage.apps();
     for g in core.manage.grants() {
-        if g.origin != "policy" && !apps.iter().any(|a| a.app_id == g.app_id) {
+        if !apps.iter().any(|a| a.app_id == g.app_id) {
             apps.push(crate::core::manage::AppView {
                 app_id: g.app_id.clone(),
-                identity_source: "decided before it asked",
+                identity_source: if g.origin == "policy" {
+                    "granted in policy.toml (has not asked yet)"
+                } else {
+                    "decided before it asked"
+                },
                 first_seen: String::new(),
                 last_seen: String::new(),
                 name: None,
@@ -60,7 +64,8 @@ pub(super) fn rows(core: &Handles) -> Vec<crate::core::manage::AppView> {
 /// are relative, so no page needs to know its capability and none names
 /// a path another session (or port) could use. `here` is the page's name
 /// (`/`, `/now`, `/timeline`), as forms send it back in `back`.
-fn layout(title: &str, here: &str, csrf: &str, core: &Handles, body: Markup) -> Markup {
+pub(super) fn layout(title: &str, here: &str, csrf: &str, core: &Handles, body: Markup) -> Markup {
+    let up = up(here);
     let paused = core.manage.paused();
     // What the user must know on every page: a broker running degraded
     // (store::recovery) and revocations the disk has not taken yet
@@ -69,6 +74,7 @@ fn layout(title: &str, here: &str, csrf: &str, core: &Handles, body: Markup) -> 
     let waiting = core.manage.waiting_revocations();
     let nav = [
         ("/", "./", "Apps"),
+        ("/categories", "categories", "Categories"),
         ("/now", "now", "Now"),
         ("/timeline", "timeline", "Timeline"),
     ];
@@ -90,6 +96,7 @@ fn layout(title: &str, here: &str, csrf: &str, core: &Handles, body: Markup) -> 
                         ul {
                             @for (page, href, name) in nav {
                                 li {
+                                    @let href = if up.is_empty() { href.to_owned() } else if href == "./" { up.to_owned() } else { format!("{up}{href}") };
                                     @if page == here {
                                         a href=(href) aria-current="page" { (name) }
                                     } @else {
@@ -99,7 +106,7 @@ fn layout(title: &str, here: &str, csrf: &str, core: &Handles, body: Markup) -> 
                             }
                         }
                     }
-                    form.pause method="post" action="pause" data-fetch {
+                    form.pause method="post" action=(format!("{up}pause")) data-fetch {
                         input type="hidden" name="csrf" value=(csrf);
                         input type="hidden" name="back" value=(here);
                         input type="hidden" name="paused" value=(if paused { "false" } else { "true" });
@@ -142,7 +149,44 @@ fn layout(title: &str, here: &str, csrf: &str, core: &Handles, body: Markup) -> 
     }
 }
 
-fn app_label(name: Option<&str>, id: &str) -> Markup {
+/// What leads from a page back to the session's root: `../` for the
+/// pages one level down (`/category/NAME`, `/app/ID`), else nothing.
+pub(super) fn up(here: &str) -> &'static str {
+    if here.trim_start_matches('/').contains('/') {
+        "../"
+    } else {
+        ""
+    }
+}
+
+/// The characters an app id keeps in a page's path; everything else
+/// (`:`, `/` of `exe:/usr/bin/x`) is percent-encoded, so an id is one
+/// path segment.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'.')
+    .remove(b'-')
+    .remove(b'_');
+
+/// An app id as one path segment.
+pub(super) fn segment(id: &str) -> String {
+    percent_encoding::utf8_percent_encode(id, SEGMENT).to_string()
+}
+
+/// The link to an app's page from a page at `here`.
+pub(super) fn app_href(here: &str, id: &str) -> String {
+    let up = up(here);
+    let up = if up.is_empty() { "./" } else { up };
+    format!("{up}app/{}", segment(id))
+}
+
+/// The link to a category's page from a page at `here`.
+pub(super) fn category_href(here: &str, c: &str) -> String {
+    let up = up(here);
+    let up = if up.is_empty() { "./" } else { up };
+    format!("{up}category/{}", segment(c))
+}
+
+pub(super) fn app_label(name: Option<&str>, id: &str) -> Markup {
     html! {
         @match name {
             Some(n) => { span.name { (n) } " " span.id { (id) } },
@@ -212,7 +256,7 @@ pub(super) fn apps(core: &Handles, csrf: &str) -> Markup {
                             th scope="col" { "App" }
                             @for c in &cols {
                                 th scope="col" title=(c.description()) {
-                                    span.cat { (c.to_string()) }
+                                    a.cat href=(category_href("/", &c.to_string())) { (c.to_string()) }
                                     form.col method="post" action="decide" data-fetch {
                                         input type="hidden" name="csrf" value=(csrf);
                                         input type="hidden" name="category" value=(c.to_string());
@@ -228,7 +272,7 @@ pub(super) fn apps(core: &Handles, csrf: &str) -> Markup {
                         @for a in &apps {
                             tr {
                                 th scope="row" {
-                                    (app_label(a.name.as_deref(), &a.app_id))
+                                    a.app href=(app_href("/", &a.app_id)) { (app_label(a.name.as_deref(), &a.app_id)) }
                                     @if a.first_seen.is_empty() {
                                         span.seen { (a.identity_source) }
                                     } @else {
@@ -280,6 +324,7 @@ pub(super) fn apps(core: &Handles, csrf: &str) -> Markup {
     };
     let body = html! {
         (body)
+        (super::detail::tokens(core, "/"))
         (never_shared(core, csrf))
     };
     layout("Apps", "/", csrf, core, body)
@@ -338,11 +383,11 @@ fn never_shared(core: &Handles, csrf: &str) -> Markup {
 }
 
 /// `2026-11-23T10:00:00.000Z` → `2026-11-23 10:00`.
-fn short(t: &str) -> String {
+pub(super) fn short(t: &str) -> String {
     t.get(..16).unwrap_or(t).replace('T', " ")
 }
 
-fn kind_name(k: MediaKind) -> &'static str {
+pub(super) fn kind_name(k: MediaKind) -> &'static str {
     match k {
         MediaKind::Playback => "playback",
         MediaKind::Microphone => "microphone",
@@ -514,7 +559,7 @@ fn chart(
     }
 }
 
-fn seconds(s: Option<f64>) -> String {
+pub(super) fn seconds(s: Option<f64>) -> String {
     match s {
         None => "—".into(),
         Some(s) if s >= 3600.0 => format!("{:.1} h", s / 3600.0),
@@ -547,7 +592,9 @@ pub(super) async fn timeline(core: &Handles, csrf: &str) -> Markup {
         .manage
         .owner_summary(day, now + chrono::Duration::seconds(1))
         .await;
+    let accesses = super::detail::day_of_accesses(core, now).await;
     let body = html! {
+        (super::detail::access_timeline(&accesses, None, now, "/timeline"))
         section aria-labelledby="access-h" {
             h2 id="access-h" { "Who read what" }
             @match &audit {

@@ -14,7 +14,8 @@ use super::health::{Health, Lost, is_write_fault, primary_code};
 use super::key::{DbKey, KeySource};
 use super::{from_ms, ms};
 use crate::core::consent::{
-    AppInfo, AuditEntry, AuditQuery, BoxFut, ConsentStore, Loaded, Origin, StoredDecision, Verdict,
+    AppInfo, AuditCount, AuditCountQuery, AuditEntry, AuditQuery, BoxFut, ConsentStore, Loaded,
+    Origin, StoredDecision, Verdict,
 };
 use crate::core::{Channel, Error};
 use crate::model::{AppId, Category, IdentitySource};
@@ -1193,6 +1194,60 @@ impl ConsentStore for Db {
             Ok(out)
         })
     }
+
+    /// One pass over the audit's time index (`audit_time`, or
+    /// `audit_app_time` for one app), grouped in SQLite: the rows
+    /// themselves never leave it.
+    fn audit_counts(&self, q: AuditCountQuery) -> BoxFut<'_, Result<Vec<AuditCount>, Error>> {
+        Box::pin(async move {
+            let since = ms(q.since);
+            // A period of at least a millisecond; none: one period.
+            let period = q
+                .period
+                .map(|p| p.num_milliseconds().max(1))
+                .unwrap_or(i64::MAX);
+            let rows = sqlx::query(
+                "SELECT (time_ms - ?1) / ?2 AS period, app_id, category,
+                        SUM(CASE WHEN allowed != 0 THEN count ELSE 0 END),
+                        SUM(CASE WHEN allowed != 0 THEN 0 ELSE count END)
+                 FROM audit
+                 WHERE time_ms >= ?1 AND time_ms < ?3 AND (?4 IS NULL OR app_id = ?4)
+                   AND (?5 IS NULL OR category = ?5)
+                 GROUP BY period, app_id, category
+                 ORDER BY period, app_id, category",
+            )
+            .bind(since)
+            .bind(period)
+            .bind(ms(q.until))
+            .bind(q.app.as_ref().map(|a| a.as_str().to_owned()))
+            .bind(q.category.as_ref().map(|c| c.to_string()))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(failed)?;
+            let mut out = Vec::with_capacity(rows.len());
+            for r in rows {
+                let app: String = r.try_get(1).unwrap_or_default();
+                let cat: String = r.try_get(2).unwrap_or_default();
+                let (Ok(app), Ok(category)) = (AppId::new(app), cat.parse::<Category>()) else {
+                    continue;
+                };
+                let n: i64 = r.try_get(0).unwrap_or_default();
+                let start = if period == i64::MAX {
+                    since
+                } else {
+                    since.saturating_add(n.saturating_mul(period))
+                };
+                out.push(AuditCount {
+                    start: from_ms(start),
+                    app,
+                    category,
+                    allowed: r.try_get::<i64, _>(3).unwrap_or_default().max(0) as u64,
+                    refused: r.try_get::<i64, _>(4).unwrap_or_default().max(0) as u64,
+                });
+            }
+            Ok(out)
+        })
+    }
 }
 
 /// An in-memory database with every migration before `version` applied,
@@ -1220,6 +1275,76 @@ pub(crate) async fn memory_before(version: i64) -> SqlitePool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The audit counted per day, app and category, folded rows counted
+    /// for what they stand for, allowed and refused apart, outside the
+    /// window left out.
+    #[tokio::test]
+    async fn audit_counts_per_day_app_and_category() {
+        let (db, _tasks) = Db::open_memory(Path::new("mem.db")).await.expect("db");
+        let day0: DateTime<Utc> = "2026-12-01T00:00:00Z".parse().expect("time");
+        let at = |h: i64| day0 + chrono::Duration::hours(h);
+        let entry = |t, app: &str, cat: Category, allowed, count| AuditEntry {
+            time: t,
+            app: AppId::new(app).expect("app"),
+            category: cat,
+            channel: Channel::DBus,
+            request: "Context1.ListWindows".into(),
+            allowed,
+            reason: "manage".into(),
+            count,
+        };
+        let mut batch = vec![
+            entry(at(-1), "a", Category::Windows, true, 9),
+            entry(at(1), "a", Category::Windows, true, 3),
+            entry(at(2), "a", Category::Windows, false, 1),
+            entry(at(3), "a", Category::Power, true, 1),
+            entry(at(25), "a", Category::Windows, true, 2),
+            entry(at(26), "b", Category::Windows, true, 5),
+            entry(at(49), "a", Category::Windows, true, 7),
+        ];
+        write_audit(&db.pool, &mut batch).await.expect("write");
+        let q = AuditCountQuery {
+            since: day0,
+            until: at(48),
+            app: None,
+            category: None,
+            period: Some(chrono::Duration::days(1)),
+        };
+        let got = db.audit_counts(q.clone()).await.expect("counts");
+        let got: Vec<(i64, &str, String, u64, u64)> = got
+            .iter()
+            .map(|c| {
+                (
+                    (c.start - day0).num_hours(),
+                    c.app.as_str(),
+                    c.category.to_string(),
+                    c.allowed,
+                    c.refused,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, "a", "power".to_owned(), 1, 0),
+                (0, "a", "windows".to_owned(), 3, 1),
+                (24, "a", "windows".to_owned(), 2, 0),
+                (24, "b", "windows".to_owned(), 5, 0),
+            ]
+        );
+        let one = db
+            .audit_counts(AuditCountQuery {
+                app: Some(AppId::new("a").expect("app")),
+                category: Some(Category::Windows),
+                period: None,
+                ..q
+            })
+            .await
+            .expect("counts");
+        assert_eq!(one.len(), 1, "{one:?}");
+        assert_eq!((one[0].start, one[0].allowed, one[0].refused), (day0, 5, 1));
+    }
 
     /// Until every connection of the pool is back in it (a connection
     /// dropped goes back by a task of the pool's, not at once).

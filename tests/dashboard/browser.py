@@ -15,9 +15,14 @@ Commands ({"op": ...}):
     select APP CATEGORY VALUE choose VALUE in a grid cell (fires `change`)
     click LABEL               click the button whose aria-label is LABEL
     wait_text TEXT TIMEOUT    wait, without reloading, until TEXT shows
-    screenshot PATH
+    screenshot PATH [FULL]    the viewport, or (FULL) the whole page
+    emulate SCHEME WIDTH      prefers-color-scheme light or dark, and a
+                              viewport WIDTH px wide (0: the window's)
+    js SCRIPT                 run SCRIPT (a function body) in the page;
+                              answers what it returns, as "value"
     cookies                   the session's cookies (HttpOnly too)
-    axe                       serious and critical axe-core violations
+    axe [ALL]                 serious and critical axe-core violations
+                              (ALL: every violation, whatever its impact)
     requests                  every URL the pages requested (DevTools log)
     paint URL                 navigate; the page's first contentful paint
                               and DOMContentLoaded (ms from navigation
@@ -116,7 +121,37 @@ def main():
                     time.sleep(0.1)
                 out["found"] = found
             elif op == "screenshot":
-                d.save_screenshot(c["path"])
+                if c.get("full"):
+                    import base64
+
+                    m = d.execute_cdp_cmd("Page.getLayoutMetrics", {})
+                    size = m.get("cssContentSize") or m["contentSize"]
+                    shot = d.execute_cdp_cmd(
+                        "Page.captureScreenshot",
+                        {
+                            "format": "png",
+                            "captureBeyondViewport": True,
+                            "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1},
+                        },
+                    )
+                    with open(c["path"], "wb") as f:
+                        f.write(base64.b64decode(shot["data"]))
+                else:
+                    d.save_screenshot(c["path"])
+            elif op == "emulate":
+                d.execute_cdp_cmd(
+                    "Emulation.setEmulatedMedia",
+                    {"features": [{"name": "prefers-color-scheme", "value": c["scheme"]}]},
+                )
+                if c.get("width"):
+                    d.execute_cdp_cmd(
+                        "Emulation.setDeviceMetricsOverride",
+                        {"width": c["width"], "height": 900, "deviceScaleFactor": 1, "mobile": False},
+                    )
+                else:
+                    d.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+            elif op == "js":
+                out["value"] = d.execute_script(c["script"])
             elif op == "cookies":
                 out["cookies"] = d.get_cookies()
             elif op == "axe":
@@ -127,7 +162,7 @@ def main():
                     " help: v.help, nodes: v.nodes.map(n => n.target.join(' ')).slice(0, 5)}))),"
                     " e => done([{id: 'axe-failed', impact: 'critical', help: String(e), nodes: []}]));"
                 )
-                out["violations"] = [v for v in res if v["impact"] in ("serious", "critical")]
+                out["violations"] = [v for v in res if c.get("all") or v["impact"] in ("serious", "critical")]
             elif op == "requests":
                 drain_log()
                 out["urls"] = requested

@@ -39,6 +39,7 @@ mod contextctl;
 mod contextctl_media;
 mod daemon_lifecycle;
 mod dashboard;
+mod dashboard_pages;
 mod dashboard_pause;
 mod debian13;
 mod detail_changes;

@@ -2,7 +2,13 @@
 //! browser: the one-time link (`Consent1.OpenDashboard`, what `contextctl
 //! dashboard` opens), its session cookie, then a page of the session.
 
+use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
 
 use contextd::client::proxy::Consent1Proxy;
 
@@ -79,3 +85,110 @@ impl Session {
 pub async fn page(consent: &Consent1Proxy<'_>, page: &str) -> String {
     Session::open(consent).await.page(page)
 }
+
+/// The browser driver (tests/dashboard/browser.py) as a line protocol.
+pub struct Browser {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Browser {
+    pub fn start() -> Browser {
+        let axe = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(".tools/axe/node_modules/axe-core/axe.min.js");
+        assert!(
+            axe.exists(),
+            "no axe-core: run scripts/deps.sh --node ({})",
+            axe.display()
+        );
+        let mut child = Command::new("/usr/bin/python3")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/dashboard/browser.py"))
+            .arg(&axe)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect(
+                "start the browser driver (python3-selenium, chromium-driver: scripts/deps.sh)",
+            );
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        Browser {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    pub fn cmd(&mut self, c: Value) -> Value {
+        tokio::task::block_in_place(|| {
+            writeln!(self.stdin, "{c}").expect("to the browser");
+            let mut line = String::new();
+            self.stdout.read_line(&mut line).expect("from the browser");
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("browser answered {line:?}: {e}"));
+            assert_eq!(v["ok"], true, "browser: {c} failed: {v}");
+            v
+        })
+    }
+
+    /// Navigate; the URL the browser ended at.
+    pub fn get(&mut self, url: &str) -> String {
+        self.cmd(json!({"op": "get", "url": url}))["url"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    pub fn text(&mut self) -> String {
+        self.cmd(json!({"op": "text"}))["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    pub fn wait_text(&mut self, text: &str, secs: u64) {
+        let found =
+            self.cmd(json!({"op": "wait_text", "text": text, "timeout": secs}))["found"] == true;
+        if !found {
+            let now = self.text();
+            panic!("{text:?} did not show within {secs} s; the page says:\n{now}");
+        }
+    }
+
+    pub fn shot(&mut self, name: &str) {
+        let p = out_dir().join(name);
+        self.cmd(json!({"op": "screenshot", "path": p}));
+    }
+
+    /// Serious and critical axe-core violations of the page.
+    pub fn axe(&mut self) -> Vec<Value> {
+        self.cmd(json!({"op": "axe"}))["violations"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = writeln!(self.stdin, "{}", json!({"op": "quit"}));
+        for _ in 0..50 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Where the screenshots go: `target/tmp/dashboard/`.
+pub fn out_dir() -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard");
+    std::fs::create_dir_all(&d).expect("mkdir");
+    d
+}
+

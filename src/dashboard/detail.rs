@@ -1,0 +1,634 @@
+//! The pages of one question each (issue 53): a page per category (what
+//! it means, a switch per app, who used it in the last 24 hours), a page
+//! per app (who it is and how the broker knows, what it may see, what it
+//! read in the last 7 days, its live readers), the 24-hour access
+//! timeline drawn on the server as SVG, and the MCP tokens.
+//!
+//! Like the other pages they only format what the core's management
+//! views say (`core::manage`); a switch posts to `decide` as the grid
+//! does. Every chart is an `<svg role="img">` with an accessible name and
+//! a table beside it that says the same; colours come from the style
+//! sheet's classes (the CSP allows no inline style), so dark mode follows
+//! the desktop's `prefers-color-scheme`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Duration, Utc};
+use maud::{Markup, html};
+
+use super::Handles;
+use super::pages::{app_href, app_label, category_href, layout, short, up};
+use crate::core::consent::{AuditCountQuery, AuditQuery};
+use crate::core::manage::AuditView;
+use crate::model::{AppId, Category, IdentitySource};
+
+/// The most accesses the 24-hour timeline draws (rows of the audit,
+/// repeats within a second already folded into one).
+const MAX_MARKS: u32 = 5000;
+/// Apps get one of this many colours, in the order they first appear.
+const COLOURS: usize = 8;
+
+/// The audit's accesses of the last 24 hours, newest first.
+pub(super) async fn day_of_accesses(
+    core: &Handles,
+    now: DateTime<Utc>,
+) -> Result<Vec<AuditView>, String> {
+    core.manage
+        .audit(AuditQuery {
+            since: Some(now - Duration::hours(24)),
+            until: None,
+            app: None,
+            limit: MAX_MARKS,
+        })
+        .await
+        .map_err(|e| e.to_string())
+}
+
+fn parse(t: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(t)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// The 24-hour access timeline: one row per category, a mark per app per
+/// access (a refused one hollow), the apps told apart by colour and
+/// named in a legend; its accessible name sums it up and a table says it
+/// all. `only`: just that category's row (a category's page).
+pub(super) fn access_timeline(
+    accesses: &Result<Vec<AuditView>, String>,
+    only: Option<&str>,
+    now: DateTime<Utc>,
+    here: &str,
+) -> Markup {
+    let since = now - Duration::hours(24);
+    let rows: Vec<&AuditView> = match accesses {
+        Ok(r) => r
+            .iter()
+            .filter(|a| only.is_none_or(|c| a.category == c))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    // Apps in the order they first accessed (oldest first), for colours.
+    let mut apps: Vec<&str> = Vec::new();
+    for a in rows.iter().rev() {
+        if !apps.contains(&a.app_id.as_str()) {
+            apps.push(&a.app_id);
+        }
+    }
+    let colour = |app: &str| apps.iter().position(|a| *a == app).unwrap_or(0) % COLOURS;
+    // category → app → (allowed, refused, last time)
+    let mut table: BTreeMap<&str, BTreeMap<&str, (u64, u64, &str)>> = BTreeMap::new();
+    for a in &rows {
+        let e = table
+            .entry(&a.category)
+            .or_default()
+            .entry(&a.app_id)
+            .or_insert((0, 0, a.time.as_str()));
+        if a.allowed {
+            e.0 += a.count;
+        } else {
+            e.1 += a.count;
+        }
+        if a.time.as_str() > e.2 {
+            e.2 = &a.time;
+        }
+    }
+    let (label_w, width, row_h, top) = (170.0, 640.0, 30.0, 6.0);
+    let height = top + table.len().max(1) as f64 * row_h + 22.0;
+    let span = (now - since).num_seconds().max(1) as f64;
+    let x_of = |t: DateTime<Utc>| {
+        label_w + ((t - since).num_seconds() as f64 / span).clamp(0.0, 1.0) * width
+    };
+    let summary: Vec<String> = table
+        .iter()
+        .map(|(c, apps)| {
+            let n: u64 = apps.values().map(|(a, r, _)| a + r).sum();
+            let names: Vec<&str> = apps.keys().copied().collect();
+            format!("{c}: {n} by {}", names.join(", "))
+        })
+        .collect();
+    let title = match only {
+        Some(c) => format!("Who used {c} in the last 24 hours"),
+        None => "Accesses in the last 24 hours, by category".to_owned(),
+    };
+    let id = match only {
+        Some(_) => "used-h",
+        None => "day-h",
+    };
+    html! {
+        section aria-labelledby=(id) {
+            h2 id=(id) { (title) }
+            @match accesses {
+                Err(e) => p.empty { (e) },
+                Ok(_) if rows.is_empty() => p.empty {
+                    @if only.is_some() { "No app used it in the last 24 hours." } @else { "No app read anything in the last 24 hours." }
+                },
+                Ok(_) => {
+                    figure.chart.day {
+                        svg role="img" aria-label=(format!("{title}. {}", summary.join("; ")))
+                            viewBox=(format!("0 0 {} {height}", label_w + width + 10.0)) xmlns="http://www.w3.org/2000/svg" {
+                            @for h in [0, 6, 12, 18, 24] {
+                                @let x = x_of(since + Duration::hours(h));
+                                line x1=(x) x2=(x) y1=(top) y2=(height - 18.0) class="tick" {}
+                                text x=(x) y=(height - 4.0) class=(if h == 0 { "axis" } else if h == 24 { "axis end" } else { "axis mid" }) {
+                                    @if h == 24 { "now" } @else { (format!("{}", (since + Duration::hours(h)).format("%H:%M"))) }
+                                }
+                            }
+                            @for (i, (cat, _)) in table.iter().enumerate() {
+                                @let y = top + i as f64 * row_h;
+                                text x="0" y=(y + 19.0) class="lbl" { (cat) }
+                                rect x=(label_w) y=(y + 3.0) width=(width) height=(row_h - 6.0) class="track" {}
+                                @for a in rows.iter().filter(|a| a.category == *cat) {
+                                    @if let Some(t) = parse(&a.time) {
+                                        rect x=(x_of(t) - 1.5) y=(y + 6.0) width="3" height=(row_h - 12.0)
+                                            class=(format!("mark c{}{}", colour(&a.app_id), if a.allowed { "" } else { " refused" })) {
+                                            title { (a.app_id) " · " (short(&a.time)) @if a.count > 1 { " ×" (a.count) } @if !a.allowed { " (refused)" } }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        figcaption {
+                            "Times in UTC. Each mark is an access; a hollow one was refused. "
+                            ul.legend {
+                                @for app in &apps {
+                                    li { span.swatch.(format!("c{}", colour(app))) aria-hidden="true" {} a href=(app_href(here, app)) { (app) } }
+                                }
+                            }
+                        }
+                    }
+                    table.day {
+                        caption { (title) ", as a table" }
+                        thead { tr {
+                            @if only.is_none() { th scope="col" { "Category" } }
+                            th scope="col" { "App" } th scope="col" { "Allowed" } th scope="col" { "Refused" } th scope="col" { "Last" }
+                        } }
+                        tbody {
+                            @for (cat, apps) in &table {
+                                @for (app, (allowed, refused, last)) in apps {
+                                    tr {
+                                        @if only.is_none() { td { a href=(category_href(here, cat)) { (cat) } } }
+                                        th scope="row" { a href=(app_href(here, app)) { (app) } }
+                                        td { (allowed) } td { (refused) } td { (short(last)) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A switch: a form that posts the flipped decision to `decide`, so it
+/// works without the page's script too.
+fn switch(csrf: &str, here: &str, app: &str, category: &str, on: bool, label: &str) -> Markup {
+    html! {
+        form.switch method="post" action=(format!("{}decide", up(here))) data-fetch {
+            input type="hidden" name="csrf" value=(csrf);
+            input type="hidden" name="back" value=(here);
+            input type="hidden" name="app" value=(app);
+            input type="hidden" name="category" value=(category);
+            input type="hidden" name="decision" value=(if on { "deny" } else { "allow" });
+            button.switch type="submit" role="switch" aria-checked=(if on { "true" } else { "false" }) aria-label=(label) {
+                span.knob aria-hidden="true" {}
+                span.state { @if on { "On" } @else { "Off" } }
+            }
+        }
+    }
+}
+
+/// A category's page: what it means, a switch per app that asked for it
+/// or is granted it (policy.toml's read-only, naming the file), who
+/// reads it now, who used it in the last 24 hours.
+pub(super) async fn category(core: &Handles, csrf: &str, c: &Category) -> Markup {
+    let name = c.to_string();
+    let here = format!("/category/{}", super::pages::segment(&name));
+    let now = core.manage.now();
+    let apps = core.manage.category_apps(c).await;
+    let readers: Vec<_> = core
+        .manage
+        .readers()
+        .into_iter()
+        .filter(|r| r.categories.0.iter().any(|x| *x == name))
+        .collect();
+    let accesses = day_of_accesses(core, now).await;
+    let entries = entries(apps.iter().map(|a| a.app_id.clone()).collect()).await;
+    let details: Vec<&Category> = Category::fixed()
+        .iter()
+        .filter(|d| d.base().as_ref() == Some(c))
+        .collect();
+    let body = html! {
+        p.lead { (c.description()) "." }
+        @if let Some(base) = c.base() {
+            p { "A detail of " a href=(category_href(&here, &base.to_string())) { (base.to_string()) }
+                ": an app that may see it may see " (base.to_string()) " too." }
+        }
+        @if !details.is_empty() {
+            p { "Its details, granted apart: "
+                @for (i, d) in details.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    a href=(category_href(&here, &d.to_string())) { (d.to_string()) }
+                } "." }
+        }
+        @if c.is_sensitive() {
+            p.sensitive { "This can tell where you are, who you talk to or what you work on." }
+        }
+        section aria-labelledby="apps-h" {
+            h2 id="apps-h" { "Apps" }
+            p { "Switched on, an app may see " (name) " until you switch it off; off, it is refused and not asked again. "
+                "A change applies at once: a live reader loses it." }
+            @if apps.is_empty() {
+                p.empty { "No app asked for it, and none is granted it." }
+            } @else {
+                ul.switches {
+                    @for a in &apps {
+                        @let (entry_name, icon) = entries.get(&a.app_id).cloned().unwrap_or_default();
+                        @let name_of = entry_name.or_else(|| a.name.clone());
+                        @let shown = match &name_of { Some(n) => format!("{n} ({})", a.app_id), None => a.app_id.clone() };
+                        li {
+                            div.who {
+                                @if icon {
+                                    img.icon src=(format!("{}icon/{}", up_or_dot(&here), super::pages::segment(&a.app_id))) alt="" width="32" height="32";
+                                } @else {
+                                    span.icon.none aria-hidden="true" {}
+                                }
+                                a href=(app_href(&here, &a.app_id)) { (app_label(name_of.as_deref(), &a.app_id)) }
+                                span.state-text {
+                                    @match (a.decision, &a.policy) {
+                                        (Some("allow"), _) => { "Allowed" @if let Some(e) = &a.expires { " until " (short(e)) } },
+                                        (Some("deny"), _) => { "Denied" @if a.policy.is_some() { " (over policy.toml's grant)" } },
+                                        (Some(_), None) => "Asks every time",
+                                        (_, Some(p)) => { "Granted by policy.toml" @if let Some(e) = &p.expires { " until " (short(e)) } },
+                                        (None, None) => "Not decided: it is asked",
+                                    }
+                                    @if let Some(d) = &a.decided_for && *d != name { " (decided for " (d) ")" }
+                                }
+                            }
+                            @match (&a.policy, a.decision) {
+                                (Some(p), None) => {
+                                    p.policy-note {
+                                        button.switch type="button" role="switch" aria-checked="true" aria-disabled="true" disabled
+                                            aria-label=(format!("{name} for {shown}: granted in {}, read-only", p.file)) {
+                                            span.knob aria-hidden="true" {} span.state { "On" }
+                                        }
+                                        " Read-only: granted in " code { (p.file) } "; change it there."
+                                    }
+                                }
+                                _ => { (switch(csrf, &here, &a.app_id, &name, a.granted, &format!("{name} for {shown}"))) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        section aria-labelledby="readers-h" {
+            h2 id="readers-h" { "Reading it now" }
+            @if readers.is_empty() {
+                p.empty { "Nobody follows it right now." }
+            } @else {
+                (readers_table(csrf, &here, &readers))
+            }
+        }
+        (access_timeline(&accesses, Some(&name), now, &here))
+    };
+    layout(&name, &here, csrf, core, body)
+}
+
+/// The name of each of `ids` from the desktop entry that may speak for
+/// it (`desktop_entry::display_of`), and whether the dashboard serves an
+/// icon for it (read in a blocking task: the file system).
+async fn entries(ids: Vec<String>) -> BTreeMap<String, (Option<String>, bool)> {
+    tokio::task::spawn_blocking(move || {
+        ids.into_iter()
+            .map(|id| {
+                let name = crate::desktop_entry::display_of(&id).map(|e| e.name);
+                let icon = super::icons::of_app(&id).is_some();
+                (id, (name, icon))
+            })
+            .collect()
+    })
+    .await
+    .unwrap_or_default()
+}
+
+/// `../` on a page one level down, `./` at the root: a link that names
+/// one of the session's own paths.
+fn up_or_dot(here: &str) -> &'static str {
+    match up(here) {
+        "" => "./",
+        u => u,
+    }
+}
+
+fn readers_table(
+    csrf: &str,
+    here: &str,
+    readers: &[crate::core::readers::ReaderView],
+) -> Markup {
+    html! {
+        table.readers {
+            caption { "Live subscriptions and MCP sessions" }
+            thead { tr { th scope="col" { "App" } th scope="col" { "How" } th scope="col" { "Follows" } th scope="col" { "Since" } th scope="col" { span.sr { "Actions" } } } }
+            tbody {
+                @for r in readers {
+                    tr {
+                        th scope="row" { a href=(app_href(here, &r.app_id)) { (app_label(r.name.as_deref(), &r.app_id)) } @if let Some(c) = &r.client { span.client { (c) } } }
+                        td { (r.channel) " (" (r.transport) ")" }
+                        td { @if r.categories.0.is_empty() { "—" } @else { (r.categories.0.join(", ")) } }
+                        td { (short(&r.since)) }
+                        td {
+                            form method="post" action=(format!("{}end-reader", up(here))) data-fetch {
+                                input type="hidden" name="csrf" value=(csrf);
+                                input type="hidden" name="back" value=(here);
+                                input type="hidden" name="id" value=(r.id);
+                                button type="submit" aria-label=(format!("End reader {}: {} ({})", r.id, r.app_id, r.transport)) { "End" }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every category, what it means, and how many apps may see it.
+pub(super) fn categories(core: &Handles, csrf: &str) -> Markup {
+    let cols = super::pages::columns(core);
+    let grants = core.manage.grants();
+    let body = html! {
+        p { "What apps can ask to see, one page each: who may, who asked, who used it." }
+        ul.categories {
+            @for c in &cols {
+                @let name = c.to_string();
+                @let n = grants.iter().filter(|g| g.decision == "allow" && (g.category == name || g.category == "*")).count();
+                li {
+                    a href=(category_href("/categories", &name)) { (name) }
+                    span.desc { (c.description()) }
+                    span.count { @if n == 0 { "no app allowed" } @else if n == 1 { "1 app allowed" } @else { (n) " apps allowed" } }
+                }
+            }
+        }
+    };
+    layout("Categories", "/categories", csrf, core, body)
+}
+
+/// How the broker knows an app, in words.
+fn known_by(source: &str) -> String {
+    match IdentitySource::parse(source) {
+        Some(s) => format!("{} ({})", s.as_str(), s.meaning()),
+        None => source.to_owned(),
+    }
+}
+
+/// An app's page: its icon and name (from the desktop entry that may
+/// speak for it), its identity and how the broker knows it, what it may
+/// see and until when, what it read in the last 7 days, its live
+/// readers, revoke everything.
+pub(super) async fn app(core: &Handles, csrf: &str, app: &AppId) -> Markup {
+    let id = app.as_str().to_owned();
+    let here = format!("/app/{}", super::pages::segment(&id));
+    let now = core.manage.now();
+    let lookup = id.clone();
+    let (entry, icon) = tokio::task::spawn_blocking(move || {
+        (
+            crate::desktop_entry::display_of(&lookup),
+            super::icons::of_app(&lookup).is_some(),
+        )
+    })
+    .await
+    .unwrap_or((None, false));
+    let known = core.manage.apps().into_iter().find(|a| a.app_id == id);
+    let decisions: Vec<_> = core
+        .manage
+        .grants()
+        .into_iter()
+        .filter(|g| g.app_id == id && g.origin != "policy")
+        .collect();
+    let policy = core.manage.policy_grants(app);
+    let token = id
+        .strip_prefix("token:")
+        .and_then(|n| core.tokens.list().into_iter().find(|t| t.name == n));
+    let readers: Vec<_> = core
+        .manage
+        .readers()
+        .into_iter()
+        .filter(|r| r.app_id == id)
+        .collect();
+    // Seven days: today (UTC) and the six before it.
+    let today = now.date_naive();
+    let first = today - chrono::Days::new(6);
+    let since = first.and_hms_opt(0, 0, 0).map(|t| t.and_utc()).unwrap_or(now);
+    let days: Vec<chrono::NaiveDate> = (0..7).map(|i| first + chrono::Days::new(i)).collect();
+    let counts = core
+        .manage
+        .audit_counts(AuditCountQuery {
+            since,
+            until: now + Duration::seconds(1),
+            app: Some(app.clone()),
+            category: None,
+            period: Some(Duration::days(1)),
+        })
+        .await;
+    let name = entry.as_ref().map(|e| e.name.clone());
+    let title = name.clone().unwrap_or_else(|| id.clone());
+    let body = html! {
+        div.app-head {
+            @if icon {
+                img.icon.big src=(format!("../icon/{}", super::pages::segment(&id))) alt="" width="64" height="64";
+            }
+            dl.facts {
+                @if name.is_some() {
+                    dt { "Name" } dd { (title) " (from its desktop entry " code { (entry.as_ref().map(|e| e.desktop_id.as_str()).unwrap_or_default()) } ")" }
+                }
+                dt { "App id" } dd { code { (id) } }
+                dt { "Known by" }
+                dd {
+                    @match (&known, &token) {
+                        (Some(a), _) => { (known_by(a.identity_source)) },
+                        (None, Some(_)) => { (known_by("token")) },
+                        (None, None) if !policy.is_empty() => "named in policy.toml; it has not asked yet",
+                        (None, None) => "it has not asked yet",
+                    }
+                }
+                @if let Some(a) = &known {
+                    dt { "Asked first" } dd { (short(&a.first_seen)) }
+                    dt { "Asked last" } dd { (short(&a.last_seen)) }
+                }
+                @if let Some(t) = &token {
+                    dt { "MCP token" }
+                    dd {
+                        (t.name) ", made " (short(&crate::core::view::time(&t.created)))
+                        @match (t.expired, &t.expires) {
+                            (true, Some(e)) => { ", " strong.expired { "expired" } " " (short(&crate::core::view::time(e))) },
+                            (true, None) => { ", " strong.expired { "expired" } },
+                            (false, Some(e)) => { ", expires " (short(&crate::core::view::time(e))) },
+                            (false, None) => ", never expires",
+                        }
+                    }
+                }
+            }
+        }
+        section aria-labelledby="may-h" {
+            h2 id="may-h" { "What it may see" }
+            @if decisions.is_empty() && policy.is_empty() {
+                p.empty { "Nothing decided: whatever it asks for is asked of you." }
+            } @else {
+                table.may {
+                    caption { "Decisions for " (title) }
+                    thead { tr { th scope="col" { "Category" } th scope="col" { "Decision" } th scope="col" { "Until" } th scope="col" { "By" } } }
+                    tbody {
+                        @for g in &decisions {
+                            tr {
+                                th scope="row" { a href=(category_href(&here, &g.category)) { (g.category) } }
+                                td.(g.decision) { (g.decision) }
+                                td { @match &g.expires { Some(e) => (short(e)), None => "for good" } }
+                                td { "you (" (g.origin) ")" }
+                            }
+                        }
+                        @for p in &policy {
+                            tr {
+                                th scope="row" {
+                                    @if p.covers.contains('*') { (p.covers) } @else { a href=(category_href(&here, &p.covers)) { (p.covers) } }
+                                }
+                                td.allow { "allow" }
+                                td { @match &p.expires { Some(e) => (short(e)), None => "for good" } }
+                                td { "policy.toml, read-only: " code { (p.file) } }
+                            }
+                        }
+                    }
+                }
+            }
+            form.revoke method="post" action="../decide" data-fetch data-confirm=(format!("Revoke every decision for {id}? It will be asked again.")) {
+                input type="hidden" name="csrf" value=(csrf);
+                input type="hidden" name="back" value=(here);
+                input type="hidden" name="app" value=(id);
+                input type="hidden" name="decision" value="clear";
+                button type="submit" aria-label=(format!("Revoke everything for {id}")) { "Revoke everything" }
+                @if !policy.is_empty() {
+                    " " span.note { "policy.toml's grants stay: change them in its file." }
+                }
+            }
+        }
+        (week(&counts, &days, &here))
+        section aria-labelledby="readers-h" {
+            h2 id="readers-h" { "Reading now" }
+            @if readers.is_empty() {
+                p.empty { "It follows nothing right now." }
+            } @else {
+                (readers_table(csrf, &here, &readers))
+            }
+        }
+    };
+    layout(&title, &here, csrf, core, body)
+}
+
+/// What an app read in the last 7 days: a bar per day (allowed
+/// accesses) and the table per category and day.
+fn week(
+    counts: &crate::core::Result<Vec<crate::core::manage::AuditCountView>>,
+    days: &[chrono::NaiveDate],
+    here: &str,
+) -> Markup {
+    let rows = counts.as_ref().map(Vec::as_slice).unwrap_or_default();
+    let day_of = |c: &crate::core::manage::AuditCountView| c.start.date_naive();
+    let mut per: BTreeMap<&str, BTreeMap<chrono::NaiveDate, (u64, u64)>> = BTreeMap::new();
+    for c in rows {
+        let e = per
+            .entry(&c.category)
+            .or_default()
+            .entry(day_of(c))
+            .or_default();
+        e.0 += c.allowed;
+        e.1 += c.refused;
+    }
+    let totals: Vec<u64> = days
+        .iter()
+        .map(|d| per.values().filter_map(|m| m.get(d)).map(|(a, _)| a).sum())
+        .collect();
+    let max = totals.iter().copied().max().unwrap_or(0).max(1) as f64;
+    let cats: BTreeSet<&str> = per.keys().copied().collect();
+    let label = |d: &chrono::NaiveDate| d.format("%a %-d %b").to_string();
+    let summary: Vec<String> = days
+        .iter()
+        .zip(&totals)
+        .map(|(d, n)| format!("{} {n}", label(d)))
+        .collect();
+    let (w, h, bar_w) = (560.0, 140.0, 60.0);
+    html! {
+        section aria-labelledby="week-h" {
+            h2 id="week-h" { "What it read, last 7 days" }
+            @match counts {
+                Err(e) => p.empty { (e.to_string()) },
+                Ok(_) if cats.is_empty() => p.empty { "Nothing in the last 7 days." },
+                Ok(_) => {
+                    figure.chart.week {
+                        svg role="img" aria-label=(format!("Accesses allowed per day, last 7 days: {}", summary.join("; ")))
+                            viewBox=(format!("0 0 {w} {h}")) xmlns="http://www.w3.org/2000/svg" {
+                            @for (i, (d, n)) in days.iter().zip(&totals).enumerate() {
+                                @let x = 10.0 + i as f64 * (bar_w + 20.0);
+                                @let bh = (*n as f64 / max) * (h - 40.0);
+                                rect x=(x) y=(h - 20.0 - bh) width=(bar_w) height=(bh.max(1.0)) class="bar" {}
+                                text x=(x + bar_w / 2.0) y=(h - 24.0 - bh) class="axis mid" { (n) }
+                                text x=(x + bar_w / 2.0) y=(h - 4.0) class="axis mid" { (d.format("%a %-d")) }
+                            }
+                        }
+                        figcaption { "Allowed accesses per day (UTC); the table has each category." }
+                    }
+                    div.grid-wrap {
+                        table.week {
+                            caption { "Accesses per category and day, last 7 days (refused in brackets)" }
+                            thead { tr { th scope="col" { "Category" } @for d in days { th scope="col" { (label(d)) } } } }
+                            tbody {
+                                @for c in &cats {
+                                    tr {
+                                        th scope="row" { a href=(category_href(here, c)) { (c) } }
+                                        @for d in days {
+                                            td {
+                                                @match per.get(c).and_then(|m| m.get(d)) {
+                                                    None => "0",
+                                                    Some((a, 0)) => (a),
+                                                    Some((a, r)) => { (a) " (" (r) ")" },
+                                                }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The MCP bearer tokens, with their expiry (an expired one says so).
+pub(super) fn tokens(core: &Handles, here: &str) -> Markup {
+    let tokens = core.tokens.list();
+    html! {
+        section aria-labelledby="tokens-h" {
+            h2 id="tokens-h" { "MCP tokens" }
+            @if tokens.is_empty() {
+                p.empty { "No token: no MCP host reaches contextd over HTTP. " code { "contextctl token create NAME" } " makes one." }
+            } @else {
+                table.tokens {
+                    caption { "Bearer tokens for MCP over HTTP; each is the app token:NAME" }
+                    thead { tr { th scope="col" { "Token" } th scope="col" { "Made" } th scope="col" { "Expires" } th scope="col" { "State" } } }
+                    tbody {
+                        @for t in &tokens {
+                            tr {
+                                th scope="row" { a href=(app_href(here, &format!("token:{}", t.name))) { (t.name) } }
+                                td { (short(&crate::core::view::time(&t.created))) }
+                                td { @match &t.expires { Some(e) => (short(&crate::core::view::time(e))), None => "never" } }
+                                td { @if t.expired { strong.expired { "expired" } } @else { "active" } }
+                            }
+                        }
+                    }
+                }
+                p { "Remove one with " code { "contextctl token revoke NAME" } "." }
+            }
+        }
+    }
+}

@@ -1,0 +1,496 @@
+//! The dashboard's pages of one question each (issue 53), in a real
+//! browser (Debian's Chromium through Selenium, as tests/it/dashboard.rs):
+//! with grants planted (two apps granted by policy.toml, one of them
+//! with a desktop entry and an icon; this test program granted by the
+//! user), real reads over D-Bus (allowed and refused), a live
+//! subscription and an MCP token that expired:
+//!
+//! - the Apps page lists policy.toml's apps (they never asked) and the
+//!   tokens, the expired one as expired;
+//! - a category's page says what it means, has a switch per app (the
+//!   policy's read-only, naming policy.toml's path), the live reader,
+//!   and who used it in the last 24 hours as an SVG with an accessible
+//!   name and a table;
+//! - an app's page has its desktop entry's name and icon (served by the
+//!   dashboard, loaded by the browser), how the broker knows it, what it
+//!   may see, the last 7 days per category and day, its readers;
+//! - the Timeline's 24-hour chart: a row per category, a mark per access;
+//! - switching an app off on a category's page denies it there and ends
+//!   its live reader of that category;
+//! - every page: axe-core finds no violation at all, light and dark; at
+//!   360 px nothing is wider than the screen; nothing but the dashboard
+//!   is requested. Screenshots (light/dark, wide/narrow) of each page
+//!   under the test's output directory.
+
+use crate::common;
+use crate::mcp_support;
+
+use common::dashboard::{Browser, out_dir};
+use common::*;
+use contextd::client::json::dict_to_json;
+use contextd::client::proxy::{Consent1Proxy, Context1Proxy};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+/// A Flatpak-style app that policy.toml grants everything, with a desktop
+/// entry and an icon in the user's data directory.
+const DASH: &str = "org.example.Dash";
+/// An app policy.toml grants windows and power; no desktop entry.
+const NOTES: &str = "org.example.Notes";
+const ICON: &str = r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64"><rect width="64" height="64" rx="12" fill="#3584e4"/><circle cx="32" cy="32" r="14" fill="#fff"/></svg>"##;
+
+/// The value of a script run in the page.
+fn js(b: &mut Browser, script: &str) -> Value {
+    b.cmd(json!({"op": "js", "script": script}))["value"].clone()
+}
+
+/// The script's value once it is truthy (not null, false, 0 or "").
+fn until_js(b: &mut Browser, secs: u64, what: &str, script: &str) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        let v = js(b, script);
+        let truthy = !(v.is_null() || v == false || v == 0 || v == "");
+        if truthy {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for: {what} (last {v})"
+        );
+        tokio::task::block_in_place(|| std::thread::sleep(std::time::Duration::from_millis(100)));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn category_and_app_pages_and_the_day_in_a_real_browser() {
+    with_timeout(300, async {
+        let m = Managed::start(
+            "[consent]\nundecided = \"deny\"\n",
+            &[(DASH, &["*"]), (NOTES, &["windows", "power"])],
+        )
+        .await;
+        let (bus, home) = (&m.bus, &m.home);
+        let data = home.dir.path().join("data");
+        std::fs::create_dir_all(data.join("applications")).expect("mkdir");
+        std::fs::write(
+            data.join(format!("applications/{DASH}.desktop")),
+            format!("[Desktop Entry]\nType=Application\nName=Dash Board\nIcon={DASH}\nExec=dash\n"),
+        )
+        .expect("desktop entry");
+        let icons = data.join("icons/hicolor/scalable/apps");
+        std::fs::create_dir_all(&icons).expect("mkdir");
+        std::fs::write(icons.join(format!("{DASH}.svg")), ICON).expect("icon");
+
+        // This test program: granted windows and power by the user, reads
+        // both, is refused calendar (undecided is denied), and follows
+        // windows.
+        let me = my_app_id();
+        let conn = bus.connect().await;
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        for c in ["windows", "power"] {
+            consent.set_grant(&me, c, "allow", 0).await.expect("grant");
+        }
+        for _ in 0..3 {
+            ctx.list_windows().await.expect("ListWindows");
+        }
+        ctx.get_snapshot().await.expect("GetSnapshot");
+        assert!(ctx.get_calendar().await.is_err(), "calendar is refused");
+        let rule = zbus::MatchRule::builder()
+            .msg_type(zbus::message::Type::Signal)
+            .interface("org.contextd.Subscription1")
+            .member("Revoked")
+            .build()
+            .expect("rule");
+        let mut revoked = zbus::MessageStream::for_match_rule(rule, &conn, None)
+            .await
+            .expect("match");
+        ctx.subscribe(&["windows"]).await.expect("subscribe");
+        // An MCP token that expired, and one that never does.
+        let (ok, _, err) = tokio::task::block_in_place(|| {
+            mcp_support::contextctl(bus, home, &["token", "create", "brief", "--expires", "1s"])
+        });
+        assert!(ok, "token create: {err}");
+        let (ok, _, err) = tokio::task::block_in_place(|| {
+            mcp_support::contextctl(bus, home, &["token", "create", "lasting"])
+        });
+        assert!(ok, "token create: {err}");
+        // The audit is written in batches: wait for this program's reads.
+        eventually(20, "the reads in the audit", || async {
+            let rows = consent.get_audit(0, 0, &me, 100).await.ok()?;
+            let rows: Vec<Value> = rows.iter().map(dict_to_json).collect();
+            let windows = rows.iter().any(|r| r["category"] == "windows");
+            let refused = rows
+                .iter()
+                .any(|r| r["category"] == "calendar" && r["allowed"] == false);
+            (windows && refused).then_some(())
+        })
+        .await;
+        let (ok, out, err) = tokio::task::block_in_place(|| {
+            mcp_support::contextctl(bus, home, &["dashboard", "--no-open"])
+        });
+        assert!(ok, "contextctl dashboard: {err}");
+        let url = out.trim().to_owned();
+        let base = url.split("/open?").next().expect("base").to_owned();
+
+        let mut b = Browser::start();
+        let landed = b.get(&url);
+        b.wait_text("Decisions per app and category", 10);
+        let sbase = landed.trim_end_matches('/').to_owned();
+        let policy_file = home.policy_path().display().to_string();
+
+        // Apps: policy.toml's apps are there although they never asked;
+        // the tokens, one expired.
+        let text = b.text();
+        for want in [DASH, NOTES, "granted in policy.toml", &me] {
+            assert!(text.contains(want), "the Apps page lacks {want:?}:\n{text}");
+        }
+        assert!(!text.contains("No app has asked for anything yet"), "{text}");
+        b.wait_text("MCP tokens", 5);
+        let tokens = js(
+            &mut b,
+            "return [...document.querySelectorAll('table.tokens tbody tr')].map(r => r.innerText)",
+        );
+        let tokens: Vec<String> = tokens
+            .as_array()
+            .expect("rows")
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect();
+        assert!(
+            tokens.iter().any(|r| r.contains("brief") && r.contains("expired")),
+            "{tokens:?}"
+        );
+        assert!(
+            tokens.iter().any(|r| r.contains("lasting") && r.contains("never") && r.contains("active")),
+            "{tokens:?}"
+        );
+
+        // A category's page.
+        b.get(&format!("{sbase}/category/windows"));
+        b.wait_text("Which apps and windows are open", 10);
+        let switches = js(
+            &mut b,
+            "return [...document.querySelectorAll('button[role=switch]')].map(s => ({label: s.getAttribute('aria-label'), \
+             checked: s.getAttribute('aria-checked'), disabled: s.disabled}))",
+        );
+        let find = |app: &str| {
+            switches
+                .as_array()
+                .expect("switches")
+                .iter()
+                .find(|s| s["label"].as_str().unwrap_or_default().contains(app))
+                .cloned()
+                .unwrap_or_else(|| panic!("no switch for {app}: {switches}"))
+        };
+        let mine = find(&me);
+        assert_eq!(mine["checked"], "true", "{mine}");
+        assert_eq!(mine["disabled"], false, "{mine}");
+        for app in ["Dash Board", NOTES] {
+            let s = find(app);
+            assert_eq!(s["checked"], "true", "{s}");
+            assert_eq!(s["disabled"], true, "policy.toml's grant is read-only: {s}");
+            assert!(
+                s["label"].as_str().unwrap_or_default().contains(&policy_file),
+                "names its file: {s}"
+            );
+        }
+        let text = b.text();
+        assert!(
+            text.contains("Read-only: granted in") && text.contains(&policy_file),
+            "{text}"
+        );
+        assert!(text.contains("Live subscriptions and MCP sessions"), "{text}");
+        let chart = js(
+            &mut b,
+            "const s = document.querySelector('figure.chart.day svg[role=img]'); \
+             return s && {name: s.getAttribute('aria-label'), marks: s.querySelectorAll('rect.mark').length, \
+             table: document.querySelector('table.day').innerText}",
+        );
+        let name = chart["name"].as_str().unwrap_or_default();
+        assert!(
+            name.starts_with("Who used windows in the last 24 hours") && name.contains(&me),
+            "{chart}"
+        );
+        assert!(chart["marks"].as_u64().unwrap_or(0) >= 1, "{chart}");
+        assert!(chart["table"].as_str().unwrap_or_default().contains(&me), "{chart}");
+        // Its icon is served by the dashboard and the browser shows it.
+        let icon = js(
+            &mut b,
+            "const i = document.querySelector('img.icon'); return i && {src: i.src, w: i.naturalWidth}",
+        );
+        assert!(
+            icon["src"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with(&format!("{sbase}/icon/")),
+            "{icon}"
+        );
+
+        // An app's page: the policy one with its desktop entry.
+        b.get(&format!("{sbase}/app/{DASH}"));
+        b.wait_text("What it may see", 10);
+        let text = b.text();
+        for want in ["Dash Board", DASH, "named in policy.toml", &policy_file, "*"] {
+            assert!(text.contains(want), "{DASH}'s page lacks {want:?}:\n{text}");
+        }
+        let loaded = until_js(
+            &mut b,
+            10,
+            "the icon loaded",
+            "const i = document.querySelector('img.icon.big'); return i && i.complete ? i.naturalWidth : 0",
+        );
+        assert!(loaded.as_u64().unwrap_or(0) > 0, "{loaded}");
+        // This program's page: how it is known, its decisions, its week.
+        let mine_path = format!(
+            "{sbase}/app/{}",
+            me.replace(':', "%3A").replace('/', "%2F")
+        );
+        b.get(&mine_path);
+        b.wait_text("What it read, last 7 days", 10);
+        let text = b.text();
+        for want in ["executable", "the program file it runs", "windows", "power", "calendar"] {
+            assert!(text.contains(want), "my page lacks {want:?}:\n{text}");
+        }
+        let week = js(
+            &mut b,
+            "return {name: document.querySelector('figure.chart.week svg').getAttribute('aria-label'), \
+             rows: [...document.querySelectorAll('table.week tbody tr')].map(r => [...r.cells].map(c => c.innerText))}",
+        );
+        let rows = week["rows"].as_array().expect("rows");
+        let row = |c: &str| {
+            rows.iter()
+                .find(|r| r[0] == c)
+                .cloned()
+                .unwrap_or_else(|| panic!("no {c} row: {week}"))
+        };
+        // Today is the last column: 3 ListWindows (the snapshot reads more).
+        let windows_today: u64 = row("windows")[7]
+            .as_str()
+            .and_then(|s| s.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(windows_today >= 3, "{week}");
+        assert_eq!(row("calendar")[7], "0 (1)", "refused, in brackets: {week}");
+        assert!(
+            week["name"].as_str().unwrap_or_default().starts_with("Accesses allowed per day"),
+            "{week}"
+        );
+        b.wait_text("Live subscriptions and MCP sessions", 5);
+        // The expired token's page says so.
+        b.get(&format!("{sbase}/app/token%3Abrief"));
+        b.wait_text("MCP token", 10);
+        assert!(b.text().contains("expired"), "{}", b.text());
+
+        // The Timeline's day: a row per category, a mark per access.
+        b.get(&format!("{sbase}/timeline"));
+        b.wait_text("Accesses in the last 24 hours, by category", 10);
+        let day = js(
+            &mut b,
+            "const s = document.querySelector('figure.chart.day svg[role=img]'); \
+             return {name: s.getAttribute('aria-label'), rows: s.querySelectorAll('text.lbl').length, \
+             refused: s.querySelectorAll('rect.mark.refused').length, \
+             table: document.querySelector('table.day').innerText}",
+        );
+        let name = day["name"].as_str().unwrap_or_default();
+        assert!(
+            name.contains("windows:") && name.contains("calendar:"),
+            "{day}"
+        );
+        assert!(day["rows"].as_u64().unwrap_or(0) >= 3, "{day}");
+        assert!(day["refused"].as_u64().unwrap_or(0) >= 1, "{day}");
+        assert!(day["table"].as_str().unwrap_or_default().contains("calendar"), "{day}");
+
+        // Every page, light and dark, wide and narrow: no axe-core
+        // violation, nothing wider than a 360 px screen, a screenshot.
+        let pages = [
+            ("apps", String::new()),
+            ("categories", "categories".to_owned()),
+            ("category-windows", "category/windows".to_owned()),
+            ("app-dash", format!("app/{DASH}")),
+            ("app-self", mine_path[sbase.len() + 1..].to_owned()),
+            ("now", "now".to_owned()),
+            ("timeline", "timeline".to_owned()),
+        ];
+        for scheme in ["light", "dark"] {
+            for width in [0u32, 360] {
+                b.cmd(json!({"op": "emulate", "scheme": scheme, "width": width}));
+                for (name, path) in &pages {
+                    b.get(&format!("{sbase}/{path}"));
+                    b.wait_text("contextd", 10);
+                    let dark = js(
+                        &mut b,
+                        "return matchMedia('(prefers-color-scheme: dark)').matches",
+                    );
+                    assert_eq!(dark, scheme == "dark", "{name}: the scheme took");
+                    if width == 0 {
+                        let v = b.cmd(json!({"op": "axe", "all": true}))["violations"].clone();
+                        assert_eq!(
+                            v,
+                            json!([]),
+                            "axe-core on {name} ({scheme}): {}",
+                            serde_json::to_string_pretty(&v).unwrap_or_default()
+                        );
+                    } else if *name != "apps" {
+                        // The Apps grid scrolls in its own box; the rest fits.
+                        let over = js(
+                            &mut b,
+                            "return document.documentElement.scrollWidth - window.innerWidth",
+                        );
+                        assert!(
+                            over.as_i64().unwrap_or(1) <= 0,
+                            "{name} ({scheme}) is {over} px wider than 360 px"
+                        );
+                    }
+                    let size = if width == 0 { "wide" } else { "narrow" };
+                    let p = out_dir().join(format!("dash-{name}-{scheme}-{size}.png"));
+                    b.cmd(json!({"op": "screenshot", "path": p, "full": true}));
+                }
+            }
+        }
+        b.cmd(json!({"op": "emulate", "scheme": "light", "width": 0}));
+
+        // A switch on the category's page: this program switched off for
+        // windows is denied it, and its live reader of windows ends.
+        b.get(&format!("{sbase}/category/windows"));
+        b.wait_text("Reading it now", 10);
+        b.cmd(json!({"op": "click", "label": format!("windows for {me}")}));
+        let msg = within(10, "Revoked after the switch", revoked.next()).await;
+        let (cat, _): (String, String) = msg
+            .expect("stream")
+            .expect("message")
+            .body()
+            .deserialize()
+            .expect("body");
+        assert_eq!(cat, "windows");
+        eventually(10, "the switch's deny in ListGrants", || async {
+            consent
+                .list_grants()
+                .await
+                .ok()?
+                .iter()
+                .map(dict_to_json)
+                .any(|g| g["app_id"] == me && g["category"] == "windows" && g["decision"] == "deny")
+                .then_some(())
+        })
+        .await;
+        {
+            until_js(
+                &mut b,
+                10,
+                "the page shows it off, without the reader",
+                &format!(
+                    "const s = document.querySelector('button[role=switch][aria-label=\"windows for {me}\"]'); \
+                     return s && s.getAttribute('aria-checked') === 'false' && !document.body.innerText.includes('Live subscriptions')"
+                ),
+            );
+        }
+        // And on again: allowed.
+        b.cmd(json!({"op": "click", "label": format!("windows for {me}")}));
+        eventually(10, "the switch's allow in ListGrants", || async {
+            consent
+                .list_grants()
+                .await
+                .ok()?
+                .iter()
+                .map(dict_to_json)
+                .any(|g| g["app_id"] == me && g["category"] == "windows" && g["decision"] == "allow")
+                .then_some(())
+        })
+        .await;
+
+        // Nothing but the dashboard was requested (the icons included).
+        let urls = b.cmd(json!({"op": "requests"}))["urls"].clone();
+        let foreign: Vec<&str> = urls
+            .as_array()
+            .expect("urls")
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|u| {
+                !u.starts_with(&format!("{base}/")) && !u.starts_with("data:") && !u.starts_with("about:")
+            })
+            .collect();
+        assert!(foreign.is_empty(), "requests beyond the dashboard: {foreign:?}");
+    })
+    .await
+}
+
+/// The attacks on the new paths: an icon for an app whose desktop entry
+/// names a file that is no image is not served; a page for an app id or
+/// category that does not parse is a 404; a form's `back` cannot send the
+/// browser anywhere but one of the session's pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_new_paths_refuse_what_is_not_theirs() {
+    with_timeout(120, async {
+        let m = Managed::start("[consent]\nundecided = \"deny\"\n", &[(DASH, &["windows"])]).await;
+        let (bus, home) = (&m.bus, &m.home);
+        let data = home.dir.path().join("data");
+        std::fs::create_dir_all(data.join("applications")).expect("mkdir");
+        let secret = home.dir.path().join("secret.png");
+        std::fs::write(&secret, "a secret, not an image").expect("secret");
+        std::fs::write(
+            data.join(format!("applications/{DASH}.desktop")),
+            format!(
+                "[Desktop Entry]\nType=Application\nName=Dash\nIcon={}\n",
+                secret.display()
+            ),
+        )
+        .expect("desktop entry");
+        let conn = bus.connect().await;
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        let s = common::dashboard::Session::open(&consent).await;
+        let page = s.page("");
+        let csrf = page
+            .split("name=\"csrf\" content=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .expect("csrf")
+            .to_owned();
+        let (st, body) = s.http("GET", &format!("{}/icon/{DASH}", s.root), &[], "");
+        assert_eq!(st, 404, "{body}");
+        assert!(!body.contains("a secret"), "{body}");
+        for p in ["category/nope", "category/..", "app/", "app/%00", "icon/%2E%2E"] {
+            let (st, _) = s.http("GET", &format!("{}/{p}", s.root), &[], "");
+            assert!(st == 404 || st == 400, "{p}: {st}");
+        }
+        for back in [
+            "http://evil.example/",
+            "//evil.example/",
+            "/category/..%2F..%2Fopen",
+            "/app/x%0d%0aSet-Cookie:%20a=b",
+        ] {
+            let form = format!(
+                "app={DASH}&category=power&decision=allow&csrf={csrf}&back={}",
+                back.replace('%', "%25").replace('/', "%2F").replace(':', "%3A")
+            );
+            let (st, hs, _) = tokio::task::block_in_place(|| {
+                mcp_support::http(
+                    s.addr,
+                    "POST",
+                    &format!("{}/decide", s.root),
+                    &[
+                        ("Cookie", &s.cookie),
+                        ("Origin", &s.base),
+                        ("Content-Type", "application/x-www-form-urlencoded"),
+                    ],
+                    form.as_bytes(),
+                )
+            });
+            assert_eq!(st, 303, "{back}");
+            let loc = hs
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("location"))
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default();
+            assert!(
+                loc.starts_with(&format!("{}/", s.root)) && !loc.contains("..") && !loc.contains('\n'),
+                "{back} → {loc}"
+            );
+            assert!(
+                !hs.iter().any(|(k, _)| k.eq_ignore_ascii_case("set-cookie")),
+                "{hs:?}"
+            );
+        }
+    })
+    .await
+}
