@@ -514,7 +514,10 @@ impl Manage {
                     granted: st.granted,
                     decision: st.stored.as_ref().map(|d| d.verdict.as_str()),
                     decided_for: st.stored.as_ref().map(|d| d.category.to_string()),
-                    expires: st.stored.as_ref().and_then(|d| d.expires.as_ref().map(time)),
+                    expires: st
+                        .stored
+                        .as_ref()
+                        .and_then(|d| d.expires.as_ref().map(time)),
                     policy: st.policy.map(|e| PolicyGrantView {
                         covers: category.to_string(),
                         file: file.clone(),

@@ -17,7 +17,7 @@ use chrono::{DateTime, Duration, Utc};
 use maud::{Markup, html};
 
 use super::Handles;
-use super::pages::{app_href, app_label, category_href, layout, short, up};
+use super::frame::{app_href, app_label, category_href, columns, layout, segment, short, up};
 use crate::core::consent::{AuditCountQuery, AuditQuery};
 use crate::core::manage::AuditView;
 use crate::model::{AppId, Category, IdentitySource};
@@ -157,7 +157,7 @@ pub(super) fn access_timeline(
                             }
                         }
                     }
-                    table.day {
+                    table.day tabindex="0" {
                         caption { (title) ", as a table" }
                         thead { tr {
                             @if only.is_none() { th scope="col" { "Category" } }
@@ -204,14 +204,14 @@ fn switch(csrf: &str, here: &str, app: &str, category: &str, on: bool, label: &s
 /// reads it now, who used it in the last 24 hours.
 pub(super) async fn category(core: &Handles, csrf: &str, c: &Category) -> Markup {
     let name = c.to_string();
-    let here = format!("/category/{}", super::pages::segment(&name));
+    let here = format!("/category/{}", segment(&name));
     let now = core.manage.now();
     let apps = core.manage.category_apps(c).await;
     let readers: Vec<_> = core
         .manage
         .readers()
         .into_iter()
-        .filter(|r| r.categories.0.iter().any(|x| *x == name))
+        .filter(|r| r.categories.0.contains(&name))
         .collect();
     let accesses = day_of_accesses(core, now).await;
     let entries = entries(apps.iter().map(|a| a.app_id.clone()).collect()).await;
@@ -250,7 +250,7 @@ pub(super) async fn category(core: &Handles, csrf: &str, c: &Category) -> Markup
                         li {
                             div.who {
                                 @if icon {
-                                    img.icon src=(format!("{}icon/{}", up_or_dot(&here), super::pages::segment(&a.app_id))) alt="" width="32" height="32";
+                                    img.icon src=(format!("{}icon/{}", up_or_dot(&here), segment(&a.app_id))) alt="" width="32" height="32";
                                 } @else {
                                     span.icon.none aria-hidden="true" {}
                                 }
@@ -322,13 +322,9 @@ fn up_or_dot(here: &str) -> &'static str {
     }
 }
 
-fn readers_table(
-    csrf: &str,
-    here: &str,
-    readers: &[crate::core::readers::ReaderView],
-) -> Markup {
+fn readers_table(csrf: &str, here: &str, readers: &[crate::core::readers::ReaderView]) -> Markup {
     html! {
-        table.readers {
+        table.readers tabindex="0" {
             caption { "Live subscriptions and MCP sessions" }
             thead { tr { th scope="col" { "App" } th scope="col" { "How" } th scope="col" { "Follows" } th scope="col" { "Since" } th scope="col" { span.sr { "Actions" } } } }
             tbody {
@@ -355,7 +351,7 @@ fn readers_table(
 
 /// Every category, what it means, and how many apps may see it.
 pub(super) fn categories(core: &Handles, csrf: &str) -> Markup {
-    let cols = super::pages::columns(core);
+    let cols = columns(core);
     let grants = core.manage.grants();
     let body = html! {
         p { "What apps can ask to see, one page each: who may, who asked, who used it." }
@@ -388,7 +384,7 @@ fn known_by(source: &str) -> String {
 /// readers, revoke everything.
 pub(super) async fn app(core: &Handles, csrf: &str, app: &AppId) -> Markup {
     let id = app.as_str().to_owned();
-    let here = format!("/app/{}", super::pages::segment(&id));
+    let here = format!("/app/{}", segment(&id));
     let now = core.manage.now();
     let lookup = id.clone();
     let (entry, icon) = tokio::task::spawn_blocking(move || {
@@ -419,7 +415,10 @@ pub(super) async fn app(core: &Handles, csrf: &str, app: &AppId) -> Markup {
     // Seven days: today (UTC) and the six before it.
     let today = now.date_naive();
     let first = today - chrono::Days::new(6);
-    let since = first.and_hms_opt(0, 0, 0).map(|t| t.and_utc()).unwrap_or(now);
+    let since = first
+        .and_hms_opt(0, 0, 0)
+        .map(|t| t.and_utc())
+        .unwrap_or(now);
     let days: Vec<chrono::NaiveDate> = (0..7).map(|i| first + chrono::Days::new(i)).collect();
     let counts = core
         .manage
@@ -436,7 +435,7 @@ pub(super) async fn app(core: &Handles, csrf: &str, app: &AppId) -> Markup {
     let body = html! {
         div.app-head {
             @if icon {
-                img.icon.big src=(format!("../icon/{}", super::pages::segment(&id))) alt="" width="64" height="64";
+                img.icon.big src=(format!("../icon/{}", segment(&id))) alt="" width="64" height="64";
             }
             dl.facts {
                 @if name.is_some() {
@@ -475,7 +474,7 @@ pub(super) async fn app(core: &Handles, csrf: &str, app: &AppId) -> Markup {
             @if decisions.is_empty() && policy.is_empty() {
                 p.empty { "Nothing decided: whatever it asks for is asked of you." }
             } @else {
-                table.may {
+                table.may tabindex="0" {
                     caption { "Decisions for " (title) }
                     thead { tr { th scope="col" { "Category" } th scope="col" { "Decision" } th scope="col" { "Until" } th scope="col" { "By" } } }
                     tbody {
@@ -576,21 +575,19 @@ fn week(
                         }
                         figcaption { "Allowed accesses per day (UTC); the table has each category." }
                     }
-                    div.grid-wrap {
-                        table.week {
-                            caption { "Accesses per category and day, last 7 days (refused in brackets)" }
-                            thead { tr { th scope="col" { "Category" } @for d in days { th scope="col" { (label(d)) } } } }
-                            tbody {
-                                @for c in &cats {
-                                    tr {
-                                        th scope="row" { a href=(category_href(here, c)) { (c) } }
-                                        @for d in days {
-                                            td {
-                                                @match per.get(c).and_then(|m| m.get(d)) {
-                                                    None => "0",
-                                                    Some((a, 0)) => (a),
-                                                    Some((a, r)) => { (a) " (" (r) ")" },
-                                                }
+                    table.week tabindex="0" {
+                        caption { "Accesses per category and day, last 7 days (refused in brackets)" }
+                        thead { tr { th scope="col" { "Category" } @for d in days { th scope="col" { (label(d)) } } } }
+                        tbody {
+                            @for c in &cats {
+                                tr {
+                                    th scope="row" { a href=(category_href(here, c)) { (c) } }
+                                    @for d in days {
+                                        td {
+                                            @match per.get(c).and_then(|m| m.get(d)) {
+                                                None => "0",
+                                                Some((a, 0)) => (a),
+                                                Some((a, r)) => { (a) " (" (r) ")" },
                                             }
                                         }
                                     }
@@ -613,7 +610,7 @@ pub(super) fn tokens(core: &Handles, here: &str) -> Markup {
             @if tokens.is_empty() {
                 p.empty { "No token: no MCP host reaches contextd over HTTP. " code { "contextctl token create NAME" } " makes one." }
             } @else {
-                table.tokens {
+                table.tokens tabindex="0" {
                     caption { "Bearer tokens for MCP over HTTP; each is the app token:NAME" }
                     thead { tr { th scope="col" { "Token" } th scope="col" { "Made" } th scope="col" { "Expires" } th scope="col" { "State" } } }
                     tbody {

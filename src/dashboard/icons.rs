@@ -94,7 +94,8 @@ fn load(path: &Path) -> Option<Icon> {
     let looks_right = match mime {
         "image/png" => bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
         _ => {
-            let head = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]).to_ascii_lowercase();
+            let head =
+                String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]).to_ascii_lowercase();
             head.contains("<svg")
         }
     };

@@ -41,6 +41,7 @@
 //! threat model in the README says so.
 
 mod detail;
+mod frame;
 mod icons;
 mod pages;
 
@@ -717,13 +718,13 @@ fn back_to(back: &str) -> String {
                 .and_then(decode)
                 .and_then(|c| c.parse::<Category>().ok())
             {
-                format!("category/{}", pages::segment(&c.to_string()))
+                format!("category/{}", frame::segment(&c.to_string()))
             } else if let Some(a) = b
                 .strip_prefix("/app/")
                 .and_then(decode)
                 .and_then(|a| AppId::new(&a).ok())
             {
-                format!("app/{}", pages::segment(a.as_str()))
+                format!("app/{}", frame::segment(a.as_str()))
             } else {
                 String::new()
             }
@@ -781,7 +782,7 @@ async fn decide(State(dash): State<Arc<Dash>>, req: Request) -> Response {
     };
     let categories: Vec<Category> = match form.get("category") {
         "" if form.get("app").is_empty() => return bad("name an app, a category or both"),
-        "" => pages::columns(core),
+        "" => frame::columns(core),
         c => match c.parse::<Category>() {
             Ok(c) => vec![c],
             Err(e) => return bad(e),

@@ -39,6 +39,7 @@ import time
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
@@ -106,8 +107,18 @@ def main():
                 el.click()
                 Select(el).select_by_value(c["value"])
             elif op == "click":
-                el = d.find_element(By.CSS_SELECTOR, 'button[aria-label="%s"]' % c["label"])
-                el.click()
+                # The page re-reads itself when the broker says something
+                # changed: a button found just before may be replaced
+                # before the click lands. Find it again then.
+                for attempt in range(20):
+                    try:
+                        el = d.find_element(By.CSS_SELECTOR, 'button[aria-label="%s"]' % c["label"])
+                        el.click()
+                        break
+                    except StaleElementReferenceException:
+                        if attempt == 19:
+                            raise
+                        time.sleep(0.1)
             elif op == "wait_text":
                 deadline = time.monotonic() + c["timeout"]
                 found = False

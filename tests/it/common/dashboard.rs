@@ -191,4 +191,3 @@ pub fn out_dir() -> PathBuf {
     std::fs::create_dir_all(&d).expect("mkdir");
     d
 }
-
