@@ -477,7 +477,7 @@ impl Manage {
     pub(crate) async fn category_apps(&self, category: &Category) -> Vec<StandingView> {
         let now = self.clock.now();
         let known = self.apps();
-        let mut ids: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+        let mut asked: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
         if let Ok(counts) = self
             .audit_counts(AuditCountQuery {
                 since: now - ASKED_WITHIN,
@@ -488,8 +488,9 @@ impl Manage {
             })
             .await
         {
-            ids.extend(counts.into_iter().map(|c| c.app_id));
+            asked.extend(counts.into_iter().map(|c| c.app_id));
         }
+        let mut ids = asked.clone();
         for d in self.gate.grants() {
             ids.insert(d.app.to_string());
         }
@@ -500,8 +501,8 @@ impl Manage {
                 let app = AppId::new(&id).ok()?;
                 let st = self.gate.standing(&app, category);
                 let a = known.iter().find(|a| a.app_id == id);
-                let asked = a.is_some();
-                if !asked && st.stored.is_none() && st.policy.is_none() {
+                // Decided about for another category only: not this page's.
+                if !asked.contains(&id) && st.stored.is_none() && st.policy.is_none() {
                     return None;
                 }
                 Some(StandingView {

@@ -227,6 +227,18 @@ async fn category_and_app_pages_and_the_day_in_a_real_browser() {
             "{icon}"
         );
 
+        // A category this program never asked for and was not decided
+        // about: not on its page; policy.toml's "*" is.
+        b.get(&format!("{sbase}/category/location"));
+        b.wait_text("Where you are", 10);
+        let text = b.text();
+        assert!(!text.contains(&me), "{text}");
+        assert!(text.contains("Dash Board") && !text.contains(NOTES), "{text}");
+        // One it asked for and was refused: there, undecided.
+        b.get(&format!("{sbase}/category/calendar"));
+        b.wait_text("Not decided: it is asked", 10);
+        assert!(b.text().contains(&me), "{}", b.text());
+
         // An app's page: the policy one with its desktop entry.
         b.get(&format!("{sbase}/app/{DASH}"));
         b.wait_text("What it may see", 10);
