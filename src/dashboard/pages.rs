@@ -294,7 +294,7 @@ pub(super) fn now(core: &Handles, csrf: &str) -> Markup {
                     tbody {
                         @for r in &readers {
                             tr {
-                                th scope="row" { (app_label(r.name.as_deref(), &r.app_id)) @if let Some(c) = &r.client { span.client { (c) } } }
+                                th scope="row" { a href=(app_href("/now", &r.app_id)) { (app_label(r.name.as_deref(), &r.app_id)) } @if let Some(c) = &r.client { span.client { (c) } } }
                                 td { (r.channel) " (" (r.transport) ")" }
                                 td { @if r.categories.0.is_empty() { "—" } @else { (r.categories.0.join(", ")) } }
                                 td { (short(&r.since)) }
@@ -447,8 +447,8 @@ pub(super) async fn timeline(core: &Handles, csrf: &str) -> Markup {
                             @for r in rows {
                                 tr.(if r.allowed { "ok" } else { "no" }) {
                                     td { (short(&r.time)) @if r.count > 1 { " (×" (r.count) ")" } }
-                                    th scope="row" { (r.app_id) }
-                                    td { (r.category) }
+                                    th scope="row" { a href=(app_href("/timeline", &r.app_id)) { (r.app_id) } }
+                                    td { a href=(category_href("/timeline", &r.category)) { (r.category) } }
                                     td { (r.channel) }
                                     td { code { (r.request) } }
                                     td { @if r.allowed { "allowed" } @else { "refused" } " (" (r.reason) ")" }
