@@ -72,7 +72,7 @@ use zbus::{Connection, MatchRule, MessageStream};
 use self::ical::{Component, When};
 use self::tzif::Zone;
 use super::SourceContext;
-use super::fdo::{self, BusKind, FdoError, Service, Warned, run_service};
+use super::fdo::{self, BusKind, FdoError, Service, SignalStream, Warned, run_service};
 use crate::core::SourceEvent;
 use crate::core::state::{MAX_TEXT_CHARS, truncate_text};
 use crate::model::{Calendar, CalendarEvent, CalendarTask};
@@ -161,7 +161,7 @@ struct Attached {
     lists: Vec<OpenList>,
     triggers: SelectAll<BoxStream<'static, Trigger>>,
     /// The registry's own signals, kept across view rebuilds.
-    registry_streams: Vec<MessageStream>,
+    registry_streams: Vec<SignalStream>,
     next_read: tokio::time::Instant,
     next_review: tokio::time::Instant,
 }
@@ -267,19 +267,21 @@ async fn signal_rule(
     sender: &str,
     path: Option<&str>,
     iface: &str,
-) -> Result<MessageStream, FdoError> {
+) -> Result<SignalStream, FdoError> {
     let mut b = MatchRule::builder()
         .msg_type(MsgType::Signal)
-        .sender(sender)
         .interface(iface);
     if let Some(p) = path {
         b = b.path(p);
     }
-    Ok(MessageStream::for_match_rule(b.build()?, conn, None).await?)
+    Ok(SignalStream::new(conn, b.build()?, sender, None).await?)
 }
 
 /// A stream's messages as triggers `t`.
-fn tagged(s: MessageStream, t: Trigger) -> BoxStream<'static, Trigger> {
+fn tagged<S>(s: S, t: Trigger) -> BoxStream<'static, Trigger>
+where
+    S: futures_util::Stream + Send + 'static,
+{
     s.map(move |_| t).boxed()
 }
 
@@ -287,7 +289,7 @@ fn tagged(s: MessageStream, t: Trigger) -> BoxStream<'static, Trigger> {
 /// `Data` (what it is, whether it is enabled) changed: its
 /// `ConnectionStatus` changes whenever a backend opens it, and reopening
 /// for that would open again and again.
-fn data_changes(s: MessageStream) -> BoxStream<'static, Trigger> {
+fn data_changes(s: SignalStream) -> BoxStream<'static, Trigger> {
     s.filter_map(|m| async move {
         let m = m.ok()?;
         let (_, changed, invalidated): (String, HashMap<String, OwnedVariant>, Vec<String>) =
@@ -321,9 +323,7 @@ async fn open_all(a: &mut Attached, warned: &Warned) -> Result<(), FdoError> {
     for source in sources.into_iter().take(MAX_LISTS) {
         match open_list(&a.conn, &source, now).await {
             Ok((list, streams)) => {
-                for (s, t) in streams {
-                    triggers.push(tagged(s, t));
-                }
+                triggers.extend(streams);
                 lists.push(list);
             }
             Err(e) if e.is_connection_lost() => return Err(e),
@@ -508,7 +508,7 @@ async fn open_list(
     conn: &Connection,
     source: &ListSource,
     now: DateTime<Utc>,
-) -> Result<(OpenList, Vec<(MessageStream, Trigger)>), FdoError> {
+) -> Result<(OpenList, Vec<BoxStream<'static, Trigger>>), FdoError> {
     let method = match source.kind {
         ListKind::Events => "OpenCalendar",
         ListKind::Tasks => "OpenTaskList",
@@ -585,7 +585,10 @@ async fn open_list(
             view: Some(view),
             last: Vec::new(),
         },
-        vec![(gone, Trigger::BackendGone), (objects, Trigger::Objects)],
+        vec![
+            tagged(gone, Trigger::BackendGone),
+            tagged(objects, Trigger::Objects),
+        ],
     ))
 }
 

@@ -403,14 +403,9 @@ impl Reader<'_> {
 }
 
 /// A match rule for `PropertiesChanged` of `iface` on `path` from `sender`.
-fn properties_rule<'a>(
-    sender: &'a str,
-    path: &'a str,
-    iface: &'a str,
-) -> zbus::Result<MatchRule<'a>> {
+fn properties_rule<'a>(path: &'a str, iface: &'a str) -> zbus::Result<MatchRule<'a>> {
     MatchRule::builder()
         .msg_type(MsgType::Signal)
-        .sender(sender)
         .path(path)
         .interface(PROPERTIES_IFACE)
         .member("PropertiesChanged")
@@ -426,23 +421,75 @@ pub(crate) async fn signal_stream(
     path: Option<&str>,
     iface: &str,
     member: &str,
-) -> zbus::Result<MessageStream> {
+) -> zbus::Result<SignalStream> {
     let mut b = MatchRule::builder()
         .msg_type(MsgType::Signal)
-        .sender(sender)
         .interface(iface)
         .member(member);
     if let Some(p) = path {
         b = b.path(p);
     }
-    MessageStream::for_match_rule(b.build()?, conn, Some(MAX_QUEUED)).await
+    SignalStream::new(conn, b.build()?, sender, Some(MAX_QUEUED)).await
+}
+
+/// The signals of a match rule from one peer, `sender` (a unique name).
+///
+/// Why the rule itself names no sender: dbus-daemon drops a rule whose
+/// sender is a unique name when that peer leaves (the name is never used
+/// again), and zbus 6's `remove_match`, run when the stream is dropped,
+/// then gets `MatchRuleNotFound` from `RemoveMatch` and returns before it
+/// forgets the rule: its broadcast channel (18 KB) stayed for every
+/// restart of every followed service, the step `make soak`'s heap did not
+/// come back from. The sender is checked here instead, on the header the
+/// bus daemon writes (a peer cannot forge it), so nothing from another
+/// peer, or from an earlier instance of the service, gets through.
+#[derive(Debug, Clone)]
+pub(crate) struct SignalStream {
+    inner: MessageStream,
+    sender: String,
+}
+
+impl SignalStream {
+    pub(crate) async fn new(
+        conn: &Connection,
+        rule: MatchRule<'_>,
+        sender: &str,
+        max_queued: Option<NonZeroUsize>,
+    ) -> zbus::Result<SignalStream> {
+        Ok(SignalStream {
+            inner: MessageStream::for_match_rule(rule, conn, max_queued).await?,
+            sender: sender.to_owned(),
+        })
+    }
+
+    fn sent_by_peer(&self, msg: &Message) -> bool {
+        msg.header()
+            .sender()
+            .is_some_and(|s| s.as_str() == self.sender)
+    }
+}
+
+impl futures_util::Stream for SignalStream {
+    type Item = zbus::Result<Message>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        loop {
+            match std::task::ready!(self.inner.poll_next_unpin(cx)) {
+                Some(Ok(m)) if !self.sent_by_peer(&m) => continue,
+                other => return std::task::Poll::Ready(other),
+            }
+        }
+    }
 }
 
 /// The properties of one interface of one object, kept current from
 /// `PropertiesChanged`.
 pub(crate) struct PropsWatch {
     pub(crate) props: Props,
-    stream: MessageStream,
+    stream: SignalStream,
     conn: Connection,
     sender: String,
     path: String,
@@ -507,8 +554,8 @@ impl PropsWatch {
         path: &str,
         iface: &str,
     ) -> Result<PropsWatch, FdoError> {
-        let rule = properties_rule(sender, path, iface)?;
-        let stream = MessageStream::for_match_rule(rule, conn, Some(MAX_QUEUED)).await?;
+        let rule = properties_rule(path, iface)?;
+        let stream = SignalStream::new(conn, rule, sender, Some(MAX_QUEUED)).await?;
         Ok(PropsWatch {
             props: Props::new(),
             stream,
@@ -741,7 +788,7 @@ pub(crate) trait Service: Send {
 async fn retry_signals<S: Service>(
     conn: &Connection,
     owner: &str,
-) -> Option<futures_util::stream::SelectAll<MessageStream>> {
+) -> Option<futures_util::stream::SelectAll<SignalStream>> {
     if S::RETRY_ON.is_empty() {
         return None;
     }

@@ -19,13 +19,13 @@
 //! (GeoClue's `-DBL_MAX`) and an empty description are left out.
 
 use futures_util::StreamExt;
+use zbus::Connection;
 use zbus::wire::{OwnedObjectPath, OwnedVariant, Variant};
-use zbus::{Connection, MessageStream};
 
 use super::SourceContext;
 use super::fdo::{
-    BusKind, FdoError, PROPERTIES_IFACE, Props, Reader, Service, Warned, as_int, as_str,
-    run_service, signal_stream, unwrap_variant,
+    BusKind, FdoError, PROPERTIES_IFACE, Props, Reader, Service, SignalStream, Warned, as_int,
+    as_str, run_service, signal_stream, unwrap_variant,
 };
 use crate::config::Accuracy;
 use crate::core::SourceEvent;
@@ -68,7 +68,7 @@ struct GeoClue {
 struct Attached {
     conn: Connection,
     owner: String,
-    updates: MessageStream,
+    updates: SignalStream,
 }
 
 impl std::fmt::Debug for GeoClue {

@@ -25,12 +25,13 @@
 use chrono::{DateTime, TimeZone, Utc};
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
+use zbus::Connection;
 use zbus::wire::OwnedObjectPath;
-use zbus::{Connection, MessageStream};
 
 use super::SourceContext;
 use super::fdo::{
-    BusKind, FdoError, Props, PropsWatch, Reader, Service, Warned, run_service, signal_stream,
+    BusKind, FdoError, Props, PropsWatch, Reader, Service, SignalStream, Warned, run_service,
+    signal_stream,
 };
 use crate::core::SourceEvent;
 use crate::model::SessionState;
@@ -124,7 +125,7 @@ struct Login1 {
     session: Option<PropsWatch>,
     /// Followed when the session came from the user's `Display`.
     user: Option<PropsWatch>,
-    sleep: Option<MessageStream>,
+    sleep: Option<SignalStream>,
     preparing_for_sleep: bool,
 }
 
@@ -396,7 +397,7 @@ pub(crate) fn session_from(
 /// The fallback: `org.freedesktop.ScreenSaver` on the session bus.
 #[derive(Debug, Default)]
 struct ScreenSaver {
-    changes: Option<MessageStream>,
+    changes: Option<SignalStream>,
     active: bool,
 }
 
