@@ -350,8 +350,8 @@ async fn category_and_app_pages_and_the_day_in_a_real_browser() {
                         );
                         let wide = js(
                             &mut b,
-                            "return [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1) \
-                             .slice(0, 8).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))",
+                            "return [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1 || e.scrollWidth > e.clientWidth + 1) \
+                             .slice(0, 8).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right) + '/' + e.scrollWidth + '/' + e.clientWidth)",
                         );
                         assert!(
                             over.as_i64().unwrap_or(1) <= 0,
