@@ -10,7 +10,6 @@
 use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +31,7 @@ struct Browser {
 
 impl Browser {
     fn start() -> Browser {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = crate::common::root();
         let mut child = Command::new("/usr/bin/python3")
             .arg(root.join("tests/dashboard/browser.py"))
             .arg(root.join(".tools/axe/node_modules/axe-core/axe.min.js"))

@@ -29,7 +29,7 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -527,7 +527,7 @@ async fn start_ceiling(result: &str) -> (tokio::process::Child, String) {
 fn node() -> PathBuf {
     std::env::var_os("CONTEXTD_NODE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/node22/bin/node"))
+        .unwrap_or_else(|| crate::common::root().join(".tools/node22/bin/node"))
 }
 
 /// One daemon under test: its own bus and directories, `--http` on a free
@@ -604,7 +604,7 @@ impl Daemon {
 }
 
 async fn run() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::common::root();
     // The default daemon (2026-07-28 answers as JSON) and one answering
     // every request on an event stream.
     let json = Daemon::start("[mcp.http]\nlisten = \"127.0.0.1:0\"\n").await;

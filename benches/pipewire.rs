@@ -35,7 +35,7 @@ struct Session {
 }
 
 fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/session.sh")
+    crate::common::root().join("scripts/session.sh")
 }
 
 impl Session {

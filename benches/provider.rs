@@ -57,7 +57,7 @@ async fn ping(conn: &zbus::Connection) -> Duration {
 /// Build the child publisher; `None` (and why) when GIO's headers are
 /// missing.
 fn build_child(dir: &Path) -> Result<std::path::PathBuf, String> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/provider_child.c");
+    let src = crate::common::root().join("benches/provider_child.c");
     let out = dir.join("provider_child");
     let flags = Command::new("pkg-config")
         .args(["--cflags", "--libs", "gio-2.0"])

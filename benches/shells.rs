@@ -104,7 +104,7 @@ fn debian13_root() -> Result<String, String> {
     if unsafe { libc::geteuid() } != 0 {
         return Err("entering the Debian 13 root needs root".into());
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/roots.sh");
+    let script = crate::common::root().join("scripts/roots.sh");
     let out = std::process::Command::new(&script)
         .args(["desktop13", "--check"])
         .status()

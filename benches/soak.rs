@@ -170,7 +170,7 @@ fn source_of(fault: &str) -> &'static str {
 // ------------------------------------------------------------- the session
 
 fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/session.sh")
+    crate::common::root().join("scripts/session.sh")
 }
 
 struct Session {

@@ -38,7 +38,9 @@ const DEMO: [&str; 2] = ["org.contextd.Demo1", "org.contextd.Demo2"];
 
 /// scripts/session.sh (the readers bench starts its session the same way).
 pub(crate) fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/session.sh")
+    crate::common::root()
+        .to_path_buf()
+        .join("scripts/session.sh")
 }
 
 /// Stops the session when dropped.
@@ -193,7 +195,7 @@ fn debian13_root() -> Result<String, String> {
     if unsafe { libc::geteuid() } != 0 {
         return Err("entering the Debian 13 root needs root".into());
     }
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/roots.sh");
+    let script = crate::common::root().join("scripts/roots.sh");
     let ok = Command::new(&script)
         .args(["desktop13", "--check"])
         .status()

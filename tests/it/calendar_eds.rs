@@ -83,7 +83,7 @@ impl Eds {
     /// `eds.py ARGS` as an EDS client of `bus` (which starts EDS when it
     /// is not running).
     fn py(&self, bus: &Bus, args: &[&str]) -> String {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/calendar/eds.py");
+        let script = &crate::common::repo_file("tests/calendar/eds.py");
         let mut cmd = Command::new("/usr/bin/python3");
         cmd.arg(script)
             .args(args)

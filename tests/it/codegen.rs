@@ -30,10 +30,7 @@ fn replay(home: &Home) -> String {
 async fn gdbus_codegen_c_client_calls_get_active_window() {
     with_timeout(120, async {
         let dir = tempfile::tempdir().expect("tempdir");
-        let xml = format!(
-            "{}/dbus-interfaces/org.contextd.Context1.xml",
-            env!("CARGO_MANIFEST_DIR")
-        );
+        let xml = crate::common::repo_file("dbus-interfaces/org.contextd.Context1.xml");
         let (st, _o, e) = run_cmd(
             Command::new("gdbus-codegen")
                 .current_dir(dir.path())
@@ -47,7 +44,7 @@ async fn gdbus_codegen_c_client_calls_get_active_window() {
             60,
         );
         assert!(st.success(), "gdbus-codegen failed: {e}");
-        let src = format!("{}/tests/codegen/client.c", env!("CARGO_MANIFEST_DIR"));
+        let src = format!("{}/tests/codegen/client.c", crate::common::root().display());
         let (st, flags, e) = run_cmd(
             Command::new("pkg-config").args(["--cflags", "--libs", "gio-2.0"]),
             10,

@@ -21,7 +21,7 @@ use crate::common::run_cmd;
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 /// The first run on a machine makes the root (debootstrap and apt: several
@@ -43,7 +43,7 @@ pub(crate) fn root() -> Option<Root> {
         eprintln!("skipped: the Debian 13 root needs root to make and enter (CI runs as root)");
         return None;
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/roots.sh");
+    let script = crate::common::root().join("scripts/roots.sh");
     let (st, out, err) = run_cmd(Command::new(script).arg("desktop13"), MAKE_ROOT_SECS);
     assert!(
         st.success(),
@@ -93,7 +93,7 @@ async fn pipewire_1_4_playback_is_a_stream_of_its_process() {
 #[test]
 fn the_package_installs_and_activates_on_debian_13() {
     let Some(root) = root() else { return };
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repo = crate::common::root();
     // The root sees the host's /tmp, not the clone: the package and the
     // script go there.
     let tmp = tempfile::Builder::new()
@@ -226,7 +226,7 @@ async fn kwin_6_script_reports_only_to_the_broker_that_loaded_it() {
 #[test]
 fn kde_asks_in_its_own_portal_dialog_on_debian_13() {
     let Some(root) = root() else { return };
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repo = crate::common::root();
     let tmp = tempfile::Builder::new()
         .prefix("contextd-debian13-kde-")
         .tempdir_in("/tmp")

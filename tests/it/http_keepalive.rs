@@ -30,8 +30,7 @@ async fn sdk_client_reads_401_403_413_on_one_connection() {
         let _d = Daemon::start(&bus, &home, &["--http", "127.0.0.1:0"]).await;
         let addr = http_addr(&home);
         let tok = token(&bus, &home, "keepalive");
-        let script =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/keepalive.py");
+        let script = crate::common::root().join("tests/mcp/keepalive.py");
         let (st, out, err) = run_cmd(
             Command::new(python())
                 .arg(script)

@@ -44,7 +44,10 @@ fn digest(iface: &zbus_xml::Interface<'_>) -> BTreeMap<String, String> {
 }
 
 fn from_file(name: &str) -> BTreeMap<String, String> {
-    let path = format!("{}/dbus-interfaces/{name}.xml", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/dbus-interfaces/{name}.xml",
+        crate::common::root().display()
+    );
     let text = std::fs::read_to_string(&path).expect("read xml");
     let node = Node::from_reader(text.as_bytes()).expect("parse xml");
     let iface = node
@@ -195,7 +198,7 @@ async fn live_introspection_matches_the_xml_files() {
 
         // Every XML file describes an interface that is served somewhere
         // (contextd.jsonld, the vocabulary, is the Provider1 property).
-        let dir = format!("{}/dbus-interfaces", env!("CARGO_MANIFEST_DIR"));
+        let dir = format!("{}/dbus-interfaces", crate::common::root().display());
         for entry in std::fs::read_dir(dir).expect("dir") {
             let name = entry
                 .expect("entry")

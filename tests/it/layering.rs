@@ -7,13 +7,12 @@
 //! in a release build.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 /// `file:line: text` of every non-comment line of the Rust files under
 /// `dir` that `hit` matches.
 fn lines_matching(dir: &str, hit: impl Fn(&str) -> bool) -> Vec<String> {
     let mut out = Vec::new();
-    let mut stack = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)];
+    let mut stack = vec![crate::common::root().join(dir)];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
             let p = e.path();
@@ -96,7 +95,7 @@ type Graph = BTreeMap<Module, BTreeSet<Module>>;
 /// compiles outside of tests: comment lines and `#[cfg(test)]` items
 /// dropped (a module's tests may use anything).
 fn library_files() -> Files {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = crate::common::root().join("src");
     let mut files = BTreeMap::new();
     let mut stack = vec![src.clone()];
     while let Some(d) = stack.pop() {
@@ -369,7 +368,7 @@ fn replay_is_compiled_only_with_its_feature() {
             || (attr.contains("feature = \"replay\"")
                 && !attr.contains("not(feature = \"replay\")"))
     };
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = crate::common::root().join("src");
     let (mut seen, mut loose) = (0, Vec::new());
     let mut stack = vec![src.clone()];
     while let Some(d) = stack.pop() {

@@ -30,12 +30,12 @@ use mcp_support::*;
 fn node() -> PathBuf {
     std::env::var_os("CONTEXTD_NODE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/node22/bin/node"))
+        .unwrap_or_else(|| crate::common::root().join(".tools/node22/bin/node"))
 }
 
 /// The suite installed under `.tools/DIR`.
 fn suite(dir: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    crate::common::root()
         .join(".tools")
         .join(dir)
         .join("node_modules/@modelcontextprotocol/conformance/dist/index.js")
@@ -204,10 +204,7 @@ fn fixtures_are_not_in_the_product() {
         }
     }
     let mut hits = Vec::new();
-    walk(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-        &mut hits,
-    );
+    walk(&crate::common::root().join("src"), &mut hits);
     assert!(hits.is_empty(), "conformance cfg in src: {hits:?}");
 
     let holds = |bin: &str, what: &str| {

@@ -19,7 +19,7 @@
 use crate::common;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use common::*;
@@ -30,12 +30,12 @@ use serde_json::{Value, json};
 fn node() -> PathBuf {
     std::env::var_os("CONTEXTD_NODE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/node22/bin/node"))
+        .unwrap_or_else(|| crate::common::root().join(".tools/node22/bin/node"))
 }
 
 /// The Inspector's `mcp-inspector` bin, which runs the CLI with `--cli`.
 fn launcher() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(
+    crate::common::root().join(
         ".tools/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js",
     )
 }
@@ -125,7 +125,7 @@ fn the_inspector_cli_with_the_sdk_default_environment_calls_and_reads_everything
         unsafe { libc::getuid() }
     };
     let work = tempfile::tempdir().expect("tempdir");
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = crate::common::root();
     let mut cmd = Command::new("unshare");
     if uid != 0 {
         // Without privileges: a user namespace in which we are root.

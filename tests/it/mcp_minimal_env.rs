@@ -27,7 +27,7 @@ fn a_host_with_the_sdk_default_environment_reads_everything() {
         unsafe { libc::getuid() }
     };
     let work = tempfile::tempdir().expect("tempdir");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/minimal_env.sh");
+    let script = crate::common::root().join("tests/mcp/minimal_env.sh");
     let mut cmd = Command::new("unshare");
     if uid != 0 {
         // Without privileges: a user namespace in which we are root.
@@ -134,7 +134,7 @@ fn two_scripts_on_pyenvs_python_are_two_hosts() {
 /// Two copies of the host script run by `python`, one granted.
 fn two_scripts_are_two_hosts(python: &Path) {
     let scripts = tempfile::tempdir().expect("tempdir");
-    let host = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/script_host.py");
+    let host = crate::common::root().join("tests/mcp/script_host.py");
     let [a, b] = ["a.py", "b.py"].map(|n| {
         let p = scripts.path().join(n);
         std::fs::copy(&host, &p).expect("copy the host script");
@@ -149,7 +149,7 @@ fn two_scripts_are_two_hosts(python: &Path) {
         unsafe { libc::getuid() }
     };
     let work = tempfile::tempdir().expect("tempdir");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/minimal_env.sh");
+    let script = crate::common::root().join("tests/mcp/minimal_env.sh");
     let mut cmd = Command::new("unshare");
     if uid != 0 {
         cmd.arg("--map-root-user");

@@ -7,8 +7,6 @@
 use crate::common;
 use crate::mcp_support;
 
-use std::path::Path;
-
 use common::*;
 use contextd::client::proxy::Context1Proxy;
 use mcp_support::*;
@@ -469,7 +467,7 @@ async fn provided_context_reaches_only_a_granted_host_and_its_changes_are_sent()
         // The publisher: the Python example provider (PyGObject, as a GTK
         // app writes it), alive for the whole test.
         let mut provider = std::process::Command::new(python())
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/provider.py"))
+            .arg(crate::common::root().join("examples/provider.py"))
             .args(["--name", "CANARY-DOC-PUBLISHED.odt", "--ignore-stdin"])
             .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
             .stdin(std::process::Stdio::null())

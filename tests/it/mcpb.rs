@@ -30,7 +30,7 @@ use common::*;
 use serde_json::Value;
 
 fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    crate::common::root()
 }
 
 /// Node 22 (`make test` exports CONTEXTD_NODE; `scripts/deps.sh --node`

@@ -165,7 +165,7 @@ fn systemd_with_the_unit_says_enable_now() {
     let unit_dir = env.home().join(".config/systemd/user");
     std::fs::create_dir_all(&unit_dir).expect("mkdir");
     std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd/contextd.service"),
+        crate::common::root().join("systemd/contextd.service"),
         unit_dir.join("contextd.service"),
     )
     .expect("copy unit");

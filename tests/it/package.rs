@@ -251,7 +251,7 @@ pub(crate) fn build_package(out: &Path) -> PathBuf {
     let (st, stdout, stderr) = run_cmd(
         Command::new("make")
             .arg("-C")
-            .arg(env!("CARGO_MANIFEST_DIR"))
+            .arg(crate::common::root())
             .arg("--no-print-directory")
             .arg("deb")
             .arg(format!("BINARIES_DIR={}", bindir.display()))
@@ -327,7 +327,7 @@ fn package_inputs_stamp() -> String {
             .unwrap_or_default();
         format!("{} {len} {t}", p.display())
     };
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repo = crate::common::root();
     let (st, files, err) = run_cmd(
         Command::new("git").arg("-C").arg(repo).args([
             "ls-files",

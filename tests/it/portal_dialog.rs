@@ -96,7 +96,7 @@ struct Answerer(Child);
 
 impl Answerer {
     fn start(env: &[(String, String)], choice: &str, button: &str) -> Answerer {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/portal/answer_dialog.py");
+        let script = crate::common::root().join("tests/portal/answer_dialog.py");
         Answerer(
             Command::new("/usr/bin/python3")
                 .arg(script)

@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 const NOT_ALLOWED: &str = "org.contextd.Error.NotAllowed";
 
 fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    crate::common::root()
 }
 
 /// A broker on a private bus whose policy grants this test process

@@ -19,7 +19,7 @@ use serde_json::Value;
 /// `tests/recent/gtk_add.py PATHS` as a GTK app of `session`, with the
 /// broker's `HOME` and `XDG_DATA_HOME`.
 fn gtk_add(session: &Session, home: &Home, paths: &[&Path]) {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/recent/gtk_add.py");
+    let script = &crate::common::repo_file("tests/recent/gtk_add.py");
     let mut cmd = Command::new("/usr/bin/python3");
     cmd.arg(script).args(paths).env_clear();
     session.apply(&mut cmd);

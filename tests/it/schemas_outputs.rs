@@ -9,7 +9,6 @@
 //! validates each result against the tool's schema, and each schema
 //! against the meta-schema.
 
-use std::path::Path;
 use std::process::Command;
 
 use crate::common::*;
@@ -56,7 +55,7 @@ async fn every_tool_output_validates_against_its_derived_schema() {
     with_timeout(240, async {
         let bus = Bus::start();
         let home = Home::new();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/validate_outputs.py");
+        let script = crate::common::root().join("tests/mcp/validate_outputs.py");
         home.write_policy(&[(python_script_id(&script).as_str(), &["*"])]);
         let _notifications = Notifications::start(&bus).await;
         let mut replay = Replay::new(&home);

@@ -9,11 +9,11 @@ use std::process::Command;
 use common::run_cmd;
 
 fn script(name: &str, secs: u64) {
-    let path = format!("{}/tests/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/tests/{name}", crate::common::root().display());
     let (st, out, err) = run_cmd(
         Command::new("bash")
             .arg(&path)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .current_dir(crate::common::root())
             .env_remove("MAKEFLAGS")
             .env_remove("MAKELEVEL")
             // session-smoke.sh runs the broker in the session.

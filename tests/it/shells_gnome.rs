@@ -11,7 +11,6 @@
 use crate::common;
 use crate::shells;
 
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -376,7 +375,7 @@ pub(crate) async fn gnome_shell_reports_windows_focus_and_titles_through_the_ext
 #[test]
 fn both_extension_formats_carry_the_same_reporter() {
     let part = |dir: &str| -> String {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        let p = crate::common::root()
             .join("data")
             .join(dir)
             .join(UUID)
@@ -388,7 +387,7 @@ fn both_extension_formats_carry_the_same_reporter() {
     };
     assert_eq!(part("gnome-shell"), part("gnome-shell-45"));
     for dir in ["gnome-shell", "gnome-shell-45"] {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        let p = crate::common::root()
             .join("data")
             .join(dir)
             .join(UUID)

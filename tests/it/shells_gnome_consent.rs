@@ -545,7 +545,7 @@ pub(crate) async fn the_shell_asks_in_a_dialog_queues_cancels_and_grants_in(
 #[test]
 fn both_extension_formats_carry_the_same_consent_agent() {
     let read = |dir: &str, file: &str| -> String {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        let p = crate::common::root()
             .join("data")
             .join(dir)
             .join(UUID)

@@ -219,7 +219,7 @@ pub(crate) async fn the_extension_sends_nothing_to_a_rogue_in(root: Option<&str>
 #[test]
 fn every_part_of_both_formats_talks_only_to_the_checked_broker() {
     let read = |dir: &str, file: &str| -> String {
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        let p = crate::common::root()
             .join("data")
             .join(dir)
             .join(shells::gnome::UUID)

@@ -49,9 +49,7 @@ pub(crate) async fn kwin_reports_windows_and_focus_through_the_script_in(
         let exe = kwin_copy_from(root, kwin_home.path());
         let mut v = match root {
             Some(r) => {
-                let mut c = Command::new(
-                    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/in-root.sh"),
-                );
+                let mut c = Command::new(crate::common::root().join("scripts/in-root.sh"));
                 c.arg(r).arg(&exe);
                 c
             }

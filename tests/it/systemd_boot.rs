@@ -16,7 +16,7 @@
 
 use crate::common::run_cmd;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 /// The first run on a machine also makes the root (debootstrap, about three
@@ -25,7 +25,7 @@ use std::process::Command;
 const DEADLINE_SECS: u64 = 900;
 
 fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+    crate::common::root().join(path)
 }
 
 /// The package the test installs: `make deb` with the test's own binaries,

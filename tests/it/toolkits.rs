@@ -18,7 +18,7 @@ use common::*;
 use contextd::client::proxy::Context1Proxy;
 
 fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    crate::common::root()
 }
 
 fn interfaces() -> PathBuf {

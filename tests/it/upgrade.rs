@@ -8,7 +8,7 @@
 //! the timeline read back through contextctl and D-Bus as a user reads
 //! them, and every row of the fixture is still in the file.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -34,7 +34,7 @@ fn at(hhmm: &str) -> DateTime<Utc> {
 }
 
 fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE)
+    crate::common::root().join(FIXTURE)
 }
 
 /// The decisions the fixture holds: app, category, verdict, timed.
@@ -274,14 +274,13 @@ async fn migrations(home: &Home) -> Vec<String> {
 
 /// The versions of the migrations in this tree (`migrations/NNNN_*.sql`).
 fn migration_files() -> Vec<i64> {
-    let mut v: Vec<i64> =
-        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations"))
-            .expect("migrations/")
-            .filter_map(|e| {
-                let name = e.ok()?.file_name().into_string().ok()?;
-                name.strip_suffix(".sql")?.split('_').next()?.parse().ok()
-            })
-            .collect();
+    let mut v: Vec<i64> = std::fs::read_dir(crate::common::root().join("migrations"))
+        .expect("migrations/")
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            name.strip_suffix(".sql")?.split('_').next()?.parse().ok()
+        })
+        .collect();
     v.sort();
     v
 }
@@ -486,7 +485,7 @@ async fn write_fixture() {
         })
         .await;
         stop(d);
-        let out = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+        let out = crate::common::root().join(format!(
             "tests/fixtures/upgrade-{}",
             env!("CARGO_PKG_VERSION")
         ));

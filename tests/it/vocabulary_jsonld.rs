@@ -10,7 +10,6 @@ use crate::common;
 use crate::mcp_support;
 
 use std::io::Write;
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::*;
@@ -114,7 +113,7 @@ async fn served() -> (Map<String, Value>, String) {
 /// `expand.py`'s answer for `entries` with `context` (a JSON-LD context
 /// document): {kind: expanded}.
 pub(crate) fn expand(entries: &Map<String, Value>, context: &str) -> Map<String, Value> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::common::root();
     let dir = tempfile::tempdir().expect("tempdir");
     let context_file = dir.path().join("contextd.jsonld");
     std::fs::write(&context_file, context).expect("write the context");
@@ -236,10 +235,9 @@ pub(crate) fn assert_nothing_dropped(served: &Map<String, Value>, expanded: &Map
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_seed_kind_expands_to_schema_org() {
     let (served, context) = with_timeout(60, served()).await;
-    let installed = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("dbus-interfaces/contextd.jsonld"),
-    )
-    .expect("contextd.jsonld");
+    let installed =
+        std::fs::read_to_string(crate::common::root().join("dbus-interfaces/contextd.jsonld"))
+            .expect("contextd.jsonld");
     assert_eq!(
         context, installed,
         "the Vocabulary property is not the file"

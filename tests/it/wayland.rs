@@ -83,7 +83,7 @@ pub fn wl_toplevels_bin() -> PathBuf {
         let (st, out, err) = run_cmd(
             Command::new(cargo)
                 .args(["build", "--quiet", "--example", "wl_toplevels"])
-                .current_dir(env!("CARGO_MANIFEST_DIR")),
+                .current_dir(crate::common::root()),
             600,
         );
         assert!(st.success(), "building wl_toplevels failed: {out}{err}");

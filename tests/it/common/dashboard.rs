@@ -95,15 +95,14 @@ pub struct Browser {
 
 impl Browser {
     pub fn start() -> Browser {
-        let axe = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join(".tools/axe/node_modules/axe-core/axe.min.js");
+        let axe = crate::common::root().join(".tools/axe/node_modules/axe-core/axe.min.js");
         assert!(
             axe.exists(),
             "no axe-core: run scripts/deps.sh --node ({})",
             axe.display()
         );
         let mut child = Command::new("/usr/bin/python3")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/dashboard/browser.py"))
+            .arg(crate::common::root().join("tests/dashboard/browser.py"))
             .arg(&axe)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -17,7 +17,9 @@ pub struct Session {
 }
 
 fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/session.sh")
+    crate::common::root()
+        .to_path_buf()
+        .join("scripts/session.sh")
 }
 
 impl Session {
@@ -54,7 +56,9 @@ impl Session {
         match &self.root {
             Some(root) => {
                 let mut c = Command::new(
-                    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/in-root.sh"),
+                    crate::common::root()
+                        .to_path_buf()
+                        .join("scripts/in-root.sh"),
                 );
                 c.arg(root).arg(program);
                 c

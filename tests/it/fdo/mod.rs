@@ -151,13 +151,13 @@ pub use crate::common::dbusmock::{MOCK_IFACE, Mock, PROPS_IFACE};
 impl Mock {
     /// The tiny MPRIS player of `tests/fdo/mpris_player.py`.
     pub async fn mpris_player(bus: &str, params: &str) -> Mock {
-        let template = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fdo/mpris_player.py");
+        let template = &crate::common::repo_file("tests/fdo/mpris_player.py");
         Mock::template_with(bus, false, template, MPRIS_TEST_PLAYER, params).await
     }
 
     /// GeoClue2 of `tests/fdo/geoclue2.py` on the system bus at `bus`.
     pub async fn geoclue(bus: &str, params: &str) -> Mock {
-        let template = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fdo/geoclue2.py");
+        let template = &crate::common::repo_file("tests/fdo/geoclue2.py");
         Mock::template_with(bus, true, template, GEOCLUE, params).await
     }
 }

@@ -20,7 +20,7 @@ pub fn python() -> PathBuf {
     if let Some(p) = std::env::var_os("CONTEXTD_PYTHON") {
         return PathBuf::from(p);
     }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/venv/bin/python");
+    let p = crate::common::root().join(".tools/venv/bin/python");
     assert!(
         p.exists(),
         "no Python with PyPI mcp: run scripts/deps.sh --python (or set CONTEXTD_PYTHON)"
@@ -50,11 +50,11 @@ pub fn python_script_id(script: &Path) -> String {
 
 /// The Python example provider, `examples/provider.py`.
 pub fn provider_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/provider.py")
+    crate::common::root().join("examples/provider.py")
 }
 
 pub fn client_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py")
+    crate::common::root().join("tests/mcp/client.py")
 }
 
 /// The daemon's runtime directory under `home`.

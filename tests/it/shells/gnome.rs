@@ -51,7 +51,7 @@ impl GnomeShell {
         cmd.args(["--bounding-set", "-sys_ptrace", "--"]);
         match root {
             Some(r) => {
-                cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/in-root.sh"));
+                cmd.arg(crate::common::root().join("scripts/in-root.sh"));
                 cmd.arg(r).arg("gnome-shell");
             }
             None => {
@@ -160,10 +160,7 @@ pub fn data_dir_for(root: &Path, format: &str) -> PathBuf {
     let data = root.join("share");
     let ext = data.join("gnome-shell/extensions").join(UUID);
     std::fs::create_dir_all(&ext).expect("mkdir");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("data")
-        .join(format)
-        .join(UUID);
+    let src = crate::common::root().join("data").join(format).join(UUID);
     // As `make install` does: metadata.json and every module.
     for entry in std::fs::read_dir(&src).expect("the extension's directory") {
         let name = entry.expect("entry").file_name();

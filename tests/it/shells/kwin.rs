@@ -48,8 +48,7 @@ impl Kwin {
         let log = home.join(format!("kwin-{n}.log"));
         let mut cmd = match root {
             Some(r) => {
-                let mut c =
-                    Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/in-root.sh"));
+                let mut c = Command::new(crate::common::root().join("scripts/in-root.sh"));
                 c.arg(r).arg(exe);
                 c
             }

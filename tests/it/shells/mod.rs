@@ -32,7 +32,7 @@ impl GtkWindow {
     /// client of the compositor at `WAYLAND_DISPLAY=display` in
     /// `runtime_dir`, on the session bus at `bus`.
     pub fn open(runtime_dir: &Path, display: &str, bus: &str, app_id: &str, title: &str) -> Self {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/shells/gtk_window.py");
+        let script = &crate::common::repo_file("tests/shells/gtk_window.py");
         let mut child = Command::new("/usr/bin/python3")
             .args([script, app_id, title])
             .env_clear()

@@ -65,7 +65,7 @@ impl RogueBroker {
         let dir = tempfile::tempdir().expect("tempdir");
         let calls = dir.path().join("calls");
         std::fs::write(&calls, "").expect("calls file");
-        let script_src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shells/rogue_broker.py");
+        let script_src = crate::common::root().join("tests/shells/rogue_broker.py");
         let script = dir.path().join("rogue_broker.py");
         std::fs::copy(&script_src, &script).expect("copy the script");
         let cmd = match how {
