@@ -76,7 +76,26 @@ async fn power_follows_on_battery_and_percentage() {
             .await;
         eprintln!("OnBattery → Changed in {took:?}");
 
-        // The percentage drops.
+        // The attack: another peer on the system bus sends UPower's
+        // signal, from its own name. The broker's match rule names no
+        // sender (sources::fdo::SignalStream), so the bus delivers it;
+        // the broker must drop it on the header's sender.
+        let forged: std::collections::HashMap<&str, Variant<'_>> =
+            [("Percentage", Variant::from(3.0f64))]
+                .into_iter()
+                .collect();
+        sys.emit_signal(
+            None::<&str>,
+            DISPLAY,
+            "org.freedesktop.DBus.Properties",
+            "PropertiesChanged",
+            &(DEVICE_IFACE, forged, Vec::<&str>::new()),
+        )
+        .await
+        .expect("forged PropertiesChanged");
+
+        // The percentage drops (sent after the forgery: the broker has
+        // read that one first).
         upower
             .set(
                 &sys,
@@ -87,7 +106,13 @@ async fn power_follows_on_battery_and_percentage() {
             )
             .await;
         changes
-            .until(5, "79.5 %", |_, d| d["power"]["percentage"] == 79.5)
+            .until(5, "79.5 %", |_, d| {
+                assert_ne!(
+                    d["power"]["percentage"], 3.0,
+                    "a forged signal was taken: {d}"
+                );
+                d["power"]["percentage"] == 79.5
+            })
             .await;
         let s = until_snapshot(&conn, "snapshot follows", |s| {
             s["power"]["percentage"] == 79.5 && s["power"]["on_battery"] == true
