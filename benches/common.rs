@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -331,10 +331,22 @@ pub fn cpu_ticks(pid: u32) -> u64 {
 
 /// `perf record` of one process while `f` runs; the top entries of its
 /// profile, or why there are none.
+///
+/// With `CONTEXTD_BENCH_PERF_DIR` set, call graphs are recorded too (DWARF
+/// unwinding: release builds keep no frame pointers) and each recording is
+/// kept in that directory (`perf-PID-N.data`), for `perf report -g` to say
+/// who called what the self-time lines name.
 pub async fn profiled<T>(pid: u32, f: impl std::future::Future<Output = T>) -> (T, Vec<String>) {
+    static KEPT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let data = tempfile::NamedTempFile::new().expect("tempfile");
-    let rec = Command::new("perf")
-        .args(["record", "-q", "-e", "cpu-clock", "-F", "999", "-p"])
+    let keep = std::env::var_os("CONTEXTD_BENCH_PERF_DIR").map(PathBuf::from);
+    let mut rec = Command::new("perf");
+    rec.args(["record", "-q", "-e", "cpu-clock", "-F", "999"]);
+    if keep.is_some() {
+        rec.args(["--call-graph", "dwarf,32768"]);
+    }
+    let rec = rec
+        .arg("-p")
         .arg(pid.to_string())
         .arg("-o")
         .arg(data.path())
@@ -380,6 +392,14 @@ pub async fn profiled<T>(pid: u32, f: impl std::future::Future<Output = T>) -> (
     lines.extend(report("sym", 12));
     if lines.is_empty() {
         lines.push("(perf recorded nothing: perf_event_paranoid?)".into());
+    }
+    if let Some(dir) = keep {
+        let n = KEPT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let to = dir.join(format!("perf-{pid}-{n}.data"));
+        match std::fs::copy(data.path(), &to) {
+            Ok(_) => lines.push(format!("(kept: {})", to.display())),
+            Err(e) => lines.push(format!("(cannot keep {}: {e})", to.display())),
+        }
     }
     (out, lines)
 }
