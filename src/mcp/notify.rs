@@ -131,6 +131,11 @@ impl Notifier {
             .map_err(|e| {
                 core::Error::Unavailable(format!("the notification service refused: {e}"))
             })?;
+        let server = reply
+            .header()
+            .sender()
+            .map(|s| s.to_string())
+            .unwrap_or_default();
         let id = reply.body().deserialize::<u32>().map_err(|e| {
             core::Error::Failed(format!("odd reply from the notification service: {e}"))
         })?;
@@ -141,16 +146,17 @@ impl Notifier {
             });
         };
         let wait = n.timeout.unwrap_or(DEFAULT_WAIT);
-        let answer = match tokio::time::timeout(wait, answer_to(stream, id, &keys, labels)).await {
-            Ok(Some(a)) => a,
-            Ok(None) => {
-                return Err(core::Error::Unavailable(
+        let answer =
+            match tokio::time::timeout(wait, answer_to(stream, &server, id, &keys, labels)).await {
+                Ok(Some(a)) => a,
+                Ok(None) => {
+                    return Err(core::Error::Unavailable(
                     "the connection to the notification service closed while waiting for the user"
                         .into(),
                 ));
-            }
-            Err(_) => Answer::Unanswered,
-        };
+                }
+                Err(_) => Answer::Unanswered,
+            };
         // Unanswered: withdrawn, nobody waits for its answer any more.
         // Answered with an action: taken down, as libnotify does for its
         // apps; the spec lets a server remove it by itself, and some do
@@ -263,26 +269,21 @@ async fn shows_actions(conn: &Connection) -> bool {
     }
 }
 
-/// The server's `ActionInvoked` and `NotificationClosed`, from its unique
-/// name only, followed before the `Notify` that they answer.
+/// The server's `ActionInvoked` and `NotificationClosed`, followed before
+/// the `Notify` that they answer (an answer may come at once).
+///
+/// The rule names no sender: dbus-daemon drops a rule whose sender is a
+/// unique name when that peer leaves, and zbus's `remove_match` then keeps
+/// the rule's queue for good (see `sources::fdo::SignalStream`); a server
+/// restarting while a question waits would leak one. [`answer_to`] takes
+/// only what the unique name that answered `Notify` sends, from the header
+/// the bus daemon writes.
 async fn follow_answers(conn: &Connection) -> Result<MessageStream, core::Error> {
     let unavailable = |e: zbus::Error| {
         core::Error::Unavailable(format!("cannot follow the notification service: {e}"))
     };
-    let owner = conn
-        .call_method(
-            Some("org.freedesktop.DBus"),
-            "/org/freedesktop/DBus",
-            Some("org.freedesktop.DBus"),
-            "GetNameOwner",
-            &(SERVER,),
-        )
-        .await
-        .map_err(|_| core::Error::Unavailable("no notification service is running".into()))?;
-    let owner: String = owner.body().deserialize().map_err(unavailable)?;
     let rule = MatchRule::builder()
         .msg_type(zbus::message::Type::Signal)
-        .sender(owner.as_str())
         .path(PATH)
         .interface(SERVER)
         .build()
@@ -292,17 +293,22 @@ async fn follow_answers(conn: &Connection) -> Result<MessageStream, core::Error>
         .map_err(unavailable)
 }
 
-/// The answer to notification `id` in `stream`: `None` when the stream
-/// ends. Signals of other notifications, or of actions that are not ours,
+/// The answer to notification `id` in `stream`, from `server` (the unique
+/// name that answered `Notify`): `None` when the stream ends. Signals of
+/// other notifications or other peers, or of actions that are not ours,
 /// are skipped.
 async fn answer_to(
     stream: &mut MessageStream,
+    server: &str,
     id: u32,
     keys: &[String],
     labels: &[String],
 ) -> Option<Answer> {
     while let Some(msg) = stream.next().await {
         let Ok(msg) = msg else { continue };
+        if msg.header().sender().map(|s| s.as_str()) != Some(server) {
+            continue;
+        }
         let member = msg.header().member().map(|m| m.to_string());
         match member.as_deref() {
             Some("ActionInvoked") => {
