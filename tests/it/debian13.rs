@@ -16,6 +16,11 @@
 //! - KDE's own dialog asks for consent: xdg-desktop-portal-kde 6.3 on a
 //!   virtual KWin 6, answered through AT-SPI (tests/debian13/portal_kde.sh;
 //!   there the broker runs inside the root too, see the test).
+//! - Plasma 6's notification server (the notifications applet alone, in
+//!   `plasmawindowed` on Qt's offscreen platform): its `Inhibited`, set by
+//!   an app's `Inhibit` or Plasma's own setting, is Do Not Disturb for
+//!   live subscribers; notifications reach them whole
+//!   (tests/it/notify_plasma.rs).
 
 use crate::common::run_cmd;
 
@@ -214,6 +219,18 @@ async fn kwin_6_script_reports_only_to_the_broker_that_loaded_it() {
     let Some(root) = root() else { return };
     crate::shells_kwin::the_script_reports_only_to_the_broker_that_loaded_it_in(Some(&root.path))
         .await;
+}
+
+/// Plasma 6.3's notification server (issue 54): an app's `Inhibit` and
+/// Plasma's own Do Not Disturb setting are Do Not Disturb for a live D-Bus
+/// subscriber and an MCP host, `UnInhibit` or the app leaving ends it,
+/// Plasma leaving makes it unknown and Plasma coming back is read again;
+/// a notify-send notification arrives whole and its action is answered
+/// (tests/it/notify_plasma.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plasma_6_inhibition_is_do_not_disturb_for_live_subscribers() {
+    let Some(root) = root() else { return };
+    crate::notify_plasma::plasma_inhibition_is_do_not_disturb_in(&root.path).await;
 }
 
 /// KDE's own dialog asks (issue 51): xdg-desktop-portal-kde 6.3 on a

@@ -88,6 +88,7 @@ mod mcp_stdio;
 mod mcp_token_expiry;
 mod mcpb;
 mod not_running;
+mod notify_plasma;
 mod notify_real_servers;
 mod package;
 mod pipewire_consent;

@@ -152,10 +152,10 @@ impl Host {
 
 /// `notify-send ARGS` from the session; with actions it waits for the
 /// answer, and prints the key of the invoked action.
-struct NotifySend(Child);
+pub(crate) struct NotifySend(Child);
 
 impl NotifySend {
-    fn start(env: &[(String, String)], args: &[&str]) -> NotifySend {
+    pub(crate) fn start(env: &[(String, String)], args: &[&str]) -> NotifySend {
         let child = Command::new("notify-send")
             .args(args)
             .env_clear()
@@ -169,7 +169,7 @@ impl NotifySend {
     }
 
     /// What it printed once it exited (within 10 s).
-    fn output(mut self) -> String {
+    pub(crate) fn output(mut self) -> String {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while self.0.try_wait().expect("wait").is_none() {
             assert!(
