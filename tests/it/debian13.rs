@@ -221,10 +221,10 @@ async fn kwin_6_script_reports_only_to_the_broker_that_loaded_it() {
         .await;
 }
 
-/// Plasma 6.3's notification server (issue 54): an app's `Inhibit` and
-/// Plasma's own Do Not Disturb setting are Do Not Disturb for a live D-Bus
-/// subscriber and an MCP host, `UnInhibit` or the app leaving ends it,
-/// Plasma leaving makes it unknown and Plasma coming back is read again;
+/// Plasma 6.3's notification server (issue 54): an app's `Inhibit` is Do
+/// Not Disturb for a live D-Bus subscriber and an MCP host, `UnInhibit` or
+/// the app leaving ends it, Plasma leaving makes it unknown and Plasma
+/// coming back with its own setting on is read again;
 /// a notify-send notification arrives whole and its action is answered
 /// (tests/it/notify_plasma.rs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

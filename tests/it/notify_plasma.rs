@@ -17,11 +17,10 @@
 //!   Not Disturb (`by: notification-server`) for a live D-Bus subscriber
 //!   and an MCP host subscribed to `context://session`; `UnInhibit`, or
 //!   the app leaving the bus, ends it.
-//! - Plasma's own Do Not Disturb setting (`[DoNotDisturb] Until` in
-//!   plasmanotifyrc, which the applet's switch writes and notifies) is
-//!   followed the same way.
 //! - Plasma leaving takes what it said with it (unknown, not off); Plasma
-//!   coming back with its setting on is read again at once.
+//!   coming back with its own Do Not Disturb setting on (`[DoNotDisturb]
+//!   Until` in plasmanotifyrc, what the applet's switch writes) is read
+//!   again at once.
 //! - A look-alike `PropertiesChanged` from another peer (Plasma's
 //!   `Inhibited`, dunst's `paused`) changes nothing.
 //! - A notification a real client sends (notify-send with an icon,
@@ -114,14 +113,16 @@ impl PlasmaHome {
         c
     }
 
-    /// Plasma's Do Not Disturb setting, as its applet's switch sets it:
-    /// `Some(until)` on, `None` off; with `notify`, a running Plasma is
-    /// told (KConfig's change signal on the session bus).
-    fn set_dnd(&self, root: &str, bus: &str, until: Option<&str>, notify: bool) {
+    /// Turn Plasma's Do Not Disturb setting on until `until` (KConfig's
+    /// date-time), as its applet's switch does, while Plasma is away.
+    ///
+    /// Not while it runs: Plasma 6.3 misses some of the change notices
+    /// `kwriteconfig6 --notify` sends (its own `Inhibited` then stays as
+    /// it was, with the file changed: one toggle in a few dozen here,
+    /// whatever the pause between toggles, seen with Plasma alone on a
+    /// bus, no broker), so a test of that would test Plasma's luck.
+    fn set_dnd_until(&self, root: &str, bus: &str, until: &str) {
         let mut c = self.command(root, bus, "/usr/bin/kwriteconfig6");
-        if notify {
-            c.arg("--notify");
-        }
         c.args([
             "--file",
             "plasmanotifyrc",
@@ -129,11 +130,8 @@ impl PlasmaHome {
             "DoNotDisturb",
             "--key",
             "Until",
+            until,
         ]);
-        match until {
-            Some(u) => c.arg(u),
-            None => c.arg("--delete"),
-        };
         let (st, out, err) = run_cmd(&mut c, 30);
         assert!(st.success(), "kwriteconfig6: {out}{err}");
     }
@@ -376,21 +374,6 @@ pub(crate) async fn plasma_inhibition_is_do_not_disturb_in(root: &str) {
             .until(10, "DND off with the app gone", |c, d| is_dnd(c, d, false))
             .await;
 
-        // Plasma's own switch: its setting, written and announced.
-        ph.set_dnd(root, &bus, Some(UNTIL_FOREVER), true);
-        let (d, _) = changes
-            .until(10, "DND on by Plasma's setting", |c, d| is_dnd(c, d, true))
-            .await;
-        assert_eq!(
-            d["session"]["do_not_disturb_by"], "notification-server",
-            "{d}"
-        );
-        next_with(&mcp, "context://session");
-        ph.set_dnd(root, &bus, None, true);
-        changes
-            .until(10, "DND off by Plasma's setting", |c, d| is_dnd(c, d, false))
-            .await;
-
         // Plasma leaves: what it said goes with it (unknown, absent).
         plasma.stop(&bus).await;
         let (d, _) = changes
@@ -405,7 +388,7 @@ pub(crate) async fn plasma_inhibition_is_do_not_disturb_in(root: &str) {
 
         // Plasma comes back with Do Not Disturb on in its settings (set
         // while it was away): read again, on.
-        ph.set_dnd(root, &bus, Some(UNTIL_FOREVER), false);
+        ph.set_dnd_until(root, &bus, UNTIL_FOREVER);
         let _plasma = Plasma::start(root, &bus, &ph, 2).await;
         until_source(&conn, "dnd-server", true).await;
         changes
@@ -421,12 +404,8 @@ pub(crate) async fn plasma_inhibition_is_do_not_disturb_in(root: &str) {
             s["session"]["do_not_disturb_by"], "notification-server",
             "{s}"
         );
-        ph.set_dnd(root, &bus, None, true);
-        changes
-            .until(10, "DND off on the new Plasma", |c, d| is_dnd(c, d, false))
-            .await;
-
-        // A real client's notification reaches a subscriber whole.
+        // A real client's notification reaches a subscriber whole (Plasma
+        // takes it in Do Not Disturb too, only shows no popup).
         let mut notes = Changes::subscribe(&conn, &["notifications"]).await;
         let path = std::env::var("PATH").unwrap_or_default();
         let chat = crate::notify_real_servers::NotifySend::start(
