@@ -404,6 +404,7 @@ pub(crate) async fn plasma_inhibition_is_do_not_disturb_in(root: &str) {
             s["session"]["do_not_disturb_by"], "notification-server",
             "{s}"
         );
+
         // A real client's notification reaches a subscriber whole (Plasma
         // takes it in Do Not Disturb too, only shows no popup).
         let mut notes = Changes::subscribe(&conn, &["notifications"]).await;
