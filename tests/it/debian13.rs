@@ -225,8 +225,8 @@ async fn kwin_6_script_reports_only_to_the_broker_that_loaded_it() {
 /// Not Disturb for a live D-Bus subscriber and an MCP host, `UnInhibit` or
 /// the app leaving ends it, Plasma leaving makes it unknown and Plasma
 /// coming back with its own setting on is read again;
-/// a notify-send notification arrives whole and its action is answered
-/// (tests/it/notify_plasma.rs).
+/// a notify-send notification arrives whole and its action is answered,
+/// and so is a `send_notification` (tests/it/notify_plasma.rs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plasma_6_inhibition_is_do_not_disturb_for_live_subscribers() {
     let Some(root) = root() else { return };

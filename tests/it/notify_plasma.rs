@@ -27,7 +27,10 @@
 //!   urgency and an action) reaches a subscriber whole, under Plasma's
 //!   id; the action invoked as Plasma's popup does
 //!   (`org.kde.NotificationManager.InvokeAction`) reaches the app, and
-//!   its withdrawal closes the notification.
+//!   its withdrawal closes the notification. `send_notification` from an
+//!   MCP host is on Plasma under the host's name with its buttons; the
+//!   button pressed is the asker's answer, and the broker then takes the
+//!   notification down.
 
 use crate::common;
 use crate::fdo;
@@ -40,7 +43,9 @@ use std::time::Duration;
 
 use common::*;
 use fdo::*;
-use mcp_support::{http_addr, http_call, http_session, mcp_reader, next_with, token, updated};
+use mcp_support::{
+    http_addr, http_call, http_session, mcp_reader, next_with, token, tool_result, updated,
+};
 use serde_json::{Value, json};
 use zbus::Connection;
 use zbus::wire::Variant;
@@ -242,6 +247,111 @@ fn is_dnd(c: &str, d: &Value, on: bool) -> bool {
     c == "session" && d["session"]["do_not_disturb"] == on
 }
 
+/// What a monitor of the bus sees of Plasma's notifications: `Notify`
+/// with the id Plasma answered and `CloseNotification` with the id asked.
+#[derive(Debug)]
+enum Seen {
+    Notify {
+        app: String,
+        summary: String,
+        id: u32,
+    },
+    Close(u32),
+}
+
+/// A monitor of the bus at `bus` (the broker leaves its own notifications
+/// out of its context, so the test learns here which id Plasma gave the
+/// one `send_notification` sent, and sees the broker withdraw it).
+async fn watch_plasma(bus: &str) -> tokio::sync::mpsc::UnboundedReceiver<Seen> {
+    use futures_util::StreamExt;
+    use zbus::message::Type;
+    let monitor = connect_to(bus).await;
+    monitor
+        .call_method(
+            Some("org.freedesktop.DBus"),
+            "/org/freedesktop/DBus",
+            Some("org.freedesktop.DBus.Monitoring"),
+            "BecomeMonitor",
+            &(
+                vec![
+                    "type='method_call',interface='org.freedesktop.Notifications'",
+                    "type='method_return'",
+                ],
+                0u32,
+            ),
+        )
+        .await
+        .expect("BecomeMonitor");
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut stream = zbus::MessageStream::from(&monitor);
+    tokio::spawn(async move {
+        let _monitor = monitor;
+        // Notify calls waiting for their reply: (sender, serial) → (app, summary).
+        let mut asked: HashMap<(String, u32), (String, String)> = HashMap::new();
+        while let Some(Ok(m)) = stream.next().await {
+            let h = m.header();
+            let sender = h.sender().map(|s| s.to_string()).unwrap_or_default();
+            let seen = match (h.message_type(), h.member().map(|m| m.as_str())) {
+                (Type::MethodCall, Some("Notify")) => {
+                    type Notify = (
+                        String,
+                        u32,
+                        String,
+                        String,
+                        String,
+                        Vec<String>,
+                        HashMap<String, zbus::OwnedVariant>,
+                        i32,
+                    );
+                    if let Ok((app, _, _, summary, ..)) = m.body().deserialize::<Notify>() {
+                        let serial = m.primary_header().serial_num().get();
+                        asked.insert((sender, serial), (app, summary));
+                    }
+                    None
+                }
+                (Type::MethodCall, Some("CloseNotification")) => m
+                    .body()
+                    .deserialize::<(u32,)>()
+                    .ok()
+                    .map(|(id,)| Seen::Close(id)),
+                (Type::MethodReturn, _) => {
+                    let to = h.destination().map(|d| d.to_string()).unwrap_or_default();
+                    h.reply_serial()
+                        .and_then(|r| asked.remove(&(to, r.get())))
+                        .and_then(|(app, summary)| {
+                            let (id,) = m.body().deserialize::<(u32,)>().ok()?;
+                            Some(Seen::Notify { app, summary, id })
+                        })
+                }
+                _ => None,
+            };
+            if let Some(seen) = seen
+                && tx.send(seen).is_err()
+            {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The first of `seen` that `pick` takes, within 15 s.
+async fn next_seen<T>(
+    seen: &mut tokio::sync::mpsc::UnboundedReceiver<Seen>,
+    what: &str,
+    pick: impl Fn(Seen) -> Option<T>,
+) -> T {
+    within(15, what, async {
+        loop {
+            let s = seen.recv().await.expect("the monitor ended");
+            if let Some(t) = pick(s) {
+                return t;
+            }
+        }
+    })
+    .await
+}
+
 /// The whole acceptance, against the Plasma of `root`.
 pub(crate) async fn plasma_inhibition_is_do_not_disturb_in(root: &str) {
     with_timeout(150, async {
@@ -253,6 +363,7 @@ pub(crate) async fn plasma_inhibition_is_do_not_disturb_in(root: &str) {
         home.write_policy(&[
             (&me, &["session", "notifications", "notifications.content"]),
             ("token:dnd", &["session"]),
+            ("token:asker", &["actions.notify"]),
         ]);
         // Only the server's part: GNOME's (its schema is installed here)
         // would say "off" throughout.
@@ -457,6 +568,46 @@ pub(crate) async fn plasma_inhibition_is_do_not_disturb_in(root: &str) {
             })
             .await;
         assert_eq!(d["notification"]["closed"], "closed", "{d}");
+
+        // send_notification from an MCP host: on Plasma under the host's
+        // name with its buttons; the one the user presses is the answer,
+        // and the broker then takes the notification down.
+        let mut seen = watch_plasma(&bus).await;
+        let asker = token(&buses.session, &home, "asker");
+        let asker_sid = http_session(addr, &asker);
+        let asking = tokio::task::spawn_blocking(move || {
+            tool_result(
+                addr,
+                &asker,
+                &asker_sid,
+                2,
+                "send_notification",
+                json!({"summary": "Deploy now?", "body": "v2 is ready", "actions": ["Yes", "No"], "timeout_s": 120}),
+            )
+        });
+        let (app, plasma_id) = next_seen(&mut seen, "the question on Plasma", |s| match s {
+            Seen::Notify { app, summary, id } if summary == "Deploy now?" => Some((app, id)),
+            _ => None,
+        })
+        .await;
+        assert!(app.ends_with(" (via contextd)"), "{app}");
+        call(
+            &conn,
+            "org.kde.NotificationManager",
+            "InvokeAction",
+            &(plasma_id, "contextd-1"),
+        )
+        .await;
+        let r = within(15, "the answer", asking).await.expect("call");
+        assert_eq!(
+            r["structuredContent"],
+            json!({"id": plasma_id, "action": "No"}),
+            "{r}"
+        );
+        next_seen(&mut seen, "the answered question taken down", |s| {
+            matches!(s, Seen::Close(id) if id == plasma_id).then_some(())
+        })
+        .await;
     })
     .await
 }
