@@ -273,6 +273,9 @@ pub(crate) trait ConsentStore: Send + Sync + fmt::Debug {
     fn put_decision(&self, d: StoredDecision) -> BoxFut<'_, Result<(), Error>>;
     fn delete_decision(&self, app: AppId, category: Category) -> BoxFut<'_, Result<bool, Error>>;
     fn forget_app(&self, app: AppId) -> BoxFut<'_, Result<u64, Error>>;
+    /// Delete the audit of `app` (what it read and was refused), keeping
+    /// its decisions and its entry: how many accesses were forgotten.
+    fn forget_audit(&self, app: AppId) -> BoxFut<'_, Result<u64, Error>>;
     fn upsert_app(&self, app: AppInfo) -> BoxFut<'_, Result<(), Error>>;
     /// Refuse an app's publications from `since`, or (`None`) allow them.
     fn set_refused_publisher(

@@ -136,6 +136,10 @@ impl<S: ConsentStore + ?Sized + 'static> ConsentStore for OnLane<S> {
         on_lane!(self, |s| s.forget_app(app))
     }
 
+    fn forget_audit(&self, app: AppId) -> BoxFut<'_, Result<u64, Error>> {
+        on_lane!(self, |s| s.forget_audit(app))
+    }
+
     fn upsert_app(&self, app: AppInfo) -> BoxFut<'_, Result<(), Error>> {
         on_lane!(self, |s| s.upsert_app(app))
     }

@@ -130,6 +130,15 @@ pub(crate) struct AuditCountView {
     pub(crate) refused: u64,
 }
 
+/// What forgetting an app's history took ([`Manage::forget_app_history`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(crate) struct ForgottenView {
+    /// Rows of the timeline.
+    pub(crate) timeline: u64,
+    /// Accesses of the audit.
+    pub(crate) audit: u64,
+}
+
 /// How far back a category's page looks in the audit for the apps that
 /// asked for it.
 const ASKED_WITHIN: chrono::Duration = chrono::Duration::days(90);
@@ -266,6 +275,39 @@ impl Manage {
         let removed = self.gate.forget_app(app).await?;
         self.readers.end_app(app);
         Ok(removed)
+    }
+
+    /// Forget `app`'s history, and only that: what the timeline recorded
+    /// under its id (its focus time, its captures and playback, the
+    /// notifications it sent, the documents and tasks it published, the
+    /// files it opened) and what it read or was refused (its audit, rows
+    /// still waiting to be written included). Its decisions, its entry
+    /// and policy.toml stay: taking those is "revoke" and "forget the
+    /// app"; what it has open stays open (its history only starts again).
+    /// The owner's pages hear of it (the `audit` notice).
+    pub(crate) async fn forget_app_history(&self, app: &AppId) -> Result<ForgottenView> {
+        let now = self.clock.now();
+        let timeline = match self.reads.history() {
+            Ok(h) => {
+                h.forget(
+                    chrono::DateTime::<chrono::Utc>::MIN_UTC,
+                    now + chrono::Duration::seconds(1),
+                    vec![app.to_string()],
+                    Vec::new(),
+                    now,
+                )
+                .await?
+            }
+            // No timeline is kept: there is none to forget.
+            Err(_) => 0,
+        };
+        let audit = match self.gate.store() {
+            Some(store) => store.forget_audit(app.clone()).await?,
+            None => 0,
+        };
+        self.gate.notices.bump(notice::Part::Audit);
+        tracing::info!(app = %app, timeline, audit, "an app's history forgotten");
+        Ok(ForgottenView { timeline, audit })
     }
 
     /// What changed of what the user controls, for a panel's `Changed`.

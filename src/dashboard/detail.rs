@@ -511,6 +511,18 @@ pub(super) async fn app(core: &Handles, csrf: &str, app: &AppId) -> Markup {
             }
         }
         (week(&counts, &days, &here))
+        section aria-labelledby="forget-h" {
+            h2 id="forget-h" { "Its history" }
+            p { "What the timeline recorded of " (title) " (when it had focus, what it played or recorded, what it published) "
+                "and what it read or was refused. Forgetting it deletes both for good; what it may see stays as it is." }
+            form.forget-history method="post" action="../forget-history" data-fetch
+                data-confirm=(format!("Forget the history of {id}: its timeline and what it read? Its decisions stay.")) {
+                input type="hidden" name="csrf" value=(csrf);
+                input type="hidden" name="back" value=(here);
+                input type="hidden" name="app" value=(id);
+                button type="submit" aria-label=(format!("Forget the history of {id}")) { "Forget this app's history" }
+            }
+        }
         section aria-labelledby="readers-h" {
             h2 id="readers-h" { "Reading now" }
             @if readers.is_empty() {

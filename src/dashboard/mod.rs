@@ -285,6 +285,7 @@ fn router(dash: Arc<Dash>) -> Router {
         .route("/s/{cap}/decide", post(decide))
         .route("/s/{cap}/pause", post(pause))
         .route("/s/{cap}/forget", post(forget))
+        .route("/s/{cap}/forget-history", post(forget_history))
         .route("/s/{cap}/end-reader", post(end_reader))
         .route("/s/{cap}/answer", post(answer))
         .route("/s/{cap}/privacy", post(privacy))
@@ -873,6 +874,22 @@ async fn forget(State(dash): State<Arc<Dash>>, req: Request) -> Response {
         Err(e) => return bad(format!("app: {e}")),
     };
     if let Err(e) = dash.core.manage.forget_app(&app).await {
+        return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
+    }
+    done(&req, &form)
+}
+
+/// Forget one app's history (its timeline and its audit; its decisions
+/// stay): the core decides what that takes
+/// ([`Manage::forget_app_history`]). Only the app the form names, parsed
+/// as an id: the store matches it exactly, never as a pattern.
+async fn forget_history(State(dash): State<Arc<Dash>>, req: Request) -> Response {
+    let form = form_of(&req);
+    let app = match AppId::new(form.get("app")) {
+        Ok(a) => a,
+        Err(e) => return bad(format!("app: {e}")),
+    };
+    if let Err(e) = dash.core.manage.forget_app_history(&app).await {
         return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
     }
     done(&req, &form)

@@ -89,6 +89,21 @@ impl AuditQueue {
         (std::mem::take(&mut w.rows), dropped)
     }
 
+    /// Drop what waits of `app`: a forget must not see its rows written
+    /// after it. How many accesses they stood for.
+    fn drop_app(&self, app: &AppId) -> u64 {
+        let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = 0;
+        w.rows.retain(|e| {
+            let of_app = e.app == *app;
+            if of_app {
+                n += e.count;
+            }
+            !of_app
+        });
+        n
+    }
+
     fn len(&self) -> usize {
         self.waiting
             .lock()
@@ -1076,6 +1091,21 @@ impl ConsentStore for Db {
                 .map_err(|e| self.health.error("forgetting the app", e))?;
             self.health.wrote();
             Ok(n)
+        })
+    }
+
+    /// The audit of one app only (its rows waiting to be written too);
+    /// its decisions and its entry stay.
+    fn forget_audit(&self, app: AppId) -> BoxFut<'_, Result<u64, Error>> {
+        Box::pin(async move {
+            let waiting = self.audit.drop_app(&app);
+            let r = sqlx::query("DELETE FROM audit WHERE app_id = ?")
+                .bind(app.as_str())
+                .execute(&self.pool)
+                .await
+                .map_err(|e| self.health.error("forgetting the app's audit", e))?;
+            self.health.wrote();
+            Ok(r.rows_affected() + waiting)
         })
     }
 

@@ -520,3 +520,196 @@ async fn the_new_paths_refuse_what_is_not_theirs() {
     })
     .await
 }
+
+/// Timeline rows of `app` (all kinds) over the whole replayed day.
+async fn timeline_rows(h: &contextd::client::proxy::History1Proxy<'_>, app: &str) -> usize {
+    let (events, _) = h
+        .query(0, i64::from(i32::MAX), &[], &[app], 1000, "")
+        .await
+        .expect("History1.Query");
+    events.len()
+}
+
+/// "Forget this app's history" as the attack: a change from another
+/// origin, one without the CSRF token, app ids that are patterns, a
+/// prefix or another id dressed up with path tricks, and a path that
+/// climbs out of an app's page all forget nothing; the real form forgets
+/// the app's timeline and audit and nothing of another app, and keeps
+/// its decisions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forgetting_an_app_s_history_takes_only_that_app_s() {
+    with_timeout(180, async {
+        let me = my_app_id();
+        let bus = Bus::start();
+        let sys = Bus::start();
+        let _polkit =
+            common::dbusmock::Mock::polkit_allowing(&sys.address, &["org.contextd.manage-consent"])
+                .await;
+        let home = Home::new();
+        home.deny_undecided();
+        home.write_policy(&[(&me, &["windows", "history"])]);
+        let mut replay = Replay::new(&home);
+        // A day: this program's window (its id is the window's claim
+        // here) focused 09:00-10:00, then Notes' until 11:00.
+        let at =
+            |h: &str| json!({"type": "clock", "at": format!("2026-11-21T{h}:00Z")}).to_string();
+        for l in [
+            window_line("mine", &me, "mine", false),
+            window_line("notes", NOTES, "notes", false),
+            at("09:00"),
+            json!({"type": "focus", "id": "mine"}).to_string(),
+            at("10:00"),
+            json!({"type": "focus", "id": "notes"}).to_string(),
+            at("11:00"),
+            json!({"type": "focus", "id": null}).to_string(),
+            at("12:00"),
+        ] {
+            replay.send(&l);
+        }
+        let _d = Daemon::start_with(
+            &bus,
+            &home,
+            &[
+                "--replay",
+                &replay.arg(),
+                "--fake-clock",
+                "2026-11-21T08:00:00Z",
+            ],
+            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
+        )
+        .await;
+        let conn = bus.connect().await;
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        let h = contextd::client::proxy::History1Proxy::new(&conn)
+            .await
+            .expect("proxy");
+        eventually(20, "both apps' focus in the timeline", || async {
+            (timeline_rows(&h, &me).await == 1 && timeline_rows(&h, NOTES).await == 1).then_some(())
+        })
+        .await;
+        ctx.list_windows().await.expect("ListWindows");
+        let audit = || async {
+            consent
+                .get_audit(0, 0, &me, 1000)
+                .await
+                .expect("GetAudit")
+                .iter()
+                .map(dict_to_json)
+                .filter(|r| {
+                    r["request"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains("ListWindows")
+                })
+                .map(|r| r["count"].as_u64().unwrap_or(1))
+                .sum::<u64>()
+        };
+        eventually(20, "my reads in the audit", || async {
+            (audit().await > 0).then_some(())
+        })
+        .await;
+        let mine_before = (timeline_rows(&h, &me).await, audit().await);
+        assert_eq!(mine_before, (1, 1), "one focus row and one read of mine");
+
+        let s = common::dashboard::Session::open(&consent).await;
+        let page = s.page(&format!(
+            "app/{}",
+            me.replace(':', "%3A").replace('/', "%2F")
+        ));
+        assert!(
+            page.contains("Forget this app&#39;s history")
+                || page.contains("Forget this app's history"),
+            "{page}"
+        );
+        let csrf = page
+            .split("name=\"csrf\" content=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .expect("csrf")
+            .to_owned();
+        let enc = |v: &str| {
+            v.replace('%', "%25")
+                .replace('/', "%2F")
+                .replace(':', "%3A")
+                .replace('&', "%26")
+                .replace('*', "%2A")
+        };
+        let post = |path: &str, origin: &str, form: String| {
+            let mut hs = vec![("Content-Type", "application/x-www-form-urlencoded")];
+            if !origin.is_empty() {
+                hs.push(("Origin", origin));
+            }
+            s.http("POST", &format!("{}/{path}", s.root), &hs, &form)
+        };
+        let target = format!("app={}", enc(&me));
+        // Another origin, and no CSRF token: refused.
+        let (st, _) = post(
+            "forget-history",
+            "http://127.0.0.1:1",
+            format!("{target}&csrf={csrf}"),
+        );
+        assert_eq!(st, 403, "another origin");
+        let (st, _) = post("forget-history", &s.base, target.clone());
+        assert_eq!(st, 403, "no CSRF token");
+        let (st, _) = post("forget-history", "", format!("{target}&csrf={csrf}"));
+        assert_eq!(st, 403, "no Origin");
+        // Patterns, a prefix, another id with path tricks, a control
+        // character: nothing of this program's is forgotten.
+        for app in [
+            "%".to_owned(),
+            "*".to_owned(),
+            "exe:".to_owned(),
+            me[..me.len() - 2].to_owned(),
+            format!("{me}/../x"),
+            format!("exe:/x/..{}", me.trim_start_matches("exe:")),
+            format!("{NOTES}\n{me}"),
+        ] {
+            let (st, _) = post(
+                "forget-history",
+                &s.base,
+                format!("app={}&csrf={csrf}", enc(&app)),
+            );
+            assert!(st == 303 || st == 400, "{app:?}: {st}");
+        }
+        // A path that climbs from an app's page is no route of ours.
+        let (st, _) = post(
+            &format!("app/{}/../forget-history", enc(&me)),
+            &s.base,
+            format!("{target}&csrf={csrf}"),
+        );
+        assert!(st == 404 || st == 405, "{st}");
+        assert_eq!(
+            (timeline_rows(&h, &me).await, audit().await),
+            mine_before,
+            "nothing of mine was forgotten"
+        );
+        assert_eq!(timeline_rows(&h, NOTES).await, 1);
+
+        // The page's own form: this program's timeline and audit go;
+        // Notes' timeline and this program's decisions stay.
+        let (st, _) = post(
+            "forget-history",
+            &s.base,
+            format!("{target}&csrf={csrf}&back=%2Fapp%2F{}", enc(&enc(&me))),
+        );
+        assert_eq!(st, 303);
+        assert_eq!(audit().await, 0, "my audit forgotten");
+        assert_eq!(timeline_rows(&h, &me).await, 0, "my timeline forgotten");
+        assert_eq!(timeline_rows(&h, NOTES).await, 1, "Notes' timeline stays");
+        let grants: Vec<Value> = consent
+            .list_grants()
+            .await
+            .expect("ListGrants")
+            .iter()
+            .map(dict_to_json)
+            .collect();
+        assert!(
+            grants
+                .iter()
+                .any(|g| g["app_id"] == me && g["category"] == "history"),
+            "decisions stay: {grants:?}"
+        );
+    })
+    .await
+}
