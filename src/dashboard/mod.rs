@@ -14,7 +14,8 @@
 //! the ticket and starts a session of two secrets, both needed for every
 //! page and every change:
 //! - a capability in the path: every page of the session is under
-//!   `/s/CAP/` (pages link relatively, `Referrer-Policy: no-referrer`), so
+//!   `/s/CAP/` (pages link relatively, `Referrer-Policy: same-origin`: a
+//!   referrer only to the dashboard itself, never another port), so
 //!   only the browser tab that opened it knows where the session is;
 //! - a cookie (`HttpOnly`, `SameSite=Strict`) set for `Path=/s/CAP` only.
 //!
@@ -344,7 +345,12 @@ async fn guard(State(dash): State<Arc<Dash>>, req: Request, next: Next) -> Respo
     for (k, v) in [
         ("content-security-policy", CSP),
         ("x-content-type-options", "nosniff"),
-        ("referrer-policy", "no-referrer"),
+        // Not `no-referrer`: under it a browser sends `Origin: null` with a
+        // plain form's POST, and every change made without the page's
+        // script was refused. `same-origin` sends the path only to this
+        // origin (scheme, host and port: another loopback port is another
+        // origin), which knows it.
+        ("referrer-policy", "same-origin"),
         ("x-frame-options", "DENY"),
         ("cross-origin-opener-policy", "same-origin"),
         ("cross-origin-resource-policy", "same-origin"),
