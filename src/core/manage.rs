@@ -130,6 +130,31 @@ pub(crate) struct AuditCountView {
     pub(crate) refused: u64,
 }
 
+/// Which picture an interval of time belongs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum SpanLane {
+    /// The app's window had focus.
+    Focus,
+    /// It played audio or video.
+    Playing,
+    /// It used the microphone, camera or screen.
+    Recording,
+}
+
+/// One interval of an app's time ([`Manage::owner_spans`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct SpanView {
+    pub(crate) app_id: String,
+    pub(crate) lane: SpanLane,
+    pub(crate) start: chrono::DateTime<chrono::Utc>,
+    pub(crate) end: chrono::DateTime<chrono::Utc>,
+}
+
+/// The most intervals [`Manage::owner_spans`] returns: a day of focus
+/// changes every few seconds, drawn, is still a page and not megabytes.
+const MAX_SPANS: usize = 5000;
+
 /// What forgetting an app's history took ([`Manage::forget_app_history`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub(crate) struct ForgottenView {
@@ -439,17 +464,97 @@ impl Manage {
             .read(|s| super::view::media(s, &|_: &Category| true, now))
     }
 
-    /// The user's own time per app in `[since, until)`.
+    /// The user's own time per app in `[since, until)`, without the apps
+    /// the never-share rules hold back now (a rule added after their
+    /// time was recorded hides it from then on).
     pub(crate) async fn owner_summary(
         &self,
         since: chrono::DateTime<chrono::Utc>,
         until: chrono::DateTime<chrono::Utc>,
     ) -> Result<Vec<super::view::AppTotalsView>> {
         let totals = self.reads.totals(since, until).await?;
+        let rules = self.state.privacy().rules();
         Ok(totals
             .iter()
+            .filter(|t| rules.app(&t.app_id).is_none())
             .filter_map(|t| super::view::AppTotalsView::new(t, &|_: &Category| true))
             .collect())
+    }
+
+    /// The user's own focus, playback and capture intervals overlapping
+    /// `[since, until)`, clipped to it (an open one ends now), oldest
+    /// first: the pictures of time per app. Never a title, and none of
+    /// an app the never-share rules hold back now; private windows and
+    /// password managers were never recorded (`core::history`). At most
+    /// [`MAX_SPANS`].
+    pub(crate) async fn owner_spans(
+        &self,
+        since: chrono::DateTime<chrono::Utc>,
+        until: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<SpanView>> {
+        use super::history::{HistoryKind, Query, parse_cursor};
+        let now = self.clock.now();
+        let history = self.reads.history()?;
+        let rules = self.state.privacy().rules();
+        let mut out = Vec::new();
+        let mut cursor = None;
+        loop {
+            let q = Query {
+                since,
+                until,
+                kinds: vec![
+                    HistoryKind::Focus,
+                    HistoryKind::Playback,
+                    HistoryKind::Capture,
+                ],
+                apps: Vec::new(),
+                limit: 1000,
+                cursor,
+            };
+            let (rows, next) = history.query(q, now).await?;
+            for e in rows {
+                let Some(app) = e.app_id else { continue };
+                if rules.app(&app).is_some() {
+                    continue;
+                }
+                let lane = match e.kind {
+                    HistoryKind::Focus => SpanLane::Focus,
+                    HistoryKind::Playback => SpanLane::Playing,
+                    _ => SpanLane::Recording,
+                };
+                let end = e.end.unwrap_or(now).min(until);
+                let start = e.start.max(since);
+                if end > start {
+                    out.push(SpanView {
+                        app_id: app,
+                        lane,
+                        start,
+                        end,
+                    });
+                }
+            }
+            match next {
+                Some(c) if out.len() < MAX_SPANS => cursor = parse_cursor(&c)?,
+                _ => break,
+            }
+        }
+        out.truncate(MAX_SPANS);
+        Ok(out)
+    }
+
+    /// How many apps may see each of `categories` now: a lasting grant
+    /// holds (the user's allow or policy.toml's, not taken back by a
+    /// deny; paused or not), as [`Gate::granted`] decides it. For every
+    /// app the broker knows of: those that asked and those decided about
+    /// (policy.toml's included).
+    pub(crate) fn allowed_apps(&self, categories: &[Category]) -> Vec<usize> {
+        let mut ids: std::collections::BTreeSet<AppId> =
+            self.gate.apps().iter().map(|a| a.app_id.clone()).collect();
+        ids.extend(self.gate.grants().iter().map(|d| d.app.clone()));
+        categories
+            .iter()
+            .map(|c| ids.iter().filter(|a| self.gate.granted(a, c)).count())
+            .collect()
     }
 
     /// Every app that asked.

@@ -13,26 +13,23 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, DurationRound, Utc};
 use maud::{Markup, html};
 
 use super::Handles;
+use super::charts::{self, Mark, Period};
 use super::frame::{app_href, app_label, category_href, columns, layout, segment, short, up};
 use crate::core::consent::{AuditCountQuery, AuditQuery};
 use crate::core::manage::AuditView;
+use crate::core::view::CaptureSessionView;
 use crate::model::{AppId, Category, IdentitySource};
 
 /// The most accesses the 24-hour timeline draws (rows of the audit,
 /// repeats within a second already folded into one).
 const MAX_MARKS: u32 = 5000;
-/// Apps get one of this many colours, in the order they first appear.
-const COLOURS: usize = 8;
 
 /// The audit's accesses of the last 24 hours, newest first.
-pub(super) async fn day_of_accesses(
-    core: &Handles,
-    now: DateTime<Utc>,
-) -> Result<Vec<AuditView>, String> {
+async fn day_of_accesses(core: &Handles, now: DateTime<Utc>) -> Result<Vec<AuditView>, String> {
     core.manage
         .audit(AuditQuery {
             since: Some(now - Duration::hours(24)),
@@ -44,141 +41,50 @@ pub(super) async fn day_of_accesses(
         .map_err(|e| e.to_string())
 }
 
-fn parse(t: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(t)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
+/// The capture log's sessions of the last 7 days (from the timeline when
+/// it is kept, else those since the broker started).
+async fn captures(core: &Handles, now: DateTime<Utc>) -> Vec<CaptureSessionView> {
+    core.manage
+        .owner_captures(now - Duration::days(7))
+        .await
+        .map(|c| c.sessions)
+        .unwrap_or_default()
 }
 
-/// The 24-hour access timeline: one row per category, a mark per app per
-/// access (a refused one hollow), the apps told apart by colour and
-/// named in a legend; its accessible name sums it up and a table says it
-/// all. `only`: just that category's row (a category's page).
-pub(super) fn access_timeline(
-    accesses: &Result<Vec<AuditView>, String>,
-    only: Option<&str>,
+/// What the 24-hour access timeline draws: every access, and the capture
+/// log's sessions.
+pub(super) async fn day_marks(core: &Handles, now: DateTime<Utc>) -> Result<Vec<Mark>, String> {
+    let mut marks = charts::audit_marks(&day_of_accesses(core, now).await?);
+    marks.extend(charts::capture_marks(&captures(core, now).await, now));
+    Ok(marks)
+}
+
+/// What the 7-day access timeline draws: the audit counted per hour (of
+/// `category`, or all) in SQLite, and the capture log's sessions.
+pub(super) async fn week_marks(
+    core: &Handles,
     now: DateTime<Utc>,
-    here: &str,
-) -> Markup {
-    let since = now - Duration::hours(24);
-    let rows: Vec<&AuditView> = match accesses {
-        Ok(r) => r
-            .iter()
-            .filter(|a| only.is_none_or(|c| a.category == c))
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    // Apps in the order they first accessed (oldest first), for colours.
-    let mut apps: Vec<&str> = Vec::new();
-    for a in rows.iter().rev() {
-        if !apps.contains(&a.app_id.as_str()) {
-            apps.push(&a.app_id);
-        }
-    }
-    let colour = |app: &str| apps.iter().position(|a| *a == app).unwrap_or(0) % COLOURS;
-    // category → app → (allowed, refused, last time)
-    let mut table: BTreeMap<&str, BTreeMap<&str, (u64, u64, &str)>> = BTreeMap::new();
-    for a in &rows {
-        let e = table
-            .entry(&a.category)
-            .or_default()
-            .entry(&a.app_id)
-            .or_insert((0, 0, a.time.as_str()));
-        if a.allowed {
-            e.0 += a.count;
-        } else {
-            e.1 += a.count;
-        }
-        if a.time.as_str() > e.2 {
-            e.2 = &a.time;
-        }
-    }
-    let (label_w, width, row_h, top) = (170.0, 640.0, 30.0, 6.0);
-    let height = top + table.len().max(1) as f64 * row_h + 22.0;
-    let span = (now - since).num_seconds().max(1) as f64;
-    let x_of = |t: DateTime<Utc>| {
-        label_w + ((t - since).num_seconds() as f64 / span).clamp(0.0, 1.0) * width
-    };
-    let summary: Vec<String> = table
-        .iter()
-        .map(|(c, apps)| {
-            let n: u64 = apps.values().map(|(a, r, _)| a + r).sum();
-            let names: Vec<&str> = apps.keys().copied().collect();
-            format!("{c}: {n} by {}", names.join(", "))
+    category: Option<&Category>,
+) -> Result<Vec<Mark>, String> {
+    let hour = Duration::hours(1);
+    // Whole hours, so that a mark is an hour of the clock.
+    let since = (now - Duration::days(7))
+        .duration_trunc(hour)
+        .unwrap_or(now - Duration::days(7));
+    let counts = core
+        .manage
+        .audit_counts(AuditCountQuery {
+            since,
+            until: now + Duration::seconds(1),
+            app: None,
+            category: category.cloned(),
+            period: Some(hour),
         })
-        .collect();
-    let title = match only {
-        Some(c) => format!("Who used {c} in the last 24 hours"),
-        None => "Accesses in the last 24 hours, by category".to_owned(),
-    };
-    let id = match only {
-        Some(_) => "used-h",
-        None => "day-h",
-    };
-    html! {
-        section aria-labelledby=(id) {
-            h2 id=(id) { (title) }
-            @match accesses {
-                Err(e) => p.empty { (e) },
-                Ok(_) if rows.is_empty() => p.empty {
-                    @if only.is_some() { "No app used it in the last 24 hours." } @else { "No app read anything in the last 24 hours." }
-                },
-                Ok(_) => {
-                    figure.chart.day {
-                        svg role="img" aria-label=(format!("{title}. {}", summary.join("; ")))
-                            viewBox=(format!("0 0 {} {height}", label_w + width + 10.0)) xmlns="http://www.w3.org/2000/svg" {
-                            @for h in [0, 6, 12, 18, 24] {
-                                @let x = x_of(since + Duration::hours(h));
-                                line x1=(x) x2=(x) y1=(top) y2=(height - 18.0) class="tick" {}
-                                text x=(x) y=(height - 4.0) class=(if h == 0 { "axis" } else if h == 24 { "axis end" } else { "axis mid" }) {
-                                    @if h == 24 { "now" } @else { (format!("{}", (since + Duration::hours(h)).format("%H:%M"))) }
-                                }
-                            }
-                            @for (i, (cat, _)) in table.iter().enumerate() {
-                                @let y = top + i as f64 * row_h;
-                                text x="0" y=(y + 19.0) class="lbl" { (cat) }
-                                rect x=(label_w) y=(y + 3.0) width=(width) height=(row_h - 6.0) class="track" {}
-                                @for a in rows.iter().filter(|a| a.category == *cat) {
-                                    @if let Some(t) = parse(&a.time) {
-                                        rect x=(x_of(t) - 1.5) y=(y + 6.0) width="3" height=(row_h - 12.0)
-                                            class=(format!("mark c{}{}", colour(&a.app_id), if a.allowed { "" } else { " refused" })) {
-                                            title { (a.app_id) " · " (short(&a.time)) @if a.count > 1 { " ×" (a.count) } @if !a.allowed { " (refused)" } }
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                        figcaption {
-                            "Times in UTC. Each mark is an access; a hollow one was refused. "
-                            ul.legend {
-                                @for app in &apps {
-                                    li { span.swatch.(format!("c{}", colour(app))) aria-hidden="true" {} a href=(app_href(here, app)) { (app) } }
-                                }
-                            }
-                        }
-                    }
-                    table.day tabindex="0" {
-                        caption { (title) ", as a table" }
-                        thead { tr {
-                            @if only.is_none() { th scope="col" { "Category" } }
-                            th scope="col" { "App" } th scope="col" { "Allowed" } th scope="col" { "Refused" } th scope="col" { "Last" }
-                        } }
-                        tbody {
-                            @for (cat, apps) in &table {
-                                @for (app, (allowed, refused, last)) in apps {
-                                    tr {
-                                        @if only.is_none() { td { a href=(category_href(here, cat)) { (cat) } } }
-                                        th scope="row" { a href=(app_href(here, app)) { (app) } }
-                                        td { (allowed) } td { (refused) } td { (short(last)) }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut marks = charts::count_marks(&counts, hour);
+    marks.extend(charts::capture_marks(&captures(core, now).await, now));
+    Ok(marks)
 }
 
 /// A switch: a form that posts the flipped decision to `decide`, so it
@@ -213,7 +119,8 @@ pub(super) async fn category(core: &Handles, csrf: &str, c: &Category) -> Markup
         .into_iter()
         .filter(|r| r.categories.0.contains(&name))
         .collect();
-    let accesses = day_of_accesses(core, now).await;
+    let day = day_marks(core, now).await;
+    let week = week_marks(core, now, Some(c)).await;
     let entries = entries(apps.iter().map(|a| a.app_id.clone()).collect()).await;
     let details: Vec<&Category> = Category::fixed()
         .iter()
@@ -291,7 +198,8 @@ pub(super) async fn category(core: &Handles, csrf: &str, c: &Category) -> Markup
                 (readers_table(csrf, &here, &readers))
             }
         }
-        (access_timeline(&accesses, Some(&name), now, &here))
+        (charts::access_chart(&day, &Period::day("used-h", format!("Who used {name} in the last 24 hours"), now), Some(&name), &here))
+        (charts::access_chart(&week, &Period::week("used7-h", format!("Who used {name} in the last 7 days"), now), Some(&name), &here))
     };
     layout(&name, &here, csrf, core, body)
 }
@@ -352,13 +260,12 @@ fn readers_table(csrf: &str, here: &str, readers: &[crate::core::readers::Reader
 /// Every category, what it means, and how many apps may see it.
 pub(super) fn categories(core: &Handles, csrf: &str) -> Markup {
     let cols = columns(core);
-    let grants = core.manage.grants();
+    let allowed = core.manage.allowed_apps(&cols);
     let body = html! {
         p { "What apps can ask to see, one page each: who may, who asked, who used it." }
         ul.categories {
-            @for c in &cols {
+            @for (c, n) in cols.iter().zip(allowed) {
                 @let name = c.to_string();
-                @let n = grants.iter().filter(|g| g.decision == "allow" && (g.category == name || g.category == "*")).count();
                 li {
                     a href=(category_href("/categories", &name)) { (name) }
                     span.desc { (c.description()) }

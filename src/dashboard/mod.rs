@@ -41,6 +41,7 @@
 //! cookie) or the runtime directory, as it can read the database key; the
 //! threat model in the README says so.
 
+mod charts;
 mod detail;
 mod frame;
 mod icons;

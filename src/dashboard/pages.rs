@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, html};
 
 use super::Handles;
+use super::charts::{self, Period};
 use super::frame::{app_href, app_label, category_href, columns, layout, short};
 use crate::core::consent::AuditQuery;
 use crate::core::view::CaptureSessionView;
@@ -398,15 +399,6 @@ fn chart(
     }
 }
 
-pub(super) fn seconds(s: Option<f64>) -> String {
-    match s {
-        None => "—".into(),
-        Some(s) if s >= 3600.0 => format!("{:.1} h", s / 3600.0),
-        Some(s) if s >= 60.0 => format!("{:.0} min", s / 60.0),
-        Some(s) => format!("{s:.0} s"),
-    }
-}
-
 /// The access log, capture use over 24 hours and 7 days, time per app.
 pub(super) async fn timeline(core: &Handles, csrf: &str) -> Markup {
     let now = core.manage.now();
@@ -427,13 +419,22 @@ pub(super) async fn timeline(core: &Handles, csrf: &str) -> Markup {
         .await
         .map(|c| c.sessions)
         .unwrap_or_default();
-    let summary = core
+    let until = now + chrono::Duration::seconds(1);
+    let summary = core.manage.owner_summary(day, until).await;
+    let summary7 = core.manage.owner_summary(week, until).await;
+    let spans = core
         .manage
-        .owner_summary(day, now + chrono::Duration::seconds(1))
-        .await;
-    let accesses = super::detail::day_of_accesses(core, now).await;
+        .owner_spans(day, until)
+        .await
+        .map_err(|e| e.to_string());
+    let day_marks = super::detail::day_marks(core, now).await;
+    let week_marks = super::detail::week_marks(core, now, None).await;
     let body = html! {
-        (super::detail::access_timeline(&accesses, None, now, "/timeline"))
+        (charts::access_chart(&day_marks, &Period::day("day-h", "Accesses in the last 24 hours, by category".into(), now), None, "/timeline"))
+        (charts::access_chart(&week_marks, &Period::week("days7-h", "Accesses in the last 7 days, by category".into(), now), None, "/timeline"))
+        (charts::day_strip(&spans, now, "/timeline"))
+        (charts::time_bars("time-h", "Time per app, last 24 hours", "summary", &summary, "/timeline"))
+        (charts::time_bars("time7-h", "Time per app, last 7 days", "summary7", &summary7, "/timeline"))
         section aria-labelledby="access-h" {
             h2 id="access-h" { "Who read what" }
             @match &audit {
@@ -463,24 +464,6 @@ pub(super) async fn timeline(core: &Handles, csrf: &str) -> Markup {
             h2 id="capture-h" { "Microphone, camera and screen" }
             (chart("The last 24 hours", &week_sessions, day, now))
             (chart("The last 7 days", &week_sessions, week, now))
-        }
-        section aria-labelledby="time-h" {
-            h2 id="time-h" { "Time per app, last 24 hours" }
-            @match &summary {
-                Err(e) => p.empty { (e.to_string()) },
-                Ok(rows) if rows.is_empty() => p.empty { "Nothing recorded in the last 24 hours." },
-                Ok(rows) => {
-                    table.summary tabindex="0" {
-                        caption { "From the timeline" }
-                        thead { tr { th scope="col" { "App" } th scope="col" { "Focused" } th scope="col" { "Recording" } th scope="col" { "Playing" } } }
-                        tbody {
-                            @for r in rows {
-                                tr { th scope="row" { (r.app_id) } td { (seconds(r.focus_s)) } td { (seconds(r.capture_s)) } td { (seconds(r.playback_s)) } }
-                            }
-                        }
-                    }
-                }
-            }
         }
     };
     layout("Timeline", "/timeline", csrf, core, body)

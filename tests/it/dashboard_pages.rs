@@ -713,3 +713,420 @@ async fn forgetting_an_app_s_history_takes_only_that_app_s() {
     })
     .await
 }
+
+/// A day replayed with a scripted clock (`--fake-clock`, the replay's
+/// `clock` lines): its focus changes, captures and playback, and reads of
+/// this program at those times (allowed and refused), over the last
+/// seven days.
+struct Day {
+    replay: Replay,
+    steps: u32,
+}
+
+impl Day {
+    fn send(&mut self, line: serde_json::Value) {
+        self.replay.send(&line.to_string());
+    }
+
+    fn clock(&mut self, at: &str) {
+        self.send(json!({"type": "clock", "at": format!("2026-11-{at}:00Z")}));
+    }
+
+    fn focus(&mut self, id: Option<&str>) {
+        self.send(json!({"type": "focus", "id": id}));
+    }
+
+    fn stream(&mut self, id: &str, kind: &str, app: &str) {
+        self.send(json!({"type": "stream", "stream": {"id": id, "kind": kind, "app_id": app, "pid": 42, "state": "running"}}));
+    }
+
+    fn ended(&mut self, id: &str) {
+        self.send(json!({"type": "stream-removed", "id": id}));
+    }
+
+    /// Wait until the broker has taken every line sent so far (a window
+    /// sent now shows in ListWindows), so that what this program reads
+    /// next is read at the script's time.
+    async fn settle(&mut self, ctx: &Context1Proxy<'_>) {
+        self.steps += 1;
+        let id = format!("sync-{}", self.steps);
+        self.replay
+            .send(&window_line(&id, "org.example.Sync", "sync", false));
+        eventually(20, "the replay's lines taken", || async {
+            ctx.list_windows()
+                .await
+                .ok()?
+                .iter()
+                .map(dict_to_json)
+                .any(|w| w["id"] == id)
+                .then_some(())
+        })
+        .await;
+    }
+}
+
+/// The screenshots of the replayed day's pages go to the notes too.
+fn notes_dir() -> std::path::PathBuf {
+    let d = std::env::var_os("CONTEXTD_SHOTS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(out_dir);
+    std::fs::create_dir_all(&d).expect("mkdir");
+    d
+}
+
+/// The rows of a table as the browser shows them, cell by cell.
+fn table_rows(b: &mut Browser, selector: &str) -> Vec<Vec<String>> {
+    let v = js(
+        b,
+        &format!(
+            "const t = document.querySelector('{selector}'); return t ? [...t.querySelectorAll('tbody tr')].map(r => [...r.cells].map(c => c.innerText)) : null"
+        ),
+    );
+    serde_json::from_value(v.clone()).unwrap_or_else(|_| panic!("no table {selector}: {v}"))
+}
+
+/// The accessible name of the chart in `selector`.
+fn chart_name(b: &mut Browser, selector: &str) -> String {
+    js(
+        b,
+        &format!("const s = document.querySelector('{selector} svg[role=img]'); return s ? s.getAttribute('aria-label') : ''"),
+    )
+    .as_str()
+    .unwrap_or_default()
+    .to_owned()
+}
+
+/// Issue 53's acceptance with a replayed day (focus changes, captures and
+/// playback, reads allowed and refused spread over 24 hours and 7 days,
+/// grants from the user and from policy.toml): every page shows them
+/// (asserted on the DOM), each chart has an accessible name and a table,
+/// private windows and password managers show nowhere and a never-share
+/// rule added afterwards hides an app's time; "Forget this app's history"
+/// empties its week; axe-core finds nothing on any page, light and dark,
+/// 1400 and 360 px wide.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replayed_day_shows_on_every_page() {
+    with_timeout(400, async {
+        let me = my_app_id();
+        let bus = Bus::start();
+        let sys = Bus::start();
+        let _polkit = common::dbusmock::Mock::polkit_allowing(
+            &sys.address,
+            &["org.contextd.manage-consent"],
+        )
+        .await;
+        let home = Home::new();
+        home.deny_undecided();
+        home.write_policy(&[(DASH, &["*"]), (NOTES, &["windows", "power"])]);
+        let mut day = Day {
+            replay: Replay::new(&home),
+            steps: 0,
+        };
+        for (id, app, title) in [
+            ("ed", "org.gnome.TextEditor", "report.odt"),
+            ("fx", "org.mozilla.firefox", "News"),
+            ("kp", "org.keepassxc.KeePassXC", "vault.kdbx"),
+            ("pv", "org.mozilla.firefox", "Mozilla Firefox Private Browsing"),
+        ] {
+            day.replay.send(&window_line(id, app, title, false));
+        }
+        let _d = Daemon::start_with(
+            &bus,
+            &home,
+            &["--replay", &day.replay.arg(), "--fake-clock", "2026-11-15T09:00:00Z"],
+            &[("DBUS_SYSTEM_BUS_ADDRESS", &sys.address)],
+        )
+        .await;
+        let conn = bus.connect().await;
+        let consent = Consent1Proxy::new(&conn).await.expect("proxy");
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        // The user's grants; the user's deny over policy.toml's grant.
+        for c in ["windows", "power", "session"] {
+            consent.set_grant(&me, c, "allow", 0).await.expect("grant");
+        }
+        consent
+            .set_grant(NOTES, "power", "deny", 0)
+            .await
+            .expect("deny");
+
+        // Six days ago, three days ago (a screen recording too), today.
+        day.clock("15T10:00");
+        day.settle(&ctx).await;
+        ctx.list_windows().await.expect("ListWindows");
+        day.clock("18T14:00");
+        day.stream("v-1", "screen", "org.example.Recorder");
+        day.settle(&ctx).await;
+        assert!(ctx.get_calendar().await.is_err(), "calendar is refused");
+        day.clock("18T14:30");
+        day.ended("v-1");
+        day.clock("21T09:00");
+        day.focus(Some("ed"));
+        day.clock("21T09:30");
+        day.settle(&ctx).await;
+        ctx.list_windows().await.expect("ListWindows");
+        day.clock("21T10:30");
+        day.focus(Some("fx"));
+        day.clock("21T11:00");
+        day.focus(Some("kp"));
+        day.clock("21T11:10");
+        day.focus(Some("pv"));
+        day.clock("21T11:20");
+        day.focus(Some("ed"));
+        day.clock("21T12:00");
+        day.stream("pw-1-5", "microphone", "exe:/usr/bin/pw-record");
+        day.clock("21T12:15");
+        day.settle(&ctx).await;
+        ctx.get_snapshot().await.expect("GetSnapshot");
+        day.clock("21T12:30");
+        day.ended("pw-1-5");
+        day.clock("21T13:00");
+        day.stream("cam-1", "camera", "org.gnome.Cheese");
+        day.clock("21T13:20");
+        day.ended("cam-1");
+        day.clock("21T14:00");
+        day.stream("pb-1", "playback", "org.gnome.Music");
+        day.clock("21T14:45");
+        day.ended("pb-1");
+        day.clock("21T15:00");
+        day.focus(None);
+        day.settle(&ctx).await;
+        assert!(ctx.get_calendar().await.is_err(), "calendar is refused");
+        day.clock("21T16:00");
+        day.settle(&ctx).await;
+        // The audit is written in batches: wait for the last read.
+        eventually(20, "today's refused read in the audit", || async {
+            consent
+                .get_audit(0, 0, &me, 1000)
+                .await
+                .ok()?
+                .iter()
+                .map(dict_to_json)
+                .any(|r| {
+                    r["category"] == "calendar"
+                        && r["time"].as_str().unwrap_or_default().starts_with("2026-11-21T15")
+                })
+                .then_some(())
+        })
+        .await;
+
+        let (ok, out, err) = tokio::task::block_in_place(|| {
+            mcp_support::contextctl(&bus, &home, &["dashboard", "--no-open"])
+        });
+        assert!(ok, "contextctl dashboard: {err}");
+        let mut b = Browser::start();
+        let landed = b.get(out.trim());
+        b.wait_text("Decisions per app and category", 10);
+        let sbase = landed.trim_end_matches('/').to_owned();
+        let mine = format!("app/{}", me.replace(':', "%3A").replace('/', "%2F"));
+
+        // Categories: how many apps may see each, as the core counts them
+        // (NOTES' policy grant of power is taken back by the user's deny).
+        b.get(&format!("{sbase}/categories"));
+        b.wait_text("apps allowed", 10);
+        let counts = js(
+            &mut b,
+            "return Object.fromEntries([...document.querySelectorAll('ul.categories li')].map(l => [l.querySelector('a').innerText, l.querySelector('.count').innerText]))",
+        );
+        assert_eq!(counts["windows"], "3 apps allowed", "{counts}");
+        assert_eq!(counts["power"], "2 apps allowed", "{counts}");
+        assert_eq!(counts["calendar"], "1 app allowed", "{counts}");
+
+        // A category's page: its 24 hours and 7 days.
+        b.get(&format!("{sbase}/category/windows"));
+        b.wait_text("Who used windows in the last 7 days", 10);
+        let week = chart_name(&mut b, "figure.chart.days7");
+        assert!(week.starts_with("Who used windows in the last 7 days") && week.contains(&me), "{week}");
+        let rows = table_rows(&mut b, "table.days7");
+        assert!(rows.iter().any(|r| r[0].contains(&me)), "{rows:?}");
+        // media.capture's page has the capture log's rows.
+        b.get(&format!("{sbase}/category/media.capture"));
+        b.wait_text("Who used media.capture in the last 24 hours", 10);
+        let dayname = chart_name(&mut b, "figure.chart.day");
+        assert!(
+            dayname.contains("microphone: in use 30 min by exe:/usr/bin/pw-record")
+                && dayname.contains("camera: in use 20 min by org.gnome.Cheese"),
+            "{dayname}"
+        );
+        let week = chart_name(&mut b, "figure.chart.days7");
+        assert!(week.contains("screen: in use 30 min by org.example.Recorder"), "{week}");
+
+        // This program's page: its reads on three of the seven days.
+        b.get(&format!("{sbase}/{mine}"));
+        b.wait_text("What it read, last 7 days", 10);
+        let rows = table_rows(&mut b, "table.week");
+        let row = |c: &str| {
+            rows.iter()
+                .find(|r| r[0] == c)
+                .cloned()
+                .unwrap_or_else(|| panic!("no {c} row: {rows:?}"))
+        };
+        let n = |s: &str| -> u64 {
+            s.split_whitespace()
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        };
+        let windows = row("windows");
+        assert!(
+            n(&windows[1]) >= 1 && n(&windows[4]) >= 1 && n(&windows[7]) >= 1 && n(&windows[2]) == 0,
+            "reads on the 15th, 18th and 21st only: {rows:?}"
+        );
+        assert_eq!(row("calendar")[4], "0 (1)", "{rows:?}");
+        assert_eq!(row("calendar")[7], "0 (1)", "{rows:?}");
+
+        // The Timeline: the 24 hours and 7 days, with the capture rows.
+        b.get(&format!("{sbase}/timeline"));
+        b.wait_text("Accesses in the last 7 days, by category", 10);
+        let dayname = chart_name(&mut b, "figure.chart.day");
+        for want in [
+            "windows:",
+            "calendar: 1 by",
+            "microphone: in use 30 min by exe:/usr/bin/pw-record",
+            "camera: in use 20 min by org.gnome.Cheese",
+        ] {
+            assert!(dayname.contains(want), "the day lacks {want:?}: {dayname}");
+        }
+        assert!(!dayname.contains("screen"), "three days ago is not today: {dayname}");
+        let week = js(
+            &mut b,
+            "const s = document.querySelector('figure.chart.days7 svg[role=img]'); \
+             return {rows: [...s.querySelectorAll('text.lbl')].map(t => t.textContent), \
+             marks: s.querySelectorAll('rect.mark').length, refused: s.querySelectorAll('rect.mark.refused').length, \
+             uses: s.querySelectorAll('rect.use').length}",
+        );
+        let labels: Vec<&str> = week["rows"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        for want in ["windows", "calendar", "microphone (in use)", "camera (in use)", "screen (in use)"] {
+            assert!(labels.contains(&want), "the week lacks a {want} row: {week}");
+        }
+        assert!(week["marks"].as_u64().unwrap_or(0) >= 4, "{week}");
+        assert!(week["refused"].as_u64().unwrap_or(0) >= 2, "{week}");
+        assert_eq!(week["uses"], 3, "{week}");
+        let rows = table_rows(&mut b, "table.days7");
+        assert!(
+            rows.iter().any(|r| r[0] == "screen" && r[1].contains("org.example.Recorder") && r[4] == "30 min"),
+            "{rows:?}"
+        );
+
+        // Time per app: the day as a strip and bars, the week's bars.
+        let strip = chart_name(&mut b, "figure.chart.strip");
+        for want in [
+            "focus: org.gnome.TextEditor 5 h 10 min in 2, org.mozilla.firefox 30 min in 1",
+            "playing: org.gnome.Music 45 min in 1",
+            "recording: ",
+            "exe:/usr/bin/pw-record 30 min in 1",
+        ] {
+            assert!(strip.contains(want), "the strip lacks {want:?}: {strip}");
+        }
+        let rows = table_rows(&mut b, "table.strip");
+        let got: Vec<(String, String, String, String)> = rows
+            .iter()
+            .map(|r| (r[0].clone(), r[1].clone(), r[2].clone(), r[3].clone()))
+            .collect();
+        for want in [
+            ("Focus", "org.gnome.TextEditor", "09:00", "10:30"),
+            ("Focus", "org.mozilla.firefox", "10:30", "11:00"),
+            ("Focus", "org.gnome.TextEditor", "11:20", "15:00"),
+            ("Recording", "exe:/usr/bin/pw-record", "12:00", "12:30"),
+            ("Recording", "org.gnome.Cheese", "13:00", "13:20"),
+            ("Playing", "org.gnome.Music", "14:00", "14:45"),
+        ] {
+            let want = (want.0.to_owned(), want.1.to_owned(), want.2.to_owned(), want.3.to_owned());
+            assert!(got.contains(&want), "the strip's table lacks {want:?}: {got:?}");
+        }
+        let bars = table_rows(&mut b, "table.summary");
+        assert!(
+            bars.iter().any(|r| r[0] == "org.gnome.TextEditor" && r[1] == "5 h 10 min"),
+            "{bars:?}"
+        );
+        assert!(
+            bars.iter().any(|r| r[0] == "org.gnome.Music" && r[3] == "45 min"),
+            "{bars:?}"
+        );
+        assert!(
+            bars.iter().any(|r| r[0] == "exe:/usr/bin/pw-record" && r[2] == "30 min"),
+            "{bars:?}"
+        );
+        assert!(chart_name(&mut b, "figure.chart.bars").starts_with("Time per app, last 24 hours"));
+        let week_bars = table_rows(&mut b, "table.summary7");
+        assert!(
+            week_bars.iter().any(|r| r[0] == "org.example.Recorder" && r[2] == "30 min"),
+            "{week_bars:?}"
+        );
+        // Private windows and password managers show nowhere, nor a title.
+        let text = b.text();
+        for never in ["KeePassXC", "vault.kdbx", "Private Browsing", "report.odt", "News"] {
+            assert!(!text.contains(never), "the Timeline shows {never:?}:\n{text}");
+        }
+        let html = js(&mut b, "return document.documentElement.outerHTML");
+        let html = html.as_str().unwrap_or_default();
+        for never in ["KeePassXC", "vault.kdbx", "Private Browsing", "report.odt"] {
+            assert!(!html.contains(never), "the Timeline's markup has {never:?}");
+        }
+
+        // Every new or changed page: no axe-core violation, light and
+        // dark, 1400 and 360 px wide; nothing wider than 360 px; a picture.
+        let pages = [
+            ("timeline", "timeline".to_owned()),
+            ("categories", "categories".to_owned()),
+            ("category-windows", "category/windows".to_owned()),
+            ("category-capture", "category/media.capture".to_owned()),
+            ("app-self", mine.clone()),
+            ("app-dash", format!("app/{DASH}")),
+        ];
+        for scheme in ["light", "dark"] {
+            for width in [1400u32, 360] {
+                b.cmd(json!({"op": "emulate", "scheme": scheme, "width": width}));
+                for (name, path) in &pages {
+                    b.get(&format!("{sbase}/{path}"));
+                    b.wait_text("contextd", 10);
+                    let dark = js(&mut b, "return matchMedia('(prefers-color-scheme: dark)').matches");
+                    assert_eq!(dark, scheme == "dark", "{name}: the scheme took");
+                    let v = b.cmd(json!({"op": "axe", "all": true}))["violations"].clone();
+                    assert_eq!(
+                        v,
+                        json!([]),
+                        "axe-core on {name} ({scheme}, {width} px): {}",
+                        serde_json::to_string_pretty(&v).unwrap_or_default()
+                    );
+                    if width == 360 {
+                        let over = js(&mut b, "return document.documentElement.scrollWidth - window.innerWidth");
+                        assert!(over.as_i64().unwrap_or(1) <= 0, "{name} ({scheme}) is {over} px wider than 360 px");
+                    }
+                    let size = if width == 360 { "narrow" } else { "wide" };
+                    let p = notes_dir().join(format!("dash2-{name}-{scheme}-{size}.png"));
+                    b.cmd(json!({"op": "screenshot", "path": p, "full": true}));
+                }
+            }
+        }
+        b.cmd(json!({"op": "emulate", "scheme": "light", "width": 0}));
+
+        // A never-share rule added now hides an app's time from then on.
+        b.get(&format!("{sbase}/"));
+        b.wait_text("Never shared", 10);
+        js(
+            &mut b,
+            "document.getElementById('never-what').value = 'app'; \
+             document.getElementById('never-pattern').value = 'org.gnome.Music'; \
+             document.getElementById('never-pattern').form.requestSubmit(); return true",
+        );
+        b.wait_text("org.gnome.Music", 10);
+        b.get(&format!("{sbase}/timeline"));
+        b.wait_text("The day as a strip", 10);
+        let strip = chart_name(&mut b, "figure.chart.strip");
+        assert!(strip.contains("playing: nothing"), "{strip}");
+        assert!(!b.text().contains("org.gnome.Music"), "{}", b.text());
+
+        // Forget this program's history on its page: its week is empty.
+        b.get(&format!("{sbase}/{mine}"));
+        b.wait_text("Forget this app's history", 10);
+        js(&mut b, "window.confirm = () => true; return true");
+        b.cmd(json!({"op": "click", "label": format!("Forget the history of {me}")}));
+        b.wait_text("Nothing in the last 7 days.", 10);
+    })
+    .await
+}
