@@ -1376,6 +1376,47 @@ mod tests {
         assert_eq!((one[0].start, one[0].allowed, one[0].refused), (day0, 5, 1));
     }
 
+    /// Forgetting an app's audit takes its written rows and its rows still
+    /// queued for the writer, and nothing of another app's: the queue
+    /// written afterwards brings none of them back.
+    #[tokio::test]
+    async fn forget_audit_takes_one_app_written_and_queued() {
+        let (db, _tasks) = Db::open_memory(Path::new("mem.db")).await.expect("db");
+        let t: DateTime<Utc> = "2026-12-01T10:00:00Z".parse().expect("time");
+        let entry = |app: &str, count| AuditEntry {
+            time: t,
+            app: AppId::new(app).expect("app"),
+            category: Category::Windows,
+            channel: Channel::DBus,
+            request: "Context1.ListWindows".into(),
+            allowed: true,
+            reason: "manage".into(),
+            count,
+        };
+        let mut written = vec![entry("a", 2), entry("b", 3)];
+        write_audit(&db.pool, &mut written).await.expect("write");
+        db.audit(entry("a", 4));
+        db.audit(entry("b", 5));
+        let n = db
+            .forget_audit(AppId::new("a").expect("app"))
+            .await
+            .expect("forget");
+        assert_eq!(n, 1 + 4, "one written row, and four queued accesses");
+        let (mut queued, _) = db.audit.take();
+        write_audit(&db.pool, &mut queued).await.expect("write");
+        let left = db
+            .query_audit(AuditQuery {
+                since: None,
+                until: None,
+                app: None,
+                limit: 0,
+            })
+            .await
+            .expect("query");
+        let left: Vec<(&str, u64)> = left.iter().map(|e| (e.app.as_str(), e.count)).collect();
+        assert_eq!(left, [("b", 5), ("b", 3)]);
+    }
+
     /// Until every connection of the pool is back in it (a connection
     /// dropped goes back by a task of the pool's, not at once).
     async fn all_idle(db: &Db) {
