@@ -6,10 +6,13 @@
 #   scripts/roots.sh RECIPE --check   exit 0 if the root is there and current, else 1
 #
 # RECIPE is a file of scripts/roots/: `boot` (Debian 12 that the systemd boot
-# test boots) or `desktop13` (Debian 13 with today's desktops: GNOME Shell 48,
-# KWin 6, sway 1.10, PipeWire 1.4). A recipe sets NAME, SUITE, INCLUDE (on top
-# of debootstrap's minbase), RECIPE_VARS (what else it depends on) and
-# configure_root (run after debootstrap with the new root as $1).
+# test boots), `desktop13` (Debian 13 with today's desktops: GNOME Shell 48,
+# KWin 6, sway 1.10, PipeWire 1.4) or `desktop-testing` (Debian's newest:
+# GNOME Shell 51, KWin 6.7, sway 1.12, Hyprland, labwc, PipeWire 1.6). A
+# recipe sets NAME, SUITE, INCLUDE (on top of debootstrap's minbase),
+# RECIPE_VARS (what else it depends on) and configure_root (run after
+# debootstrap with the new root as $1); and DEBOOTSTRAP_SCRIPT where this
+# debootstrap knows no script for SUITE (a newer suite: its sid script).
 #
 # A root lives outside the clone, in $CONTEXTD_ROOTS_CACHE/NAME-HASH (default:
 # $XDG_CACHE_HOME/contextd/roots, else ~/.cache/contextd/roots), HASH being
@@ -89,8 +92,12 @@ mkdir -p "$CACHE/debs"
 log "making $ROOT (debootstrap $SUITE from $MIRROR; once per machine, a few minutes)"
 START=$(date +%s)
 include=$(IFS=,; echo "${INCLUDE[*]}")
+script=()
+if [ -n "${DEBOOTSTRAP_SCRIPT:-}" ]; then
+    script=("/usr/share/debootstrap/scripts/$DEBOOTSTRAP_SCRIPT")
+fi
 if ! debootstrap --variant=minbase --include="$include" --cache-dir="$CACHE/debs" \
-    "$SUITE" "$NEW" "$MIRROR" >"$CACHE/.$NAME.log" 2>&1; then
+    "$SUITE" "$NEW" "$MIRROR" "${script[@]}" >"$CACHE/.$NAME.log" 2>&1; then
     tail -n 30 "$CACHE/.$NAME.log" >&2
     die "debootstrap failed (full log: $CACHE/.$NAME.log)"
 fi
