@@ -43,21 +43,28 @@ pub(crate) struct Root {
 /// The root, or `None` (with the reason printed) where it cannot be used:
 /// making it and running in it need root (debootstrap, unshare, chroot).
 pub(crate) fn root() -> Option<Root> {
+    root_of("desktop13", "the Debian 13 root")
+}
+
+/// The root of `recipe` (scripts/roots/RECIPE.sh), made if it is missing,
+/// held until dropped; `None` (with the reason printed) where it cannot
+/// be used. `what` names it in messages.
+pub(crate) fn root_of(recipe: &str, what: &str) -> Option<Root> {
     // SAFETY: geteuid(2) has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: the Debian 13 root needs root to make and enter (CI runs as root)");
+        eprintln!("skipped: {what} needs root to make and enter (CI runs as root)");
         return None;
     }
     let script = crate::common::root().join("scripts/roots.sh");
-    let (st, out, err) = run_cmd(Command::new(script).arg("desktop13"), MAKE_ROOT_SECS);
+    let (st, out, err) = run_cmd(Command::new(script).arg(recipe), MAKE_ROOT_SECS);
     assert!(
         st.success(),
-        "scripts/roots.sh desktop13 failed:\n{out}\n{err}"
+        "scripts/roots.sh {recipe} failed:\n{out}\n{err}"
     );
     let path = out.lines().last().unwrap_or_default().trim().to_owned();
     assert!(
         PathBuf::from(&path).join("usr/bin/sway").exists(),
-        "no sway in the root at {path:?}:\n{err}"
+        "no sway in {what} at {path:?}:\n{err}"
     );
     let lock = File::open(format!("{path}.lock")).expect("the root's lock file");
     // SAFETY: flock(2) on a descriptor we own; it blocks only while a build

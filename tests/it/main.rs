@@ -42,6 +42,7 @@ mod dashboard;
 mod dashboard_pages;
 mod dashboard_pause;
 mod debian13;
+mod debian_testing;
 mod detail_changes;
 mod fanout;
 mod faults_db;

@@ -19,12 +19,20 @@ use serde_json::Value;
 
 const TEXT: &str = "CANARY-PRIMARY-SELECTION: the quick brown fox";
 
-/// `wl-copy --foreground --primary TEXT` in `session`, killed on drop.
+/// `wl-copy --foreground --primary TEXT` in `session` (the one of `root`,
+/// through scripts/in-root.sh, if given), killed on drop.
 struct WlCopy(Child);
 
 impl WlCopy {
-    fn start(session: &Session, text: &str) -> WlCopy {
-        let mut cmd = Command::new("wl-copy");
+    fn start(session: &Session, root: Option<&str>, text: &str) -> WlCopy {
+        let mut cmd = match root {
+            Some(r) => {
+                let mut c = Command::new(crate::common::root().join("scripts/in-root.sh"));
+                c.args([r, "wl-copy"]);
+                c
+            }
+            None => Command::new("wl-copy"),
+        };
         cmd.args(["--foreground", "--primary", text]).env_clear();
         session.apply(&mut cmd);
         cmd.env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -47,9 +55,27 @@ impl Drop for WlCopy {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_selection_with_the_grant_only_and_never_in_signals_or_history() {
+    get_selection_with_the_grant_only_and_never_in_signals_or_history_in(
+        None,
+        "zwlr_data_control_manager_v1 v2",
+    )
+    .await;
+}
+
+/// The whole acceptance on the sway of `root` (a root of scripts/roots.sh,
+/// its wl-copy too) or the host's; the broker follows the selection
+/// through `protocol` (as its log names it: `INTERFACE vVERSION`).
+pub(crate) async fn get_selection_with_the_grant_only_and_never_in_signals_or_history_in(
+    root: Option<&str>,
+    protocol: &str,
+) {
     with_timeout(180, async {
         // With its demo windows, so that the timeline has rows.
-        let session = Session::start(&["--no-pipewire"]);
+        let mut args = vec!["--no-pipewire"];
+        if let Some(r) = root {
+            args.extend(["--root", r]);
+        }
+        let session = Session::start(&args);
         let home = Home::new();
         let all: Vec<String> = contextd::model::Category::fixed()
             .iter()
@@ -87,7 +113,15 @@ async fn get_selection_with_the_grant_only_and_never_in_signals_or_history() {
         ];
         let mut changes = Changes::subscribe(&conn, &cats).await;
 
-        let _copy = WlCopy::start(&session, TEXT);
+        let log = d.stderr();
+        assert!(
+            log.contains(&format!(
+                "following the primary selection through {protocol}"
+            )),
+            "not through {protocol}: {log}"
+        );
+
+        let _copy = WlCopy::start(&session, root, TEXT);
         let sel = eventually(15, "the selection read", || async {
             ctx.get_selection()
                 .await

@@ -205,6 +205,23 @@ impl Changes {
         }
     }
 
+    /// The next change if one comes within `ms` (kept with the others), for
+    /// draining until quiet: a duplicate would come within that.
+    pub async fn next_within(&mut self, ms: u64) -> Option<Value> {
+        let sig = tokio::time::timeout(Duration::from_millis(ms), self.stream.next())
+            .await
+            .ok()??;
+        let args = sig.args().expect("args");
+        let data = Value::Object(
+            args.data()
+                .iter()
+                .map(|(k, v)| (k.clone(), to_json(v)))
+                .collect(),
+        );
+        self.seen.push(data.clone());
+        Some(data)
+    }
+
     /// The focus changes seen so far: the app id focused, or `None`.
     pub fn focuses(&self) -> Vec<Option<String>> {
         self.seen
