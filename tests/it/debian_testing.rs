@@ -57,3 +57,100 @@ async fn sway_1_12_selection_through_ext_data_control() {
     )
     .await;
 }
+
+/// KWin 6.7 (`kwin_wayland --virtual`) with the broker's script: windows,
+/// focus exactly once per activation, caption changes, KWin leaving and
+/// coming back, the script unloaded when the broker stops
+/// (tests/it/shells_kwin.rs on Debian 12's 5.27).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kwin_6_7_reports_windows_and_focus_through_the_script() {
+    let Some(root) = root() else { return };
+    crate::shells_kwin::kwin_reports_windows_and_focus_through_the_script_in(
+        Some(&root.path),
+        "kwin 6.7",
+    )
+    .await;
+}
+
+/// The KWin 6.7 script reports only to the broker that loaded it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kwin_6_7_script_reports_only_to_the_broker_that_loaded_it() {
+    let Some(root) = root() else { return };
+    crate::shells_kwin::the_script_reports_only_to_the_broker_that_loaded_it_in(Some(&root.path))
+        .await;
+}
+
+/// GNOME Shell 51 headless with the ES-module extension, whose
+/// `shell-version` names 51: the extension off is said with its command,
+/// windows with titles by grant, focus to a subscriber, a caller that is
+/// not the shell refused, the shell leaving and coming back, the broker
+/// restarting (tests/it/shells_gnome.rs on GNOME Shell 43).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gnome_shell_51_reports_windows_through_the_es_module_extension() {
+    let Some(root) = root() else { return };
+    crate::shells_gnome::gnome_shell_reports_windows_focus_and_titles_through_the_extension_in(
+        Some(&root.path),
+        "51.",
+        "gnome-shell-45",
+    )
+    .await;
+}
+
+/// The privacy indicator of the extension in GNOME Shell 51.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gnome_shell_51_shows_the_indicator_while_a_subscriber_reads() {
+    let Some(root) = root() else { return };
+    crate::indicator_gnome::gnome_shell_shows_the_indicator_while_a_subscriber_reads_in(
+        Some(&root.path),
+        "gnome-shell-45",
+    )
+    .await;
+}
+
+/// The consent dialog of the extension in GNOME Shell 51
+/// (tests/it/shells_gnome_consent.rs on GNOME Shell 43).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gnome_shell_51_asks_in_a_dialog_queues_cancels_and_grants() {
+    let Some(root) = root() else { return };
+    crate::shells_gnome_consent::the_shell_asks_in_a_dialog_queues_cancels_and_grants_in(
+        Some(&root.path),
+        "gnome-shell-45",
+    )
+    .await;
+}
+
+/// The extension in GNOME Shell 51 sends nothing to an owner of the
+/// broker's name that is not the broker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gnome_shell_51_sends_nothing_to_an_owner_of_the_name_that_is_not_the_broker() {
+    let Some(root) = root() else { return };
+    crate::shells_gnome_rogue_broker::the_extension_sends_nothing_to_a_rogue_in(
+        Some(&root.path),
+        "gnome-shell-45",
+    )
+    .await;
+}
+
+/// PipeWire 1.6 with WirePlumber 0.5.18 and pw-play from the root: a
+/// stream of its process, followed by a subscriber (the broker's
+/// libpipewire is Debian 12's 0.3.65: the same native protocol).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipewire_1_6_playback_is_a_stream_of_its_process() {
+    let Some(root) = root() else { return };
+    crate::pipewire_playback::pw_play_is_a_playback_stream_of_its_process_in(
+        &["--root", &root.path],
+        "1.6",
+    )
+    .await;
+}
+
+/// PipeWire 1.6's pw-record from the root is microphone capture of its
+/// process, with a capture session that ends in the day list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipewire_1_6_capture_is_a_microphone_session_of_its_process() {
+    let Some(root) = root() else { return };
+    crate::pipewire_microphone::pw_record_is_microphone_capture_and_ends_in_the_day_list_in(&[
+        "--root", &root.path,
+    ])
+    .await;
+}

@@ -397,3 +397,31 @@ fn both_extension_formats_carry_the_same_reporter() {
         assert_eq!(m["uuid"], UUID);
     }
 }
+
+/// The ES-module extension says it runs on every GNOME from 45 to 51
+/// (GNOME Shell loads an extension only on the versions its metadata
+/// names), the legacy one on 43 and 44; each of them is tested
+/// (tests/it/debian13.rs: 48, tests/it/debian_testing.rs: 51).
+#[test]
+fn the_extensions_name_the_shell_versions_they_run_on() {
+    let versions = |dir: &str| -> Vec<String> {
+        let p = crate::common::root()
+            .join("data")
+            .join(dir)
+            .join(UUID)
+            .join("metadata.json");
+        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let meta: serde_json::Value = serde_json::from_str(&text).expect("metadata.json");
+        meta["shell-version"]
+            .as_array()
+            .expect("shell-version")
+            .iter()
+            .map(|v| v.as_str().expect("a version string").to_owned())
+            .collect()
+    };
+    assert_eq!(versions("gnome-shell"), ["43", "44"]);
+    assert_eq!(
+        versions("gnome-shell-45"),
+        (45..=51).map(|v| v.to_string()).collect::<Vec<_>>()
+    );
+}

@@ -83,7 +83,11 @@ function dialogs() {
 }
 class Probe {
     enable() {
-        this._kbd = Clutter.get_default_backend().get_default_seat()
+        // Clutter.get_default_backend() is gone in GNOME 50; the stage's
+        // context has the backend since 46.
+        const backend = Clutter.get_default_backend
+            ? Clutter.get_default_backend() : global.stage.context.get_backend();
+        this._kbd = backend.get_default_seat()
             .create_virtual_device(Clutter.InputDeviceType.KEYBOARD_DEVICE);
         this._obj = Gio.DBusExportedObject.wrapJSObject(IFACE, this);
         this._obj.export(Gio.DBus.session, '/org/contextd/TestProbe');
@@ -218,7 +222,7 @@ fn install_probe(data: &Path, format: &str) {
     std::fs::create_dir_all(&ext).expect("mkdir");
     let esm = format == "gnome-shell-45";
     let versions = if esm {
-        r#""45", "46", "47", "48", "49""#
+        r#""45", "46", "47", "48", "49", "50", "51""#
     } else {
         r#""43", "44""#
     };

@@ -278,7 +278,13 @@ function buildDialog(q, answered) {
     dialog.contentLayout.add_child(header);
 
     // Wide enough for the four answers side by side, unabridged.
-    const body = new St.BoxLayout({vertical: true, style: 'spacing: 6px; width: 34em;'});
+    const body = new St.BoxLayout({style: 'spacing: 6px; width: 34em;'});
+    // St.BoxLayout's `vertical` is gone in GNOME 51; `orientation` came in
+    // 48. Whichever this shell has.
+    if ('orientation' in body)
+        body.orientation = Clutter.Orientation.VERTICAL;
+    else
+        body.vertical = true;
     const addText = (text, style) => {
         const label = new St.Label({text, style: style || ''});
         label.clutter_text.line_wrap = true;

@@ -128,7 +128,10 @@ class Reporter {
             states.push('minimized');
         if (win.is_fullscreen())
             states.push('fullscreen');
-        if (win.get_maximized() === Meta.MaximizeFlags.BOTH)
+        // The properties, not get_maximized(): Mutter 49 removed that
+        // method (is_maximized() came instead); the properties are in
+        // every Mutter from 43 to 51.
+        if (win.maximized_horizontally && win.maximized_vertically)
             states.push('maximized');
         const props = {
             app_id: new GLib.Variant('s', this._appId(win)),

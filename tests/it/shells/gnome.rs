@@ -203,7 +203,7 @@ pub fn install_focus_helper_for(data: &Path, format: &str) {
     std::fs::create_dir_all(&ext).expect("mkdir");
     let esm = format == "gnome-shell-45";
     let versions = if esm {
-        r#""45", "46", "47", "48", "49""#
+        r#""45", "46", "47", "48", "49", "50", "51""#
     } else {
         r#""43", "44""#
     };
