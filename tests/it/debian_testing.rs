@@ -154,3 +154,39 @@ async fn pipewire_1_6_capture_is_a_microphone_session_of_its_process() {
     ])
     .await;
 }
+
+/// labwc 0.20 headless (wlroots' headless backend, pixman): windows
+/// through the ext list, focus from the wlr handles exactly once per
+/// activation, a title change, a window closing, labwc leaving and coming
+/// back (tests/it/wlroots.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labwc_0_20_windows_focus_closing_and_coming_back() {
+    let Some(root) = root() else { return };
+    crate::wlroots::windows_focus_closing_and_coming_back(
+        crate::wlroots::Kind::Labwc,
+        &root.path,
+        "0.20",
+    )
+    .await;
+}
+
+/// Hyprland 0.57 headless, as labwc; only where there is a DRM device
+/// (tests/it/wlroots.rs says why).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hyprland_0_57_windows_focus_closing_and_coming_back() {
+    if !crate::wlroots::has_drm_device() {
+        eprintln!(
+            "skipped: Hyprland cannot run without a DRM device (its aquamarine backend \
+             allocates every buffer, headless ones too, through GBM or DRM dumb buffers), \
+             and this machine has no /dev/dri/card* or renderD*"
+        );
+        return;
+    }
+    let Some(root) = root() else { return };
+    crate::wlroots::windows_focus_closing_and_coming_back(
+        crate::wlroots::Kind::Hyprland,
+        &root.path,
+        "0.57",
+    )
+    .await;
+}

@@ -128,3 +128,4 @@ mod vocabulary_jsonld;
 mod wayland;
 mod wayland_fake;
 mod wayland_selection;
+mod wlroots;
