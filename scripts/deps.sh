@@ -15,7 +15,11 @@
 #                              (GNOME Shell 48, KWin 6, sway 1.10, PipeWire 1.4) that
 #                              tests/it/debian13.rs runs them from (scripts/roots.sh
 #                              desktop13: once per machine, about 1.7 GB; several
-#                              minutes the first time)
+#                              minutes the first time), and the root with Debian's
+#                              newest (GNOME Shell 51, KWin 6.7, sway 1.12, labwc,
+#                              Hyprland, PipeWire 1.6) for tests/it/debian_testing.rs
+#                              (scripts/roots.sh desktop-testing: about 2.3 GB; about
+#                              ten minutes the first time)
 #   scripts/deps.sh --check    only report what is missing; exit 1 if anything is
 #
 # Idempotent: it only installs what is missing, and a second run takes well
@@ -369,7 +373,10 @@ make_root() { # RECIPE WHAT
     fi
 }
 if [ "$WANT_BOOT_ROOT" = 1 ]; then make_root boot "the boot test's root"; fi
-if [ "$WANT_DESKTOP_ROOT" = 1 ]; then make_root desktop13 "the Debian 13 desktops' root"; fi
+if [ "$WANT_DESKTOP_ROOT" = 1 ]; then
+    make_root desktop13 "the Debian 13 desktops' root"
+    make_root desktop-testing "the Debian testing desktops' root"
+fi
 if [ "$FAILED" = 1 ]; then
     die "something is missing (see above); run scripts/deps.sh to install it"
 fi

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The consent question in KDE's own dialog (issue 51): xdg-desktop-portal-kde
 # 6.3 on a virtual KWin 6, Debian 13, run by tests/it/debian13.rs inside the
-# Debian 13 root (scripts/in-root.sh):
+# Debian 13 root (scripts/in-root.sh); and 6.7 on KWin 6.7 in the Debian
+# testing root (tests/it/debian_testing.rs):
 #
 #   tests/debian13/portal_kde.sh WORK
 #
@@ -14,10 +15,11 @@
 # only that when both are seen from the same root. The bus has the root's
 # session configuration, so it starts the portal backend and the
 # accessibility bus from their service files; the dialog is answered
-# through AT-SPI, as a screen-reader user would. Qt's dialog (6.3) shows
-# no choices and keeps its own button labels (OK, Cancel): OK allows for
-# this time (nothing stored), Cancel refuses; a question nobody answers
-# is closed by the broker at its timeout.
+# through AT-SPI, as a screen-reader user would. Qt's dialog of 6.3 shows
+# no choices and keeps its own button labels (OK, Cancel); that of 6.7
+# shows the broker's choices and its labels (Allow, Deny). The first
+# allows for this time (nothing stored), the second refuses; a question
+# nobody answers is closed by the broker at its timeout.
 set -eu
 
 log() { printf 'debian13-portal-kde: %s\n' "$*"; }
@@ -85,10 +87,15 @@ case "$how" in
 *"desktop portal's dialog (org.freedesktop.impl.portal.desktop.kde, /usr/lib/x86_64-linux-gnu/libexec/xdg-desktop-portal-kde"*) ;;
 *) die "not asked through xdg-desktop-portal-kde: $how" ;;
 esac
-log "asked through xdg-desktop-portal-kde ($(dpkg-query -W -f='${Version}' xdg-desktop-portal-kde))"
+version=$(dpkg-query -W -f='${Version}' xdg-desktop-portal-kde)
+log "asked through xdg-desktop-portal-kde ($version)"
+case "$version" in
+6.3.*) ALLOW=OK DENY=Cancel ;;
+*) ALLOW=Allow DENY=Deny ;;
+esac
 
 # OK: granted for this time.
-answer OK allow.json
+answer "$ALLOW" allow.json
 code=$("$PY" "$W/ask.py" windows "to sort <b>your</b> windows")
 wait "$answerer" || die "the dialog was not answered: $(cat "$W/allow.json")"
 [ "$code" = 0 ] || die "allow answered $code"
@@ -98,7 +105,7 @@ case "$shown" in *"to sort ‹b›your‹/b› windows"*) ;; *) die "the reason,
 log "allow: granted; the dialog showed $shown"
 
 # Cancel: refused.
-answer Cancel deny.json
+answer "$DENY" deny.json
 code=$("$PY" "$W/ask.py" power "")
 wait "$answerer" || die "the dialog was not answered: $(cat "$W/deny.json")"
 [ "$code" = 1 ] || die "deny answered $code"

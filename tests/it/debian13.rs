@@ -105,6 +105,11 @@ async fn pipewire_1_4_playback_is_a_stream_of_its_process() {
 #[test]
 fn the_package_installs_and_activates_on_debian_13() {
     let Some(root) = root() else { return };
+    the_package_installs_and_activates_in(&root.path);
+}
+
+/// tests/debian13/package.sh in a throwaway copy of the root at `root`.
+pub(crate) fn the_package_installs_and_activates_in(root: &str) {
     let repo = crate::common::root();
     // The root sees the host's /tmp, not the clone: the package and the
     // script go there.
@@ -119,7 +124,7 @@ fn the_package_installs_and_activates_on_debian_13() {
     let (st, out, err) = run_cmd(
         Command::new(repo.join("scripts/in-root.sh"))
             .arg("--overlay")
-            .arg(&root.path)
+            .arg(root)
             .arg("/bin/sh")
             .arg(&script)
             .arg(&deb)
@@ -128,7 +133,7 @@ fn the_package_installs_and_activates_on_debian_13() {
         120,
     );
     println!("{out}");
-    assert!(st.success(), "the package on Debian 13:\n{out}\n{err}");
+    assert!(st.success(), "the package in {root}:\n{out}\n{err}");
     assert!(out.contains("debian13-package: ok"), "{out}");
 }
 
@@ -250,6 +255,11 @@ async fn plasma_6_inhibition_is_do_not_disturb_for_live_subscribers() {
 #[test]
 fn kde_asks_in_its_own_portal_dialog_on_debian_13() {
     let Some(root) = root() else { return };
+    kde_asks_in_its_own_portal_dialog_in(&root.path);
+}
+
+/// tests/debian13/portal_kde.sh in the root at `root`, the broker with it.
+pub(crate) fn kde_asks_in_its_own_portal_dialog_in(root: &str) {
     let repo = crate::common::root();
     let tmp = tempfile::Builder::new()
         .prefix("contextd-debian13-kde-")
@@ -269,7 +279,7 @@ fn kde_asks_in_its_own_portal_dialog_on_debian_13() {
     }
     let (st, out, err) = run_cmd(
         Command::new(repo.join("scripts/in-root.sh"))
-            .arg(&root.path)
+            .arg(root)
             .arg("/bin/sh")
             .arg(tmp.path().join("portal_kde.sh"))
             .arg(tmp.path())
@@ -278,9 +288,6 @@ fn kde_asks_in_its_own_portal_dialog_on_debian_13() {
         240,
     );
     println!("{out}");
-    assert!(
-        st.success(),
-        "KDE's portal dialog on Debian 13:\n{out}\n{err}"
-    );
+    assert!(st.success(), "KDE's portal dialog in {root}:\n{out}\n{err}");
     assert!(out.contains("debian13-portal-kde: ok"), "{out}");
 }

@@ -190,3 +190,20 @@ async fn hyprland_0_57_windows_focus_closing_and_coming_back() {
     )
     .await;
 }
+
+/// The package installs in a throwaway copy of the root, with no network
+/// (what it depends on is there), and D-Bus activation starts it
+/// (tests/debian13/package.sh).
+#[test]
+fn the_package_installs_and_activates_on_debian_testing() {
+    let Some(root) = root() else { return };
+    crate::debian13::the_package_installs_and_activates_in(&root.path);
+}
+
+/// KDE's own dialog asks: xdg-desktop-portal-kde 6.7 on a virtual KWin
+/// 6.7, answered through AT-SPI (tests/debian13/portal_kde.sh).
+#[test]
+fn kde_6_7_asks_in_its_own_portal_dialog() {
+    let Some(root) = root() else { return };
+    crate::debian13::kde_asks_in_its_own_portal_dialog_in(&root.path);
+}
