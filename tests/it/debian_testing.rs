@@ -10,6 +10,16 @@
 //!   window closing, sway leaving and coming back; the primary selection
 //!   through `ext_data_control_manager_v1`, which sway 1.12 offers beside
 //!   the wlr one and the broker prefers.
+//! - labwc 0.20 headless through foreign-toplevel (tests/it/wlroots.rs);
+//!   Hyprland 0.57 the same way where there is a DRM device, which it
+//!   cannot run without.
+//! - KWin 6.7 with the broker's script; GNOME Shell 51 headless with the
+//!   ES-module extension (its `shell-version` names 51), its indicator,
+//!   consent dialog and refusal of a rogue owner of the broker's name.
+//! - PipeWire 1.6 with WirePlumber 0.5.18: playback and capture, each of
+//!   its process.
+//! - The Debian package installs and activates; KDE's portal dialog 6.7
+//!   asks.
 
 use crate::debian13::{Root, root_of};
 
