@@ -747,3 +747,28 @@ fn descendants(root: u32) -> Vec<u32> {
     found.remove(0);
     found
 }
+
+/// The root of `recipe` (scripts/roots/RECIPE.sh), if this machine has it
+/// (`scripts/deps.sh --desktop-root` makes it, which `make bench` runs),
+/// or why not; `what` names it in that reason. A bench never makes one.
+pub fn desktop_root(recipe: &str, what: &str) -> Result<String, String> {
+    // SAFETY: geteuid(2) has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(format!("entering {what} needs root"));
+    }
+    let script = root().join("scripts/roots.sh");
+    let ok = Command::new(&script)
+        .args([recipe, "--check"])
+        .status()
+        .map_err(|e| format!("{}: {e}", script.display()))?;
+    if !ok.success() {
+        return Err(format!(
+            "no {what} (scripts/deps.sh --desktop-root makes it)"
+        ));
+    }
+    let out = Command::new(&script)
+        .arg(recipe)
+        .output()
+        .map_err(|e| format!("{}: {e}", script.display()))?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}

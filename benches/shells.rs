@@ -68,9 +68,18 @@ pub(crate) fn main() {
 async fn run() {
     let g = path(Shell::Gnome, None).await;
     let k = path(Shell::Kwin, None).await;
-    // Today's desktops, from the Debian 13 root (scripts/roots.sh desktop13).
-    let root = debian13_root();
+    // Today's desktops, from the Debian 13 root (scripts/roots.sh desktop13),
+    // and the newest, from the Debian testing one (desktop-testing).
+    let root = crate::common::desktop_root("desktop13", "the Debian 13 root");
     let (g48, k6) = match &root {
+        Ok(r) => (
+            Some(path(Shell::Gnome, Some(r)).await),
+            Some(path(Shell::Kwin, Some(r)).await),
+        ),
+        Err(_) => (None, None),
+    };
+    let sid = crate::common::desktop_root("desktop-testing", "the Debian testing root");
+    let (g51, k67) = match &sid {
         Ok(r) => (
             Some(path(Shell::Gnome, Some(r)).await),
             Some(path(Shell::Kwin, Some(r)).await),
@@ -95,28 +104,19 @@ async fn run() {
             (None, Ok(_)) => {}
         }
     }
-}
-
-/// The Debian 13 root, if this machine has it (made by `scripts/deps.sh
-/// --desktop-root`, which `make bench` runs), or why not.
-fn debian13_root() -> Result<String, String> {
-    // SAFETY: geteuid(2) has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err("entering the Debian 13 root needs root".into());
+    for (name, r) in [
+        (
+            "GNOME Shell 51 (ES-module extension, Debian sid)",
+            g51.as_ref(),
+        ),
+        ("KWin 6.7 (script, Debian sid)", k67.as_ref()),
+    ] {
+        match (r, &sid) {
+            (Some(r), _) => r.print(name),
+            (None, Err(why)) => println!("  {name}: not measured: {why}"),
+            (None, Ok(_)) => {}
+        }
     }
-    let script = crate::common::root().join("scripts/roots.sh");
-    let out = std::process::Command::new(&script)
-        .args(["desktop13", "--check"])
-        .status()
-        .map_err(|e| format!("{}: {e}", script.display()))?;
-    if !out.success() {
-        return Err("no Debian 13 root (scripts/deps.sh --desktop-root makes it)".into());
-    }
-    let out = std::process::Command::new(&script)
-        .arg("desktop13")
-        .output()
-        .map_err(|e| format!("{}: {e}", script.display()))?;
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 #[derive(Clone, Copy)]

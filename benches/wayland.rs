@@ -174,7 +174,11 @@ pub(crate) fn main() {
 
 async fn run() {
     let bookworm = measure(None).await;
-    let trixie = match debian13_root() {
+    let trixie = match crate::common::desktop_root("desktop13", "the Debian 13 root") {
+        Ok(r) => Ok(measure(Some(&r)).await),
+        Err(why) => Err(why),
+    };
+    let sid = match crate::common::desktop_root("desktop-testing", "the Debian testing root") {
         Ok(r) => Ok(measure(Some(&r)).await),
         Err(why) => Err(why),
     };
@@ -186,28 +190,10 @@ async fn run() {
         Ok(f) => f.print("headless sway 1.10 (Debian 13): ext foreign-toplevel list + wlr states"),
         Err(why) => println!("  headless sway 1.10 (Debian 13): not measured: {why}"),
     }
-}
-
-/// The Debian 13 root, if this machine has it (made by `scripts/deps.sh
-/// --desktop-root`, which `make bench` runs), or why not.
-fn debian13_root() -> Result<String, String> {
-    // SAFETY: geteuid(2) has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err("entering the Debian 13 root needs root".into());
+    match sid {
+        Ok(f) => f.print("headless sway 1.12 (Debian sid): ext foreign-toplevel list + wlr states"),
+        Err(why) => println!("  headless sway 1.12 (Debian sid): not measured: {why}"),
     }
-    let script = crate::common::root().join("scripts/roots.sh");
-    let ok = Command::new(&script)
-        .args(["desktop13", "--check"])
-        .status()
-        .map_err(|e| format!("{}: {e}", script.display()))?;
-    if !ok.success() {
-        return Err("no Debian 13 root (scripts/deps.sh --desktop-root makes it)".into());
-    }
-    let out = Command::new(&script)
-        .arg("desktop13")
-        .output()
-        .map_err(|e| format!("{}: {e}", script.display()))?;
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 /// What one sway gave.
