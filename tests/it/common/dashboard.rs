@@ -161,6 +161,18 @@ impl Browser {
         self.cmd(json!({"op": "screenshot", "path": p}));
     }
 
+    /// A full-page picture of what is shown as `name`.png in
+    /// `CONTEXTD_SHOTS`, for a closing note or a review; nothing when it is
+    /// not set (`make test`): the pictures are for people, the assertions
+    /// are on the DOM, and a full-page PNG of a long page costs the run.
+    pub fn picture(&mut self, name: &str) {
+        if let Some(d) = std::env::var_os("CONTEXTD_SHOTS").map(PathBuf::from) {
+            std::fs::create_dir_all(&d).expect("mkdir");
+            let p = d.join(format!("{name}.png"));
+            self.cmd(json!({"op": "screenshot", "path": p, "full": true}));
+        }
+    }
+
     /// Serious and critical axe-core violations of the page.
     pub fn axe(&mut self) -> Vec<Value> {
         self.cmd(json!({"op": "axe"}))["violations"]
