@@ -374,7 +374,7 @@ impl Recorder {
                 }
                 if let Some(w) = window
                     && w.title_hidden.is_none()
-                    && rules.window(&w.app_id, &w.title).is_none()
+                    && rules.window(w).is_none()
                 {
                     let id = self.open(
                         HistoryEvent {
@@ -397,8 +397,7 @@ impl Recorder {
                 ..
             } if self.focus.is_some()
                 && window.states.activated
-                && (window.title_hidden.is_some()
-                    || rules.window(&window.app_id, &window.title).is_some()) =>
+                && (window.title_hidden.is_some() || rules.window(window).is_some()) =>
             {
                 // The focused window became private: stop recording it
                 // from now on.
@@ -801,6 +800,8 @@ mod tests {
             last_focused: None,
             attributed_by: Default::default(),
             title_hidden: None,
+            process: None,
+            sandbox: None,
         }
     }
 

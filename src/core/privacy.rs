@@ -132,19 +132,30 @@ impl Rules {
         }
     }
 
-    /// Why the title of a window of `app_id` titled `title` is held
-    /// back, if it is.
-    pub(crate) fn window(&self, app_id: &str, title: &str) -> Option<Hidden> {
-        self.app(app_id)
-            .or_else(|| any_in(app_id, PRIVATE_APP_IDS).then_some(Hidden::PrivateWindow))
-            .or_else(|| self.title(title))
+    /// Why the title of window `w` is held back, if it is.
+    ///
+    /// The app rules are asked of both the app id the window claims and,
+    /// where the compositor told the window's process, the kernel's name
+    /// of that process ([`Window::process`]): a password manager that
+    /// claims another app id is still the password manager, and the
+    /// rules only ever hide, so a claim can add a rule's treatment but
+    /// never take one away.
+    pub(crate) fn window(&self, w: &Window) -> Option<Hidden> {
+        let process = w.process.as_ref().map(|p| p.app_id.as_str());
+        std::iter::once(w.app_id.as_str())
+            .chain(process)
+            .find_map(|app| {
+                self.app(app)
+                    .or_else(|| any_in(app, PRIVATE_APP_IDS).then_some(Hidden::PrivateWindow))
+            })
+            .or_else(|| self.title(&w.title))
     }
 
     /// Hold back `w`'s title when a rule says so: whether `w` changed.
     pub(crate) fn clean_window(&self, w: &mut Window) -> bool {
         let before = (w.title_hidden, w.title.is_empty());
         if w.title_hidden.is_none() {
-            w.title_hidden = self.window(&w.app_id, &w.title);
+            w.title_hidden = self.window(w);
         }
         if w.title_hidden.is_some() {
             w.title.clear();
@@ -549,7 +560,38 @@ mod tests {
             last_focused: None,
             attributed_by: Default::default(),
             title_hidden: None,
+            process: None,
+            sandbox: None,
         }
+    }
+
+    /// The attack: a password manager that claims another app's id
+    /// keeps its treatment where the compositor told its process, and a
+    /// window claiming a password manager's id is hidden too (a claim can
+    /// only add a rule, never take one away).
+    #[test]
+    fn the_kernel_identity_is_matched_beside_the_claim() {
+        use crate::model::{AppId, IdentitySource, WindowProcess};
+        let rules = Rules::default();
+        let mut w = window("org.example.Notes", "vault — Bank");
+        w.process = Some(WindowProcess {
+            app_id: AppId::new("exe:/usr/bin/keepassxc").expect("id"),
+            source: IdentitySource::Executable,
+        });
+        assert_eq!(rules.window(&w), Some(Hidden::SensitiveApp));
+        assert!(rules.clone().clean_window(&mut w) && w.title.is_empty());
+        let mut claim = window("org.keepassxc.KeePassXC", "vault");
+        claim.process = Some(WindowProcess {
+            app_id: AppId::new("exe:/usr/bin/python3.11").expect("id"),
+            source: IdentitySource::Executable,
+        });
+        assert_eq!(rules.window(&claim), Some(Hidden::SensitiveApp));
+        let mut plain = window("org.example.Notes", "notes");
+        plain.process = Some(WindowProcess {
+            app_id: AppId::new("exe:/usr/bin/notes").expect("id"),
+            source: IdentitySource::Executable,
+        });
+        assert_eq!(rules.window(&plain), None);
     }
 
     /// Private windows of every browser the README names lose their

@@ -158,6 +158,79 @@ pub(crate) struct WindowView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"))]
     pub(crate) last_focused: Option<String>,
+    /// Who the window's app is, as far as the broker knows it.
+    pub(crate) identity: WindowIdentityView,
+}
+
+/// A window's identity: whether the broker knows the window's process
+/// from the kernel or only has the app's claim (`app_id`).
+///
+/// `app_id` keeps what it always was, the claim, so that readers written
+/// before this existed see what they saw; a reader that must tell apps
+/// apart reads `identity.app` where `known_by` is `compositor`.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[schemars(
+    description = "Who the window's app is: from the kernel where the compositor told the window's process (known_by compositor), else only the claim in app_id (known_by claimed)"
+)]
+pub(crate) struct WindowIdentityView {
+    /// `compositor`: the compositor or shell (`app_id_source` says which)
+    /// told the window's PID and `app` is the kernel's identity of that
+    /// process, named as consent names apps. `claimed`: nothing told a
+    /// PID (or it named no process any more): `app_id` is all there is.
+    #[schemars(extend("enum" = ["compositor", "claimed"]))]
+    pub(crate) known_by: &'static str,
+    /// The app as consent names it (`org.x.App` for a Flatpak, `snap.NAME`,
+    /// `systemd:ID`, `exe:/usr/bin/foo`, `python3:/path/tool.py`); only
+    /// with `known_by` `compositor`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        description = "The window's process as consent names apps (org.x.App for a Flatpak, snap.NAME, systemd:ID, exe:/path, python3:/path/tool.py); only with known_by compositor"
+    )]
+    pub(crate) app: Option<String>,
+    /// Where `app` comes from (`flatpak`, `snap`, `systemd`, `executable`,
+    /// `interpreter`); with `app` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["flatpak", "snap", "systemd", "executable", "interpreter"]))]
+    pub(crate) app_source: Option<&'static str>,
+    /// The sandbox the compositor says the window's client is in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) sandbox: Option<WindowSandboxView>,
+}
+
+/// The security context of a window's client (sway 1.12's IPC).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[schemars(
+    description = "The security context a sandbox engine put the window's client in, as the compositor says (the engine's names)"
+)]
+pub(crate) struct WindowSandboxView {
+    /// The sandbox engine (`org.flatpak`).
+    #[schemars(description = format!("The sandbox engine, e.g. org.flatpak; {THEIRS}"))]
+    pub(crate) engine: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(description = format!("The app id the sandbox engine gave; {THEIRS}"))]
+    pub(crate) app_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(description = format!("The sandbox instance; {THEIRS}"))]
+    pub(crate) instance_id: Option<String>,
+}
+
+impl WindowIdentityView {
+    pub(crate) fn new(w: &Window) -> Self {
+        WindowIdentityView {
+            known_by: if w.process.is_some() {
+                "compositor"
+            } else {
+                "claimed"
+            },
+            app: w.process.as_ref().map(|p| p.app_id.to_string()),
+            app_source: w.process.as_ref().map(|p| p.source.as_str()),
+            sandbox: w.sandbox.as_ref().map(|s| WindowSandboxView {
+                engine: s.engine.clone(),
+                app_id: s.app_id.clone(),
+                instance_id: s.instance_id.clone(),
+            }),
+        }
+    }
 }
 
 impl WindowView {
@@ -176,6 +249,7 @@ impl WindowView {
             parent: w.parent.clone(),
             first_seen: time(&w.first_seen),
             last_focused: w.last_focused.as_ref().map(time),
+            identity: WindowIdentityView::new(w),
         }
     }
 }
@@ -1449,6 +1523,8 @@ mod tests {
             last_focused: None,
             attributed_by: Default::default(),
             title_hidden: None,
+            process: None,
+            sandbox: None,
         };
         let mut snap = Snapshot::default();
         snap.windows.insert("w1".into(), w.clone());
@@ -1499,6 +1575,8 @@ mod tests {
             last_focused: None,
             attributed_by: Default::default(),
             title_hidden: None,
+            process: None,
+            sandbox: None,
         };
         let changed = |now: Window, before: Window| Change::Window {
             kind: crate::core::state::ChangeKind::Changed,

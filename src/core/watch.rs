@@ -579,6 +579,8 @@ mod tests {
                 last_focused: None,
                 attributed_by: Default::default(),
                 title_hidden: None,
+                process: None,
+                sandbox: None,
             }),
         })
     }

@@ -565,7 +565,7 @@ impl Context1 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::view::{Names, WindowView};
+    use crate::core::view::{Names, WindowIdentityView, WindowSandboxView, WindowView};
     use crate::dbus::served;
 
     fn names(v: &[&str]) -> Names {
@@ -589,6 +589,16 @@ mod tests {
             parent: Some("w-1".into()),
             first_seen: "2026-11-27T05:40:00.123Z".into(),
             last_focused: Some("2026-11-27T05:41:00Z".into()),
+            identity: WindowIdentityView {
+                known_by: "compositor",
+                app: Some("org.gnome.TextEditor".into()),
+                app_source: Some("flatpak"),
+                sandbox: Some(WindowSandboxView {
+                    engine: "org.flatpak".into(),
+                    app_id: Some("org.gnome.TextEditor".into()),
+                    instance_id: Some("1234".into()),
+                }),
+            },
         };
         let bare = WindowView {
             id: "7".into(),
@@ -604,6 +614,12 @@ mod tests {
             parent: None,
             first_seen: "2026-11-27T05:40:00Z".into(),
             last_focused: None,
+            identity: WindowIdentityView {
+                known_by: "claimed",
+                app: None,
+                app_source: None,
+                sandbox: None,
+            },
         };
         vec![full, bare]
     }

@@ -703,6 +703,13 @@ pub(crate) fn window_line(w: &WindowView) -> String {
         }
         _ => ident("app id", app),
     };
+    // Whose process the window is, where the compositor said: the app
+    // id above is only what the app claims (issue 52: a window claiming
+    // org.mozilla.firefox from a python script is the script).
+    match &w.identity.app {
+        Some(process) => s.push_str(&format!(" [process {}]", ident("app", process))),
+        None => s.push_str(" [app id claimed, process unknown]"),
+    }
     if let Some(t) = &w.title {
         s.push_str(&format!(" — {}", data("window title", from, t)));
     }
@@ -912,6 +919,12 @@ mod tests {
             parent: None,
             first_seen: "2026-01-01T00:00:00.000Z".into(),
             last_focused: None,
+            identity: crate::core::view::WindowIdentityView {
+                known_by: "claimed",
+                app: None,
+                app_source: None,
+                sandbox: None,
+            },
         }
     }
 

@@ -66,6 +66,37 @@ impl WindowAttribution {
     }
 }
 
+/// The process a window belongs to, as the kernel names it: the
+/// compositor or the shell told the window's PID (sway's IPC, GNOME
+/// Shell's `Meta.Window.get_pid()`, KWin's `Window.pid`, each from the
+/// Wayland client's socket credentials) and the broker resolved that PID
+/// the way it resolves a D-Bus caller (`identity::resolve_pid`: Flatpak,
+/// Snap, systemd unit, executable). So it is the same id consent names the
+/// app by, and a window cannot choose it: the app id a client tells the
+/// compositor stays in [`Window::app_id`], a claim.
+///
+/// As racy as every PID lookup: a PID read after its process exited may
+/// name a newer process (the window is then usually gone too).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowProcess {
+    pub app_id: AppId,
+    pub source: super::IdentitySource,
+}
+
+/// The security context a sandbox engine put the window's client in
+/// (`wp_security_context_v1`, which sway 1.12 tells in its IPC as
+/// `sandbox_engine`, `sandbox_app_id`, `sandbox_instance_id`). The engine
+/// (`org.flatpak`) set these when it made the sandbox's Wayland socket,
+/// so they mark the window as sandboxed; the names are the engine's word.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowSandbox {
+    pub engine: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
+}
+
 /// A toplevel window as the compositor (or the shell) reports it.
 ///
 /// `app_id` is what the client told the compositor (Wayland gives no PID),
@@ -97,6 +128,15 @@ pub struct Window {
     /// Who said what `app_id` is.
     #[serde(default, skip_serializing_if = "WindowAttribution::is_compositor")]
     pub attributed_by: WindowAttribution,
+    /// Who the window's process is, from the kernel, where the compositor
+    /// or the shell told its PID; `None` where nothing did (wlr
+    /// foreign-toplevel alone, labwc) or the PID named no process: then
+    /// all that is known of the window's app is the claim in `app_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<WindowProcess>,
+    /// The sandbox the compositor says the window's client is in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<WindowSandbox>,
     /// Why the title was held back (`core::privacy`): then `title` is
     /// empty. Set by the core as the window enters its state, never
     /// trusted to be absent from a source.

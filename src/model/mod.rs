@@ -20,5 +20,5 @@ pub use context::{
     CloseReason, DndSource, DoNotDisturb, Hidden, Location, MediaKind, MediaStream, Network,
     Notification, PlaybackStatus, Player, Power, ProvidedContext, ProvidedData, RecentDocument,
     Selection, SessionState, SourceStatus, StreamAttribution, StreamState, Urgency, Window,
-    WindowAttribution, WindowStates,
+    WindowAttribution, WindowProcess, WindowSandbox, WindowStates,
 };

@@ -961,6 +961,12 @@ mod tests {
             parent: Some("w-1".into()),
             first_seen: "2026-11-27T05:40:00.123Z".into(),
             last_focused: None,
+            identity: crate::core::view::WindowIdentityView {
+                known_by: "compositor",
+                app: Some("exe:/usr/bin/gnome-text-editor".into()),
+                app_source: Some("executable"),
+                sandbox: None,
+            },
         }
     }
 

@@ -323,6 +323,8 @@ impl Tracker {
             last_focused: None,
             attributed_by: self.attribution,
             title_hidden: None,
+            process: None,
+            sandbox: None,
         };
         if self.windows.get(&key) == Some(&window) {
             return;

@@ -26,7 +26,7 @@ use wayland_protocols_wlr::foreign_toplevel::v1::client::{
 };
 
 use super::NAME;
-use super::toplevels::{Resolver, Tracker};
+use super::toplevels::{Finder, Resolver, Tracker};
 use crate::core::SourceEvent;
 
 pub(crate) const WLR_MANAGER: &str = "zwlr_foreign_toplevel_manager_v1";
@@ -62,9 +62,10 @@ impl Connection {
         generation: u64,
         tx: mpsc::Sender<SourceEvent>,
         resolver: Resolver,
+        finder: Option<Finder>,
     ) -> std::io::Result<Connection> {
         Connection::spawn("wayland", move |stop| {
-            run(stream, generation, &tx, resolver, stop)
+            run(stream, generation, &tx, resolver, finder, stop)
         })
     }
 
@@ -233,6 +234,7 @@ fn run(
     generation: u64,
     tx: &mpsc::Sender<SourceEvent>,
     resolver: Resolver,
+    finder: Option<Finder>,
     stop: &OwnedFd,
 ) -> Ended {
     let conn = match WlConnection::from_socket(stream) {
@@ -244,6 +246,7 @@ fn run(
             tracker: None,
             generation,
             resolver: Some(resolver),
+            finder,
             wlr: None,
             ext: None,
             outputs: Vec::new(),
@@ -456,6 +459,8 @@ struct State {
     tracker: Option<Tracker>,
     generation: u64,
     resolver: Option<Resolver>,
+    /// Who the windows' processes are (sway's IPC), handed to the tracker.
+    finder: Option<Finder>,
     wlr: Option<wlr_manager::ZwlrForeignToplevelManagerV1>,
     ext: Option<ext_list::ExtForeignToplevelListV1>,
     /// wl_output globals: registry name → the bound output.
@@ -474,9 +479,10 @@ impl State {
         let ext = self.ext.is_some();
         let generation = self.generation;
         let resolver = &mut self.resolver;
+        let finder = &mut self.finder;
         self.tracker.get_or_insert_with(|| {
             let r = resolver.take().unwrap_or_else(|| Box::new(|_| None));
-            Tracker::new(generation, ext, r)
+            Tracker::new(generation, ext, r).with_finder(finder.take())
         })
     }
 

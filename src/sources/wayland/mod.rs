@@ -27,6 +27,7 @@
 
 pub(crate) mod client;
 pub(crate) mod selection;
+pub(crate) mod sway;
 pub(crate) mod toplevels;
 
 use std::os::unix::net::UnixStream;
@@ -159,7 +160,9 @@ pub async fn run_at(ctx: SourceContext, path: PathBuf, mut backoff: Backoff) {
         watch = None;
         generation += 1;
         let resolver: toplevels::Resolver = Box::new(crate::desktop_entry::lookup);
-        let mut conn = match Connection::start(stream, generation, ctx.tx.clone(), resolver) {
+        let finder = sway::finder_from_env();
+        let mut conn = match Connection::start(stream, generation, ctx.tx.clone(), resolver, finder)
+        {
             Ok(c) => c,
             Err(e) => {
                 let reason = format!("cannot start the Wayland thread: {e}");

@@ -36,7 +36,7 @@ use crate::core::SourceEvent;
 use crate::core::state::MAX_TEXT_CHARS;
 use crate::core::state::truncate_text;
 use crate::desktop_entry::AppInfo;
-use crate::model::{Window, WindowAttribution, WindowStates};
+use crate::model::{Window, WindowAttribution, WindowProcess, WindowSandbox, WindowStates};
 
 pub(crate) const MAX_APP_ID_CHARS: usize = 255;
 pub(crate) const MAX_IDENTIFIER_CHARS: usize = 64;
@@ -52,14 +52,37 @@ const WLR_FULLSCREEN: u32 = 3;
 /// Resolves an app id to its desktop entry.
 pub(crate) type Resolver = Box<dyn FnMut(&str) -> Option<AppInfo> + Send>;
 
-fn bounded_app_id(mut s: String) -> String {
+/// A new window whose process the compositor may know (see
+/// [`Tracker::with_finder`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Ask {
+    /// The window's id.
+    pub(crate) window: String,
+    /// The ext-foreign-toplevel identifier, as the compositor sent it.
+    pub(crate) identifier: Option<String>,
+    pub(crate) app_id: String,
+    pub(crate) title: String,
+}
+
+/// What the compositor knows of a window's process: nothing, by default.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Found {
+    pub(crate) process: Option<WindowProcess>,
+    pub(crate) sandbox: Option<WindowSandbox>,
+}
+
+/// Asks the compositor (sway's IPC) who the processes of new windows are:
+/// one answer per ask, in order.
+pub(crate) type Finder = Box<dyn FnMut(&[Ask]) -> Vec<Found> + Send>;
+
+pub(crate) fn bounded_app_id(mut s: String) -> String {
     if let Some((i, _)) = s.char_indices().nth(MAX_APP_ID_CHARS) {
         s.truncate(i);
     }
     s
 }
 
-fn bounded_title(mut s: String) -> String {
+pub(crate) fn bounded_title(mut s: String) -> String {
     truncate_text(&mut s);
     s
 }
@@ -138,6 +161,9 @@ struct WindowMeta {
     first_seen: DateTime<Utc>,
     /// (app id it was resolved for, result).
     app: Option<(String, Option<AppInfo>)>,
+    /// What the compositor said of its process, once asked (`None`: not
+    /// asked yet; asked once, right after the window's first `done`).
+    known: Option<Found>,
 }
 
 /// Which handle a window id belongs to.
@@ -163,6 +189,7 @@ pub(crate) struct Tracker {
     /// Windows the core knows (reported and not closed).
     reported: HashSet<String>,
     resolver: Resolver,
+    finder: Option<Finder>,
 }
 
 impl std::fmt::Debug for Tracker {
@@ -194,6 +221,73 @@ impl Tracker {
             closed: Vec::new(),
             reported: HashSet::new(),
             resolver,
+            finder: None,
+        }
+    }
+
+    /// Ask `finder` who the process of each new window is (the compositor
+    /// tells it: sway's IPC); without one every window is `claimed`.
+    pub(crate) fn with_finder(mut self, finder: Option<Finder>) -> Self {
+        self.finder = finder;
+        self
+    }
+
+    fn meta_mut(&mut self, owner: Owner) -> Option<&mut WindowMeta> {
+        match owner {
+            Owner::Wlr(k) => self.wlr.get_mut(&k).and_then(|h| h.window.as_mut()),
+            Owner::Ext(k) => self.ext.get_mut(&k).and_then(|h| h.window.as_mut()),
+        }
+    }
+
+    /// Ask the finder about the windows in `ids` it was not asked about,
+    /// all at once, and keep its answers on the windows.
+    fn ask_finder(&mut self, ids: &BTreeSet<String>) {
+        if self.finder.is_none() {
+            return;
+        }
+        let mut asks = Vec::new();
+        for id in ids {
+            let Some(&owner) = self.owners.get(id) else {
+                continue;
+            };
+            let ask = match owner {
+                Owner::Wlr(k) => self.wlr.get(&k).and_then(|h| {
+                    let w = h.window.as_ref()?;
+                    w.known.is_none().then(|| Ask {
+                        window: w.id.clone(),
+                        identifier: None,
+                        app_id: h.cur.app_id.clone(),
+                        title: h.cur.title.clone(),
+                    })
+                }),
+                Owner::Ext(k) => self.ext.get(&k).and_then(|h| {
+                    let w = h.window.as_ref()?;
+                    w.known.is_none().then(|| Ask {
+                        window: w.id.clone(),
+                        identifier: h.cur.identifier.clone(),
+                        app_id: h.cur.app_id.clone(),
+                        title: h.cur.title.clone(),
+                    })
+                }),
+            };
+            if let Some(a) = ask {
+                asks.push((owner, a));
+            }
+        }
+        if asks.is_empty() {
+            return;
+        }
+        let only: Vec<Ask> = asks.iter().map(|(_, a)| a.clone()).collect();
+        let found = match self.finder.as_mut() {
+            Some(f) => f(&only),
+            None => return,
+        };
+        let mut found = found.into_iter();
+        for (owner, _) in asks {
+            let f = found.next().unwrap_or_default();
+            if let Some(m) = self.meta_mut(owner) {
+                m.known = Some(f);
+            }
         }
     }
 
@@ -218,6 +312,7 @@ impl Tracker {
             id,
             first_seen: Utc::now(),
             app: None,
+            known: None,
         }
     }
 
@@ -634,7 +729,7 @@ impl Tracker {
 
     fn render(&mut self, id: &str) -> Option<Window> {
         let owner = *self.owners.get(id)?;
-        let (app_id, title, states, outputs, parent, first_seen) = match owner {
+        let (app_id, title, states, outputs, parent, first_seen, known) = match owner {
             Owner::Wlr(k) => {
                 let h = self.wlr.get(&k)?;
                 let w = h.window.as_ref()?;
@@ -645,6 +740,7 @@ impl Tracker {
                     self.output_names(&h.cur.outputs),
                     h.cur.parent.and_then(|p| self.window_id_of_wlr(p)),
                     w.first_seen,
+                    w.known.clone().unwrap_or_default(),
                 )
             }
             Owner::Ext(k) => {
@@ -660,6 +756,7 @@ impl Tracker {
                     wlr.and_then(|w| w.cur.parent)
                         .and_then(|p| self.window_id_of_wlr(p)),
                     w.first_seen,
+                    w.known.clone().unwrap_or_default(),
                 )
             }
         };
@@ -680,6 +777,8 @@ impl Tracker {
             last_focused: None,
             attributed_by: WindowAttribution::Compositor,
             title_hidden: None,
+            process: known.process,
+            sandbox: known.sandbox,
         })
     }
 
@@ -709,6 +808,7 @@ impl Tracker {
     pub(crate) fn flush(&mut self) -> Vec<SourceEvent> {
         let dirty = std::mem::take(&mut self.dirty);
         let closed = std::mem::take(&mut self.closed);
+        self.ask_finder(&dirty);
         let mut active = Vec::new();
         let mut rest = Vec::new();
         for id in dirty {
@@ -1052,6 +1152,52 @@ mod tests {
             sanitize_identifier("has space"),
             sanitize_identifier("has  space")
         );
+    }
+
+    /// The finder is asked once per new window, all of a flush together,
+    /// and what it found stays with the window; without an answer the
+    /// window has no process (it is `claimed`).
+    #[test]
+    fn the_finder_is_asked_once_per_window_and_its_answer_kept() {
+        use crate::model::{AppId, IdentitySource};
+        use std::sync::{Arc, Mutex};
+        let asked: Arc<Mutex<Vec<Ask>>> = Arc::default();
+        let log = asked.clone();
+        let finder: Finder = Box::new(move |asks: &[Ask]| {
+            log.lock().expect("lock").extend(asks.iter().cloned());
+            asks.iter()
+                .map(|a| Found {
+                    process: (a.identifier.as_deref() == Some("a")).then(|| WindowProcess {
+                        app_id: AppId::new("exe:/usr/bin/python3").expect("id"),
+                        source: IdentitySource::Executable,
+                    }),
+                    sandbox: None,
+                })
+                .collect()
+        });
+        let mut t = tracker(true).with_finder(Some(finder));
+        ext_open(&mut t, 1, "a", "org.mozilla.firefox", "Home");
+        ext_open(&mut t, 2, "b", "org.gnome.Nautilus", "Files");
+        let ev = t.flush();
+        let ws = windows(&ev);
+        let a = ws.iter().find(|w| w.id == "ext-3-a").expect("a");
+        assert_eq!(a.app_id, "org.mozilla.firefox", "the claim stays the claim");
+        assert_eq!(
+            a.process.as_ref().map(|p| p.app_id.as_str()),
+            Some("exe:/usr/bin/python3")
+        );
+        let b = ws.iter().find(|w| w.id == "ext-3-b").expect("b");
+        assert_eq!(b.process, None);
+        assert_eq!(asked.lock().expect("lock").len(), 2);
+        t.ext_title(1, "Other".into());
+        t.ext_done(1);
+        let ev = t.flush();
+        assert_eq!(
+            windows(&ev)[0].process.as_ref().map(|p| p.app_id.as_str()),
+            Some("exe:/usr/bin/python3"),
+            "kept across changes"
+        );
+        assert_eq!(asked.lock().expect("lock").len(), 2, "not asked again");
     }
 
     #[test]
