@@ -291,3 +291,12 @@ pub(crate) fn kde_asks_in_its_own_portal_dialog_in(root: &str) {
     assert!(st.success(), "KDE's portal dialog in {root}:\n{out}\n{err}");
     assert!(out.contains("debian13-portal-kde: ok"), "{out}");
 }
+
+/// The window identity of tests/it/window_identity.rs on this root's
+/// sway: a window is its process, from sway's IPC; a claim of Firefox's
+/// app id from python stays a claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sway_1_10_windows_carry_their_process_and_a_claim_stays_a_claim() {
+    let Some(root) = root() else { return };
+    crate::window_identity::on_sway_in(&["--root", &root.path]).await;
+}

@@ -217,3 +217,12 @@ fn kde_6_7_asks_in_its_own_portal_dialog() {
     let Some(root) = root() else { return };
     crate::debian13::kde_asks_in_its_own_portal_dialog_in(&root.path);
 }
+
+/// The window identity of tests/it/window_identity.rs on this root's
+/// sway: a window is its process, from sway's IPC; a claim of Firefox's
+/// app id from python stays a claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sway_1_12_windows_carry_their_process_and_a_claim_stays_a_claim() {
+    let Some(root) = root() else { return };
+    crate::window_identity::on_sway_in(&["--root", &root.path]).await;
+}

@@ -128,4 +128,5 @@ mod vocabulary_jsonld;
 mod wayland;
 mod wayland_fake;
 mod wayland_selection;
+mod window_identity;
 mod wlroots;

@@ -423,6 +423,11 @@ pub(crate) async fn windows_focus_closing_and_coming_back(kind: Kind, root: &str
         let w1 = find(&ws, ONE).expect("one");
         assert_eq!(w1["title"], "Window one", "{w1}");
         assert_eq!(w1["app_id_source"], "compositor", "{w1}");
+        // Nothing here tells a window's PID (foreign-toplevel has none,
+        // and the broker reads no IPC of these compositors): the window
+        // says all there is of its app is the claim.
+        assert_eq!(w1["identity"]["known_by"], "claimed", "{w1}");
+        assert!(w1["identity"].get("app").is_none(), "{w1}");
         let id1 = w1["id"].as_str().expect("id").to_owned();
         assert!(id1.starts_with("ext-"), "{id1}");
 

@@ -59,6 +59,11 @@ impl GtkWindow {
         w
     }
 
+    /// The window's process.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn line(&mut self) -> String {
         let mut l = String::new();
         self.stdout.read_line(&mut l).expect("read gtk_window");

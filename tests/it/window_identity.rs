@@ -1,0 +1,127 @@
+//! Window identity from the compositor (issue 52): where the compositor
+//! tells a window's PID (sway's IPC here; GNOME Shell and KWin in
+//! tests/it/shells_gnome.rs and tests/it/shells_kwin.rs), the window
+//! carries the kernel's identity of that process, named as consent names
+//! apps, and the app id it claims stays a claim. The attack: a GTK window
+//! of a python script that claims `org.mozilla.firefox` is the script,
+//! never Firefox. On labwc (nothing tells a PID) the windows say
+//! `claimed` (tests/it/wlroots.rs).
+
+use crate::common::session::Session;
+use crate::common::*;
+use crate::shells::GtkWindow;
+
+use std::process::Command;
+
+use contextd::client::json::dict_to_json;
+use contextd::client::proxy::Context1Proxy;
+use serde_json::Value;
+
+pub(crate) const FIREFOX: &str = "org.mozilla.firefox";
+const DEMO1: &str = "org.contextd.Demo1";
+
+async fn windows(ctx: &Context1Proxy<'_>) -> Vec<Value> {
+    ctx.list_windows()
+        .await
+        .map(|v| v.iter().map(dict_to_json).collect())
+        .unwrap_or_default()
+}
+
+/// What the broker's resolver says of `pid`: the id consent would give
+/// the process.
+pub(crate) fn kernel_id(pid: u32) -> String {
+    contextd::internals::resolve_pid(pid)
+        .expect("the window's process resolves")
+        .app_id
+        .to_string()
+}
+
+/// The window claiming Firefox's app id is the script's process, and
+/// says so; the claim is still there as the claim.
+pub(crate) fn assert_claim_is_a_claim(w: &Value, pid: u32) {
+    assert_eq!(w["app_id"], FIREFOX, "the claim stays: {w}");
+    let id = &w["identity"];
+    assert_eq!(id["known_by"], "compositor", "{w}");
+    let app = id["app"].as_str().expect("identity.app");
+    assert_eq!(app, kernel_id(pid), "{w}");
+    assert_ne!(app, FIREFOX, "a claim made it an identity: {w}");
+    assert!(
+        app.starts_with("exe:") || app.starts_with("python3:"),
+        "the python script's identity: {w}"
+    );
+    assert_ne!(id["app_source"], "flatpak", "{w}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sway_1_7_windows_carry_their_process_and_a_claim_stays_a_claim() {
+    on_sway_in(&[]).await;
+}
+
+/// The session of `session.sh start --no-pipewire FLAGS` (`--root ROOT`:
+/// the sway of another Debian): its foot demo window is foot's
+/// executable, a GTK window of python claiming Firefox's app id is
+/// python's, on the D-Bus wire as `identity`.
+pub(crate) async fn on_sway_in(flags: &[&str]) {
+    with_timeout(120, async {
+        let mut args = vec!["--no-pipewire"];
+        args.extend_from_slice(flags);
+        let session = Session::start(&args);
+        let home = Home::new();
+        home.write_policy(&[(&my_app_id(), &["windows"])]);
+        let _d = Daemon::start_in_session(&session, &home, &[]).await;
+        let bus = session.get("DBUS_SESSION_BUS_ADDRESS").expect("bus");
+        let conn = connect_to(bus).await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        let runtime = session.get("XDG_RUNTIME_DIR").expect("runtime dir");
+        let window = GtkWindow::open(
+            std::path::Path::new(runtime),
+            "wayland-1",
+            bus,
+            FIREFOX,
+            "Mozilla Firefox",
+        );
+        let ws = eventually(20, "both windows listed", || async {
+            let ws = windows(&ctx).await;
+            let has = |app: &str| ws.iter().any(|w| w["app_id"] == app);
+            (has(DEMO1) && has(FIREFOX)).then_some(ws)
+        })
+        .await;
+        let fake = ws
+            .iter()
+            .find(|w| w["app_id"] == FIREFOX)
+            .expect("the claiming window");
+        assert_claim_is_a_claim(fake, window.pid());
+
+        // The demo window is foot, by its executable.
+        let demo = ws.iter().find(|w| w["app_id"] == DEMO1).expect("demo");
+        let mut c = Command::new("swaymsg");
+        session.apply(&mut c);
+        let (st, out, err) = run_cmd(c.args(["-t", "get_tree", "-r"]), 10);
+        assert!(st.success(), "swaymsg get_tree: {out}{err}");
+        let tree: Value = serde_json::from_str(&out).expect("tree JSON");
+        let pid = pid_of(&tree, DEMO1).expect("the demo window's pid in sway's tree");
+        assert_eq!(demo["identity"]["known_by"], "compositor", "{demo}");
+        assert_eq!(demo["identity"]["app"], kernel_id(pid), "{demo}");
+        assert_eq!(demo["identity"]["app_source"], "executable", "{demo}");
+        let exe = demo["identity"]["app"].as_str().unwrap_or_default();
+        assert!(exe.starts_with("exe:") && exe.ends_with("/foot"), "{demo}");
+        assert!(
+            demo["identity"].get("sandbox").is_none(),
+            "no security context: {demo}"
+        );
+        window.close();
+    })
+    .await;
+}
+
+/// The `pid` of the node of `app_id` in sway's tree.
+fn pid_of(node: &Value, app_id: &str) -> Option<u32> {
+    if node["app_id"] == app_id {
+        return node["pid"].as_u64().and_then(|p| u32::try_from(p).ok());
+    }
+    ["nodes", "floating_nodes"]
+        .iter()
+        .filter_map(|k| node[*k].as_array())
+        .flatten()
+        .find_map(|c| pid_of(c, app_id))
+}
