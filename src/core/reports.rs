@@ -91,6 +91,10 @@ pub(crate) struct ReportedWindow {
     pub(crate) states: WindowStates,
     pub(crate) outputs: Vec<String>,
     pub(crate) parent: Option<String>,
+    /// The window's process, as the shell knows it from the Wayland
+    /// client's socket credentials (or X11's client ids): the `shells`
+    /// source resolves it like a D-Bus caller's PID.
+    pub(crate) pid: Option<u32>,
 }
 
 /// One report of a shell.

@@ -216,6 +216,34 @@ fn strings(key: &str, v: &Variant<'_>) -> Result<Vec<String>> {
     }
 }
 
+/// The window's process id: any integer type, or a double with an
+/// integral value (what a KWin script's `callDBus` sends for a JavaScript
+/// number); 0 or less is "not known" (GNOME Shell's `get_pid()` says -1
+/// for a window whose client it cannot tell), a value beyond a PID is an
+/// error.
+fn pid(key: &str, v: &Variant<'_>) -> Result<Option<u32>> {
+    let n: Option<i64> = match unwrap(v) {
+        Variant::U32(n) => Some(i64::from(*n)),
+        Variant::I32(n) => Some(i64::from(*n)),
+        Variant::U64(n) => i64::try_from(*n).ok(),
+        Variant::I64(n) => Some(*n),
+        Variant::F64(f) if f.fract() == 0.0 && f.abs() < 1e15 => Some(*f as i64),
+        _ => None,
+    };
+    match n {
+        Some(n) if n <= 0 => Ok(None),
+        Some(n) => match i32::try_from(n) {
+            Ok(p) => Ok(Some(p.unsigned_abs())),
+            Err(_) => Err(Error::InvalidArgs(format!(
+                "window property {key} is no process id"
+            ))),
+        },
+        None => Err(Error::InvalidArgs(format!(
+            "window property {key} must be an integer"
+        ))),
+    }
+}
+
 /// A window's properties (see the XML for the keys); unknown keys are
 /// ignored, a known key of the wrong type is an error.
 fn window<'a>(entries: impl Iterator<Item = (&'a str, &'a Variant<'a>)>) -> Result<ReportedWindow> {
@@ -224,6 +252,7 @@ fn window<'a>(entries: impl Iterator<Item = (&'a str, &'a Variant<'a>)>) -> Resu
         match key {
             "app_id" => w.app_id = string(key, v)?,
             "title" => w.title = string(key, v)?,
+            "pid" => w.pid = pid(key, v)?,
             "parent" => w.parent = Some(string(key, v)?).filter(|p| !p.is_empty()),
             "outputs" => w.outputs = strings(key, v)?,
             "states" => {
@@ -389,6 +418,39 @@ mod tests {
         assert!(w.states.fullscreen);
         assert_eq!(w.outputs, vec!["Virtual-1"]);
         assert_eq!(w.parent, None);
+    }
+
+    /// A PID as GJS sends it (`u`, or `i` with GNOME's -1 for "none") and
+    /// as a KWin script's number does (`d`, or `i`); what no PID can be is
+    /// refused.
+    #[test]
+    fn pids_of_every_integer_shape() {
+        for (v, want) in [
+            (Variant::from(42u32), Some(42)),
+            (Variant::from(42i32), Some(42)),
+            (Variant::from(42f64), Some(42)),
+            (Variant::from(42i64), Some(42)),
+            (Variant::from(-1i32), None),
+            (Variant::from(0u32), None),
+        ] {
+            let w = window_of_map(&map(vec![("pid", v.try_clone().expect("clone"))]))
+                .expect("a window");
+            assert_eq!(w.pid, want, "{v:?}");
+        }
+        for bad in [
+            Variant::from(4.5f64),
+            Variant::from(u64::MAX),
+            Variant::from(i64::from(i32::MAX) + 1),
+            Variant::from("42"),
+        ] {
+            assert!(
+                matches!(
+                    window_of_map(&map(vec![("pid", bad)])),
+                    Err(Error::InvalidArgs(_))
+                ),
+                "accepted"
+            );
+        }
     }
 
     #[test]

@@ -146,6 +146,14 @@ pub(crate) async fn gnome_shell_reports_windows_focus_and_titles_through_the_ext
         // The shell's attribution (its report came over the connection
         // that owns org.gnome.Shell, or it would have been refused).
         assert_eq!(w1["app_id_source"], "gnome-shell", "{w1}");
+        // The window's process, from Meta.Window.get_pid() and the kernel
+        // (issue 52): the python script's identity, beside its claim.
+        assert_eq!(w1["identity"]["known_by"], "compositor", "{w1}");
+        assert_eq!(
+            w1["identity"]["app"],
+            crate::window_identity::kernel_id(one.pid()),
+            "{w1}"
+        );
         let src = source(&ctx, "gnome-shell").await.expect("source");
         assert_eq!(src["available"], true, "{src}");
         eventually(5, "window one is active", || async {
@@ -332,6 +340,23 @@ pub(crate) async fn gnome_shell_reports_windows_focus_and_titles_through_the_ext
         )
         .await;
         let _again = shell.window(&bus.address, ONE, "Window one again");
+        // The attack: a python window claiming Firefox's app id is python.
+        let fake = shell.window(
+            &bus.address,
+            crate::window_identity::FIREFOX,
+            "Mozilla Firefox",
+        );
+        let ws = eventually(15, "the claiming window is reported", || async {
+            let ws = windows(&ctx).await;
+            find(&ws, crate::window_identity::FIREFOX)
+                .is_some()
+                .then_some(ws)
+        })
+        .await;
+        crate::window_identity::assert_claim_is_a_claim(
+            find(&ws, crate::window_identity::FIREFOX).expect("fake"),
+            fake.pid(),
+        );
         let ws = eventually(15, "windows back with the shell", || async {
             let ws = windows(&ctx).await;
             find(&ws, ONE).is_some().then_some(ws)

@@ -94,7 +94,7 @@ pub(crate) async fn kwin_reports_windows_and_focus_through_the_script_in(
             .expect("sub");
         let mut changes = Changes::new(sub.receive_changed().await.expect("changed"));
 
-        let _one = kwin.window(&bus.address, ONE, "Window one");
+        let one = kwin.window(&bus.address, ONE, "Window one");
         changes
             .until(10, "focus on one", |d| is_focus_on(d, ONE))
             .await;
@@ -111,6 +111,14 @@ pub(crate) async fn kwin_reports_windows_and_focus_through_the_script_in(
         // The script's callDBus reports over KWin's own connection, which
         // owns org.kde.KWin (anything else is refused): KWin attributed it.
         assert_eq!(w1["app_id_source"], "kwin", "{w1}");
+        // The window's process, from KWin's Window.pid and the kernel
+        // (issue 52): the python script's identity, beside its claim.
+        assert_eq!(w1["identity"]["known_by"], "compositor", "{w1}");
+        assert_eq!(
+            w1["identity"]["app"],
+            crate::window_identity::kernel_id(one.pid()),
+            "{w1}"
+        );
         assert_eq!(active(&ctx).await["app_id"], TWO);
 
         // Titles only with windows.titles: gdbus has `windows` only.
@@ -238,6 +246,23 @@ pub(crate) async fn kwin_reports_windows_and_focus_through_the_script_in(
         // Back: the script is loaded again, the new KWin's windows listed.
         let kwin = Kwin::start_in(root, &bus.address, &exe, kwin_home.path(), 2).await;
         let _again = kwin.window(&bus.address, ONE, "Window one again");
+        // The attack: a python window claiming Firefox's app id is python.
+        let fake = kwin.window(
+            &bus.address,
+            crate::window_identity::FIREFOX,
+            "Mozilla Firefox",
+        );
+        let ws = eventually(15, "the claiming window is reported", || async {
+            let ws = windows(&ctx).await;
+            find(&ws, crate::window_identity::FIREFOX)
+                .is_some()
+                .then_some(ws)
+        })
+        .await;
+        crate::window_identity::assert_claim_is_a_claim(
+            find(&ws, crate::window_identity::FIREFOX).expect("fake"),
+            fake.pid(),
+        );
         let ws = eventually(15, "windows back with KWin", || async {
             let ws = windows(&ctx).await;
             find(&ws, ONE).is_some().then_some(ws)

@@ -143,6 +143,13 @@ class Reporter {
             title: new GLib.Variant('s', win.get_title() || ''),
             states: new GLib.Variant('as', states),
         };
+        // The window's process, as Mutter knows it from the client's
+        // socket (Wayland) or its client ids (X11); -1 when it cannot
+        // tell. The broker names the app from it as the kernel does; the
+        // app id above stays the app's claim.
+        const pid = win.get_pid();
+        if (Number.isInteger(pid) && pid > 0)
+            props.pid = new GLib.Variant('u', pid);
         const parent = win.get_transient_for();
         if (parent)
             props.parent = new GLib.Variant('s', this._id(parent));

@@ -25,7 +25,7 @@ use crate::core::SourceEvent;
 use crate::core::reports::{MAX_WINDOWS, Report, ReportedWindow};
 use crate::core::state::truncate_text;
 use crate::desktop_entry::AppInfo;
-use crate::model::{Window, WindowAttribution};
+use crate::model::{Window, WindowAttribution, WindowProcess};
 
 /// How long a report of no focus waits for a real one.
 pub(crate) const NULL_FOCUS_DELAY: Duration = Duration::from_millis(80);
@@ -37,6 +37,25 @@ const MAX_OUTPUTS: usize = 16;
 
 /// Resolves an app id to its desktop entry.
 pub(crate) type Resolver = Box<dyn FnMut(&str) -> Option<AppInfo> + Send>;
+
+/// Resolves a window's PID to the kernel's identity of its process.
+pub(crate) type Processes = Box<dyn FnMut(u32) -> Option<WindowProcess> + Send>;
+
+/// The daemon's [`Processes`]: `identity::resolve_pid`, as for a D-Bus
+/// caller. A few reads of `/proc/PID`, once per window (again only when
+/// its PID changes), so it runs where the report is handled.
+pub(crate) fn resolve_process(pid: u32) -> Option<WindowProcess> {
+    match crate::identity::resolve_pid(pid) {
+        Ok(id) => Some(WindowProcess {
+            app_id: id.app_id,
+            source: id.source,
+        }),
+        Err(e) => {
+            tracing::debug!(pid, "a reported window's process: {e}");
+            None
+        }
+    }
+}
 
 /// The shell's id as part of ours: printable ASCII kept, anything else
 /// (or an overlong one) hashed.
@@ -74,6 +93,10 @@ pub(crate) struct Tracker {
     /// (unless another focus was reported since).
     awaited: Option<String>,
     resolver: Resolver,
+    processes: Processes,
+    /// The PID each window (shell id) was reported with, whose identity
+    /// its `process` is.
+    pids: BTreeMap<String, u32>,
 }
 
 impl std::fmt::Debug for Tracker {
@@ -100,7 +123,17 @@ impl Tracker {
             held_closes: BTreeSet::new(),
             awaited: None,
             resolver,
+            processes: Box::new(resolve_process),
+            pids: BTreeMap::new(),
         }
+    }
+
+    /// Resolve the windows' PIDs with `processes` rather than
+    /// [`resolve_process`].
+    #[cfg(test)]
+    pub(crate) fn with_processes(mut self, processes: Processes) -> Tracker {
+        self.processes = processes;
+        self
     }
 
     /// The connection whose reports these are.
@@ -130,6 +163,7 @@ impl Tracker {
         for (_, w) in std::mem::take(&mut self.windows) {
             out.push(SourceEvent::WindowClosed { id: w.id });
         }
+        self.pids.clear();
         out
     }
 
@@ -255,6 +289,7 @@ impl Tracker {
         let Some(w) = self.windows.remove(id) else {
             return;
         };
+        self.pids.remove(id);
         if self.focus.as_deref() == Some(id) {
             // Held until the focus moves (or the wait ends).
             self.focus = None;
@@ -310,6 +345,17 @@ impl Tracker {
                 )
             }
         };
+        // The shell's word on the PID (it has it from the client's socket);
+        // the identity is the kernel's, resolved once per PID.
+        let process = match (r.pid, self.windows.get(&key)) {
+            (None, _) => None,
+            (Some(pid), Some(old)) if self.pids.get(&key) == Some(&pid) => old.process.clone(),
+            (Some(pid), _) => (self.processes)(pid),
+        };
+        match r.pid {
+            Some(pid) => self.pids.insert(key.clone(), pid),
+            None => self.pids.remove(&key),
+        };
         let window = Window {
             id: broker_id,
             app_id,
@@ -323,7 +369,7 @@ impl Tracker {
             last_focused: None,
             attributed_by: self.attribution,
             title_hidden: None,
-            process: None,
+            process,
             sandbox: None,
         };
         if self.windows.get(&key) == Some(&window) {
@@ -373,6 +419,55 @@ mod tests {
             }
         }
         out
+    }
+
+    /// A reported PID is resolved once (again only when it changes) and
+    /// the window carries the kernel's identity beside its claim; a
+    /// window without a PID has none.
+    #[test]
+    fn a_reported_pid_is_the_kernel_identity_resolved_once() {
+        use crate::model::{AppId, IdentitySource};
+        use std::sync::Mutex;
+        let asked: Arc<Mutex<Vec<u32>>> = Arc::default();
+        let log = asked.clone();
+        let mut t = tracker().with_processes(Box::new(move |pid| {
+            log.lock().expect("lock").push(pid);
+            Some(WindowProcess {
+                app_id: AppId::new(format!("exe:/usr/bin/p{pid}")).expect("id"),
+                source: IdentitySource::Executable,
+            })
+        }));
+        let now = Instant::now();
+        let claim = |title: &str, pid: Option<u32>| ReportedWindow {
+            pid,
+            ..w("org.mozilla.firefox", title)
+        };
+        let process = |ev: &[SourceEvent]| match ev.last() {
+            Some(SourceEvent::Window { window }) => {
+                window.process.as_ref().map(|p| p.app_id.to_string())
+            }
+            other => panic!("{other:?}"),
+        };
+        let mut report = |title: &str, pid| {
+            t.report(
+                ":1.5",
+                Report::Window {
+                    id: "a".into(),
+                    window: claim(title, pid),
+                },
+                now,
+            )
+            .0
+        };
+        let ev = report("A", Some(7));
+        assert_eq!(process(&ev).as_deref(), Some("exe:/usr/bin/p7"));
+        let ev = report("B", Some(7));
+        assert_eq!(process(&ev).as_deref(), Some("exe:/usr/bin/p7"));
+        let ev = report("C", Some(8));
+        assert_eq!(process(&ev).as_deref(), Some("exe:/usr/bin/p8"));
+        let ev = report("D", None);
+        assert_eq!(process(&ev), None, "no PID, no identity");
+        assert_eq!(*asked.lock().expect("lock"), vec![7, 8]);
     }
 
     #[test]

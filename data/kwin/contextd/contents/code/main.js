@@ -87,6 +87,12 @@ function props(w) {
         "states": states,
         "outputs": outputs
     };
+    // The window's process, as KWin knows it from the client's socket
+    // (Wayland) or its client ids (X11): the broker names the app from it
+    // as the kernel does; the app id above stays the app's claim.
+    if (typeof w.pid === "number" && w.pid > 0) {
+        p["pid"] = w.pid;
+    }
     if (w.transient && w.transientFor) {
         p["parent"] = idOf(w.transientFor);
     }
