@@ -339,7 +339,6 @@ pub(crate) async fn gnome_shell_reports_windows_focus_and_titles_through_the_ext
             "contextd-test-on",
         )
         .await;
-        let _again = shell.window(&bus.address, ONE, "Window one again");
         // The attack: a python window claiming Firefox's app id is python.
         let fake = shell.window(
             &bus.address,
@@ -357,6 +356,8 @@ pub(crate) async fn gnome_shell_reports_windows_focus_and_titles_through_the_ext
             find(&ws, crate::window_identity::FIREFOX).expect("fake"),
             fake.pid(),
         );
+        // Opened after the claiming window, so that it has the focus.
+        let _again = shell.window(&bus.address, ONE, "Window one again");
         let ws = eventually(15, "windows back with the shell", || async {
             let ws = windows(&ctx).await;
             find(&ws, ONE).is_some().then_some(ws)

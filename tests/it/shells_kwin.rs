@@ -245,7 +245,6 @@ pub(crate) async fn kwin_reports_windows_and_focus_through_the_script_in(
 
         // Back: the script is loaded again, the new KWin's windows listed.
         let kwin = Kwin::start_in(root, &bus.address, &exe, kwin_home.path(), 2).await;
-        let _again = kwin.window(&bus.address, ONE, "Window one again");
         // The attack: a python window claiming Firefox's app id is python.
         let fake = kwin.window(
             &bus.address,
@@ -263,6 +262,8 @@ pub(crate) async fn kwin_reports_windows_and_focus_through_the_script_in(
             find(&ws, crate::window_identity::FIREFOX).expect("fake"),
             fake.pid(),
         );
+        // Opened after the claiming window, so that it has the focus.
+        let _again = kwin.window(&bus.address, ONE, "Window one again");
         let ws = eventually(15, "windows back with KWin", || async {
             let ws = windows(&ctx).await;
             find(&ws, ONE).is_some().then_some(ws)
