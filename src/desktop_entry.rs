@@ -55,6 +55,10 @@ pub(crate) struct AppInfo {
     pub(crate) name: String,
     /// `Icon=`: an icon name or an absolute path.
     pub(crate) icon: Option<String>,
+    /// The program it runs: `TryExec=`, else the first word of `Exec=`
+    /// that is not `env` or a `VAR=value` (unquoted), for telling whether
+    /// a window's process is this entry's ([`for_window`]).
+    pub(crate) program: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -193,6 +197,7 @@ fn cut(s: String) -> String {
 pub(crate) fn parse(desktop_id: &str, text: &str) -> Option<Entry> {
     let mut in_group = false;
     let (mut name, mut icon, mut wm_class, mut kind) = (None, None, None, None);
+    let (mut exec, mut try_exec) = (None, None);
     let mut hidden = false;
     for line in text.lines() {
         let line = line.trim();
@@ -219,6 +224,8 @@ pub(crate) fn parse(desktop_id: &str, text: &str) -> Option<Entry> {
             "StartupWMClass" if !v.is_empty() => wm_class = Some(unescape(v)),
             "Type" => kind = Some(v.to_owned()),
             "Hidden" => hidden = v == "true",
+            "Exec" if !v.is_empty() => exec = program_of(&unescape(v)),
+            "TryExec" if !v.is_empty() => try_exec = Some(unescape(v)),
             _ => {}
         }
     }
@@ -230,9 +237,122 @@ pub(crate) fn parse(desktop_id: &str, text: &str) -> Option<Entry> {
             desktop_id: desktop_id.to_owned(),
             name: cut(name.filter(|n| !n.is_empty())?),
             icon: icon.map(cut),
+            program: try_exec.or(exec),
         },
         wm_class: wm_class.map(cut),
     })
+}
+
+/// The program an `Exec=` line runs: its first word (a word in the
+/// spec's double quotes may hold spaces), past `env` and its `VAR=value`
+/// words. Field codes and the arguments do not matter here; an `env` with
+/// options is not followed (the entry then names no program, and speaks
+/// for no executable).
+fn program_of(exec: &str) -> Option<String> {
+    let mut words = exec_words(exec).into_iter();
+    let mut w = words.next()?;
+    if w == "env" || w.ends_with("/env") {
+        w = words.find(|w| !w.contains('='))?;
+        if w.starts_with('-') {
+            return None;
+        }
+    }
+    (!w.is_empty() && !w.starts_with('%')).then_some(w)
+}
+
+/// The words of an `Exec=` value: split at spaces outside double quotes,
+/// quotes removed, `\"` `\\` `\$` and `` \` `` inside them unescaped.
+fn exec_words(exec: &str) -> Vec<String> {
+    let (mut words, mut cur, mut quoted, mut any) = (Vec::new(), String::new(), false, false);
+    let mut it = exec.chars();
+    while let Some(c) = it.next() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                any = true;
+            }
+            '\\' if quoted => cur.extend(it.next()),
+            c if c.is_whitespace() && !quoted => {
+                if any || !cur.is_empty() {
+                    words.push(std::mem::take(&mut cur));
+                }
+                any = false;
+            }
+            c => cur.push(c),
+        }
+    }
+    if any || !cur.is_empty() {
+        words.push(cur);
+    }
+    words
+}
+
+/// Where `program` is: itself when absolute, else the first executable
+/// file of that name on `PATH`; with every symbolic link resolved, as the
+/// kernel names a process's executable.
+fn program_path(program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let is_exe = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let found = if program.starts_with('/') {
+        Some(PathBuf::from(program)).filter(|p| is_exe(p))
+    } else if program.contains('/') {
+        None
+    } else {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(program))
+                .find(|p| is_exe(p))
+        })
+    };
+    found.and_then(|p| std::fs::canonicalize(p).ok())
+}
+
+/// Whether `info` (the entry a window's claimed app id finds) is the
+/// entry of the process the compositor told for that window: the same
+/// Flatpak, Snap or systemd-launched app id, or the program the entry
+/// runs is the process's executable (or, for an interpreter, its script).
+pub(crate) fn speaks_for(info: &AppInfo, process: &crate::model::WindowProcess) -> bool {
+    use crate::model::IdentitySource as S;
+    let id = process.app_id.as_str();
+    let stem = info
+        .desktop_id
+        .strip_suffix(".desktop")
+        .unwrap_or(&info.desktop_id);
+    let runs = |path: &str| {
+        info.program
+            .as_deref()
+            .and_then(program_path)
+            .is_some_and(|p| p == Path::new(path))
+    };
+    match process.source {
+        S::Flatpak | S::Systemd => stem == id,
+        S::Snap => id
+            .strip_prefix("snap.")
+            .is_some_and(|n| info.desktop_id.starts_with(&format!("{n}_"))),
+        S::Executable => id.strip_prefix("exe:").is_some_and(runs),
+        S::Interpreter => id.split_once(':').is_some_and(|(_, script)| runs(script)),
+        S::Token => false,
+    }
+}
+
+/// The name and icon of a window whose app id claims `claim`: the entry
+/// the claim finds, unless the compositor told the window's process and
+/// that entry is not the process's ([`speaks_for`]); then the entry that
+/// may speak for the process ([`display_of`]), or none. So a window that
+/// claims `org.mozilla.firefox` from a python script is not drawn with
+/// Firefox's name and icon; Firefox's own window is.
+pub(crate) fn for_window(
+    claim: &str,
+    process: Option<&crate::model::WindowProcess>,
+) -> Option<AppInfo> {
+    let info = lookup(claim);
+    let Some(p) = process else { return info };
+    match info {
+        Some(i) if speaks_for(&i, p) => Some(i),
+        _ => display_of(p.app_id.as_str()),
+    }
 }
 
 /// The escapes of the spec's `string` type: `\s \n \t \r \\`.
@@ -442,6 +562,91 @@ mod tests {
         format!(
             "[Desktop Entry]\nType=Application\nName={name}\nIcon=icon-{name}\n{extra}\n[Desktop Action new]\nName=Not this\n"
         )
+    }
+
+    #[test]
+    fn the_program_of_an_exec_line() {
+        assert_eq!(program_of("firefox %u").as_deref(), Some("firefox"));
+        assert_eq!(
+            program_of("\"/opt/My App/app\" --new").as_deref(),
+            Some("/opt/My App/app")
+        );
+        assert_eq!(
+            program_of("env GDK_BACKEND=x11 LANG=C gimp %U").as_deref(),
+            Some("gimp")
+        );
+        assert_eq!(program_of("/usr/bin/env -u X foo"), None, "not followed");
+        assert_eq!(program_of("%u"), None);
+        assert_eq!(program_of("   "), None);
+        let e = parse(
+            "a.desktop",
+            "[Desktop Entry]\nType=Application\nName=A\nExec=a-bin %F\nTryExec=/usr/bin/a-real\n",
+        )
+        .expect("entry");
+        assert_eq!(
+            e.info.program.as_deref(),
+            Some("/usr/bin/a-real"),
+            "TryExec first"
+        );
+    }
+
+    /// Which process an entry speaks for: its program (through links, as
+    /// the kernel names an executable), its sandbox's or unit's app id.
+    /// The attack: an entry of another program, a look-alike id.
+    #[test]
+    fn an_entry_speaks_only_for_its_own_process() {
+        use crate::model::{AppId, IdentitySource, WindowProcess};
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().expect("tempdir");
+        let real = t.path().join("firefox-real");
+        std::fs::write(&real, "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let link = t.path().join("firefox");
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        let real = std::fs::canonicalize(&real).expect("canonical");
+        let info = |id: &str, program: Option<&str>| AppInfo {
+            desktop_id: format!("{id}.desktop"),
+            name: "N".into(),
+            icon: None,
+            program: program.map(str::to_owned),
+        };
+        let proc_ = |id: &str, source| WindowProcess {
+            app_id: AppId::new(id).expect("id"),
+            source,
+        };
+        let firefox = info("org.mozilla.firefox", link.to_str());
+        let exe = format!("exe:{}", real.display());
+        assert!(speaks_for(
+            &firefox,
+            &proc_(&exe, IdentitySource::Executable)
+        ));
+        assert!(!speaks_for(
+            &firefox,
+            &proc_("exe:/usr/bin/python3", IdentitySource::Executable)
+        ));
+        assert!(!speaks_for(
+            &info("org.mozilla.firefox", None),
+            &proc_(&exe, IdentitySource::Executable)
+        ));
+        let script = format!("python3:{}", real.display());
+        assert!(speaks_for(
+            &firefox,
+            &proc_(&script, IdentitySource::Interpreter)
+        ));
+        for source in [IdentitySource::Flatpak, IdentitySource::Systemd] {
+            assert!(speaks_for(&firefox, &proc_("org.mozilla.firefox", source)));
+            assert!(!speaks_for(&firefox, &proc_("org.mozilla.Firefox", source)));
+            assert!(!speaks_for(&firefox, &proc_("org.mozilla", source)));
+        }
+        let snap = info("firefox_firefox", None);
+        assert!(speaks_for(
+            &snap,
+            &proc_("snap.firefox", IdentitySource::Snap)
+        ));
+        assert!(!speaks_for(
+            &snap,
+            &proc_("snap.fire", IdentitySource::Snap)
+        ));
     }
 
     #[test]

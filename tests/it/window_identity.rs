@@ -68,6 +68,26 @@ pub(crate) async fn on_sway_in(flags: &[&str]) {
         let session = Session::start(&args);
         let home = Home::new();
         home.write_policy(&[(&my_app_id(), &["windows"])]);
+        // Firefox's entry, and one for the demo window that runs foot:
+        // each names only a window of its own program.
+        let apps = home.dir.path().join("data/applications");
+        std::fs::create_dir_all(&apps).expect("mkdir");
+        let entry = |name: &str, exec: &str| {
+            format!(
+                "[Desktop Entry]\nType=Application\nName={name}\nIcon={name}-icon\nExec={exec} %u\n"
+            )
+        };
+        std::fs::write(
+            apps.join(format!("{FIREFOX}.desktop")),
+            entry("Firefox", "/usr/lib/firefox/firefox"),
+        )
+        .expect("firefox entry");
+        let foot = foot_program(flags);
+        std::fs::write(
+            apps.join(format!("{DEMO1}.desktop")),
+            entry("Demo Terminal", &foot),
+        )
+        .expect("demo entry");
         let _d = Daemon::start_in_session(&session, &home, &[]).await;
         let bus = session.get("DBUS_SESSION_BUS_ADDRESS").expect("bus");
         let conn = connect_to(bus).await;
@@ -91,6 +111,9 @@ pub(crate) async fn on_sway_in(flags: &[&str]) {
             .find(|w| w["app_id"] == FIREFOX)
             .expect("the claiming window");
         assert_claim_is_a_claim(fake, window.pid());
+        // Not drawn as Firefox either: Firefox's entry runs another program.
+        assert!(fake.get("app_name").is_none(), "named by the claim: {fake}");
+        assert!(fake.get("icon").is_none(), "Firefox's icon: {fake}");
 
         // The demo window is foot, by its executable.
         let demo = ws.iter().find(|w| w["app_id"] == DEMO1).expect("demo");
@@ -103,6 +126,9 @@ pub(crate) async fn on_sway_in(flags: &[&str]) {
         assert_eq!(demo["identity"]["known_by"], "compositor", "{demo}");
         assert_eq!(demo["identity"]["app"], kernel_id(pid), "{demo}");
         assert_eq!(demo["identity"]["app_source"], "executable", "{demo}");
+        // Its entry runs foot, the window's program: it names the window.
+        assert_eq!(demo["app_name"], "Demo Terminal", "{demo}");
+        assert_eq!(demo["icon"], "Demo Terminal-icon", "{demo}");
         let exe = demo["identity"]["app"].as_str().unwrap_or_default();
         assert!(exe.starts_with("exe:") && exe.ends_with("/foot"), "{demo}");
         assert!(
@@ -112,6 +138,17 @@ pub(crate) async fn on_sway_in(flags: &[&str]) {
         window.close();
     })
     .await;
+}
+
+/// What a desktop entry's `Exec=` names for the session's foot (the
+/// demo windows' program) under `session.sh start FLAGS`: a root's foot is
+/// that root's file, not the host's `foot`, and an entry speaks for a
+/// window only when it runs the window's program.
+pub(crate) fn foot_program(flags: &[&str]) -> String {
+    match flags.iter().position(|f| *f == "--root") {
+        Some(i) => format!("{}/usr/bin/foot", flags.get(i + 1).expect("--root ROOT")),
+        None => "foot".to_owned(),
+    }
 }
 
 /// The `pid` of the node of `app_id` in sway's tree.

@@ -73,7 +73,7 @@ struct Shell {
 
 impl Shell {
     fn new(source: &'static str, enabled: bool) -> Shell {
-        let resolver: tracker::Resolver = Box::new(crate::desktop_entry::lookup);
+        let resolver: tracker::Resolver = Box::new(crate::desktop_entry::for_window);
         Shell {
             source,
             enabled,

@@ -35,8 +35,10 @@ const MAX_APP_ID_CHARS: usize = 255;
 const MAX_OUTPUT_CHARS: usize = 64;
 const MAX_OUTPUTS: usize = 16;
 
-/// Resolves an app id to its desktop entry.
-pub(crate) type Resolver = Box<dyn FnMut(&str) -> Option<AppInfo> + Send>;
+/// Resolves a window's claimed app id, and its process where the shell
+/// told its PID, to the desktop entry that names the window
+/// (`desktop_entry::for_window`).
+pub(crate) type Resolver = Box<dyn FnMut(&str, Option<&WindowProcess>) -> Option<AppInfo> + Send>;
 
 /// Resolves a window's PID to the kernel's identity of its process.
 pub(crate) type Processes = Box<dyn FnMut(u32) -> Option<WindowProcess> + Send>;
@@ -328,15 +330,22 @@ impl Tracker {
             .take(MAX_OUTPUTS)
             .map(|o| bounded(o, MAX_OUTPUT_CHARS))
             .collect();
+        // The shell's word on the PID (it has it from the client's socket);
+        // the identity is the kernel's, resolved once per PID.
+        let process = match (r.pid, self.windows.get(&key)) {
+            (None, _) => None,
+            (Some(pid), Some(old)) if self.pids.get(&key) == Some(&pid) => old.process.clone(),
+            (Some(pid), _) => (self.processes)(pid),
+        };
         let (app_name, icon, first_seen) = match self.windows.get(&key) {
-            Some(old) if old.app_id == app_id => {
+            Some(old) if old.app_id == app_id && old.process == process => {
                 (old.app_name.clone(), old.icon.clone(), old.first_seen)
             }
             old => {
                 let info = if app_id.is_empty() {
                     None
                 } else {
-                    (self.resolver)(&app_id)
+                    (self.resolver)(&app_id, process.as_ref())
                 };
                 (
                     info.as_ref().map(|i| i.name.clone()),
@@ -344,13 +353,6 @@ impl Tracker {
                     old.map_or_else(Utc::now, |o| o.first_seen),
                 )
             }
-        };
-        // The shell's word on the PID (it has it from the client's socket);
-        // the identity is the kernel's, resolved once per PID.
-        let process = match (r.pid, self.windows.get(&key)) {
-            (None, _) => None,
-            (Some(pid), Some(old)) if self.pids.get(&key) == Some(&pid) => old.process.clone(),
-            (Some(pid), _) => (self.processes)(pid),
         };
         match r.pid {
             Some(pid) => self.pids.insert(key.clone(), pid),
@@ -391,7 +393,7 @@ mod tests {
     use std::sync::Arc;
 
     fn tracker() -> Tracker {
-        Tracker::new("kwin", Box::new(|_| None))
+        Tracker::new("kwin", Box::new(|_, _| None))
     }
 
     fn w(app: &str, title: &str) -> ReportedWindow {

@@ -481,7 +481,7 @@ impl State {
         let resolver = &mut self.resolver;
         let finder = &mut self.finder;
         self.tracker.get_or_insert_with(|| {
-            let r = resolver.take().unwrap_or_else(|| Box::new(|_| None));
+            let r = resolver.take().unwrap_or_else(|| Box::new(|_, _| None));
             Tracker::new(generation, ext, r).with_finder(finder.take())
         })
     }

@@ -159,7 +159,7 @@ pub async fn run_at(ctx: SourceContext, path: PathBuf, mut backoff: Backoff) {
         };
         watch = None;
         generation += 1;
-        let resolver: toplevels::Resolver = Box::new(crate::desktop_entry::lookup);
+        let resolver: toplevels::Resolver = Box::new(crate::desktop_entry::for_window);
         let finder = sway::finder_from_env();
         let mut conn = match Connection::start(stream, generation, ctx.tx.clone(), resolver, finder)
         {

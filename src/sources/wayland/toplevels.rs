@@ -49,8 +49,14 @@ const WLR_MINIMIZED: u32 = 1;
 const WLR_ACTIVATED: u32 = 2;
 const WLR_FULLSCREEN: u32 = 3;
 
-/// Resolves an app id to its desktop entry.
-pub(crate) type Resolver = Box<dyn FnMut(&str) -> Option<AppInfo> + Send>;
+/// Resolves a window's claimed app id, and the process the compositor
+/// told for it if it did, to the desktop entry that names the window
+/// (`desktop_entry::for_window`).
+pub(crate) type Resolver = Box<dyn FnMut(&str, Option<&WindowProcess>) -> Option<AppInfo> + Send>;
+
+/// A window's claimed app id and the process the compositor told for it:
+/// what its desktop entry is looked up by.
+type Named = (String, Option<WindowProcess>);
 
 /// A new window whose process the compositor may know (see
 /// [`Tracker::with_finder`]).
@@ -159,8 +165,8 @@ struct ExtHandle {
 struct WindowMeta {
     id: String,
     first_seen: DateTime<Utc>,
-    /// (app id it was resolved for, result).
-    app: Option<(String, Option<AppInfo>)>,
+    /// What the window's name and icon were resolved for, and the result.
+    app: Option<(Named, Option<AppInfo>)>,
     /// What the compositor said of its process, once asked (`None`: not
     /// asked yet; asked once, right after the window's first `done`).
     known: Option<Found>,
@@ -705,24 +711,30 @@ impl Tracker {
     }
 
     /// Resolve (and cache on the window) the desktop entry of `app_id`.
-    fn app_info(&mut self, owner: Owner, app_id: &str) -> Option<AppInfo> {
+    fn app_info(
+        &mut self,
+        owner: Owner,
+        app_id: &str,
+        process: Option<&WindowProcess>,
+    ) -> Option<AppInfo> {
         let cached = match owner {
             Owner::Wlr(k) => self.wlr.get(&k).and_then(|h| h.window.as_ref()),
             Owner::Ext(k) => self.ext.get(&k).and_then(|h| h.window.as_ref()),
         }
         .and_then(|w| w.app.clone());
-        if let Some((a, info)) = cached
+        if let Some(((a, p), info)) = cached
             && a == app_id
+            && p.as_ref() == process
         {
             return info;
         }
-        let info = (self.resolver)(app_id);
+        let info = (self.resolver)(app_id, process);
         let meta = match owner {
             Owner::Wlr(k) => self.wlr.get_mut(&k).and_then(|h| h.window.as_mut()),
             Owner::Ext(k) => self.ext.get_mut(&k).and_then(|h| h.window.as_mut()),
         };
         if let Some(m) = meta {
-            m.app = Some((app_id.to_owned(), info.clone()));
+            m.app = Some(((app_id.to_owned(), process.cloned()), info.clone()));
         }
         info
     }
@@ -760,7 +772,7 @@ impl Tracker {
                 )
             }
         };
-        let (app_name, icon) = match self.app_info(owner, &app_id) {
+        let (app_name, icon) = match self.app_info(owner, &app_id, known.process.as_ref()) {
             Some(i) => (Some(i.name), i.icon),
             None => (None, None),
         };
@@ -848,11 +860,12 @@ mod tests {
         Tracker::new(
             3,
             ext,
-            Box::new(|a: &str| {
+            Box::new(|a: &str, _: Option<&WindowProcess>| {
                 (a == "org.known.App").then(|| AppInfo {
                     desktop_id: "org.known.App.desktop".into(),
                     name: "Known".into(),
                     icon: Some("known-icon".into()),
+                    program: None,
                 })
             }),
         )
