@@ -226,3 +226,12 @@ async fn sway_1_12_windows_carry_their_process_and_a_claim_stays_a_claim() {
     let Some(root) = root() else { return };
     crate::window_identity::on_sway_in(&["--root", &root.path]).await;
 }
+
+/// A window a sandbox engine made through `wp_security_context_v1` is
+/// marked with sway 1.12's word on its security context (engine, app id,
+/// instance); a plain window of the same program is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sway_1_12_marks_a_sandboxed_window_from_its_security_context() {
+    let Some(root) = root() else { return };
+    crate::window_identity::sandboxed_window_on_sway_in(&["--root", &root.path]).await;
+}

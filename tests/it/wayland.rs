@@ -73,21 +73,26 @@ pub struct Toplevels {
 }
 
 pub fn wl_toplevels_bin() -> PathBuf {
+    example_bin("wl_toplevels")
+}
+
+/// The test helper `examples/NAME.rs`, built when it is not there yet.
+pub fn example_bin(name: &str) -> PathBuf {
     // Beside the binaries, in target/<profile>/examples/ (this test's own
     // executable may be in cargo's build dir, elsewhere).
     let bin = Path::new(env!("CARGO_BIN_EXE_contextd"))
         .parent()
-        .map(|d| d.join("examples/wl_toplevels"))
+        .map(|d| d.join("examples").join(name))
         .expect("target dir");
     if !bin.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let (st, out, err) = run_cmd(
             Command::new(cargo)
-                .args(["build", "--quiet", "--example", "wl_toplevels"])
+                .args(["build", "--quiet", "--example", name])
                 .current_dir(crate::common::root()),
             600,
         );
-        assert!(st.success(), "building wl_toplevels failed: {out}{err}");
+        assert!(st.success(), "building {name} failed: {out}{err}");
     }
     bin
 }
@@ -95,8 +100,23 @@ pub fn wl_toplevels_bin() -> PathBuf {
 impl Toplevels {
     /// Open `count` windows and wait until the compositor mapped them.
     pub fn open(session: &Session, count: usize, app_prefix: &str, title_prefix: &str) -> Self {
+        Self::open_on(session, None, count, app_prefix, title_prefix)
+    }
+
+    /// [`Toplevels::open`] through the Wayland socket `display` (a name
+    /// or a path) rather than the session's.
+    pub fn open_on(
+        session: &Session,
+        display: Option<&str>,
+        count: usize,
+        app_prefix: &str,
+        title_prefix: &str,
+    ) -> Self {
         let mut c = Command::new(wl_toplevels_bin());
         session.apply(&mut c);
+        if let Some(d) = display {
+            c.env("WAYLAND_DISPLAY", d);
+        }
         let mut child = c
             .args([count.to_string().as_str(), app_prefix, title_prefix])
             .stdin(Stdio::piped())

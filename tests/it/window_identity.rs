@@ -140,6 +140,93 @@ pub(crate) async fn on_sway_in(flags: &[&str]) {
     .await;
 }
 
+/// A sandbox engine's window on sway (1.12): the engine made a Wayland
+/// socket of its own with `wp_security_context_v1` (engine, app id,
+/// instance: examples/wl_security_context.rs does what Flatpak does) and
+/// the app connected through it alone. The window carries its process
+/// from the kernel and the security context sway tells; a window of the
+/// same program on the plain socket carries none (the metadata is the
+/// compositor's word about the connection, not anything a client says).
+pub(crate) async fn sandboxed_window_on_sway_in(flags: &[&str]) {
+    use crate::wayland::{Toplevels, example_bin};
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    with_timeout(120, async {
+        let mut args = vec!["--no-pipewire"];
+        args.extend_from_slice(flags);
+        let session = Session::start(&args);
+        let home = Home::new();
+        home.write_policy(&[(&my_app_id(), &["windows"])]);
+        let _d = Daemon::start_in_session(&session, &home, &[]).await;
+        let bus = session.get("DBUS_SESSION_BUS_ADDRESS").expect("bus");
+        let conn = connect_to(bus).await;
+        let ctx = Context1Proxy::new(&conn).await.expect("proxy");
+        let runtime = session.get("XDG_RUNTIME_DIR").expect("runtime dir");
+        let socket = std::path::Path::new(runtime).join("wayland-sandboxed");
+        let socket = socket.to_str().expect("utf-8 path").to_owned();
+        let mut c = Command::new(example_bin("wl_security_context"));
+        session.apply(&mut c);
+        let mut engine = c
+            .args([
+                socket.as_str(),
+                "org.flatpak",
+                "org.example.Sandboxed",
+                "instance-7",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn wl_security_context");
+        let mut ready = String::new();
+        BufReader::new(engine.stdout.take().expect("stdout"))
+            .read_line(&mut ready)
+            .expect("read wl_security_context");
+        assert_eq!(
+            ready.trim(),
+            "ready",
+            "the compositor took the sandbox's socket"
+        );
+        let _inside = Toplevels::open_on(
+            &session,
+            Some(&socket),
+            1,
+            "org.example.Sandboxed",
+            "Inside",
+        );
+        let _outside = Toplevels::open(&session, 1, "org.example.Plain", "Outside");
+        let ws = eventually(20, "both windows listed", || async {
+            let ws = windows(&ctx).await;
+            let has = |app: &str| ws.iter().any(|w| w["app_id"] == app);
+            (has("org.example.Sandboxed") && has("org.example.Plain")).then_some(ws)
+        })
+        .await;
+        let inside = ws
+            .iter()
+            .find(|w| w["app_id"] == "org.example.Sandboxed")
+            .expect("inside");
+        let id = &inside["identity"];
+        assert_eq!(id["known_by"], "compositor", "{inside}");
+        assert_eq!(id["sandbox"]["engine"], "org.flatpak", "{inside}");
+        assert_eq!(id["sandbox"]["app_id"], "org.example.Sandboxed", "{inside}");
+        assert_eq!(id["sandbox"]["instance_id"], "instance-7", "{inside}");
+        let exe = id["app"].as_str().unwrap_or_default();
+        assert!(
+            exe.starts_with("exe:") && exe.ends_with("/wl_toplevels"),
+            "{inside}"
+        );
+        let outside = ws
+            .iter()
+            .find(|w| w["app_id"] == "org.example.Plain")
+            .expect("outside");
+        assert_eq!(outside["identity"]["known_by"], "compositor", "{outside}");
+        assert!(outside["identity"].get("sandbox").is_none(), "{outside}");
+        drop(engine.stdin.take());
+        let _ = engine.wait();
+    })
+    .await;
+}
+
 /// What a desktop entry's `Exec=` names for the session's foot (the
 /// demo windows' program) under `session.sh start FLAGS`: a root's foot is
 /// that root's file, not the host's `foot`, and an entry speaks for a
