@@ -212,6 +212,24 @@ pub(crate) fn hashed_id(s: &str) -> String {
     format!("h{h:016x}")
 }
 
+/// The kernel's identity of a window's process, as for a D-Bus caller
+/// (`identity::resolve_pid`): what the compositor or shell told of a
+/// window's PID becomes the id consent names the app by. `None` when the
+/// PID names no process (any more). A few reads of `/proc/PID`, made once
+/// per window by the `wayland` and `shells` sources.
+pub(crate) fn window_process(pid: u32) -> Option<crate::model::WindowProcess> {
+    match crate::identity::resolve_pid(pid) {
+        Ok(id) => Some(crate::model::WindowProcess {
+            app_id: id.app_id,
+            source: id.source,
+        }),
+        Err(e) => {
+            tracing::debug!(pid, "a window's process: {e}");
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

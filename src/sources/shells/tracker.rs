@@ -43,22 +43,6 @@ pub(crate) type Resolver = Box<dyn FnMut(&str, Option<&WindowProcess>) -> Option
 /// Resolves a window's PID to the kernel's identity of its process.
 pub(crate) type Processes = Box<dyn FnMut(u32) -> Option<WindowProcess> + Send>;
 
-/// The daemon's [`Processes`]: `identity::resolve_pid`, as for a D-Bus
-/// caller. A few reads of `/proc/PID`, once per window (again only when
-/// its PID changes), so it runs where the report is handled.
-pub(crate) fn resolve_process(pid: u32) -> Option<WindowProcess> {
-    match crate::identity::resolve_pid(pid) {
-        Ok(id) => Some(WindowProcess {
-            app_id: id.app_id,
-            source: id.source,
-        }),
-        Err(e) => {
-            tracing::debug!(pid, "a reported window's process: {e}");
-            None
-        }
-    }
-}
-
 /// The shell's id as part of ours: printable ASCII kept, anything else
 /// (or an overlong one) hashed.
 fn sanitize(s: &str) -> String {
@@ -125,13 +109,13 @@ impl Tracker {
             held_closes: BTreeSet::new(),
             awaited: None,
             resolver,
-            processes: Box::new(resolve_process),
+            processes: Box::new(crate::sources::window_process),
             pids: BTreeMap::new(),
         }
     }
 
     /// Resolve the windows' PIDs with `processes` rather than
-    /// [`resolve_process`].
+    /// [`crate::sources::window_process`].
     #[cfg(test)]
     pub(crate) fn with_processes(mut self, processes: Processes) -> Tracker {
         self.processes = processes;

@@ -97,29 +97,17 @@ impl Sway {
                     return Found::default();
                 };
                 self.held.insert(node.con_id, ask.window.clone());
-                let process = node
-                    .pid
-                    .and_then(|pid| pids.entry(pid).or_insert_with(|| resolve(pid)).clone());
+                let process = node.pid.and_then(|pid| {
+                    pids.entry(pid)
+                        .or_insert_with(|| crate::sources::window_process(pid))
+                        .clone()
+                });
                 Found {
                     process,
                     sandbox: node.sandbox.clone(),
                 }
             })
             .collect()
-    }
-}
-
-/// The kernel's identity of `pid`, or `None` when it names no process.
-fn resolve(pid: u32) -> Option<WindowProcess> {
-    match crate::identity::resolve_pid(pid) {
-        Ok(id) => Some(WindowProcess {
-            app_id: id.app_id,
-            source: id.source,
-        }),
-        Err(e) => {
-            tracing::debug!(source = super::NAME, pid, "a window's process: {e}");
-            None
-        }
     }
 }
 
