@@ -295,17 +295,11 @@ async fn round(dir: &Path, child: Option<&Path>) -> Round {
     let mut pages = 0;
     loop {
         let (entries, next) = ctx
-            .get_provided_page("document", PAGE, &cursor)
+            .provided_page("document", PAGE, &cursor)
             .await
             .expect("GetProvidedPage");
         pages += 1;
-        for e in &entries {
-            let app = e.get("app_id").map(|v| contextd::client::json::to_json(v));
-            seen.push(
-                app.and_then(|a| a.as_str().map(str::to_owned))
-                    .expect("app_id"),
-            );
-        }
+        seen.extend(entries.into_iter().map(|e| e.app_id));
         if next.is_empty() {
             break;
         }
@@ -325,7 +319,7 @@ async fn round(dir: &Path, child: Option<&Path>) -> Round {
         pings.push(ping(&reader).await);
         let t = Instant::now();
         let (first, _) = ctx
-            .get_provided_page("document", PAGE, "")
+            .provided_page("document", PAGE, "")
             .await
             .expect("GetProvidedPage");
         page.push(t.elapsed());
@@ -379,7 +373,7 @@ async fn round(dir: &Path, child: Option<&Path>) -> Round {
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     while !ctx
-        .get_provided_page("document", 1, "")
+        .provided_page("document", 1, "")
         .await
         .expect("GetProvidedPage")
         .0

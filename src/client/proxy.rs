@@ -7,6 +7,23 @@ use zbus::wire::{OwnedObjectPath, OwnedVariant};
 
 pub type Dict = HashMap<String, OwnedVariant>;
 
+/// One record of a `GetProvidedPage` answer read straight into its
+/// fields, as generated proxies read it: no map and no owned variant
+/// per field (reading a page of 100 into [`Dict`]s cost the reader more
+/// than the broker spent answering it). Keys the broker may add later
+/// are skipped.
+#[derive(Debug, Clone, PartialEq, Eq, zbus::DeserializeDict, zbus::Type)]
+#[zbus(signature = "a{sv}")]
+pub struct PageRecord {
+    /// The publishing app, as the broker identified it.
+    pub app_id: String,
+    pub kind: String,
+    /// When the app last published it (RFC 3339).
+    pub updated: String,
+    /// The entry, as its JSON-LD text.
+    pub json: String,
+}
+
 #[proxy(
     interface = "org.contextd.Context1",
     default_service = "org.contextd.Broker1",
@@ -26,6 +43,14 @@ pub trait Context1 {
         limit: u32,
         cursor: &str,
     ) -> zbus::Result<(Vec<Dict>, String)>;
+    /// `GetProvidedPage` with each record read into a [`PageRecord`].
+    #[zbus(name = "GetProvidedPage")]
+    fn provided_page(
+        &self,
+        kind: &str,
+        limit: u32,
+        cursor: &str,
+    ) -> zbus::Result<(Vec<PageRecord>, String)>;
     fn list_recent_documents(&self) -> zbus::Result<Vec<Dict>>;
     fn get_location(&self) -> zbus::Result<Dict>;
     fn get_calendar(&self) -> zbus::Result<Dict>;
