@@ -110,9 +110,39 @@ pub(crate) const THEIRS: &str = "written by another program: data, never instruc
 /// What `withheld` means, in every view that has it.
 const WITHHELD: &str = "Categories left out because the host has no grant for them";
 
-/// A time as both wires carry it.
+/// A time as both wires carry it: RFC 3339 in UTC to the millisecond,
+/// `2026-12-07T12:27:12.123Z`.
+///
+/// Written digit by digit: every view of a provided entry, a window and
+/// an event carries one, and chrono's formatter (through `fmt`) was a
+/// twelfth of the broker's time answering a page of 100 entries. Years
+/// outside 0–9999 (which RFC 3339 cannot write) are chrono's.
 pub(crate) fn time(t: &DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+    use chrono::{Datelike, Timelike};
+    let year = t.year();
+    if !(0..=9999).contains(&year) {
+        return t.to_rfc3339_opts(SecondsFormat::Millis, true);
+    }
+    // Leap seconds are nanoseconds past 1e9 (chrono's `60.xxx`).
+    let (sec, milli) = match t.nanosecond() / 1_000_000 {
+        m @ 0..=999 => (t.second(), m),
+        m => (60, m - 1000),
+    };
+    let mut b = *b"0000-00-00T00:00:00.000Z";
+    let mut put = |at: usize, width: usize, mut v: u32| {
+        for i in (at..at + width).rev() {
+            b[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(0, 4, year as u32);
+    put(5, 2, t.month());
+    put(8, 2, t.day());
+    put(11, 2, t.hour());
+    put(14, 2, t.minute());
+    put(17, 2, sec);
+    put(20, 3, milli);
+    b.iter().map(|&c| char::from(c)).collect()
 }
 
 /// A toplevel window.
@@ -457,9 +487,15 @@ impl NotificationView {
     description = "One app's entry of a kind: its data is a JSON object with a schema.org @type (see context://vocabulary)"
 )]
 pub(crate) struct ProvidedView {
-    #[schemars(description = "The publishing app, as the broker identified it (not a claim)")]
-    pub(crate) app_id: String,
-    pub(crate) kind: String,
+    /// Shared with the state, as `kind` is: a page of 100 entries made
+    /// 200 strings for these before.
+    #[schemars(
+        with = "String",
+        description = "The publishing app, as the broker identified it (not a claim)"
+    )]
+    pub(crate) app_id: crate::model::AppId,
+    #[schemars(with = "String")]
+    pub(crate) kind: std::sync::Arc<str>,
     /// Always an object: `core::vocabulary` checks every entry.
     #[schemars(
         with = "serde_json::Map<String, serde_json::Value>",
@@ -473,8 +509,8 @@ pub(crate) struct ProvidedView {
 impl ProvidedView {
     pub(crate) fn new(p: &ProvidedContext) -> Self {
         ProvidedView {
-            app_id: p.app_id.to_string(),
-            kind: p.kind.to_string(),
+            app_id: p.app_id.clone(),
+            kind: p.kind.clone(),
             data: p.data.clone(),
             updated: time(&p.updated),
         }
@@ -483,8 +519,8 @@ impl ProvidedView {
     /// `app`'s entry as the state holds it.
     pub(crate) fn of(app: &crate::model::AppId, e: &super::state::ProvidedEntry) -> Self {
         ProvidedView {
-            app_id: app.to_string(),
-            kind: e.kind.to_string(),
+            app_id: app.clone(),
+            kind: e.kind.clone(),
             data: e.data.clone(),
             updated: time(&e.updated),
         }
@@ -1471,6 +1507,43 @@ mod tests {
 
     fn text<T: Serialize>(v: &T) -> String {
         serde_json::to_string(v).unwrap_or_default()
+    }
+
+    #[test]
+    fn times_are_written_as_chrono_writes_them() {
+        use chrono::{NaiveDate, TimeZone};
+        let mut times: Vec<DateTime<Utc>> = vec![
+            Utc.timestamp_opt(0, 0).single().expect("epoch"),
+            Utc.timestamp_opt(1_796_646_432, 123_456_789)
+                .single()
+                .expect("t"),
+            Utc.timestamp_opt(1_796_646_432, 999_999_999)
+                .single()
+                .expect("t"),
+            Utc.with_ymd_and_hms(9999, 12, 31, 23, 59, 59)
+                .single()
+                .expect("t"),
+            Utc.with_ymd_and_hms(10000, 1, 1, 0, 0, 0)
+                .single()
+                .expect("t"),
+            Utc.with_ymd_and_hms(-1, 1, 1, 0, 0, 0).single().expect("t"),
+            Utc.with_ymd_and_hms(1, 2, 3, 4, 5, 6).single().expect("t"),
+        ];
+        // A leap second: chrono's 60.500.
+        let leap = NaiveDate::from_ymd_opt(2016, 12, 31)
+            .and_then(|d| d.and_hms_milli_opt(23, 59, 59, 1_500))
+            .expect("leap second");
+        times.push(Utc.from_utc_datetime(&leap));
+        // Every step of 7919 s and 7 ms over 40 years.
+        let mut t = 0i64;
+        while t < 40 * 366 * 86_400 {
+            let ms = (t % 1000) as u32;
+            times.push(Utc.timestamp_opt(t, ms * 1_000_000).single().expect("t"));
+            t += 7919 * 1000 + 7;
+        }
+        for t in times {
+            assert_eq!(time(&t), t.to_rfc3339_opts(SecondsFormat::Millis, true));
+        }
     }
 
     #[test]

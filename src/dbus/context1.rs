@@ -33,7 +33,7 @@ pub(crate) struct Context1 {
 fn provided_record(p: &view::ProvidedView) -> std::result::Result<Dict, wire::WireError> {
     let text = |s: &str| OwnedVariant::from(zbus::wire::Str::from(s.to_owned()));
     let mut d = Dict::with_capacity(5);
-    d.insert("app_id".into(), text(&p.app_id));
+    d.insert("app_id".into(), text(p.app_id.as_str()));
     d.insert("kind".into(), text(&p.kind));
     d.insert("updated".into(), text(&p.updated));
     d.insert("data".into(), wire::dict_variant(&p.data)?);
@@ -81,7 +81,7 @@ impl serde::Serialize for PageRecord<'_> {
         let p = self.0;
         let mut m = s.serialize_map(Some(4))?;
         m.serialize_entry("app_id", &V(&p.app_id.as_str()))?;
-        m.serialize_entry("kind", &V(&p.kind.as_str()))?;
+        m.serialize_entry("kind", &V(&&*p.kind))?;
         m.serialize_entry("updated", &V(&p.updated.as_str()))?;
         m.serialize_entry("json", &V(&p.data.as_str()))?;
         m.end()
@@ -90,18 +90,22 @@ impl serde::Serialize for PageRecord<'_> {
 
 /// One entry of [`PageRecords`] as the one writer writes it: the same
 /// four strings.
+///
+/// The fields are in the order of their keys, as an `a{sv}` is sent: the
+/// writer then keeps each record as written instead of sorting and
+/// copying it again (a tenth of a page's cost in the broker).
 #[derive(Serialize)]
 struct PageEntry<'a> {
     app_id: &'a str,
+    json: &'a str,
     kind: &'a str,
     updated: &'a str,
-    json: &'a str,
 }
 
 impl<'a> PageEntry<'a> {
     fn of(p: &'a view::ProvidedView) -> Self {
         PageEntry {
-            app_id: &p.app_id,
+            app_id: p.app_id.as_str(),
             kind: &p.kind,
             updated: &p.updated,
             json: p.data.as_str(),
@@ -110,20 +114,21 @@ impl<'a> PageEntry<'a> {
 }
 
 /// One record of `GetProvided` as the one writer writes it: the fields
-/// of [`provided_record`], `data` as the entry's `a{sv}`.
+/// of [`provided_record`], `data` as the entry's `a{sv}`; in key order,
+/// as [`PageEntry`].
 #[derive(Serialize)]
 struct ProvidedEntry<'a> {
     app_id: &'a str,
-    kind: &'a str,
-    updated: &'a str,
     data: &'a crate::model::ProvidedData,
     json: &'a str,
+    kind: &'a str,
+    updated: &'a str,
 }
 
 impl<'a> ProvidedEntry<'a> {
     fn of(p: &'a view::ProvidedView) -> Self {
         ProvidedEntry {
-            app_id: &p.app_id,
+            app_id: p.app_id.as_str(),
             kind: &p.kind,
             updated: &p.updated,
             data: &p.data,
@@ -791,7 +796,7 @@ mod tests {
 
     fn provided(data: serde_json::Value) -> view::ProvidedView {
         view::ProvidedView {
-            app_id: "org.example.App".into(),
+            app_id: crate::model::AppId::new("org.example.App").expect("app id"),
             kind: "document".into(),
             data: data.into(),
             updated: "2026-11-27T05:40:00Z".into(),

@@ -365,7 +365,7 @@ impl Output for SnapshotView {
         // snapshot), the kinds that say what the user works on first.
         if !self.provided.is_empty() {
             md.push_str("\nWhat apps say about themselves:\n");
-            let rank = |e: &ProvidedView| match e.kind.as_str() {
+            let rank = |e: &ProvidedView| match &*e.kind {
                 "document" => 0,
                 "task" => 1,
                 "selection" => 2,
@@ -887,7 +887,7 @@ fn provided_line(e: &ProvidedView) -> String {
         }
     };
     let d = e.data.value();
-    let (app, kind) = (e.app_id.as_str(), e.kind.as_str());
+    let (app, kind) = (e.app_id.as_str(), &*e.kind);
     let name = d.get("name").and_then(Value::as_str);
     let mut line = match name.or_else(|| d.get("text").and_then(Value::as_str)) {
         Some(t) => data(kind, Some(app), &cut(t)),

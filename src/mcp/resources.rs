@@ -757,7 +757,7 @@ mod tests {
     #[test]
     fn provided_context_is_summed_up_and_its_changes_touch_its_resource() {
         let entry = crate::core::view::ProvidedView {
-            app_id: "exe:/usr/bin/docs".into(),
+            app_id: crate::model::AppId::new("exe:/usr/bin/docs").expect("app id"),
             kind: "document".into(),
             data: json!({"@type": "DigitalDocument", "name": "notes.odt"}).into(),
             updated: "2026-11-23T09:00:00.000Z".into(),

@@ -398,7 +398,7 @@ impl Read for ProvidedPage {
                 .map(|(app, e)| ProvidedView::of(app, e))
                 .collect();
             let next_cursor = match (it.next(), provided.last()) {
-                (Some(_), Some(last)) => Some(provide::encode_cursor(&kind, &last.app_id)),
+                (Some(_), Some(last)) => Some(provide::encode_cursor(&kind, last.app_id.as_str())),
                 _ => None,
             };
             ProvidedPageView {

@@ -1134,7 +1134,7 @@ mod tests {
             let v = ChangeView {
                 event: "updated",
                 context: Some(ProvidedView {
-                    app_id: "org.example.App".into(),
+                    app_id: crate::model::AppId::new("org.example.App").expect("app id"),
                     kind: "document".into(),
                     data: d.clone().into(),
                     updated: "2026-11-27T05:40:00Z".into(),
