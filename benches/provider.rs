@@ -26,6 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+use contextd::client::page::provided_page as read_page;
 use futures_util::StreamExt;
 
 const PROVIDERS: usize = 1000;
@@ -294,8 +295,7 @@ async fn round(dir: &Path, child: Option<&Path>) -> Round {
     let mut cursor = String::new();
     let mut pages = 0;
     loop {
-        let (entries, next) = ctx
-            .provided_page("document", PAGE, &cursor)
+        let (entries, next) = read_page(&ctx, "document", PAGE, &cursor)
             .await
             .expect("GetProvidedPage");
         pages += 1;
@@ -318,8 +318,7 @@ async fn round(dir: &Path, child: Option<&Path>) -> Round {
     for i in 0..CALLS {
         pings.push(ping(&reader).await);
         let t = Instant::now();
-        let (first, _) = ctx
-            .provided_page("document", PAGE, "")
+        let (first, _) = read_page(&ctx, "document", PAGE, "")
             .await
             .expect("GetProvidedPage");
         page.push(t.elapsed());
@@ -372,8 +371,7 @@ async fn round(dir: &Path, child: Option<&Path>) -> Round {
         let _ = c.wait();
     }
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !ctx
-        .provided_page("document", 1, "")
+    while !read_page(&ctx, "document", 1, "")
         .await
         .expect("GetProvidedPage")
         .0

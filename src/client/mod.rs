@@ -1,12 +1,14 @@
 //! The clients: `contextctl`'s commands ([`ctl`]), the stdio MCP bridge
 //! ([`bridge`]), the admin socket's client ([`admin`]) and the generated
 //! D-Bus proxies ([`proxy`]) with the conversion of what they receive back
-//! to JSON ([`json`]). Client code only: the daemon never runs it.
+//! to JSON ([`json`]), and the reader of a page of provided entries
+//! ([`page`]). Client code only: the daemon never runs it.
 
 pub mod admin;
 pub mod bridge;
 pub mod ctl;
 pub mod json;
+pub mod page;
 pub mod privacy;
 pub mod proxy;
 pub mod reach;

@@ -7,11 +7,9 @@ use zbus::wire::{OwnedObjectPath, OwnedVariant};
 
 pub type Dict = HashMap<String, OwnedVariant>;
 
-/// One record of a `GetProvidedPage` answer read straight into its
-/// fields, as generated proxies read it: no map and no owned variant
-/// per field (reading a page of 100 into [`Dict`]s cost the reader more
-/// than the broker spent answering it). Keys the broker may add later
-/// are skipped.
+/// One record of a `GetProvidedPage` answer, read into its fields
+/// ([`super::page`]): no map and no owned variant per field. Keys the
+/// broker may add later are skipped.
 #[derive(Debug, Clone, PartialEq, Eq, zbus::DeserializeDict, zbus::Type)]
 #[zbus(signature = "a{sv}")]
 pub struct PageRecord {
@@ -43,14 +41,6 @@ pub trait Context1 {
         limit: u32,
         cursor: &str,
     ) -> zbus::Result<(Vec<Dict>, String)>;
-    /// `GetProvidedPage` with each record read into a [`PageRecord`].
-    #[zbus(name = "GetProvidedPage")]
-    fn provided_page(
-        &self,
-        kind: &str,
-        limit: u32,
-        cursor: &str,
-    ) -> zbus::Result<(Vec<PageRecord>, String)>;
     fn list_recent_documents(&self) -> zbus::Result<Vec<Dict>>;
     fn get_location(&self) -> zbus::Result<Dict>;
     fn get_calendar(&self) -> zbus::Result<Dict>;

@@ -153,6 +153,19 @@ async fn pages_hold_every_entry_once_and_odd_cursors_are_invalid_args() {
         let text = e.get("json").map(|v| to_json(v)).expect("json");
         let parsed: Value = serde_json::from_str(text.as_str().expect("text")).expect("JSON");
         assert_eq!(parsed, json!({"@type": "DigitalDocument", "name": "doc 0"}));
+        // The client's reader of pages (`client::page`) reads the same.
+        let (records, rnext) = contextd::client::page::provided_page(&ctx, "document", 0, "")
+            .await
+            .expect("the page, read by client::page");
+        assert_eq!(rnext, "");
+        let read: Vec<String> = records.iter().map(|r| r.app_id.clone()).collect();
+        assert_eq!(read, ids);
+        assert_eq!(Some(json!(records[0].json)), Some(text.clone()));
+        assert!(records.iter().all(|r| r.kind == "document"));
+        assert_eq!(
+            Some(json!(records[0].updated)),
+            e.get("updated").map(|v| to_json(v))
+        );
         // The same text as GetProvided's record of the entry.
         let all = ctx.get_provided("document").await.expect("GetProvided");
         let same = all
