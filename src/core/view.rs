@@ -119,13 +119,17 @@ const WITHHELD: &str = "Categories left out because the host has no grant for th
 /// outside 0–9999 (which RFC 3339 cannot write) are chrono's.
 pub(crate) fn time(t: &DateTime<Utc>) -> String {
     use chrono::{Datelike, Timelike};
-    let year = t.year();
+    // The naive parts once: `DateTime`'s own accessors add the (zero)
+    // offset again for each.
+    let utc = t.naive_utc();
+    let (date, clock) = (utc.date(), utc.time());
+    let year = date.year();
     if !(0..=9999).contains(&year) {
         return t.to_rfc3339_opts(SecondsFormat::Millis, true);
     }
     // Leap seconds are nanoseconds past 1e9 (chrono's `60.xxx`).
-    let (sec, milli) = match t.nanosecond() / 1_000_000 {
-        m @ 0..=999 => (t.second(), m),
+    let (sec, milli) = match clock.nanosecond() / 1_000_000 {
+        m @ 0..=999 => (clock.second(), m),
         m => (60, m - 1000),
     };
     let mut b = *b"0000-00-00T00:00:00.000Z";
@@ -136,10 +140,10 @@ pub(crate) fn time(t: &DateTime<Utc>) -> String {
         }
     };
     put(0, 4, year as u32);
-    put(5, 2, t.month());
-    put(8, 2, t.day());
-    put(11, 2, t.hour());
-    put(14, 2, t.minute());
+    put(5, 2, date.month());
+    put(8, 2, date.day());
+    put(11, 2, clock.hour());
+    put(14, 2, clock.minute());
     put(17, 2, sec);
     put(20, 3, milli);
     b.iter().map(|&c| char::from(c)).collect()
