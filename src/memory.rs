@@ -176,8 +176,15 @@ fn heap_used(malloc_in_use: usize) -> usize {
     unsafe { &*counter }.live()
 }
 
-/// How often the heaps are looked at.
+/// How often the heaps are looked at while anything changes.
 pub(crate) const EVERY: Duration = Duration::from_secs(5);
+
+/// The longest wait between looks while nothing changes: each look that
+/// finds the heaps, SQLite and the readers' buffers as the last one left
+/// them doubles the wait up to this (an idle broker does not wake every
+/// few seconds for nothing: `make bench`'s idle figures count every
+/// wake-up); a change brings [`EVERY`] back.
+pub(crate) const QUIET_MAX: Duration = Duration::from_secs(300);
 
 /// Free memory in the heaps worth giving back, in bytes.
 pub(crate) const SLACK: usize = 1024 * 1024;
@@ -241,12 +248,16 @@ pub(crate) async fn give_back(cancel: CancellationToken, release: Release, idle:
     // SAFETY: sqlite3_memory_used only reads SQLite's global counter.
     let mut sqlite_floor = unsafe { libsqlite3_sys::sqlite3_memory_used() };
     let mut sqlite_after = sqlite_floor;
+    let mut wait = EVERY;
+    // What the last look left: the heaps and SQLite's memory.
+    let mut left: Option<((usize, usize, usize), i64)> = None;
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
-            _ = tokio::time::sleep(EVERY) => {}
+            _ = tokio::time::sleep(wait) => {}
         }
-        if idle() {
+        let gave = idle();
+        if gave {
             tracing::trace!("buffers kept for idle readers released");
         }
         // What holds memory, for `make soak`'s "heap in use after load"
@@ -255,6 +266,13 @@ pub(crate) async fn give_back(cancel: CancellationToken, release: Release, idle:
         let (in_use, free, mapped) = heap();
         // SAFETY: sqlite3_memory_used only reads SQLite's global counter.
         let sqlite = unsafe { libsqlite3_sys::sqlite3_memory_used() };
+        if !gave && left == Some(((in_use, free, mapped), sqlite)) {
+            // As the last look left it: nothing to give back that was not
+            // tried (the line above still says what holds memory).
+            wait = (wait * 2).min(QUIET_MAX);
+            continue;
+        }
+        wait = EVERY;
         tracing::debug!(
             heap_used = heap_used(in_use),
             malloc_in_use = in_use,
@@ -282,6 +300,8 @@ pub(crate) async fn give_back(cancel: CancellationToken, release: Release, idle:
             trim();
             tracing::trace!(free_before = free, free_after = heap().1, "heap trimmed");
         }
+        // SAFETY: as above.
+        left = Some((heap(), unsafe { libsqlite3_sys::sqlite3_memory_used() }));
     }
 }
 

@@ -290,7 +290,11 @@ pub(crate) trait ConsentStore: Send + Sync + fmt::Debug {
         false
     }
     /// Nothing waits to be written: keep room for the next revocation.
-    fn keep_reserve(&self) {}
+    /// Whether the room is there (a store that keeps none has nothing to
+    /// wait for: true).
+    fn keep_reserve(&self) -> bool {
+        true
+    }
     /// The user acted on a recovery (dismissed it, or imported a backup):
     /// forget the note, so that the next start is not degraded.
     fn clear_recovery(&self) -> BoxFut<'_, Result<(), Error>> {

@@ -152,6 +152,10 @@ pub(crate) struct Gate {
     /// full or read-only disk): written by `super::pending` until they
     /// are.
     pub(super) pending: Mutex<Vec<super::consent::PendingWrite>>,
+    /// Woken when a write is kept for the retries or the room kept for
+    /// one is given back (`super::pending::write_revocations` sleeps on
+    /// it while nothing waits and the room is there).
+    pub(super) pending_wake: tokio::sync::Notify,
     /// Where the waiting writes are kept meanwhile, off the database's
     /// disk (`super::pending`): set once at start.
     pub(super) journal: std::sync::OnceLock<PathBuf>,
@@ -203,6 +207,7 @@ impl Gate {
             reads: super::reading::Marks::default(),
             recovery: RwLock::new(loaded.recovery),
             pending: Mutex::new(Vec::new()),
+            pending_wake: tokio::sync::Notify::new(),
             journal: std::sync::OnceLock::new(),
         }
     }

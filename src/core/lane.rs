@@ -156,7 +156,7 @@ impl<S: ConsentStore + ?Sized + 'static> ConsentStore for OnLane<S> {
         self.inner.release_reserve()
     }
 
-    fn keep_reserve(&self) {
+    fn keep_reserve(&self) -> bool {
         self.inner.keep_reserve()
     }
 

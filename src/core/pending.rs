@@ -236,6 +236,7 @@ impl Gate {
             }
             self.journal(&p);
         }
+        self.pending_wake.notify_one();
         self.bump();
         n
     }
@@ -246,7 +247,9 @@ impl Gate {
         self.superseded(app, category);
         let mut written = self.write(&w).await;
         if written.is_err() && self.store().is_some_and(|s| s.release_reserve()) {
-            // The disk was full: the room kept for this is free now.
+            // The disk was full: the room kept for this is free now (and
+            // is to be made again when the disk has room).
+            self.pending_wake.notify_one();
             written = self.write(&w).await;
         }
         if let Err(e) = written {
@@ -260,6 +263,8 @@ impl Gate {
             let mut p = lock(&self.pending);
             p.push(w);
             self.journal(&p);
+            drop(p);
+            self.pending_wake.notify_one();
         }
     }
 
@@ -313,29 +318,32 @@ impl Gate {
 
 /// Retry waiting revocations until `cancel`, then once more; say in
 /// `ListSources` while any wait. Runs in the writers' level.
+///
+/// Every [`RETRY`] only while something waits or the room for the next
+/// revocation is not there: then it sleeps until a write is kept or the
+/// room given back (`Gate::pending_wake`), so that an idle broker does
+/// not wake every two seconds to look at a file.
 pub(crate) async fn write_revocations(
     gate: Arc<Gate>,
     state: Arc<State>,
     cancel: CancellationToken,
 ) {
     let mut said = false;
+    let mut settled = false;
     loop {
         let stop = tokio::select! {
             _ = cancel.cancelled() => true,
-            _ = tokio::time::sleep(RETRY) => false,
+            _ = tokio::time::sleep(RETRY), if !settled => false,
+            _ = gate.pending_wake.notified(), if settled => false,
         };
         let waiting = if gate.pending_writes() > 0 {
             gate.write_pending().await
         } else {
             0
         };
-        if waiting == 0
-            && let Some(store) = gate.store()
-        {
-            // Room for the next one (`store::reserve`), when the disk
-            // has it.
-            store.keep_reserve();
-        }
+        // Room for the next one (`store::reserve`), when the disk has it.
+        let room = waiting == 0 && gate.store().is_none_or(|store| store.keep_reserve());
+        settled = waiting == 0 && room;
         if waiting > 0 {
             said = true;
             state.apply(SourceEvent::SourceStatus {

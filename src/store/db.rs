@@ -1152,11 +1152,12 @@ impl ConsentStore for Db {
         self.reserve.as_ref().is_some_and(|r| r.release())
     }
 
-    fn keep_reserve(&self) {
-        if let Some(r) = &self.reserve
-            && self.health.problem().is_none()
-        {
-            r.keep();
+    fn keep_reserve(&self) -> bool {
+        match &self.reserve {
+            Some(r) if self.health.problem().is_none() => r.keep(),
+            // A database in trouble: look again on the retries.
+            Some(_) => false,
+            None => true,
         }
     }
 
