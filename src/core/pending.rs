@@ -341,9 +341,9 @@ pub(crate) async fn write_revocations(
         } else {
             0
         };
-        // Room for the next one (`store::reserve`), when the disk has it.
-        let room = waiting == 0 && gate.store().is_none_or(|store| store.keep_reserve());
-        settled = waiting == 0 && room;
+        // Nothing waits, and there is room for the next one
+        // (`store::reserve`), made now when the disk has it.
+        settled = waiting == 0 && gate.store().is_none_or(|store| store.keep_reserve());
         if waiting > 0 {
             said = true;
             state.apply(SourceEvent::SourceStatus {
