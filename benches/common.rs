@@ -446,8 +446,6 @@ pub fn wl_toplevels_bin() -> std::path::PathBuf {
     bin
 }
 
-/// A new MCP bearer token named `name`, made by `contextctl token create`
-/// with the broker's environment.
 /// The daemon's MCP HTTP address (`127.0.0.1:PORT`), once it has written
 /// `url_file` (`$XDG_RUNTIME_DIR/contextd/mcp-http.url`), within `secs`.
 pub async fn mcp_http_addr(url_file: &Path, secs: u64) -> String {
@@ -469,6 +467,8 @@ pub async fn mcp_http_addr(url_file: &Path, secs: u64) -> String {
         .to_owned()
 }
 
+/// A new MCP bearer token named `name`, made by `contextctl token create`
+/// with the broker's environment.
 pub fn create_token(name: &str, env: Vec<(String, String)>) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_contextctl"))
         .args(["token", "create", name])

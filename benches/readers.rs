@@ -3,7 +3,8 @@
 //!
 //! - the daemon's memory per reader: its RSS before any reader, after 50
 //!   MCP sessions (25 `contextctl mcp` stdio bridges and 25 Streamable
-//!   HTTP sessions, each subscribed to `context://windows/active`), and
+//!   HTTP sessions, each subscribed to `context://windows/active` and
+//!   each with a token of its own, as each host has), and
 //!   after 200 D-Bus subscribers more (`Context1.Subscribe`, each on its
 //!   own bus connection, each following 8 categories). Per reader is the
 //!   RSS delta over the count. Targets: ≤ 64 KB per MCP session, ≤ 16 KB
@@ -468,7 +469,18 @@ struct Daemon {
     proc: Proc,
     env: Vec<(String, String)>,
     http: String,
-    auth: String,
+    /// One bearer token per Streamable HTTP reader, as each host has its
+    /// own: the broker keeps at most `PER_TOKEN` (16) sessions of one
+    /// token and ends the idlest beyond that, so 25 readers on one token
+    /// would be 16 readers and 9 ended sessions.
+    auths: Vec<String>,
+    /// The next HTTP reader's token (readers of a round take them in turn).
+    next_auth: std::sync::atomic::AtomicUsize,
+}
+
+/// The token name of HTTP reader `i` (its grant is in the policy).
+fn token_name(i: usize) -> String {
+    format!("bench-{i}")
 }
 
 impl Daemon {
@@ -479,14 +491,17 @@ impl Daemon {
         let me = std::fs::read_link("/proc/self/exe").expect("exe");
         let cats: Vec<String> = CATEGORIES.iter().map(|c| format!("{c:?}")).collect();
         let cats = cats.join(", ");
-        std::fs::write(
-            cfg.join("policy.toml"),
-            format!(
-                "[[grant]]\napp = \"exe:{}\"\ncategories = [{cats}]\n\n[[grant]]\napp = \"token:bench\"\ncategories = [{cats}]\n",
-                me.display()
-            ),
-        )
-        .expect("policy");
+        let mut policy = format!(
+            "[[grant]]\napp = \"exe:{}\"\ncategories = [{cats}]\n",
+            me.display()
+        );
+        for i in 0..HTTP {
+            policy.push_str(&format!(
+                "\n[[grant]]\napp = \"token:{}\"\ncategories = [{cats}]\n",
+                token_name(i)
+            ));
+        }
+        std::fs::write(cfg.join("policy.toml"), policy).expect("policy");
         std::fs::write(
             cfg.join("config.toml"),
             "[mcp.http]\nlisten = \"127.0.0.1:0\"\n",
@@ -520,13 +535,16 @@ impl Daemon {
                 .expect("spawn contextd"),
         );
         let http = mcp_http_addr(&url_file, 20).await;
-        let token = create_token("bench", env.clone());
+        let auths = (0..HTTP)
+            .map(|i| format!("Bearer {}", create_token(&token_name(i), env.clone())))
+            .collect();
         Daemon {
             _dir: dir,
             proc,
             env,
             http,
-            auth: format!("Bearer {token}"),
+            auths,
+            next_auth: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -556,10 +574,13 @@ impl Daemon {
                 .await;
                 (r, Some(t))
             }
-            Kind::Http => (
-                http_reader(&self.http, &self.auth, idx, tx.clone()).await,
-                None,
-            ),
+            Kind::Http => {
+                let n = self
+                    .next_auth
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let auth = &self.auths[n % self.auths.len()];
+                (http_reader(&self.http, auth, idx, tx.clone()).await, None)
+            }
             Kind::Stdio => (stdio_reader(&self.env, idx, tx.clone()).await, None),
         }
     }
