@@ -236,7 +236,9 @@ impl Gate {
             }
             self.journal(&p);
         }
-        self.pending_wake.notify_one();
+        if n > 0 {
+            self.pending_wake.notify_one();
+        }
         self.bump();
         n
     }
